@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_BUF_H
+#define MCPGW_BUF_H
+
+#include <stddef.h>
+
+#include "util.h"
+
+/*
+ * A byte buffer with a ceiling set at init (curl's dynbuf). The live bytes are data[off, len);
+ * consuming a prefix only advances off, and the space is reclaimed by buf_compact(), so taking many
+ * lines out of one read costs no memmove per line. An all-zero struct is not valid: use buf_init.
+ */
+struct buf {
+    char *data;
+    size_t off;
+    size_t len;
+    size_t cap;
+    size_t max; /* ceiling on len - off */
+};
+
+void buf_init(struct buf *b, size_t max);
+void buf_clear(struct buf *b); /* frees the storage; the buf may be reused after buf_init */
+/* Appends n bytes; -1 (and nothing appended) when the live size would pass the ceiling. */
+int buf_append(struct buf *b, const void *p, size_t n) MUSTCHECK;
+/* Ensures room for n more bytes at data+len; -1 past the ceiling. */
+int buf_reserve(struct buf *b, size_t n) MUSTCHECK;
+void buf_consume(struct buf *b, size_t n);
+void buf_compact(struct buf *b);
+void buf_reset(struct buf *b);
+
+static inline size_t
+buf_used(const struct buf *b)
+{
+    return b->len - b->off;
+}
+
+static inline char *
+buf_head(const struct buf *b)
+{
+    return b->data + b->off;
+}
+
+#endif

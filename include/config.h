@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_CONFIG_H
+#define MCPGW_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "util.h"
+
+/*
+ * The INI file -> struct config: defaults, bounds, cross-checks. The option table in config.c is
+ * the single source of truth; config_keys() exposes it so a test can check conf/ and the README.
+ */
+
+struct config_server {
+    char *name;          /* from [server:NAME] */
+    char *path;          /* MCP endpoint, starts with '/' */
+    char **argv;         /* command split like a shell would, NULL-terminated, argv[0] != NULL */
+    char **env;          /* "KEY=VALUE" from env =, NULL-terminated (may be empty) */
+    char **inherit_env;  /* names copied from the gateway's environment, NULL-terminated */
+    char *cwd;           /* NULL: the gateway's working directory */
+    int line;            /* line of the section header */
+};
+
+struct config {
+    char *file;             /* path it was loaded from */
+    char *listen_host;      /* "127.0.0.1", "::1" (no brackets), "localhost", ... */
+    uint16_t listen_port;   /* 0: ephemeral (tests) */
+    char *instance_id;      /* session id prefix, "" for none */
+    uint64_t max_sessions;
+    uint64_t max_connections;
+    uint64_t session_idle_timeout_s;
+    uint64_t max_body_bytes;
+    uint64_t max_message_bytes;      /* ceiling on one line from a child's stdout */
+    uint64_t stream_queue_bytes;     /* per stream; above it the child's stdout is not read */
+    uint64_t stdin_queue_bytes;      /* per child; above it new messages get 503 */
+    uint64_t max_inflight_per_session;
+    uint64_t heartbeat_s;
+    uint64_t connection_timeout_s;   /* idle timeout of connections being read/written; 0 none */
+    uint64_t child_stdin_grace_ms;   /* stdin closed -> SIGTERM */
+    uint64_t child_term_grace_ms;    /* SIGTERM -> SIGKILL */
+    char **allowed_origins;          /* NULL-terminated */
+    char **allowed_hosts;            /* NULL-terminated */
+    enum log_level log_level;
+    bool log_json;
+    struct config_server *servers;
+    size_t n_servers;
+};
+
+/*
+ * Loads and validates a file. On failure returns -1 and writes "file:line: key: reason" into err.
+ * cfg is all-or-nothing: on failure it holds nothing that needs config_clear.
+ */
+int config_load(const char *path, struct config *cfg, char *err, size_t errlen) MUSTCHECK;
+/* Same, from a NUL-terminated string; name is used in error messages. */
+int config_load_string(const char *text, const char *name, struct config *cfg, char *err,
+                       size_t errlen) MUSTCHECK;
+void config_clear(struct config *cfg);
+
+/* Every key as "gateway.KEY" or "server.KEY", NULL-terminated (static storage). */
+const char *const *config_keys(void);
+
+#endif

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_JSONRPC_H
+#define MCPGW_JSONRPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/*
+ * JSON-RPC on the hot path: a validating single-pass scanner that classifies one message and records
+ * the byte spans routing needs; the original bytes pass through unchanged (DESIGN.md section 5).
+ * Gateway-made messages (errors, cancels) are built here too, with jansson. Pure: no I/O, no globals.
+ */
+
+/* A byte range inside the scanned input; len == 0 means absent. */
+struct jsonrpc_span {
+    size_t off;
+    size_t len;
+};
+
+enum jsonrpc_kind {
+    JSONRPC_REQUEST = 0,    /* "method" and a non-null "id" */
+    JSONRPC_NOTIFICATION,   /* "method", no "id" */
+    JSONRPC_RESULT,         /* "id" and "result" */
+    JSONRPC_ERROR,          /* "id" (possibly null) and "error" */
+};
+
+enum jsonrpc_id_type {
+    JSONRPC_ID_NONE = 0,
+    JSONRPC_ID_NUMBER,
+    JSONRPC_ID_STRING,
+    JSONRPC_ID_NULL,
+};
+
+#define JSONRPC_METHOD_MAX 96
+
+struct jsonrpc_info {
+    enum jsonrpc_kind kind;
+    enum jsonrpc_id_type id_type;
+    struct jsonrpc_span id;             /* raw value of "id"; quotes included for strings */
+    char method[JSONRPC_METHOD_MAX];    /* decoded (escapes resolved), NUL-terminated, "" if none */
+    bool method_long;                   /* decoded method did not fit; method[] is then "" */
+    struct jsonrpc_span request_id;     /* raw params.requestId (notifications/cancelled) */
+    struct jsonrpc_span progress_token; /* raw params._meta.progressToken, or params.progressToken */
+    bool has_task;                      /* params.task is present (task-augmented request) */
+    bool has_crlf;                      /* a raw CR or LF byte occurs (as whitespace) */
+};
+
+enum jsonrpc_status {
+    JSONRPC_OK = 0,
+    JSONRPC_EPARSE = -1,   /* not one JSON text: syntax, invalid UTF-8, NUL byte, depth > 64 */
+    JSONRPC_EINVALID = -2, /* valid JSON, but not one JSON-RPC 2.0 message */
+    JSONRPC_EBATCH = -3,   /* a valid JSON top-level array (a batch) */
+};
+
+/*
+ * Scans p[0..n) as exactly one JSON text (whitespace around it allowed) holding one JSON-RPC 2.0
+ * object. On JSONRPC_OK *out is filled; otherwise *errstr (if errstr != NULL) gets a static phrase.
+ * Duplicate tracked keys (jsonrpc, id, method, params, result, error, and the nested ones above)
+ * are JSONRPC_EINVALID, so the gateway and the child can never disagree about which one counts.
+ */
+int jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **errstr) MUSTCHECK;
+
+/* Replaces every raw CR and LF with a space. Only for input that jsonrpc_scan accepted. */
+void jsonrpc_flatten(char *p, size_t n);
+
+/* True when the span is a plain non-negative integer (no sign, fraction, exponent) <= UINT64_MAX. */
+bool jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out);
+
+/* Standard codes only (mcp-spec-checklist section 8). */
+#define JSONRPC_PARSE_ERROR      (-32700)
+#define JSONRPC_INVALID_REQUEST  (-32600)
+#define JSONRPC_METHOD_NOT_FOUND (-32601)
+#define JSONRPC_INVALID_PARAMS   (-32602)
+#define JSONRPC_INTERNAL_ERROR   (-32603)
+
+/*
+ * {"jsonrpc":"2.0","id":<id_raw>,"error":{"code":code,"message":message}}; id_raw == NULL gives
+ * "id":null. id_raw is spliced verbatim (byte-exact ids). Returns a new xmalloc'd string (no
+ * newline, NUL-terminated) and its length in *len.
+ */
+char *jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char *message,
+                        size_t *len);
+
+/*
+ * {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":<id_raw>,
+ * "reason":reason}}; reason may be NULL (then omitted). New xmalloc'd string, length in *len.
+ */
+char *jsonrpc_cancel_new(const char *id_raw, size_t id_len, const char *reason, size_t *len);
+
+/*
+ * protocolVersion of an initialize request (params.protocolVersion) or of its result
+ * (result.protocolVersion), copied NUL-terminated into out. Returns 0, or -1 when absent, not a
+ * string, or longer than outlen - 1. Uses jansson: only for the one-off initialize messages.
+ */
+int jsonrpc_protocol_version(const char *p, size_t n, char *out, size_t outlen) MUSTCHECK;
+
+#endif

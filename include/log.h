@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_LOG_H
+#define MCPGW_LOG_H
+
+#include <stdbool.h>
+
+#include "util.h"
+
+enum log_level {
+    LOG_ERROR = 0,
+    LOG_WARN,
+    LOG_INFO,
+    LOG_DEBUG,
+};
+
+/* One line per event on stderr; text ("ts level msg") or one JSON object per line. */
+void log_init(enum log_level level, bool json);
+void log_set_level(enum log_level level);
+bool log_enabled(enum log_level level);
+/* "error", "warn", "info", "debug" -> level; -1 when unknown. */
+int log_level_parse(const char *s);
+
+/* sid may be NULL. Message bodies only at LOG_DEBUG; never tokens. */
+void log_msg(enum log_level level, const char *sid, const char *fmt, ...) PRINTF(3, 4);
+
+#define log_error(sid, ...) log_msg(LOG_ERROR, sid, __VA_ARGS__)
+#define log_warn(sid, ...)  log_msg(LOG_WARN, sid, __VA_ARGS__)
+#define log_info(sid, ...)  log_msg(LOG_INFO, sid, __VA_ARGS__)
+#define log_debug(sid, ...)                                                                        \
+    do {                                                                                           \
+        if (log_enabled(LOG_DEBUG))                                                                \
+            log_msg(LOG_DEBUG, sid, __VA_ARGS__);                                                  \
+    } while (0)
+
+NORETURN void fatal(const char *fmt, ...) PRINTF(1, 2);  /* appends strerror(errno) */
+NORETURN void fatalx(const char *fmt, ...) PRINTF(1, 2);
+
+#endif

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_UTIL_H
+#define MCPGW_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MUSTCHECK   __attribute__((warn_unused_result))
+#define NORETURN    __attribute__((noreturn))
+#define PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Allocation never fails for the caller: on failure these log and abort (tmux, redis). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t nmemb, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+void *xmemdup(const void *p, size_t n);
+
+/* Monotonic clock. */
+uint64_t util_now_ms(void);
+uint64_t util_now_us(void);
+
+/*
+ * Strict decimal parse of the whole string into [min, max]. Returns 0, or -1 with *errstr set to a
+ * static phrase ("is not a number", "is out of range").
+ */
+int util_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
+                   const char **errstr) MUSTCHECK;
+
+/* Case-insensitive ASCII comparisons of a byte span. */
+bool util_span_ieq(const char *a, size_t alen, const char *b);
+bool util_has_prefix_i(const char *s, const char *prefix);
+
+#endif

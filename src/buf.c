@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Bounded byte buffer: every instance has its ceiling from the config (curl dynbuf). Growth doubles
+ * so appends are amortised O(1); consumption is an offset, reclaimed by buf_compact.
+ */
+#include "buf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void
+buf_init(struct buf *b, size_t max)
+{
+    b->data = NULL;
+    b->off = b->len = b->cap = 0;
+    b->max = max;
+}
+
+void
+buf_clear(struct buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->off = b->len = b->cap = 0;
+}
+
+void
+buf_reset(struct buf *b)
+{
+    b->off = b->len = 0;
+}
+
+void
+buf_compact(struct buf *b)
+{
+    if (b->off == 0)
+        return;
+    size_t used = b->len - b->off;
+    if (used)
+        memmove(b->data, b->data + b->off, used);
+    b->off = 0;
+    b->len = used;
+}
+
+int
+buf_reserve(struct buf *b, size_t n)
+{
+    if (n > b->max || b->len - b->off > b->max - n)
+        return -1;
+    if (b->cap - b->len >= n)
+        return 0;
+    buf_compact(b);
+    if (b->cap - b->len >= n)
+        return 0;
+    size_t want = b->len + n;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < want)
+        cap *= 2;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+    return 0;
+}
+
+int
+buf_append(struct buf *b, const void *p, size_t n)
+{
+    if (buf_reserve(b, n) == -1)
+        return -1;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+void
+buf_consume(struct buf *b, size_t n)
+{
+    b->off += n;
+    if (b->off >= b->len)
+        b->off = b->len = 0;
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers every module uses: allocation that cannot fail for the caller, the monotonic
+ * clock, strict number parsing. Nothing here knows about HTTP, MCP or the loop.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static NORETURN void
+util_oom(size_t n)
+{
+    fprintf(stderr, "mcp-gateway: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *
+xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        util_oom(n);
+    return p;
+}
+
+void *
+xcalloc(size_t nmemb, size_t size)
+{
+    void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+    if (p == NULL)
+        util_oom(nmemb * size);
+    return p;
+}
+
+void *
+xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        util_oom(n);
+    return q;
+}
+
+char *
+xstrdup(const char *s)
+{
+    return xmemdup(s, strlen(s) + 1);
+}
+
+char *
+xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+void *
+xmemdup(const void *p, size_t n)
+{
+    void *q = xmalloc(n);
+    if (n)
+        memcpy(q, p, n);
+    return q;
+}
+
+uint64_t
+util_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t
+util_now_ms(void)
+{
+    return util_now_us() / 1000u;
+}
+
+int
+util_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out, const char **errstr)
+{
+    if (s == NULL || *s < '0' || *s > '9') {
+        *errstr = "is not a number";
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0') {
+        *errstr = "is not a number";
+        return -1;
+    }
+    if (errno == ERANGE || v < min || v > max) {
+        *errstr = "is out of range";
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int
+util_lower(int c)
+{
+    return (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c;
+}
+
+bool
+util_span_ieq(const char *a, size_t alen, const char *b)
+{
+    size_t blen = strlen(b);
+    if (alen != blen)
+        return false;
+    for (size_t i = 0; i < alen; i++)
+        if (util_lower((unsigned char)a[i]) != util_lower((unsigned char)b[i]))
+            return false;
+    return true;
+}
+
+bool
+util_has_prefix_i(const char *s, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strlen(s) >= n && util_span_ieq(s, n, prefix);
+}
