@@ -26,13 +26,13 @@ void log_msg(enum log_level level, const char *sid, const char *fmt, ...) PRINTF
 #define log_error(sid, ...) log_msg(LOG_ERROR, sid, __VA_ARGS__)
 #define log_warn(sid, ...)  log_msg(LOG_WARN, sid, __VA_ARGS__)
 #define log_info(sid, ...)  log_msg(LOG_INFO, sid, __VA_ARGS__)
-#define log_debug(sid, ...)                                                                        \
-    do {                                                                                           \
-        if (log_enabled(LOG_DEBUG))                                                                \
-            log_msg(LOG_DEBUG, sid, __VA_ARGS__);                                                  \
+#define log_debug(sid, ...)                       \
+    do {                                          \
+        if (log_enabled(LOG_DEBUG))               \
+            log_msg(LOG_DEBUG, sid, __VA_ARGS__); \
     } while (0)
 
-NORETURN void fatal(const char *fmt, ...) PRINTF(1, 2);  /* appends strerror(errno) */
+NORETURN void fatal(const char *fmt, ...) PRINTF(1, 2); /* appends strerror(errno) */
 NORETURN void fatalx(const char *fmt, ...) PRINTF(1, 2);
 
 #endif

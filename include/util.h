@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MUSTCHECK   __attribute__((warn_unused_result))
-#define NORETURN    __attribute__((noreturn))
+#define MUSTCHECK    __attribute__((warn_unused_result))
+#define NORETURN     __attribute__((noreturn))
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -1,1 +1,759 @@
-/* placeholder */ typedef int placeholder_http;
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Streamable HTTP front (mcp-spec-checklist section 1) on libmicrohttpd 0.9.75 in external
+ * epoll mode. Requests are checked in a fixed order: Host and Origin (403), method (405), Accept
+ * (406), Content-Type (415), body size (413), MCP-Protocol-Version (400), JSON (400 -32700),
+ * JSON-RPC (400 -32600), session (400 missing / 404 unknown). Every request gets an SSE body: the
+ * response, and whatever the child sends on that request's behalf, arrive as events. While a stream
+ * waits, its connection is suspended, and the client socket is watched with EPOLLRDHUP so a drop is
+ * seen at once (DESIGN.md section 2). Every error body is a JSON-RPC error object.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "buf.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "session.h"
+
+#define HTTP_SID_HEADER     "Mcp-Session-Id"
+#define HTTP_VERSION_HEADER "MCP-Protocol-Version"
+
+enum http_kind {
+    HTTP_MCP = 0,
+    HTTP_HEALTH,
+    HTTP_NOT_FOUND,
+};
+
+enum http_method {
+    HTTP_POST = 0,
+    HTTP_GET,
+    HTTP_DELETE,
+    HTTP_OTHER,
+};
+
+/* One HTTP request, from the first handler call to MHD's completed callback. */
+struct http_req {
+    struct MHD_Connection *c;
+    enum http_kind kind;
+    enum http_method method;
+    const struct config_server *srv;
+    struct buf body;
+    bool too_big;
+    bool responded; /* a response is queued */
+    char sid[CRYPTO_SESSION_ID_MAX];
+    struct stream *st;
+    bool suspended;
+    bool dropped;
+    struct loop_watch *rdhup;
+};
+
+static struct {
+    struct MHD_Daemon *d;
+    struct loop *l;
+    const struct config *cfg;
+    struct loop_watch *mhd_w;
+    int listen_fd;
+    bool need_run;
+    size_t live; /* request contexts */
+} H = { .listen_fd = -1 };
+
+/* --- responses --------------------------------------------------------------------------- */
+
+static enum MHD_Result
+http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
+{
+    enum MHD_Result ret = MHD_queue_response(rc->c, status, r);
+    MHD_destroy_response(r);
+    rc->responded = true;
+    log_debug(rc->sid[0] ? rc->sid : NULL, "http %u", status);
+    return ret;
+}
+
+/* 0.9.75 takes a non-const buffer even for persistent data; keep the one cast here. */
+static struct MHD_Response *
+http_static_response(const char *text)
+{
+    return MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
+                                           MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result
+http_error(struct http_req *rc, unsigned status, int code, const char *message)
+{
+    size_t len;
+    char *body = jsonrpc_error_new(NULL, 0, code, message, &len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
+    if (rc->kind == HTTP_MCP)
+        log_info(rc->sid[0] ? rc->sid : NULL, "request refused: %u %s", status, message);
+    return http_queue(rc, status, r);
+}
+
+static enum MHD_Result
+http_empty(struct http_req *rc, unsigned status)
+{
+    return http_queue(rc, status, http_static_response(""));
+}
+
+/* --- SSE bodies -------------------------------------------------------------------------- */
+
+static void
+http_resume(struct http_req *rc)
+{
+    if (!rc->suspended)
+        return;
+    rc->suspended = false;
+    MHD_resume_connection(rc->c);
+    /* In external mode a resume wakes nothing: MHD_run must follow (engineering-notes 1.1). */
+    H.need_run = true;
+    loop_wake(H.l);
+}
+
+static void
+http_wake(void *arg)
+{
+    http_resume(arg);
+}
+
+/* Hands the stream back to its session; dropped when it had not finished. */
+static void
+http_detach(struct http_req *rc)
+{
+    if (rc->rdhup != NULL) {
+        loop_watch_del(rc->rdhup);
+        rc->rdhup = NULL;
+    }
+    if (rc->st == NULL)
+        return;
+    struct stream *st = rc->st;
+    rc->st = NULL;
+    stream_set_wake(st, NULL, NULL);
+    session_stream_detach(rc->sid, st, !stream_finished(st));
+}
+
+static ssize_t
+http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct http_req *rc = cls;
+    if (rc->dropped || rc->st == NULL)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t n = stream_read(rc->st, out, max);
+    if (n > 0)
+        return (ssize_t)n;
+    if (stream_finished(rc->st))
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    /* Never return 0 without suspending: MHD would spin (engineering-notes 2.2). */
+    rc->suspended = true;
+    MHD_suspend_connection(rc->c);
+    return 0;
+}
+
+/* The client closed its socket (or reset it) while a stream was open. */
+static void
+http_rdhup(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct http_req *rc = arg;
+    rc->dropped = true;
+    http_detach(rc);
+    http_resume(rc); /* the reader then ends the response with an error and MHD closes */
+}
+
+static void
+http_watch_client(struct http_req *rc)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rc->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci == NULL)
+        return;
+    rc->rdhup = loop_watch_add(H.l, ci->connect_fd, EPOLLRDHUP, http_rdhup, rc);
+    if (rc->rdhup == NULL)
+        log_warn(rc->sid, "cannot watch client socket: %s", strerror(errno));
+}
+
+static enum MHD_Result
+http_sse(struct http_req *rc, struct stream *st, bool with_sid)
+{
+    rc->st = st;
+    stream_set_wake(st, http_wake, rc);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, http_sse_reader, rc, NULL);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    if (with_sid)
+        MHD_add_response_header(r, HTTP_SID_HEADER, rc->sid);
+    http_watch_client(rc);
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+/* --- header rules ------------------------------------------------------------------------ */
+
+static const char *
+http_header(const struct http_req *rc, const char *name)
+{
+    return MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, name);
+}
+
+/* Does an Accept header admit type ("text/event-stream")? Wildcards count; q-values are ignored. */
+static bool
+http_accepts(const char *accept, const char *type)
+{
+    const char *slash = strchr(type, '/');
+    size_t major = (size_t)(slash - type);
+    for (const char *p = accept; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *start = p;
+        while (*p && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
+            p++;
+        size_t len = (size_t)(p - start);
+        if (util_span_ieq(start, len, type) || util_span_ieq(start, len, "*/*")
+            || (len == major + 2 && strncasecmp(start, type, major + 1) == 0
+                && start[major + 1] == '*'))
+            return true;
+        while (*p && *p != ',')
+            p++;
+    }
+    return false;
+}
+
+static bool
+http_is_json(const char *ctype)
+{
+    if (ctype == NULL || !util_has_prefix_i(ctype, "application/json"))
+        return false;
+    char next = ctype[strlen("application/json")];
+    return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+/* Host without its port: "localhost:8080" -> "localhost", "[::1]:80" -> "[::1]". */
+static size_t
+http_host_len(const char *host)
+{
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        return end ? (size_t)(end - host) + 1 : strlen(host);
+    }
+    const char *colon = strchr(host, ':');
+    return colon ? (size_t)(colon - host) : strlen(host);
+}
+
+static bool
+http_host_allowed(const char *host)
+{
+    if (host == NULL)
+        return false;
+    size_t hl = http_host_len(host);
+    for (char **a = H.cfg->allowed_hosts; a && *a; a++) {
+        if (strcmp(*a, "*") == 0 || util_span_ieq(host, strlen(host), *a)
+            || util_span_ieq(host, hl, *a))
+            return true;
+    }
+    return false;
+}
+
+/* "http://localhost:*" matches that scheme and host with any numeric port (or none). */
+static bool
+http_origin_matches(const char *origin, const char *pattern)
+{
+    if (strcmp(pattern, "*") == 0)
+        return true;
+    size_t plen = strlen(pattern);
+    if (plen >= 2 && strcmp(pattern + plen - 2, ":*") == 0) {
+        size_t base = plen - 2;
+        if (strlen(origin) < base || !util_span_ieq(origin, base, pattern))
+            return strlen(origin) == base && util_span_ieq(origin, base, pattern);
+        const char *port = origin + base;
+        if (*port == '\0')
+            return true;
+        if (*port++ != ':' || *port == '\0')
+            return false;
+        for (; *port; port++)
+            if (*port < '0' || *port > '9')
+                return false;
+        return true;
+    }
+    return util_span_ieq(origin, strlen(origin), pattern);
+}
+
+static bool
+http_origin_allowed(const char *origin)
+{
+    if (origin == NULL)
+        return true; /* non-browser clients send none (checklist T-03) */
+    for (char **a = H.cfg->allowed_origins; a && *a; a++)
+        if (http_origin_matches(origin, *a))
+            return true;
+    return false;
+}
+
+/* Copies a plausible session id header; false when absent. Implausible ids become unknown. */
+static bool
+http_read_sid(struct http_req *rc)
+{
+    const char *v = http_header(rc, HTTP_SID_HEADER);
+    if (v == NULL)
+        return false;
+    size_t n = strlen(v);
+    if (n == 0 || n >= sizeof(rc->sid)) {
+        snprintf(rc->sid, sizeof(rc->sid), "%s", "-");
+        return true;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7e) {
+            snprintf(rc->sid, sizeof(rc->sid), "%s", "-");
+            return true;
+        }
+    memcpy(rc->sid, v, n + 1);
+    return true;
+}
+
+/* --- the MCP endpoint -------------------------------------------------------------------- */
+
+static enum MHD_Result
+http_session_error(struct http_req *rc, enum session_status status)
+{
+    switch (status) {
+    case SESSION_OK:
+        break;
+    case SESSION_E_GONE:
+        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    case SESSION_E_BUSY:
+        return http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
+                          "upstream server is not reading its input; try again later");
+    case SESSION_E_TOO_MANY:
+        return http_error(rc, MHD_HTTP_TOO_MANY_REQUESTS, JSONRPC_INTERNAL_ERROR,
+                          "too many requests in flight for this session");
+    case SESSION_E_DUPLICATE:
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "a request with this id is already in flight");
+    case SESSION_E_CONFLICT:
+        return http_error(rc, MHD_HTTP_CONFLICT, JSONRPC_INVALID_REQUEST,
+                          "a GET stream is already open for this session");
+    }
+    return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR, "internal error");
+}
+
+static enum MHD_Result
+http_post_request(struct http_req *rc, struct session *s, bool created,
+                  const struct jsonrpc_info *info)
+{
+    enum session_status status;
+    struct stream *st = session_stream_open(s, false, &status);
+    if (st == NULL)
+        return http_session_error(rc, status);
+    status = session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info);
+    if (status != SESSION_OK) {
+        session_stream_detach(rc->sid, st, false);
+        if (created)
+            session_close(s, "initialize not delivered");
+        return http_session_error(rc, status);
+    }
+    return http_sse(rc, st, created);
+}
+
+static enum MHD_Result
+http_post(struct http_req *rc)
+{
+    if (rc->too_big)
+        return http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request body exceeds max_body_bytes");
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    int rc_scan = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), &info, &err);
+    if (rc_scan == JSONRPC_EPARSE)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
+    if (rc_scan == JSONRPC_EBATCH)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "JSON-RPC batches are not supported");
+    if (rc_scan != JSONRPC_OK)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          err ? err : "Invalid Request");
+    bool is_init = info.kind == JSONRPC_REQUEST && strcmp(info.method, "initialize") == 0;
+    struct session *s;
+    if (rc->sid[0] == '\0') {
+        if (!is_init)
+            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                              "Mcp-Session-Id header is required");
+        int status = 500;
+        const char *why = "cannot start the upstream server";
+        s = session_create(rc->srv, &status, &why);
+        if (s == NULL)
+            return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+        snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
+        return http_post_request(rc, s, true, &info);
+    }
+    s = session_find(rc->sid);
+    if (s == NULL || s->srv != rc->srv)
+        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    if (is_init)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "session is already initialized");
+    if (info.kind == JSONRPC_REQUEST)
+        return http_post_request(rc, s, false, &info);
+    enum session_status status =
+        session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
+    if (status != SESSION_OK)
+        return http_session_error(rc, status);
+    return http_empty(rc, MHD_HTTP_ACCEPTED);
+}
+
+static enum MHD_Result
+http_get(struct http_req *rc)
+{
+    if (rc->sid[0] == '\0')
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "Mcp-Session-Id header is required");
+    struct session *s = session_find(rc->sid);
+    if (s == NULL || s->srv != rc->srv)
+        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    enum session_status status;
+    struct stream *st = session_stream_open(s, true, &status);
+    if (st == NULL)
+        return http_session_error(rc, status);
+    return http_sse(rc, st, false);
+}
+
+static enum MHD_Result
+http_delete(struct http_req *rc)
+{
+    if (rc->sid[0] == '\0')
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "Mcp-Session-Id header is required");
+    struct session *s = session_find(rc->sid);
+    if (s == NULL || s->srv != rc->srv)
+        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    session_close(s, "session deleted");
+    return http_empty(rc, MHD_HTTP_OK);
+}
+
+/* Checks that need only the headers; answers and returns true when the request is refused. */
+static bool
+http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (!http_host_allowed(http_header(rc, MHD_HTTP_HEADER_HOST))) {
+        *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
+        return true;
+    }
+    if (!http_origin_allowed(http_header(rc, MHD_HTTP_HEADER_ORIGIN))) {
+        *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Origin not allowed");
+        return true;
+    }
+    if (rc->method == HTTP_OTHER) {
+        *ret = http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
+                          "Method not allowed");
+        return true;
+    }
+    const char *accept = http_header(rc, MHD_HTTP_HEADER_ACCEPT);
+    if ((rc->method == HTTP_POST
+         && (accept == NULL || !http_accepts(accept, "application/json")
+             || !http_accepts(accept, "text/event-stream")))
+        || (rc->method == HTTP_GET
+            && (accept == NULL || !http_accepts(accept, "text/event-stream")))) {
+        *ret = http_error(rc, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
+                          rc->method == HTTP_POST
+                              ? "Accept must list application/json and text/event-stream"
+                              : "Accept must list text/event-stream");
+        return true;
+    }
+    if (rc->method == HTTP_POST && !http_is_json(http_header(rc, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        *ret = http_error(rc, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, JSONRPC_INVALID_REQUEST,
+                          "Content-Type must be application/json");
+        return true;
+    }
+    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t n;
+    const char *why;
+    if (rc->method == HTTP_POST && clen != NULL
+        && util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == 0 && n > H.cfg->max_body_bytes) {
+        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request body exceeds max_body_bytes");
+        return true;
+    }
+    const char *ver = http_header(rc, HTTP_VERSION_HEADER);
+    if (ver != NULL && !session_version_supported(ver, strlen(ver))) {
+        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "Unsupported MCP-Protocol-Version (supported: 2025-03-26, 2025-06-18, "
+                          "2025-11-25)");
+        return true;
+    }
+    return false;
+}
+
+static enum MHD_Result
+http_health(struct http_req *rc)
+{
+    struct MHD_Response *r = http_static_response("{\"status\":\"ok\"}");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+static void
+http_classify(struct http_req *rc, const char *url, const char *method)
+{
+    rc->method = strcmp(method, "POST") == 0     ? HTTP_POST
+                 : strcmp(method, "GET") == 0    ? HTTP_GET
+                 : strcmp(method, "DELETE") == 0 ? HTTP_DELETE
+                                                 : HTTP_OTHER;
+    rc->kind = HTTP_NOT_FOUND;
+    if (strcmp(url, "/healthz") == 0) {
+        rc->kind = HTTP_HEALTH;
+        return;
+    }
+    for (size_t i = 0; i < H.cfg->n_servers; i++)
+        if (strcmp(url, H.cfg->servers[i].path) == 0) {
+            rc->kind = HTTP_MCP;
+            rc->srv = &H.cfg->servers[i];
+            return;
+        }
+}
+
+static enum MHD_Result
+http_begin(struct http_req *rc, const char *url, const char *method)
+{
+    http_classify(rc, url, method);
+    enum MHD_Result ret;
+    switch (rc->kind) {
+    case HTTP_HEALTH:
+        return http_health(rc);
+    case HTTP_NOT_FOUND:
+        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not found");
+    case HTTP_MCP:
+        break;
+    }
+    http_read_sid(rc);
+    if (http_refuse_early(rc, &ret))
+        return ret;
+    return MHD_YES;
+}
+
+static enum MHD_Result
+http_finish(struct http_req *rc)
+{
+    switch (rc->method) {
+    case HTTP_POST:
+        return http_post(rc);
+    case HTTP_GET:
+        return http_get(rc);
+    case HTTP_DELETE:
+        return http_delete(rc);
+    case HTTP_OTHER:
+        break;
+    }
+    return http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
+                      "Method not allowed");
+}
+
+static enum MHD_Result
+http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+             const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    (void)cls;
+    (void)version;
+    struct http_req *rc = *con_cls;
+    if (rc == NULL) {
+        rc = xcalloc(1, sizeof(*rc));
+        rc->c = c;
+        buf_init(&rc->body, H.cfg->max_body_bytes);
+        *con_cls = rc;
+        H.live++;
+        return http_begin(rc, url, method);
+    }
+    if (*upload_data_size > 0) {
+        if (!rc->responded && !rc->too_big
+            && buf_append(&rc->body, upload_data, *upload_data_size) == -1) {
+            rc->too_big = true;
+            buf_clear(&rc->body);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (rc->responded)
+        return MHD_YES;
+    return http_finish(rc);
+}
+
+static void
+http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+               enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    struct http_req *rc = *con_cls;
+    if (rc == NULL)
+        return;
+    http_detach(rc);
+    buf_clear(&rc->body);
+    free(rc);
+    *con_cls = NULL;
+    H.live--;
+}
+
+static void
+http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char text[512];
+    vsnprintf(text, sizeof(text), fmt, ap);
+    log_debug(NULL, "libmicrohttpd: %s", text);
+}
+
+/* --- the daemon -------------------------------------------------------------------------- */
+
+static int
+http_listen(const struct config *cfg)
+{
+    char port[8];
+    snprintf(port, sizeof(port), "%u", cfg->listen_port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV },
+                    *res;
+    int gai = getaddrinfo(cfg->listen_host, port, &hints, &res);
+    if (gai != 0) {
+        log_error(NULL, "listen %s: %s", cfg->listen_host, gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    if (fd == -1 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1
+        || bind(fd, res->ai_addr, res->ai_addrlen) == -1 || listen(fd, 1024) == -1) {
+        log_error(NULL, "listen %s:%s: %s", cfg->listen_host, port, strerror(errno));
+        if (fd != -1)
+            close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned bound = 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+            bound = ntohs(a->sin6_port);
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+            bound = ntohs(a->sin_port);
+        }
+    }
+    log_info(NULL, "listening on %s%s%s:%u", ss.ss_family == AF_INET6 ? "[" : "", host,
+             ss.ss_family == AF_INET6 ? "]" : "", bound);
+    return fd;
+}
+
+static void
+http_mhd_ready(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    (void)arg;
+    H.need_run = true; /* http_run follows in the same turn */
+}
+
+int
+http_start(struct loop *l, const struct config *cfg)
+{
+    H.l = l;
+    H.cfg = cfg;
+    H.listen_fd = http_listen(cfg);
+    if (H.listen_fd == -1)
+        return -1;
+    H.d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
+                           NULL, http_handler, NULL, MHD_OPTION_LISTEN_SOCKET, H.listen_fd,
+                           MHD_OPTION_NOTIFY_COMPLETED, http_completed, NULL,
+                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+                           MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, NULL, MHD_OPTION_END);
+    if (H.d == NULL) {
+        log_error(NULL, "libmicrohttpd did not start");
+        close(H.listen_fd);
+        H.listen_fd = -1;
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(H.d, MHD_DAEMON_INFO_EPOLL_FD);
+    H.mhd_w = loop_watch_add(l, di->epoll_fd, EPOLLIN, http_mhd_ready, NULL);
+    if (H.mhd_w == NULL) {
+        log_error(NULL, "cannot watch libmicrohttpd's epoll fd: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+http_prepare(void)
+{
+    if (H.d == NULL)
+        return -1;
+    if (H.need_run)
+        return 0;
+    MHD_UNSIGNED_LONG_LONG t;
+    if (MHD_get_timeout(H.d, &t) != MHD_YES)
+        return -1;
+    return t > 86400000ull ? 86400000 : (int)t;
+}
+
+void
+http_run(void)
+{
+    if (H.d == NULL)
+        return;
+    H.need_run = false;
+    MHD_run(H.d);
+    if (H.need_run)
+        loop_wake(H.l);
+}
+
+void
+http_quiesce(void)
+{
+    if (H.d == NULL || H.listen_fd == -1)
+        return;
+    MHD_socket fd = MHD_quiesce_daemon(H.d);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    H.listen_fd = -1;
+}
+
+bool
+http_idle(void)
+{
+    return H.live == 0;
+}
+
+void
+http_stop(void)
+{
+    if (H.d == NULL)
+        return;
+    loop_watch_del(H.mhd_w);
+    H.mhd_w = NULL;
+    MHD_stop_daemon(H.d);
+    H.d = NULL;
+    if (H.listen_fd != -1)
+        close(H.listen_fd);
+    H.listen_fd = -1;
+}

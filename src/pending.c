@@ -1,1 +1,128 @@
-/* placeholder */ typedef int placeholder_pending;
+/* SPDX-License-Identifier: MIT */
+/*
+ * The in-flight table of one session. A session holds a handful of entries (bounded by
+ * max_inflight_per_session), so a list with linear lookups beats a hash here; ids the gateway
+ * mints grow monotonically and are never reused within a session.
+ */
+#include "pending.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void
+pending_init(struct pending_table *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->next_id = 1;
+}
+
+static void
+pending_free(struct pending *p)
+{
+    free(p->orig_id);
+    free(p->token);
+    free(p);
+}
+
+void
+pending_clear(struct pending_table *t)
+{
+    struct pending *p = t->head;
+    while (p != NULL) {
+        struct pending *next = p->next;
+        pending_free(p);
+        p = next;
+    }
+    t->head = t->tail = NULL;
+    t->count = 0;
+}
+
+struct pending *
+pending_add(struct pending_table *t, enum pending_dir dir, const char *orig_id, size_t orig_len,
+            const char *method, uint64_t stream_id, uint64_t now_ms)
+{
+    struct pending *p = xcalloc(1, sizeof(*p));
+    p->dir = dir;
+    p->state = PENDING_FORWARDED;
+    p->gw_id = t->next_id++;
+    p->orig_id = xmemdup(orig_id, orig_len);
+    p->orig_id_len = orig_len;
+    size_t mlen = strlen(method);
+    if (mlen >= sizeof(p->method))
+        mlen = sizeof(p->method) - 1;
+    memcpy(p->method, method, mlen);
+    p->method[mlen] = '\0';
+    p->stream_id = stream_id;
+    p->start_ms = now_ms;
+    p->prev = t->tail;
+    if (t->tail != NULL)
+        t->tail->next = p;
+    else
+        t->head = p;
+    t->tail = p;
+    t->count++;
+    return p;
+}
+
+void
+pending_set_token(struct pending *p, const char *token, size_t len)
+{
+    free(p->token);
+    p->token = xmemdup(token, len);
+    p->token_len = len;
+}
+
+struct pending *
+pending_find_gw(const struct pending_table *t, enum pending_dir dir, uint64_t id)
+{
+    for (struct pending *p = t->head; p != NULL; p = p->next)
+        if (p->gw_id == id && p->dir == dir)
+            return p;
+    return NULL;
+}
+
+struct pending *
+pending_find_orig(const struct pending_table *t, enum pending_dir dir, const char *id, size_t len)
+{
+    for (struct pending *p = t->head; p != NULL; p = p->next)
+        if (p->dir == dir && p->orig_id_len == len && memcmp(p->orig_id, id, len) == 0)
+            return p;
+    return NULL;
+}
+
+struct pending *
+pending_find_token(const struct pending_table *t, const char *token, size_t len)
+{
+    for (struct pending *p = t->head; p != NULL; p = p->next)
+        if (p->dir == PENDING_TO_CHILD && p->token != NULL && p->token_len == len
+            && memcmp(p->token, token, len) == 0)
+            return p;
+    return NULL;
+}
+
+void
+pending_del(struct pending_table *t, struct pending *p)
+{
+    if (p->prev != NULL)
+        p->prev->next = p->next;
+    else
+        t->head = p->next;
+    if (p->next != NULL)
+        p->next->prev = p->prev;
+    else
+        t->tail = p->prev;
+    t->count--;
+    pending_free(p);
+}
+
+size_t
+pending_active(const struct pending_table *t, enum pending_dir dir)
+{
+    size_t n = 0;
+    for (struct pending *p = t->head; p != NULL; p = p->next)
+        if (p->dir == dir && p->state == PENDING_FORWARDED)
+            n++;
+    return n;
+}

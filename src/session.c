@@ -1,1 +1,827 @@
-/* placeholder */ typedef int placeholder_session;
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sessions and routing. One child per session. Client request ids are replaced by ids the gateway
+ * mints (restored byte-for-byte on the way back); child request ids likewise toward the client
+ * (DESIGN.md section 4). Where the child's messages go:
+ *   - a response: the stream of the POST that carried the request;
+ *   - notifications/progress: the stream of the request that set the progressToken;
+ *   - notifications/cancelled for a child request: the stream that carried that request;
+ *   - any other request or notification: the GET stream when one is open, else the stream of the
+ *     newest client request still waiting, else (notifications only) a bounded backlog that the
+ *     next GET stream receives first. A child request with no stream at all is answered with an
+ *     error at once rather than left hanging.
+ * Never broadcast: each message goes on exactly one stream.
+ */
+#include "session.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define SESSION_BACKLOG_MAX      256
+#define SESSION_CANCEL_LINGER_MS 60000
+
+static const char *const session_versions[] = { "2025-03-26", "2025-06-18", "2025-11-25" };
+
+static struct {
+    struct loop *l;
+    const struct config *cfg;
+    struct session **buckets;
+    size_t nbuckets;
+    size_t count;
+    struct session *graveyard;
+    uint64_t next_stream_id;
+    struct session_counters ctr;
+} S;
+
+static void session_end(struct session *s, const char *reason, bool child_alive);
+
+/* --- the table --------------------------------------------------------------------------- */
+
+void
+session_module_init(struct loop *l, const struct config *cfg)
+{
+    S.l = l;
+    S.cfg = cfg;
+    S.nbuckets = 64;
+    while (S.nbuckets < cfg->max_sessions && S.nbuckets < ((size_t)1 << 20))
+        S.nbuckets *= 2;
+    S.buckets = xcalloc(S.nbuckets, sizeof(*S.buckets));
+    S.next_stream_id = 1;
+}
+
+void
+session_module_free(void)
+{
+    free(S.buckets);
+    S.buckets = NULL;
+    S.nbuckets = 0;
+}
+
+static size_t
+session_hash(const char *id)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 1099511628211ull;
+    return (size_t)(h & (S.nbuckets - 1));
+}
+
+struct session *
+session_find(const char *id)
+{
+    if (S.buckets == NULL || id == NULL)
+        return NULL;
+    for (struct session *s = S.buckets[session_hash(id)]; s != NULL; s = s->hnext)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+size_t
+session_count(void)
+{
+    return S.count;
+}
+
+const struct session_counters *
+session_counters(void)
+{
+    return &S.ctr;
+}
+
+bool
+session_version_supported(const char *v, size_t len)
+{
+    for (size_t i = 0; i < ARRAY_LEN(session_versions); i++)
+        if (strlen(session_versions[i]) == len && memcmp(session_versions[i], v, len) == 0)
+            return true;
+    return false;
+}
+
+static void
+session_unlink(struct session *s)
+{
+    struct session **pp = &S.buckets[session_hash(s->id)];
+    while (*pp != NULL && *pp != s)
+        pp = &(*pp)->hnext;
+    if (*pp == s)
+        *pp = s->hnext;
+    S.count--;
+}
+
+static void
+session_touch(struct session *s)
+{
+    s->last_active_ms = util_now_ms();
+}
+
+/* --- streams ----------------------------------------------------------------------------- */
+
+static struct stream *
+session_stream_by_id(const struct session *s, uint64_t id)
+{
+    for (struct stream *st = s->streams; st != NULL; st = st->next)
+        if (st->id == id)
+            return st;
+    return NULL;
+}
+
+static void
+session_maybe_resume(struct session *s)
+{
+    if (!s->paused || s->u == NULL)
+        return;
+    for (struct stream *st = s->streams; st != NULL; st = st->next)
+        if (st->q.bytes > st->low_water)
+            return;
+    s->paused = false;
+    upstream_pause(s->u, false);
+}
+
+static void
+session_stream_drained(void *arg)
+{
+    session_maybe_resume(arg);
+}
+
+/* Back-pressure: a stream over its high watermark stops the child's stdout (DESIGN.md 7). */
+static void
+session_pressure(struct session *s, struct stream *st)
+{
+    if (!s->paused && s->u != NULL && st->q.bytes > S.cfg->stream_queue_bytes) {
+        s->paused = true;
+        upstream_pause(s->u, true);
+    }
+}
+
+/* Takes the stream out of the session and drops the session's reference. */
+static void
+session_stream_remove(struct session *s, struct stream *st)
+{
+    if (st->prev != NULL)
+        st->prev->next = st->next;
+    else if (s->streams == st)
+        s->streams = st->next;
+    if (st->next != NULL)
+        st->next->prev = st->prev;
+    st->prev = st->next = NULL;
+    if (s->get == st)
+        s->get = NULL;
+    st->drain = NULL;
+    stream_unref(st);
+    session_maybe_resume(s);
+}
+
+static void
+session_push(struct session *s, struct stream *st, const struct iovec *iov, int n)
+{
+    stream_push_message(st, iov, n);
+    session_pressure(s, st);
+}
+
+struct stream *
+session_stream_open(struct session *s, bool is_get, enum session_status *status)
+{
+    if (s->state == SESSION_CLOSED) {
+        *status = SESSION_E_GONE;
+        return NULL;
+    }
+    if (is_get && s->get != NULL) {
+        *status = SESSION_E_CONFLICT;
+        return NULL;
+    }
+    struct stream *st = stream_new(S.next_stream_id++, is_get);
+    st->low_water = S.cfg->stream_queue_bytes / 2;
+    st->drain = session_stream_drained;
+    st->drain_arg = s;
+    st->next = s->streams;
+    if (s->streams != NULL)
+        s->streams->prev = st;
+    s->streams = st;
+    if (is_get) {
+        s->get = st;
+        /* Notifications that found no stream are delivered first, in order. */
+        while (s->backlog.head != NULL) {
+            struct msg *m = s->backlog.head->m;
+            struct iovec iov = { m->data, m->len };
+            stream_push_message(st, &iov, 1);
+            msgq_advance(&s->backlog, m->len);
+        }
+    }
+    session_touch(s);
+    *status = SESSION_OK;
+    return stream_ref(st);
+}
+
+/* A client request bound to st got its answer, or was cancelled. */
+static void
+session_stream_answered(struct session *s, struct stream *st)
+{
+    if (st == NULL || st->awaiting == 0)
+        return;
+    if (--st->awaiting == 0 && !st->is_get) {
+        stream_end(st);
+        session_stream_remove(s, st);
+    }
+}
+
+/* The stream where a message unrelated to any known request goes; NULL if none. */
+static struct stream *
+session_route_unrelated(const struct session *s)
+{
+    if (s->get != NULL && !s->get->dropped)
+        return s->get;
+    /* streams is newest-first */
+    for (struct stream *st = s->streams; st != NULL; st = st->next)
+        if (!st->is_get && !st->ended && !st->dropped)
+            return st;
+    return NULL;
+}
+
+/* --- writing to the child ---------------------------------------------------------------- */
+
+static int
+session_send_iov(struct session *s, struct iovec *iov, int n)
+{
+    if (s->u == NULL)
+        return -1;
+    struct msg *m = msg_concat(iov, n);
+    int rc = upstream_send(s->u, m);
+    msg_unref(m);
+    return rc;
+}
+
+/* Sends the child a notifications/cancelled for p and marks p cancelled (at most once). */
+static void
+session_cancel_to_child(struct session *s, struct pending *p, const char *reason)
+{
+    if (p->state != PENDING_FORWARDED)
+        return;
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    size_t len;
+    char *c = jsonrpc_cancel_new(idbuf, (size_t)idlen, reason, &len);
+    struct iovec iov[2] = { { c, len }, { (void *)(uintptr_t) "\n", 1 } };
+    if (session_send_iov(s, iov, 2) == -1)
+        log_warn(s->id, "cancel for %s (%s) not delivered: child stdin full or closed", p->method,
+                 reason);
+    else
+        log_info(s->id, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
+                 p->method, p->gw_id, reason);
+    free(c);
+    p->state = PENDING_CANCELLED;
+    p->cancelled_ms = util_now_ms();
+}
+
+/* --- child -> client --------------------------------------------------------------------- */
+
+static void
+session_splice_push(struct session *s, struct stream *st, const char *line, size_t len,
+                    struct jsonrpc_span at, const char *id, size_t idlen)
+{
+    struct iovec iov[3] = {
+        { (void *)(uintptr_t)line, at.off },
+        { (void *)(uintptr_t)id, idlen },
+        { (void *)(uintptr_t)(line + at.off + at.len), len - at.off - at.len },
+    };
+    session_push(s, st, iov, 3);
+}
+
+static void
+session_push_error(struct session *s, struct stream *st, const struct pending *p,
+                   const char *message)
+{
+    size_t len;
+    char *e = jsonrpc_error_new(p->orig_id, p->orig_id_len, JSONRPC_INTERNAL_ERROR, message, &len);
+    struct iovec iov = { e, len };
+    session_push(s, st, &iov, 1);
+    free(e);
+}
+
+/* The initialize result fixes the session's protocol version. -1: the session was ended. */
+static int
+session_check_init(struct session *s, struct stream *st, struct pending *p, const char *line,
+                   size_t len, const struct jsonrpc_info *info)
+{
+    if (info->kind == JSONRPC_ERROR) {
+        log_warn(s->id, "child refused initialize");
+        if (st != NULL)
+            session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
+        pending_del(&s->pt, p);
+        session_stream_answered(s, st);
+        session_end(s, "initialize failed", true);
+        return -1;
+    }
+    char v[32];
+    if (jsonrpc_protocol_version(line, len, v, sizeof(v)) == -1
+        || !session_version_supported(v, strlen(v))) {
+        log_warn(s->id, "child negotiated a protocol version the gateway does not serve");
+        if (st != NULL)
+            session_push_error(s, st, p,
+                               "upstream server negotiated a protocol version this gateway does "
+                               "not serve over Streamable HTTP (2025-03-26, 2025-06-18, "
+                               "2025-11-25)");
+        pending_del(&s->pt, p);
+        session_stream_answered(s, st);
+        session_end(s, "unsupported protocol version", true);
+        return -1;
+    }
+    snprintf(s->version, sizeof(s->version), "%s", v);
+    s->state = SESSION_READY;
+    log_info(s->id, "session initialized: protocol %s", v);
+    return 0;
+}
+
+static void
+session_child_answer(struct session *s, const char *line, size_t len,
+                     const struct jsonrpc_info *info)
+{
+    uint64_t id;
+    struct pending *p = NULL;
+    if (info->id_type == JSONRPC_ID_NUMBER && jsonrpc_id_u64(line, info->id, &id))
+        p = pending_find_gw(&s->pt, PENDING_TO_CHILD, id);
+    if (p == NULL) {
+        log_debug(s->id, "child answered an unknown id %.*s: dropped", (int)info->id.len,
+                  line + info->id.off);
+        return;
+    }
+    if (p->state == PENDING_CANCELLED) {
+        S.ctr.late_dropped++;
+        log_debug(s->id, "late answer for cancelled %s dropped", p->method);
+        pending_del(&s->pt, p);
+        return;
+    }
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (p->gw_id == s->init_gw_id && session_check_init(s, st, p, line, len, info) == -1)
+        return;
+    if (st != NULL)
+        session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
+    pending_del(&s->pt, p);
+    session_stream_answered(s, st);
+}
+
+static void
+session_child_request(struct session *s, const char *line, size_t len,
+                      const struct jsonrpc_info *info)
+{
+    struct stream *st = session_route_unrelated(s);
+    if (st == NULL || s->pt.count >= 2 * S.cfg->max_inflight_per_session) {
+        log_warn(s->id, "child request %s: no client stream open, answered with an error",
+                 info->method);
+        size_t elen;
+        char *e = jsonrpc_error_new(line + info->id.off, info->id.len, JSONRPC_INTERNAL_ERROR,
+                                    "no client stream is open to deliver this request", &elen);
+        struct iovec iov[2] = { { e, elen }, { (void *)(uintptr_t) "\n", 1 } };
+        if (session_send_iov(s, iov, 2) == -1)
+            log_warn(s->id, "error answer to the child not delivered");
+        free(e);
+        return;
+    }
+    struct pending *p = pending_add(&s->pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
+                                    info->method, st->id, util_now_ms());
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    session_splice_push(s, st, line, len, info->id, idbuf, (size_t)idlen);
+}
+
+static void
+session_child_progress(struct session *s, const char *line, size_t len,
+                       const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->progress_token.len)
+        p = pending_find_token(&s->pt, line + info->progress_token.off, info->progress_token.len);
+    if (p == NULL || p->state != PENDING_FORWARDED) {
+        if (p != NULL)
+            S.ctr.late_dropped++;
+        log_debug(s->id, "progress for no active request dropped");
+        return;
+    }
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (st == NULL)
+        return;
+    struct iovec iov = { (void *)(uintptr_t)line, len };
+    session_push(s, st, &iov, 1);
+}
+
+static void
+session_child_cancel(struct session *s, const char *line, size_t len,
+                     const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->request_id.len)
+        p = pending_find_orig(&s->pt, PENDING_TO_CLIENT, line + info->request_id.off,
+                              info->request_id.len);
+    if (p == NULL || p->state != PENDING_FORWARDED) {
+        log_debug(s->id, "child cancel for no active request ignored");
+        return;
+    }
+    p->state = PENDING_CANCELLED;
+    p->cancelled_ms = util_now_ms();
+    S.ctr.cancels_child++;
+    log_info(s->id, "child cancelled its %s request", p->method);
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (st == NULL || st->ended || st->dropped)
+        return;
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    session_splice_push(s, st, line, len, info->request_id, idbuf, (size_t)idlen);
+}
+
+static void
+session_child_notification(struct session *s, const char *line, size_t len,
+                           const struct jsonrpc_info *info)
+{
+    if (strcmp(info->method, "notifications/progress") == 0) {
+        session_child_progress(s, line, len, info);
+        return;
+    }
+    if (strcmp(info->method, "notifications/cancelled") == 0) {
+        session_child_cancel(s, line, len, info);
+        return;
+    }
+    struct stream *st = session_route_unrelated(s);
+    if (st != NULL) {
+        struct iovec iov = { (void *)(uintptr_t)line, len };
+        session_push(s, st, &iov, 1);
+        return;
+    }
+    if (s->backlog.count >= SESSION_BACKLOG_MAX) {
+        msgq_advance(&s->backlog, s->backlog.head->m->len - s->backlog.head_off);
+        S.ctr.notifications_dropped++;
+    }
+    struct msg *m = msg_new(len);
+    memcpy(m->data, line, len);
+    msgq_push(&s->backlog, m);
+    msg_unref(m);
+}
+
+static void
+session_child_line(char *line, size_t len, void *arg)
+{
+    struct session *s = arg;
+    if (s->state == SESSION_CLOSED)
+        return;
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    int rc = jsonrpc_scan(line, len, &info, &err);
+    if (rc != JSONRPC_OK) {
+        S.ctr.child_lines_invalid++;
+        log_warn(s->id, "child wrote a line that is not a JSON-RPC message (%s): skipped",
+                 err ? err : "invalid");
+        log_debug(s->id, "skipped line: %.*s", len > 200 ? 200 : (int)len, line);
+        return;
+    }
+    if (info.has_crlf)
+        jsonrpc_flatten(line, len);
+    switch (info.kind) {
+    case JSONRPC_RESULT:
+    case JSONRPC_ERROR:
+        session_child_answer(s, line, len, &info);
+        break;
+    case JSONRPC_REQUEST:
+        session_child_request(s, line, len, &info);
+        break;
+    case JSONRPC_NOTIFICATION:
+        session_child_notification(s, line, len, &info);
+        break;
+    }
+}
+
+static void
+session_child_gone(const char *reason, void *arg)
+{
+    struct session *s = arg;
+    log_warn(s->id, "upstream ended: %s", reason);
+    session_end(s, reason, false);
+}
+
+/* --- client -> child --------------------------------------------------------------------- */
+
+enum session_status
+session_client_request(struct session *s, struct stream *st, char *body, size_t len,
+                       const struct jsonrpc_info *info)
+{
+    if (s->state == SESSION_CLOSED || s->u == NULL)
+        return SESSION_E_GONE;
+    struct pending *dup =
+        pending_find_orig(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len);
+    if (dup != NULL && dup->state == PENDING_FORWARDED)
+        return SESSION_E_DUPLICATE;
+    if (pending_active(&s->pt, PENDING_TO_CHILD) >= S.cfg->max_inflight_per_session)
+        return SESSION_E_TOO_MANY;
+    if (info->has_crlf)
+        jsonrpc_flatten(body, len);
+    struct pending *p = pending_add(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
+                                    info->method, st->id, util_now_ms());
+    if (info->progress_token.len)
+        pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
+    p->task = info->has_task;
+    if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0)
+        s->init_gw_id = p->gw_id;
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    struct iovec iov[4] = {
+        { body, info->id.off },
+        { idbuf, (size_t)idlen },
+        { body + info->id.off + info->id.len, len - info->id.off - info->id.len },
+        { (void *)(uintptr_t) "\n", 1 },
+    };
+    if (session_send_iov(s, iov, 4) == -1) {
+        pending_del(&s->pt, p);
+        return SESSION_E_BUSY;
+    }
+    st->awaiting++;
+    session_touch(s);
+    log_debug(s->id, "request %s forwarded as child id %" PRIu64, info->method, p->gw_id);
+    return SESSION_OK;
+}
+
+static void
+session_client_cancel(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->request_id.len)
+        p = pending_find_orig(&s->pt, PENDING_TO_CHILD, body + info->request_id.off,
+                              info->request_id.len);
+    if (p == NULL || p->state != PENDING_FORWARDED) {
+        log_debug(s->id, "cancel for an unknown or finished request ignored");
+        return;
+    }
+    if (p->gw_id == s->init_gw_id) {
+        log_debug(s->id, "cancel of initialize ignored");
+        return;
+    }
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    struct iovec iov[4] = {
+        { body, info->request_id.off },
+        { idbuf, (size_t)idlen },
+        { body + info->request_id.off + info->request_id.len,
+          len - info->request_id.off - info->request_id.len },
+        { (void *)(uintptr_t) "\n", 1 },
+    };
+    if (session_send_iov(s, iov, 4) == -1)
+        log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
+    else
+        log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,
+                 p->gw_id);
+    p->state = PENDING_CANCELLED;
+    p->cancelled_ms = util_now_ms();
+    S.ctr.cancels_client++;
+    /* The request's stream ends without a response. */
+    session_stream_answered(s, session_stream_by_id(s, p->stream_id));
+}
+
+static enum session_status
+session_client_answer(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
+{
+    uint64_t id;
+    struct pending *p = NULL;
+    if (info->id_type == JSONRPC_ID_NUMBER && jsonrpc_id_u64(body, info->id, &id))
+        p = pending_find_gw(&s->pt, PENDING_TO_CLIENT, id);
+    if (p == NULL) {
+        log_debug(s->id, "client answered an unknown request: dropped");
+        return SESSION_OK;
+    }
+    if (p->state == PENDING_CANCELLED) {
+        S.ctr.late_dropped++;
+        log_debug(s->id, "client answer to a cancelled %s dropped", p->method);
+        pending_del(&s->pt, p);
+        return SESSION_OK;
+    }
+    struct iovec iov[4] = {
+        { body, info->id.off },
+        { p->orig_id, p->orig_id_len },
+        { body + info->id.off + info->id.len, len - info->id.off - info->id.len },
+        { (void *)(uintptr_t) "\n", 1 },
+    };
+    int rc = session_send_iov(s, iov, 4);
+    pending_del(&s->pt, p);
+    return rc == -1 ? SESSION_E_BUSY : SESSION_OK;
+}
+
+enum session_status
+session_client_other(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
+{
+    if (s->state == SESSION_CLOSED || s->u == NULL)
+        return SESSION_E_GONE;
+    session_touch(s);
+    if (info->has_crlf)
+        jsonrpc_flatten(body, len);
+    switch (info->kind) {
+    case JSONRPC_RESULT:
+    case JSONRPC_ERROR:
+        return session_client_answer(s, body, len, info);
+    case JSONRPC_NOTIFICATION:
+        if (strcmp(info->method, "notifications/cancelled") == 0) {
+            session_client_cancel(s, body, len, info);
+            return SESSION_OK;
+        }
+        break;
+    case JSONRPC_REQUEST:
+        return SESSION_E_GONE; /* not reached: requests go through session_client_request */
+    }
+    struct iovec iov[2] = { { body, len }, { (void *)(uintptr_t) "\n", 1 } };
+    return session_send_iov(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
+}
+
+/* --- lifecycle --------------------------------------------------------------------------- */
+
+static char **
+session_child_env(const struct config_server *srv)
+{
+    size_t n = 0;
+    for (char **e = srv->inherit_env; e && *e; e++)
+        n++;
+    for (char **e = srv->env; e && *e; e++)
+        n++;
+    char **envp = xcalloc(n + 1, sizeof(*envp));
+    size_t k = 0;
+    for (char **e = srv->inherit_env; e && *e; e++) {
+        const char *v = getenv(*e);
+        if (v == NULL)
+            continue;
+        size_t len = strlen(*e) + strlen(v) + 2;
+        envp[k] = xmalloc(len);
+        snprintf(envp[k], len, "%s=%s", *e, v);
+        k++;
+    }
+    for (char **e = srv->env; e && *e; e++)
+        envp[k++] = xstrdup(*e);
+    envp[k] = NULL;
+    return envp;
+}
+
+struct session *
+session_create(const struct config_server *srv, int *status, const char **err)
+{
+    if (S.count >= S.cfg->max_sessions) {
+        *status = 503;
+        *err = "too many sessions";
+        return NULL;
+    }
+    struct session *s = xcalloc(1, sizeof(*s));
+    if (crypto_session_id(S.cfg->instance_id, s->id) == -1) {
+        free(s);
+        *status = 500;
+        *err = "no randomness for a session id";
+        return NULL;
+    }
+    pending_init(&s->pt);
+    msgq_init(&s->backlog);
+    s->srv = srv;
+    char **envp = session_child_env(srv);
+    struct upstream_params up = {
+        .argv = srv->argv,
+        .envp = envp,
+        .cwd = srv->cwd,
+        .tag = s->id,
+        .max_line_bytes = S.cfg->max_message_bytes,
+        .stdin_max_bytes = S.cfg->stdin_queue_bytes,
+        .stdin_grace_ms = S.cfg->child_stdin_grace_ms,
+        .term_grace_ms = S.cfg->child_term_grace_ms,
+    };
+    s->u = upstream_spawn(S.l, &up, session_child_line, session_child_gone, s, err);
+    for (char **e = envp; *e; e++)
+        free(*e);
+    free(envp);
+    if (s->u == NULL) {
+        free(s);
+        *status = 500;
+        return NULL;
+    }
+    size_t h = session_hash(s->id);
+    s->hnext = S.buckets[h];
+    S.buckets[h] = s;
+    S.count++;
+    S.ctr.created++;
+    session_touch(s);
+    log_info(s->id, "session created: server=%s child=%d", srv->name, (int)upstream_pid(s->u));
+    return s;
+}
+
+/*
+ * Ends a session. What is in flight is cancelled at the child (when it is still alive) and
+ * answered to the client with an error; streams end; the child goes through its stop ladder after
+ * the queued cancels are written. The struct is freed by session_reap at the end of the turn.
+ */
+static void
+session_end(struct session *s, const char *reason, bool child_alive)
+{
+    if (s->state == SESSION_CLOSED)
+        return;
+    s->state = SESSION_CLOSED;
+    session_unlink(s);
+    char message[160];
+    snprintf(message, sizeof(message), "session ended: %s", reason);
+    unsigned cancelled = 0;
+    for (struct pending *p = s->pt.head; p != NULL; p = p->next) {
+        if (p->dir != PENDING_TO_CHILD || p->state != PENDING_FORWARDED)
+            continue;
+        if (child_alive && p->gw_id != s->init_gw_id) {
+            session_cancel_to_child(s, p, reason);
+            S.ctr.cancels_ending++;
+            cancelled++;
+        }
+        struct stream *st = session_stream_by_id(s, p->stream_id);
+        if (st != NULL)
+            session_push_error(s, st, p, message);
+    }
+    pending_clear(&s->pt);
+    while (s->streams != NULL) {
+        struct stream *st = s->streams;
+        stream_end(st);
+        session_stream_remove(s, st);
+    }
+    msgq_clear(&s->backlog);
+    upstream_close(s->u, reason);
+    s->u = NULL;
+    S.ctr.closed++;
+    log_info(s->id, "session closed: %s (%u in-flight requests cancelled)", reason, cancelled);
+    s->gnext = S.graveyard;
+    S.graveyard = s;
+}
+
+void
+session_close(struct session *s, const char *reason)
+{
+    session_end(s, reason, true);
+}
+
+void
+session_close_all(const char *reason)
+{
+    for (size_t i = 0; i < S.nbuckets; i++)
+        while (S.buckets[i] != NULL)
+            session_close(S.buckets[i], reason);
+}
+
+void
+session_reap(void)
+{
+    while (S.graveyard != NULL) {
+        struct session *s = S.graveyard;
+        S.graveyard = s->gnext;
+        free(s);
+    }
+}
+
+void
+session_stream_detach(const char *sid, struct stream *st, bool dropped)
+{
+    struct session *s = session_find(sid);
+    bool owned = s != NULL && (st->prev != NULL || s->streams == st);
+    if (owned) {
+        if (dropped && !stream_finished(st)) {
+            st->dropped = true;
+            msgq_clear(&st->q);
+            unsigned n = 0;
+            for (struct pending *p = s->pt.head; p != NULL; p = p->next) {
+                if (st->is_get || p->dir != PENDING_TO_CHILD || p->stream_id != st->id
+                    || p->state != PENDING_FORWARDED || p->gw_id == s->init_gw_id || p->task)
+                    continue;
+                session_cancel_to_child(s, p, "client disconnected");
+                S.ctr.cancels_disconnect++;
+                n++;
+            }
+            log_info(s->id, "client dropped %s stream %" PRIu64 ": %u requests cancelled",
+                     st->is_get ? "GET" : "POST", st->id, n);
+        }
+        session_stream_remove(s, st);
+        session_touch(s);
+    }
+    stream_unref(st);
+}
+
+void
+session_sweep(uint64_t now_ms)
+{
+    uint64_t hb = S.cfg->heartbeat_s * 1000u;
+    uint64_t idle = S.cfg->session_idle_timeout_s * 1000u;
+    for (size_t i = 0; i < S.nbuckets; i++) {
+        struct session *s = S.buckets[i];
+        while (s != NULL) {
+            struct session *next = s->hnext;
+            for (struct stream *st = s->streams; st != NULL; st = st->next)
+                if (now_ms - st->last_push_ms >= hb)
+                    stream_push_heartbeat(st);
+            struct pending *p = s->pt.head;
+            while (p != NULL) {
+                struct pending *pn = p->next;
+                if (p->state == PENDING_CANCELLED
+                    && now_ms - p->cancelled_ms >= SESSION_CANCEL_LINGER_MS)
+                    pending_del(&s->pt, p);
+                p = pn;
+            }
+            if (s->streams == NULL && pending_active(&s->pt, PENDING_TO_CHILD) == 0
+                && now_ms - s->last_active_ms >= idle)
+                session_close(s, "session expired");
+            s = next;
+        }
+    }
+}

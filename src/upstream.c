@@ -1,1 +1,535 @@
-/* placeholder */ typedef int placeholder_upstream;
+/* SPDX-License-Identifier: MIT */
+/*
+ * Child processes (DESIGN.md section 6, engineering-notes section 5). posix_spawnp into its own
+ * process group with an empty signal mask and default dispositions; only fds 0-2 survive; our pipe
+ * ends are non-blocking, the child's are not. Exit is watched through a pidfd. stderr is always
+ * drained (a child blocks otherwise). The upstream is freed only after both its exit and its
+ * stdout EOF were seen (tmux job.c), or after the kill ladder has run to the end.
+ */
+#include "upstream.h"
+
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "log.h"
+
+#define UPSTREAM_READ_BYTES   65536
+#define UPSTREAM_STDERR_LINE  2048
+#define UPSTREAM_STDERR_PER_S 200
+
+struct upstream {
+    struct loop *l;
+    pid_t pid;
+    int in_fd, out_fd, err_fd, pid_fd;
+    struct loop_watch *in_w, *out_w, *err_w, *pid_w;
+    struct msgq inq;
+    struct buf line;
+    size_t scan_off; /* bytes of line already searched for '\n' */
+    struct buf errline;
+    size_t max_line, stdin_max;
+    uint64_t stdin_grace_ms, term_grace_ms;
+    struct loop_timer *timer;
+    char tag[64];
+    upstream_line_cb *line_cb;
+    upstream_gone_cb *gone_cb;
+    void *arg;
+    bool paused, gone, closing, exited, out_eof, ladder_done;
+    unsigned busy;   /* > 0 while one of our callbacks runs: frees wait for it to unwind */
+    int ladder_step; /* 0 stdin open, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
+    uint64_t err_window_ms;
+    unsigned err_lines, err_dropped;
+};
+
+static size_t upstream_live;
+
+static void upstream_out_ready(int fd, uint32_t events, void *arg);
+static void upstream_in_ready(int fd, uint32_t events, void *arg);
+static void upstream_err_ready(int fd, uint32_t events, void *arg);
+static void upstream_pid_ready(int fd, uint32_t events, void *arg);
+static void upstream_ladder(void *arg);
+
+size_t
+upstream_live_count(void)
+{
+    return upstream_live;
+}
+
+pid_t
+upstream_pid(const struct upstream *u)
+{
+    return u->pid;
+}
+
+size_t
+upstream_queued_bytes(const struct upstream *u)
+{
+    return u->inq.bytes;
+}
+
+static void
+upstream_close_fd(struct loop_watch **w, int *fd)
+{
+    loop_watch_del(*w);
+    *w = NULL;
+    if (*fd != -1)
+        close(*fd);
+    *fd = -1;
+}
+
+static void
+upstream_free(struct upstream *u)
+{
+    upstream_close_fd(&u->in_w, &u->in_fd);
+    upstream_close_fd(&u->out_w, &u->out_fd);
+    upstream_close_fd(&u->err_w, &u->err_fd);
+    upstream_close_fd(&u->pid_w, &u->pid_fd);
+    loop_timer_del(u->timer);
+    msgq_clear(&u->inq);
+    buf_clear(&u->line);
+    buf_clear(&u->errline);
+    free(u);
+    upstream_live--;
+}
+
+/* Frees the upstream once nothing more can come from the child. */
+static void
+upstream_maybe_free(struct upstream *u)
+{
+    if (u->busy == 0 && u->closing && u->exited && (u->out_eof || u->ladder_done))
+        upstream_free(u);
+}
+
+/* Every entry from the loop goes through enter/leave, so the owner may call upstream_close from
+ * inside a callback without the upstream disappearing under our feet. */
+static void
+upstream_enter(struct upstream *u)
+{
+    u->busy++;
+}
+
+static void
+upstream_leave(struct upstream *u)
+{
+    u->busy--;
+    upstream_maybe_free(u);
+}
+
+/* Reports to the owner, at most once. */
+static void
+upstream_gone(struct upstream *u, const char *reason)
+{
+    if (u->gone)
+        return;
+    u->gone = true;
+    if (!u->closing && u->gone_cb != NULL)
+        u->gone_cb(reason, u->arg);
+}
+
+/* --- spawning ---------------------------------------------------------------------------- */
+
+static int
+upstream_pipe(int fds[2], int parent_end)
+{
+    if (pipe2(fds, O_CLOEXEC) == -1)
+        return -1;
+    /* O_NONBLOCK on our end only: the flag lives on the open file description. */
+    return fcntl(fds[parent_end], F_SETFL, O_NONBLOCK);
+}
+
+static int
+upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2], int out[2],
+                  int err[2], const char **errstr)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    if (p->cwd != NULL)
+        posix_spawn_file_actions_addchdir_np(&fa, p->cwd);
+    sigset_t empty, def;
+    sigemptyset(&empty);
+    sigfillset(&def);
+    sigdelset(&def, SIGKILL);
+    sigdelset(&def, SIGSTOP);
+    posix_spawnattr_setsigmask(&at, &empty);
+    posix_spawnattr_setsigdefault(&at, &def);
+    posix_spawnattr_setpgroup(&at, 0);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK
+                                      | POSIX_SPAWN_SETSIGDEF);
+    int rc = posix_spawnp(&u->pid, p->argv[0], &fa, &at, p->argv, p->envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (rc != 0) {
+        *errstr = rc == ENOENT ? "command or cwd not found" : "spawn failed";
+        log_error(u->tag, "spawn %s: %s", p->argv[0], strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+struct upstream *
+upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb *line_cb,
+               upstream_gone_cb *gone_cb, void *arg, const char **errstr)
+{
+    int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 };
+    struct upstream *u = xcalloc(1, sizeof(*u));
+    u->l = l;
+    u->in_fd = u->out_fd = u->err_fd = u->pid_fd = -1;
+    u->pid = -1;
+    msgq_init(&u->inq);
+    buf_init(&u->line, p->max_line_bytes + 1);
+    buf_init(&u->errline, UPSTREAM_STDERR_LINE);
+    u->max_line = p->max_line_bytes;
+    u->stdin_max = p->stdin_max_bytes;
+    u->stdin_grace_ms = p->stdin_grace_ms;
+    u->term_grace_ms = p->term_grace_ms;
+    snprintf(u->tag, sizeof(u->tag), "%s", p->tag ? p->tag : "-");
+    u->line_cb = line_cb;
+    u->gone_cb = gone_cb;
+    u->arg = arg;
+    upstream_live++;
+
+    *errstr = "cannot create pipes";
+    if (upstream_pipe(in, 1) == -1 || upstream_pipe(out, 0) == -1 || upstream_pipe(err, 0) == -1)
+        goto fail;
+    if (upstream_do_spawn(u, p, in, out, err, errstr) == -1)
+        goto fail;
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    u->in_fd = in[1];
+    u->out_fd = out[0];
+    u->err_fd = err[0];
+    in[0] = in[1] = out[0] = out[1] = err[0] = err[1] = -1;
+    u->pid_fd = (int)syscall(SYS_pidfd_open, u->pid, 0);
+    if (u->pid_fd == -1) {
+        /* Cannot track it: do not leave it running. */
+        kill(-u->pid, SIGKILL);
+        waitpid(u->pid, NULL, 0);
+        *errstr = "pidfd_open failed";
+        goto fail;
+    }
+    u->out_w = loop_watch_add(l, u->out_fd, EPOLLIN, upstream_out_ready, u);
+    u->err_w = loop_watch_add(l, u->err_fd, EPOLLIN, upstream_err_ready, u);
+    u->pid_w = loop_watch_add(l, u->pid_fd, EPOLLIN, upstream_pid_ready, u);
+    if (u->out_w == NULL || u->err_w == NULL || u->pid_w == NULL)
+        fatal("epoll_ctl add child fds");
+    log_debug(u->tag, "child %d spawned: %s", (int)u->pid, p->argv[0]);
+    return u;
+
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (in[i] != -1)
+            close(in[i]);
+        if (out[i] != -1)
+            close(out[i]);
+        if (err[i] != -1)
+            close(err[i]);
+    }
+    u->exited = u->closing = u->out_eof = true;
+    upstream_free(u);
+    return NULL;
+}
+
+/* --- stdin ------------------------------------------------------------------------------- */
+
+static void
+upstream_close_stdin(struct upstream *u)
+{
+    upstream_close_fd(&u->in_w, &u->in_fd);
+    msgq_clear(&u->inq);
+}
+
+static void
+upstream_flush(struct upstream *u)
+{
+    while (u->inq.bytes > 0 && u->in_fd != -1) {
+        struct iovec iov[64];
+        int n = msgq_iov(&u->inq, iov, (int)ARRAY_LEN(iov));
+        ssize_t w = writev(u->in_fd, iov, n);
+        if (w == -1) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            log_debug(u->tag, "child stdin: %s", strerror(errno));
+            upstream_close_stdin(u);
+            upstream_gone(u, "child stopped reading its stdin");
+            return;
+        }
+        msgq_advance(&u->inq, (size_t)w);
+    }
+    bool want_out = u->inq.bytes > 0;
+    if (want_out && u->in_w == NULL) {
+        u->in_w = loop_watch_add(u->l, u->in_fd, EPOLLOUT, upstream_in_ready, u);
+    } else if (!want_out && u->in_w != NULL) {
+        loop_watch_del(u->in_w);
+        u->in_w = NULL;
+    }
+    if (!want_out && u->closing && u->ladder_step == 0) {
+        upstream_close_stdin(u);
+        u->ladder_step = 1;
+    }
+}
+
+static void
+upstream_in_ready(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct upstream *u = arg;
+    upstream_enter(u);
+    upstream_flush(u);
+    upstream_leave(u);
+}
+
+int
+upstream_send(struct upstream *u, struct msg *m)
+{
+    if (u->gone || u->closing || u->in_fd == -1)
+        return -1;
+    if (u->inq.bytes + m->len > u->stdin_max)
+        return -1;
+    msgq_push(&u->inq, m);
+    /* Try at once: most writes complete without waiting for EPOLLOUT. */
+    if (u->in_w == NULL)
+        upstream_flush(u);
+    return 0;
+}
+
+/* --- stdout ------------------------------------------------------------------------------ */
+
+static void
+upstream_emit_lines(struct upstream *u)
+{
+    for (;;) {
+        char *head = buf_head(&u->line);
+        size_t used = buf_used(&u->line);
+        char *nl = memchr(head + u->scan_off, '\n', used - u->scan_off);
+        if (nl == NULL) {
+            u->scan_off = used;
+            break;
+        }
+        size_t len = (size_t)(nl - head);
+        buf_consume(&u->line, len + 1);
+        u->scan_off = 0;
+        if (len > 0 && head[len - 1] == '\r')
+            len--;
+        if (len > 0 && !u->closing && !u->gone && u->line_cb != NULL)
+            u->line_cb(head, len, u->arg);
+    }
+    if (buf_used(&u->line) > u->max_line) {
+        log_warn(u->tag, "child %d wrote a line over max_message_bytes (%zu)", (int)u->pid,
+                 u->max_line);
+        buf_reset(&u->line);
+        u->scan_off = 0;
+        upstream_gone(u, "child wrote a line over max_message_bytes");
+    }
+}
+
+static void
+upstream_read_out(struct upstream *u)
+{
+    while (u->out_fd != -1 && !u->paused) {
+        if (buf_reserve(&u->line, UPSTREAM_READ_BYTES) == -1) {
+            /* Near the ceiling: read what still fits to find out whether the line ends. */
+            size_t room = u->line.max - buf_used(&u->line);
+            if (room == 0 || buf_reserve(&u->line, room) == -1) {
+                upstream_emit_lines(u);
+                return;
+            }
+        }
+        size_t room = u->line.cap - u->line.len;
+        if (room > UPSTREAM_READ_BYTES)
+            room = UPSTREAM_READ_BYTES;
+        ssize_t n = read(u->out_fd, u->line.data + u->line.len, room);
+        if (n > 0) {
+            u->line.len += (size_t)n;
+            upstream_emit_lines(u);
+            continue;
+        }
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1 && errno == EAGAIN)
+            return;
+        /* EOF or error: a partial last line without '\n' is not a message. */
+        upstream_close_fd(&u->out_w, &u->out_fd);
+        u->out_eof = true;
+        upstream_gone(u, u->exited ? "child exited" : "child closed its stdout");
+        return;
+    }
+}
+
+static void
+upstream_out_ready(int fd, uint32_t events, void *arg)
+{
+    (void)fd;
+    (void)events;
+    struct upstream *u = arg;
+    upstream_enter(u);
+    upstream_read_out(u);
+    upstream_leave(u);
+}
+
+void
+upstream_pause(struct upstream *u, bool paused)
+{
+    if (u->paused == paused || u->out_fd == -1)
+        return;
+    u->paused = paused;
+    if (paused) {
+        /* Removed, not disarmed: a level-triggered EPOLLHUP would otherwise spin. */
+        loop_watch_del(u->out_w);
+        u->out_w = NULL;
+    } else {
+        u->out_w = loop_watch_add(u->l, u->out_fd, EPOLLIN, upstream_out_ready, u);
+        if (u->out_w == NULL)
+            fatal("epoll_ctl add child stdout");
+    }
+}
+
+/* --- stderr ------------------------------------------------------------------------------ */
+
+static void
+upstream_log_stderr(struct upstream *u, const char *p, size_t n)
+{
+    uint64_t now = util_now_ms();
+    if (now - u->err_window_ms >= 1000) {
+        if (u->err_dropped)
+            log_warn(u->tag, "child stderr: %u lines not logged (rate limit)", u->err_dropped);
+        u->err_window_ms = now;
+        u->err_lines = u->err_dropped = 0;
+    }
+    if (u->err_lines++ >= UPSTREAM_STDERR_PER_S) {
+        u->err_dropped++;
+        return;
+    }
+    log_info(u->tag, "child stderr: %.*s", (int)n, p);
+}
+
+static void
+upstream_err_ready(int fd, uint32_t events, void *arg)
+{
+    (void)events;
+    struct upstream *u = arg;
+    char chunk[4096];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            if (buf_used(&u->errline))
+                upstream_log_stderr(u, buf_head(&u->errline), buf_used(&u->errline));
+            upstream_close_fd(&u->err_w, &u->err_fd);
+            return;
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            char c = chunk[i];
+            bool full = buf_used(&u->errline) + 1 >= u->errline.max;
+            if (c == '\n' || full) {
+                upstream_log_stderr(u, buf_head(&u->errline), buf_used(&u->errline));
+                buf_reset(&u->errline);
+                if (c == '\n')
+                    continue;
+            }
+            if (buf_append(&u->errline, &c, 1) == -1)
+                buf_reset(&u->errline);
+        }
+    }
+}
+
+/* --- exit and the stop ladder ------------------------------------------------------------ */
+
+static void
+upstream_pid_ready(int fd, uint32_t events, void *arg)
+{
+    (void)events;
+    struct upstream *u = arg;
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid((idtype_t)P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == -1 || si.si_pid == 0)
+        return;
+    upstream_enter(u);
+    u->exited = true;
+    upstream_close_fd(&u->pid_w, &u->pid_fd);
+    if (si.si_code == CLD_EXITED)
+        log_info(u->tag, "child %d exited with status %d", (int)u->pid, si.si_status);
+    else
+        log_info(u->tag, "child %d killed by signal %d", (int)u->pid, si.si_status);
+    /* Deliver what it wrote before dying, then report. */
+    if (!u->paused)
+        upstream_read_out(u);
+    upstream_gone(u, "child exited");
+    upstream_leave(u);
+}
+
+/* One step of close stdin -> SIGTERM -> SIGKILL; each step waits for its grace period. */
+static void
+upstream_ladder(void *arg)
+{
+    struct upstream *u = arg;
+    u->timer = NULL;
+    upstream_enter(u);
+    switch (u->ladder_step) {
+    case 0:
+        /* stdin did not drain within the grace period: the child is not reading. */
+        upstream_close_stdin(u);
+        u->ladder_step = 1;
+        /* fall through */
+    case 1:
+        if (kill(-u->pid, SIGTERM) == 0)
+            log_info(u->tag, "child %d: SIGTERM to its process group", (int)u->pid);
+        u->ladder_step = 2;
+        u->timer = loop_timer_add(u->l, u->term_grace_ms, upstream_ladder, u);
+        break;
+    case 2:
+        if (kill(-u->pid, SIGKILL) == 0)
+            log_warn(u->tag, "child %d: SIGKILL to its process group", (int)u->pid);
+        u->ladder_step = 3;
+        /* Give the kernel a moment to deliver it, then stop waiting for stdout. */
+        u->timer = loop_timer_add(u->l, 100, upstream_ladder, u);
+        break;
+    default:
+        u->ladder_done = true;
+        break;
+    }
+    upstream_leave(u);
+}
+
+void
+upstream_close(struct upstream *u, const char *reason)
+{
+    if (u == NULL || u->closing)
+        return;
+    log_debug(u->tag, "closing child %d: %s", (int)u->pid, reason);
+    u->closing = true;
+    u->line_cb = NULL;
+    u->gone_cb = NULL;
+    if (u->paused)
+        upstream_pause(u, false); /* keep draining so the child never blocks on stdout */
+    if (u->inq.bytes == 0 || u->in_fd == -1) {
+        upstream_close_stdin(u);
+        u->ladder_step = 1;
+    }
+    /* While stdin is still flushing, step 0 closes it after the grace period at the latest. */
+    u->timer = loop_timer_add(u->l, u->stdin_grace_ms, upstream_ladder, u);
+    upstream_maybe_free(u);
+}

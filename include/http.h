@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_HTTP_H
+#define MCPGW_HTTP_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "loop.h"
+#include "util.h"
+
+/*
+ * The HTTP front: libmicrohttpd in external epoll mode inside our loop, the Streamable HTTP
+ * endpoint(s) (POST/GET/DELETE), header rules, SSE bodies with suspend/resume, and the EPOLLRDHUP
+ * watch on every client socket that has a stream (MHD never notices a suspended client leaving).
+ */
+
+/* Binds the listener and starts the daemon. -1 with a logged reason. */
+int http_start(struct loop *l, const struct config *cfg) MUSTCHECK;
+/* Loop hooks: the longest the loop may wait for MHD, and running MHD after every wake-up. */
+int http_prepare(void);
+void http_run(void);
+/* Stops accepting new connections (shutdown). */
+void http_quiesce(void);
+/* No request is in progress. */
+bool http_idle(void);
+void http_stop(void);
+
+#endif

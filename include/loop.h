@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_LOOP_H
+#define MCPGW_LOOP_H
+
+#include <stdint.h>
+
+#include "util.h"
+
+/*
+ * The one event loop: epoll for fds, a min-heap of one-shot timers, signalfd for signals, and two
+ * hooks around each wait so libmicrohttpd can bound the wait and run after every wake-up.
+ * No HTTP or MCP knowledge.
+ */
+
+struct loop;
+struct loop_watch;
+struct loop_timer;
+
+typedef void loop_io_cb(int fd, uint32_t events, void *arg);
+typedef void loop_timer_cb(void *arg);
+typedef void loop_signal_cb(int signo, void *arg);
+/* Returns the longest the next wait may block, in ms, or -1 for no limit. */
+typedef int loop_prepare_cb(void *arg);
+typedef void loop_after_cb(void *arg);
+
+struct loop *loop_new(void);
+void loop_free(struct loop *l);
+
+/*
+ * Watches fd (level-triggered) for events. NULL (errno set) if epoll refuses. The watch does not
+ * own the fd: call loop_watch_del before closing it. Deleting is safe inside any callback; the
+ * memory goes at the end of the current batch.
+ */
+struct loop_watch *loop_watch_add(struct loop *l, int fd, uint32_t events, loop_io_cb *cb,
+                                  void *arg);
+int loop_watch_mod(struct loop_watch *w, uint32_t events) MUSTCHECK;
+void loop_watch_del(struct loop_watch *w);
+
+/*
+ * One-shot timer, delay_ms from now. The loop frees it right before calling cb: a fired timer must
+ * not be deleted again. loop_timer_del on a pending timer cancels and frees it.
+ */
+struct loop_timer *loop_timer_add(struct loop *l, uint64_t delay_ms, loop_timer_cb *cb, void *arg);
+void loop_timer_del(struct loop_timer *t);
+
+/* Blocks signo for the process and delivers it through a signalfd. */
+int loop_signal_add(struct loop *l, int signo, loop_signal_cb *cb, void *arg) MUSTCHECK;
+
+void loop_set_hooks(struct loop *l, loop_prepare_cb *prepare, loop_after_cb *after, void *arg);
+/* Asks for the next wait not to block (work was queued from inside a callback). */
+void loop_wake(struct loop *l);
+
+void loop_run(struct loop *l);
+void loop_stop(struct loop *l);
+
+#endif

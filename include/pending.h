@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_PENDING_H
+#define MCPGW_PENDING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The per-session in-flight table, both directions. Each entry knows the sender's id
+ * byte-for-byte, the id the gateway gave the receiver, the method, the stream its answer (or its
+ * related traffic) is bound for, the progress token, times and an internal state. Streams are
+ * named by id, never by pointer. The state names never appear on the wire.
+ */
+
+enum pending_dir {
+    PENDING_TO_CHILD = 0, /* a client request forwarded to the child */
+    PENDING_TO_CLIENT,    /* a child request forwarded to the client */
+};
+
+enum pending_state {
+    PENDING_FORWARDED = 0, /* waiting for the answer */
+    PENDING_CANCELLED,     /* cancelled; kept only to recognise and drop a late answer */
+};
+
+#define PENDING_METHOD_MAX 64
+
+struct pending {
+    struct pending *prev, *next;
+    enum pending_dir dir;
+    enum pending_state state;
+    uint64_t gw_id; /* the id the receiver sees (minted by the gateway) */
+    char *orig_id;  /* the sender's id, raw JSON bytes */
+    size_t orig_id_len;
+    char method[PENDING_METHOD_MAX];
+    uint64_t stream_id;
+    char *token; /* raw progress token, NULL if none */
+    size_t token_len;
+    uint64_t start_ms;
+    uint64_t deadline_ms;  /* 0: none */
+    uint64_t cancelled_ms; /* when it entered PENDING_CANCELLED */
+    bool task;             /* task-augmented: never cancelled by a disconnect */
+};
+
+struct pending_table {
+    struct pending *head, *tail;
+    size_t count;
+    uint64_t next_id;
+};
+
+void pending_init(struct pending_table *t);
+void pending_clear(struct pending_table *t);
+/* Adds an entry with a fresh gw_id; orig_id and method are copied. */
+struct pending *pending_add(struct pending_table *t, enum pending_dir dir, const char *orig_id,
+                            size_t orig_len, const char *method, uint64_t stream_id,
+                            uint64_t now_ms);
+void pending_set_token(struct pending *p, const char *token, size_t len);
+struct pending *pending_find_gw(const struct pending_table *t, enum pending_dir dir, uint64_t id);
+struct pending *pending_find_orig(const struct pending_table *t, enum pending_dir dir,
+                                  const char *id, size_t len);
+/* A forwarded client request holding this progress token. */
+struct pending *pending_find_token(const struct pending_table *t, const char *token, size_t len);
+void pending_del(struct pending_table *t, struct pending *p);
+/* Entries still waiting (state FORWARDED) in one direction. */
+size_t pending_active(const struct pending_table *t, enum pending_dir dir);
+
+#endif

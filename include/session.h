@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_SESSION_H
+#define MCPGW_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "crypto.h"
+#include "jsonrpc.h"
+#include "loop.h"
+#include "pending.h"
+#include "stream.h"
+#include "upstream.h"
+
+/*
+ * Sessions: the table, their lifecycle, and the routing between a session's HTTP streams and its
+ * child. Every request, answer, cancel, drop and ending goes through the session's in-flight table
+ * (pending.h). Knows nothing of MHD: http.c hands it parsed messages and streams.
+ */
+
+enum session_state {
+    SESSION_INITIALIZING = 0, /* in the table; initialize not yet answered */
+    SESSION_READY,            /* in the table */
+    SESSION_CLOSED,           /* out of the table, on the graveyard until the end of the turn */
+};
+
+struct session {
+    char id[CRYPTO_SESSION_ID_MAX];
+    enum session_state state;
+    const struct config_server *srv;
+    struct upstream *u;
+    struct pending_table pt;
+    struct stream *streams; /* every stream of the session (one reference each) */
+    struct stream *get;     /* the standalone GET stream, also in streams */
+    struct msgq backlog;    /* child notifications waiting for a stream */
+    char version[16];       /* negotiated protocol version */
+    uint64_t init_gw_id;
+    uint64_t last_active_ms;
+    bool paused;           /* child stdout not read: a stream queue is over its high watermark */
+    struct session *hnext; /* hash chain */
+    struct session *gnext; /* graveyard */
+};
+
+/* Outcomes of handing a message to a session; http.c maps them to HTTP statuses. */
+enum session_status {
+    SESSION_OK = 0,
+    SESSION_E_GONE,      /* the session or its child is gone: 404 */
+    SESSION_E_BUSY,      /* the child's stdin queue is full: 503 */
+    SESSION_E_TOO_MANY,  /* in-flight cap reached: 429 */
+    SESSION_E_DUPLICATE, /* the request id is already in flight: 400 */
+    SESSION_E_CONFLICT,  /* a GET stream is already open: 409 */
+};
+
+void session_module_init(struct loop *l, const struct config *cfg);
+/* Frees the table (after every session was closed and reaped). */
+void session_module_free(void);
+/* Closes every session with the reason; children go through their ladder. */
+void session_close_all(const char *reason);
+/* Frees sessions closed during this loop turn (call once per turn). */
+void session_reap(void);
+/* Periodic: heartbeats, idle expiry, forgetting cancelled entries. */
+void session_sweep(uint64_t now_ms);
+
+/* NULL when unknown or closed. */
+struct session *session_find(const char *id);
+size_t session_count(void);
+/* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */
+struct session *session_create(const struct config_server *srv, int *status, const char **err);
+/* Ends the session: cancels or fails what is in flight, ends streams, stops the child. */
+void session_close(struct session *s, const char *reason);
+
+/* A new stream owned by the session; the caller gets its own reference. */
+struct stream *session_stream_open(struct session *s, bool is_get, enum session_status *status);
+/*
+ * The HTTP side is done with st (sid names its session, which may be gone by now). dropped: the
+ * client went away before the stream finished; requests bound to it are cancelled at the child.
+ * Releases the caller's reference.
+ */
+void session_stream_detach(const char *sid, struct stream *st, bool dropped);
+
+/* A client request (body is ours and may be rewritten in place), answered on st. */
+enum session_status session_client_request(struct session *s, struct stream *st, char *body,
+                                           size_t len, const struct jsonrpc_info *info);
+/* A client notification or response. */
+enum session_status session_client_other(struct session *s, char *body, size_t len,
+                                         const struct jsonrpc_info *info);
+
+/* Protocol versions served over Streamable HTTP. */
+bool session_version_supported(const char *v, size_t len);
+
+/* Counters (for logs now, /metrics later). */
+struct session_counters {
+    uint64_t created, closed;
+    uint64_t cancels_client, cancels_child, cancels_disconnect, cancels_ending;
+    uint64_t late_dropped, child_lines_invalid, notifications_dropped;
+};
+const struct session_counters *session_counters(void);
+
+#endif

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_UPSTREAM_H
+#define MCPGW_UPSTREAM_H
+
+#include <sys/types.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "loop.h"
+#include "msg.h"
+#include "util.h"
+
+/*
+ * One child process: spawn, a bounded stdin queue, stdout split into lines, stderr drained into the
+ * log, exit tracked by pidfd, and the stop ladder (close stdin -> SIGTERM -> SIGKILL, always to the
+ * whole process group). Bytes only: no MCP here.
+ */
+
+struct upstream;
+
+struct upstream_params {
+    char *const *argv;       /* argv[0] looked up in PATH when it has no '/' */
+    char *const *envp;       /* the child's whole environment */
+    const char *cwd;         /* NULL: inherit */
+    const char *tag;         /* for logs (the session id); copied */
+    size_t max_line_bytes;   /* a longer stdout line ends the child */
+    size_t stdin_max_bytes;  /* queued bytes toward stdin */
+    uint64_t stdin_grace_ms; /* after stdin is closed, before SIGTERM */
+    uint64_t term_grace_ms;  /* after SIGTERM, before SIGKILL */
+};
+
+/* One stdout line without its '\n'; the bytes may be modified and are valid during the call. */
+typedef void upstream_line_cb(char *line, size_t len, void *arg);
+/*
+ * The child can no longer serve (exited, closed stdout, overlong line, stdin broken). Called at
+ * most once, and never after upstream_close. reason is a static or short-lived string.
+ */
+typedef void upstream_gone_cb(const char *reason, void *arg);
+
+/* Spawns the child. NULL with *errstr (static) on failure; nothing is left running then. */
+struct upstream *upstream_spawn(struct loop *l, const struct upstream_params *p,
+                                upstream_line_cb *line_cb, upstream_gone_cb *gone_cb, void *arg,
+                                const char **errstr);
+/*
+ * Queues m for stdin (takes a reference on success). -1 when the queue would pass its ceiling or
+ * the child is gone or closing.
+ */
+int upstream_send(struct upstream *u, struct msg *m) MUSTCHECK;
+/* Stops or resumes reading stdout (back-pressure from full HTTP streams). */
+void upstream_pause(struct upstream *u, bool paused);
+/*
+ * Detaches the owner (no more callbacks) and stops the child: queued stdin is flushed (within the
+ * stdin grace), stdin closed, then SIGTERM and SIGKILL to the group. The upstream frees itself once
+ * the child is reaped and its stdout is closed (or the ladder has run out). Idempotent.
+ */
+void upstream_close(struct upstream *u, const char *reason);
+pid_t upstream_pid(const struct upstream *u);
+size_t upstream_queued_bytes(const struct upstream *u);
+/* Children spawned and not yet freed, over the whole process (shutdown waits for 0). */
+size_t upstream_live_count(void);
+
+#endif
