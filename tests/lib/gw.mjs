@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+// Helpers for integration tests: start the real gateway binary with a generated INI file in
+// front of the real example server, speak HTTP/SSE to it over loopback, poll with deadlines.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+export const GW_BIN = process.env.GW_BIN;
+export const EXAMPLE = process.env.GW_EXAMPLE;
+if (!GW_BIN || !EXAMPLE) throw new Error('GW_BIN and GW_EXAMPLE must be set (meson test sets them)');
+
+export const ACCEPT_BOTH = 'application/json, text/event-stream';
+
+export function tmpdir(prefix = 'mcpgw-') {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** Polls fn() until it returns a truthy value or the deadline passes (then throws). */
+export async function waitFor(fn, ms = 5000, what = 'condition') {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function iniQuote(s) { return s; }
+
+/**
+ * Starts a gateway. opts.gateway: extra [gateway] keys; opts.servers: [{name, path, args,
+ * command, env}] (default: one 'example' server at /mcp running the example server with
+ * --log <dir>/child.log). Resolves once the gateway logs its listening address.
+ */
+export async function startGateway(opts = {}) {
+  const dir = tmpdir();
+  const childLog = path.join(dir, 'child.log');
+  const g = { listen: '127.0.0.1:0', log_level: 'debug', ...(opts.gateway || {}) };
+  let ini = '[gateway]\n';
+  for (const [k, v] of Object.entries(g)) ini += `${k} = ${v}\n`;
+  const servers = opts.servers || [{ name: 'example', path: '/mcp' }];
+  for (const s of servers) {
+    ini += `[server:${s.name}]\n`;
+    if (s.path) ini += `path = ${s.path}\n`;
+    const cmd = s.command || [EXAMPLE, '--log', s.log || childLog, ...(s.args || [])].join(' ');
+    ini += `command = ${iniQuote(cmd)}\n`;
+    if (s.env) ini += `env = ${s.env}\n`;
+  }
+  const conf = path.join(dir, 'gateway.ini');
+  fs.writeFileSync(conf, ini);
+  const proc = spawn(GW_BIN, ['--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
+  let logs = '';
+  proc.stderr.on('data', (d) => { logs += d.toString(); });
+  proc.stdout.on('data', (d) => { logs += d.toString(); });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const m = await waitFor(() => /listening on (\S+):(\d+)/.exec(logs) || (proc.exitCode !== null && 'exit'), 5000, 'gateway to listen');
+  if (m === 'exit') throw new Error(`gateway exited early:\n${logs}`);
+  const host = m[1];
+  const port = Number(m[2]);
+  const gw = {
+    dir, conf, proc, port, host, childLog, exited,
+    base: `http://${host}:${port}`,
+    url: `http://${host}:${port}${servers[0].path || '/mcp'}`,
+    logs: () => logs,
+    waitLog: (re, ms = 5000) => waitFor(() => re.exec(logs), ms, `log ${re}`),
+    /** Lines the example child received (its --log file). */
+    childLines: () => (fs.existsSync(childLog) ? fs.readFileSync(childLog, 'utf8').split('\n').filter(Boolean) : []),
+    childMessages: () => gw.childLines().map((l) => { try { return JSON.parse(l); } catch { return { raw: l }; } }),
+    /** pids of children the gateway spawned, from its log */
+    childPids: () => [...logs.matchAll(/child=(\d+)/g)].map((x) => Number(x[1])),
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      const r = await Promise.race([exited, new Promise((res) => setTimeout(() => res(null), 15000).unref())]);
+      if (r === null) { proc.kill('SIGKILL'); throw new Error('gateway did not stop within 15 s'); }
+      return r;
+    },
+  };
+  return gw;
+}
+
+export function pidAlive(pid) {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // A zombie still answers kill(0); check its state.
+  try {
+    const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\d+ \(.*\) Z/.test(st);
+  } catch {
+    return false;
+  }
+}
+
+/** Parses complete SSE events out of text: [{event, id, data, json}] (comments skipped). */
+export function parseSse(text) {
+  const out = [];
+  for (const block of text.split('\n\n')) {
+    if (!block.trim()) continue;
+    const ev = { event: 'message', data: '' };
+    let hasData = false;
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) continue;
+      const i = line.indexOf(':');
+      const k = i < 0 ? line : line.slice(0, i);
+      const v = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+      if (k === 'data') { ev.data += (hasData ? '\n' : '') + v; hasData = true; } else if (k === 'event') ev.event = v; else if (k === 'id') ev.id = v; else if (k === 'retry') ev.retry = v;
+    }
+    if (!hasData) continue;
+    try { ev.json = JSON.parse(ev.data); } catch { /* not JSON */ }
+    out.push(ev);
+  }
+  return out;
+}
+
+/**
+ * Low-level request that exposes the live response: resolves at response headers with
+ * {status, headers, res, req, text(), events(), waitEvent(pred, ms), end, drop()}.
+ */
+export function request(url, { method = 'POST', headers = {}, body, agent = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+    const h = { ...headers };
+    if (payload !== undefined && h['Content-Length'] === undefined && !h['Transfer-Encoding']) h['Content-Length'] = Buffer.byteLength(payload);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method, headers: h, agent });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      let buf = '';
+      let ended = false;
+      const waiters = [];
+      const kick = () => { for (const w of waiters.splice(0)) w(); };
+      res.setEncoding('utf8');
+      res.on('data', (d) => { buf += d; kick(); });
+      res.on('end', () => { ended = true; kick(); });
+      res.on('error', () => { ended = true; kick(); });
+      res.on('close', () => { ended = true; kick(); });
+      const r = {
+        status: res.statusCode,
+        headers: res.headers,
+        req,
+        res,
+        get ended() { return ended; },
+        text: () => buf,
+        events: () => parseSse(buf),
+        json: () => JSON.parse(buf),
+        /** resolves when the body has ended (or rejects after ms) */
+        async done(ms = 10000) {
+          await waitFor(() => ended, ms, 'response end');
+          return buf;
+        },
+        async waitEvent(pred, ms = 5000) {
+          return waitFor(() => r.events().find((e) => e.json && pred(e.json)), ms, 'SSE event');
+        },
+        /** drops the connection abruptly (the client vanishes) */
+        drop() { req.socket?.destroy(); res.destroy(); },
+      };
+      resolve(r);
+    });
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+/** POST a JSON-RPC message with the usual MCP headers. */
+export function post(gw, msg, { sid, headers = {}, url } = {}) {
+  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers };
+  if (sid) h['Mcp-Session-Id'] = sid;
+  return request(url || gw.url, { method: 'POST', headers: h, body: msg });
+}
+
+export function get(gw, { sid, headers = {}, url } = {}) {
+  const h = { Accept: 'text/event-stream', ...headers };
+  if (sid) h['Mcp-Session-Id'] = sid;
+  return request(url || gw.url, { method: 'GET', headers: h });
+}
+
+export function del(gw, { sid, headers = {}, url } = {}) {
+  const h = { ...headers };
+  if (sid) h['Mcp-Session-Id'] = sid;
+  return request(url || gw.url, { method: 'DELETE', headers: h });
+}
+
+let nextId = 1;
+export function rpc(method, params, id = nextId++) {
+  const m = { jsonrpc: '2.0', id, method };
+  if (params !== undefined) m.params = params;
+  return m;
+}
+
+/** initialize + notifications/initialized; returns {sid, result, pid}. */
+export async function initSession(gw, { version = '2025-06-18', url, capabilities = {} } = {}) {
+  const r = await post(gw, rpc('initialize', { protocolVersion: version, capabilities, clientInfo: { name: 'it', version: '1' } }), { url });
+  if (r.status !== 200) throw new Error(`initialize: HTTP ${r.status} ${await r.done()}`);
+  const sid = r.headers['mcp-session-id'];
+  await r.done();
+  const ev = r.events().find((e) => e.json && (e.json.result || e.json.error));
+  if (!ev || !ev.json.result) throw new Error(`initialize failed: ${r.text()}`);
+  const n = await post(gw, { jsonrpc: '2.0', method: 'notifications/initialized' }, { sid, url, headers: { 'MCP-Protocol-Version': ev.json.result.protocolVersion } });
+  await n.done();
+  if (n.status !== 202) throw new Error(`initialized: HTTP ${n.status}`);
+  const m = new RegExp(`session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created: server=\\S+ child=(\\d+)`).exec(gw.logs());
+  return { sid, result: ev.json.result, pid: m ? Number(m[1]) : undefined, version: ev.json.result.protocolVersion };
+}
+
+/** Calls a tool and waits for the whole SSE body; returns {r, events, response}. */
+export async function callTool(gw, sid, name, args = {}, { id, meta, ms = 10000 } = {}) {
+  const params = { name, arguments: args };
+  if (meta) params._meta = meta;
+  const r = await post(gw, rpc('tools/call', params, id), { sid });
+  await r.done(ms);
+  const events = r.events();
+  return { r, events, response: events.map((e) => e.json).find((j) => j && ('result' in j || 'error' in j)) };
+}
