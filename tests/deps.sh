@@ -1,0 +1,26 @@
+#!/bin/sh
+# Installs what building, running and testing mcp-gateway need on Debian 12, then the npm test
+# tools pinned in tests/package-lock.json. Idempotent: only missing packages are installed.
+set -eu
+cd "$(dirname "$0")/.."
+
+pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
+      libcriterion-dev libssl-dev nginx-light curl"
+command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    echo "installing:$missing"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+fi
+
+if [ -f tests/package-lock.json ] && [ ! -d tests/node_modules ]; then
+    (cd tests && npm ci --no-audit --no-fund --loglevel=error)
+fi
