@@ -1,1 +1,974 @@
-/* placeholder */ typedef int placeholder_config;
+/* SPDX-License-Identifier: MIT */
+/*
+ * The INI file -> struct config. One option table, config_options, holds every key with its
+ * section, type, default, bounds, target and a line of documentation; parsing, defaults and
+ * config_keys() all read it. libinih does the INI syntax. Our line reader in front of it counts
+ * lines, refuses lines that inih would silently cut at INI_MAX_LINE, and tracks section headers
+ * itself, because inih keeps only 49 bytes of a section name and says nothing about empty
+ * sections. Values are collected raw first and converted once the whole file is read, so
+ * continuation lines can extend a list and cross-checks see final values. Nothing here touches the
+ * filesystem beyond reading the file: the command and cwd are only checked when a child starts.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+
+enum config_section {
+    CONFIG_SEC_GATEWAY = 0,
+    CONFIG_SEC_SERVER,
+};
+
+enum config_type {
+    CONFIG_U64 = 0,    /* uint64_t in min..max */
+    CONFIG_LISTEN,     /* HOST:PORT or [ADDR]:PORT -> listen_host, listen_port (port in min..max) */
+    CONFIG_IDENT,      /* char *, min..max characters of [A-Za-z0-9_-] */
+    CONFIG_PATH,       /* char *, URL path */
+    CONFIG_DIR,        /* char *, NULL when empty */
+    CONFIG_ARGV,       /* char **, shell words, at least one */
+    CONFIG_ENV,        /* char **, NAME=VALUE shell words */
+    CONFIG_NAMES,      /* char **, variable names as shell words */
+    CONFIG_LIST,       /* char **, comma separated, entries trimmed */
+    CONFIG_LOG_LEVEL,  /* enum log_level */
+    CONFIG_LOG_FORMAT, /* bool: text -> false, json -> true */
+};
+
+#define CONFIG_NO_TARGET SIZE_MAX
+#define CONFIG_GW(field) offsetof(struct config, field)
+#define CONFIG_SV(field) offsetof(struct config_server, field)
+
+struct config_option {
+    const char *key; /* "gateway.NAME" or "server.NAME", as config_keys() lists it */
+    enum config_section section;
+    enum config_type type;
+    const char *def; /* default, written as in the file; NULL: none (see config_build_server) */
+    uint64_t min, max;
+    size_t off; /* in struct config or struct config_server; CONFIG_NO_TARGET: checked only */
+    const char *doc;
+};
+
+/* The single source of truth: conf/gateway.ini and the README follow it (tests check both). */
+/* clang-format off */
+static const struct config_option config_options[] = {
+    { "gateway.listen", CONFIG_SEC_GATEWAY, CONFIG_LISTEN, "127.0.0.1:8080", 0, 65535,
+      CONFIG_NO_TARGET, "HOST:PORT to listen on, IPv6 as [ADDR]:PORT; port 0 picks a free one" },
+    { "gateway.path", CONFIG_SEC_GATEWAY, CONFIG_PATH, "/mcp", 0, 0,
+      CONFIG_NO_TARGET, "endpoint of the first server when that server sets no path" },
+    { "gateway.instance_id", CONFIG_SEC_GATEWAY, CONFIG_IDENT, "", 0, 16,
+      CONFIG_GW(instance_id), "session id prefix, 0..16 characters of [A-Za-z0-9_-]" },
+    { "gateway.max_sessions", CONFIG_SEC_GATEWAY, CONFIG_U64, "1024", 1, 1000000,
+      CONFIG_GW(max_sessions), "sessions open at once" },
+    { "gateway.max_connections", CONFIG_SEC_GATEWAY, CONFIG_U64, "4096", 16, 1000000,
+      CONFIG_GW(max_connections), "HTTP connections open at once" },
+    { "gateway.session_idle_timeout_s", CONFIG_SEC_GATEWAY, CONFIG_U64, "1800", 1, 604800,
+      CONFIG_GW(session_idle_timeout_s), "a session without requests for this long is closed" },
+    { "gateway.max_body_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "4194304", 1024, 1073741824,
+      CONFIG_GW(max_body_bytes), "largest request body; larger gets 413" },
+    { "gateway.max_message_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "134217728", 65536,
+      2147483648, CONFIG_GW(max_message_bytes), "longest line a child may write to stdout" },
+    { "gateway.stream_queue_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "8388608", 65536, 1073741824,
+      CONFIG_GW(stream_queue_bytes), "bytes queued per stream before the child's stdout pauses" },
+    { "gateway.stdin_queue_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "8388608", 65536, 2147483648,
+      CONFIG_GW(stdin_queue_bytes),
+      "bytes queued for a child's stdin before 503; >= max_body_bytes + 1024" },
+    { "gateway.max_inflight_per_session", CONFIG_SEC_GATEWAY, CONFIG_U64, "256", 1, 65536,
+      CONFIG_GW(max_inflight_per_session), "requests awaiting a response per session" },
+    { "gateway.heartbeat_s", CONFIG_SEC_GATEWAY, CONFIG_U64, "15", 1, 3600,
+      CONFIG_GW(heartbeat_s), "interval of keep-alive comments on idle SSE streams" },
+    { "gateway.connection_timeout_s", CONFIG_SEC_GATEWAY, CONFIG_U64, "60", 0, 86400,
+      CONFIG_GW(connection_timeout_s),
+      "idle timeout of a connection being read or written; 0: none" },
+    { "gateway.child_stdin_grace_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "2000", 0, 600000,
+      CONFIG_GW(child_stdin_grace_ms), "wait after closing a child's stdin before SIGTERM" },
+    { "gateway.child_term_grace_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "3000", 0, 600000,
+      CONFIG_GW(child_term_grace_ms), "wait after SIGTERM before SIGKILL" },
+    { "gateway.allowed_origins", CONFIG_SEC_GATEWAY, CONFIG_LIST,
+      "http://localhost:*, http://127.0.0.1:*, http://[::1]:*", 0, 0,
+      CONFIG_GW(allowed_origins), "Origin values accepted, comma separated; * any; empty: none" },
+    { "gateway.allowed_hosts", CONFIG_SEC_GATEWAY, CONFIG_LIST, "localhost, 127.0.0.1, [::1]", 0, 0,
+      CONFIG_GW(allowed_hosts), "Host values accepted, comma separated; * any; empty: none" },
+    { "gateway.log_level", CONFIG_SEC_GATEWAY, CONFIG_LOG_LEVEL, "info", 0, 0,
+      CONFIG_GW(log_level), "error, warn, info or debug" },
+    { "gateway.log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
+      CONFIG_GW(log_json), "text, or json for one object per line" },
+    { "server.path", CONFIG_SEC_SERVER, CONFIG_PATH, NULL, 0, 0,
+      CONFIG_SV(path), "MCP endpoint, unique; only the first server may omit it" },
+    { "server.command", CONFIG_SEC_SERVER, CONFIG_ARGV, NULL, 0, 0,
+      CONFIG_SV(argv), "child command, split like a shell without expansion; required" },
+    { "server.env", CONFIG_SEC_SERVER, CONFIG_ENV, "", 0, 0,
+      CONFIG_SV(env), "NAME=VALUE words added to the child's environment" },
+    { "server.inherit_env", CONFIG_SEC_SERVER, CONFIG_NAMES, "PATH HOME LANG", 0, 0,
+      CONFIG_SV(inherit_env), "names of variables copied from the gateway's environment" },
+    { "server.cwd", CONFIG_SEC_SERVER, CONFIG_DIR, NULL, 0, 0,
+      CONFIG_SV(cwd), "child's working directory; default: the gateway's" },
+};
+/* clang-format on */
+
+#define CONFIG_N_OPTIONS ARRAY_LEN(config_options)
+
+/* Values as written, before conversion; indexed like config_options. */
+struct config_raw {
+    char *value[CONFIG_N_OPTIONS];
+    int line[CONFIG_N_OPTIONS];
+};
+
+struct config_raw_server {
+    char *name;
+    int line; /* of the section header */
+    struct config_raw raw;
+};
+
+/* What inih would make of a line; config_classify mirrors ini_parse_stream's order. */
+enum config_line {
+    CONFIG_LINE_BLANK = 0,
+    CONFIG_LINE_COMMENT,
+    CONFIG_LINE_CONTINUATION,
+    CONFIG_LINE_SECTION,
+    CONFIG_LINE_PAIR,
+    CONFIG_LINE_JUNK,
+};
+
+struct config_parse {
+    const char *name; /* for messages */
+    FILE *fp;         /* the source: fp, or text when fp is NULL */
+    const char *text;
+    char *err;
+    size_t errlen;
+    bool failed; /* first error wins; the reader then ends the parse */
+    int lineno;
+    bool in_pair;      /* a key was seen since the last header: indented lines continue it */
+    bool continuation; /* the line inih is handling continues the previous key */
+    char last_key[INI_MAX_LINE];
+    bool gateway_seen;
+    struct config_raw gateway;
+    struct config_raw_server *servers;
+    size_t n_servers;
+    struct config_raw *cur; /* section being read; NULL before the first header */
+    enum config_section cur_section;
+};
+
+static int config_fail(struct config_parse *ps, int line, const char *key, const char *fmt, ...)
+    PRINTF(4, 5);
+
+static int
+config_fail(struct config_parse *ps, int line, const char *key, const char *fmt, ...)
+{
+    if (ps->failed)
+        return -1;
+    ps->failed = true;
+    if (ps->err == NULL || ps->errlen == 0)
+        return -1;
+    int n = snprintf(ps->err, ps->errlen, "%s:%d: %s: ", ps->name, line, key[0] ? key : "-");
+    if (n < 0 || (size_t)n >= ps->errlen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ps->err + n, ps->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *
+config_opt_name(const struct config_option *opt)
+{
+    return strchr(opt->key, '.') + 1;
+}
+
+/* Index of a key in config_options, or CONFIG_N_OPTIONS. */
+static size_t
+config_find(enum config_section section, const char *name)
+{
+    size_t i = 0;
+    for (; i < CONFIG_N_OPTIONS; i++)
+        if (config_options[i].section == section
+            && strcmp(config_opt_name(&config_options[i]), name) == 0)
+            break;
+    return i;
+}
+
+static bool
+config_is_list(enum config_type type)
+{
+    return type == CONFIG_ARGV || type == CONFIG_ENV || type == CONFIG_NAMES || type == CONFIG_LIST;
+}
+
+static void
+config_strv_free(char **v)
+{
+    if (v == NULL)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void
+config_strv_push(char ***v, size_t *n, const char *s, size_t len)
+{
+    *v = xrealloc(*v, (*n + 2) * sizeof **v);
+    (*v)[(*n)++] = xstrndup(s, len);
+    (*v)[*n] = NULL;
+}
+
+/* ---- value parsers: each returns 0, or -1 with a static phrase in *errstr ---- */
+
+static bool
+config_is_name(const char *s, size_t len)
+{
+    if (len == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+        return false;
+    for (size_t i = 1; i < len; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+            return false;
+    return true;
+}
+
+static bool
+config_is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n';
+}
+
+/*
+ * Splits s into words as a POSIX shell would, without any expansion: blanks separate words,
+ * single quotes are literal, double quotes honour only \" \\ \$ \` and \newline, a backslash
+ * outside quotes takes the next character literally. $, *, ~, #, | and the like are ordinary
+ * characters. Returns a NULL-terminated vector (possibly empty) or NULL.
+ */
+static char **
+config_split_words(const char *s, const char **errstr)
+{
+    char *w = xmalloc(strlen(s) + 1);
+    size_t wl = 0, n = 0;
+    char **v = NULL;
+    bool in_word = false;
+    const char *p = s;
+    for (;;) {
+        char c = *p;
+        if (c == '\0' || config_is_blank(c)) {
+            if (in_word)
+                config_strv_push(&v, &n, w, wl);
+            wl = 0;
+            in_word = false;
+            if (c == '\0')
+                break;
+            p++;
+        } else if (c == '\\' && p[1] == '\n') {
+            p += 2;
+        } else if (c == '\\') {
+            in_word = true;
+            w[wl++] = p[1] ? p[1] : '\\'; /* a trailing backslash stays, as in sh -c */
+            p += p[1] ? 2 : 1;
+        } else if (c == '\'') {
+            const char *q = strchr(p + 1, '\'');
+            if (q == NULL)
+                goto unterminated;
+            in_word = true;
+            memcpy(w + wl, p + 1, (size_t)(q - p - 1));
+            wl += (size_t)(q - p - 1);
+            p = q + 1;
+        } else if (c == '"') {
+            in_word = true;
+            for (p++; *p != '"'; p++) {
+                if (*p == '\0')
+                    goto unterminated;
+                if (*p == '\\' && p[1] != '\0' && strchr("\"\\$`\n", p[1]) != NULL) {
+                    p++;
+                    if (*p == '\n')
+                        continue;
+                }
+                w[wl++] = *p;
+            }
+            p++;
+        } else {
+            in_word = true;
+            w[wl++] = c;
+            p++;
+        }
+    }
+    free(w);
+    return v ? v : xcalloc(1, sizeof *v);
+unterminated:
+    free(w);
+    config_strv_free(v);
+    *errstr = "unterminated quote";
+    return NULL;
+}
+
+/* Comma separated entries, trimmed; empty entries are skipped, so "" is an empty list. */
+static char **
+config_split_list(const char *s, const char **errstr)
+{
+    char **v = xcalloc(1, sizeof *v);
+    size_t n = 0;
+    while (*s) {
+        const char *end = strchr(s, ',');
+        if (end == NULL)
+            end = s + strlen(s);
+        const char *b = s, *e = end;
+        while (b < e && isspace((unsigned char)*b))
+            b++;
+        while (e > b && isspace((unsigned char)e[-1]))
+            e--;
+        for (const char *q = b; q < e; q++) {
+            if (isspace((unsigned char)*q) || iscntrl((unsigned char)*q)) {
+                config_strv_free(v);
+                *errstr = "entries must not contain spaces";
+                return NULL;
+            }
+        }
+        if (e > b)
+            config_strv_push(&v, &n, b, (size_t)(e - b));
+        s = *end ? end + 1 : end;
+    }
+    return v;
+}
+
+static int
+config_check_path(const char *s, const char **errstr)
+{
+    if (s[0] != '/') {
+        *errstr = "must start with '/'";
+        return -1;
+    }
+    for (const char *p = s; *p; p++) {
+        if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p) || *p == '?' || *p == '#') {
+            *errstr = "must not contain spaces, '?' or '#'";
+            return -1;
+        }
+    }
+    if (strcmp(s, "/healthz") == 0) {
+        *errstr = "/healthz is reserved for the health check";
+        return -1;
+    }
+    return 0;
+}
+
+/* "host:port" or "[v6addr]:port"; the host is returned without brackets. */
+static int
+config_parse_listen(const char *s, uint64_t max_port, char **host, uint16_t *port,
+                    const char **errstr)
+{
+    const char *h, *colon;
+    size_t hlen;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (rb == NULL || rb[1] != ':') {
+            *errstr = "must be HOST:PORT, IPv6 as [ADDR]:PORT";
+            return -1;
+        }
+        h = s + 1;
+        hlen = (size_t)(rb - h);
+        colon = rb + 1;
+        char addr[INET6_ADDRSTRLEN + 16];
+        struct in6_addr in6;
+        if (hlen == 0 || hlen >= sizeof addr) {
+            *errstr = "host is not a valid IPv6 address";
+            return -1;
+        }
+        memcpy(addr, h, hlen);
+        addr[hlen] = '\0';
+        if (inet_pton(AF_INET6, addr, &in6) != 1) {
+            *errstr = "host is not a valid IPv6 address";
+            return -1;
+        }
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL) {
+            *errstr = "must be HOST:PORT, IPv6 as [ADDR]:PORT";
+            return -1;
+        }
+        h = s;
+        hlen = (size_t)(colon - s);
+        if (hlen == 0) {
+            *errstr = "host is empty";
+            return -1;
+        }
+        if (memchr(h, ':', hlen) != NULL) {
+            *errstr = "an IPv6 host must be in brackets, as [::1]:PORT";
+            return -1;
+        }
+        for (size_t i = 0; i < hlen; i++) {
+            if (!isalnum((unsigned char)h[i]) && strchr("._-", h[i]) == NULL) {
+                *errstr = "host must be a name or an address";
+                return -1;
+            }
+        }
+    }
+    uint64_t p;
+    const char *perr;
+    if (util_parse_u64(colon + 1, 0, max_port, &p, &perr) == -1) {
+        *errstr = "port must be 0..65535";
+        return -1;
+    }
+    *host = xstrndup(h, hlen);
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/* ---- conversion of one raw value into its target ---- */
+
+static void *
+config_target(void *base, const struct config_option *opt)
+{
+    return (char *)base + opt->off;
+}
+
+static int
+config_apply_words(struct config_parse *ps, const struct config_option *opt, const char *v,
+                   int line, void *base)
+{
+    const char *key = config_opt_name(opt);
+    const char *errstr = NULL;
+    char **words = config_split_words(v, &errstr);
+    if (words == NULL)
+        return config_fail(ps, line, key, "%s", errstr);
+    const char *bad = NULL;
+    for (char **w = words; *w && bad == NULL; w++) {
+        if (opt->type == CONFIG_ENV) {
+            const char *eq = strchr(*w, '=');
+            if (eq == NULL || !config_is_name(*w, (size_t)(eq - *w)))
+                bad = "each word must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*";
+        } else if (opt->type == CONFIG_NAMES && !config_is_name(*w, strlen(*w))) {
+            bad = "each word must be a variable name of [A-Za-z_][A-Za-z0-9_]*";
+        }
+    }
+    if (bad == NULL && opt->type == CONFIG_ARGV && words[0] == NULL)
+        bad = "is empty";
+    if (bad != NULL) {
+        config_strv_free(words);
+        return config_fail(ps, line, key, "%s", bad);
+    }
+    *(char ***)config_target(base, opt) = words;
+    return 0;
+}
+
+static int
+config_apply_ident(struct config_parse *ps, const struct config_option *opt, const char *v,
+                   int line, void *base)
+{
+    size_t len = strlen(v);
+    bool ok = len >= opt->min && len <= opt->max;
+    for (const char *p = v; ok && *p; p++)
+        ok = isalnum((unsigned char)*p) || *p == '_' || *p == '-';
+    if (!ok)
+        return config_fail(ps, line, config_opt_name(opt),
+                           "must be %" PRIu64 "..%" PRIu64 " characters of [A-Za-z0-9_-]", opt->min,
+                           opt->max);
+    *(char **)config_target(base, opt) = xstrdup(v);
+    return 0;
+}
+
+static int
+config_apply(struct config_parse *ps, const struct config_option *opt, const char *v, int line,
+             void *base)
+{
+    const char *key = config_opt_name(opt);
+    const char *errstr = NULL;
+    switch (opt->type) {
+    case CONFIG_U64: {
+        uint64_t n;
+        if (util_parse_u64(v, opt->min, opt->max, &n, &errstr) == -1) {
+            if (*v >= '0' && *v <= '9' && strspn(v, "0123456789") == strlen(v))
+                return config_fail(ps, line, key, "must be %" PRIu64 "..%" PRIu64, opt->min,
+                                   opt->max);
+            return config_fail(ps, line, key, "is not a number");
+        }
+        *(uint64_t *)config_target(base, opt) = n;
+        return 0;
+    }
+    case CONFIG_LISTEN: {
+        struct config *cfg = base;
+        if (config_parse_listen(v, opt->max, &cfg->listen_host, &cfg->listen_port, &errstr) == -1)
+            return config_fail(ps, line, key, "%s", errstr);
+        return 0;
+    }
+    case CONFIG_IDENT:
+        return config_apply_ident(ps, opt, v, line, base);
+    case CONFIG_PATH:
+        if (config_check_path(v, &errstr) == -1)
+            return config_fail(ps, line, key, "%s", errstr);
+        if (opt->off != CONFIG_NO_TARGET)
+            *(char **)config_target(base, opt) = xstrdup(v);
+        return 0;
+    case CONFIG_DIR:
+        if (*v != '\0')
+            *(char **)config_target(base, opt) = xstrdup(v);
+        return 0;
+    case CONFIG_ARGV:
+    case CONFIG_ENV:
+    case CONFIG_NAMES:
+        return config_apply_words(ps, opt, v, line, base);
+    case CONFIG_LIST: {
+        char **list = config_split_list(v, &errstr);
+        if (list == NULL)
+            return config_fail(ps, line, key, "%s", errstr);
+        *(char ***)config_target(base, opt) = list;
+        return 0;
+    }
+    case CONFIG_LOG_LEVEL: {
+        int level = log_level_parse(v);
+        if (level == -1)
+            return config_fail(ps, line, key, "must be error, warn, info or debug");
+        *(enum log_level *)config_target(base, opt) = (enum log_level)level;
+        return 0;
+    }
+    case CONFIG_LOG_FORMAT:
+        if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)
+            return config_fail(ps, line, key, "must be text or json");
+        *(bool *)config_target(base, opt) = strcmp(v, "json") == 0;
+        return 0;
+    }
+    return config_fail(ps, line, key, "has an unknown type");
+}
+
+/* ---- the line reader and the section tracker in front of inih ---- */
+
+static int
+config_getc(struct config_parse *ps)
+{
+    if (ps->fp != NULL)
+        return getc(ps->fp);
+    if (*ps->text == '\0')
+        return EOF;
+    return (unsigned char)*ps->text++;
+}
+
+static const char *
+config_lskip(const char *s)
+{
+    while (*s && isspace((unsigned char)*s))
+        s++;
+    return s;
+}
+
+/* inih's ini_find_chars_or_comment: the first of chars, or a ';' that follows whitespace. */
+static const char *
+config_find_chars_or_comment(const char *s, const char *chars)
+{
+    bool was_space = false;
+    while (*s && (chars == NULL || strchr(chars, *s) == NULL) && !(was_space && *s == ';')) {
+        was_space = isspace((unsigned char)*s);
+        s++;
+    }
+    return s;
+}
+
+static enum config_line
+config_classify(const struct config_parse *ps, const char *line, const char **startp)
+{
+    const char *s = line;
+    if (ps->lineno == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+        s += 3;
+    const char *start = config_lskip(s);
+    *startp = start;
+    if (*start == '\0')
+        return CONFIG_LINE_BLANK;
+    if (*start == ';' || *start == '#')
+        return CONFIG_LINE_COMMENT;
+    if (ps->in_pair && start > line)
+        return CONFIG_LINE_CONTINUATION;
+    if (*start == '[')
+        return CONFIG_LINE_SECTION;
+    const char *sep = config_find_chars_or_comment(start, "=:");
+    return (*sep == '=' || *sep == ':') ? CONFIG_LINE_PAIR : CONFIG_LINE_JUNK;
+}
+
+/* Copies the trimmed span [b, e) into out (INI_MAX_LINE bytes). */
+static void
+config_copy_trimmed(char *out, const char *b, const char *e)
+{
+    while (b < e && isspace((unsigned char)*b))
+        b++;
+    while (e > b && isspace((unsigned char)e[-1]))
+        e--;
+    size_t n = (size_t)(e - b) < INI_MAX_LINE - 1 ? (size_t)(e - b) : INI_MAX_LINE - 1;
+    memcpy(out, b, n);
+    out[n] = '\0';
+}
+
+/* The key a too-long line belongs to: the one it continues, or the text before '='. */
+static void
+config_long_line_key(const struct config_parse *ps, const char *line, char *key)
+{
+    const char *start;
+    enum config_line kind = config_classify(ps, line, &start);
+    const char *eq = strchr(start, '=');
+    if (kind == CONFIG_LINE_CONTINUATION)
+        config_copy_trimmed(key, ps->last_key, ps->last_key + strlen(ps->last_key));
+    else if (kind == CONFIG_LINE_COMMENT || eq == NULL)
+        strcpy(key, "-");
+    else
+        config_copy_trimmed(key, start, eq);
+}
+
+static int
+config_section_begin(struct config_parse *ps, const char *name)
+{
+    char key[INI_MAX_LINE + 2];
+    snprintf(key, sizeof key, "[%s]", name);
+    if (strcmp(name, "gateway") == 0) {
+        if (ps->gateway_seen)
+            return config_fail(ps, ps->lineno, key, "is duplicate");
+        ps->gateway_seen = true;
+        ps->cur = &ps->gateway;
+        ps->cur_section = CONFIG_SEC_GATEWAY;
+        return 0;
+    }
+    if (strncmp(name, "server:", 7) != 0)
+        return config_fail(ps, ps->lineno, key, "unknown section");
+    const char *sname = name + 7;
+    size_t len = strlen(sname);
+    bool ok = len >= 1 && len <= 64;
+    for (const char *p = sname; ok && *p; p++)
+        ok = isalnum((unsigned char)*p) || strchr("_.-", *p) != NULL;
+    if (!ok)
+        return config_fail(ps, ps->lineno, key,
+                           "server name must be 1..64 characters of [A-Za-z0-9_.-]");
+    for (size_t i = 0; i < ps->n_servers; i++)
+        if (strcmp(ps->servers[i].name, sname) == 0)
+            return config_fail(ps, ps->lineno, key, "is duplicate");
+    ps->servers = xrealloc(ps->servers, (ps->n_servers + 1) * sizeof *ps->servers);
+    struct config_raw_server *rs = &ps->servers[ps->n_servers++];
+    memset(rs, 0, sizeof *rs);
+    rs->name = xstrdup(sname);
+    rs->line = ps->lineno;
+    ps->cur = &rs->raw;
+    ps->cur_section = CONFIG_SEC_SERVER;
+    return 0;
+}
+
+/* Updates the section and continuation state for a line inih is about to parse. */
+static int
+config_track_line(struct config_parse *ps, char *line)
+{
+    const char *start;
+    enum config_line kind = config_classify(ps, line, &start);
+    ps->continuation = kind == CONFIG_LINE_CONTINUATION;
+    switch (kind) {
+    case CONFIG_LINE_BLANK:
+    case CONFIG_LINE_COMMENT:
+        return 0;
+    case CONFIG_LINE_CONTINUATION:
+        /* inih would append an indented header to the previous value; "[::1]" stays allowed. */
+        if (strncmp(start, "[gateway]", 9) == 0 || strncmp(start, "[server:", 8) == 0)
+            return config_fail(ps, ps->lineno, "-", "section header must not be indented");
+        return 0;
+    case CONFIG_LINE_SECTION: {
+        const char *end = config_find_chars_or_comment(start + 1, "]");
+        if (*end != ']')
+            return config_fail(ps, ps->lineno, "-", "section header has no closing ']'");
+        char name[INI_MAX_LINE];
+        size_t n = (size_t)(end - start - 1); /* untrimmed, as inih keeps it */
+        memcpy(name, start + 1, n);
+        name[n] = '\0';
+        ps->in_pair = false;
+        return config_section_begin(ps, name);
+    }
+    case CONFIG_LINE_PAIR:
+        ps->in_pair = true;
+        config_copy_trimmed(ps->last_key, start, config_find_chars_or_comment(start, "=:"));
+        return 0;
+    case CONFIG_LINE_JUNK:
+        return config_fail(ps, ps->lineno, "-", "expected KEY = VALUE, [SECTION] or a comment");
+    }
+    return 0;
+}
+
+/*
+ * The ini_reader: one physical line into str, with its '\n', as fgets would, but a line longer
+ * than num - 2 bytes (INI_MAX_LINE - 2) is an error instead of a silently cut value.
+ */
+static char *
+config_reader(char *str, int num, void *stream)
+{
+    struct config_parse *ps = stream;
+    if (ps->failed || num < 3)
+        return NULL;
+    size_t cap = (size_t)num - 1, max = (size_t)num - 2, len = 0;
+    bool seen = false;
+    int c;
+    while ((c = config_getc(ps)) != EOF) {
+        seen = true;
+        if (c == '\n')
+            break;
+        if (c == '\0') {
+            config_fail(ps, ps->lineno + 1, "-", "contains a NUL byte");
+            return NULL;
+        }
+        if (len == cap) {
+            len++;
+            break; /* the rest of the line is never needed */
+        }
+        str[len++] = (char)c;
+    }
+    if (ps->fp != NULL && ferror(ps->fp)) {
+        config_fail(ps, ps->lineno + 1, "-", "read error: %s", strerror(errno));
+        return NULL;
+    }
+    if (!seen)
+        return NULL;
+    ps->lineno++;
+    if (len > 0 && len <= cap && str[len - 1] == '\r')
+        len--;
+    if (len > max) {
+        char key[INI_MAX_LINE];
+        str[cap] = '\0';
+        config_long_line_key(ps, str, key);
+        config_fail(ps, ps->lineno, key,
+                    "line too long (max %zu bytes); split a long value over indented "
+                    "continuation lines",
+                    max);
+        return NULL;
+    }
+    str[len] = '\0';
+    if (config_track_line(ps, str) == -1)
+        return NULL;
+    str[len] = '\n';
+    str[len + 1] = '\0';
+    return str;
+}
+
+/*
+ * Appends a continuation to *slot. inih 55 leaves " ; comment" on continuation lines (later
+ * versions strip it), so it is cut here, the same way inih cuts it on key lines.
+ */
+static void
+config_append(char **slot, const char *value, const char *sep)
+{
+    const char *end = config_find_chars_or_comment(value, NULL);
+    while (end > value && isspace((unsigned char)end[-1]))
+        end--;
+    size_t a = strlen(*slot), b = (size_t)(end - value), s = a && b ? strlen(sep) : 0;
+    *slot = xrealloc(*slot, a + s + b + 1);
+    memcpy(*slot + a, sep, s);
+    memcpy(*slot + a + s, value, b);
+    (*slot)[a + s + b] = '\0';
+}
+
+/* Records one key = value (or a continuation of the previous key) in the current section. */
+static int
+config_store(struct config_parse *ps, const char *name, const char *value)
+{
+    if (ps->cur == NULL)
+        return config_fail(ps, ps->lineno, name, "is outside any section");
+    size_t i = config_find(ps->cur_section, name);
+    if (i == CONFIG_N_OPTIONS)
+        return config_fail(ps, ps->lineno, name, "unknown key");
+    const struct config_option *opt = &config_options[i];
+    char **slot = &ps->cur->value[i];
+    if (ps->continuation && *slot != NULL) {
+        if (!config_is_list(opt->type))
+            return config_fail(ps, ps->lineno, name, "is duplicate");
+        config_append(slot, value, opt->type == CONFIG_LIST ? "," : " ");
+        return 0;
+    }
+    if (*slot != NULL)
+        return config_fail(ps, ps->lineno, name, "is duplicate");
+    *slot = xstrdup(value);
+    ps->cur->line[i] = ps->lineno;
+    return 0;
+}
+
+/*
+ * The ini_handler: 1 to go on, 0 on error. section is ignored: inih truncates it to 49 bytes,
+ * config_track_line has the full one.
+ */
+static int
+config_handler(void *user, const char *section, const char *name, const char *value)
+{
+    struct config_parse *ps = user;
+    (void)section;
+    if (ps->failed)
+        return 0;
+    return config_store(ps, name, value) == 0;
+}
+
+/* ---- from raw values to struct config ---- */
+
+static const char *
+config_raw_get(const struct config_raw *raw, const char *name, enum config_section section,
+               int *line)
+{
+    size_t i = config_find(section, name);
+    assert(i < CONFIG_N_OPTIONS);
+    *line = raw->line[i];
+    return raw->value[i] ? raw->value[i] : config_options[i].def;
+}
+
+static int
+config_build_gateway(struct config_parse *ps, struct config *cfg)
+{
+    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+        const struct config_option *opt = &config_options[i];
+        if (opt->section != CONFIG_SEC_GATEWAY)
+            continue;
+        const char *v = ps->gateway.value[i] ? ps->gateway.value[i] : opt->def;
+        if (config_apply(ps, opt, v, ps->gateway.line[i], cfg) == -1)
+            return -1;
+    }
+    if (cfg->stdin_queue_bytes < cfg->max_body_bytes + 1024) {
+        int line, body_line;
+        config_raw_get(&ps->gateway, "stdin_queue_bytes", CONFIG_SEC_GATEWAY, &line);
+        config_raw_get(&ps->gateway, "max_body_bytes", CONFIG_SEC_GATEWAY, &body_line);
+        return config_fail(ps, line ? line : body_line, "stdin_queue_bytes",
+                           "must be at least max_body_bytes + 1024 = %" PRIu64,
+                           cfg->max_body_bytes + 1024);
+    }
+    return 0;
+}
+
+static int
+config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
+{
+    struct config_raw_server *rs = &ps->servers[idx];
+    struct config_server *srv = &cfg->servers[idx];
+    srv->name = xstrdup(rs->name);
+    srv->line = rs->line;
+    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+        const struct config_option *opt = &config_options[i];
+        if (opt->section != CONFIG_SEC_SERVER)
+            continue;
+        const char *v = rs->raw.value[i] ? rs->raw.value[i] : opt->def;
+        int line = rs->raw.value[i] ? rs->raw.line[i] : rs->line;
+        if (v == NULL && opt->type == CONFIG_PATH && idx == 0)
+            v = config_raw_get(&ps->gateway, "path", CONFIG_SEC_GATEWAY, &line);
+        else if (v == NULL && opt->type == CONFIG_PATH)
+            return config_fail(ps, rs->line, "path",
+                               "is required (only the first server defaults to [gateway] path)");
+        else if (v == NULL && opt->type == CONFIG_ARGV)
+            return config_fail(ps, rs->line, "command", "is required");
+        if (v != NULL && config_apply(ps, opt, v, line, srv) == -1)
+            return -1;
+    }
+    for (size_t j = 0; j < idx; j++) {
+        if (strcmp(cfg->servers[j].path, srv->path) == 0) {
+            int line;
+            config_raw_get(&rs->raw, "path", CONFIG_SEC_SERVER, &line);
+            return config_fail(ps, line ? line : rs->line, "path", "is already used by [server:%s]",
+                               cfg->servers[j].name);
+        }
+    }
+    return 0;
+}
+
+static int
+config_build(struct config_parse *ps, struct config *cfg)
+{
+    if (config_build_gateway(ps, cfg) == -1)
+        return -1;
+    if (ps->n_servers == 0)
+        return config_fail(ps, 0, "server", "no [server:NAME] section");
+    cfg->servers = xcalloc(ps->n_servers, sizeof *cfg->servers);
+    cfg->n_servers = ps->n_servers;
+    for (size_t i = 0; i < ps->n_servers; i++)
+        if (config_build_server(ps, cfg, i) == -1)
+            return -1;
+    return 0;
+}
+
+static void
+config_raw_free(struct config_raw *raw)
+{
+    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++)
+        free(raw->value[i]);
+}
+
+static int
+config_run(struct config_parse *ps, struct config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->file = xstrdup(ps->name);
+    int rc = ini_parse_stream(config_reader, ps, config_handler, ps);
+    if (rc != 0)
+        config_fail(ps, rc > 0 ? rc : ps->lineno, "-", "syntax error");
+    if (!ps->failed)
+        config_build(ps, cfg);
+    config_raw_free(&ps->gateway);
+    for (size_t i = 0; i < ps->n_servers; i++) {
+        free(ps->servers[i].name);
+        config_raw_free(&ps->servers[i].raw);
+    }
+    free(ps->servers);
+    if (ps->failed) {
+        config_clear(cfg);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+config_parse_init(struct config_parse *ps, const char *name, char *err, size_t errlen)
+{
+    memset(ps, 0, sizeof *ps);
+    ps->name = name;
+    ps->err = err;
+    ps->errlen = errlen;
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+}
+
+int
+config_load(const char *path, struct config *cfg, char *err, size_t errlen)
+{
+    struct config_parse ps;
+    config_parse_init(&ps, path, err, errlen);
+    memset(cfg, 0, sizeof *cfg);
+    ps.fp = fopen(path, "re");
+    if (ps.fp == NULL)
+        return config_fail(&ps, 0, "-", "cannot open: %s", strerror(errno));
+    int rc = config_run(&ps, cfg);
+    fclose(ps.fp);
+    return rc;
+}
+
+int
+config_load_string(const char *text, const char *name, struct config *cfg, char *err, size_t errlen)
+{
+    struct config_parse ps;
+    config_parse_init(&ps, name, err, errlen);
+    ps.text = text;
+    return config_run(&ps, cfg);
+}
+
+void
+config_clear(struct config *cfg)
+{
+    free(cfg->file);
+    free(cfg->listen_host);
+    free(cfg->instance_id);
+    config_strv_free(cfg->allowed_origins);
+    config_strv_free(cfg->allowed_hosts);
+    for (size_t i = 0; i < cfg->n_servers; i++) {
+        struct config_server *srv = &cfg->servers[i];
+        free(srv->name);
+        free(srv->path);
+        config_strv_free(srv->argv);
+        config_strv_free(srv->env);
+        config_strv_free(srv->inherit_env);
+        free(srv->cwd);
+    }
+    free(cfg->servers);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+const char *const *
+config_keys(void)
+{
+    /* Filled on first use; the gateway reads its config on one thread at startup. */
+    static const char *keys[CONFIG_N_OPTIONS + 1];
+    if (keys[0] == NULL)
+        for (size_t i = 0; i < CONFIG_N_OPTIONS; i++)
+            keys[i] = config_options[i].key;
+    return keys;
+}

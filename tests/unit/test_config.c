@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: defaults, bounds, listen syntax, lists, shell splitting, duplicates, long and
+ * continuation lines, several servers, and the docs check (every key in conf/gateway.ini and the
+ * README), through config.h only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "config.h"
+
+TestSuite(config, .timeout = 30);
+
+#define SERVER "[server:a]\ncommand = /bin/cat\n"
+
+static void
+load_ok(const char *text, struct config *cfg)
+{
+    char err[512] = "";
+    int rc = config_load_string(text, "t.ini", cfg, err, sizeof err);
+    cr_assert_eq(rc, 0, "load failed: %s\n--- text ---\n%s", err, text);
+}
+
+static void
+expect_zeroed(const struct config *cfg)
+{
+    struct config zero;
+    memset(&zero, 0, sizeof zero);
+    cr_assert(memcmp(cfg, &zero, sizeof zero) == 0, "cfg not zeroed after a failed load");
+}
+
+static void
+load_err(const char *text, const char *want)
+{
+    struct config cfg;
+    char err[512] = "";
+    int rc = config_load_string(text, "t.ini", &cfg, err, sizeof err);
+    cr_assert_eq(rc, -1, "expected failure \"%s\"\n--- text ---\n%s", want, text);
+    cr_assert_str_eq(err, want, "--- text ---\n%s", text);
+    expect_zeroed(&cfg);
+}
+
+/* One [gateway] key with a minimal server after it; the key is on line 2. */
+static void
+gw_err(const char *line, const char *want)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "[gateway]\n%s\n" SERVER, line);
+    load_err(text, want);
+}
+
+static void
+gw_ok(const char *line, struct config *cfg)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "[gateway]\n%s\n" SERVER, line);
+    load_ok(text, cfg);
+}
+
+/* One key of [server:a] (line 3, after command on line 2). */
+static void
+sv_err(const char *line, const char *want)
+{
+    char text[1024];
+    snprintf(text, sizeof text, SERVER "%s\n", line);
+    load_err(text, want);
+}
+
+static size_t
+strv_len(char *const *v)
+{
+    size_t n = 0;
+    while (v[n])
+        n++;
+    return n;
+}
+
+static void
+expect_strv(char *const *got, const char *const *want)
+{
+    cr_assert_not_null(got);
+    size_t n = 0;
+    for (; want[n]; n++) {
+        cr_assert_not_null(got[n], "entry %zu missing, want \"%s\"", n, want[n]);
+        cr_assert_str_eq(got[n], want[n], "entry %zu", n);
+    }
+    cr_assert_null(got[n], "extra entry \"%s\"", got[n]);
+}
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    cr_assert_not_null(s);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void
+expect_defaults(const struct config *cfg)
+{
+    cr_assert_str_eq(cfg->listen_host, "127.0.0.1");
+    cr_assert_eq(cfg->listen_port, 8080);
+    cr_assert_str_eq(cfg->instance_id, "");
+    cr_assert_eq(cfg->max_sessions, 1024);
+    cr_assert_eq(cfg->max_connections, 4096);
+    cr_assert_eq(cfg->session_idle_timeout_s, 1800);
+    cr_assert_eq(cfg->max_body_bytes, 4194304);
+    cr_assert_eq(cfg->max_message_bytes, 134217728);
+    cr_assert_eq(cfg->stream_queue_bytes, 8388608);
+    cr_assert_eq(cfg->stdin_queue_bytes, 8388608);
+    cr_assert_eq(cfg->max_inflight_per_session, 256);
+    cr_assert_eq(cfg->heartbeat_s, 15);
+    cr_assert_eq(cfg->connection_timeout_s, 60);
+    cr_assert_eq(cfg->child_stdin_grace_ms, 2000);
+    cr_assert_eq(cfg->child_term_grace_ms, 3000);
+    expect_strv(cfg->allowed_origins, (const char *[]){ "http://localhost:*", "http://127.0.0.1:*",
+                                                        "http://[::1]:*", NULL });
+    expect_strv(cfg->allowed_hosts, (const char *[]){ "localhost", "127.0.0.1", "[::1]", NULL });
+    cr_assert_eq(cfg->log_level, LOG_INFO);
+    cr_assert_eq(cfg->log_json, false);
+}
+
+Test(config, defaults_with_one_server)
+{
+    struct config cfg;
+    load_ok(SERVER, &cfg);
+    cr_assert_str_eq(cfg.file, "t.ini");
+    expect_defaults(&cfg);
+    cr_assert_eq(cfg.n_servers, 1);
+    const struct config_server *s = &cfg.servers[0];
+    cr_assert_str_eq(s->name, "a");
+    cr_assert_str_eq(s->path, "/mcp");
+    expect_strv(s->argv, (const char *[]){ "/bin/cat", NULL });
+    expect_strv(s->env, (const char *[]){ NULL });
+    expect_strv(s->inherit_env, (const char *[]){ "PATH", "HOME", "LANG", NULL });
+    cr_assert_null(s->cwd);
+    cr_assert_eq(s->line, 1);
+    config_clear(&cfg);
+    expect_zeroed(&cfg);
+    config_clear(&cfg); /* idempotent */
+}
+
+Test(config, every_gateway_key_set)
+{
+    struct config cfg;
+    load_ok("; comment\n"
+            "[gateway]\n"
+            "listen = 0.0.0.0:9000\n"
+            "path = /rpc\n"
+            "instance_id = gw-1_A\n"
+            "max_sessions = 1\n"
+            "max_connections = 16\n"
+            "session_idle_timeout_s = 604800\n"
+            "max_body_bytes = 1024\n"
+            "max_message_bytes = 2147483648\n"
+            "stream_queue_bytes = 65536\n"
+            "stdin_queue_bytes = 65536\n"
+            "max_inflight_per_session = 65536\n"
+            "heartbeat_s = 3600\n"
+            "connection_timeout_s = 0\n"
+            "child_stdin_grace_ms = 0\n"
+            "child_term_grace_ms = 600000\n"
+            "allowed_origins = *\n"
+            "allowed_hosts =\n"
+            "log_level = debug\n"
+            "log_format = json ; inline comment\n" SERVER,
+            &cfg);
+    cr_assert_str_eq(cfg.listen_host, "0.0.0.0");
+    cr_assert_eq(cfg.listen_port, 9000);
+    cr_assert_str_eq(cfg.instance_id, "gw-1_A");
+    cr_assert_eq(cfg.max_sessions, 1);
+    cr_assert_eq(cfg.max_connections, 16);
+    cr_assert_eq(cfg.session_idle_timeout_s, 604800);
+    cr_assert_eq(cfg.max_body_bytes, 1024);
+    cr_assert_eq(cfg.max_message_bytes, 2147483648u);
+    cr_assert_eq(cfg.stream_queue_bytes, 65536);
+    cr_assert_eq(cfg.stdin_queue_bytes, 65536);
+    cr_assert_eq(cfg.max_inflight_per_session, 65536);
+    cr_assert_eq(cfg.heartbeat_s, 3600);
+    cr_assert_eq(cfg.connection_timeout_s, 0);
+    cr_assert_eq(cfg.child_stdin_grace_ms, 0);
+    cr_assert_eq(cfg.child_term_grace_ms, 600000);
+    expect_strv(cfg.allowed_origins, (const char *[]){ "*", NULL });
+    expect_strv(cfg.allowed_hosts, (const char *[]){ NULL });
+    cr_assert_eq(cfg.log_level, LOG_DEBUG);
+    cr_assert_eq(cfg.log_json, true);
+    cr_assert_str_eq(cfg.servers[0].path, "/rpc");
+    cr_assert_eq(cfg.servers[0].line, 22);
+    config_clear(&cfg);
+}
+
+Test(config, numeric_bounds)
+{
+    gw_err("max_sessions = 0", "t.ini:2: max_sessions: must be 1..1000000");
+    gw_err("max_sessions = 1000001", "t.ini:2: max_sessions: must be 1..1000000");
+    gw_err("max_connections = 15", "t.ini:2: max_connections: must be 16..1000000");
+    gw_err("session_idle_timeout_s = 604801", "t.ini:2: session_idle_timeout_s: must be 1..604800");
+    gw_err("max_body_bytes = 1023", "t.ini:2: max_body_bytes: must be 1024..1073741824");
+    gw_err("max_body_bytes = 1073741825", "t.ini:2: max_body_bytes: must be 1024..1073741824");
+    gw_err("max_message_bytes = 65535", "t.ini:2: max_message_bytes: must be 65536..2147483648");
+    gw_err("max_message_bytes = 2147483649",
+           "t.ini:2: max_message_bytes: must be 65536..2147483648");
+    gw_err("stream_queue_bytes = 1073741825",
+           "t.ini:2: stream_queue_bytes: must be 65536..1073741824");
+    gw_err("stdin_queue_bytes = 65535", "t.ini:2: stdin_queue_bytes: must be 65536..2147483648");
+    gw_err("max_inflight_per_session = 0", "t.ini:2: max_inflight_per_session: must be 1..65536");
+    gw_err("heartbeat_s = 0", "t.ini:2: heartbeat_s: must be 1..3600");
+    gw_err("heartbeat_s = 3601", "t.ini:2: heartbeat_s: must be 1..3600");
+    gw_err("connection_timeout_s = 86401", "t.ini:2: connection_timeout_s: must be 0..86400");
+    gw_err("child_stdin_grace_ms = 600001", "t.ini:2: child_stdin_grace_ms: must be 0..600000");
+    gw_err("child_term_grace_ms = 99999999999999999999999",
+           "t.ini:2: child_term_grace_ms: must be 0..600000");
+    gw_err("max_sessions = ten", "t.ini:2: max_sessions: is not a number");
+    gw_err("max_sessions = -1", "t.ini:2: max_sessions: is not a number");
+    gw_err("max_sessions = 10 sessions", "t.ini:2: max_sessions: is not a number");
+    gw_err("max_sessions =", "t.ini:2: max_sessions: is not a number");
+}
+
+Test(config, stdin_queue_must_hold_a_body)
+{
+    gw_err("max_body_bytes = 1073741824",
+           "t.ini:2: stdin_queue_bytes: must be at least max_body_bytes + 1024 = 1073742848");
+    load_err("[gateway]\nstdin_queue_bytes = 65536\nmax_body_bytes = 65536\n" SERVER,
+             "t.ini:2: stdin_queue_bytes: must be at least max_body_bytes + 1024 = 66560");
+    struct config cfg;
+    load_ok("[gateway]\nstdin_queue_bytes = 66560\nmax_body_bytes = 65536\n" SERVER, &cfg);
+    config_clear(&cfg);
+}
+
+Test(config, listen)
+{
+    struct config cfg;
+    gw_ok("listen = [::1]:9001", &cfg);
+    cr_assert_str_eq(cfg.listen_host, "::1");
+    cr_assert_eq(cfg.listen_port, 9001);
+    config_clear(&cfg);
+    gw_ok("listen = localhost:0", &cfg);
+    cr_assert_str_eq(cfg.listen_host, "localhost");
+    cr_assert_eq(cfg.listen_port, 0);
+    config_clear(&cfg);
+    gw_ok("listen = [::]:65535", &cfg);
+    cr_assert_str_eq(cfg.listen_host, "::");
+    cr_assert_eq(cfg.listen_port, 65535);
+    config_clear(&cfg);
+
+    gw_err("listen = 127.0.0.1", "t.ini:2: listen: must be HOST:PORT, IPv6 as [ADDR]:PORT");
+    gw_err("listen = [::1]", "t.ini:2: listen: must be HOST:PORT, IPv6 as [ADDR]:PORT");
+    gw_err("listen = :8080", "t.ini:2: listen: host is empty");
+    gw_err("listen = []:8080", "t.ini:2: listen: host is not a valid IPv6 address");
+    gw_err("listen = [nope]:8080", "t.ini:2: listen: host is not a valid IPv6 address");
+    gw_err("listen = ::1:8080", "t.ini:2: listen: an IPv6 host must be in brackets, as [::1]:PORT");
+    gw_err("listen = a/b:8080", "t.ini:2: listen: host must be a name or an address");
+    gw_err("listen = 127.0.0.1:65536", "t.ini:2: listen: port must be 0..65535");
+    gw_err("listen = 127.0.0.1:http", "t.ini:2: listen: port must be 0..65535");
+    gw_err("listen = 127.0.0.1:", "t.ini:2: listen: port must be 0..65535");
+    gw_err("listen =", "t.ini:2: listen: must be HOST:PORT, IPv6 as [ADDR]:PORT");
+}
+
+Test(config, origin_and_host_lists)
+{
+    struct config cfg;
+    load_ok("[gateway]\n"
+            "allowed_origins =   https://a.example ,http://b:8080,\n"
+            "   http://c:*   ; continuation with a comment\n"
+            "allowed_hosts = a.example,,b\n" SERVER,
+            &cfg);
+    expect_strv(cfg.allowed_origins,
+                (const char *[]){ "https://a.example", "http://b:8080", "http://c:*", NULL });
+    expect_strv(cfg.allowed_hosts, (const char *[]){ "a.example", "b", NULL });
+    config_clear(&cfg);
+    gw_ok("allowed_origins =", &cfg);
+    cr_assert_eq(strv_len(cfg.allowed_origins), 0);
+    config_clear(&cfg);
+    gw_err("allowed_hosts = a b", "t.ini:2: allowed_hosts: entries must not contain spaces");
+}
+
+Test(config, instance_id_and_log_keys)
+{
+    gw_err("instance_id = a.b", "t.ini:2: instance_id: must be 0..16 characters of [A-Za-z0-9_-]");
+    gw_err("instance_id = 12345678901234567",
+           "t.ini:2: instance_id: must be 0..16 characters of [A-Za-z0-9_-]");
+    struct config cfg;
+    gw_ok("instance_id = 1234567890123456", &cfg);
+    cr_assert_str_eq(cfg.instance_id, "1234567890123456");
+    config_clear(&cfg);
+    gw_ok("log_level = warn", &cfg);
+    cr_assert_eq(cfg.log_level, LOG_WARN);
+    config_clear(&cfg);
+    gw_err("log_level = verbose", "t.ini:2: log_level: must be error, warn, info or debug");
+    gw_err("log_format = xml", "t.ini:2: log_format: must be text or json");
+}
+
+Test(config, shell_splitting)
+{
+    struct config cfg;
+    load_ok("[server:a]\n"
+            "command = node  'my server.js' \"a \\\"b\\\" \\$x \\q\" back\\ slash '' \"\" "
+            "x'y'\"z\" $HOME ~ * # end\\\n",
+            &cfg);
+    expect_strv(cfg.servers[0].argv,
+                (const char *[]){ "node", "my server.js", "a \"b\" $x \\q", "back slash", "", "",
+                                  "xyz", "$HOME", "~", "*", "#", "end\\", NULL });
+    config_clear(&cfg);
+    load_err("[server:a]\ncommand = node 'oops\n", "t.ini:2: command: unterminated quote");
+    load_err("[server:a]\ncommand = node \"oops\\\"\n", "t.ini:2: command: unterminated quote");
+    load_err("[server:a]\ncommand =\n", "t.ini:2: command: is empty");
+    load_err("[server:a]\ncommand = ; only a comment\n", "t.ini:2: command: is empty");
+    load_err("[server:a]\npath = /x\n", "t.ini:1: command: is required");
+}
+
+Test(config, env_and_inherit_env)
+{
+    struct config cfg;
+    load_ok(SERVER "env = A=1 _B='two words' C= D=x=y\n"
+                   "inherit_env = PATH  TERM_2\n"
+                   "cwd = /srv/my dir\n",
+            &cfg);
+    const struct config_server *s = &cfg.servers[0];
+    expect_strv(s->env, (const char *[]){ "A=1", "_B=two words", "C=", "D=x=y", NULL });
+    expect_strv(s->inherit_env, (const char *[]){ "PATH", "TERM_2", NULL });
+    cr_assert_str_eq(s->cwd, "/srv/my dir");
+    config_clear(&cfg);
+    load_ok(SERVER "inherit_env =\ncwd =\n", &cfg);
+    cr_assert_eq(strv_len(cfg.servers[0].inherit_env), 0);
+    cr_assert_null(cfg.servers[0].cwd);
+    config_clear(&cfg);
+    const char *env_err =
+        "t.ini:3: env: each word must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*";
+    sv_err("env = NOVALUE", env_err);
+    sv_err("env = 1A=x", env_err);
+    sv_err("env = =x", env_err);
+    sv_err("env = A-B=x", env_err);
+    sv_err("env = A='x", "t.ini:3: env: unterminated quote");
+    sv_err("inherit_env = PATH A=1",
+           "t.ini:3: inherit_env: each word must be a variable name of [A-Za-z_][A-Za-z0-9_]*");
+}
+
+Test(config, duplicates)
+{
+    gw_err("listen = 127.0.0.1:1\nlisten = 127.0.0.1:2", "t.ini:3: listen: is duplicate");
+    gw_err("listen = 127.0.0.1:1\n  127.0.0.1:2", "t.ini:3: listen: is duplicate");
+    sv_err("command = /bin/true", "t.ini:3: command: is duplicate");
+    sv_err("env = A=1\nenv = B=2", "t.ini:4: env: is duplicate");
+    load_err(SERVER "[gateway]\n[gateway]\n", "t.ini:4: [gateway]: is duplicate");
+    load_err(SERVER "[server:b]\ncommand = x\n[server:a]\n", "t.ini:5: [server:a]: is duplicate");
+    load_err(SERVER "[server:b]\npath = /mcp\ncommand = x\n",
+             "t.ini:4: path: is already used by [server:a]");
+}
+
+Test(config, unknown_keys_and_sections)
+{
+    gw_err("max_session = 1", "t.ini:2: max_session: unknown key");
+    gw_err("command = x", "t.ini:2: command: unknown key");
+    sv_err("listen = 127.0.0.1:1", "t.ini:3: listen: unknown key");
+    load_err("[gateway]\n[servers:a]\ncommand = x\n", "t.ini:2: [servers:a]: unknown section");
+    load_err("[Gateway]\n", "t.ini:1: [Gateway]: unknown section");
+    load_err("[ gateway ]\n", "t.ini:1: [ gateway ]: unknown section");
+    load_err("listen = 127.0.0.1:1\n" SERVER, "t.ini:1: listen: is outside any section");
+    load_err(SERVER "just words\n", "t.ini:3: -: expected KEY = VALUE, [SECTION] or a comment");
+    load_err(SERVER "[gateway\n", "t.ini:3: -: section header has no closing ']'");
+    load_err(SERVER "  [server:b]\n  command = y\n",
+             "t.ini:3: -: section header must not be indented");
+    struct config cfg;
+    load_ok("[gateway]\nallowed_hosts = localhost,\n  [::1]\n" SERVER, &cfg);
+    expect_strv(cfg.allowed_hosts, (const char *[]){ "localhost", "[::1]", NULL });
+    config_clear(&cfg);
+    load_err("[server:]\n", "t.ini:1: [server:]: server name must be 1..64 characters of "
+                            "[A-Za-z0-9_.-]");
+    load_err("[server:a b]\n", "t.ini:1: [server:a b]: server name must be 1..64 characters of "
+                               "[A-Za-z0-9_.-]");
+    char text[512], want[512];
+    char name[66];
+    memset(name, 'n', 65);
+    name[65] = '\0';
+    snprintf(text, sizeof text, "[server:%s]\ncommand = x\n", name);
+    snprintf(want, sizeof want,
+             "t.ini:1: [server:%s]: server name must be 1..64 characters of [A-Za-z0-9_.-]", name);
+    load_err(text, want);
+}
+
+Test(config, long_server_name_is_not_truncated)
+{
+    /* inih keeps only 49 bytes of a section name; names up to 64 must survive whole. */
+    char a[65], b[65], text[512];
+    memset(a, 'x', 64);
+    a[64] = '\0';
+    memcpy(b, a, sizeof b);
+    b[63] = 'y';
+    snprintf(text, sizeof text,
+             "[server:%s]\ncommand = one\n[server:%s]\npath = /b\ncommand = two\n", a, b);
+    struct config cfg;
+    load_ok(text, &cfg);
+    cr_assert_eq(cfg.n_servers, 2);
+    cr_assert_str_eq(cfg.servers[0].name, a);
+    cr_assert_str_eq(cfg.servers[1].name, b);
+    cr_assert_str_eq(cfg.servers[1].argv[0], "two");
+    config_clear(&cfg);
+}
+
+Test(config, long_lines)
+{
+    char text[1024], want[512];
+    char value[256];
+    /* "command = " is 10 bytes: 188 more make a 198-byte line, the longest allowed. */
+    memset(value, 'v', 188);
+    value[188] = '\0';
+    snprintf(text, sizeof text, "[server:a]\ncommand = %s\n", value);
+    struct config cfg;
+    load_ok(text, &cfg);
+    cr_assert_eq(strlen(cfg.servers[0].argv[0]), 188);
+    config_clear(&cfg);
+    snprintf(text, sizeof text, "[server:a]\ncommand = %s\r\n", value); /* CRLF still fits */
+    load_ok(text, &cfg);
+    cr_assert_eq(strlen(cfg.servers[0].argv[0]), 188);
+    config_clear(&cfg);
+
+    const char *why = "line too long (max 198 bytes); split a long value over indented "
+                      "continuation lines";
+    snprintf(text, sizeof text, "[server:a]\npath = /x\ncommand = %sv\n", value);
+    snprintf(want, sizeof want, "t.ini:3: command: %s", why);
+    load_err(text, want);
+    memset(value, 'v', 240);
+    value[240] = '\0';
+    snprintf(text, sizeof text, "[server:a]\n  ; %s\ncommand = x\n", value);
+    snprintf(want, sizeof want, "t.ini:2: -: %s", why);
+    load_err(text, want);
+    snprintf(text, sizeof text, "[server:a]\ncommand = x\n\n  %s\n", value);
+    snprintf(want, sizeof want, "t.ini:4: command: %s", why);
+    load_err(text, want);
+    snprintf(text, sizeof text, "[server:a]\ncommand = x\nenv =   %s=1\n", value);
+    snprintf(want, sizeof want, "t.ini:3: env: %s", why);
+    load_err(text, want);
+}
+
+Test(config, continuation_lines_build_a_long_command)
+{
+    char text[2048];
+    char arg[6][101];
+    int n = snprintf(text, sizeof text, "[server:a]\ncommand = /usr/bin/env\n");
+    for (int i = 0; i < 6; i++) {
+        memset(arg[i], 'a' + i, 100);
+        arg[i][100] = '\0';
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s%s\n", i % 2 ? "\t" : "    ", arg[i]);
+        if (i == 2)
+            n += snprintf(text + n, sizeof text - (size_t)n, "  ; a comment between\n\n");
+    }
+    snprintf(text + n, sizeof text - (size_t)n, "env = A=1\n  'B=two words'\n");
+    struct config cfg;
+    load_ok(text, &cfg);
+    char **argv = cfg.servers[0].argv;
+    cr_assert_eq(strv_len(argv), 7);
+    cr_assert_str_eq(argv[0], "/usr/bin/env");
+    for (int i = 0; i < 6; i++)
+        cr_assert_str_eq(argv[i + 1], arg[i]);
+    expect_strv(cfg.servers[0].env, (const char *[]){ "A=1", "B=two words", NULL });
+    config_clear(&cfg);
+}
+
+Test(config, several_servers)
+{
+    struct config cfg;
+    load_ok("[gateway]\npath = /first\n"
+            "[server:one]\ncommand = one\n"
+            "[server:two.b]\npath = /two\ncommand = two --flag\ncwd = /tmp\n",
+            &cfg);
+    cr_assert_eq(cfg.n_servers, 2);
+    cr_assert_str_eq(cfg.servers[0].name, "one");
+    cr_assert_str_eq(cfg.servers[0].path, "/first");
+    cr_assert_eq(cfg.servers[0].line, 3);
+    cr_assert_str_eq(cfg.servers[1].name, "two.b");
+    cr_assert_str_eq(cfg.servers[1].path, "/two");
+    cr_assert_eq(cfg.servers[1].line, 5);
+    expect_strv(cfg.servers[1].argv, (const char *[]){ "two", "--flag", NULL });
+    cr_assert_str_eq(cfg.servers[1].cwd, "/tmp");
+    config_clear(&cfg);
+
+    load_err(SERVER "[server:b]\ncommand = x\n",
+             "t.ini:3: path: is required (only the first server defaults to [gateway] path)");
+    load_err("[server:a]\npath = /healthz\ncommand = x\n",
+             "t.ini:2: path: /healthz is reserved for the health check");
+    load_err("[server:a]\npath = mcp\ncommand = x\n", "t.ini:2: path: must start with '/'");
+    load_err("[server:a]\npath = /a b\ncommand = x\n",
+             "t.ini:2: path: must not contain spaces, '?' or '#'");
+    load_err("[gateway]\npath = /x?y\n" SERVER,
+             "t.ini:2: path: must not contain spaces, '?' or '#'");
+    load_err("[server:a]\npath = /x\ncommand = x\n[server:b]\npath = /x\ncommand = y\n",
+             "t.ini:5: path: is already used by [server:a]");
+}
+
+Test(config, missing_server)
+{
+    load_err("", "t.ini:0: server: no [server:NAME] section");
+    load_err("[gateway]\nlisten = 127.0.0.1:1\n", "t.ini:0: server: no [server:NAME] section");
+}
+
+Test(config, files_and_line_endings)
+{
+    struct config cfg;
+    load_ok("\xEF\xBB\xBF[server:a]\r\ncommand = /bin/cat\r\n", &cfg);
+    cr_assert_str_eq(cfg.servers[0].argv[0], "/bin/cat");
+    config_clear(&cfg);
+    load_ok("[server:a]\ncommand = /bin/cat", &cfg); /* no final newline */
+    config_clear(&cfg);
+
+    char err[512];
+    memset(&cfg, 0x5a, sizeof cfg);
+    cr_assert_eq(config_load("/nonexistent/gw.ini", &cfg, err, sizeof err), -1);
+    cr_assert_str_eq(err, "/nonexistent/gw.ini:0: -: cannot open: No such file or directory");
+    expect_zeroed(&cfg);
+
+    char path[] = "/tmp/test_config_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_neq(fd, -1);
+    FILE *f = fdopen(fd, "w");
+    fwrite("[server:a]\ncommand = a\0b\n", 1, 25, f);
+    fclose(f);
+    cr_assert_eq(config_load(path, &cfg, err, sizeof err), -1);
+    unlink(path);
+    char want[512];
+    snprintf(want, sizeof want, "%s:2: -: contains a NUL byte", path);
+    cr_assert_str_eq(err, want);
+
+    /* A short error buffer is truncated, never overrun; no buffer at all is fine too. */
+    char small[8];
+    cr_assert_eq(config_load_string("", "t.ini", &cfg, small, sizeof small), -1);
+    cr_assert_str_eq(small, "t.ini:0");
+    cr_assert_eq(config_load_string("", "t.ini", &cfg, NULL, 0), -1);
+}
+
+Test(config, keys_list_the_table)
+{
+    const char *const *keys = config_keys();
+    cr_assert_not_null(keys);
+    size_t n = 0, gw = 0, sv = 0;
+    for (; keys[n]; n++) {
+        if (strncmp(keys[n], "gateway.", 8) == 0)
+            gw++;
+        else if (strncmp(keys[n], "server.", 7) == 0)
+            sv++;
+        else
+            cr_assert_fail("key %s has no section prefix", keys[n]);
+    }
+    cr_assert_eq(n, gw + sv);
+    cr_assert_eq(gw, 19);
+    cr_assert_eq(sv, 5);
+    cr_assert_eq(config_keys(), keys);
+}
+
+/* True if some line of text is "NAME =" or "; NAME =" (blanks allowed around). */
+static bool
+ini_mentions(const char *text, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *line = text; line && *line;
+         line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        const char *p = line + strspn(line, " \t");
+        if (*p == ';')
+            p += 1 + strspn(p + 1, " \t");
+        if (strncmp(p, name, len) != 0)
+            continue;
+        p += len;
+        p += strspn(p, " \t");
+        if (*p == '=')
+            return true;
+    }
+    return false;
+}
+
+Test(config, docs_ini_lists_every_key)
+{
+    char *ini = slurp(MCPGW_SOURCE_ROOT "/conf/gateway.ini");
+    cr_assert_not_null(ini, "cannot read conf/gateway.ini");
+    for (const char *const *k = config_keys(); *k; k++)
+        cr_expect(ini_mentions(ini, strchr(*k, '.') + 1), "conf/gateway.ini lacks \"%s =\"",
+                  strchr(*k, '.') + 1);
+    free(ini);
+}
+
+Test(config, docs_readme_lists_every_key)
+{
+    char *readme = slurp(MCPGW_SOURCE_ROOT "/README.md");
+    cr_assert_not_null(readme, "README.md does not exist yet: it must document every config key "
+                               "as `KEY` before merge");
+    for (const char *const *k = config_keys(); *k; k++) {
+        char quoted[128];
+        snprintf(quoted, sizeof quoted, "`%s`", strchr(*k, '.') + 1);
+        cr_expect(strstr(readme, quoted) != NULL, "README.md lacks %s", quoted);
+    }
+    free(readme);
+}
+
+Test(config, shipped_config_loads_with_defaults)
+{
+    struct config cfg;
+    char err[512] = "";
+    int rc = config_load(MCPGW_SOURCE_ROOT "/conf/gateway.ini", &cfg, err, sizeof err);
+    cr_assert_eq(rc, 0, "conf/gateway.ini: %s", err);
+    expect_defaults(&cfg);
+    cr_assert_eq(cfg.n_servers, 1);
+    cr_assert_str_eq(cfg.servers[0].name, "example");
+    cr_assert_str_eq(cfg.servers[0].path, "/mcp");
+    expect_strv(cfg.servers[0].argv,
+                (const char *[]){ "build/tests/fixtures/mcp-example-server", NULL });
+    config_clear(&cfg);
+}
+
+/* Each tests/conf/bad file starts with "; expect: SUFFIX"; good.ini loads. */
+Test(config, test_configs)
+{
+    static const char *const bad[] = { "bad_port.ini", "unknown_key.ini", "long_line.ini",
+                                       "no_server.ini", "dup_server.ini" };
+    char path[1024], err[512];
+    struct config cfg;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "%s/tests/conf/%s", MCPGW_SOURCE_ROOT, bad[i]);
+        char *text = slurp(path);
+        cr_assert_not_null(text, "cannot read %s", path);
+        cr_assert(strncmp(text, "; expect: ", 10) == 0, "%s: no expect line", bad[i]);
+        char *want = text + 10;
+        want[strcspn(want, "\n")] = '\0';
+        cr_assert_eq(config_load(path, &cfg, err, sizeof err), -1, "%s loaded", bad[i]);
+        size_t el = strlen(err), wl = strlen(want);
+        cr_expect(el >= wl && strcmp(err + el - wl, want) == 0, "%s: got \"%s\", want \"...%s\"",
+                  bad[i], err, want);
+        free(text);
+    }
+    snprintf(path, sizeof path, "%s/tests/conf/good.ini", MCPGW_SOURCE_ROOT);
+    cr_assert_eq(config_load(path, &cfg, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cfg.n_servers, 2);
+    expect_strv(cfg.allowed_origins,
+                (const char *[]){ "http://localhost:*", "https://app.example.com", NULL });
+    expect_strv(cfg.servers[1].argv,
+                (const char *[]){ "/usr/bin/env", "MESSAGE=hello world", "/bin/cat", NULL });
+    config_clear(&cfg);
+}
