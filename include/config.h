@@ -15,34 +15,36 @@
  */
 
 struct config_server {
-    char *name;          /* from [server:NAME] */
-    char *path;          /* MCP endpoint, starts with '/' */
-    char **argv;         /* command split like a shell would, NULL-terminated, argv[0] != NULL */
-    char **env;          /* "KEY=VALUE" from env =, NULL-terminated (may be empty) */
-    char **inherit_env;  /* names copied from the gateway's environment, NULL-terminated */
-    char *cwd;           /* NULL: the gateway's working directory */
-    int line;            /* line of the section header */
+    char *name;         /* from [server:NAME] */
+    char *path;         /* MCP endpoint, starts with '/' */
+    char **argv;        /* command split like a shell would, NULL-terminated, argv[0] != NULL */
+    char **env;         /* "KEY=VALUE" from env =, NULL-terminated (may be empty) */
+    char **inherit_env; /* names copied from the gateway's environment, NULL-terminated */
+    char *cwd;          /* NULL: the gateway's working directory */
+    uint64_t request_timeout_ms;     /* 0: none */
+    uint64_t request_timeout_max_ms; /* > 0: progress restarts the clock, up to this total */
+    int line;                        /* line of the section header */
 };
 
 struct config {
-    char *file;             /* path it was loaded from */
-    char *listen_host;      /* "127.0.0.1", "::1" (no brackets), "localhost", ... */
-    uint16_t listen_port;   /* 0: ephemeral (tests) */
-    char *instance_id;      /* session id prefix, "" for none */
+    char *file;           /* path it was loaded from */
+    char *listen_host;    /* "127.0.0.1", "::1" (no brackets), "localhost", ... */
+    uint16_t listen_port; /* 0: ephemeral (tests) */
+    char *instance_id;    /* session id prefix, "" for none */
     uint64_t max_sessions;
     uint64_t max_connections;
     uint64_t session_idle_timeout_s;
     uint64_t max_body_bytes;
-    uint64_t max_message_bytes;      /* ceiling on one line from a child's stdout */
-    uint64_t stream_queue_bytes;     /* per stream; above it the child's stdout is not read */
-    uint64_t stdin_queue_bytes;      /* per child; above it new messages get 503 */
+    uint64_t max_message_bytes;  /* ceiling on one line from a child's stdout */
+    uint64_t stream_queue_bytes; /* per stream; above it the child's stdout is not read */
+    uint64_t stdin_queue_bytes;  /* per child; above it new messages get 503 */
     uint64_t max_inflight_per_session;
     uint64_t heartbeat_s;
-    uint64_t connection_timeout_s;   /* idle timeout of connections being read/written; 0 none */
-    uint64_t child_stdin_grace_ms;   /* stdin closed -> SIGTERM */
-    uint64_t child_term_grace_ms;    /* SIGTERM -> SIGKILL */
-    char **allowed_origins;          /* NULL-terminated */
-    char **allowed_hosts;            /* NULL-terminated */
+    uint64_t connection_timeout_s; /* idle timeout of connections being read/written; 0 none */
+    uint64_t child_stdin_grace_ms; /* stdin closed -> SIGTERM */
+    uint64_t child_term_grace_ms;  /* SIGTERM -> SIGKILL */
+    char **allowed_origins;        /* NULL-terminated */
+    char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;
     bool log_json;
     struct config_server *servers;

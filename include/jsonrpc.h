@@ -60,6 +60,10 @@ enum jsonrpc_status {
  * object. On JSONRPC_OK *out is filled; otherwise *errstr (if errstr != NULL) gets a static phrase.
  * Duplicate tracked keys (jsonrpc, id, method, params, result, error, and the nested ones above)
  * are JSONRPC_EINVALID, so the gateway and the child can never disagree about which one counts.
+ * Tracked inside params: requestId, progressToken, _meta and task; inside params._meta:
+ * progressToken. On a RESULT or ERROR, params (if any) is validated but its fields are not
+ * reported. On any status but JSONRPC_OK *out is zeroed, except that has_crlf stays meaningful for
+ * JSONRPC_EINVALID and JSONRPC_EBATCH (the whole text was valid JSON, so jsonrpc_flatten is safe).
  */
 int jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **errstr) MUSTCHECK;
 

@@ -94,7 +94,7 @@ bool session_version_supported(const char *v, size_t len);
 struct session_counters {
     uint64_t created, closed;
     uint64_t cancels_client, cancels_child, cancels_disconnect, cancels_ending;
-    uint64_t late_dropped, child_lines_invalid, notifications_dropped;
+    uint64_t late_dropped, child_lines_invalid, notifications_dropped, timeouts;
 };
 const struct session_counters *session_counters(void);
 

@@ -111,6 +111,11 @@ static const struct config_option config_options[] = {
       CONFIG_SV(inherit_env), "names of variables copied from the gateway's environment" },
     { "server.cwd", CONFIG_SEC_SERVER, CONFIG_DIR, NULL, 0, 0,
       CONFIG_SV(cwd), "child's working directory; default: the gateway's" },
+    { "server.request_timeout_ms", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 86400000,
+      CONFIG_SV(request_timeout_ms), "a request unanswered this long is cancelled; 0: none" },
+    { "server.request_timeout_max_ms", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 604800000,
+      CONFIG_SV(request_timeout_max_ms),
+      "when set, progress restarts the timeout clock, up to this total; 0: it does not" },
 };
 /* clang-format on */
 
@@ -850,6 +855,12 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
             return config_fail(ps, rs->line, "command", "is required");
         if (v != NULL && config_apply(ps, opt, v, line, srv) == -1)
             return -1;
+    }
+    if (srv->request_timeout_max_ms != 0 && srv->request_timeout_max_ms < srv->request_timeout_ms) {
+        int line;
+        config_raw_get(&rs->raw, "request_timeout_max_ms", CONFIG_SEC_SERVER, &line);
+        return config_fail(ps, line ? line : rs->line, "request_timeout_max_ms",
+                           "must be 0 or at least request_timeout_ms");
     }
     for (size_t j = 0; j < idx; j++) {
         if (strcmp(cfg->servers[j].path, srv->path) == 0) {

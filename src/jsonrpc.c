@@ -1,1 +1,944 @@
-/* placeholder */ typedef int placeholder_jsonrpc;
+/* SPDX-License-Identifier: MIT */
+/*
+ * JSON-RPC 2.0 on the hot path. jsonrpc_scan checks that a buffer is exactly one JSON text (the
+ * full RFC 8259 grammar, strict UTF-8, nesting capped at 64) in one pass, classifies the message
+ * and records the byte spans that routing needs. It allocates nothing and builds no DOM: the
+ * original bytes are what gets forwarded. The few messages the gateway writes itself (errors,
+ * cancels) and the one-off initialize bookkeeping use jansson, which no other file includes.
+ *
+ * Unicode escapes: a \uD800-\uDBFF escape must be followed by a \uDC00-\uDFFF escape, and a lone
+ * \uDC00-\uDFFF escape is rejected too (jansson 2.14 rejects both as well). \u0000 is valid JSON
+ * and accepted, except in "method", which must fit a C string.
+ */
+#include "jsonrpc.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#define JSONRPC_DEPTH_MAX 64
+
+/* Objects whose keys the scanner looks at; anything deeper is only validated. */
+enum jsonrpc_level {
+    JSONRPC_LEVEL_TOP = 0,
+    JSONRPC_LEVEL_PARAMS,
+    JSONRPC_LEVEL_META,
+};
+
+/* Tracked keys; the value is also the key's bit in an object's "seen" mask. */
+enum jsonrpc_key {
+    JSONRPC_KEY_NONE = 0,
+    JSONRPC_KEY_JSONRPC,
+    JSONRPC_KEY_ID,
+    JSONRPC_KEY_METHOD,
+    JSONRPC_KEY_PARAMS,
+    JSONRPC_KEY_RESULT,
+    JSONRPC_KEY_ERROR,
+    JSONRPC_KEY_REQUEST_ID,
+    JSONRPC_KEY_PROGRESS_TOKEN,
+    JSONRPC_KEY_META,
+    JSONRPC_KEY_TASK,
+    JSONRPC_KEY_META_PROGRESS_TOKEN,
+};
+
+struct jsonrpc_keydef {
+    const char *name;
+    size_t len;
+    enum jsonrpc_level level;
+};
+
+static const struct jsonrpc_keydef jsonrpc_keys[] = {
+    [JSONRPC_KEY_NONE] = { "", 0, JSONRPC_LEVEL_TOP },
+    [JSONRPC_KEY_JSONRPC] = { "jsonrpc", 7, JSONRPC_LEVEL_TOP },
+    [JSONRPC_KEY_ID] = { "id", 2, JSONRPC_LEVEL_TOP },
+    [JSONRPC_KEY_METHOD] = { "method", 6, JSONRPC_LEVEL_TOP },
+    [JSONRPC_KEY_PARAMS] = { "params", 6, JSONRPC_LEVEL_TOP },
+    [JSONRPC_KEY_RESULT] = { "result", 6, JSONRPC_LEVEL_TOP },
+    [JSONRPC_KEY_ERROR] = { "error", 5, JSONRPC_LEVEL_TOP },
+    [JSONRPC_KEY_REQUEST_ID] = { "requestId", 9, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_PROGRESS_TOKEN] = { "progressToken", 13, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_META] = { "_meta", 5, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_TASK] = { "task", 4, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_META_PROGRESS_TOKEN] = { "progressToken", 13, JSONRPC_LEVEL_META },
+};
+
+/* Longer than any tracked key, so a decoded key that does not fit is simply not tracked. */
+#define JSONRPC_KEY_BUF 16
+
+#define JSONRPC_BIT(k) (1u << (unsigned)(k))
+
+struct jsonrpc_scanner {
+    const unsigned char *base;
+    const unsigned char *end;
+    struct jsonrpc_info *info;
+    const char *err;                 /* syntax error: not one JSON text */
+    const char *invalid;             /* first semantic error: JSON, but not JSON-RPC */
+    unsigned top_seen;               /* JSONRPC_BIT of each tracked top-level key */
+    struct jsonrpc_span plain_token; /* params.progressToken */
+    struct jsonrpc_span meta_token;  /* params._meta.progressToken */
+};
+
+static const unsigned char *jsonrpc_object(struct jsonrpc_scanner *sc, const unsigned char *s,
+                                           enum jsonrpc_level level);
+
+static const unsigned char *
+jsonrpc_fail(struct jsonrpc_scanner *sc, const char *why)
+{
+    sc->err = why;
+    return NULL;
+}
+
+static void
+jsonrpc_invalid(struct jsonrpc_scanner *sc, const char *why)
+{
+    if (sc->invalid == NULL)
+        sc->invalid = why;
+}
+
+static struct jsonrpc_span
+jsonrpc_span_of(const struct jsonrpc_scanner *sc, const unsigned char *from,
+                const unsigned char *to)
+{
+    struct jsonrpc_span sp = { (size_t)(from - sc->base), (size_t)(to - from) };
+    return sp;
+}
+
+static inline bool
+jsonrpc_is_digit(unsigned c)
+{
+    return c - '0' < 10;
+}
+
+static inline const unsigned char *
+jsonrpc_ws(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    const unsigned char *end = sc->end;
+
+    while (s < end && *s <= ' ') {
+        if (*s == '\n' || *s == '\r')
+            sc->info->has_crlf = true;
+        else if (*s != ' ' && *s != '\t')
+            break;
+        s++;
+    }
+    return s;
+}
+
+/* Bytes a string can hold as they are: printable ASCII other than '"' and '\\'. */
+static inline bool
+jsonrpc_is_plain(unsigned c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+#define JSONRPC_ONES  0x0101010101010101ull
+#define JSONRPC_HIGHS 0x8080808080808080ull
+
+/*
+ * High bit set in each byte of v that is not plain. Borrows only travel upwards from a byte that
+ * really matched, so the lowest set bit is exact (higher ones may be false positives).
+ */
+static inline uint64_t
+jsonrpc_swar_special(uint64_t v)
+{
+    uint64_t q = v ^ (JSONRPC_ONES * '"');
+    uint64_t b = v ^ (JSONRPC_ONES * '\\');
+    uint64_t ctl = (v - JSONRPC_ONES * 0x20) & ~v;
+    uint64_t zq = (q - JSONRPC_ONES) & ~q;
+    uint64_t zb = (b - JSONRPC_ONES) & ~b;
+
+    return (ctl | zq | zb | v) & JSONRPC_HIGHS;
+}
+
+/* Skips plain string bytes, eight at a time; returns the first other byte, or end. */
+static inline const unsigned char *
+jsonrpc_plain_run(const unsigned char *s, const unsigned char *end)
+{
+    while (end - s >= 8) {
+        uint64_t v;
+        memcpy(&v, s, sizeof v);
+        uint64_t m = jsonrpc_swar_special(v);
+        if (m != 0) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return s + (__builtin_ctzll(m) >> 3);
+#else
+            while (jsonrpc_is_plain(*s))
+                s++;
+            return s;
+#endif
+        }
+        s += 8;
+    }
+    while (s < end && jsonrpc_is_plain(*s))
+        s++;
+    return s;
+}
+
+/* Validates UTF-8 sequences starting at s (*s >= 0x80): no overlongs, surrogates or > U+10FFFF. */
+static const unsigned char *
+jsonrpc_utf8(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    const unsigned char *end = sc->end;
+
+    do {
+        unsigned c = *s, lo = 0x80, hi = 0xBF;
+        size_t need;
+
+        if (c < 0xC2) {
+            return jsonrpc_fail(sc, "invalid UTF-8");
+        } else if (c < 0xE0) {
+            need = 1;
+        } else if (c < 0xF0) {
+            need = 2;
+            if (c == 0xE0)
+                lo = 0xA0;
+            else if (c == 0xED)
+                hi = 0x9F;
+        } else if (c < 0xF5) {
+            need = 3;
+            if (c == 0xF0)
+                lo = 0x90;
+            else if (c == 0xF4)
+                hi = 0x8F;
+        } else {
+            return jsonrpc_fail(sc, "invalid UTF-8");
+        }
+        if ((size_t)(end - s) <= need || s[1] < lo || s[1] > hi)
+            return jsonrpc_fail(sc, "invalid UTF-8");
+        for (size_t i = 2; i <= need; i++) {
+            if ((s[i] & 0xC0) != 0x80)
+                return jsonrpc_fail(sc, "invalid UTF-8");
+        }
+        s += need + 1;
+    } while (s < end && *s >= 0x80);
+    return s;
+}
+
+static int
+jsonrpc_hexval(unsigned c)
+{
+    if (c - '0' < 10)
+        return (int)(c - '0');
+    c |= 0x20;
+    if (c - 'a' < 6)
+        return (int)(c - 'a' + 10);
+    return -1;
+}
+
+/* The four hex digits at s as a code unit, or -1. */
+static long
+jsonrpc_hex4(const unsigned char *s, const unsigned char *end)
+{
+    long v = 0;
+
+    if (end - s < 4)
+        return -1;
+    for (int i = 0; i < 4; i++) {
+        int d = jsonrpc_hexval(s[i]);
+        if (d < 0)
+            return -1;
+        v = v << 4 | d;
+    }
+    return v;
+}
+
+/* One escape at s (*s == '\\'); a high surrogate must be followed by a low one. */
+static const unsigned char *
+jsonrpc_escape(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    const unsigned char *end = sc->end;
+    long cp, lo;
+
+    if (end - s < 2)
+        return jsonrpc_fail(sc, "unterminated string");
+    switch (s[1]) {
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't':
+        return s + 2;
+    case 'u':
+        break;
+    default:
+        return jsonrpc_fail(sc, "invalid escape");
+    }
+    if ((cp = jsonrpc_hex4(s + 2, end)) < 0)
+        return jsonrpc_fail(sc, "invalid \\u escape");
+    s += 6;
+    if (cp >= 0xDC00 && cp <= 0xDFFF)
+        return jsonrpc_fail(sc, "unpaired surrogate escape");
+    if (cp < 0xD800 || cp > 0xDBFF)
+        return s;
+    if (end - s < 2 || s[0] != '\\' || s[1] != 'u')
+        return jsonrpc_fail(sc, "unpaired surrogate escape");
+    if ((lo = jsonrpc_hex4(s + 2, end)) < 0)
+        return jsonrpc_fail(sc, "invalid \\u escape");
+    if (lo < 0xDC00 || lo > 0xDFFF)
+        return jsonrpc_fail(sc, "unpaired surrogate escape");
+    return s + 6;
+}
+
+/* A string whose opening quote is just before s; returns the byte after the closing quote. */
+static const unsigned char *
+jsonrpc_string(struct jsonrpc_scanner *sc, const unsigned char *s, bool *escaped)
+{
+    const unsigned char *end = sc->end;
+    bool esc = false;
+
+    for (;;) {
+        s = jsonrpc_plain_run(s, end);
+        if (s == end)
+            return jsonrpc_fail(sc, "unterminated string");
+        if (*s == '"') {
+            *escaped = esc;
+            return s + 1;
+        }
+        if (*s == '\\') {
+            esc = true;
+            s = jsonrpc_escape(sc, s);
+        } else if (*s < 0x20) {
+            return jsonrpc_fail(sc, "control character in string");
+        } else {
+            s = jsonrpc_utf8(sc, s);
+        }
+        if (s == NULL)
+            return NULL;
+    }
+}
+
+static const unsigned char *
+jsonrpc_digits(const unsigned char *s, const unsigned char *end)
+{
+    while (s < end && jsonrpc_is_digit(*s))
+        s++;
+    return s;
+}
+
+static const unsigned char *
+jsonrpc_number(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    const unsigned char *end = sc->end;
+
+    if (*s == '-')
+        s++;
+    if (s == end || !jsonrpc_is_digit(*s))
+        return jsonrpc_fail(sc, "invalid number");
+    s = *s == '0' ? s + 1 : jsonrpc_digits(s, end);
+    if (s < end && *s == '.') {
+        if (++s == end || !jsonrpc_is_digit(*s))
+            return jsonrpc_fail(sc, "invalid number");
+        s = jsonrpc_digits(s, end);
+    }
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        if (++s < end && (*s == '+' || *s == '-'))
+            s++;
+        if (s == end || !jsonrpc_is_digit(*s))
+            return jsonrpc_fail(sc, "invalid number");
+        s = jsonrpc_digits(s, end);
+    }
+    return s;
+}
+
+static const unsigned char *
+jsonrpc_literal(struct jsonrpc_scanner *sc, const unsigned char *s, const char *word, size_t len)
+{
+    if ((size_t)(sc->end - s) < len || memcmp(s, word, len) != 0)
+        return jsonrpc_fail(sc, "invalid literal");
+    return s + len;
+}
+
+/* One scalar starting at s (not a container). */
+static const unsigned char *
+jsonrpc_scalar(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    bool esc;
+
+    switch (*s) {
+    case '"':
+        return jsonrpc_string(sc, s + 1, &esc);
+    case 't':
+        return jsonrpc_literal(sc, s, "true", 4);
+    case 'f':
+        return jsonrpc_literal(sc, s, "false", 5);
+    case 'n':
+        return jsonrpc_literal(sc, s, "null", 4);
+    default:
+        if (*s == '-' || jsonrpc_is_digit(*s))
+            return jsonrpc_number(sc, s);
+        return jsonrpc_fail(sc, "unexpected character");
+    }
+}
+
+/* `"key" :` followed by whitespace; returns the start of the member's value. */
+static const unsigned char *
+jsonrpc_member_key(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    bool esc;
+
+    if (s == sc->end || *s != '"')
+        return jsonrpc_fail(sc, "expected a string key");
+    if ((s = jsonrpc_string(sc, s + 1, &esc)) == NULL)
+        return NULL;
+    s = jsonrpc_ws(sc, s);
+    if (s == sc->end || *s != ':')
+        return jsonrpc_fail(sc, "expected ':'");
+    return jsonrpc_ws(sc, s + 1);
+}
+
+/*
+ * Validates one value starting at s inside `depth` open containers, without recursion: bit i of
+ * objs says whether the i-th container opened here is an object.
+ */
+static const unsigned char *
+jsonrpc_value(struct jsonrpc_scanner *sc, const unsigned char *s, unsigned depth)
+{
+    const unsigned char *end = sc->end;
+    uint64_t objs = 0;
+    unsigned level = 0;
+
+    for (;;) {
+        if (s == end)
+            return jsonrpc_fail(sc, "unexpected end of input");
+        if (*s == '{' || *s == '[') {
+            bool obj = *s == '{';
+            if (depth + level >= JSONRPC_DEPTH_MAX)
+                return jsonrpc_fail(sc, "nesting deeper than 64");
+            objs = obj ? objs | 1ull << level : objs & ~(1ull << level);
+            level++;
+            s = jsonrpc_ws(sc, s + 1);
+            if (s == end || *s != (obj ? '}' : ']')) {
+                if (obj && (s = jsonrpc_member_key(sc, s)) == NULL)
+                    return NULL;
+                continue;
+            }
+            s++;
+            level--;
+        } else if ((s = jsonrpc_scalar(sc, s)) == NULL) {
+            return NULL;
+        }
+        /* After a value: close containers until one continues with ','. */
+        for (;;) {
+            bool obj;
+            if (level == 0)
+                return s;
+            s = jsonrpc_ws(sc, s);
+            if (s == end)
+                return jsonrpc_fail(sc, "unexpected end of input");
+            obj = objs >> (level - 1) & 1;
+            if (*s == ',') {
+                s = jsonrpc_ws(sc, s + 1);
+                if (obj && (s = jsonrpc_member_key(sc, s)) == NULL)
+                    return NULL;
+                break;
+            }
+            if (*s != (obj ? '}' : ']'))
+                return jsonrpc_fail(sc, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+            s++;
+            level--;
+        }
+    }
+}
+
+static void
+jsonrpc_put_utf8(char *out, size_t *o, unsigned long cp)
+{
+    size_t n = *o;
+
+    if (cp < 0x80) {
+        out[n++] = (char)cp;
+    } else if (cp < 0x800) {
+        out[n++] = (char)(0xC0 | cp >> 6);
+        out[n++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out[n++] = (char)(0xE0 | cp >> 12);
+        out[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[n++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        out[n++] = (char)(0xF0 | cp >> 18);
+        out[n++] = (char)(0x80 | (cp >> 12 & 0x3F));
+        out[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
+        out[n++] = (char)(0x80 | (cp & 0x3F));
+    }
+    *o = n;
+}
+
+/*
+ * Decodes the body of a string jsonrpc_string accepted into out (not NUL-terminated). Returns
+ * false when the result would be longer than cap.
+ */
+static bool
+jsonrpc_unescape(const unsigned char *s, size_t len, char *out, size_t cap, size_t *outlen)
+{
+    const unsigned char *end = s + len;
+    size_t o = 0;
+
+    while (s < end) {
+        const unsigned char *bs = memchr(s, '\\', (size_t)(end - s));
+        size_t run = (size_t)((bs ? bs : end) - s);
+        unsigned long cp;
+
+        if (run > cap - o)
+            return false;
+        memcpy(out + o, s, run);
+        o += run;
+        if (bs == NULL)
+            break;
+        s = bs + 2;
+        switch (bs[1]) {
+        case 'b':
+            cp = '\b';
+            break;
+        case 'f':
+            cp = '\f';
+            break;
+        case 'n':
+            cp = '\n';
+            break;
+        case 'r':
+            cp = '\r';
+            break;
+        case 't':
+            cp = '\t';
+            break;
+        case 'u':
+            cp = (unsigned long)jsonrpc_hex4(s, end);
+            s += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                cp = 0x10000 + ((cp - 0xD800) << 10)
+                     + ((unsigned long)jsonrpc_hex4(s + 2, end) - 0xDC00);
+                s += 6;
+            }
+            break;
+        default: /* '"', '\\', '/' */
+            cp = bs[1];
+            break;
+        }
+        if ((cp < 0x80 ? 1u : cp < 0x800 ? 2u : cp < 0x10000 ? 3u : 4u) > cap - o)
+            return false;
+        jsonrpc_put_utf8(out, &o, cp);
+    }
+    *outlen = o;
+    return true;
+}
+
+static enum jsonrpc_key
+jsonrpc_key_find(enum jsonrpc_level level, const unsigned char *s, size_t len, bool escaped)
+{
+    char buf[JSONRPC_KEY_BUF];
+
+    if (escaped) {
+        if (!jsonrpc_unescape(s, len, buf, sizeof buf, &len))
+            return JSONRPC_KEY_NONE;
+        s = (const unsigned char *)buf;
+    }
+    for (size_t k = 1; k < ARRAY_LEN(jsonrpc_keys); k++) {
+        const struct jsonrpc_keydef *kd = &jsonrpc_keys[k];
+        if (kd->level == level && kd->len == len && memcmp(kd->name, s, len) == 0)
+            return (enum jsonrpc_key)k;
+    }
+    return JSONRPC_KEY_NONE;
+}
+
+static const unsigned char *
+jsonrpc_member_version(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    const unsigned char *str = s + 1;
+    char buf[4];
+    size_t len;
+    bool esc;
+
+    if (*s != '"') {
+        jsonrpc_invalid(sc, "\"jsonrpc\" is not \"2.0\"");
+        return jsonrpc_value(sc, s, 1);
+    }
+    if ((s = jsonrpc_string(sc, str, &esc)) == NULL)
+        return NULL;
+    if (!jsonrpc_unescape(str, (size_t)(s - 1 - str), buf, sizeof buf, &len) || len != 3
+        || memcmp(buf, "2.0", 3) != 0)
+        jsonrpc_invalid(sc, "\"jsonrpc\" is not \"2.0\"");
+    return s;
+}
+
+static const unsigned char *
+jsonrpc_member_id(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    const unsigned char *start = s;
+    struct jsonrpc_info *info = sc->info;
+
+    if ((s = jsonrpc_value(sc, s, 1)) == NULL)
+        return NULL;
+    info->id = jsonrpc_span_of(sc, start, s);
+    if (*start == '"')
+        info->id_type = JSONRPC_ID_STRING;
+    else if (*start == 'n')
+        info->id_type = JSONRPC_ID_NULL;
+    else if (*start == '-' || jsonrpc_is_digit(*start))
+        info->id_type = JSONRPC_ID_NUMBER;
+    else
+        jsonrpc_invalid(sc, "\"id\" is not a string, number or null");
+    return s;
+}
+
+static const unsigned char *
+jsonrpc_member_method(struct jsonrpc_scanner *sc, const unsigned char *s)
+{
+    const unsigned char *str = s + 1;
+    struct jsonrpc_info *info = sc->info;
+    size_t len;
+    bool esc;
+
+    if (*s != '"') {
+        jsonrpc_invalid(sc, "\"method\" is not a string");
+        return jsonrpc_value(sc, s, 1);
+    }
+    if ((s = jsonrpc_string(sc, str, &esc)) == NULL)
+        return NULL;
+    len = (size_t)(s - 1 - str);
+    if (!esc && len < sizeof info->method) {
+        memcpy(info->method, str, len);
+    } else if (!jsonrpc_unescape(str, len, info->method, sizeof info->method - 1, &len)) {
+        info->method_long = true;
+        len = 0;
+    } else if (memchr(info->method, '\0', len) != NULL) {
+        jsonrpc_invalid(sc, "\"method\" contains NUL");
+        len = 0;
+    }
+    info->method[len] = '\0';
+    return s;
+}
+
+/* The value of a member of a tracked object; depth is that object's depth. */
+static const unsigned char *
+jsonrpc_member(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_key key,
+               unsigned depth)
+{
+    const unsigned char *start = s;
+
+    switch (key) {
+    case JSONRPC_KEY_NONE:
+    case JSONRPC_KEY_RESULT:
+        return jsonrpc_value(sc, s, depth);
+    case JSONRPC_KEY_JSONRPC:
+        return jsonrpc_member_version(sc, s);
+    case JSONRPC_KEY_ID:
+        return jsonrpc_member_id(sc, s);
+    case JSONRPC_KEY_METHOD:
+        return jsonrpc_member_method(sc, s);
+    case JSONRPC_KEY_PARAMS:
+        if (*s == '{')
+            return jsonrpc_object(sc, s + 1, JSONRPC_LEVEL_PARAMS);
+        if (*s != '[')
+            jsonrpc_invalid(sc, "\"params\" is not an object or array");
+        return jsonrpc_value(sc, s, depth);
+    case JSONRPC_KEY_ERROR:
+        if (*s != '{')
+            jsonrpc_invalid(sc, "\"error\" is not an object");
+        return jsonrpc_value(sc, s, depth);
+    case JSONRPC_KEY_META:
+        if (*s == '{')
+            return jsonrpc_object(sc, s + 1, JSONRPC_LEVEL_META);
+        return jsonrpc_value(sc, s, depth);
+    case JSONRPC_KEY_TASK:
+        sc->info->has_task = true;
+        return jsonrpc_value(sc, s, depth);
+    case JSONRPC_KEY_REQUEST_ID:
+        if ((s = jsonrpc_value(sc, s, depth)) != NULL)
+            sc->info->request_id = jsonrpc_span_of(sc, start, s);
+        return s;
+    case JSONRPC_KEY_PROGRESS_TOKEN:
+        if ((s = jsonrpc_value(sc, s, depth)) != NULL)
+            sc->plain_token = jsonrpc_span_of(sc, start, s);
+        return s;
+    case JSONRPC_KEY_META_PROGRESS_TOKEN:
+        if ((s = jsonrpc_value(sc, s, depth)) != NULL)
+            sc->meta_token = jsonrpc_span_of(sc, start, s);
+        return s;
+    }
+    return jsonrpc_fail(sc, "internal error");
+}
+
+/*
+ * A tracked object (top level, params, params._meta) whose '{' is just before s. Recursion is
+ * bounded: each level only descends into the next one.
+ */
+static const unsigned char *
+jsonrpc_object(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_level level)
+{
+    const unsigned char *end = sc->end;
+    unsigned depth = (unsigned)level + 1, seen = 0;
+
+    s = jsonrpc_ws(sc, s);
+    if (s < end && *s == '}')
+        return s + 1;
+    for (;;) {
+        const unsigned char *key = s + 1;
+        enum jsonrpc_key k;
+        bool esc;
+
+        if (s == end || *s != '"')
+            return jsonrpc_fail(sc, "expected a string key");
+        if ((s = jsonrpc_string(sc, key, &esc)) == NULL)
+            return NULL;
+        k = jsonrpc_key_find(level, key, (size_t)(s - 1 - key), esc);
+        s = jsonrpc_ws(sc, s);
+        if (s == end || *s != ':')
+            return jsonrpc_fail(sc, "expected ':'");
+        s = jsonrpc_ws(sc, s + 1);
+        if (s == end)
+            return jsonrpc_fail(sc, "unexpected end of input");
+        if (k != JSONRPC_KEY_NONE) {
+            if (seen & JSONRPC_BIT(k))
+                jsonrpc_invalid(sc, "duplicate key");
+            seen |= JSONRPC_BIT(k);
+        }
+        if ((s = jsonrpc_member(sc, s, k, depth)) == NULL)
+            return NULL;
+        s = jsonrpc_ws(sc, s);
+        if (s == end)
+            return jsonrpc_fail(sc, "unexpected end of input");
+        if (*s == '}')
+            break;
+        if (*s != ',')
+            return jsonrpc_fail(sc, "expected ',' or '}'");
+        s = jsonrpc_ws(sc, s + 1);
+    }
+    if (level == JSONRPC_LEVEL_TOP)
+        sc->top_seen = seen;
+    return s + 1;
+}
+
+/* Kind from the top-level keys, or a reason why the object is not one JSON-RPC message. */
+static const char *
+jsonrpc_classify(const struct jsonrpc_scanner *sc, enum jsonrpc_kind *kind)
+{
+    unsigned seen = sc->top_seen;
+    bool id = seen & JSONRPC_BIT(JSONRPC_KEY_ID);
+    bool null_id = id && sc->info->id_type == JSONRPC_ID_NULL;
+    bool result = seen & JSONRPC_BIT(JSONRPC_KEY_RESULT);
+    bool error = seen & JSONRPC_BIT(JSONRPC_KEY_ERROR);
+
+    if (!(seen & JSONRPC_BIT(JSONRPC_KEY_JSONRPC)))
+        return "missing \"jsonrpc\"";
+    if (seen & JSONRPC_BIT(JSONRPC_KEY_METHOD)) {
+        if (result || error)
+            return "\"method\" together with \"result\" or \"error\"";
+        if (null_id)
+            return "null \"id\" in a request";
+        *kind = id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
+        return NULL;
+    }
+    if (result && error)
+        return "both \"result\" and \"error\"";
+    if (!result && !error)
+        return "no \"method\", \"result\" or \"error\"";
+    if (!id)
+        return "response without \"id\"";
+    if (result && null_id)
+        return "null \"id\" in a result";
+    *kind = result ? JSONRPC_RESULT : JSONRPC_ERROR;
+    return NULL;
+}
+
+static int
+jsonrpc_scan_end(struct jsonrpc_info *out, int status, const char *why, const char **errstr)
+{
+    bool crlf = out->has_crlf;
+
+    memset(out, 0, sizeof *out);
+    out->has_crlf = status != JSONRPC_EPARSE && crlf;
+    if (errstr != NULL)
+        *errstr = why;
+    return status;
+}
+
+int
+jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **errstr)
+{
+    struct jsonrpc_scanner sc;
+    const unsigned char *s;
+    const char *why;
+    unsigned char first;
+
+    memset(out, 0, sizeof *out);
+    if (n == 0)
+        return jsonrpc_scan_end(out, JSONRPC_EPARSE, "empty input", errstr);
+    memset(&sc, 0, sizeof sc);
+    sc.base = (const unsigned char *)p;
+    sc.end = sc.base + n;
+    sc.info = out;
+
+    s = jsonrpc_ws(&sc, sc.base);
+    if (s == sc.end)
+        return jsonrpc_scan_end(out, JSONRPC_EPARSE, "empty input", errstr);
+    first = *s;
+    if (first == '{')
+        s = jsonrpc_object(&sc, s + 1, JSONRPC_LEVEL_TOP);
+    else
+        s = jsonrpc_value(&sc, s, 0);
+    if (s != NULL && jsonrpc_ws(&sc, s) != sc.end)
+        s = jsonrpc_fail(&sc, "data after the JSON text");
+    if (s == NULL) {
+        why = memchr(p, '\0', n) != NULL ? "NUL byte" : sc.err;
+        return jsonrpc_scan_end(out, JSONRPC_EPARSE, why, errstr);
+    }
+    if (first == '[')
+        return jsonrpc_scan_end(out, JSONRPC_EBATCH, "batch", errstr);
+    if (first != '{')
+        return jsonrpc_scan_end(out, JSONRPC_EINVALID, "not an object", errstr);
+    why = sc.invalid != NULL ? sc.invalid : jsonrpc_classify(&sc, &out->kind);
+    if (why != NULL)
+        return jsonrpc_scan_end(out, JSONRPC_EINVALID, why, errstr);
+    if (out->kind == JSONRPC_RESULT || out->kind == JSONRPC_ERROR) {
+        /* "params" means nothing on a response: report none of its fields. */
+        memset(&out->request_id, 0, sizeof out->request_id);
+        out->has_task = false;
+    } else {
+        out->progress_token = sc.meta_token.len != 0 ? sc.meta_token : sc.plain_token;
+    }
+    return JSONRPC_OK;
+}
+
+void
+jsonrpc_flatten(char *p, size_t n)
+{
+    static const char crlf[2] = { '\r', '\n' };
+
+    for (size_t i = 0; i < sizeof crlf; i++) {
+        char *q = p, *end = p + n;
+        while (q < end && (q = memchr(q, crlf[i], (size_t)(end - q))) != NULL)
+            *q++ = ' ';
+    }
+}
+
+bool
+jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out)
+{
+    const char *s = p + id.off;
+    uint64_t v = 0;
+
+    if (id.len == 0 || (id.len > 1 && s[0] == '0'))
+        return false;
+    for (size_t i = 0; i < id.len; i++) {
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+/*
+ * Builders. The raw id is spliced byte for byte, so the JSON around it is concatenated here and
+ * jansson only encodes the free-text strings.
+ */
+
+#define JSONRPC_DUMP_FLAGS (JSON_ENCODE_ANY | JSON_COMPACT)
+
+/* text as a JSON string, in a new xmalloc'd buffer without a NUL. NULL or invalid UTF-8 give "". */
+static char *
+jsonrpc_quote(const char *text, size_t *len)
+{
+    json_t *js = text != NULL ? json_string(text) : NULL;
+    size_t n = js != NULL ? json_dumpb(js, NULL, 0, JSONRPC_DUMP_FLAGS) : 0;
+    char *q = n != 0 ? xmalloc(n) : NULL;
+
+    if (q != NULL && json_dumpb(js, q, n, JSONRPC_DUMP_FLAGS) != n) {
+        free(q);
+        q = NULL;
+    }
+    json_decref(js);
+    if (q == NULL) {
+        n = 2;
+        q = xmemdup("\"\"", n);
+    }
+    *len = n;
+    return q;
+}
+
+static size_t
+jsonrpc_put(char *buf, size_t o, const char *s, size_t n)
+{
+    memcpy(buf + o, s, n);
+    return o + n;
+}
+
+char *
+jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char *message, size_t *len)
+{
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    char mid[64];
+    int midlen = snprintf(mid, sizeof mid, ",\"error\":{\"code\":%d,\"message\":", code);
+    size_t qlen, o = 0;
+    char *q = jsonrpc_quote(message, &qlen), *buf;
+
+    if (id_raw == NULL || id_len == 0) {
+        id_raw = "null";
+        id_len = 4;
+    }
+    buf = xmalloc(sizeof head - 1 + id_len + (size_t)midlen + qlen + sizeof "}}");
+    o = jsonrpc_put(buf, o, head, sizeof head - 1);
+    o = jsonrpc_put(buf, o, id_raw, id_len);
+    o = jsonrpc_put(buf, o, mid, (size_t)midlen);
+    o = jsonrpc_put(buf, o, q, qlen);
+    o = jsonrpc_put(buf, o, "}}", 2);
+    buf[o] = '\0';
+    free(q);
+    if (len != NULL)
+        *len = o;
+    return buf;
+}
+
+char *
+jsonrpc_cancel_new(const char *id_raw, size_t id_len, const char *reason, size_t *len)
+{
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                               "\"params\":{\"requestId\":";
+    static const char mid[] = ",\"reason\":";
+    size_t qlen = 0, o = 0;
+    char *q = reason != NULL ? jsonrpc_quote(reason, &qlen) : NULL, *buf;
+
+    assert(id_raw != NULL && id_len != 0);
+    buf = xmalloc(sizeof head - 1 + id_len + sizeof mid - 1 + qlen + sizeof "}}");
+    o = jsonrpc_put(buf, o, head, sizeof head - 1);
+    o = jsonrpc_put(buf, o, id_raw, id_len);
+    if (q != NULL) {
+        o = jsonrpc_put(buf, o, mid, sizeof mid - 1);
+        o = jsonrpc_put(buf, o, q, qlen);
+    }
+    o = jsonrpc_put(buf, o, "}}", 2);
+    buf[o] = '\0';
+    free(q);
+    if (len != NULL)
+        *len = o;
+    return buf;
+}
+
+int
+jsonrpc_protocol_version(const char *p, size_t n, char *out, size_t outlen)
+{
+    json_t *root, *holder, *v;
+    int rc = -1;
+
+    /* jansson skips a NUL after a number or literal, so a NUL never gets that far. */
+    if (outlen == 0 || memchr(p, '\0', n) != NULL)
+        return -1;
+    root = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, NULL);
+    if (root == NULL)
+        return -1;
+    holder = json_object_get(root, json_object_get(root, "method") != NULL ? "params" : "result");
+    v = json_object_get(holder, "protocolVersion");
+    if (json_is_string(v) && json_string_length(v) < outlen) {
+        memcpy(out, json_string_value(v), json_string_length(v) + 1);
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}

@@ -242,6 +242,23 @@ session_route_unrelated(const struct session *s)
     return NULL;
 }
 
+/* --- the in-flight table: every deletion goes through here (timers go with their entry) --- */
+
+static void
+session_pending_del(struct session *s, struct pending *p)
+{
+    loop_timer_del(p->timer);
+    p->timer = NULL;
+    pending_del(&s->pt, p);
+}
+
+static void
+session_pending_clear(struct session *s)
+{
+    while (s->pt.head != NULL)
+        session_pending_del(s, s->pt.head);
+}
+
 /* --- writing to the child ---------------------------------------------------------------- */
 
 static int
@@ -275,6 +292,59 @@ session_cancel_to_child(struct session *s, struct pending *p, const char *reason
     free(c);
     p->state = PENDING_CANCELLED;
     p->cancelled_ms = util_now_ms();
+    loop_timer_del(p->timer);
+    p->timer = NULL;
+}
+
+/* --- request timeouts ------------------------------------------------------------------- */
+
+static void session_push_error(struct session *s, struct stream *st, const struct pending *p,
+                               const char *message);
+static void session_stream_answered(struct session *s, struct stream *st);
+
+static void
+session_timeout_fired(void *arg)
+{
+    struct pending *p = arg;
+    struct session *s = p->owner;
+    p->timer = NULL;
+    if (p->state != PENDING_FORWARDED)
+        return;
+    S.ctr.timeouts++;
+    uint64_t waited = util_now_ms() - p->start_ms;
+    char message[128];
+    snprintf(message, sizeof(message), "request timed out after %" PRIu64 " ms at the gateway",
+             waited);
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (st != NULL)
+        session_push_error(s, st, p, message);
+    if (p->gw_id == s->init_gw_id) {
+        /* initialize is never cancelled (checklist C-03): the session goes instead. */
+        session_pending_del(s, p);
+        session_stream_answered(s, st);
+        session_end(s, "initialize timed out", true);
+        return;
+    }
+    session_cancel_to_child(s, p, "request timed out");
+    session_stream_answered(s, st);
+}
+
+/* (Re)arms p's timeout: request_timeout_ms from now, never past request_timeout_max_ms total. */
+static void
+session_arm_timeout(struct session *s, struct pending *p)
+{
+    uint64_t timeout = s->srv->request_timeout_ms;
+    if (timeout == 0 || strcmp(p->method, "tasks/result") == 0)
+        return;
+    uint64_t now = util_now_ms();
+    uint64_t deadline = now + timeout;
+    if (s->srv->request_timeout_max_ms > 0
+        && deadline > p->start_ms + s->srv->request_timeout_max_ms)
+        deadline = p->start_ms + s->srv->request_timeout_max_ms;
+    loop_timer_del(p->timer);
+    p->deadline_ms = deadline;
+    p->owner = s;
+    p->timer = loop_timer_add(S.l, deadline > now ? deadline - now : 0, session_timeout_fired, p);
 }
 
 /* --- child -> client --------------------------------------------------------------------- */
@@ -311,7 +381,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
         log_warn(s->id, "child refused initialize");
         if (st != NULL)
             session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
-        pending_del(&s->pt, p);
+        session_pending_del(s, p);
         session_stream_answered(s, st);
         session_end(s, "initialize failed", true);
         return -1;
@@ -325,7 +395,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
                                "upstream server negotiated a protocol version this gateway does "
                                "not serve over Streamable HTTP (2025-03-26, 2025-06-18, "
                                "2025-11-25)");
-        pending_del(&s->pt, p);
+        session_pending_del(s, p);
         session_stream_answered(s, st);
         session_end(s, "unsupported protocol version", true);
         return -1;
@@ -352,7 +422,7 @@ session_child_answer(struct session *s, const char *line, size_t len,
     if (p->state == PENDING_CANCELLED) {
         S.ctr.late_dropped++;
         log_debug(s->id, "late answer for cancelled %s dropped", p->method);
-        pending_del(&s->pt, p);
+        session_pending_del(s, p);
         return;
     }
     struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -360,7 +430,7 @@ session_child_answer(struct session *s, const char *line, size_t len,
         return;
     if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
-    pending_del(&s->pt, p);
+    session_pending_del(s, p);
     session_stream_answered(s, st);
 }
 
@@ -401,6 +471,8 @@ session_child_progress(struct session *s, const char *line, size_t len,
         log_debug(s->id, "progress for no active request dropped");
         return;
     }
+    if (s->srv->request_timeout_max_ms > 0 && p->timer != NULL)
+        session_arm_timeout(s, p);
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (st == NULL)
         return;
@@ -532,10 +604,11 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         { (void *)(uintptr_t) "\n", 1 },
     };
     if (session_send_iov(s, iov, 4) == -1) {
-        pending_del(&s->pt, p);
+        session_pending_del(s, p);
         return SESSION_E_BUSY;
     }
     st->awaiting++;
+    session_arm_timeout(s, p);
     session_touch(s);
     log_debug(s->id, "request %s forwarded as child id %" PRIu64, info->method, p->gw_id);
     return SESSION_OK;
@@ -572,6 +645,8 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
                  p->gw_id);
     p->state = PENDING_CANCELLED;
     p->cancelled_ms = util_now_ms();
+    loop_timer_del(p->timer);
+    p->timer = NULL;
     S.ctr.cancels_client++;
     /* The request's stream ends without a response. */
     session_stream_answered(s, session_stream_by_id(s, p->stream_id));
@@ -591,7 +666,7 @@ session_client_answer(struct session *s, char *body, size_t len, const struct js
     if (p->state == PENDING_CANCELLED) {
         S.ctr.late_dropped++;
         log_debug(s->id, "client answer to a cancelled %s dropped", p->method);
-        pending_del(&s->pt, p);
+        session_pending_del(s, p);
         return SESSION_OK;
     }
     struct iovec iov[4] = {
@@ -601,7 +676,7 @@ session_client_answer(struct session *s, char *body, size_t len, const struct js
         { (void *)(uintptr_t) "\n", 1 },
     };
     int rc = session_send_iov(s, iov, 4);
-    pending_del(&s->pt, p);
+    session_pending_del(s, p);
     return rc == -1 ? SESSION_E_BUSY : SESSION_OK;
 }
 
@@ -732,7 +807,7 @@ session_end(struct session *s, const char *reason, bool child_alive)
         if (st != NULL)
             session_push_error(s, st, p, message);
     }
-    pending_clear(&s->pt);
+    session_pending_clear(s);
     while (s->streams != NULL) {
         struct stream *st = s->streams;
         stream_end(st);
@@ -815,7 +890,7 @@ session_sweep(uint64_t now_ms)
                 struct pending *pn = p->next;
                 if (p->state == PENDING_CANCELLED
                     && now_ms - p->cancelled_ms >= SESSION_CANCEL_LINGER_MS)
-                    pending_del(&s->pt, p);
+                    session_pending_del(s, p);
                 p = pn;
             }
             if (s->streams == NULL && pending_active(&s->pt, PENDING_TO_CHILD) == 0
