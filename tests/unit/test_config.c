@@ -240,6 +240,22 @@ Test(config, stdin_queue_must_hold_a_body)
     config_clear(&cfg);
 }
 
+Test(config, request_timeouts)
+{
+    struct config cfg;
+    load_ok(SERVER "request_timeout_ms = 1500\nrequest_timeout_max_ms = 60000\n", &cfg);
+    cr_assert_eq(cfg.servers[0].request_timeout_ms, 1500);
+    cr_assert_eq(cfg.servers[0].request_timeout_max_ms, 60000);
+    config_clear(&cfg);
+    load_ok(SERVER, &cfg);
+    cr_assert_eq(cfg.servers[0].request_timeout_ms, 0);
+    cr_assert_eq(cfg.servers[0].request_timeout_max_ms, 0);
+    config_clear(&cfg);
+    sv_err("request_timeout_ms = 86400001", "t.ini:3: request_timeout_ms: must be 0..86400000");
+    load_err(SERVER "request_timeout_ms = 5000\nrequest_timeout_max_ms = 4000\n",
+             "t.ini:4: request_timeout_max_ms: must be 0 or at least request_timeout_ms");
+}
+
 Test(config, listen)
 {
     struct config cfg;
@@ -555,7 +571,7 @@ Test(config, keys_list_the_table)
     }
     cr_assert_eq(n, gw + sv);
     cr_assert_eq(gw, 19);
-    cr_assert_eq(sv, 5);
+    cr_assert_eq(sv, 7);
     cr_assert_eq(config_keys(), keys);
 }
 
