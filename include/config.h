@@ -31,6 +31,7 @@ struct config {
     char *listen_host;    /* "127.0.0.1", "::1" (no brackets), "localhost", ... */
     uint16_t listen_port; /* 0: ephemeral (tests) */
     char *instance_id;    /* session id prefix, "" for none */
+    char *admin_token;    /* bearer token of /admin/inflight; "" disables it */
     uint64_t max_sessions;
     uint64_t max_connections;
     uint64_t session_idle_timeout_s;

@@ -66,6 +66,8 @@ static const struct config_option config_options[] = {
       CONFIG_NO_TARGET, "endpoint of the first server when that server sets no path" },
     { "gateway.instance_id", CONFIG_SEC_GATEWAY, CONFIG_IDENT, "", 0, 16,
       CONFIG_GW(instance_id), "session id prefix, 0..16 characters of [A-Za-z0-9_-]" },
+    { "gateway.admin_token", CONFIG_SEC_GATEWAY, CONFIG_IDENT, "", 0, 256,
+      CONFIG_GW(admin_token), "bearer token for /admin/inflight, 32..256 of [A-Za-z0-9_-]; empty: off" },
     { "gateway.max_sessions", CONFIG_SEC_GATEWAY, CONFIG_U64, "1024", 1, 1000000,
       CONFIG_GW(max_sessions), "sessions open at once" },
     { "gateway.max_connections", CONFIG_SEC_GATEWAY, CONFIG_U64, "4096", 16, 1000000,
@@ -822,6 +824,12 @@ config_build_gateway(struct config_parse *ps, struct config *cfg)
         if (config_apply(ps, opt, v, ps->gateway.line[i], cfg) == -1)
             return -1;
     }
+    size_t tlen = strlen(cfg->admin_token);
+    if (tlen > 0 && tlen < 32) {
+        int line;
+        config_raw_get(&ps->gateway, "admin_token", CONFIG_SEC_GATEWAY, &line);
+        return config_fail(ps, line, "admin_token", "must be empty or 32..256 characters");
+    }
     if (cfg->stdin_queue_bytes < cfg->max_body_bytes + 1024) {
         int line, body_line;
         config_raw_get(&ps->gateway, "stdin_queue_bytes", CONFIG_SEC_GATEWAY, &line);
@@ -958,6 +966,7 @@ config_clear(struct config *cfg)
     free(cfg->file);
     free(cfg->listen_host);
     free(cfg->instance_id);
+    free(cfg->admin_token);
     config_strv_free(cfg->allowed_origins);
     config_strv_free(cfg->allowed_hosts);
     for (size_t i = 0; i < cfg->n_servers; i++) {

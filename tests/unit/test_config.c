@@ -240,6 +240,20 @@ Test(config, stdin_queue_must_hold_a_body)
     config_clear(&cfg);
 }
 
+Test(config, admin_token)
+{
+    struct config cfg;
+    gw_ok("admin_token = 0123456789abcdef0123456789abcdef", &cfg);
+    cr_assert_str_eq(cfg.admin_token, "0123456789abcdef0123456789abcdef");
+    config_clear(&cfg);
+    load_ok(SERVER, &cfg);
+    cr_assert_str_eq(cfg.admin_token, "");
+    config_clear(&cfg);
+    gw_err("admin_token = short", "t.ini:2: admin_token: must be empty or 32..256 characters");
+    gw_err("admin_token = has space and more than thirty two characters",
+           "t.ini:2: admin_token: must be 0..256 characters of [A-Za-z0-9_-]");
+}
+
 Test(config, request_timeouts)
 {
     struct config cfg;
@@ -570,7 +584,7 @@ Test(config, keys_list_the_table)
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
     cr_assert_eq(n, gw + sv);
-    cr_assert_eq(gw, 19);
+    cr_assert_eq(gw, 20);
     cr_assert_eq(sv, 7);
     cr_assert_eq(config_keys(), keys);
 }
