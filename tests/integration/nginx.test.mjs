@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// The gateway behind Debian's real nginx on loopback, with the shipped deploy/nginx site config:
+// events stream through unbuffered, heartbeats carry a long call past nginx's read timeout, and a
+// client that vanishes behind nginx gets its request cancelled at the child.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { initSession, post, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { haveNginx, startNginx } from '../lib/nginx.mjs';
+
+const opts = { skip: haveNginx ? false : 'nginx is not installed (tests/deps.sh installs nginx-light)' };
+
+async function withStack(gwOpts, ngOpts, fn) {
+  const gw = await startGateway(gwOpts);
+  let ng;
+  try {
+    ng = await startNginx({ gatewayPort: gw.port, ...ngOpts });
+    const viaNginx = { ...gw, url: ng.url };
+    await fn(gw, viaNginx, ng);
+  } finally {
+    if (ng) await ng.stop();
+    const r = await gw.stop();
+    assert.deepEqual(r, { code: 0, signal: null });
+  }
+}
+
+test('a session works end to end through nginx', opts, async () => {
+  await withStack({}, {}, async (gw, via) => {
+    const s = await initSession(via);
+    const r = await post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'through nginx' } }, 'n1'), { sid: s.sid });
+    await r.done();
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['content-type'], 'text/event-stream');
+    const resp = r.events().map((e) => e.json).find((j) => j?.id === 'n1');
+    assert.equal(resp.result.content[0].text, 'through nginx');
+  });
+});
+
+test('SSE events pass nginx one by one, not buffered until the end', opts, async () => {
+  await withStack({}, {}, async (gw, via) => {
+    const s = await initSession(via);
+    const r = await post(via, rpc('tools/call', { name: 'slow', arguments: { steps: 3, interval_ms: 400 }, _meta: { progressToken: 'pt' } }, 'n2'), { sid: s.sid });
+    await r.waitEvent((j) => j.method === 'notifications/progress', 5000);
+    // The first progress event arrived while the call was still running (two more steps to go).
+    assert.equal(r.ended, false);
+    assert.equal(r.events().some((e) => e.json?.id === 'n2'), false);
+    await r.done();
+    const kinds = r.events().map((e) => e.json.method || 'response');
+    assert.deepEqual(kinds, ['notifications/progress', 'notifications/progress', 'notifications/progress', 'response']);
+  });
+});
+
+test('heartbeats keep a silent call alive past proxy_read_timeout', opts, async () => {
+  await withStack({ gateway: { heartbeat_s: 1 } }, { readTimeout: '2s' }, async (gw, via) => {
+    const s = await initSession(via);
+    const r = await post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'late', delay_ms: 3500 } }, 'n3'), { sid: s.sid });
+    await r.done(10000);
+    const resp = r.events().map((e) => e.json).find((j) => j?.id === 'n3');
+    assert.ok(resp, `no response through nginx: ${r.text()}`);
+    assert.equal(resp.result.content[0].text, 'late');
+    assert.match(r.text(), /^: /m, 'heartbeat comments were sent');
+  });
+});
+
+test('a client that vanishes behind nginx gets its request cancelled at the child', opts, async () => {
+  await withStack({}, {}, async (gw, via) => {
+    const s = await initSession(via);
+    const r = await post(via, rpc('tools/call', { name: 'slow', arguments: { steps: 100, interval_ms: 100 } }, 'n4'), { sid: s.sid });
+    const seen = await waitFor(() => gw.childMessages().find((m) => m.method === 'tools/call' && m.params?.name === 'slow'), 5000, 'call at child');
+    const t0 = process.hrtime.bigint();
+    r.drop();
+    const cancel = await waitFor(() => gw.childMessages().find((m) => m.method === 'notifications/cancelled'), 5000, 'cancel at child');
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    console.log(`# drop -> cancel at child behind nginx (incl. log polling): ${ms.toFixed(2)} ms`);
+    assert.equal(cancel.params.requestId, seen.id);
+    assert.equal(cancel.params.reason, 'client disconnected');
+    // The session goes on working.
+    const r2 = await post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'still here' } }, 'n5'), { sid: s.sid });
+    await r2.done();
+    assert.equal(r2.events().map((e) => e.json).find((j) => j?.id === 'n5').result.content[0].text, 'still here');
+  });
+});

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+// Starts Debian's real nginx on loopback with the shipped site config (deploy/nginx), pointed
+// at a test gateway. Only the ports, the TLS lines and (optionally) the read timeout change.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+import { tmpdir, waitFor } from './gw.mjs';
+
+const NGINX = ['/usr/sbin/nginx', '/usr/local/sbin/nginx'].find((p) => fs.existsSync(p));
+export const haveNginx = Boolean(NGINX);
+
+/** A free loopback port (bound and released; nginx cannot listen on port 0). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port) {
+  return new Promise((resolve) => {
+    const c = net.connect(port, '127.0.0.1');
+    c.on('connect', () => { c.destroy(); resolve(true); });
+    c.on('error', () => resolve(false));
+  });
+}
+
+export async function startNginx({ gatewayPort, readTimeout } = {}) {
+  const root = process.env.GW_SOURCE_ROOT;
+  const dir = tmpdir('mcpgw-nginx-');
+  fs.chmodSync(dir, 0o755);
+  const port = await freePort();
+  let site = fs.readFileSync(path.join(root, 'deploy/nginx/mcp-gateway.conf'), 'utf8');
+  site = site
+    .replace('server 127.0.0.1:8080;', `server 127.0.0.1:${gatewayPort};`)
+    .replace(/listen 443 ssl http2;/, `listen 127.0.0.1:${port};`)
+    .replace(/^\s*ssl_certificate.*$/gm, '');
+  if (readTimeout) site = site.replace('proxy_read_timeout 1h;', `proxy_read_timeout ${readTimeout};`);
+  const conf = `
+worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log info;
+events { worker_connections 256; }
+http {
+  access_log ${dir}/access.log;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+${site}
+}
+`;
+  fs.writeFileSync(path.join(dir, 'nginx.conf'), conf);
+  const proc = spawn(NGINX, ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'error.log')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { out += d; });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  await waitFor(async () => (proc.exitCode !== null ? 'exit' : canConnect(port)), 5000, 'nginx to listen').then((v) => {
+    if (v === 'exit') throw new Error(`nginx exited: ${out}`);
+  });
+  return {
+    port,
+    dir,
+    url: `http://127.0.0.1:${port}/mcp`,
+    errorLog: () => (fs.existsSync(path.join(dir, 'error.log')) ? fs.readFileSync(path.join(dir, 'error.log'), 'utf8') : ''),
+    async stop() {
+      if (proc.exitCode === null) proc.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+    },
+  };
+}
