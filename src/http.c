@@ -280,8 +280,8 @@ http_origin_matches(const char *origin, const char *pattern)
     size_t plen = strlen(pattern);
     if (plen >= 2 && strcmp(pattern + plen - 2, ":*") == 0) {
         size_t base = plen - 2;
-        if (strlen(origin) < base || !util_span_ieq(origin, base, pattern))
-            return strlen(origin) == base && util_span_ieq(origin, base, pattern);
+        if (strlen(origin) < base || strncasecmp(origin, pattern, base) != 0)
+            return false;
         const char *port = origin + base;
         if (*port == '\0')
             return true;
