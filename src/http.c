@@ -682,12 +682,13 @@ http_start(struct loop *l, const struct config *cfg)
     H.listen_fd = http_listen(cfg);
     if (H.listen_fd == -1)
         return -1;
+    /* The logger goes first, or MHD prints what it says before it to stderr unformatted. */
     H.d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
-                           NULL, http_handler, NULL, MHD_OPTION_LISTEN_SOCKET, H.listen_fd,
-                           MHD_OPTION_NOTIFY_COMPLETED, http_completed, NULL,
-                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
-                           MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, NULL, MHD_OPTION_END);
+                           NULL, http_handler, NULL, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, NULL,
+                           MHD_OPTION_LISTEN_SOCKET, H.listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
+                           http_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
+                           (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                           (unsigned)cfg->connection_timeout_s, MHD_OPTION_END);
     if (H.d == NULL) {
         log_error(NULL, "libmicrohttpd did not start");
         close(H.listen_fd);
