@@ -456,6 +456,8 @@ session_child_request(struct session *s, const char *line, size_t len,
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     session_splice_push(s, st, line, len, info->id, idbuf, (size_t)idlen);
+    log_debug(s->id, "child request %s sent on %s stream %" PRIu64 " as client id %" PRIu64,
+              info->method, st->is_get ? "GET" : "POST", st->id, p->gw_id);
 }
 
 static void
@@ -520,8 +522,11 @@ session_child_notification(struct session *s, const char *line, size_t len,
     if (st != NULL) {
         struct iovec iov = { (void *)(uintptr_t)line, len };
         session_push(s, st, &iov, 1);
+        log_debug(s->id, "child notification %s sent on %s stream %" PRIu64, info->method,
+                  st->is_get ? "GET" : "POST", st->id);
         return;
     }
+    log_debug(s->id, "child notification %s kept for the next GET stream", info->method);
     if (s->backlog.count >= SESSION_BACKLOG_MAX) {
         msgq_advance(&s->backlog, s->backlog.head->m->len - s->backlog.head_off);
         S.ctr.notifications_dropped++;
