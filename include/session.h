@@ -90,12 +90,30 @@ enum session_status session_client_other(struct session *s, char *body, size_t l
 /* Protocol versions served over Streamable HTTP. */
 bool session_version_supported(const char *v, size_t len);
 
-/* Counters (for logs now, /metrics later). */
+/* Why the child was told to cancel a request; indexes session_counters.cancels_to_child. */
+enum session_cancel_reason {
+    SESSION_CANCEL_CLIENT = 0, /* the client's own notifications/cancelled */
+    SESSION_CANCEL_DISCONNECT, /* "client disconnected" */
+    SESSION_CANCEL_TIMEOUT,    /* "request timed out" */
+    SESSION_CANCEL_DELETED,    /* "session deleted" */
+    SESSION_CANCEL_EXPIRED,    /* "session expired" */
+    SESSION_CANCEL_SHUTDOWN,   /* "gateway shutting down" */
+    SESSION_CANCEL_OTHER,
+    SESSION_CANCEL_N,
+};
+
+/* Counters since start (the admin view; /metrics later). */
 struct session_counters {
     uint64_t created, closed;
-    uint64_t cancels_client, cancels_child, cancels_disconnect, cancels_ending;
-    uint64_t late_dropped, child_lines_invalid, notifications_dropped, timeouts;
+    uint64_t cancels_to_child[SESSION_CANCEL_N];
+    uint64_t cancels_to_client; /* the child cancelled a request it had sent the client */
+    uint64_t late_dropped;      /* answers or progress that came after a cancel */
+    uint64_t timeouts;
+    uint64_t child_lines_invalid, notifications_dropped;
 };
+
+/* "client", "client disconnected", ... for a reason index. */
+const char *session_cancel_reason_name(enum session_cancel_reason r);
 const struct session_counters *session_counters(void);
 
 #endif

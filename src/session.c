@@ -26,6 +26,20 @@
 
 static const char *const session_versions[] = { "2025-03-26", "2025-06-18", "2025-11-25" };
 
+/* Reason strings sent to children, indexed by enum session_cancel_reason. */
+static const char *const session_reasons[SESSION_CANCEL_N] = {
+    "client",          "client disconnected", "request timed out",
+    "session deleted", "session expired",     "gateway shutting down",
+    "other",
+};
+
+const char *
+session_cancel_reason_name(enum session_cancel_reason r)
+{
+    return (unsigned)r < SESSION_CANCEL_N ? session_reasons[r] : "other";
+}
+
+
 static struct {
     struct loop *l;
     const struct config *cfg;
@@ -38,6 +52,15 @@ static struct {
 } S;
 
 static void session_end(struct session *s, const char *reason, bool child_alive);
+
+static void
+session_count_cancel(const char *reason)
+{
+    size_t i = SESSION_CANCEL_DISCONNECT;
+    while (i < SESSION_CANCEL_OTHER && strcmp(session_reasons[i], reason) != 0)
+        i++;
+    S.ctr.cancels_to_child[i]++;
+}
 
 /* --- the table --------------------------------------------------------------------------- */
 
@@ -290,6 +313,7 @@ session_cancel_to_child(struct session *s, struct pending *p, const char *reason
         log_info(s->id, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
                  p->method, p->gw_id, reason);
     free(c);
+    session_count_cancel(reason);
     p->state = PENDING_CANCELLED;
     p->cancelled_ms = util_now_ms();
     loop_timer_del(p->timer);
@@ -496,7 +520,7 @@ session_child_cancel(struct session *s, const char *line, size_t len,
     }
     p->state = PENDING_CANCELLED;
     p->cancelled_ms = util_now_ms();
-    S.ctr.cancels_child++;
+    S.ctr.cancels_to_client++;
     log_info(s->id, "child cancelled its %s request", p->method);
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (st == NULL || st->ended || st->dropped)
@@ -652,7 +676,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
     p->cancelled_ms = util_now_ms();
     loop_timer_del(p->timer);
     p->timer = NULL;
-    S.ctr.cancels_client++;
+    S.ctr.cancels_to_child[SESSION_CANCEL_CLIENT]++;
     /* The request's stream ends without a response. */
     session_stream_answered(s, session_stream_by_id(s, p->stream_id));
 }
@@ -805,7 +829,6 @@ session_end(struct session *s, const char *reason, bool child_alive)
             continue;
         if (child_alive && p->gw_id != s->init_gw_id) {
             session_cancel_to_child(s, p, reason);
-            S.ctr.cancels_ending++;
             cancelled++;
         }
         struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -866,7 +889,6 @@ session_stream_detach(const char *sid, struct stream *st, bool dropped)
                     || p->state != PENDING_FORWARDED || p->gw_id == s->init_gw_id || p->task)
                     continue;
                 session_cancel_to_child(s, p, "client disconnected");
-                S.ctr.cancels_disconnect++;
                 n++;
             }
             log_info(s->id, "client dropped %s stream %" PRIu64 ": %u requests cancelled",
