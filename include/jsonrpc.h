@@ -9,9 +9,10 @@
 #include "util.h"
 
 /*
- * JSON-RPC on the hot path: a validating single-pass scanner that classifies one message and records
- * the byte spans routing needs; the original bytes pass through unchanged (DESIGN.md section 5).
- * Gateway-made messages (errors, cancels) are built here too, with jansson. Pure: no I/O, no globals.
+ * JSON-RPC on the hot path: a validating single-pass scanner that classifies one message and
+ * records the byte spans routing needs; the original bytes pass through unchanged (DESIGN.md
+ * section 5). Gateway-made messages (errors, cancels) are built here too, with jansson. Pure: no
+ * I/O, no globals.
  */
 
 /* A byte range inside the scanned input; len == 0 means absent. */
@@ -21,10 +22,10 @@ struct jsonrpc_span {
 };
 
 enum jsonrpc_kind {
-    JSONRPC_REQUEST = 0,    /* "method" and a non-null "id" */
-    JSONRPC_NOTIFICATION,   /* "method", no "id" */
-    JSONRPC_RESULT,         /* "id" and "result" */
-    JSONRPC_ERROR,          /* "id" (possibly null) and "error" */
+    JSONRPC_REQUEST = 0,  /* "method" and a non-null "id" */
+    JSONRPC_NOTIFICATION, /* "method", no "id" */
+    JSONRPC_RESULT,       /* "id" and "result" */
+    JSONRPC_ERROR,        /* "id" (possibly null) and "error" */
 };
 
 enum jsonrpc_id_type {
@@ -39,13 +40,14 @@ enum jsonrpc_id_type {
 struct jsonrpc_info {
     enum jsonrpc_kind kind;
     enum jsonrpc_id_type id_type;
-    struct jsonrpc_span id;             /* raw value of "id"; quotes included for strings */
-    char method[JSONRPC_METHOD_MAX];    /* decoded (escapes resolved), NUL-terminated, "" if none */
-    bool method_long;                   /* decoded method did not fit; method[] is then "" */
-    struct jsonrpc_span request_id;     /* raw params.requestId (notifications/cancelled) */
-    struct jsonrpc_span progress_token; /* raw params._meta.progressToken, or params.progressToken */
-    bool has_task;                      /* params.task is present (task-augmented request) */
-    bool has_crlf;                      /* a raw CR or LF byte occurs (as whitespace) */
+    struct jsonrpc_span id;          /* raw value of "id"; quotes included for strings */
+    char method[JSONRPC_METHOD_MAX]; /* decoded (escapes resolved), NUL-terminated, "" if none */
+    bool method_long;                /* decoded method did not fit; method[] is then "" */
+    struct jsonrpc_span request_id;  /* raw params.requestId (notifications/cancelled) */
+    struct jsonrpc_span
+        progress_token; /* raw params._meta.progressToken, or params.progressToken */
+    bool has_task;      /* params.task is present (task-augmented request) */
+    bool has_crlf;      /* a raw CR or LF byte occurs (as whitespace) */
 };
 
 enum jsonrpc_status {
@@ -70,7 +72,8 @@ int jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char *
 /* Replaces every raw CR and LF with a space. Only for input that jsonrpc_scan accepted. */
 void jsonrpc_flatten(char *p, size_t n);
 
-/* True when the span is a plain non-negative integer (no sign, fraction, exponent) <= UINT64_MAX. */
+/* True when the span is a plain non-negative integer (no sign, fraction, exponent) <= UINT64_MAX.
+ */
 bool jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out);
 
 /* Standard codes only (mcp-spec-checklist section 8). */
@@ -93,6 +96,12 @@ char *jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char 
  * "reason":reason}}; reason may be NULL (then omitted). New xmalloc'd string, length in *len.
  */
 char *jsonrpc_cancel_new(const char *id_raw, size_t id_len, const char *reason, size_t *len);
+
+/*
+ * s as a JSON string literal (quotes included): a new xmalloc'd buffer, NOT NUL-terminated, length
+ * in *len. NULL or invalid UTF-8 give "".
+ */
+char *jsonrpc_quote(const char *s, size_t *len);
 
 /*
  * protocolVersion of an initialize request (params.protocolVersion) or of its result

@@ -302,7 +302,9 @@ jsonrpc_string(struct jsonrpc_scanner *sc, const unsigned char *s, bool *escaped
         }
         if (*s == '\\') {
             esc = true;
-            s = jsonrpc_escape(sc, s);
+            do {
+                s = jsonrpc_escape(sc, s);
+            } while (s != NULL && s < end && *s == '\\');
         } else if (*s < 0x20) {
             return jsonrpc_fail(sc, "control character in string");
         } else {
@@ -810,6 +812,8 @@ jsonrpc_flatten(char *p, size_t n)
 {
     static const char crlf[2] = { '\r', '\n' };
 
+    if (n == 0)
+        return;
     for (size_t i = 0; i < sizeof crlf; i++) {
         char *q = p, *end = p + n;
         while (q < end && (q = memchr(q, crlf[i], (size_t)(end - q))) != NULL)
@@ -820,10 +824,13 @@ jsonrpc_flatten(char *p, size_t n)
 bool
 jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out)
 {
-    const char *s = p + id.off;
+    const char *s;
     uint64_t v = 0;
 
-    if (id.len == 0 || (id.len > 1 && s[0] == '0'))
+    if (id.len == 0)
+        return false;
+    s = p + id.off;
+    if (id.len > 1 && s[0] == '0')
         return false;
     for (size_t i = 0; i < id.len; i++) {
         unsigned d = (unsigned)(unsigned char)s[i] - '0';
@@ -843,7 +850,7 @@ jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out)
 #define JSONRPC_DUMP_FLAGS (JSON_ENCODE_ANY | JSON_COMPACT)
 
 /* text as a JSON string, in a new xmalloc'd buffer without a NUL. NULL or invalid UTF-8 give "". */
-static char *
+char *
 jsonrpc_quote(const char *text, size_t *len)
 {
     json_t *js = text != NULL ? json_string(text) : NULL;
