@@ -112,6 +112,12 @@ struct session_counters {
     uint64_t child_lines_invalid, notifications_dropped;
 };
 
+/*
+ * The admin view: every session with its streams and in-flight entries (direction, method, original
+ * id, age, state, stream, deadline) and the counters, as one JSON document. New xmalloc'd string.
+ */
+char *session_admin_json(size_t *len);
+
 /* "client", "client disconnected", ... for a reason index. */
 const char *session_cancel_reason_name(enum session_cancel_reason r);
 const struct session_counters *session_counters(void);

@@ -25,6 +25,7 @@
 #include <microhttpd.h>
 
 #include "buf.h"
+#include "crypto.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "session.h"
@@ -35,6 +36,7 @@
 enum http_kind {
     HTTP_MCP = 0,
     HTTP_HEALTH,
+    HTTP_ADMIN,
     HTTP_NOT_FOUND,
 };
 
@@ -507,6 +509,64 @@ http_health(struct http_req *rc)
     return http_queue(rc, MHD_HTTP_OK, r);
 }
 
+/* The peer of this connection is on loopback (127.0.0.0/8, ::1, or ::ffff:127.x). */
+static bool
+http_peer_loopback(const struct http_req *rc)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rc->c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci == NULL || ci->client_addr == NULL)
+        return false;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)(const void *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127;
+    }
+    return false;
+}
+
+/*
+ * GET /admin/inflight: off unless admin_token is set; then only for loopback peers presenting
+ * "Authorization: Bearer <admin_token>" (compared in constant time).
+ */
+static enum MHD_Result
+http_admin(struct http_req *rc)
+{
+    const char *token = H.cfg->admin_token;
+    if (token == NULL || token[0] == '\0')
+        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not found");
+    if (!http_peer_loopback(rc))
+        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
+                          "the admin view answers loopback clients only");
+    const char *auth = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
+    size_t tlen = strlen(token);
+    bool ok = auth != NULL && util_has_prefix_i(auth, "Bearer ") && strlen(auth + 7) == tlen
+              && crypto_equal(auth + 7, token, tlen);
+    if (!ok) {
+        size_t len;
+        char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INVALID_REQUEST, "Unauthorized", &len);
+        struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        return http_queue(rc, MHD_HTTP_UNAUTHORIZED, r);
+    }
+    if (rc->method != HTTP_GET)
+        return http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
+                          "Method not allowed");
+    size_t len;
+    char *body = session_admin_json(&len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
 static void
 http_classify(struct http_req *rc, const char *url, const char *method)
 {
@@ -517,6 +577,10 @@ http_classify(struct http_req *rc, const char *url, const char *method)
     rc->kind = HTTP_NOT_FOUND;
     if (strcmp(url, "/healthz") == 0) {
         rc->kind = HTTP_HEALTH;
+        return;
+    }
+    if (strcmp(url, "/admin/inflight") == 0) {
+        rc->kind = HTTP_ADMIN;
         return;
     }
     for (size_t i = 0; i < H.cfg->n_servers; i++)
@@ -535,6 +599,8 @@ http_begin(struct http_req *rc, const char *url, const char *method)
     switch (rc->kind) {
     case HTTP_HEALTH:
         return http_health(rc);
+    case HTTP_ADMIN:
+        return http_admin(rc);
     case HTTP_NOT_FOUND:
         return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not found");
     case HTTP_MCP:

@@ -15,10 +15,12 @@
 #include "session.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "log.h"
 
 #define SESSION_BACKLOG_MAX      256
@@ -38,7 +40,6 @@ session_cancel_reason_name(enum session_cancel_reason r)
 {
     return (unsigned)r < SESSION_CANCEL_N ? session_reasons[r] : "other";
 }
-
 
 static struct {
     struct loop *l;
@@ -926,4 +927,110 @@ session_sweep(uint64_t now_ms)
             s = next;
         }
     }
+}
+
+/* --- the admin view ---------------------------------------------------------------------- */
+
+static void PRINTF(2, 3) session_put(struct buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0 && buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1) == -1)
+        fatalx("admin view over its ceiling");
+}
+
+static void
+session_put_raw(struct buf *b, const char *p, size_t n)
+{
+    if (buf_append(b, p, n) == -1)
+        fatalx("admin view over its ceiling");
+}
+
+static void
+session_put_quoted(struct buf *b, const char *s)
+{
+    size_t n;
+    char *q = jsonrpc_quote(s, &n);
+    session_put_raw(b, q, n);
+    free(q);
+}
+
+static void
+session_admin_entry(struct buf *b, const struct pending *p, uint64_t now, bool first)
+{
+    session_put(b, "%s{\"direction\":\"%s\",\"method\":", first ? "" : ",",
+                p->dir == PENDING_TO_CHILD ? "to_child" : "to_client");
+    session_put_quoted(b, p->method);
+    session_put(b, ",\"id\":");
+    session_put_raw(b, p->orig_id, p->orig_id_len);
+    session_put(b,
+                ",\"gateway_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64
+                ",\"stream\":%" PRIu64 ",\"task\":%s",
+                p->gw_id, p->state == PENDING_FORWARDED ? "forwarded" : "cancelled",
+                now - p->start_ms, p->stream_id, p->task ? "true" : "false");
+    if (p->timer != NULL)
+        session_put(b, ",\"deadline_in_ms\":%" PRIu64,
+                    p->deadline_ms > now ? p->deadline_ms - now : 0);
+    if (p->token != NULL) {
+        session_put(b, ",\"progress_token\":");
+        session_put_raw(b, p->token, p->token_len);
+    }
+    session_put(b, "}");
+}
+
+static void
+session_admin_session(struct buf *b, const struct session *s, uint64_t now, bool first)
+{
+    session_put(b,
+                "%s{\"id\":\"%s\",\"server\":\"%s\",\"child_pid\":%d,\"state\":\"%s\","
+                "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"streams\":[",
+                first ? "" : ",", s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
+                s->state == SESSION_READY ? "ready" : "initializing", s->version,
+                now - s->last_active_ms);
+    for (const struct stream *st = s->streams; st != NULL; st = st->next)
+        session_put(b,
+                    "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"awaiting\":%u,\"queued_bytes\":%zu}",
+                    st == s->streams ? "" : ",", st->id, st->is_get ? "get" : "post", st->awaiting,
+                    st->q.bytes);
+    session_put(b, "],\"inflight\":[");
+    for (const struct pending *p = s->pt.head; p != NULL; p = p->next)
+        session_admin_entry(b, p, now, p == s->pt.head);
+    session_put(b, "]}");
+}
+
+char *
+session_admin_json(size_t *len)
+{
+    struct buf b;
+    buf_init(&b, (size_t)1 << 30);
+    uint64_t now = util_now_ms();
+    session_put(&b, "{\"sessions\":[");
+    bool first = true;
+    for (size_t i = 0; i < S.nbuckets; i++)
+        for (const struct session *s = S.buckets[i]; s != NULL; s = s->hnext) {
+            session_admin_session(&b, s, now, first);
+            first = false;
+        }
+    const struct session_counters *c = &S.ctr;
+    session_put(&b,
+                "],\"counters\":{\"sessions_open\":%zu,\"sessions_created\":%" PRIu64
+                ",\"sessions_closed\":%" PRIu64 ",\"cancels_to_child\":{",
+                S.count, c->created, c->closed);
+    for (size_t r = 0; r < SESSION_CANCEL_N; r++)
+        session_put(&b, "%s\"%s\":%" PRIu64, r ? "," : "", session_reasons[r],
+                    c->cancels_to_child[r]);
+    session_put(&b,
+                "},\"cancels_to_client\":%" PRIu64 ",\"late_dropped\":%" PRIu64
+                ",\"timeouts\":%" PRIu64 ",\"child_lines_invalid\":%" PRIu64
+                ",\"notifications_dropped\":%" PRIu64 "}}",
+                c->cancels_to_client, c->late_dropped, c->timeouts, c->child_lines_invalid,
+                c->notifications_dropped);
+    *len = buf_used(&b);
+    char *out = xmemdup(buf_head(&b), buf_used(&b) + 1);
+    out[*len] = '\0';
+    buf_clear(&b);
+    return out;
 }
