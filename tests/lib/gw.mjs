@@ -48,6 +48,7 @@ export async function startGateway(opts = {}) {
     const cmd = s.command || [EXAMPLE, '--log', s.log || childLog, ...(s.args || [])].join(' ');
     ini += `command = ${iniQuote(cmd)}\n`;
     if (s.env) ini += `env = ${s.env}\n`;
+    if (s.extra) ini += `${s.extra}\n`;
   }
   const conf = path.join(dir, 'gateway.ini');
   fs.writeFileSync(conf, ini);
