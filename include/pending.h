@@ -58,9 +58,10 @@ struct pending *pending_add(struct pending_table *t, enum pending_dir dir, const
                             uint64_t now_ms);
 void pending_set_token(struct pending *p, const char *token, size_t len);
 struct pending *pending_find_gw(const struct pending_table *t, enum pending_dir dir, uint64_t id);
+/* Both prefer an entry still FORWARDED over a cancelled one with the same id or token. */
 struct pending *pending_find_orig(const struct pending_table *t, enum pending_dir dir,
                                   const char *id, size_t len);
-/* A forwarded client request holding this progress token. */
+/* A client request (TO_CHILD) holding this progress token. */
 struct pending *pending_find_token(const struct pending_table *t, const char *token, size_t len);
 void pending_del(struct pending_table *t, struct pending *p);
 /* Entries still waiting (state FORWARDED) in one direction. */

@@ -83,23 +83,39 @@ pending_find_gw(const struct pending_table *t, enum pending_dir dir, uint64_t id
     return NULL;
 }
 
+/*
+ * Lookups by a client-chosen value prefer an entry still waiting: a cancelled entry lingers to
+ * catch a late answer, and the client may reuse its id or token meanwhile.
+ */
 struct pending *
 pending_find_orig(const struct pending_table *t, enum pending_dir dir, const char *id, size_t len)
 {
-    for (struct pending *p = t->head; p != NULL; p = p->next)
-        if (p->dir == dir && p->orig_id_len == len && memcmp(p->orig_id, id, len) == 0)
+    struct pending *lingering = NULL;
+    for (struct pending *p = t->head; p != NULL; p = p->next) {
+        if (p->dir != dir || p->orig_id_len != len || memcmp(p->orig_id, id, len) != 0)
+            continue;
+        if (p->state == PENDING_FORWARDED)
             return p;
-    return NULL;
+        if (lingering == NULL)
+            lingering = p;
+    }
+    return lingering;
 }
 
 struct pending *
 pending_find_token(const struct pending_table *t, const char *token, size_t len)
 {
-    for (struct pending *p = t->head; p != NULL; p = p->next)
-        if (p->dir == PENDING_TO_CHILD && p->token != NULL && p->token_len == len
-            && memcmp(p->token, token, len) == 0)
+    struct pending *lingering = NULL;
+    for (struct pending *p = t->head; p != NULL; p = p->next) {
+        if (p->dir != PENDING_TO_CHILD || p->token == NULL || p->token_len != len
+            || memcmp(p->token, token, len) != 0)
+            continue;
+        if (p->state == PENDING_FORWARDED)
             return p;
-    return NULL;
+        if (lingering == NULL)
+            lingering = p;
+    }
+    return lingering;
 }
 
 void

@@ -4,7 +4,9 @@
  * process group with an empty signal mask and default dispositions; only fds 0-2 survive; our pipe
  * ends are non-blocking, the child's are not. Exit is watched through a pidfd. stderr is always
  * drained (a child blocks otherwise). The upstream is freed only after both its exit and its
- * stdout EOF were seen (tmux job.c), or after the kill ladder has run to the end.
+ * stdout EOF were seen (tmux job.c), or after the kill ladder has run to the end. When the child
+ * exits, its process group is sent SIGKILL before the zombie is reaped, so nothing it started
+ * outlives it (the unreaped zombie keeps the group id from being reused meanwhile).
  */
 #include "upstream.h"
 
@@ -465,8 +467,16 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
     struct upstream *u = arg;
     siginfo_t si;
     memset(&si, 0, sizeof(si));
-    if (waitid((idtype_t)P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == -1 || si.si_pid == 0)
+    /* Peek first: while the zombie is unreaped its process group id cannot be reused. */
+    if (waitid((idtype_t)P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG | WNOWAIT) == -1
+        || si.si_pid == 0)
         return;
+    /* Whatever it started and left behind in its group goes with it. */
+    kill(-u->pid, SIGKILL);
+    siginfo_t reaped;
+    memset(&reaped, 0, sizeof(reaped));
+    if (waitid((idtype_t)P_PIDFD, (id_t)fd, &reaped, WEXITED | WNOHANG) == -1)
+        log_warn(u->tag, "reaping child %d: %s", (int)u->pid, strerror(errno));
     upstream_enter(u);
     u->exited = true;
     upstream_close_fd(&u->pid_w, &u->pid_fd);
@@ -495,13 +505,14 @@ upstream_ladder(void *arg)
         u->ladder_step = 1;
         /* fall through */
     case 1:
-        if (kill(-u->pid, SIGTERM) == 0)
+        /* Once the leader is reaped its group was already killed; its pid may be reused. */
+        if (!u->exited && kill(-u->pid, SIGTERM) == 0)
             log_info(u->tag, "child %d: SIGTERM to its process group", (int)u->pid);
         u->ladder_step = 2;
         u->timer = loop_timer_add(u->l, u->term_grace_ms, upstream_ladder, u);
         break;
     case 2:
-        if (kill(-u->pid, SIGKILL) == 0)
+        if (!u->exited && kill(-u->pid, SIGKILL) == 0)
             log_warn(u->tag, "child %d: SIGKILL to its process group", (int)u->pid);
         u->ladder_step = 3;
         /* Give the kernel a moment to deliver it, then stop waiting for stdout. */
