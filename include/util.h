@@ -10,6 +10,7 @@
 #define NORETURN     __attribute__((noreturn))
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define FALLTHROUGH  __attribute__((fallthrough))
 
 /* Allocation never fails for the caller: on failure these log and abort (tmux, redis). */
 void *xmalloc(size_t n);

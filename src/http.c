@@ -616,8 +616,11 @@ static enum MHD_Result
 http_finish(struct http_req *rc)
 {
     switch (rc->method) {
-    case HTTP_POST:
-        return http_post(rc);
+    case HTTP_POST: {
+        enum MHD_Result ret = http_post(rc);
+        buf_clear(&rc->body); /* forwarded (copied) or refused: a long stream need not keep it */
+        return ret;
+    }
     case HTTP_GET:
         return http_get(rc);
     case HTTP_DELETE:
@@ -675,7 +678,7 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     H.live--;
 }
 
-static void
+static void PRINTF(2, 0)
 http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;

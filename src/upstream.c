@@ -360,6 +360,9 @@ upstream_read_out(struct upstream *u)
         size_t room = u->line.cap - u->line.len;
         if (room > UPSTREAM_READ_BYTES)
             room = UPSTREAM_READ_BYTES;
+        /* Never read past the ceiling: capacity is rounded up, the line limit is not. */
+        if (room > u->line.max - buf_used(&u->line))
+            room = u->line.max - buf_used(&u->line);
         ssize_t n = read(u->out_fd, u->line.data + u->line.len, room);
         if (n > 0) {
             u->line.len += (size_t)n;
@@ -484,10 +487,14 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
         log_info(u->tag, "child %d exited with status %d", (int)u->pid, si.si_status);
     else
         log_info(u->tag, "child %d killed by signal %d", (int)u->pid, si.si_status);
-    /* Deliver what it wrote before dying, then report. */
-    if (!u->paused)
+    /*
+     * Deliver what it wrote before dying, then report. While paused (back-pressure), its last
+     * lines are still in the pipe: the stdout EOF after resuming reports the exit instead.
+     */
+    if (!u->paused) {
         upstream_read_out(u);
-    upstream_gone(u, "child exited");
+        upstream_gone(u, "child exited");
+    }
     upstream_leave(u);
 }
 
@@ -503,7 +510,7 @@ upstream_ladder(void *arg)
         /* stdin did not drain within the grace period: the child is not reading. */
         upstream_close_stdin(u);
         u->ladder_step = 1;
-        /* fall through */
+        FALLTHROUGH;
     case 1:
         /* Once the leader is reaped its group was already killed; its pid may be reused. */
         if (!u->exited && kill(-u->pid, SIGTERM) == 0)
