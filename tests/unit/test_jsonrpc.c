@@ -341,8 +341,9 @@ Test(jsonrpc, duplicates_rejected)
         "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"a\":1,\"a\":2}}",
         "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"x\":1,\"x\":2}",
         "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"_meta\":{\"a\":1,\"a\":1}}}",
-        "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"o\":{\"requestId\":1,\"requestId\":2}}"
-        "}",
+        ("{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"o\":{\"requestId\":1,\"requestId\":2}"
+         "}"
+         "}"),
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"id\":1,\"id\":2}}",
     };
 
