@@ -20,6 +20,8 @@ struct msg {
 struct msg *msg_new(size_t len);
 /* New message holding the concatenation of the iovecs. */
 struct msg *msg_concat(const struct iovec *iov, int n);
+/* The same between a prefix and a suffix (either may be NULL), e.g. an SSE frame. */
+struct msg *msg_frame(const char *prefix, const struct iovec *iov, int n, const char *suffix);
 struct msg *msg_ref(struct msg *m);
 void msg_unref(struct msg *m);
 

@@ -355,6 +355,24 @@ http_session_error(struct http_req *rc, enum session_status status)
     return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR, "internal error");
 }
 
+/* The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended or another server's. */
+static struct session *
+http_session(const struct http_req *rc)
+{
+    struct session *s = session_find(rc->sid);
+    return s != NULL && s->srv == rc->srv ? s : NULL;
+}
+
+/* The refusal when http_session found nothing: 400 without the header, else 404. */
+static enum MHD_Result
+http_no_session(struct http_req *rc)
+{
+    if (rc->sid[0] == '\0')
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "Mcp-Session-Id header is required");
+    return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+}
+
 static enum MHD_Result
 http_post_request(struct http_req *rc, struct session *s, bool created,
                   const struct jsonrpc_info *info)
@@ -392,10 +410,7 @@ http_post(struct http_req *rc)
                           err ? err : "Invalid Request");
     bool is_init = info.kind == JSONRPC_REQUEST && strcmp(info.method, "initialize") == 0;
     struct session *s;
-    if (rc->sid[0] == '\0') {
-        if (!is_init)
-            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                              "Mcp-Session-Id header is required");
+    if (rc->sid[0] == '\0' && is_init) {
         int status = 500;
         const char *why = "cannot start the upstream server";
         s = session_create(rc->srv, &status, &why);
@@ -404,9 +419,9 @@ http_post(struct http_req *rc)
         snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
         return http_post_request(rc, s, true, &info);
     }
-    s = session_find(rc->sid);
-    if (s == NULL || s->srv != rc->srv)
-        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc);
     if (is_init)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           "session is already initialized");
@@ -422,12 +437,9 @@ http_post(struct http_req *rc)
 static enum MHD_Result
 http_get(struct http_req *rc)
 {
-    if (rc->sid[0] == '\0')
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "Mcp-Session-Id header is required");
-    struct session *s = session_find(rc->sid);
-    if (s == NULL || s->srv != rc->srv)
-        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    struct session *s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc);
     enum session_status status;
     struct stream *st = session_stream_open(s, true, &status);
     if (st == NULL)
@@ -438,12 +450,9 @@ http_get(struct http_req *rc)
 static enum MHD_Result
 http_delete(struct http_req *rc)
 {
-    if (rc->sid[0] == '\0')
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "Mcp-Session-Id header is required");
-    struct session *s = session_find(rc->sid);
-    if (s == NULL || s->srv != rc->srv)
-        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    struct session *s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc);
     session_close(s, "session deleted");
     return http_empty(rc, MHD_HTTP_OK);
 }
@@ -678,8 +687,7 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     H.live--;
 }
 
-static void PRINTF(2, 0)
-http_mhd_log(void *cls, const char *fmt, va_list ap)
+static void PRINTF(2, 0) http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     char text[512];

@@ -21,19 +21,31 @@ msg_new(size_t len)
 }
 
 struct msg *
-msg_concat(const struct iovec *iov, int n)
+msg_frame(const char *prefix, const struct iovec *iov, int n, const char *suffix)
 {
-    size_t len = 0;
+    size_t pre = prefix ? strlen(prefix) : 0, suf = suffix ? strlen(suffix) : 0;
+    size_t len = pre + suf;
     for (int i = 0; i < n; i++)
         len += iov[i].iov_len;
     struct msg *m = msg_new(len);
     char *p = m->data;
+    if (pre)
+        memcpy(p, prefix, pre);
+    p += pre;
     for (int i = 0; i < n; i++) {
         if (iov[i].iov_len)
             memcpy(p, iov[i].iov_base, iov[i].iov_len);
         p += iov[i].iov_len;
     }
+    if (suf)
+        memcpy(p, suffix, suf);
     return m;
+}
+
+struct msg *
+msg_concat(const struct iovec *iov, int n)
+{
+    return msg_frame(NULL, iov, n, NULL);
 }
 
 struct msg *

@@ -64,20 +64,7 @@ stream_push_message(struct stream *st, const struct iovec *iov, int n)
 {
     if (st->ended || st->dropped)
         return;
-    size_t len = sizeof(stream_prefix) - 1 + sizeof(stream_suffix) - 1;
-    for (int i = 0; i < n; i++)
-        len += iov[i].iov_len;
-    struct msg *m = msg_new(len);
-    char *p = m->data;
-    memcpy(p, stream_prefix, sizeof(stream_prefix) - 1);
-    p += sizeof(stream_prefix) - 1;
-    for (int i = 0; i < n; i++) {
-        if (iov[i].iov_len)
-            memcpy(p, iov[i].iov_base, iov[i].iov_len);
-        p += iov[i].iov_len;
-    }
-    memcpy(p, stream_suffix, sizeof(stream_suffix) - 1);
-    stream_push(st, m);
+    stream_push(st, msg_frame(stream_prefix, iov, n, stream_suffix));
 }
 
 void
