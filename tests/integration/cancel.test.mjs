@@ -7,23 +7,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, del, get, initSession, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, del, get, initSession, post, reaped, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 
-/** Starts a gateway, runs fn(gw), always stops it; a clean exit is asserted when fn passed. */
-async function withGateway(opts, fn) {
-  const gw = await startGateway(opts);
-  let ok = false;
-  try {
-    await fn(gw);
-    ok = true;
-  } finally {
-    const r = await gw.stop();
-    if (!ok) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    if (ok) assert.deepEqual(r, { code: 0, signal: null }, 'gateway exit status');
-  }
-}
-
-const reaped = (pid) => !fs.existsSync(`/proc/${pid}`);
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
 

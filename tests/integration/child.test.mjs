@@ -8,27 +8,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, del, get, initSession, parseSse, pidAlive, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, del, get, initSession, parseSse, pidAlive, post, reaped, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 
 /** Whether the gateway runs under AddressSanitizer (its memory use is then much larger). */
 const underAsan = (pid) => { try { return /libasan/.test(fs.readFileSync(`/proc/${pid}/maps`, 'utf8')); } catch { return false; } };
 
-/** Starts a gateway, runs fn(gw), always stops it; a clean exit is asserted when fn passed. */
-async function withGateway(opts, fn) {
-  const gw = await startGateway(opts);
-  let ok = false;
-  try {
-    await fn(gw);
-    ok = true;
-  } finally {
-    const r = await gw.stop();
-    if (!ok) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    if (ok) assert.deepEqual(r, { code: 0, signal: null }, 'gateway exit status');
-  }
-}
-
-/** True once no process with this pid exists any more (not even a zombie: it was reaped). */
-const reaped = (pid) => !fs.existsSync(`/proc/${pid}`);
 
 /** Live (non-zombie) processes whose process group is pgid. */
 function groupMembers(pgid) {

@@ -7,21 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
 
-import { callTool, get, initSession, post, rpc, startGateway, waitFor } from '../lib/gw.mjs';
-
-/** Starts a gateway, runs fn(gw), always stops it; a clean exit is asserted when fn passed. */
-async function withGateway(opts, fn) {
-  const gw = await startGateway(opts);
-  let ok = false;
-  try {
-    await fn(gw);
-    ok = true;
-  } finally {
-    const r = await gw.stop();
-    if (!ok) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    if (ok) assert.deepEqual(r, { code: 0, signal: null }, 'gateway exit status');
-  }
-}
+import { callTool, get, initSession, post, rpc, startGateway, waitFor, withGateway } from '../lib/gw.mjs';
 
 /** The raw JSON text of a tools/call with the id written exactly as given. */
 function rawCall(idText, name, args = {}, meta) {

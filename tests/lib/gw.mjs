@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Helpers for integration tests: start the real gateway binary with a generated INI file in
 // front of the real example server, speak HTTP/SSE to it over loopback, poll with deadlines.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -81,6 +82,23 @@ export async function startGateway(opts = {}) {
   };
   return gw;
 }
+
+/** Starts a gateway, runs fn(gw), always stops it; a clean exit is asserted when fn passed. */
+export async function withGateway(opts, fn) {
+  const gw = await startGateway(opts);
+  let ok = false;
+  try {
+    await fn(gw);
+    ok = true;
+  } finally {
+    const r = await gw.stop();
+    if (!ok) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    if (ok) assert.deepEqual(r, { code: 0, signal: null }, 'gateway exit status');
+  }
+}
+
+/** True once no process with this pid exists any more (not even a zombie: it was reaped). */
+export const reaped = (pid) => !fs.existsSync(`/proc/${pid}`);
 
 export function pidAlive(pid) {
   try {
