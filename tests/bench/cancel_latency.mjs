@@ -14,7 +14,8 @@ const runs = Number(process.argv[2] || 200);
 
 function stamped(gw) {
   if (!fs.existsSync(gw.childLog)) return [];
-  return fs.readFileSync(gw.childLog, 'utf8').split('\n').filter(Boolean).map((l) => {
+  // The last piece is a line still being written (or empty): only complete lines count.
+  return fs.readFileSync(gw.childLog, 'utf8').split('\n').slice(0, -1).filter(Boolean).map((l) => {
     const sp = l.indexOf(' ');
     return { t: BigInt(l.slice(0, sp)), msg: JSON.parse(l.slice(sp + 1)) };
   });

@@ -69,7 +69,8 @@ export async function startGateway(opts = {}) {
     logs: () => logs,
     waitLog: (re, ms = 5000) => waitFor(() => re.exec(logs), ms, `log ${re}`),
     /** Lines the example child received (its --log file). */
-    childLines: () => (fs.existsSync(childLog) ? fs.readFileSync(childLog, 'utf8').split('\n').filter(Boolean) : []),
+    /** Complete lines only: a last piece without its newline is still being written. */
+    childLines: () => (fs.existsSync(childLog) ? fs.readFileSync(childLog, 'utf8').split('\n').slice(0, -1).filter(Boolean) : []),
     childMessages: () => gw.childLines().map((l) => { try { return JSON.parse(l); } catch { return { raw: l }; } }),
     /** pids of children the gateway spawned, from its log */
     childPids: () => [...logs.matchAll(/child=(\d+)/g)].map((x) => Number(x[1])),
