@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, del, get, initSession, post, reaped, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, del, get, initSession, post, reaped, rpc, startGateway, stdoutBlocked, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
@@ -38,19 +38,6 @@ async function childCaughtUp(gw, sid, marker) {
   const { response } = await callTool(gw, sid, 'echo', { text: marker, tag: marker });
   assert.equal(textOf(response), marker);
   await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === marker), 5000, 'child caught up');
-}
-
-/** Blocked on a full stdout pipe, with no write progress over ten consecutive polls. */
-function stdoutBlocked(pid, state) {
-  let wchan = '';
-  let wchar = null;
-  try {
-    wchan = fs.readFileSync(`/proc/${pid}/wchan`, 'utf8').trim();
-    wchar = /wchar:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? null;
-  } catch { /* gone */ }
-  state.stable = /pipe_write$/.test(wchan) && wchar !== null && wchar === state.last ? state.stable + 1 : 0;
-  state.last = wchar;
-  return state.stable >= 10;
 }
 
 /** Polls as fast as the event loop allows (for latency measurements); resolves with ms since t0. */

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, del, get, initSession, parseSse, pidAlive, post, reaped, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, del, get, initSession, parseSse, pidAlive, post, reaped, rpc, startGateway, stdoutBlocked, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 
 /** Whether the gateway runs under AddressSanitizer (its memory use is then much larger). */
 const underAsan = (pid) => { try { return /libasan/.test(fs.readFileSync(`/proc/${pid}/maps`, 'utf8')); } catch { return false; } };
@@ -61,19 +61,6 @@ function collect(r) {
   take();
   r.res.on('data', (d) => { rest += d; take(); });
   return events;
-}
-
-/** Blocked on a full stdout pipe, with no write progress over ten consecutive polls. */
-function stdoutBlocked(pid, state) {
-  let wchan = '';
-  let wchar = null;
-  try {
-    wchan = fs.readFileSync(`/proc/${pid}/wchan`, 'utf8').trim();
-    wchar = /wchar:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? null;
-  } catch { /* gone */ }
-  state.stable = /pipe_write$/.test(wchan) && wchar !== null && wchar === state.last ? state.stable + 1 : 0;
-  state.last = wchar;
-  return state.stable >= 10;
 }
 
 const textOf = (j) => j?.result?.content?.[0]?.text;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
 
-import { callTool, get, initSession, post, rpc, startGateway, waitFor, withGateway } from '../lib/gw.mjs';
+import { callTool, get, initSession, post, rpc, startGateway, stdoutBlocked, waitFor, withGateway } from '../lib/gw.mjs';
 
 /** The raw JSON text of a tools/call with the id written exactly as given. */
 function rawCall(idText, name, args = {}, meta) {
@@ -44,19 +44,6 @@ const childAnswersTo = (gw, id) => gw.childMessages().filter((m) => m.id === id 
 const childCall = (gw, marker) => waitFor(
   () => gw.childMessages().find((m) => m.method === 'tools/call' && JSON.stringify(m.params).includes(marker)),
   5000, `child to receive the call ${marker}`);
-
-/** Content of /proc/<pid>/wchan and the child's write count: blocked on a full stdout pipe? */
-function stdoutBlocked(pid, state) {
-  let wchan = '';
-  let wchar = null;
-  try {
-    wchan = fs.readFileSync(`/proc/${pid}/wchan`, 'utf8').trim();
-    wchar = /wchar:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? null;
-  } catch { /* gone */ }
-  state.stable = /pipe_write$/.test(wchan) && wchar !== null && wchar === state.last ? state.stable + 1 : 0;
-  state.last = wchar;
-  return state.stable >= 10;
-}
 
 const ODD_IDS = [
   '"42"',

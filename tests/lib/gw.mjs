@@ -101,6 +101,22 @@ export async function withGateway(opts, fn) {
 /** True once no process with this pid exists any more (not even a zombie: it was reaped). */
 export const reaped = (pid) => !fs.existsSync(`/proc/${pid}`);
 
+/**
+ * Whether process pid is blocked on a full stdout pipe, with no write progress over ten
+ * consecutive polls (state carries the count between polls: pass the same {} each time).
+ */
+export function stdoutBlocked(pid, state) {
+  let wchan = '';
+  let wchar = null;
+  try {
+    wchan = fs.readFileSync(`/proc/${pid}/wchan`, 'utf8').trim();
+    wchar = /wchar:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1] ?? null;
+  } catch { /* gone */ }
+  state.stable = /pipe_write$/.test(wchan) && wchar !== null && wchar === (state.last ?? null) ? (state.stable ?? 0) + 1 : 0;
+  state.last = wchar;
+  return state.stable >= 10;
+}
+
 export function pidAlive(pid) {
   try {
     process.kill(pid, 0);
