@@ -370,7 +370,7 @@ http_no_session(struct http_req *rc)
     if (rc->sid[0] == '\0')
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           "Mcp-Session-Id header is required");
-    return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+    return http_session_error(rc, SESSION_E_GONE);
 }
 
 static enum MHD_Result

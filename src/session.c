@@ -296,6 +296,20 @@ session_send_iov(struct session *s, struct iovec *iov, int n)
     return rc;
 }
 
+/* Sends the child msg[0..len) as one line, with the bytes at `at` replaced by id (the splice). */
+static int
+session_splice_send(struct session *s, const char *msg, size_t len, struct jsonrpc_span at,
+                    const char *id, size_t idlen)
+{
+    struct iovec iov[4] = {
+        { (void *)(uintptr_t)msg, at.off },
+        { (void *)(uintptr_t)id, idlen },
+        { (void *)(uintptr_t)(msg + at.off + at.len), len - at.off - at.len },
+        { (void *)(uintptr_t) "\n", 1 },
+    };
+    return session_send_iov(s, iov, 4);
+}
+
 /* Sends the child a notifications/cancelled for p and marks p cancelled (at most once). */
 static void
 session_cancel_to_child(struct session *s, struct pending *p, const char *reason)
@@ -627,13 +641,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         s->init_gw_id = p->gw_id;
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    struct iovec iov[4] = {
-        { body, info->id.off },
-        { idbuf, (size_t)idlen },
-        { body + info->id.off + info->id.len, len - info->id.off - info->id.len },
-        { (void *)(uintptr_t) "\n", 1 },
-    };
-    if (session_send_iov(s, iov, 4) == -1) {
+    if (session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen) == -1) {
         session_pending_del(s, p);
         return SESSION_E_BUSY;
     }
@@ -661,14 +669,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
     }
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    struct iovec iov[4] = {
-        { body, info->request_id.off },
-        { idbuf, (size_t)idlen },
-        { body + info->request_id.off + info->request_id.len,
-          len - info->request_id.off - info->request_id.len },
-        { (void *)(uintptr_t) "\n", 1 },
-    };
-    if (session_send_iov(s, iov, 4) == -1)
+    if (session_splice_send(s, body, len, info->request_id, idbuf, (size_t)idlen) == -1)
         log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
     else
         log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,
@@ -699,13 +700,7 @@ session_client_answer(struct session *s, char *body, size_t len, const struct js
         session_pending_del(s, p);
         return SESSION_OK;
     }
-    struct iovec iov[4] = {
-        { body, info->id.off },
-        { p->orig_id, p->orig_id_len },
-        { body + info->id.off + info->id.len, len - info->id.off - info->id.len },
-        { (void *)(uintptr_t) "\n", 1 },
-    };
-    int rc = session_send_iov(s, iov, 4);
+    int rc = session_splice_send(s, body, len, info->id, p->orig_id, p->orig_id_len);
     session_pending_del(s, p);
     return rc == -1 ? SESSION_E_BUSY : SESSION_OK;
 }
