@@ -44,6 +44,11 @@ struct config {
     uint64_t connection_timeout_s; /* idle timeout of connections being read/written; 0 none */
     uint64_t child_stdin_grace_ms; /* stdin closed -> SIGTERM */
     uint64_t child_term_grace_ms;  /* SIGTERM -> SIGKILL */
+    uint64_t replay_buffer_bytes;  /* per stream; 0: not resumable */
+    uint64_t replay_max_age_s;     /* a stream nobody reads is forgotten after this */
+    uint64_t disconnect_grace_ms;  /* 0: a client drop cancels at once */
+    uint64_t sse_retry_ms;         /* retry field of priming events; 0: none */
+    uint64_t sse_close_after_ms;   /* SSE polling: POST connections end after this; 0: never */
     char **allowed_origins;        /* NULL-terminated */
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;

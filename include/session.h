@@ -50,7 +50,8 @@ enum session_status {
     SESSION_E_BUSY,      /* the child's stdin queue is full: 503 */
     SESSION_E_TOO_MANY,  /* in-flight cap reached: 429 */
     SESSION_E_DUPLICATE, /* the request id is already in flight: 400 */
-    SESSION_E_CONFLICT,  /* a GET stream is already open: 409 */
+    SESSION_E_CONFLICT,  /* a GET stream is already open, or the stream resumed is read: 409 */
+    SESSION_E_EVICTED,   /* Last-Event-ID names nothing this session can still replay: 410 */
 };
 
 void session_module_init(struct loop *l, const struct config *cfg);
@@ -71,14 +72,27 @@ struct session *session_create(const struct config_server *srv, int *status, con
 /* Ends the session: cancels or fails what is in flight, ends streams, stops the child. */
 void session_close(struct session *s, const char *reason);
 
-/* A new stream owned by the session; the caller gets its own reference. */
+/*
+ * A stream for an HTTP connection to read (attached); the caller gets its own reference. POST: a
+ * new stream. GET: the standalone stream, new, or the one a dropped GET left (read on from where
+ * it stopped); SESSION_E_CONFLICT while another connection reads it.
+ */
 struct stream *session_stream_open(struct session *s, bool is_get, enum session_status *status);
 /*
- * The HTTP side is done with st (sid names its session, which may be gone by now). dropped: the
- * client went away before the stream finished; requests bound to it are cancelled at the child.
- * Releases the caller's reference.
+ * GET with Last-Event-ID: the stream the id names, rewound to the event after it (a POST's stream
+ * too: its answer may have come while the client was away). SESSION_E_EVICTED when the id is
+ * malformed, names no stream of this session, or its events are no longer held, or nothing more
+ * will ever follow it; SESSION_E_CONFLICT while another connection reads that stream.
  */
-void session_stream_detach(const char *sid, struct stream *st, bool dropped);
+struct stream *session_stream_resume(struct session *s, const char *last_event_id,
+                                     enum session_status *status);
+/*
+ * The HTTP side is done with st (sid names its session, which may be gone by now) and releases
+ * its reference. When st did not finish, the connection ended early: either the gateway hung up
+ * (SSE polling) or the client went away. Requests bound to st are then cancelled at the child at
+ * once, or after disconnect_grace_ms unless the client resumes the stream first.
+ */
+void session_stream_detach(const char *sid, struct stream *st);
 
 /* A client request (body is ours and may be rewritten in place), answered on st. */
 enum session_status session_client_request(struct session *s, struct stream *st, char *body,

@@ -94,6 +94,19 @@ static const struct config_option config_options[] = {
       CONFIG_GW(child_stdin_grace_ms), "wait after closing a child's stdin before SIGTERM" },
     { "gateway.child_term_grace_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "3000", 0, 600000,
       CONFIG_GW(child_term_grace_ms), "wait after SIGTERM before SIGKILL" },
+    { "gateway.replay_buffer_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "262144", 0, 1073741824,
+      CONFIG_GW(replay_buffer_bytes),
+      "sent SSE bytes kept per stream for Last-Event-ID replay; 0: no event ids, no resuming" },
+    { "gateway.replay_max_age_s", CONFIG_SEC_GATEWAY, CONFIG_U64, "300", 1, 86400,
+      CONFIG_GW(replay_max_age_s), "how long a stream nobody reads stays resumable" },
+    { "gateway.disconnect_grace_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "0", 0, 3600000,
+      CONFIG_GW(disconnect_grace_ms),
+      "after a client drop, wait this long for a resume before cancelling; 0: cancel at once" },
+    { "gateway.sse_retry_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "1000", 0, 3600000,
+      CONFIG_GW(sse_retry_ms), "SSE retry sent in the priming event (2025-11-25 sessions); 0: none" },
+    { "gateway.sse_close_after_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "0", 0, 86400000,
+      CONFIG_GW(sse_close_after_ms),
+      "end a POST stream's connection after this long so the client polls (2025-11-25); 0: never" },
     { "gateway.allowed_origins", CONFIG_SEC_GATEWAY, CONFIG_LIST,
       "http://localhost:*, http://127.0.0.1:*, http://[::1]:*", 0, 0,
       CONFIG_GW(allowed_origins), "Origin values accepted, comma separated; * any; empty: none" },
@@ -837,6 +850,15 @@ config_build_gateway(struct config_parse *ps, struct config *cfg)
         return config_fail(ps, line ? line : body_line, "stdin_queue_bytes",
                            "must be at least max_body_bytes + 1024 = %" PRIu64,
                            cfg->max_body_bytes + 1024);
+    }
+    if (cfg->replay_buffer_bytes == 0
+        && (cfg->disconnect_grace_ms > 0 || cfg->sse_close_after_ms > 0)) {
+        int line;
+        const char *key =
+            cfg->disconnect_grace_ms > 0 ? "disconnect_grace_ms" : "sse_close_after_ms";
+        config_raw_get(&ps->gateway, key, CONFIG_SEC_GATEWAY, &line);
+        return config_fail(ps, line, key,
+                           "needs replay_buffer_bytes > 0 (a client resumes with Last-Event-ID)");
     }
     return 0;
 }

@@ -146,7 +146,7 @@ http_detach(struct http_req *rc)
     struct stream *st = rc->st;
     rc->st = NULL;
     stream_set_wake(st, NULL, NULL);
-    session_stream_detach(rc->sid, st, !stream_finished(st));
+    session_stream_detach(rc->sid, st);
 }
 
 static ssize_t
@@ -159,7 +159,8 @@ http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
     size_t n = stream_read(rc->st, out, max);
     if (n > 0)
         return (ssize_t)n;
-    if (stream_finished(rc->st))
+    /* Finished, or the gateway ends this connection (SSE polling): the client resumes. */
+    if (stream_finished(rc->st) || stream_hung_up(rc->st))
         return MHD_CONTENT_READER_END_OF_STREAM;
     /* Never return 0 without suspending: MHD would spin (engineering-notes 2.2). */
     rc->suspended = true;
@@ -350,7 +351,10 @@ http_session_error(struct http_req *rc, enum session_status status)
                           "a request with this id is already in flight");
     case SESSION_E_CONFLICT:
         return http_error(rc, MHD_HTTP_CONFLICT, JSONRPC_INVALID_REQUEST,
-                          "a GET stream is already open for this session");
+                          "this stream is already being read by another connection");
+    case SESSION_E_EVICTED:
+        return http_error(rc, MHD_HTTP_GONE, JSONRPC_INVALID_REQUEST,
+                          "Last-Event-ID names no event this session can still replay");
     }
     return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR, "internal error");
 }
@@ -383,7 +387,7 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
         return http_session_error(rc, status);
     status = session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info);
     if (status != SESSION_OK) {
-        session_stream_detach(rc->sid, st, false);
+        session_stream_detach(rc->sid, st);
         if (created)
             session_close(s, "initialize not delivered");
         return http_session_error(rc, status);
@@ -441,7 +445,9 @@ http_get(struct http_req *rc)
     if (s == NULL)
         return http_no_session(rc);
     enum session_status status;
-    struct stream *st = session_stream_open(s, true, &status);
+    const char *last = http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID);
+    struct stream *st = last != NULL ? session_stream_resume(s, last, &status)
+                                     : session_stream_open(s, true, &status);
     if (st == NULL)
         return http_session_error(rc, status);
     return http_sse(rc, st, false);

@@ -145,6 +145,8 @@ session_touch(struct session *s)
 
 /* --- streams ----------------------------------------------------------------------------- */
 
+static void session_cancel_to_child(struct session *s, struct pending *p, const char *reason);
+
 static struct stream *
 session_stream_by_id(const struct session *s, uint64_t id)
 {
@@ -154,14 +156,21 @@ session_stream_by_id(const struct session *s, uint64_t id)
     return NULL;
 }
 
+/* Protocol revisions are dates: "2025-11-25" and later have priming events and SSE polling. */
+static bool
+session_polls(const struct session *s)
+{
+    return strcmp(s->version, "2025-11-25") >= 0;
+}
+
 static void
 session_maybe_resume(struct session *s)
 {
     if (!s->paused || s->u == NULL)
         return;
     for (struct stream *st = s->streams; st != NULL; st = st->next)
-        if (st->q.bytes > st->low_water)
-            return;
+        if (st->attached && !st->ended && st->pending > st->low_water)
+            return; /* an ended stream cannot grow: it holds nothing back */
     s->paused = false;
     upstream_pause(s->u, false);
 }
@@ -172,14 +181,29 @@ session_stream_drained(void *arg)
     session_maybe_resume(arg);
 }
 
-/* Back-pressure: a stream over its high watermark stops the child's stdout (DESIGN.md 7). */
+/*
+ * Back-pressure (DESIGN.md 7): a stream being read that passes its high watermark stops the
+ * child's stdout. A stream nobody reads cannot drain: it keeps only its newest stream_queue_bytes
+ * (a resume from before what was dropped gets 410) rather than stall the session's other streams.
+ */
 static void
 session_pressure(struct session *s, struct stream *st)
 {
-    if (!s->paused && s->u != NULL && st->q.bytes > S.cfg->stream_queue_bytes) {
+    if (!st->attached) {
+        stream_trim(st, S.cfg->stream_queue_bytes);
+        return;
+    }
+    if (!s->paused && s->u != NULL && st->pending > S.cfg->stream_queue_bytes) {
         s->paused = true;
         upstream_pause(s->u, true);
     }
+}
+
+static void
+session_stream_timer_stop(struct stream *st)
+{
+    loop_timer_del(st->timer);
+    st->timer = NULL;
 }
 
 /* Takes the stream out of the session and drops the session's reference. */
@@ -196,8 +220,29 @@ session_stream_remove(struct session *s, struct stream *st)
     if (s->get == st)
         s->get = NULL;
     st->drain = NULL;
+    session_stream_timer_stop(st);
     stream_unref(st);
     session_maybe_resume(s);
+}
+
+/*
+ * Forgets streams kept only for a late resume: nobody reads them, nothing is waited for on them,
+ * and their last event is older than replay_max_age_s, or they are beyond the newest
+ * max_inflight_per_session such streams of the session.
+ */
+static void
+session_retire(struct session *s, uint64_t now_ms)
+{
+    uint64_t age = S.cfg->replay_max_age_s * 1000u, kept = 0;
+    struct stream *st = s->streams; /* newest first */
+    while (st != NULL) {
+        struct stream *next = st->next;
+        if (!st->attached && st->awaiting == 0) {
+            if (now_ms - st->last_push_ms >= age || ++kept > S.cfg->max_inflight_per_session)
+                session_stream_remove(s, st);
+        }
+        st = next;
+    }
 }
 
 static void
@@ -205,6 +250,34 @@ session_push(struct session *s, struct stream *st, const struct iovec *iov, int 
 {
     stream_push_message(st, iov, n);
     session_pressure(s, st);
+}
+
+/* SSE polling (2025-11-25): the connection of a POST stream still waiting ends after a while. */
+static void
+session_hangup_fired(void *arg)
+{
+    struct stream *st = arg;
+    st->timer = NULL;
+    if (!st->attached || stream_finished(st))
+        return;
+    st->hangup = true;
+    if (st->wake != NULL)
+        st->wake(st->wake_arg);
+}
+
+/*
+ * The HTTP side reads st from now on. fresh: the POST's own connection, which SSE polling may end
+ * once; a connection that resumed the stream keeps it to the end.
+ */
+static void
+session_stream_attach(struct session *s, struct stream *st, bool fresh)
+{
+    session_stream_timer_stop(st);
+    st->attached = true;
+    st->hangup = false;
+    if (fresh && !st->is_get && S.cfg->sse_close_after_ms > 0 && session_polls(s))
+        st->timer = loop_timer_add(S.l, S.cfg->sse_close_after_ms, session_hangup_fired, st);
+    session_touch(s);
 }
 
 struct stream *
@@ -215,17 +288,26 @@ session_stream_open(struct session *s, bool is_get, enum session_status *status)
         return NULL;
     }
     if (is_get && s->get != NULL) {
-        *status = SESSION_E_CONFLICT;
-        return NULL;
+        if (s->get->attached) {
+            *status = SESSION_E_CONFLICT;
+            return NULL;
+        }
+        /* The stream a dropped GET left goes on from where its reader stopped. */
+        session_stream_attach(s, s->get, false);
+        *status = SESSION_OK;
+        return stream_ref(s->get);
     }
-    struct stream *st = stream_new(S.next_stream_id++, is_get);
+    struct stream *st = stream_new(S.next_stream_id++, is_get, S.cfg->replay_buffer_bytes);
     st->low_water = S.cfg->stream_queue_bytes / 2;
     st->drain = session_stream_drained;
     st->drain_arg = s;
+    st->owner = s;
     st->next = s->streams;
     if (s->streams != NULL)
         s->streams->prev = st;
     s->streams = st;
+    if (session_polls(s))
+        stream_push_priming(st, S.cfg->sse_retry_ms);
     if (is_get) {
         s->get = st;
         /* Notifications that found no stream are delivered first, in order. */
@@ -236,7 +318,35 @@ session_stream_open(struct session *s, bool is_get, enum session_status *status)
             msgq_advance(&s->backlog, m->len);
         }
     }
-    session_touch(s);
+    session_stream_attach(s, st, true);
+    session_retire(s, util_now_ms());
+    *status = SESSION_OK;
+    return stream_ref(st);
+}
+
+struct stream *
+session_stream_resume(struct session *s, const char *last_event_id, enum session_status *status)
+{
+    uint64_t sid, seq;
+    struct stream *st = NULL;
+    if (s->state == SESSION_CLOSED) {
+        *status = SESSION_E_GONE;
+        return NULL;
+    }
+    if (stream_parse_event_id(last_event_id, &sid, &seq))
+        st = session_stream_by_id(s, sid);
+    if (st != NULL && st->attached) {
+        *status = SESSION_E_CONFLICT;
+        return NULL;
+    }
+    if (st == NULL || st->dropped || !stream_resume(st, seq) || stream_finished(st)) {
+        log_info(s->id, "resume from Last-Event-ID %s refused: not replayable", last_event_id);
+        *status = SESSION_E_EVICTED;
+        return NULL;
+    }
+    log_info(s->id, "%s stream %" PRIu64 " resumed after event %" PRIu64 " (%zu bytes to replay)",
+             st->is_get ? "GET" : "POST", st->id, seq, st->pending);
+    session_stream_attach(s, st, false);
     *status = SESSION_OK;
     return stream_ref(st);
 }
@@ -249,21 +359,52 @@ session_stream_answered(struct session *s, struct stream *st)
         return;
     if (--st->awaiting == 0 && !st->is_get) {
         stream_end(st);
-        session_stream_remove(s, st);
+        session_stream_timer_stop(st); /* no hangup, no resume grace: nothing is waited for */
+        session_maybe_resume(s);
+        /* Kept for a late resume (the client may not have read it all) unless not replayable. */
+        if (st->replay_max == 0)
+            session_stream_remove(s, st);
     }
 }
 
-/* The stream where a message unrelated to any known request goes; NULL if none. */
+/* The stream being read where a message unrelated to any known request goes; NULL if none. */
 static struct stream *
 session_route_unrelated(const struct session *s)
 {
-    if (s->get != NULL && !s->get->dropped)
+    if (s->get != NULL && s->get->attached)
         return s->get;
     /* streams is newest-first */
     for (struct stream *st = s->streams; st != NULL; st = st->next)
-        if (!st->is_get && !st->ended && !st->dropped)
+        if (!st->is_get && st->attached && !st->ended && !st->dropped)
             return st;
     return NULL;
+}
+
+/* Cancels at the child what is still in flight on st, which the client left for good. */
+static void
+session_stream_abandon(struct session *s, struct stream *st, const char *why)
+{
+    unsigned n = 0;
+    for (struct pending *p = s->pt.head; p != NULL; p = p->next) {
+        if (p->dir != PENDING_TO_CHILD || p->stream_id != st->id || p->state != PENDING_FORWARDED
+            || p->gw_id == s->init_gw_id || p->task)
+            continue;
+        session_cancel_to_child(s, p, "client disconnected");
+        n++;
+    }
+    log_info(s->id, "%s POST stream %" PRIu64 ": %u requests cancelled", why, st->id, n);
+    st->dropped = true;
+    stream_discard(st);
+    session_stream_remove(s, st);
+}
+
+static void
+session_grace_fired(void *arg)
+{
+    struct stream *st = arg;
+    st->timer = NULL;
+    if (!st->attached)
+        session_stream_abandon(st->owner, st, "no resume in time of");
 }
 
 /* --- the in-flight table: every deletion goes through here (timers go with their entry) --- */
@@ -871,28 +1012,57 @@ session_reap(void)
 }
 
 void
-session_stream_detach(const char *sid, struct stream *st, bool dropped)
+session_stream_detach(const char *sid, struct stream *st)
 {
     struct session *s = session_find(sid);
-    bool owned = s != NULL && (st->prev != NULL || s->streams == st);
-    if (owned) {
-        if (dropped && !stream_finished(st)) {
-            st->dropped = true;
-            msgq_clear(&st->q);
-            unsigned n = 0;
-            for (struct pending *p = s->pt.head; p != NULL; p = p->next) {
-                if (st->is_get || p->dir != PENDING_TO_CHILD || p->stream_id != st->id
-                    || p->state != PENDING_FORWARDED || p->gw_id == s->init_gw_id || p->task)
-                    continue;
-                session_cancel_to_child(s, p, "client disconnected");
-                n++;
-            }
-            log_info(s->id, "client dropped %s stream %" PRIu64 ": %u requests cancelled",
-                     st->is_get ? "GET" : "POST", st->id, n);
-        }
-        session_stream_remove(s, st);
-        session_touch(s);
+    if (s == NULL || (st->prev == NULL && s->streams != st)) {
+        stream_unref(st); /* the session, or its hold on st, is gone */
+        return;
     }
+    bool hangup = st->hangup;
+    st->attached = false;
+    st->hangup = false;
+    session_stream_timer_stop(st);
+    session_touch(s);
+    bool unused = !st->is_get && st->awaiting == 0 && !st->ended; /* its request never went */
+    bool waited = !st->is_get && st->awaiting > 0;
+    if (unused || (st->replay_max == 0 && !waited)) {
+        if (!unused && !stream_finished(st))
+            log_info(s->id, "client dropped %s stream %" PRIu64 ": 0 requests cancelled",
+                     st->is_get ? "GET" : "POST", st->id);
+        st->dropped = true;
+        stream_discard(st);
+        session_stream_remove(s, st);
+        stream_unref(st);
+        return;
+    }
+    if (waited) {
+        /*
+         * Requests wait on st. A polling hangup expects the client back after sse_retry_ms; a
+         * drop is given disconnect_grace_ms; without either the requests are cancelled now.
+         */
+        uint64_t wait = S.cfg->disconnect_grace_ms;
+        if (hangup)
+            wait += 3 * S.cfg->sse_retry_ms + 1000;
+        if (wait == 0) {
+            session_stream_abandon(s, st, "client dropped");
+        } else {
+            st->timer = loop_timer_add(S.l, wait, session_grace_fired, st);
+            log_info(s->id,
+                     "%s POST stream %" PRIu64 ": %u requests wait up to %" PRIu64
+                     " ms for a resume",
+                     hangup ? "gateway ended the connection of" : "client dropped", st->id,
+                     st->awaiting, wait);
+        }
+    } else if (!stream_finished(st)) {
+        /* Kept: a client may resume it with Last-Event-ID. */
+        log_info(s->id,
+                 "client dropped %s stream %" PRIu64 ": 0 requests cancelled (%zu bytes unread "
+                 "kept for a resume)",
+                 st->is_get ? "GET" : "POST", st->id, st->pending);
+    }
+    session_maybe_resume(s);
+    session_retire(s, util_now_ms());
     stream_unref(st);
 }
 
@@ -905,19 +1075,29 @@ session_sweep(uint64_t now_ms)
         struct session *s = S.buckets[i];
         while (s != NULL) {
             struct session *next = s->hnext;
-            for (struct stream *st = s->streams; st != NULL; st = st->next)
-                if (now_ms - st->last_push_ms >= hb)
+            bool read = false;
+            for (struct stream *st = s->streams; st != NULL; st = st->next) {
+                read |= st->attached;
+                if (st->attached && now_ms - st->last_push_ms >= hb)
                     stream_push_heartbeat(st);
+            }
+            session_retire(s, now_ms);
             struct pending *p = s->pt.head;
+            bool tasks = false;
             while (p != NULL) {
                 struct pending *pn = p->next;
+                tasks |= p->task && p->state == PENDING_FORWARDED;
                 if (p->state == PENDING_CANCELLED
                     && now_ms - p->cancelled_ms >= SESSION_CANCEL_LINGER_MS)
                     session_pending_del(s, p);
                 p = pn;
             }
-            if (s->streams == NULL && pending_active(&s->pt, PENDING_TO_CHILD) == 0
-                && now_ms - s->last_active_ms >= idle)
+            /*
+             * Idle: no connection reads any of its streams, and none did for the idle timeout. A
+             * request whose client left (a stream waiting for a resume) does not keep it; a
+             * task-augmented request does (tasks outlive connections).
+             */
+            if (!read && !tasks && now_ms - s->last_active_ms >= idle)
                 session_close(s, "session expired");
             s = next;
         }
@@ -987,9 +1167,11 @@ session_admin_session(struct buf *b, const struct session *s, uint64_t now, bool
                 now - s->last_active_ms);
     for (const struct stream *st = s->streams; st != NULL; st = st->next)
         session_put(b,
-                    "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"awaiting\":%u,\"queued_bytes\":%zu}",
-                    st == s->streams ? "" : ",", st->id, st->is_get ? "get" : "post", st->awaiting,
-                    st->q.bytes);
+                    "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"
+                    "\"awaiting\":%u,\"queued_bytes\":%zu,\"replay_bytes\":%zu}",
+                    st == s->streams ? "" : ",", st->id, st->is_get ? "get" : "post",
+                    st->attached ? "true" : "false", st->ended ? "true" : "false", st->awaiting,
+                    st->pending, st->history);
     session_put(b, "],\"inflight\":[");
     for (const struct pending *p = s->pt.head; p != NULL; p = p->next)
         session_admin_entry(b, p, now, p == s->pt.head);

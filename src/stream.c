@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * SSE framing and the per-stream queue. A message is framed once ("event: message\ndata: ...\n\n")
- * when it is queued; the JSON never holds a raw CR or LF (the scanner's flatten guarantees it), so
- * one data line always suffices.
+ * SSE framing, the per-stream event list and its replay history. A message is framed once
+ * ("id: 7-3\nevent: message\ndata: ...\n\n") when it is queued; the JSON never holds a raw CR or
+ * LF (the scanner's flatten guarantees it), so one data line always suffices.
  */
 #include "stream.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +18,15 @@ static const char stream_suffix[] = "\n\n";
 static const char stream_heartbeat[] = ": keep-alive\n\n";
 
 struct stream *
-stream_new(uint64_t id, bool is_get)
+stream_new(uint64_t id, bool is_get, size_t replay_max)
 {
     struct stream *st = xcalloc(1, sizeof(*st));
     st->id = id;
     st->refs = 1;
     st->is_get = is_get;
+    st->replay_max = replay_max;
+    st->next_seq = 1;
     st->last_push_ms = util_now_ms();
-    msgq_init(&st->q);
     return st;
 }
 
@@ -34,12 +37,38 @@ stream_ref(struct stream *st)
     return st;
 }
 
+/* Unlinks and frees the head event. */
+static void
+stream_pop(struct stream *st)
+{
+    struct stream_event *ev = st->head;
+    if (ev == st->cursor) {
+        st->pending -= ev->m->len - st->cursor_off;
+        st->cursor = ev->next;
+        st->cursor_off = 0;
+    } else {
+        st->history -= ev->m->len;
+    }
+    st->head = ev->next;
+    if (st->head == NULL)
+        st->tail = NULL;
+    msg_unref(ev->m);
+    free(ev);
+}
+
+void
+stream_discard(struct stream *st)
+{
+    while (st->head != NULL)
+        stream_pop(st);
+}
+
 void
 stream_unref(struct stream *st)
 {
     if (st == NULL || --st->refs > 0)
         return;
-    msgq_clear(&st->q);
+    stream_discard(st);
     free(st);
 }
 
@@ -51,12 +80,43 @@ stream_wake(struct stream *st)
 }
 
 static void
-stream_push(struct stream *st, struct msg *m)
+stream_push(struct stream *st, struct msg *m, uint64_t seq)
 {
-    msgq_push(&st->q, m);
-    msg_unref(m);
+    struct stream_event *ev = xcalloc(1, sizeof(*ev));
+    ev->seq = seq;
+    ev->m = m;
+    if (st->tail != NULL)
+        st->tail->next = ev;
+    else
+        st->head = ev;
+    st->tail = ev;
+    if (st->cursor == NULL) {
+        st->cursor = ev;
+        st->cursor_off = 0;
+    }
+    st->pending += m->len;
     st->last_push_ms = util_now_ms();
     stream_wake(st);
+}
+
+int
+stream_event_id(uint64_t stream_id, uint64_t seq, char *out, size_t size)
+{
+    return snprintf(out, size, "%" PRIu64 "-%" PRIu64, stream_id, seq);
+}
+
+bool
+stream_parse_event_id(const char *s, uint64_t *stream_id, uint64_t *seq)
+{
+    const char *dash = s ? strchr(s, '-') : NULL;
+    if (dash == NULL || dash == s || dash - s > 20)
+        return false;
+    char head[24];
+    memcpy(head, s, (size_t)(dash - s));
+    head[dash - s] = '\0';
+    const char *why;
+    return util_parse_u64(head, 1, UINT64_MAX, stream_id, &why) == 0
+           && util_parse_u64(dash + 1, 1, UINT64_MAX, seq, &why) == 0;
 }
 
 void
@@ -64,16 +124,41 @@ stream_push_message(struct stream *st, const struct iovec *iov, int n)
 {
     if (st->ended || st->dropped)
         return;
-    stream_push(st, msg_frame(stream_prefix, iov, n, stream_suffix));
+    if (st->replay_max == 0) {
+        stream_push(st, msg_frame(stream_prefix, iov, n, stream_suffix), 0);
+        return;
+    }
+    char prefix[96];
+    int k = snprintf(prefix, sizeof(prefix), "id: ");
+    k += stream_event_id(st->id, st->next_seq, prefix + k, sizeof(prefix) - (size_t)k);
+    snprintf(prefix + k, sizeof(prefix) - (size_t)k, "\n%s", stream_prefix);
+    stream_push(st, msg_frame(prefix, iov, n, stream_suffix), st->next_seq);
+    st->next_seq++;
+}
+
+void
+stream_push_priming(struct stream *st, uint64_t retry_ms)
+{
+    if (st->ended || st->dropped || st->replay_max == 0)
+        return;
+    char frame[128];
+    int k = snprintf(frame, sizeof(frame), "id: ");
+    k += stream_event_id(st->id, st->next_seq, frame + k, sizeof(frame) - (size_t)k);
+    if (retry_ms > 0)
+        k += snprintf(frame + k, sizeof(frame) - (size_t)k, "\nretry: %" PRIu64, retry_ms);
+    snprintf(frame + k, sizeof(frame) - (size_t)k, "\ndata: \n\n");
+    struct iovec iov = { frame, strlen(frame) };
+    stream_push(st, msg_concat(&iov, 1), st->next_seq);
+    st->next_seq++;
 }
 
 void
 stream_push_heartbeat(struct stream *st)
 {
-    if (st->ended || st->dropped || st->q.bytes > 0)
+    if (st->ended || st->dropped || st->pending > 0)
         return;
     struct iovec iov = { (void *)(uintptr_t)stream_heartbeat, sizeof(stream_heartbeat) - 1 };
-    stream_push(st, msg_concat(&iov, 1));
+    stream_push(st, msg_concat(&iov, 1), 0);
 }
 
 void
@@ -85,12 +170,37 @@ stream_end(struct stream *st)
     stream_wake(st);
 }
 
+/* Keeps at most replay_max bytes of read events (none when not replayable). */
+static void
+stream_evict(struct stream *st)
+{
+    while (st->history > st->replay_max && st->head != st->cursor)
+        stream_pop(st);
+}
+
 size_t
 stream_read(struct stream *st, char *out, size_t max)
 {
-    size_t before = st->q.bytes;
-    size_t n = msgq_take(&st->q, out, max);
-    if (st->drain != NULL && before > st->low_water && st->q.bytes <= st->low_water)
+    size_t before = st->pending, n = 0;
+    while (n < max && st->cursor != NULL) {
+        if (st->hangup && st->cursor_off == 0)
+            break; /* a hangup ends the connection between events */
+        struct stream_event *ev = st->cursor;
+        size_t k = ev->m->len - st->cursor_off;
+        if (k > max - n)
+            k = max - n;
+        memcpy(out + n, ev->m->data + st->cursor_off, k);
+        n += k;
+        st->cursor_off += k;
+        st->pending -= k;
+        if (st->cursor_off == ev->m->len) {
+            st->history += ev->m->len;
+            st->cursor = ev->next;
+            st->cursor_off = 0;
+        }
+    }
+    stream_evict(st);
+    if (st->drain != NULL && before > st->low_water && st->pending <= st->low_water)
         st->drain(st->drain_arg);
     return n;
 }
@@ -98,7 +208,13 @@ stream_read(struct stream *st, char *out, size_t max)
 bool
 stream_finished(const struct stream *st)
 {
-    return st->ended && st->q.bytes == 0;
+    return st->ended && st->pending == 0;
+}
+
+bool
+stream_hung_up(const struct stream *st)
+{
+    return st->hangup && st->cursor_off == 0;
 }
 
 void
@@ -106,4 +222,45 @@ stream_set_wake(struct stream *st, stream_wake_cb *cb, void *arg)
 {
     st->wake = cb;
     st->wake_arg = arg;
+}
+
+bool
+stream_resume(struct stream *st, uint64_t seq)
+{
+    if (st->replay_max == 0 || seq >= st->next_seq)
+        return false;
+    /* The first event after seq must still be held (or none was pushed after it yet). */
+    struct stream_event *ev = st->head;
+    while (ev != NULL && ev->seq == 0)
+        ev = ev->next;
+    uint64_t first = ev != NULL ? ev->seq : st->next_seq;
+    if (first > seq + 1)
+        return false;
+    struct stream_event *from = st->head;
+    while (from != NULL && (from->seq == 0 || from->seq <= seq))
+        from = from->next;
+    /* Comments before the resume point are not worth replaying: skip them too. */
+    size_t hist = 0, pend = 0;
+    bool after = false;
+    for (ev = st->head; ev != NULL; ev = ev->next) {
+        if (ev == from)
+            after = true;
+        if (after)
+            pend += ev->m->len;
+        else
+            hist += ev->m->len;
+    }
+    st->cursor = from;
+    st->cursor_off = 0;
+    st->pending = pend;
+    st->history = hist;
+    st->hangup = false;
+    return true;
+}
+
+void
+stream_trim(struct stream *st, size_t max)
+{
+    while (st->pending > max && st->head != NULL)
+        stream_pop(st);
 }

@@ -38,20 +38,22 @@ const SCENARIO_TIMEOUT_MS = 60_000;
  * Every FAILURE or WARNING must be listed here with that status, and every entry must still
  * occur: one that starts passing fails the test until it is removed from this list.
  */
-const EXPECTED = {
-  // SEP-1699 (2025-11-25). The suite POSTs tools/call test_reconnection and reads the SSE
-  // stream; it wants, as the very first event of that stream, an event with an `id:` and an
-  // empty `data:` line (a "priming" event). The gateway sends no event ids yet.
-  // Gateway's fault (not implemented yet: event ids / priming).
-  'server-sse-polling/server-sse-priming-event': {
-    status: 'WARNING', why: 'gateway sends no priming event (id + empty data) on POST SSE streams yet',
-  },
-  // Same POST stream: the suite wants a `retry:` field (integer ms) somewhere in it.
-  // Gateway's fault (not implemented yet: SSE retry).
-  'server-sse-polling/server-sse-retry-field': {
-    status: 'WARNING', why: 'gateway sends no SSE retry field yet',
-  },
-};
+const EXPECTED = {};
+
+/*
+ * Checks that must be SUCCESS, not merely free of failure: server-sse-polling reports the
+ * disconnect-and-resume path as INFO when the answer simply arrives on the POST stream. The
+ * gateway runs here with sse_close_after_ms set, so it ends the POST connection mid-call and
+ * the suite must get the answer by resuming with GET + Last-Event-ID.
+ */
+const MUST_SUCCEED = [
+  'server-sse-polling/server-sse-priming-event',
+  'server-sse-polling/server-sse-retry-field',
+  'server-sse-polling/server-sse-disconnect-resume',
+];
+
+/* SSE polling on: POST connections still waiting end after 250 ms; clients come back 200 ms later. */
+const POLLING = { sse_close_after_ms: 250, sse_retry_ms: 200 };
 
 let gw;
 let out; // results directory of the suite
@@ -129,7 +131,7 @@ function hasIpv6Loopback() {
 const conformanceServer = (name = 'conformance') => ({ name, path: '/mcp', command: `${process.execPath} ${SERVER}` });
 
 before(async () => {
-  gw = await startGateway({ gateway: { log_level: 'info' }, servers: [conformanceServer()] });
+  gw = await startGateway({ gateway: { log_level: 'info', ...POLLING }, servers: [conformanceServer()] });
 });
 
 after(async () => {
@@ -181,6 +183,11 @@ test('every check passes, except the expected ones', () => {
       if (exp && exp.status === c.status) { seen.add(key); console.log(`expected ${c.status}: ${key}: ${exp.why}`); continue; }
       unexpected.push(`${c.status} ${scenario}/${c.id}: ${c.errorMessage || c.description}\n    details: ${JSON.stringify(c.details ?? {}).slice(0, 600)}`);
     }
+  }
+  for (const key of MUST_SUCCEED) {
+    const [scenario, id] = key.split('/');
+    const c = (results[scenario] || []).find((x) => x.id === id);
+    if (c?.status !== 'SUCCESS') unexpected.push(`${c?.status ?? 'MISSING'} ${key} (must be SUCCESS): ${c?.errorMessage || c?.description || ''}`);
   }
   const stale = Object.keys(EXPECTED).filter((k) => !seen.has(k));
   if (unexpected.length || stale.length) console.log(`results kept in ${out}\ngateway log (tail):\n${gw.logs().slice(-4000)}`);

@@ -21,6 +21,16 @@ TestSuite(stream, .timeout = 30);
 #define SUFFIX    "\n\n"
 #define HEARTBEAT ": keep-alive\n\n"
 
+/* Events queued and not yet read. */
+static size_t
+unread_events(const struct stream *st)
+{
+    size_t n = 0;
+    for (const struct stream_event *ev = st->cursor; ev != NULL; ev = ev->next)
+        n++;
+    return n;
+}
+
 static struct iovec
 iov_str(const char *s)
 {
@@ -38,7 +48,7 @@ push_str(struct stream *st, const char *s)
 static char *
 read_all(struct stream *st, size_t max)
 {
-    size_t cap = st->q.bytes + 1, n = 0;
+    size_t cap = st->pending + 1, n = 0;
     char *out = malloc(cap);
     cr_assert_not_null(out);
     char *chunk = malloc(max);
@@ -78,20 +88,20 @@ count_cb(void *arg)
     struct counter *c = arg;
     c->calls++;
     if (c->st != NULL)
-        c->bytes_at_call = c->st->q.bytes;
+        c->bytes_at_call = c->st->pending;
 }
 
 Test(stream, new_fields)
 {
     uint64_t before = util_now_ms();
-    struct stream *st = stream_new(17, true);
+    struct stream *st = stream_new(17, true, 0);
     cr_assert_eq(st->id, 17);
     cr_assert(st->is_get);
     cr_assert_eq(st->refs, 1);
     cr_assert_not(st->ended);
     cr_assert_not(st->dropped);
     cr_assert_eq(st->awaiting, 0);
-    cr_assert_eq(st->q.bytes, 0);
+    cr_assert_eq(st->pending, 0);
     cr_assert_null(st->wake);
     cr_assert_null(st->drain);
     cr_assert_null(st->prev);
@@ -102,28 +112,28 @@ Test(stream, new_fields)
     cr_assert_eq(stream_read(st, out, sizeof out), 0);
     stream_unref(st);
 
-    st = stream_new(18, false);
+    st = stream_new(18, false, 0);
     cr_assert_not(st->is_get);
     stream_unref(st);
 }
 
 Test(stream, message_frame_from_iovecs)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct iovec iov[3] = { iov_str("{\"jsonrpc\":\"2.0\",\"id\":"), iov_str("7"),
                             iov_str(",\"result\":{}}") };
     stream_push_message(st, iov, 3);
     const char *want = PREFIX "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}" SUFFIX;
-    cr_assert_eq(st->q.bytes, strlen(want));
-    cr_assert_eq(st->q.count, 1, "one event is one queued message");
+    cr_assert_eq(st->pending, strlen(want));
+    cr_assert_eq(unread_events(st), 1, "one event is one queued message");
     expect_read(st, 4096, want);
-    cr_assert_eq(st->q.bytes, 0);
+    cr_assert_eq(st->pending, 0);
     stream_unref(st);
 }
 
 Test(stream, message_frame_empty_iovecs)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct iovec iov[2] = { iov_str(""), iov_str("{}") };
     stream_push_message(st, iov, 2);
     stream_push_message(st, NULL, 0);
@@ -133,7 +143,7 @@ Test(stream, message_frame_empty_iovecs)
 
 Test(stream, message_frame_six_iovecs)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct iovec iov[6] = { iov_str("a"), iov_str("b"), iov_str("c"),
                             iov_str("d"), iov_str("e"), iov_str("f") };
     stream_push_message(st, iov, 6);
@@ -144,7 +154,7 @@ Test(stream, message_frame_six_iovecs)
 /* The header promises the concatenation of all n iovecs, whatever n is. */
 Test(stream, message_frame_many_iovecs)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct iovec iov[10];
     static const char *const parts[10] = { "0", "1", "2", "3", "4", "5", "6", "7", "8", "9" };
     for (int i = 0; i < 10; i++)
@@ -156,11 +166,11 @@ Test(stream, message_frame_many_iovecs)
 
 Test(stream, several_messages_in_order)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     push_str(st, "{\"id\":1}");
     push_str(st, "{\"id\":2}");
     push_str(st, "{\"id\":3}");
-    cr_assert_eq(st->q.count, 3);
+    cr_assert_eq(unread_events(st), 3);
     expect_read(st, 4096,
                 PREFIX "{\"id\":1}" SUFFIX PREFIX "{\"id\":2}" SUFFIX PREFIX "{\"id\":3}" SUFFIX);
     stream_unref(st);
@@ -171,7 +181,7 @@ Test(stream, small_reads_across_events)
     static const size_t maxes[] = { 1, 2, 3, 7, 13, 25, 64 };
     const char *want = PREFIX "{\"a\":\"first\"}" SUFFIX PREFIX "{\"b\":2}" SUFFIX HEARTBEAT;
     for (size_t i = 0; i < ARRAY_LEN(maxes); i++) {
-        struct stream *st = stream_new(1, false);
+        struct stream *st = stream_new(1, false, 0);
         push_str(st, "{\"a\":\"first\"}");
         push_str(st, "{\"b\":2}");
         /* A heartbeat is refused while events are queued; read them, then it is accepted. */
@@ -193,32 +203,32 @@ Test(stream, small_reads_across_events)
 
 Test(stream, read_exact_event_boundary)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     push_str(st, "x");
     push_str(st, "y");
     size_t one = strlen(PREFIX "x" SUFFIX);
     char out[64];
     cr_assert_eq(stream_read(st, out, one), one);
     cr_assert(memcmp(out, PREFIX "x" SUFFIX, one) == 0);
-    cr_assert_eq(st->q.count, 1);
-    cr_assert_eq(st->q.bytes, one);
+    cr_assert_eq(unread_events(st), 1);
+    cr_assert_eq(st->pending, one);
     stream_unref(st);
 }
 
 Test(stream, heartbeat_only_when_empty)
 {
-    struct stream *st = stream_new(1, true);
+    struct stream *st = stream_new(1, true, 0);
     stream_push_heartbeat(st);
-    cr_assert_eq(st->q.bytes, strlen(HEARTBEAT));
+    cr_assert_eq(st->pending, strlen(HEARTBEAT));
     /* A second one while the first is queued adds nothing. */
     stream_push_heartbeat(st);
-    cr_assert_eq(st->q.count, 1);
+    cr_assert_eq(unread_events(st), 1);
     expect_read(st, 100, HEARTBEAT);
 
     push_str(st, "{}");
-    size_t queued = st->q.bytes;
+    size_t queued = st->pending;
     stream_push_heartbeat(st);
-    cr_assert_eq(st->q.bytes, queued, "no heartbeat behind a queued event");
+    cr_assert_eq(st->pending, queued, "no heartbeat behind a queued event");
     expect_read(st, 100, PREFIX "{}" SUFFIX);
 
     /* A message may follow a heartbeat. */
@@ -230,7 +240,7 @@ Test(stream, heartbeat_only_when_empty)
 
 Test(stream, heartbeat_after_partial_read_is_refused)
 {
-    struct stream *st = stream_new(1, true);
+    struct stream *st = stream_new(1, true, 0);
     push_str(st, "{}");
     char out[4];
     cr_assert_eq(stream_read(st, out, sizeof out), 4);
@@ -242,7 +252,7 @@ Test(stream, heartbeat_after_partial_read_is_refused)
 
 Test(stream, push_updates_last_push)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     st->last_push_ms = 0;
     push_str(st, "{}");
     cr_assert_gt(st->last_push_ms, 0);
@@ -256,7 +266,7 @@ Test(stream, push_updates_last_push)
 
 Test(stream, end_and_finished)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     push_str(st, "{\"last\":true}");
     cr_assert_not(stream_finished(st));
     stream_end(st);
@@ -276,7 +286,7 @@ Test(stream, end_and_finished)
 
 Test(stream, drained_but_not_ended_is_not_finished)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     push_str(st, "{}");
     expect_read(st, 100, PREFIX "{}" SUFFIX);
     cr_assert_not(stream_finished(st));
@@ -287,34 +297,34 @@ Test(stream, drained_but_not_ended_is_not_finished)
 
 Test(stream, pushes_after_end_ignored)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     push_str(st, "a");
     stream_end(st);
-    size_t queued = st->q.bytes;
+    size_t queued = st->pending;
     push_str(st, "b");
     stream_push_heartbeat(st);
-    cr_assert_eq(st->q.bytes, queued);
+    cr_assert_eq(st->pending, queued);
     expect_read(st, 100, PREFIX "a" SUFFIX);
     stream_push_heartbeat(st);
-    cr_assert_eq(st->q.bytes, 0, "no heartbeat on an ended stream");
+    cr_assert_eq(st->pending, 0, "no heartbeat on an ended stream");
     cr_assert(stream_finished(st));
     stream_unref(st);
 }
 
 Test(stream, pushes_after_drop_ignored)
 {
-    struct stream *st = stream_new(1, true);
+    struct stream *st = stream_new(1, true, 0);
     st->dropped = true;
     push_str(st, "a");
     stream_push_heartbeat(st);
-    cr_assert_eq(st->q.bytes, 0);
-    cr_assert_eq(st->q.count, 0);
+    cr_assert_eq(st->pending, 0);
+    cr_assert_eq(unread_events(st), 0);
     stream_unref(st);
 }
 
 Test(stream, wake_on_push_and_end)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct counter c = { 0 };
     c.st = st;
     push_str(st, "before the callback");
@@ -337,7 +347,7 @@ Test(stream, wake_on_push_and_end)
     cr_assert_eq(c.calls, 3);
 
     /* Removing the callback stops the wake-ups. */
-    struct stream *st2 = stream_new(2, false);
+    struct stream *st2 = stream_new(2, false, 0);
     stream_set_wake(st2, count_cb, &c);
     stream_set_wake(st2, NULL, NULL);
     push_str(st2, "{}");
@@ -349,7 +359,7 @@ Test(stream, wake_on_push_and_end)
 
 Test(stream, reading_does_not_wake)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct counter c = { 0 };
     push_str(st, "{}");
     stream_set_wake(st, count_cb, &c);
@@ -361,7 +371,7 @@ Test(stream, reading_does_not_wake)
 
 Test(stream, drain_fires_at_low_water)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct counter c = { 0 };
     c.st = st;
     size_t one = strlen(PREFIX "0123456789" SUFFIX);
@@ -377,7 +387,7 @@ Test(stream, drain_fires_at_low_water)
     cr_assert_eq(c.calls, 0);
     /* Down to exactly one event: falls to low water. */
     cr_assert_eq(stream_read(st, out, 2 * one - 1), 2 * one - 1);
-    cr_assert_eq(st->q.bytes, one);
+    cr_assert_eq(st->pending, one);
     cr_assert_eq(c.calls, 1);
     cr_assert_eq(c.bytes_at_call, one, "called after the bytes were taken");
     /* Already at or below low water: no repeat. */
@@ -399,7 +409,7 @@ Test(stream, drain_fires_at_low_water)
 
 Test(stream, drain_one_read_below_low_water)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct counter c = { 0 };
     for (int i = 0; i < 4; i++)
         push_str(st, "abc");
@@ -408,7 +418,7 @@ Test(stream, drain_one_read_below_low_water)
     st->drain_arg = &c;
     /* One read takes everything, from far above low water to zero: one call. */
     char out[256];
-    size_t all = st->q.bytes;
+    size_t all = st->pending;
     cr_assert_eq(stream_read(st, out, sizeof out), all);
     cr_assert_eq(c.calls, 1);
     /* An empty read on an empty queue does not call it. */
@@ -419,7 +429,7 @@ Test(stream, drain_one_read_below_low_water)
 
 Test(stream, drain_not_called_when_never_above)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     struct counter c = { 0 };
     push_str(st, "abc");
     st->low_water = 1000;
@@ -433,7 +443,7 @@ Test(stream, drain_not_called_when_never_above)
 
 Test(stream, refcounting)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     cr_assert_eq(stream_ref(st), st);
     cr_assert_eq(st->refs, 2);
     push_str(st, "queued when the last reference goes");
@@ -446,12 +456,12 @@ Test(stream, refcounting)
 
 Test(stream, unref_releases_queued_messages)
 {
-    struct stream *st = stream_new(1, false);
+    struct stream *st = stream_new(1, false, 0);
     stream_ref(st);
     for (int i = 0; i < 100; i++)
         push_str(st, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}");
     stream_end(st);
     stream_unref(st);
-    cr_assert_eq(st->q.count, 100);
+    cr_assert_eq(unread_events(st), 100);
     stream_unref(st);
 }
