@@ -69,6 +69,14 @@ enum jsonrpc_status {
  */
 int jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **errstr) MUSTCHECK;
 
+/*
+ * The elements of a JSON array that jsonrpc_scan reported as JSONRPC_EBATCH: their spans, in
+ * order, into el[0..max). Returns 0 with *count set (0 for "[]"), or -1 when there are more than
+ * max elements or p is not an array.
+ */
+int jsonrpc_batch_split(const char *p, size_t n, struct jsonrpc_span *el, size_t max,
+                        size_t *count) MUSTCHECK;
+
 /* Replaces every raw CR and LF with a space. Only for input that jsonrpc_scan accepted. */
 void jsonrpc_flatten(char *p, size_t n);
 

@@ -101,6 +101,20 @@ enum session_status session_client_request(struct session *s, struct stream *st,
 enum session_status session_client_other(struct session *s, char *body, size_t len,
                                          const struct jsonrpc_info *info);
 
+#define SESSION_BATCH_MAX 256 /* elements of one batch, either way */
+
+/*
+ * A 2025-03-26 batch (checklist T-12): el/info are its elements, already scanned, in order;
+ * requests among them are answered on st (NULL when there are none), each with its own event; a
+ * request that cannot be forwarded (duplicate id, in-flight cap) gets an error event at once.
+ * SESSION_E_BUSY when the child's stdin cannot take the whole batch (nothing is sent).
+ */
+enum session_status session_client_batch(struct session *s, struct stream *st, char *body,
+                                         size_t len, const struct jsonrpc_span *el,
+                                         const struct jsonrpc_info *info, size_t n);
+/* Batches are part of 2025-03-26 only. */
+bool session_batches(const struct session *s);
+
 /* Protocol versions served over Streamable HTTP. */
 bool session_version_supported(const char *v, size_t len);
 

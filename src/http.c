@@ -395,6 +395,75 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
     return http_sse(rc, st, created);
 }
 
+/* Elements scanned one by one; any invalid one refuses the whole batch before anything is sent. */
+static enum MHD_Result
+http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonrpc_info *info,
+                size_t n, bool *requests)
+{
+    char *body = buf_head(&rc->body);
+    char why[160];
+    for (size_t i = 0; i < n; i++) {
+        const char *err = NULL;
+        int st = jsonrpc_scan(body + el[i].off, el[i].len, &info[i], &err);
+        if (st == JSONRPC_EBATCH)
+            err = "a batch inside a batch";
+        if (st != JSONRPC_OK) {
+            snprintf(why, sizeof(why), "batch element %zu: %s", i, err ? err : "invalid");
+            return http_error(rc, MHD_HTTP_BAD_REQUEST,
+                              st == JSONRPC_EPARSE ? JSONRPC_PARSE_ERROR : JSONRPC_INVALID_REQUEST,
+                              why);
+        }
+        if (info[i].kind == JSONRPC_REQUEST && strcmp(info[i].method, "initialize") == 0)
+            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                              "initialize must not be part of a batch");
+        *requests |= info[i].kind == JSONRPC_REQUEST;
+    }
+    return MHD_YES;
+}
+
+/*
+ * A JSON array in one POST: 2025-03-26 sessions only (checklist T-12, T-13). Requests in it are
+ * answered on one SSE stream, an event each; a batch of notifications and responses gets 202.
+ */
+static enum MHD_Result
+http_post_batch(struct http_req *rc)
+{
+    struct session *s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc); /* initialize, the only request without one, is never batched */
+    if (!session_batches(s))
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "JSON-RPC batches exist only in protocol revision 2025-03-26");
+    struct jsonrpc_span el[SESSION_BATCH_MAX];
+    size_t n;
+    if (jsonrpc_batch_split(buf_head(&rc->body), buf_used(&rc->body), el, ARRAY_LEN(el), &n) == -1)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "a batch may hold at most 256 messages");
+    if (n == 0)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "empty batch");
+    struct jsonrpc_info *info = xcalloc(n, sizeof(*info));
+    bool requests = false;
+    enum MHD_Result ret = http_batch_scan(rc, el, info, n, &requests);
+    if (rc->responded) {
+        free(info);
+        return ret;
+    }
+    enum session_status status;
+    struct stream *st = requests ? session_stream_open(s, false, &status) : NULL;
+    if (requests && st == NULL) {
+        free(info);
+        return http_session_error(rc, status);
+    }
+    status = session_client_batch(s, st, buf_head(&rc->body), buf_used(&rc->body), el, info, n);
+    free(info);
+    if (status != SESSION_OK) {
+        if (st != NULL)
+            session_stream_detach(rc->sid, st);
+        return http_session_error(rc, status);
+    }
+    return st != NULL ? http_sse(rc, st, false) : http_empty(rc, MHD_HTTP_ACCEPTED);
+}
+
 static enum MHD_Result
 http_post(struct http_req *rc)
 {
@@ -407,8 +476,7 @@ http_post(struct http_req *rc)
     if (rc_scan == JSONRPC_EPARSE)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
     if (rc_scan == JSONRPC_EBATCH)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "JSON-RPC batches are not supported");
+        return http_post_batch(rc);
     if (rc_scan != JSONRPC_OK)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           err ? err : "Invalid Request");

@@ -807,6 +807,44 @@ jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **err
     return JSONRPC_OK;
 }
 
+int
+jsonrpc_batch_split(const char *p, size_t n, struct jsonrpc_span *el, size_t max, size_t *count)
+{
+    struct jsonrpc_scanner sc;
+    struct jsonrpc_info scratch;
+    const unsigned char *s;
+
+    memset(&sc, 0, sizeof sc);
+    memset(&scratch, 0, sizeof scratch);
+    sc.base = (const unsigned char *)p;
+    sc.end = sc.base + n;
+    sc.info = &scratch;
+    *count = 0;
+    s = jsonrpc_ws(&sc, sc.base);
+    if (s == sc.end || *s != '[')
+        return -1;
+    s = jsonrpc_ws(&sc, s + 1);
+    if (s < sc.end && *s == ']')
+        return 0;
+    while (s < sc.end) {
+        const unsigned char *start = s;
+        if ((s = jsonrpc_value(&sc, s, 1)) == NULL)
+            return -1;
+        if (*count == max)
+            return -1;
+        el[(*count)++] = jsonrpc_span_of(&sc, start, s);
+        s = jsonrpc_ws(&sc, s);
+        if (s == sc.end)
+            return -1;
+        if (*s == ']')
+            return 0;
+        if (*s != ',')
+            return -1;
+        s = jsonrpc_ws(&sc, s + 1);
+    }
+    return -1;
+}
+
 void
 jsonrpc_flatten(char *p, size_t n)
 {

@@ -717,15 +717,50 @@ session_child_notification(struct session *s, const char *line, size_t len,
     msg_unref(m);
 }
 
+static void session_child_message(struct session *s, char *line, size_t len, bool top);
+
+/* A 2025-03-26 child may write a batch (checklist S-03): each element is routed on its own. */
+static void
+session_child_batch(struct session *s, char *line, size_t len)
+{
+    struct jsonrpc_span el[SESSION_BATCH_MAX];
+    size_t n;
+    if (jsonrpc_batch_split(line, len, el, ARRAY_LEN(el), &n) == -1 || n == 0) {
+        S.ctr.child_lines_invalid++;
+        log_warn(s->id, "child wrote an empty or oversized batch: skipped");
+        return;
+    }
+    for (size_t i = 0; i < n && s->state != SESSION_CLOSED; i++)
+        session_child_message(s, line + el[i].off, el[i].len, false);
+}
+
+bool
+session_batches(const struct session *s)
+{
+    return strcmp(s->version, "2025-03-26") == 0;
+}
+
 static void
 session_child_line(char *line, size_t len, void *arg)
 {
     struct session *s = arg;
-    if (s->state == SESSION_CLOSED)
-        return;
+    if (s->state != SESSION_CLOSED)
+        session_child_message(s, line, len, true);
+}
+
+/* One line from the child (top), or one element of its batch. */
+static void
+session_child_message(struct session *s, char *line, size_t len, bool top)
+{
     struct jsonrpc_info info;
     const char *err = NULL;
     int rc = jsonrpc_scan(line, len, &info, &err);
+    if (rc == JSONRPC_EBATCH && top && session_batches(s)) {
+        if (info.has_crlf)
+            jsonrpc_flatten(line, len);
+        session_child_batch(s, line, len);
+        return;
+    }
     if (rc != JSONRPC_OK) {
         S.ctr.child_lines_invalid++;
         log_warn(s->id, "child wrote a line that is not a JSON-RPC message (%s): skipped",
@@ -869,6 +904,57 @@ session_client_other(struct session *s, char *body, size_t len, const struct jso
     }
     struct iovec iov[2] = { { body, len }, { (void *)(uintptr_t) "\n", 1 } };
     return session_send_iov(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
+}
+
+static const char *
+session_refusal(enum session_status status)
+{
+    switch (status) {
+    case SESSION_E_DUPLICATE:
+        return "a request with this id is already in flight";
+    case SESSION_E_TOO_MANY:
+        return "too many requests in flight for this session";
+    case SESSION_E_BUSY:
+        return "upstream server is not reading its input; try again later";
+    case SESSION_OK:
+    case SESSION_E_GONE:
+    case SESSION_E_CONFLICT:
+    case SESSION_E_EVICTED:
+        break;
+    }
+    return "request not delivered";
+}
+
+enum session_status
+session_client_batch(struct session *s, struct stream *st, char *body, size_t len,
+                     const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n)
+{
+    if (s->state == SESSION_CLOSED || s->u == NULL)
+        return SESSION_E_GONE;
+    /* Toward stdin it is all or nothing: room for every element (ids may grow) or a 503. */
+    if (upstream_queued_bytes(s->u) + len + n * 24 > S.cfg->stdin_queue_bytes)
+        return SESSION_E_BUSY;
+    for (size_t i = 0; i < n; i++) {
+        char *m = body + el[i].off;
+        if (info[i].kind != JSONRPC_REQUEST) {
+            if (session_client_other(s, m, el[i].len, &info[i]) != SESSION_OK)
+                log_warn(s->id, "batch element %zu not delivered", i);
+            continue;
+        }
+        enum session_status rc = session_client_request(s, st, m, el[i].len, &info[i]);
+        if (rc != SESSION_OK) {
+            /* Each request of a batch gets its own answer: this one an error, at once. */
+            size_t elen;
+            char *e = jsonrpc_error_new(m + info[i].id.off, info[i].id.len, JSONRPC_INVALID_REQUEST,
+                                        session_refusal(rc), &elen);
+            struct iovec iov = { e, elen };
+            session_push(s, st, &iov, 1);
+            free(e);
+        }
+    }
+    if (st != NULL && st->awaiting == 0 && !st->ended)
+        stream_end(st); /* every request of the batch was refused */
+    return SESSION_OK;
 }
 
 /* --- lifecycle --------------------------------------------------------------------------- */
