@@ -49,6 +49,7 @@ struct config {
     uint64_t disconnect_grace_ms;  /* 0: a client drop cancels at once */
     uint64_t sse_retry_ms;         /* retry field of priming events; 0: none */
     uint64_t sse_close_after_ms;   /* SSE polling: POST connections end after this; 0: never */
+    uint64_t legacy_sse;           /* 1: the 2024-11-05 HTTP+SSE transport is served too */
     char **allowed_origins;        /* NULL-terminated */
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;

@@ -39,6 +39,7 @@ struct session {
     uint64_t init_gw_id;
     uint64_t last_active_ms;
     bool paused;           /* child stdout not read: a stream queue is over its high watermark */
+    bool legacy;           /* 2024-11-05 HTTP+SSE: the GET stream is the session */
     struct session *hnext; /* hash chain */
     struct session *gnext; /* graveyard */
 };
@@ -78,6 +79,13 @@ void session_close(struct session *s, const char *reason);
  * it stopped); SESSION_E_CONFLICT while another connection reads it.
  */
 struct stream *session_stream_open(struct session *s, bool is_get, enum session_status *status);
+/*
+ * The 2024-11-05 HTTP+SSE transport (checklist T-90..T-92): marks s legacy and opens its one
+ * stream, whose first event is "endpoint" with the URL to POST messages to. Every answer and every
+ * message of the child travels on it; when its connection ends, the session ends.
+ */
+struct stream *session_legacy_open(struct session *s, const char *endpoint);
+
 /*
  * GET with Last-Event-ID: the stream the id names, rewound to the event after it (a POST's stream
  * too: its answer may have come while the client was away). SESSION_E_EVICTED when the id is

@@ -75,6 +75,8 @@ void stream_push_message(struct stream *st, const struct iovec *iov, int n);
  * replayable.
  */
 void stream_push_priming(struct stream *st, uint64_t retry_ms);
+/* Queues one SSE event of the given type with data (one line, no CR or LF), without an id. */
+void stream_push_event(struct stream *st, const char *type, const char *data);
 /* Queues an SSE comment (heartbeat) if nothing else is waiting to be read. */
 void stream_push_heartbeat(struct stream *st);
 /* No more events; the reader sees the end once everything is read. */

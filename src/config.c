@@ -107,6 +107,8 @@ static const struct config_option config_options[] = {
     { "gateway.sse_close_after_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "0", 0, 86400000,
       CONFIG_GW(sse_close_after_ms),
       "end a POST stream's connection after this long so the client polls (2025-11-25); 0: never" },
+    { "gateway.legacy_sse", CONFIG_SEC_GATEWAY, CONFIG_U64, "1", 0, 1, CONFIG_GW(legacy_sse),
+      "1: also serve the 2024-11-05 HTTP+SSE transport at PATH/sse and PATH/messages; 0: not" },
     { "gateway.allowed_origins", CONFIG_SEC_GATEWAY, CONFIG_LIST,
       "http://localhost:*, http://127.0.0.1:*, http://[::1]:*", 0, 0,
       CONFIG_GW(allowed_origins), "Origin values accepted, comma separated; * any; empty: none" },

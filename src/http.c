@@ -35,6 +35,8 @@
 
 enum http_kind {
     HTTP_MCP = 0,
+    HTTP_LEGACY_SSE, /* 2024-11-05 HTTP+SSE: GET PATH/sse */
+    HTTP_LEGACY_MSG, /* 2024-11-05 HTTP+SSE: POST PATH/messages?sessionId= */
     HTTP_HEALTH,
     HTTP_ADMIN,
     HTTP_NOT_FOUND,
@@ -101,8 +103,11 @@ http_error(struct http_req *rc, unsigned status, int code, const char *message)
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
-    if (rc->kind == HTTP_MCP)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+                                rc->kind == HTTP_LEGACY_SSE   ? "GET"
+                                : rc->kind == HTTP_LEGACY_MSG ? "POST"
+                                                              : "GET, POST, DELETE");
+    if (rc->kind == HTTP_MCP || rc->kind == HTTP_LEGACY_SSE || rc->kind == HTTP_LEGACY_MSG)
         log_info(rc->sid[0] ? rc->sid : NULL, "request refused: %u %s", status, message);
     return http_queue(rc, status, r);
 }
@@ -364,7 +369,7 @@ static struct session *
 http_session(const struct http_req *rc)
 {
     struct session *s = session_find(rc->sid);
-    return s != NULL && s->srv == rc->srv ? s : NULL;
+    return s != NULL && s->srv == rc->srv && !s->legacy ? s : NULL;
 }
 
 /* The refusal when http_session found nothing: 400 without the header, else 404. */
@@ -531,9 +536,69 @@ http_delete(struct http_req *rc)
     return http_empty(rc, MHD_HTTP_OK);
 }
 
+/* --- the 2024-11-05 HTTP+SSE transport (checklist 1.10) --------------------------------- */
+
+/*
+ * GET PATH/sse: a new session whose one stream this is. The endpoint event carries a reference
+ * relative to PATH/sse ("messages?sessionId=..."), so it stays right behind a proxy that mounts
+ * the gateway under another prefix.
+ */
+static enum MHD_Result
+http_legacy_sse(struct http_req *rc)
+{
+    int status = 500;
+    const char *why = "cannot start the upstream server";
+    struct session *s = session_create(rc->srv, &status, &why);
+    if (s == NULL)
+        return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+    snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
+    char endpoint[32 + CRYPTO_SESSION_ID_MAX];
+    snprintf(endpoint, sizeof(endpoint), "messages?sessionId=%s", s->id);
+    return http_sse(rc, session_legacy_open(s, endpoint), false);
+}
+
+/* POST PATH/messages?sessionId=...: one message, 202; answers travel on the session's stream. */
+static enum MHD_Result
+http_legacy_post(struct http_req *rc)
+{
+    const char *v = MHD_lookup_connection_value(rc->c, MHD_GET_ARGUMENT_KIND, "sessionId");
+    if (v == NULL || v[0] == '\0')
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "sessionId query parameter is required");
+    snprintf(rc->sid, sizeof(rc->sid), "%s", v);
+    struct session *s = session_find(strlen(v) < sizeof(rc->sid) ? rc->sid : NULL);
+    if (s == NULL || s->srv != rc->srv || !s->legacy || s->get == NULL)
+        return http_session_error(rc, SESSION_E_GONE);
+    if (rc->too_big)
+        return http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request body exceeds max_body_bytes");
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    int rc_scan = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), &info, &err);
+    if (rc_scan == JSONRPC_EPARSE)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
+    if (rc_scan != JSONRPC_OK)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          rc_scan == JSONRPC_EBATCH ? "JSON-RPC batches are not part of 2024-11-05"
+                          : err                     ? err
+                                                    : "Invalid Request");
+    enum session_status status;
+    if (info.kind == JSONRPC_REQUEST) {
+        if (strcmp(info.method, "initialize") == 0 && s->init_gw_id != 0)
+            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                              "session is already initialized");
+        status = session_client_request(s, s->get, buf_head(&rc->body), buf_used(&rc->body), &info);
+    } else {
+        status = session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
+    }
+    if (status != SESSION_OK)
+        return http_session_error(rc, status);
+    return http_queue(rc, MHD_HTTP_ACCEPTED, http_static_response("Accepted"));
+}
+
 /* Checks that need only the headers; answers and returns true when the request is refused. */
 static bool
-http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
+http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
 {
     if (!http_host_allowed(http_header(rc, MHD_HTTP_HEADER_HOST))) {
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
@@ -543,6 +608,55 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Origin not allowed");
         return true;
     }
+    return false;
+}
+
+static bool
+http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (!http_is_json(http_header(rc, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        *ret = http_error(rc, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, JSONRPC_INVALID_REQUEST,
+                          "Content-Type must be application/json");
+        return true;
+    }
+    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t n;
+    const char *why;
+    if (clen != NULL && util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == 0
+        && n > H.cfg->max_body_bytes) {
+        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request body exceeds max_body_bytes");
+        return true;
+    }
+    return false;
+}
+
+/* The 2024-11-05 paths: the same Host and Origin rules; GET on /sse, POST on /messages. */
+static bool
+http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (http_refuse_origin(rc, ret))
+        return true;
+    enum http_method want = rc->kind == HTTP_LEGACY_SSE ? HTTP_GET : HTTP_POST;
+    if (rc->method != want) {
+        *ret = http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
+                          "Method not allowed");
+        return true;
+    }
+    const char *accept = http_header(rc, MHD_HTTP_HEADER_ACCEPT);
+    if (want == HTTP_GET && accept != NULL && !http_accepts(accept, "text/event-stream")) {
+        *ret = http_error(rc, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
+                          "Accept must list text/event-stream");
+        return true;
+    }
+    return want == HTTP_POST && http_refuse_body(rc, ret);
+}
+
+static bool
+http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (http_refuse_origin(rc, ret))
+        return true;
     if (rc->method == HTTP_OTHER) {
         *ret = http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
                           "Method not allowed");
@@ -560,20 +674,8 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
                               : "Accept must list text/event-stream");
         return true;
     }
-    if (rc->method == HTTP_POST && !http_is_json(http_header(rc, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-        *ret = http_error(rc, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, JSONRPC_INVALID_REQUEST,
-                          "Content-Type must be application/json");
+    if (rc->method == HTTP_POST && http_refuse_body(rc, ret))
         return true;
-    }
-    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    uint64_t n;
-    const char *why;
-    if (rc->method == HTTP_POST && clen != NULL
-        && util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == 0 && n > H.cfg->max_body_bytes) {
-        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
-                          "request body exceeds max_body_bytes");
-        return true;
-    }
     const char *ver = http_header(rc, HTTP_VERSION_HEADER);
     if (ver != NULL && !session_version_supported(ver, strlen(ver))) {
         *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
@@ -672,6 +774,18 @@ http_classify(struct http_req *rc, const char *url, const char *method)
             rc->srv = &H.cfg->servers[i];
             return;
         }
+    for (size_t i = 0; i < H.cfg->n_servers && H.cfg->legacy_sse; i++) {
+        const char *path = H.cfg->servers[i].path;
+        size_t plen = strlen(path);
+        if (strncmp(url, path, plen) != 0)
+            continue;
+        const char *rest = url + plen - (plen > 0 && path[plen - 1] == '/');
+        if (strcmp(rest, "/sse") == 0 || strcmp(rest, "/messages") == 0) {
+            rc->kind = rest[1] == 's' ? HTTP_LEGACY_SSE : HTTP_LEGACY_MSG;
+            rc->srv = &H.cfg->servers[i];
+            return;
+        }
+    }
 }
 
 static enum MHD_Result
@@ -686,6 +800,9 @@ http_begin(struct http_req *rc, const char *url, const char *method)
         return http_admin(rc);
     case HTTP_NOT_FOUND:
         return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not found");
+    case HTTP_LEGACY_SSE:
+    case HTTP_LEGACY_MSG:
+        return http_refuse_legacy(rc, &ret) ? ret : MHD_YES;
     case HTTP_MCP:
         break;
     }
@@ -698,6 +815,13 @@ http_begin(struct http_req *rc, const char *url, const char *method)
 static enum MHD_Result
 http_finish(struct http_req *rc)
 {
+    if (rc->kind == HTTP_LEGACY_SSE)
+        return http_legacy_sse(rc);
+    if (rc->kind == HTTP_LEGACY_MSG) {
+        enum MHD_Result ret = http_legacy_post(rc);
+        buf_clear(&rc->body);
+        return ret;
+    }
     switch (rc->method) {
     case HTTP_POST: {
         enum MHD_Result ret = http_post(rc);

@@ -325,6 +325,22 @@ session_stream_open(struct session *s, bool is_get, enum session_status *status)
 }
 
 struct stream *
+session_legacy_open(struct session *s, const char *endpoint)
+{
+    struct stream *st = stream_new(S.next_stream_id++, true, 0);
+    st->low_water = S.cfg->stream_queue_bytes / 2;
+    st->drain = session_stream_drained;
+    st->drain_arg = s;
+    st->owner = s;
+    s->streams = st;
+    s->get = st;
+    s->legacy = true;
+    stream_push_event(st, "endpoint", endpoint);
+    session_stream_attach(s, st, false);
+    return stream_ref(st);
+}
+
+struct stream *
 session_stream_resume(struct session *s, const char *last_event_id, enum session_status *status)
 {
     uint64_t sid, seq;
@@ -568,7 +584,8 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
     }
     char v[32];
     if (jsonrpc_protocol_version(line, len, v, sizeof(v)) == -1
-        || !session_version_supported(v, strlen(v))) {
+        || !(session_version_supported(v, strlen(v))
+             || (s->legacy && strcmp(v, "2024-11-05") == 0))) {
         log_warn(s->id, "child negotiated a protocol version the gateway does not serve");
         if (st != NULL)
             session_push_error(s, st, p,
@@ -1103,6 +1120,13 @@ session_stream_detach(const char *sid, struct stream *st)
     struct session *s = session_find(sid);
     if (s == NULL || (st->prev == NULL && s->streams != st)) {
         stream_unref(st); /* the session, or its hold on st, is gone */
+        return;
+    }
+    if (s->legacy) {
+        /* HTTP+SSE: the stream's connection is the session (checklist T-92). */
+        st->attached = false;
+        session_close(s, "client disconnected");
+        stream_unref(st);
         return;
     }
     bool hangup = st->hangup;

@@ -153,6 +153,17 @@ stream_push_priming(struct stream *st, uint64_t retry_ms)
 }
 
 void
+stream_push_event(struct stream *st, const char *type, const char *data)
+{
+    if (st->ended || st->dropped)
+        return;
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "event: %s\ndata: ", type);
+    struct iovec iov = { (void *)(uintptr_t)data, strlen(data) };
+    stream_push(st, msg_frame(prefix, &iov, 1, stream_suffix), 0);
+}
+
+void
 stream_push_heartbeat(struct stream *st)
 {
     if (st->ended || st->dropped || st->pending > 0)
