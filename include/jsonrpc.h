@@ -118,4 +118,18 @@ char *jsonrpc_quote(const char *s, size_t *len);
  */
 int jsonrpc_protocol_version(const char *p, size_t n, char *out, size_t outlen) MUSTCHECK;
 
+/* What a task message says of its task (2025-11-25 tasks, checklist section 6.1). */
+struct jsonrpc_task {
+    char task_id[128];
+    char status[24]; /* "working", "input_required", "completed", "failed", "cancelled"; "" */
+    int64_t ttl_ms;  /* -1: absent or null (unlimited) */
+};
+
+/*
+ * Reads the Task in a CreateTaskResult (result.task), a tasks/get or tasks/cancel result (result),
+ * or a notifications/tasks/status (params). Returns 0, or -1 when there is none. Uses jansson:
+ * only for the small task messages, never on the hot path.
+ */
+int jsonrpc_task_state(const char *p, size_t n, struct jsonrpc_task *out) MUSTCHECK;
+
 #endif

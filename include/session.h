@@ -26,6 +26,13 @@ enum session_state {
     SESSION_CLOSED,           /* out of the table, on the graveyard until the end of the turn */
 };
 
+/* A task the child created and has not reported terminal; it keeps the session from expiring. */
+struct session_task {
+    struct session_task *next;
+    uint64_t until_ms; /* created + ttl; 0: no ttl (until terminal or the child's end) */
+    char id[128];
+};
+
 struct session {
     char id[CRYPTO_SESSION_ID_MAX];
     enum session_state state;
@@ -38,8 +45,10 @@ struct session {
     char version[16];       /* negotiated protocol version */
     uint64_t init_gw_id;
     uint64_t last_active_ms;
-    bool paused;           /* child stdout not read: a stream queue is over its high watermark */
-    bool legacy;           /* 2024-11-05 HTTP+SSE: the GET stream is the session */
+    bool paused; /* child stdout not read: a stream queue is over its high watermark */
+    bool legacy; /* 2024-11-05 HTTP+SSE: the GET stream is the session */
+    struct session_task *tasks; /* the child's tasks not known to be terminal (2025-11-25) */
+    size_t ntasks;
     struct session *hnext; /* hash chain */
     struct session *gnext; /* graveyard */
 };

@@ -987,3 +987,36 @@ jsonrpc_protocol_version(const char *p, size_t n, char *out, size_t outlen)
     json_decref(root);
     return rc;
 }
+
+int
+jsonrpc_task_state(const char *p, size_t n, struct jsonrpc_task *out)
+{
+    json_t *root, *t, *v;
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (memchr(p, '\0', n) != NULL)
+        return -1;
+    root = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, NULL);
+    if (root == NULL)
+        return -1;
+    /* notifications/tasks/status: params is the Task; CreateTaskResult: result.task; else result */
+    t = json_object_get(root, json_object_get(root, "method") != NULL ? "params" : "result");
+    if (json_is_object(json_object_get(t, "task")))
+        t = json_object_get(t, "task");
+    v = json_object_get(t, "taskId");
+    if (json_is_string(v) && json_string_length(v) > 0
+        && json_string_length(v) < sizeof(out->task_id)) {
+        memcpy(out->task_id, json_string_value(v), json_string_length(v) + 1);
+        v = json_object_get(t, "status");
+        if (json_is_string(v) && json_string_length(v) < sizeof(out->status))
+            memcpy(out->status, json_string_value(v), json_string_length(v) + 1);
+        v = json_object_get(t, "ttl");
+        out->ttl_ms = json_is_number(v) && json_number_value(v) >= 0
+                          ? (int64_t)(json_number_value(v) > 9e15 ? 9e15 : json_number_value(v))
+                          : -1;
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}

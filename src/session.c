@@ -473,6 +473,16 @@ session_cancel_to_child(struct session *s, struct pending *p, const char *reason
 {
     if (p->state != PENDING_FORWARDED)
         return;
+    if (p->task) {
+        /* Never notifications/cancelled for a task-augmented request (checklist C-04, K-31). */
+        log_info(s->id, "task-augmented %s not cancelled (%s): tasks/cancel is the client's",
+                 p->method, reason);
+        p->state = PENDING_CANCELLED;
+        p->cancelled_ms = util_now_ms();
+        loop_timer_del(p->timer);
+        p->timer = NULL;
+        return;
+    }
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     size_t len;
@@ -541,6 +551,75 @@ session_arm_timeout(struct session *s, struct pending *p)
     p->deadline_ms = deadline;
     p->owner = s;
     p->timer = loop_timer_add(S.l, deadline > now ? deadline - now : 0, session_timeout_fired, p);
+}
+
+/* --- tasks (2025-11-25): what the child holds keeps the session --------------------------- */
+
+static bool
+session_task_terminal(const char *status)
+{
+    return strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0
+           || strcmp(status, "cancelled") == 0;
+}
+
+static void
+session_tasks_clear(struct session *s)
+{
+    while (s->tasks != NULL) {
+        struct session_task *t = s->tasks;
+        s->tasks = t->next;
+        free(t);
+    }
+    s->ntasks = 0;
+}
+
+/* A CreateTaskResult, a tasks/get or tasks/cancel result, or notifications/tasks/status. */
+static void
+session_task_seen(struct session *s, const char *line, size_t len)
+{
+    struct jsonrpc_task jt;
+    if (jsonrpc_task_state(line, len, &jt) == -1)
+        return;
+    struct session_task **pp = &s->tasks;
+    while (*pp != NULL && strcmp((*pp)->id, jt.task_id) != 0)
+        pp = &(*pp)->next;
+    if (session_task_terminal(jt.status)) {
+        if (*pp != NULL) {
+            struct session_task *t = *pp;
+            *pp = t->next;
+            free(t);
+            s->ntasks--;
+            log_debug(s->id, "task %s is %s", jt.task_id, jt.status);
+        }
+        return;
+    }
+    if (*pp != NULL || s->ntasks >= S.cfg->max_inflight_per_session)
+        return;
+    struct session_task *t = xcalloc(1, sizeof(*t));
+    snprintf(t->id, sizeof(t->id), "%s", jt.task_id);
+    t->until_ms = jt.ttl_ms >= 0 ? util_now_ms() + (uint64_t)jt.ttl_ms : 0;
+    t->next = s->tasks;
+    s->tasks = t;
+    s->ntasks++;
+    log_debug(s->id, "task %s is %s", jt.task_id, jt.status[0] ? jt.status : "open");
+}
+
+/* Forgets tasks past their ttl; true while any other is held. */
+static bool
+session_tasks_alive(struct session *s, uint64_t now_ms)
+{
+    struct session_task **pp = &s->tasks;
+    while (*pp != NULL) {
+        struct session_task *t = *pp;
+        if (t->until_ms != 0 && now_ms >= t->until_ms) {
+            *pp = t->next;
+            free(t);
+            s->ntasks--;
+        } else {
+            pp = &t->next;
+        }
+    }
+    return s->tasks != NULL;
 }
 
 /* --- child -> client --------------------------------------------------------------------- */
@@ -625,6 +704,10 @@ session_child_answer(struct session *s, const char *line, size_t len,
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (p->gw_id == s->init_gw_id && session_check_init(s, st, p, line, len, info) == -1)
         return;
+    if (info->kind == JSONRPC_RESULT
+        && (p->task || strcmp(p->method, "tasks/get") == 0
+            || strcmp(p->method, "tasks/cancel") == 0))
+        session_task_seen(s, line, len);
     if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
     session_pending_del(s, p);
@@ -715,6 +798,8 @@ session_child_notification(struct session *s, const char *line, size_t len,
         session_child_cancel(s, line, len, info);
         return;
     }
+    if (strcmp(info->method, "notifications/tasks/status") == 0)
+        session_task_seen(s, line, len);
     struct stream *st = session_route_unrelated(s);
     if (st != NULL) {
         struct iovec iov = { (void *)(uintptr_t)line, len };
@@ -1082,6 +1167,7 @@ session_end(struct session *s, const char *reason, bool child_alive)
         session_stream_remove(s, st);
     }
     msgq_clear(&s->backlog);
+    session_tasks_clear(s);
     upstream_close(s->u, reason);
     s->u = NULL;
     S.ctr.closed++;
@@ -1205,8 +1291,10 @@ session_sweep(uint64_t now_ms)
             /*
              * Idle: no connection reads any of its streams, and none did for the idle timeout. A
              * request whose client left (a stream waiting for a resume) does not keep it; a
-             * task-augmented request does (tasks outlive connections).
+             * task-augmented request, or a task of the child's not yet terminal (within its
+             * ttl) does: tasks outlive connections.
              */
+            tasks |= session_tasks_alive(s, now_ms);
             if (!read && !tasks && now_ms - s->last_active_ms >= idle)
                 session_close(s, "session expired");
             s = next;
@@ -1271,10 +1359,11 @@ session_admin_session(struct buf *b, const struct session *s, uint64_t now, bool
 {
     session_put(b,
                 "%s{\"id\":\"%s\",\"server\":\"%s\",\"child_pid\":%d,\"state\":\"%s\","
-                "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"streams\":[",
+                "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,"
+                "\"streams\":[",
                 first ? "" : ",", s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
                 s->state == SESSION_READY ? "ready" : "initializing", s->version,
-                now - s->last_active_ms);
+                now - s->last_active_ms, s->ntasks);
     for (const struct stream *st = s->streams; st != NULL; st = st->next)
         session_put(b,
                     "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"

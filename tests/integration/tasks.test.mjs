@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+// Tasks (2025-11-25, checklist section 6): tasks/* pass through untouched to the session's child;
+// a task-augmented request (params.task) never gets a notifications/cancelled from the gateway
+// (not on a drop, a timeout, a DELETE); tasks/result is exempt from request timeouts; a session
+// whose child holds a task not yet terminal does not expire while nobody is connected. The task
+// side runs on the reference server-everything (its simulate-research-query tool is a real task:
+// four stages of about a second).
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { callTool, del, initSession, post, rpc, waitFor, withGateway } from '../lib/gw.mjs';
+
+const ROOT = process.env.GW_SOURCE_ROOT;
+if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
+const EVERYTHING = path.join(ROOT, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+if (!fs.existsSync(EVERYTHING)) throw new Error(`${EVERYTHING} missing: run \`npm ci\` in tests/`);
+
+const V = '2025-11-25';
+const TOKEN = 't'.repeat(32);
+const isAnswer = (j) => j && ('result' in j || 'error' in j);
+const everything = { name: 'everything', path: '/mcp', command: `${process.execPath} ${EVERYTHING} stdio` };
+
+async function admin(gw) {
+  const r = await fetch(`${gw.base}/admin/inflight`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+  assert.equal(r.status, 200);
+  return r.json();
+}
+
+/** Posts a request and returns its answer (the stream must end with it). */
+async function ask(gw, sid, method, params, id) {
+  const r = await post(gw, rpc(method, params, id), { sid, headers: { 'MCP-Protocol-Version': V } });
+  assert.equal(r.status, 200, `${method}: ${r.status}`);
+  await r.done(20000);
+  const a = r.events().map((e) => e.json).find(isAnswer);
+  assert.ok(a, `${method}: no answer in ${r.text()}`);
+  return a;
+}
+
+const childCancels = (gw) => gw.childMessages().filter((m) => m.method === 'notifications/cancelled');
+
+test('a task-augmented call is never cancelled by the gateway: not on a drop, a timeout or DELETE', async () => {
+  await withGateway({ servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300' }] }, async (gw) => {
+    const s = await initSession(gw, { version: V });
+    // A drop of the call's stream: the example does not know tasks, so it simply keeps working.
+    const dropped = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'a', delay_ms: 5000 }, task: { ttl: 60000 } }, 'task-drop'), { sid: s.sid });
+    await waitFor(() => gw.childMessages().find((m) => m.params?.arguments?.text === 'a'), 5000, 'call at the child');
+    dropped.drop();
+    await gw.waitLog(/client dropped POST stream \d+: 0 requests cancelled/);
+    // A timeout: the client gets its error, the child no cancel.
+    const timed = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'b', delay_ms: 5000 }, task: {} }, 'task-timeout'), { sid: s.sid });
+    await timed.done(5000);
+    const err = timed.events().map((e) => e.json).find(isAnswer);
+    assert.match(err.error.message, /timed out/);
+    await gw.waitLog(/task-augmented tools\/call not cancelled \(request timed out\)/);
+    // DELETE with a task-augmented call in flight.
+    const third = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'c', delay_ms: 5000 }, task: {} }, 'task-del'), { sid: s.sid });
+    await waitFor(() => gw.childMessages().find((m) => m.params?.arguments?.text === 'c'), 5000, 'third call at the child');
+    const d = await del(gw, { sid: s.sid });
+    assert.equal(d.status, 200);
+    await third.done(5000);
+    await gw.waitLog(/task-augmented tools\/call not cancelled \(session deleted\)/);
+    assert.deepEqual(childCancels(gw), [], 'no notifications/cancelled for task-augmented requests');
+  });
+});
+
+test('an ordinary call beside them is still cancelled on a drop (the exemption is per request)', async () => {
+  await withGateway({}, async (gw) => {
+    const s = await initSession(gw, { version: V });
+    const r = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'plain', delay_ms: 5000 } }, 'plain'), { sid: s.sid });
+    const seen = await waitFor(() => gw.childMessages().find((m) => m.params?.arguments?.text === 'plain'), 5000, 'call at the child');
+    r.drop();
+    const c = await waitFor(() => childCancels(gw)[0], 5000, 'cancel at the child');
+    assert.deepEqual(c.params, { requestId: seen.id, reason: 'client disconnected' });
+  });
+});
+
+test('server-everything tasks through the gateway: create, tasks/get, tasks/list, tasks/result (exempt from the timeout)', async () => {
+  await withGateway({ servers: [{ ...everything, extra: 'request_timeout_ms = 500' }] }, async (gw) => {
+    const s = await initSession(gw, { version: V, capabilities: { tasks: {} } });
+    assert.ok(s.result.capabilities.tasks, `server-everything declares tasks: ${JSON.stringify(s.result.capabilities)}`);
+    const created = await ask(gw, s.sid, 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'gateways' }, task: { ttl: 60000 } }, 'create-1');
+    const task = created.result.task;
+    assert.ok(task?.taskId, `CreateTaskResult: ${JSON.stringify(created)}`);
+    assert.equal(created.id, 'create-1');
+    const got = await ask(gw, s.sid, 'tasks/get', { taskId: task.taskId }, 'get-1');
+    assert.equal(got.result.taskId, task.taskId);
+    const list = await ask(gw, s.sid, 'tasks/list', {}, 'list-1');
+    assert.ok(list.result.tasks.some((t) => t.taskId === task.taskId));
+    // tasks/result blocks until the task is terminal (about 4 s), well past request_timeout_ms.
+    const result = await ask(gw, s.sid, 'tasks/result', { taskId: task.taskId }, 'result-1');
+    assert.ok(result.result, `tasks/result: ${JSON.stringify(result)}`);
+    assert.match(JSON.stringify(result.result.content), /gateways/);
+    assert.doesNotMatch(gw.logs(), /request timed out/);
+  });
+});
+
+test('a session whose child holds a working task does not expire while nobody is connected', async () => {
+  await withGateway({ gateway: { session_idle_timeout_s: 1, admin_token: TOKEN }, servers: [everything] }, async (gw) => {
+    const s = await initSession(gw, { version: V, capabilities: { tasks: {} } });
+    const created = await ask(gw, s.sid, 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'idle' }, task: { ttl: 60000 } }, 'create-2');
+    const taskId = created.result.task.taskId;
+    // Nobody reads any stream now. Past twice the idle timeout the session must still be there.
+    const held = await waitFor(async () => {
+      const a = await admin(gw);
+      const me = a.sessions.find((x) => x.id === s.sid);
+      assert.ok(me, 'the session expired while its task was working');
+      return me.idle_ms >= 2200 && me;
+    }, 10000, 'the session to stay idle past twice the timeout');
+    assert.equal(held.tasks_open, 1);
+    // Once the child reports the task terminal (tasks/get), the session may expire.
+    await waitFor(async () => (await ask(gw, s.sid, 'tasks/get', { taskId }, `poll-${Date.now()}`)).result.status === 'completed', 15000, 'the task to complete');
+    await waitFor(async () => !(await admin(gw)).sessions.some((x) => x.id === s.sid), 10000, 'the session to expire');
+    await gw.waitLog(new RegExp(`session=${s.sid.replace(/[-]/g, '\\-')} session closed: session expired`));
+  });
+});
+
+test('tasks/* requests reach the child byte for byte, apart from the id', async () => {
+  await withGateway({}, async (gw) => {
+    const s = await initSession(gw, { version: V });
+    const params = { taskId: 'tid-\u00e9\u4e2d', _meta: { 'io.modelcontextprotocol/related-task': { taskId: 'x' }, n: 1.5e300 } };
+    const a = await ask(gw, s.sid, 'tasks/get', params, 'tg-1');
+    assert.equal(a.id, 'tg-1');
+    const m = await waitFor(() => gw.childMessages().find((x) => x.method === 'tasks/get'), 5000, 'tasks/get at the child');
+    assert.deepEqual(m.params, params);
+    const ok = await callTool(gw, s.sid, 'echo', { text: 'after' });
+    assert.equal(ok.response.result.content[0].text, 'after');
+  });
+});
