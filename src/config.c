@@ -73,7 +73,7 @@ static const struct config_option config_options[] = {
     { "gateway.max_connections", CONFIG_SEC_GATEWAY, CONFIG_U64, "4096", 16, 1000000,
       CONFIG_GW(max_connections), "HTTP connections open at once" },
     { "gateway.session_idle_timeout_s", CONFIG_SEC_GATEWAY, CONFIG_U64, "1800", 1, 604800,
-      CONFIG_GW(session_idle_timeout_s), "a session without requests for this long is closed" },
+      CONFIG_GW(session_idle_timeout_s), "a session no connection reads for this long is closed" },
     { "gateway.max_body_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "4194304", 1024, 1073741824,
       CONFIG_GW(max_body_bytes), "largest request body; larger gets 413" },
     { "gateway.max_message_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "134217728", 65536,
