@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { initSession, post, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { get, initSession, post, rpc, startGateway, waitFor } from '../lib/gw.mjs';
 import { haveNginx, startNginx } from '../lib/nginx.mjs';
 
 const opts = { skip: haveNginx ? false : 'nginx is not installed (tests/deps.sh installs nginx-light)' };
@@ -78,5 +78,25 @@ test('a client that vanishes behind nginx gets its request cancelled at the chil
     const r2 = await post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'still here' } }, 'n5'), { sid: s.sid });
     await r2.done();
     assert.equal(r2.events().map((e) => e.json).find((j) => j?.id === 'n5').result.content[0].text, 'still here');
+  });
+});
+
+test('a client that drops behind nginx and resumes with Last-Event-ID gets the answer; nothing is cancelled', opts, async () => {
+  await withStack({ gateway: { disconnect_grace_ms: 10000 } }, {}, async (gw, via) => {
+    const s = await initSession(via);
+    const r = await post(via, rpc('tools/call', { name: 'slow', arguments: { steps: 6, interval_ms: 150 }, _meta: { progressToken: 'rp' } }, 'n6'), { sid: s.sid });
+    const first = await r.waitEvent((j) => j.method === 'notifications/progress', 5000);
+    assert.ok(first);
+    const lastId = r.events().filter((e) => e.id).at(-1).id;
+    r.drop();
+    await gw.waitLog(/client dropped POST stream \d+: 1 requests wait up to 10000 ms for a resume/);
+    const g = await get(via, { sid: s.sid, headers: { 'Last-Event-ID': lastId, 'MCP-Protocol-Version': s.version } });
+    assert.equal(g.status, 200);
+    await g.done(10000);
+    const evs = g.events();
+    assert.ok(evs.every((e) => e.id && e.id.split('-')[0] === lastId.split('-')[0]), 'only the resumed stream\'s events');
+    const resp = evs.map((e) => e.json).find((j) => j?.id === 'n6');
+    assert.ok(resp?.result, `the answer came on the resumed stream: ${g.text()}`);
+    assert.ok(!gw.childMessages().some((m) => m.method === 'notifications/cancelled'), 'nothing was cancelled');
   });
 });
