@@ -808,13 +808,14 @@ session_child_notification(struct session *s, const char *line, size_t len,
                   st->is_get ? "GET" : "POST", st->id);
         return;
     }
-    log_debug(s->id, "child notification %s kept for the next GET stream", info->method);
     if (s->get != NULL) {
         /* The stream a dropped GET left: the next GET reads on from it. */
+        log_debug(s->id, "child notification %s queued on the unread GET stream", info->method);
         struct iovec iov = { (void *)(uintptr_t)line, len };
         session_push(s, s->get, &iov, 1);
         return;
     }
+    log_debug(s->id, "child notification %s kept for the next GET stream", info->method);
     if (s->backlog.count >= SESSION_BACKLOG_MAX) {
         msgq_advance(&s->backlog, s->backlog.head->m->len - s->backlog.head_off);
         S.ctr.notifications_dropped++;

@@ -153,6 +153,18 @@ export function parseSse(text) {
   return out;
 }
 
+/** Like parseSse, but only events already terminated by a blank line (none half-received). */
+export function parseSseComplete(text) {
+  const end = text.lastIndexOf('\n\n');
+  return end < 0 ? [] : parseSse(text.slice(0, end + 2));
+}
+
+/** Splits an SSE event id "<stream>-<seq>" into numbers; null when it is not of that form. */
+export function parseEventId(id) {
+  const m = /^(\d+)-(\d+)$/.exec(id ?? '');
+  return m ? { stream: Number(m[1]), seq: Number(m[2]) } : null;
+}
+
 /**
  * Low-level request that exposes the live response: resolves at response headers with
  * {status, headers, res, req, text(), events(), waitEvent(pred, ms), end, drop()}.
@@ -183,6 +195,8 @@ export function request(url, { method = 'POST', headers = {}, body, agent = fals
         get ended() { return ended; },
         text: () => buf,
         events: () => parseSse(buf),
+        /** the events received whole so far (a live stream may end in half an event) */
+        completeEvents: () => parseSseComplete(buf),
         json: () => JSON.parse(buf),
         /** resolves when the body has ended (or rejects after ms) */
         async done(ms = 10000) {
@@ -213,6 +227,11 @@ export function get(gw, { sid, headers = {}, url } = {}) {
   const h = { Accept: 'text/event-stream', ...headers };
   if (sid) h['Mcp-Session-Id'] = sid;
   return request(url || gw.url, { method: 'GET', headers: h });
+}
+
+/** GET with Last-Event-ID: resumes the stream that event id names, after that event. */
+export function resume(gw, sid, lastEventId, { headers = {}, url } = {}) {
+  return get(gw, { sid, url, headers: { 'Last-Event-ID': lastEventId, ...headers } });
 }
 
 export function del(gw, { sid, headers = {}, url } = {}) {
