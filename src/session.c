@@ -668,9 +668,12 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
         log_warn(s->id, "child negotiated a protocol version the gateway does not serve");
         if (st != NULL)
             session_push_error(s, st, p,
-                               "upstream server negotiated a protocol version this gateway does "
-                               "not serve over Streamable HTTP (2025-03-26, 2025-06-18, "
-                               "2025-11-25)");
+                               s->legacy ? "upstream server negotiated a protocol version this "
+                                           "gateway does not serve (2024-11-05, 2025-03-26, "
+                                           "2025-06-18, 2025-11-25)"
+                                         : "upstream server negotiated a protocol version this "
+                                           "gateway does not serve over Streamable HTTP "
+                                           "(2025-03-26, 2025-06-18, 2025-11-25)");
         session_pending_del(s, p);
         session_stream_answered(s, st);
         session_end(s, "unsupported protocol version", true);
