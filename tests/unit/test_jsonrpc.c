@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for jsonrpc: classification, spans, duplicate and depth rules, the JSON grammar and
- * UTF-8 checks (also against jansson), flattening, id parsing and the jansson-built messages.
+ * UTF-8 checks (also against jansson), flattening, id parsing, the jansson-built messages, batch
+ * splitting and task states.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -790,4 +792,99 @@ Test(jsonrpc, differential_with_jansson)
                      j != NULL ? "ok" : err.text);
         json_decref(j);
     }
+}
+
+/* --- batches (2025-03-26) and task states ------------------------------------------------ */
+
+static void
+expect_split(const char *text, size_t max, int rc_want, const char *const *want, size_t nwant)
+{
+    struct jsonrpc_span el[8];
+    size_t n = 99;
+    struct jsonrpc_info info;
+
+    cr_assert_leq(max, 8);
+    cr_assert_eq(scan(text, &info), JSONRPC_EBATCH, "%s is a batch", text);
+    int rc = jsonrpc_batch_split(text, strlen(text), el, max, &n);
+    cr_assert_eq(rc, rc_want, "%s: rc %d", text, rc);
+    if (rc != 0)
+        return;
+    cr_assert_eq(n, nwant, "%s: %zu elements", text, n);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(el[i].len, strlen(want[i]), "%s: element %zu length", text, i);
+        cr_assert(memcmp(text + el[i].off, want[i], el[i].len) == 0, "%s: element %zu", text, i);
+    }
+}
+
+Test(jsonrpc, batch_split_elements_in_order)
+{
+    static const char *const two[] = { "{\"jsonrpc\":\"2.0\",\"method\":\"a\"}",
+                                       "{\"jsonrpc\":\"2.0\",\"id\":\"x,]\",\"method\":\"b\"}" };
+    expect_split("[{\"jsonrpc\":\"2.0\",\"method\":\"a\"},{\"jsonrpc\":\"2.0\",\"id\":\"x,]\","
+                 "\"method\":\"b\"}]",
+                 8, 0, two, 2);
+    static const char *const spaced[] = { "1", "[2,3]", "{\"k\":[{}]}", "\"s\"" };
+    expect_split(" \r\n[ 1 ,\t[2,3],\n{\"k\":[{}]} , \"s\" ] \n", 8, 0, spaced, 4);
+    expect_split("[]", 8, 0, NULL, 0);
+    expect_split("[ \n ]", 8, 0, NULL, 0);
+}
+
+Test(jsonrpc, batch_split_refuses_more_than_max)
+{
+    static const char *const three[] = { "1", "2", "3" };
+    expect_split("[1,2,3]", 3, 0, three, 3);
+    expect_split("[1,2,3,4]", 3, -1, NULL, 0);
+}
+
+Test(jsonrpc, batch_split_refuses_what_is_not_an_array)
+{
+    struct jsonrpc_span el[4];
+    size_t n;
+    cr_assert_eq(jsonrpc_batch_split("{}", 2, el, 4, &n), -1);
+    cr_assert_eq(jsonrpc_batch_split("", 0, el, 4, &n), -1);
+    cr_assert_eq(jsonrpc_batch_split("[1,", 3, el, 4, &n), -1);
+}
+
+Test(jsonrpc, task_state_from_each_message_kind)
+{
+    struct jsonrpc_task t;
+    const char *create = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"taskId\":\"t-1\","
+                         "\"status\":\"working\",\"ttl\":60000,\"createdAt\":\"x\"}}}";
+    cr_assert_eq(jsonrpc_task_state(create, strlen(create), &t), 0);
+    cr_assert_str_eq(t.task_id, "t-1");
+    cr_assert_str_eq(t.status, "working");
+    cr_assert_eq(t.ttl_ms, 60000);
+    const char *get = "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"taskId\":\"t-1\","
+                      "\"status\":\"completed\",\"ttl\":null}}";
+    cr_assert_eq(jsonrpc_task_state(get, strlen(get), &t), 0);
+    cr_assert_str_eq(t.status, "completed");
+    cr_assert_eq(t.ttl_ms, -1, "null ttl is unlimited");
+    const char *note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks/status\","
+                       "\"params\":{\"taskId\":\"t-2\",\"status\":\"input_required\"}}";
+    cr_assert_eq(jsonrpc_task_state(note, strlen(note), &t), 0);
+    cr_assert_str_eq(t.task_id, "t-2");
+    cr_assert_str_eq(t.status, "input_required");
+    cr_assert_eq(t.ttl_ms, -1);
+}
+
+Test(jsonrpc, task_state_absent_or_unusable)
+{
+    struct jsonrpc_task t;
+    static const char *const none[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"taskId\":7}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"taskId\":\"\"}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"no\"}}",
+        "not json",
+    };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        cr_assert_eq(jsonrpc_task_state(none[i], strlen(none[i]), &t), -1, "case %zu", i);
+    char longid[300];
+    int k =
+        snprintf(longid, sizeof longid, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"taskId\":\"");
+    memset(longid + k, 'a', 200);
+    snprintf(longid + k + 200, sizeof longid - (size_t)k - 200, "\"}}");
+    cr_assert_eq(jsonrpc_task_state(longid, strlen(longid), &t), -1, "an id too long to track");
+    const char nul[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"taskId\":\"a\"}}\0";
+    cr_assert_eq(jsonrpc_task_state(nul, sizeof nul - 1, &t), -1, "a NUL byte");
 }
