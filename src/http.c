@@ -469,17 +469,34 @@ http_post_batch(struct http_req *rc)
     return st != NULL ? http_sse(rc, st, false) : http_empty(rc, MHD_HTTP_ACCEPTED);
 }
 
+/*
+ * Scans a POST body as one message. The refusals every POST shares are answered here (413 too
+ * big, 400 -32700 not JSON): the caller returns *ret when rc->responded is set.
+ */
+static int
+http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
+               enum MHD_Result *ret)
+{
+    if (rc->too_big) {
+        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request body exceeds max_body_bytes");
+        return JSONRPC_EPARSE;
+    }
+    int st = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), info, err);
+    if (st == JSONRPC_EPARSE)
+        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
+    return st;
+}
+
 static enum MHD_Result
 http_post(struct http_req *rc)
 {
-    if (rc->too_big)
-        return http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
-                          "request body exceeds max_body_bytes");
     struct jsonrpc_info info;
     const char *err = NULL;
-    int rc_scan = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), &info, &err);
-    if (rc_scan == JSONRPC_EPARSE)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
+    enum MHD_Result ret = MHD_NO;
+    int rc_scan = http_scan_body(rc, &info, &err, &ret);
+    if (rc->responded)
+        return ret;
     if (rc_scan == JSONRPC_EBATCH)
         return http_post_batch(rc);
     if (rc_scan != JSONRPC_OK)
@@ -569,14 +586,12 @@ http_legacy_post(struct http_req *rc)
     struct session *s = session_find(strlen(v) < sizeof(rc->sid) ? rc->sid : NULL);
     if (s == NULL || s->srv != rc->srv || !s->legacy || s->get == NULL)
         return http_session_error(rc, SESSION_E_GONE);
-    if (rc->too_big)
-        return http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
-                          "request body exceeds max_body_bytes");
     struct jsonrpc_info info;
     const char *err = NULL;
-    int rc_scan = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), &info, &err);
-    if (rc_scan == JSONRPC_EPARSE)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
+    enum MHD_Result ret = MHD_NO;
+    int rc_scan = http_scan_body(rc, &info, &err, &ret);
+    if (rc->responded)
+        return ret;
     if (rc_scan != JSONRPC_OK)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           rc_scan == JSONRPC_EBATCH ? "JSON-RPC batches are not part of 2024-11-05"
