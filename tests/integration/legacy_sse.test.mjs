@@ -13,16 +13,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import {
-  EXAMPLE, callTool, del, get, initSession, parseSse, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor,
+  EXAMPLE, callTool, del, everythingServer, get, initSession, parseSse, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor,
   withGateway,
 } from '../lib/gw.mjs';
 
-const ROOT = process.env.GW_SOURCE_ROOT;
-if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
-const EVERYTHING = path.join(ROOT, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-if (!fs.existsSync(EVERYTHING)) {
-  throw new Error(`${EVERYTHING} missing: run \`npm ci\` in ${path.join(ROOT, 'tests')} (tests/deps.sh does it)`);
-}
 
 // Resolved from tests/node_modules (this file lives in tests/integration).
 const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
@@ -709,7 +703,7 @@ test('Host not allowed, or a foreign Origin: 403 on /mcp/sse (nothing spawned) a
 // --- the official SDK client ---------------------------------------------------------------------
 
 test('SDK SSEClientTransport -> server-everything: tools, progress, sampling, abort, close reaps the child', async () => {
-  await withGateway({ servers: [{ name: 'everything', path: '/mcp', command: `${process.execPath} ${EVERYTHING} stdio` }] }, async (gw) => {
+  await withGateway({ servers: [everythingServer()] }, async (gw) => {
     const errors = [];
     const sampled = [];
     const client = new Client({ name: 'legacy-sse-interop', version: '1.0.0' }, { capabilities: { sampling: {} } });

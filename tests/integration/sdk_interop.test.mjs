@@ -9,18 +9,10 @@
 // sampling, elicitation, roots, logging, cancellation, and last DELETE with the child gone and
 // a clean gateway exit. On failure each test appends the tail of the gateway's debug log.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { del, pidAlive, post, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { del, everythingServer, pidAlive, post, rpc, startGateway, waitFor } from '../lib/gw.mjs';
 
-const ROOT = process.env.GW_SOURCE_ROOT;
-if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
-const EVERYTHING = path.join(ROOT, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-if (!fs.existsSync(EVERYTHING)) {
-  throw new Error(`${EVERYTHING} missing: run \`npm ci\` in ${path.join(ROOT, 'tests')} (tests/deps.sh does it)`);
-}
 
 // Resolved from tests/node_modules (this file lives in tests/integration).
 const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
@@ -65,7 +57,7 @@ function text(result) {
 
 before(async () => {
   gw = await startGateway({
-    servers: [{ name: 'everything', path: '/mcp', command: `${process.execPath} ${EVERYTHING} stdio` }],
+    servers: [everythingServer()],
   });
   client = new Client(
     { name: 'mcp-gateway-interop', version: '1.0.0' },

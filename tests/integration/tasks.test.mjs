@@ -6,21 +6,15 @@
 // side runs on the reference server-everything (its simulate-research-query tool is a real task:
 // four stages of about a second).
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { callTool, del, initSession, post, rpc, waitFor, withGateway } from '../lib/gw.mjs';
+import { callTool, del, everythingServer, initSession, post, rpc, waitFor, withGateway } from '../lib/gw.mjs';
 
-const ROOT = process.env.GW_SOURCE_ROOT;
-if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
-const EVERYTHING = path.join(ROOT, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-if (!fs.existsSync(EVERYTHING)) throw new Error(`${EVERYTHING} missing: run \`npm ci\` in tests/`);
 
 const V = '2025-11-25';
 const TOKEN = 't'.repeat(32);
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
-const everything = { name: 'everything', path: '/mcp', command: `${process.execPath} ${EVERYTHING} stdio` };
+const everything = everythingServer();
 
 async function admin(gw) {
   const r = await fetch(`${gw.base}/admin/inflight`, { headers: { Authorization: `Bearer ${TOKEN}` } });

@@ -14,6 +14,18 @@ if (!GW_BIN || !EXAMPLE) throw new Error('GW_BIN and GW_EXAMPLE must be set (mes
 
 export const ACCEPT_BOTH = 'application/json, text/event-stream';
 
+/**
+ * A [server:NAME] entry running the reference @modelcontextprotocol/server-everything (pinned in
+ * tests/package-lock.json) over stdio; throws when `npm ci` has not installed it.
+ */
+export function everythingServer({ name = 'everything', path: p = '/mcp', extra } = {}) {
+  const root = process.env.GW_SOURCE_ROOT;
+  if (!root) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
+  const js = path.join(root, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+  if (!fs.existsSync(js)) throw new Error(`${js} missing: run \`npm ci\` in ${path.join(root, 'tests')} (tests/deps.sh does it)`);
+  return { name, path: p, command: `${process.execPath} ${js} stdio`, ...(extra ? { extra } : {}) };
+}
+
 export function tmpdir(prefix = 'mcpgw-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
