@@ -1235,7 +1235,7 @@ session_stream_detach(const char *sid, struct stream *st)
     /* A POST stream read to its end is done: only what a client missed is kept for a resume. */
     bool done = !st->is_get && stream_finished(st);
     if (unused || done || (st->replay_max == 0 && !waited)) {
-        if (!unused && !done && !stream_finished(st))
+        if (!unused && !stream_finished(st))
             log_info(s->id, "client dropped %s stream %" PRIu64 ": 0 requests cancelled",
                      st->is_get ? "GET" : "POST", st->id);
         st->dropped = true;
