@@ -120,6 +120,9 @@ enum session_status session_client_other(struct session *s, char *body, size_t l
 
 #define SESSION_BATCH_MAX 256 /* elements of one batch, either way */
 
+/* What a status means, for the client (HTTP error bodies, errors inside a batch). */
+const char *session_status_text(enum session_status status);
+
 /*
  * A 2025-03-26 batch (checklist T-12): el/info are its elements, already scanned, in order;
  * requests among them are answered on st (NULL when there are none), each with its own event; a

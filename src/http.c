@@ -340,28 +340,35 @@ http_read_sid(struct http_req *rc)
 static enum MHD_Result
 http_session_error(struct http_req *rc, enum session_status status)
 {
+    unsigned code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    int rpc = JSONRPC_INVALID_REQUEST;
     switch (status) {
     case SESSION_OK:
+        rpc = JSONRPC_INTERNAL_ERROR;
         break;
     case SESSION_E_GONE:
-        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Session not found");
+        code = MHD_HTTP_NOT_FOUND;
+        break;
     case SESSION_E_BUSY:
-        return http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
-                          "upstream server is not reading its input; try again later");
+        code = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rpc = JSONRPC_INTERNAL_ERROR;
+        break;
     case SESSION_E_TOO_MANY:
-        return http_error(rc, MHD_HTTP_TOO_MANY_REQUESTS, JSONRPC_INTERNAL_ERROR,
-                          "too many requests in flight for this session");
+        code = MHD_HTTP_TOO_MANY_REQUESTS;
+        rpc = JSONRPC_INTERNAL_ERROR;
+        break;
     case SESSION_E_DUPLICATE:
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "a request with this id is already in flight");
+        code = MHD_HTTP_BAD_REQUEST;
+        break;
     case SESSION_E_CONFLICT:
-        return http_error(rc, MHD_HTTP_CONFLICT, JSONRPC_INVALID_REQUEST,
-                          "this stream is already being read by another connection");
+        code = MHD_HTTP_CONFLICT;
+        break;
     case SESSION_E_EVICTED:
-        return http_error(rc, MHD_HTTP_GONE, JSONRPC_INVALID_REQUEST,
-                          "Last-Event-ID names no event this session can still replay");
+        code = MHD_HTTP_GONE;
+        break;
     }
-    return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR, "internal error");
+    return http_error(rc, code, rpc,
+                      status == SESSION_OK ? "internal error" : session_status_text(status));
 }
 
 /* The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended or another server's. */

@@ -1018,23 +1018,26 @@ session_client_other(struct session *s, char *body, size_t len, const struct jso
     return session_send_iov(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
 }
 
-static const char *
-session_refusal(enum session_status status)
+const char *
+session_status_text(enum session_status status)
 {
     switch (status) {
-    case SESSION_E_DUPLICATE:
-        return "a request with this id is already in flight";
-    case SESSION_E_TOO_MANY:
-        return "too many requests in flight for this session";
+    case SESSION_OK:
+        return "ok";
+    case SESSION_E_GONE:
+        return "Session not found";
     case SESSION_E_BUSY:
         return "upstream server is not reading its input; try again later";
-    case SESSION_OK:
-    case SESSION_E_GONE:
+    case SESSION_E_TOO_MANY:
+        return "too many requests in flight for this session";
+    case SESSION_E_DUPLICATE:
+        return "a request with this id is already in flight";
     case SESSION_E_CONFLICT:
+        return "this stream is already being read by another connection";
     case SESSION_E_EVICTED:
-        break;
+        return "Last-Event-ID names no event this session can still replay";
     }
-    return "request not delivered";
+    return "internal error";
 }
 
 enum session_status
@@ -1058,7 +1061,7 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
             /* Each request of a batch gets its own answer: this one an error, at once. */
             size_t elen;
             char *e = jsonrpc_error_new(m + info[i].id.off, info[i].id.len, JSONRPC_INVALID_REQUEST,
-                                        session_refusal(rc), &elen);
+                                        session_status_text(rc), &elen);
             struct iovec iov = { e, elen };
             session_push(s, st, &iov, 1);
             free(e);
