@@ -119,6 +119,14 @@ stream_parse_event_id(const char *s, uint64_t *stream_id, uint64_t *seq)
            && util_parse_u64(dash + 1, 1, UINT64_MAX, seq, &why) == 0;
 }
 
+/* "id: <stream>-<next seq>" (no newline) for the event about to be pushed; returns its length. */
+static int
+stream_id_field(const struct stream *st, char *out, size_t size)
+{
+    int k = snprintf(out, size, "id: ");
+    return k + stream_event_id(st->id, st->next_seq, out + k, size - (size_t)k);
+}
+
 void
 stream_push_message(struct stream *st, const struct iovec *iov, int n)
 {
@@ -129,8 +137,7 @@ stream_push_message(struct stream *st, const struct iovec *iov, int n)
         return;
     }
     char prefix[96];
-    int k = snprintf(prefix, sizeof(prefix), "id: ");
-    k += stream_event_id(st->id, st->next_seq, prefix + k, sizeof(prefix) - (size_t)k);
+    int k = stream_id_field(st, prefix, sizeof(prefix));
     snprintf(prefix + k, sizeof(prefix) - (size_t)k, "\n%s", stream_prefix);
     stream_push(st, msg_frame(prefix, iov, n, stream_suffix), st->next_seq);
     st->next_seq++;
@@ -142,8 +149,7 @@ stream_push_priming(struct stream *st, uint64_t retry_ms)
     if (st->ended || st->dropped || st->replay_max == 0)
         return;
     char frame[128];
-    int k = snprintf(frame, sizeof(frame), "id: ");
-    k += stream_event_id(st->id, st->next_seq, frame + k, sizeof(frame) - (size_t)k);
+    int k = stream_id_field(st, frame, sizeof(frame));
     if (retry_ms > 0)
         k += snprintf(frame + k, sizeof(frame) - (size_t)k, "\nretry: %" PRIu64, retry_ms);
     snprintf(frame + k, sizeof(frame) - (size_t)k, "\ndata: \n\n");
