@@ -1420,8 +1420,7 @@ session_admin_json(size_t *len)
                 c->cancels_to_client, c->late_dropped, c->timeouts, c->child_lines_invalid,
                 c->notifications_dropped);
     *len = buf_used(&b);
-    char *out = xmemdup(buf_head(&b), buf_used(&b) + 1);
-    out[*len] = '\0';
+    char *out = xstrndup(buf_head(&b), *len);
     buf_clear(&b);
     return out;
 }
