@@ -21,6 +21,8 @@ int http_prepare(void);
 void http_run(void);
 /* Stops accepting new connections (shutdown). */
 void http_quiesce(void);
+/* SIGHUP: requests from now on see cfg (listen and MHD options stay as started). */
+void http_set_config(const struct config *cfg);
 /* No request is in progress. */
 bool http_idle(void);
 void http_stop(void);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "config.h"
 #include "crypto.h"
 #include "jsonrpc.h"
@@ -62,9 +63,16 @@ enum session_status {
     SESSION_E_DUPLICATE, /* the request id is already in flight: 400 */
     SESSION_E_CONFLICT,  /* a GET stream is already open, or the stream resumed is read: 409 */
     SESSION_E_EVICTED,   /* Last-Event-ID names nothing this session can still replay: 410 */
+    SESSION_E_DRAINING,  /* the gateway is shutting down and takes no new request: 503 */
 };
 
 void session_module_init(struct loop *l, const struct config *cfg);
+/*
+ * SIGHUP: gateway-wide settings come from cfg from now on. Sessions keep the server definition
+ * they started with (it belongs to an older cfg, which lives while session_uses_config says so).
+ */
+void session_set_config(const struct config *cfg);
+bool session_uses_config(const struct config *cfg);
 /* Frees the table (after every session was closed and reaped). */
 void session_module_free(void);
 /* Closes every session with the reason; children go through their ladder. */
@@ -169,5 +177,16 @@ char *session_admin_json(size_t *len);
 /* "client", "client disconnected", ... for a reason index. */
 const char *session_cancel_reason_name(enum session_cancel_reason r);
 const struct session_counters *session_counters(void);
+
+/*
+ * Graceful shutdown, first step: no new session and no new client request (503); answers,
+ * notifications and resumes still flow so that what is in flight can finish.
+ */
+void session_drain(void);
+bool session_draining(void);
+/* Requests in flight over every session, in one direction (forwarded, not yet answered). */
+size_t session_inflight(enum pending_dir dir);
+/* The sessions', children's and in-flight table's series in Prometheus text format. */
+void session_metrics(struct buf *b);
 
 #endif

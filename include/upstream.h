@@ -61,4 +61,12 @@ size_t upstream_queued_bytes(const struct upstream *u);
 /* Children spawned and not yet freed, over the whole process (shutdown waits for 0). */
 size_t upstream_live_count(void);
 
+/* Counters since start (/metrics). */
+struct upstream_counters {
+    uint64_t spawned, spawn_failed;
+    uint64_t exited_zero, exited_nonzero, killed; /* how children ended */
+    uint64_t stdin_bytes, stdout_bytes;
+};
+const struct upstream_counters *upstream_counters(void);
+
 #endif

@@ -28,6 +28,7 @@
 #include "crypto.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "session.h"
 
 #define HTTP_SID_HEADER     "Mcp-Session-Id"
@@ -38,6 +39,8 @@ enum http_kind {
     HTTP_LEGACY_SSE, /* 2024-11-05 HTTP+SSE: GET PATH/sse */
     HTTP_LEGACY_MSG, /* 2024-11-05 HTTP+SSE: POST PATH/messages?sessionId= */
     HTTP_HEALTH,
+    HTTP_READY,
+    HTTP_METRICS,
     HTTP_ADMIN,
     HTTP_NOT_FOUND,
 };
@@ -63,6 +66,7 @@ struct http_req {
     bool suspended;
     bool dropped;
     struct loop_watch *rdhup;
+    unsigned gen; /* H.gen when the request began */
 };
 
 static struct {
@@ -72,7 +76,10 @@ static struct {
     struct loop_watch *mhd_w;
     int listen_fd;
     bool need_run;
-    size_t live; /* request contexts */
+    size_t live;                  /* request contexts */
+    unsigned gen;                 /* configuration generation: counts reloads */
+    uint64_t responses[6];        /* by status class: [2] counts 2xx */
+    uint64_t bytes_in, bytes_out; /* request bodies; response bodies (SSE included) */
 } H = { .listen_fd = -1 };
 
 /* --- responses --------------------------------------------------------------------------- */
@@ -81,16 +88,26 @@ static enum MHD_Result
 http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
 {
     enum MHD_Result ret = MHD_queue_response(rc->c, status, r);
+    H.responses[status / 100 < 6 ? status / 100 : 0]++;
     MHD_destroy_response(r);
     rc->responded = true;
     log_debug(rc->sid[0] ? rc->sid : NULL, "http %u", status);
     return ret;
 }
 
+/* A response whose body is body (taken: freed by MHD). */
+static struct MHD_Response *
+http_body_response(char *body, size_t len)
+{
+    H.bytes_out += len;
+    return MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+}
+
 /* 0.9.75 takes a non-const buffer even for persistent data; keep the one cast here. */
 static struct MHD_Response *
 http_static_response(const char *text)
 {
+    H.bytes_out += strlen(text);
     return MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
                                            MHD_RESPMEM_PERSISTENT);
 }
@@ -100,7 +117,7 @@ http_error(struct http_req *rc, unsigned status, int code, const char *message)
 {
     size_t len;
     char *body = jsonrpc_error_new(NULL, 0, code, message, &len);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = http_body_response(body, len);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
@@ -162,6 +179,7 @@ http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
     if (rc->dropped || rc->st == NULL)
         return MHD_CONTENT_READER_END_WITH_ERROR;
     size_t n = stream_read(rc->st, out, max);
+    H.bytes_out += n;
     if (n > 0)
         return (ssize_t)n;
     /* Finished, or the gateway ends this connection (SSE polling): the client resumes. */
@@ -366,9 +384,23 @@ http_session_error(struct http_req *rc, enum session_status status)
     case SESSION_E_EVICTED:
         code = MHD_HTTP_GONE;
         break;
+    case SESSION_E_DRAINING:
+        code = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rpc = JSONRPC_INTERNAL_ERROR;
+        break;
     }
     return http_error(rc, code, rpc,
                       status == SESSION_OK ? "internal error" : session_status_text(status));
+}
+
+/*
+ * The session of a request to this endpoint: same path (a reload leaves sessions on the
+ * definition they started with, so the structs may differ while the endpoint is the same).
+ */
+static bool
+http_same_endpoint(const struct session *s, const struct http_req *rc)
+{
+    return s->srv == rc->srv || strcmp(s->srv->path, rc->srv->path) == 0;
 }
 
 /* The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended or another server's. */
@@ -376,7 +408,7 @@ static struct session *
 http_session(const struct http_req *rc)
 {
     struct session *s = session_find(rc->sid);
-    return s != NULL && s->srv == rc->srv && !s->legacy ? s : NULL;
+    return s != NULL && http_same_endpoint(s, rc) && !s->legacy ? s : NULL;
 }
 
 /* The refusal when http_session found nothing: 400 without the header, else 404. */
@@ -591,7 +623,7 @@ http_legacy_post(struct http_req *rc)
                           "sessionId query parameter is required");
     snprintf(rc->sid, sizeof(rc->sid), "%s", v);
     struct session *s = session_find(strlen(v) < sizeof(rc->sid) ? rc->sid : NULL);
-    if (s == NULL || s->srv != rc->srv || !s->legacy || s->get == NULL)
+    if (s == NULL || !http_same_endpoint(s, rc) || !s->legacy || s->get == NULL)
         return http_session_error(rc, SESSION_E_GONE);
     struct jsonrpc_info info;
     const char *err = NULL;
@@ -738,9 +770,30 @@ http_peer_loopback(const struct http_req *rc)
     return false;
 }
 
+/* "Authorization: Bearer <token>" with the admin token (compared in constant time). */
+static bool
+http_bearer_ok(const struct http_req *rc, const char *token)
+{
+    const char *auth = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
+    size_t tlen = strlen(token);
+    return auth != NULL && util_has_prefix_i(auth, "Bearer ") && strlen(auth + 7) == tlen
+           && crypto_equal(auth + 7, token, tlen);
+}
+
+static enum MHD_Result
+http_unauthorized(struct http_req *rc)
+{
+    size_t len;
+    char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INVALID_REQUEST, "Unauthorized", &len);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    return http_queue(rc, MHD_HTTP_UNAUTHORIZED, r);
+}
+
 /*
  * GET /admin/inflight: off unless admin_token is set; then only for loopback peers presenting
- * "Authorization: Bearer <admin_token>" (compared in constant time).
+ * "Authorization: Bearer <admin_token>".
  */
 static enum MHD_Result
 http_admin(struct http_req *rc)
@@ -751,25 +804,79 @@ http_admin(struct http_req *rc)
     if (!http_peer_loopback(rc))
         return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
                           "the admin view answers loopback clients only");
-    const char *auth = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
-    size_t tlen = strlen(token);
-    bool ok = auth != NULL && util_has_prefix_i(auth, "Bearer ") && strlen(auth + 7) == tlen
-              && crypto_equal(auth + 7, token, tlen);
-    if (!ok) {
-        size_t len;
-        char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INVALID_REQUEST, "Unauthorized", &len);
-        struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-        return http_queue(rc, MHD_HTTP_UNAUTHORIZED, r);
-    }
+    if (!http_bearer_ok(rc, token))
+        return http_unauthorized(rc);
     if (rc->method != HTTP_GET)
         return http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
                           "Method not allowed");
     size_t len;
     char *body = session_admin_json(&len);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = http_body_response(body, len);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+/* GET /readyz: 200 while new sessions are taken, 503 while draining or at max_sessions. */
+static enum MHD_Result
+http_ready(struct http_req *rc)
+{
+    const char *body = "{\"ready\":true}";
+    unsigned status = MHD_HTTP_OK;
+    if (session_draining() || session_count() >= H.cfg->max_sessions) {
+        body = session_draining() ? "{\"ready\":false,\"reason\":\"draining\"}"
+                                  : "{\"ready\":false,\"reason\":\"max_sessions reached\"}";
+        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    struct MHD_Response *r = http_static_response(body);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return http_queue(rc, status, r);
+}
+
+/*
+ * GET /metrics (Prometheus text format): loopback peers only while admin_token is empty; with
+ * an admin_token, any peer presenting it.
+ */
+static enum MHD_Result
+http_metrics(struct http_req *rc)
+{
+    const char *token = H.cfg->admin_token;
+    if (token != NULL && token[0] != '\0') {
+        if (!http_bearer_ok(rc, token))
+            return http_unauthorized(rc);
+    } else if (!http_peer_loopback(rc)) {
+        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
+                          "/metrics answers loopback clients only (or set admin_token)");
+    }
+    if (rc->method != HTTP_GET)
+        return http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
+                          "Method not allowed");
+    struct buf b;
+    buf_init(&b, (size_t)1 << 24);
+    session_metrics(&b);
+    metrics_family(&b, "mcpgw_ready", "gauge", "1 while new sessions are taken (/readyz).");
+    metrics_sample(&b, "mcpgw_ready", NULL,
+                   !session_draining() && session_count() < H.cfg->max_sessions);
+    metrics_family(&b, "mcpgw_http_requests_open", "gauge",
+                   "HTTP requests being handled (open streams included).");
+    metrics_sample(&b, "mcpgw_http_requests_open", NULL, H.live);
+    metrics_family(&b, "mcpgw_http_responses_total", "counter", "HTTP responses by status class.");
+    for (unsigned i = 1; i < 6; i++) {
+        char labels[16];
+        snprintf(labels, sizeof(labels), "code=\"%uxx\"", i);
+        metrics_sample(&b, "mcpgw_http_responses_total", labels, H.responses[i]);
+    }
+    metrics_family(&b, "mcpgw_http_received_bytes_total", "counter", "HTTP request body bytes.");
+    metrics_sample(&b, "mcpgw_http_received_bytes_total", NULL, H.bytes_in);
+    metrics_family(&b, "mcpgw_http_sent_bytes_total", "counter",
+                   "HTTP response body bytes (SSE streams included).");
+    metrics_sample(&b, "mcpgw_http_sent_bytes_total", NULL, H.bytes_out);
+    size_t len = buf_used(&b);
+    char *body = xstrndup(buf_head(&b), len);
+    buf_clear(&b);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     return http_queue(rc, MHD_HTTP_OK, r);
 }
@@ -784,6 +891,14 @@ http_classify(struct http_req *rc, const char *url, const char *method)
     rc->kind = HTTP_NOT_FOUND;
     if (strcmp(url, "/healthz") == 0) {
         rc->kind = HTTP_HEALTH;
+        return;
+    }
+    if (strcmp(url, "/readyz") == 0) {
+        rc->kind = HTTP_READY;
+        return;
+    }
+    if (strcmp(url, "/metrics") == 0) {
+        rc->kind = HTTP_METRICS;
         return;
     }
     if (strcmp(url, "/admin/inflight") == 0) {
@@ -814,10 +929,14 @@ static enum MHD_Result
 http_begin(struct http_req *rc, const char *url, const char *method)
 {
     http_classify(rc, url, method);
-    enum MHD_Result ret;
+    enum MHD_Result ret = MHD_NO;
     switch (rc->kind) {
     case HTTP_HEALTH:
         return http_health(rc);
+    case HTTP_READY:
+        return http_ready(rc);
+    case HTTP_METRICS:
+        return http_metrics(rc);
     case HTTP_ADMIN:
         return http_admin(rc);
     case HTTP_NOT_FOUND:
@@ -871,12 +990,14 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
     if (rc == NULL) {
         rc = xcalloc(1, sizeof(*rc));
         rc->c = c;
+        rc->gen = H.gen;
         buf_init(&rc->body, H.cfg->max_body_bytes);
         *con_cls = rc;
         H.live++;
         return http_begin(rc, url, method);
     }
     if (*upload_data_size > 0) {
+        H.bytes_in += *upload_data_size;
         if (!rc->responded && !rc->too_big
             && buf_append(&rc->body, upload_data, *upload_data_size) == -1) {
             rc->too_big = true;
@@ -887,6 +1008,14 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
     }
     if (rc->responded)
         return MHD_YES;
+    if (rc->gen != H.gen) {
+        /* A reload came while the body arrived: rc->srv may name a retired definition. */
+        enum http_kind kind = rc->kind;
+        http_classify(rc, url, method);
+        if (rc->kind != kind)
+            return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST,
+                              "Not found (the configuration was reloaded)");
+    }
     return http_finish(rc);
 }
 
@@ -1054,4 +1183,11 @@ http_stop(void)
     if (H.listen_fd != -1)
         close(H.listen_fd);
     H.listen_fd = -1;
+}
+
+void
+http_set_config(const struct config *cfg)
+{
+    H.cfg = cfg;
+    H.gen++;
 }

@@ -3,14 +3,22 @@
  * mcp-gateway: startup order, signals, the janitor tick, and shutdown. The only file that knows
  * every module.
  *
- * Shutdown (SIGTERM, SIGINT): stop accepting, end every session (in-flight requests are cancelled
- * at the child and answered with an error), let each child go through its stop ladder, wait until
- * every child is reaped and every HTTP request has finished (bounded by the ladder's grace times),
- * then exit 0.
+ * Shutdown. SIGTERM first drains: /readyz turns 503, new sessions and new requests get 503, and
+ * requests in flight get shutdown_drain_ms to finish. Then (or at once on SIGINT or a second
+ * SIGTERM) the gateway stops accepting, ends every session (what is still in flight is cancelled
+ * at the child and answered with an error), lets each child go through its stop ladder, waits
+ * until every child is reaped and every HTTP request has finished (bounded by the ladder's grace
+ * times), and exits 0.
+ *
+ * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
+ * New sessions use the new server definitions; a running session keeps the definition it started
+ * with, and the old configuration is freed once no session uses it. listen, max_connections and
+ * connection_timeout_s need a restart (they configure the listener).
  */
 #include <sys/resource.h>
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +36,12 @@
 
 static struct {
     struct loop *l;
-    struct config cfg;
-    bool stopping;
-    uint64_t stop_deadline_ms;
+    struct config *cfg;
+    const char *path;
+    struct config **retired; /* older configurations some session may still use */
+    size_t n_retired;
+    bool draining, stopping;
+    uint64_t drain_deadline_ms, stop_deadline_ms;
 } M;
 
 static void
@@ -45,7 +56,26 @@ main_usage(FILE *f)
                "  -V, --version        print the version and exit\n"
                "  -h, --help           print this help and exit\n"
                "\n"
-               "Signals: SIGTERM/SIGINT stop cleanly (every child reaped, exit 0).\n");
+               "Signals: SIGTERM drains (shutdown_drain_ms), then stops; SIGINT or a second\n"
+               "SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
+               "SIGHUP reloads the configuration (new sessions use it).\n");
+}
+
+static void
+main_free_retired(void)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < M.n_retired; i++) {
+        struct config *c = M.retired[i];
+        if (session_uses_config(c)) {
+            M.retired[k++] = c;
+            continue;
+        }
+        log_debug(NULL, "configuration of %s: no session uses it any more", c->file);
+        config_clear(c);
+        free(c);
+    }
+    M.n_retired = k;
 }
 
 static void
@@ -53,12 +83,22 @@ main_tick(void *arg)
 {
     (void)arg;
     session_sweep(util_now_ms());
+    main_free_retired();
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
 }
+
+static void main_stop(const char *why);
 
 static void
 main_stop_check(void)
 {
+    if (M.draining && !M.stopping) {
+        size_t left = session_inflight(PENDING_TO_CHILD);
+        if (left == 0)
+            main_stop("drained: no request in flight");
+        else if (util_now_ms() >= M.drain_deadline_ms)
+            main_stop("shutdown_drain_ms passed: cancelling what is still in flight");
+    }
     if (!M.stopping)
         return;
     bool done = upstream_live_count() == 0 && http_idle();
@@ -76,24 +116,87 @@ main_deadline(void *arg)
     (void)arg; /* only wakes the loop; main_after decides */
 }
 
+/* The second step of shutdown: stop listening, end every session, wait for the children. */
+static void
+main_stop(const char *why)
+{
+    if (M.stopping)
+        return;
+    M.stopping = true;
+    log_info(NULL, "shutting down (%s): %zu sessions", why, session_count());
+    uint64_t grace = M.cfg->child_stdin_grace_ms + M.cfg->child_term_grace_ms + 1000;
+    M.stop_deadline_ms = util_now_ms() + grace;
+    loop_timer_add(M.l, grace, main_deadline, NULL);
+    http_quiesce();
+    session_close_all("gateway shutting down");
+}
+
+static void
+main_drain(void)
+{
+    M.draining = true;
+    session_drain();
+    uint64_t drain = M.cfg->shutdown_drain_ms;
+    M.drain_deadline_ms = util_now_ms() + drain;
+    loop_timer_add(M.l, drain, main_deadline, NULL);
+    log_info(NULL,
+             "SIGTERM: draining: no new sessions or requests; %zu requests in flight get up to "
+             "%" PRIu64 " ms",
+             session_inflight(PENDING_TO_CHILD), drain);
+}
+
+/* Settings the running listener was built with: a reload keeps them (restart to change). */
+static void
+main_keep_listener(const struct config *old, struct config *next)
+{
+    if (strcmp(old->listen_host, next->listen_host) != 0 || old->listen_port != next->listen_port
+        || old->max_connections != next->max_connections
+        || old->connection_timeout_s != next->connection_timeout_s)
+        log_warn(NULL, "SIGHUP: listen, max_connections and connection_timeout_s take effect at "
+                       "the next start; the running values stay");
+    free(next->listen_host);
+    next->listen_host = xstrdup(old->listen_host);
+    next->listen_port = old->listen_port;
+    next->max_connections = old->max_connections;
+    next->connection_timeout_s = old->connection_timeout_s;
+}
+
+static void
+main_reload(void)
+{
+    char err[512];
+    struct config *next = xcalloc(1, sizeof(*next));
+    if (config_load(M.path, next, err, sizeof(err)) == -1) {
+        log_error(NULL, "SIGHUP: %s; the running configuration stays", err);
+        free(next);
+        return;
+    }
+    main_keep_listener(M.cfg, next);
+    log_init(next->log_level, next->log_json);
+    session_set_config(next);
+    http_set_config(next);
+    M.retired = xrealloc(M.retired, (M.n_retired + 1) * sizeof(*M.retired));
+    M.retired[M.n_retired++] = M.cfg;
+    M.cfg = next;
+    main_free_retired();
+    log_info(NULL, "SIGHUP: configuration reloaded from %s (%zu servers); new sessions use it",
+             M.path, next->n_servers);
+}
+
 static void
 main_signal(int signo, void *arg)
 {
     (void)arg;
     if (signo == SIGHUP) {
-        log_info(NULL, "SIGHUP: configuration reload is not implemented yet; ignored");
+        if (!M.stopping)
+            main_reload();
         return;
     }
-    if (M.stopping)
+    if (signo == SIGTERM && !M.draining && !M.stopping && M.cfg->shutdown_drain_ms > 0) {
+        main_drain();
         return;
-    M.stopping = true;
-    log_info(NULL, "%s: shutting down (%zu sessions)", signo == SIGTERM ? "SIGTERM" : "SIGINT",
-             session_count());
-    uint64_t grace = M.cfg.child_stdin_grace_ms + M.cfg.child_term_grace_ms + 1000;
-    M.stop_deadline_ms = util_now_ms() + grace;
-    loop_timer_add(M.l, grace, main_deadline, NULL);
-    http_quiesce();
-    session_close_all("gateway shutting down");
+    }
+    main_stop(signo == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
 static int
@@ -160,36 +263,47 @@ main(int argc, char **argv)
         return 2;
     }
     char err[512];
-    if (config_load(path, &M.cfg, err, sizeof(err)) == -1) {
+    M.path = path;
+    M.cfg = xcalloc(1, sizeof(*M.cfg));
+    if (config_load(path, M.cfg, err, sizeof(err)) == -1) {
         fprintf(stderr, "%s\n", err);
+        free(M.cfg);
         return 1;
     }
     if (check) {
-        printf("%s: configuration OK (%zu servers)\n", path, M.cfg.n_servers);
-        config_clear(&M.cfg);
+        printf("%s: configuration OK (%zu servers)\n", path, M.cfg->n_servers);
+        config_clear(M.cfg);
+        free(M.cfg);
         return 0;
     }
-    log_init(M.cfg.log_level, M.cfg.log_json);
+    log_init(M.cfg->log_level, M.cfg->log_json);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile();
     M.l = loop_new();
-    session_module_init(M.l, &M.cfg);
+    session_module_init(M.l, M.cfg);
     if (loop_signal_add(M.l, SIGTERM, main_signal, NULL) == -1
         || loop_signal_add(M.l, SIGINT, main_signal, NULL) == -1
         || loop_signal_add(M.l, SIGHUP, main_signal, NULL) == -1)
         fatal("signalfd");
-    if (http_start(M.l, &M.cfg) == -1)
+    if (http_start(M.l, M.cfg) == -1)
         return 1;
     loop_set_hooks(M.l, main_prepare, main_after, NULL);
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
     log_info(NULL, "mcp-gateway %s started (%zu servers, config %s)", MCPGW_VERSION,
-             M.cfg.n_servers, path);
+             M.cfg->n_servers, path);
     loop_run(M.l);
     http_stop();
     session_reap();
     session_module_free();
     loop_free(M.l);
-    config_clear(&M.cfg);
+    M.n_retired += 1;
+    M.retired = xrealloc(M.retired, M.n_retired * sizeof(*M.retired));
+    M.retired[M.n_retired - 1] = M.cfg;
+    for (size_t i = 0; i < M.n_retired; i++) {
+        config_clear(M.retired[i]);
+        free(M.retired[i]);
+    }
+    free(M.retired);
     log_info(NULL, "stopped");
     return 0;
 }

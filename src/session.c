@@ -22,6 +22,8 @@
 
 #include "buf.h"
 #include "log.h"
+#include "metrics.h"
+#include "upstream.h"
 
 #define SESSION_BACKLOG_MAX      256
 #define SESSION_CANCEL_LINGER_MS 60000
@@ -41,6 +43,27 @@ session_cancel_reason_name(enum session_cancel_reason r)
     return (unsigned)r < SESSION_CANCEL_N ? session_reasons[r] : "other";
 }
 
+/* Method classes of the requests counter: the part of the method before '/'; "other" last. */
+static const char *const session_classes[] = {
+    "initialize", "ping",  "tools",    "resources",   "prompts", "completion",
+    "logging",    "tasks", "sampling", "elicitation", "roots",   "other",
+};
+#define SESSION_CLASS_N ARRAY_LEN(session_classes)
+
+/* Why sessions ended, as /metrics labels them. */
+enum session_close_reason {
+    SESSION_CLOSE_DELETED,
+    SESSION_CLOSE_EXPIRED,
+    SESSION_CLOSE_DISCONNECTED,
+    SESSION_CLOSE_CHILD_EXITED,
+    SESSION_CLOSE_SHUTDOWN,
+    SESSION_CLOSE_OTHER,
+    SESSION_CLOSE_N,
+};
+static const char *const session_close_names[SESSION_CLOSE_N] = {
+    "deleted", "expired", "client_disconnected", "child_exited", "shutdown", "other",
+};
+
 static struct {
     struct loop *l;
     const struct config *cfg;
@@ -49,7 +72,12 @@ static struct {
     size_t count;
     struct session *graveyard;
     uint64_t next_stream_id;
+    bool draining; /* SIGTERM: no new sessions or requests, what is in flight may finish */
     struct session_counters ctr;
+    uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
+    uint64_t closed_by[SESSION_CLOSE_N];
+    struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
+    struct metrics_hist spawn;   /* the spawn call of a session's child */
 } S;
 
 static void session_end(struct session *s, const char *reason, bool child_alive);
@@ -61,6 +89,31 @@ session_count_cancel(const char *reason)
     while (i < SESSION_CANCEL_OTHER && strcmp(session_reasons[i], reason) != 0)
         i++;
     S.ctr.cancels_to_child[i]++;
+}
+
+static size_t
+session_class(const char *method)
+{
+    size_t n = strcspn(method, "/");
+    for (size_t i = 0; i + 1 < SESSION_CLASS_N; i++)
+        if (strlen(session_classes[i]) == n && memcmp(session_classes[i], method, n) == 0)
+            return i;
+    return SESSION_CLASS_N - 1;
+}
+
+static enum session_close_reason
+session_close_reason(const char *reason, bool child_alive)
+{
+    static const char *const texts[] = { "session deleted", "session expired",
+                                         "client disconnected" };
+    if (!child_alive)
+        return SESSION_CLOSE_CHILD_EXITED;
+    if (strcmp(reason, session_reasons[SESSION_CANCEL_SHUTDOWN]) == 0)
+        return SESSION_CLOSE_SHUTDOWN;
+    for (size_t i = 0; i < ARRAY_LEN(texts); i++)
+        if (strcmp(reason, texts[i]) == 0)
+            return (enum session_close_reason)i;
+    return SESSION_CLOSE_OTHER;
 }
 
 /* --- the table --------------------------------------------------------------------------- */
@@ -75,6 +128,23 @@ session_module_init(struct loop *l, const struct config *cfg)
         S.nbuckets *= 2;
     S.buckets = xcalloc(S.nbuckets, sizeof(*S.buckets));
     S.next_stream_id = 1;
+}
+
+void
+session_set_config(const struct config *cfg)
+{
+    S.cfg = cfg;
+}
+
+bool
+session_uses_config(const struct config *cfg)
+{
+    const struct config_server *lo = cfg->servers, *hi = cfg->servers + cfg->n_servers;
+    for (size_t i = 0; i < S.nbuckets; i++)
+        for (const struct session *s = S.buckets[i]; s != NULL; s = s->hnext)
+            if (s->srv >= lo && s->srv < hi)
+                return true;
+    return false;
 }
 
 void
@@ -713,6 +783,7 @@ session_child_answer(struct session *s, const char *line, size_t len,
         session_task_seen(s, line, len);
     if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
+    metrics_observe(&S.latency, util_now_us() - p->start_us);
     session_pending_del(s, p);
     session_stream_answered(s, st);
 }
@@ -736,6 +807,7 @@ session_child_request(struct session *s, const char *line, size_t len,
     }
     struct pending *p = pending_add(&s->pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
                                     info->method, st->id, util_now_ms());
+    S.requests[1][session_class(info->method)]++;
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     session_splice_push(s, st, line, len, info->id, idbuf, (size_t)idlen);
@@ -918,10 +990,15 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         return SESSION_E_DUPLICATE;
     if (pending_active(&s->pt, PENDING_TO_CHILD) >= S.cfg->max_inflight_per_session)
         return SESSION_E_TOO_MANY;
+    if (S.draining)
+        return SESSION_E_DRAINING;
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
+    uint64_t now_us = util_now_us();
     struct pending *p = pending_add(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
-                                    info->method, st->id, util_now_ms());
+                                    info->method, st->id, now_us / 1000u);
+    p->start_us = now_us;
+    S.requests[0][session_class(info->method)]++;
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
     p->task = info->has_task;
@@ -1036,6 +1113,8 @@ session_status_text(enum session_status status)
         return "this stream is already being read by another connection";
     case SESSION_E_EVICTED:
         return "Last-Event-ID names no event this session can still replay";
+    case SESSION_E_DRAINING:
+        return "gateway shutting down: no new requests; start a new session";
     }
     return "internal error";
 }
@@ -1102,6 +1181,11 @@ session_child_env(const struct config_server *srv)
 struct session *
 session_create(const struct config_server *srv, int *status, const char **err)
 {
+    if (S.draining) {
+        *status = 503;
+        *err = "gateway shutting down";
+        return NULL;
+    }
     if (S.count >= S.cfg->max_sessions) {
         *status = 503;
         *err = "too many sessions";
@@ -1128,7 +1212,9 @@ session_create(const struct config_server *srv, int *status, const char **err)
         .stdin_grace_ms = S.cfg->child_stdin_grace_ms,
         .term_grace_ms = S.cfg->child_term_grace_ms,
     };
+    uint64_t t0 = util_now_us();
     s->u = upstream_spawn(S.l, &up, session_child_line, session_child_gone, s, err);
+    metrics_observe(&S.spawn, util_now_us() - t0);
     for (char **e = envp; *e; e++)
         free(*e);
     free(envp);
@@ -1184,6 +1270,7 @@ session_end(struct session *s, const char *reason, bool child_alive)
     upstream_close(s->u, reason);
     s->u = NULL;
     S.ctr.closed++;
+    S.closed_by[session_close_reason(reason, child_alive)]++;
     log_info(s->id, "session closed: %s (%u in-flight requests cancelled)", reason, cancelled);
     s->gnext = S.graveyard;
     S.graveyard = s;
@@ -1423,4 +1510,106 @@ session_admin_json(size_t *len)
     char *out = xstrndup(buf_head(&b), *len);
     buf_clear(&b);
     return out;
+}
+
+/* --- draining and /metrics --------------------------------------------------------------- */
+
+void
+session_drain(void)
+{
+    S.draining = true;
+}
+
+bool
+session_draining(void)
+{
+    return S.draining;
+}
+
+size_t
+session_inflight(enum pending_dir dir)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < S.nbuckets; i++)
+        for (const struct session *s = S.buckets[i]; s != NULL; s = s->hnext)
+            n += pending_active(&s->pt, dir);
+    return n;
+}
+
+/* Label values of the cancel reasons, indexed by enum session_cancel_reason. */
+static const char *const session_cancel_labels[SESSION_CANCEL_N] = {
+    "client", "client_disconnected", "timeout", "deleted", "expired", "shutdown", "other",
+};
+
+void
+session_metrics(struct buf *b)
+{
+    char labels[96];
+    const struct session_counters *c = &S.ctr;
+    metrics_family(b, "mcpgw_sessions_open", "gauge", "Sessions open now.");
+    metrics_sample(b, "mcpgw_sessions_open", NULL, S.count);
+    metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created.");
+    metrics_sample(b, "mcpgw_sessions_created_total", NULL, c->created);
+    metrics_family(b, "mcpgw_sessions_closed_total", "counter", "Sessions ended, by reason.");
+    for (size_t i = 0; i < SESSION_CLOSE_N; i++) {
+        snprintf(labels, sizeof(labels), "reason=\"%s\"", session_close_names[i]);
+        metrics_sample(b, "mcpgw_sessions_closed_total", labels, S.closed_by[i]);
+    }
+    const struct upstream_counters *u = upstream_counters();
+    metrics_family(b, "mcpgw_children_running", "gauge",
+                   "Child processes not yet reaped (stopping ones included).");
+    metrics_sample(b, "mcpgw_children_running", NULL, upstream_live_count());
+    metrics_family(b, "mcpgw_children_spawned_total", "counter", "Child processes started.");
+    metrics_sample(b, "mcpgw_children_spawned_total", NULL, u->spawned);
+    metrics_family(b, "mcpgw_children_spawn_failures_total", "counter",
+                   "Child processes that could not be started.");
+    metrics_sample(b, "mcpgw_children_spawn_failures_total", NULL, u->spawn_failed);
+    metrics_family(b, "mcpgw_children_exited_total", "counter",
+                   "Child processes reaped, by how they ended.");
+    metrics_sample(b, "mcpgw_children_exited_total", "status=\"exit_zero\"", u->exited_zero);
+    metrics_sample(b, "mcpgw_children_exited_total", "status=\"exit_nonzero\"", u->exited_nonzero);
+    metrics_sample(b, "mcpgw_children_exited_total", "status=\"signal\"", u->killed);
+    metrics_family(b, "mcpgw_inflight_requests", "gauge",
+                   "Requests waiting for their answer, by direction.");
+    metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_child\"",
+                   session_inflight(PENDING_TO_CHILD));
+    metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_client\"",
+                   session_inflight(PENDING_TO_CLIENT));
+    metrics_family(b, "mcpgw_requests_total", "counter",
+                   "Requests forwarded, by direction and method class (the part before '/').");
+    for (size_t d = 0; d < 2; d++)
+        for (size_t i = 0; i < SESSION_CLASS_N; i++) {
+            snprintf(labels, sizeof(labels), "direction=\"%s\",class=\"%s\"",
+                     d == 0 ? "to_child" : "to_client", session_classes[i]);
+            metrics_sample(b, "mcpgw_requests_total", labels, S.requests[d][i]);
+        }
+    metrics_family(b, "mcpgw_cancels_total", "counter",
+                   "notifications/cancelled forwarded or sent, by direction and reason.");
+    for (size_t r = 0; r < SESSION_CANCEL_N; r++) {
+        snprintf(labels, sizeof(labels), "direction=\"to_child\",reason=\"%s\"",
+                 session_cancel_labels[r]);
+        metrics_sample(b, "mcpgw_cancels_total", labels, c->cancels_to_child[r]);
+    }
+    metrics_sample(b, "mcpgw_cancels_total", "direction=\"to_client\",reason=\"child\"",
+                   c->cancels_to_client);
+    metrics_family(b, "mcpgw_late_messages_dropped_total", "counter",
+                   "Answers and progress that arrived after their request was cancelled.");
+    metrics_sample(b, "mcpgw_late_messages_dropped_total", NULL, c->late_dropped);
+    metrics_family(b, "mcpgw_request_timeouts_total", "counter",
+                   "Requests that passed their request_timeout_ms.");
+    metrics_sample(b, "mcpgw_request_timeouts_total", NULL, c->timeouts);
+    metrics_family(b, "mcpgw_child_lines_invalid_total", "counter",
+                   "Lines from children that were not JSON-RPC (dropped).");
+    metrics_sample(b, "mcpgw_child_lines_invalid_total", NULL, c->child_lines_invalid);
+    metrics_family(b, "mcpgw_notifications_dropped_total", "counter",
+                   "Child notifications no stream could take.");
+    metrics_sample(b, "mcpgw_notifications_dropped_total", NULL, c->notifications_dropped);
+    metrics_family(b, "mcpgw_child_stdin_bytes_total", "counter", "Bytes written to children.");
+    metrics_sample(b, "mcpgw_child_stdin_bytes_total", NULL, u->stdin_bytes);
+    metrics_family(b, "mcpgw_child_stdout_bytes_total", "counter", "Bytes read from children.");
+    metrics_sample(b, "mcpgw_child_stdout_bytes_total", NULL, u->stdout_bytes);
+    metrics_histogram(b, "mcpgw_request_duration_seconds",
+                      "Client request to the child's answer, through the gateway.", &S.latency);
+    metrics_histogram(b, "mcpgw_spawn_duration_seconds", "Starting a session's child process.",
+                      &S.spawn);
 }

@@ -57,6 +57,13 @@ struct upstream {
 };
 
 static size_t upstream_live;
+static struct upstream_counters upstream_ctr;
+
+const struct upstream_counters *
+upstream_counters(void)
+{
+    return &upstream_ctr;
+}
 
 static void upstream_out_ready(int fd, uint32_t events, void *arg);
 static void upstream_in_ready(int fd, uint32_t events, void *arg);
@@ -269,8 +276,11 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     *errstr = "cannot create pipes";
     if (upstream_pipe(in, 1) == -1 || upstream_pipe(out, 0) == -1 || upstream_pipe(err, 0) == -1)
         goto fail;
-    if (upstream_do_spawn(u, p, in, out, err, errstr) == -1)
+    if (upstream_do_spawn(u, p, in, out, err, errstr) == -1) {
+        upstream_ctr.spawn_failed++;
         goto fail;
+    }
+    upstream_ctr.spawned++;
     close(in[0]);
     close(out[1]);
     close(err[1]);
@@ -324,6 +334,8 @@ upstream_flush(struct upstream *u)
         struct iovec iov[64];
         int n = msgq_iov(&u->inq, iov, (int)ARRAY_LEN(iov));
         ssize_t w = writev(u->in_fd, iov, n);
+        if (w > 0)
+            upstream_ctr.stdin_bytes += (uint64_t)w;
         if (w == -1) {
             if (errno == EINTR)
                 continue;
@@ -424,6 +436,7 @@ upstream_read_out(struct upstream *u)
             room = u->line.max - buf_used(&u->line);
         ssize_t n = read(u->out_fd, u->line.data + u->line.len, room);
         if (n > 0) {
+            upstream_ctr.stdout_bytes += (uint64_t)n;
             u->line.len += (size_t)n;
             upstream_emit_lines(u);
             continue;
@@ -542,6 +555,12 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
     upstream_enter(u);
     u->exited = true;
     upstream_close_fd(&u->pid_w, &u->pid_fd);
+    if (si.si_code == CLD_EXITED && si.si_status == 0)
+        upstream_ctr.exited_zero++;
+    else if (si.si_code == CLD_EXITED)
+        upstream_ctr.exited_nonzero++;
+    else
+        upstream_ctr.killed++;
     if (si.si_code == CLD_EXITED)
         log_info(u->tag, "child %d exited with status %d", (int)u->pid, si.si_status);
     else

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { get, initSession, post, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { get, initSession, post, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
 import { haveNginx, startNginx } from '../lib/nginx.mjs';
 
 const opts = { skip: haveNginx ? false : 'nginx is not installed (tests/deps.sh installs nginx-light)' };
@@ -98,5 +98,42 @@ test('a client that drops behind nginx and resumes with Last-Event-ID gets the a
     const resp = evs.map((e) => e.json).find((j) => j?.id === 'n6');
     assert.ok(resp?.result, `the answer came on the resumed stream: ${g.text()}`);
     assert.ok(!gw.childMessages().some((m) => m.method === 'notifications/cancelled'), 'nothing was cancelled');
+  });
+});
+
+test('the 2024-11-05 transport works through nginx: GET /mcp/sse, the endpoint event, answers on the stream', opts, async () => {
+  await withStack({}, {}, async (gw, via, ng) => {
+    const base = `http://127.0.0.1:${ng.port}`;
+    const sseUrl = `${base}/mcp/sse`;
+    const s = await request(sseUrl, { method: 'GET', headers: { Accept: 'text/event-stream' } });
+    try {
+      assert.equal(s.status, 200);
+      assert.match(s.headers['content-type'] || '', /^text\/event-stream\b/);
+      const first = await waitFor(() => s.completeEvents()[0], 5000, 'the endpoint event through nginx');
+      assert.equal(first.event, 'endpoint', s.text());
+      assert.match(first.data, /^messages\?sessionId=[A-Za-z0-9_.-]+$/);
+      const endpoint = new URL(first.data, sseUrl);
+      assert.equal(endpoint.origin, base, 'the endpoint resolves to nginx');
+      assert.equal(endpoint.pathname, '/mcp/messages');
+      const sid = endpoint.searchParams.get('sessionId');
+      await gw.waitLog(new RegExp(`session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created`));
+      const send = async (msg) => {
+        const r = await request(endpoint.href, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: msg });
+        await r.done();
+        assert.equal(r.status, 202, `POST ${JSON.stringify(msg)} through nginx: HTTP ${r.status} ${r.text()}`);
+        assert.equal(r.text(), 'Accepted');
+      };
+      const answer = (id) => waitFor(() => s.completeEvents().filter((e) => e.event === 'message').map((e) => e.json).find((j) => j?.id === id && ('result' in j || 'error' in j)), 5000, `the answer to ${id} on the stream`);
+      await send(rpc('initialize', { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'nginx-legacy', version: '1' } }, 'li'));
+      const init = await answer('li');
+      assert.equal(init.result?.protocolVersion, '2024-11-05', JSON.stringify(init));
+      await send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+      await send(rpc('tools/call', { name: 'echo', arguments: { text: 'legacy through nginx' } }, 'le'));
+      const ans = await answer('le');
+      assert.equal(ans.result?.content?.[0]?.text, 'legacy through nginx', JSON.stringify(ans));
+      assert.equal(s.ended, false, 'the stream stays open');
+    } finally {
+      s.drop();
+    }
   });
 });

@@ -51,7 +51,9 @@ function iniQuote(s) { return s; }
 export async function startGateway(opts = {}) {
   const dir = tmpdir();
   const childLog = path.join(dir, 'child.log');
-  const g = { listen: '127.0.0.1:0', log_level: 'debug', ...(opts.gateway || {}) };
+  // shutdown_drain_ms = 0: stop() ends what is in flight at once, as most tests expect; the
+  // drain tests set it themselves.
+  const g = { listen: '127.0.0.1:0', log_level: 'debug', shutdown_drain_ms: 0, ...(opts.gateway || {}) };
   let ini = '[gateway]\n';
   for (const [k, v] of Object.entries(g)) ini += `${k} = ${v}\n`;
   const servers = opts.servers || [{ name: 'example', path: '/mcp' }];

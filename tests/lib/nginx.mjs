@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Starts Debian's real nginx on loopback with the shipped site config (deploy/nginx), pointed
-// at a test gateway. Only the ports, the TLS lines and (optionally) the read timeout change.
+// Starts Debian's real nginx on loopback with a shipped site config (deploy/nginx), pointed
+// at test gateways. Only the ports, the TLS lines and (optionally) the read timeout change.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -31,14 +31,28 @@ function canConnect(port) {
   });
 }
 
-export async function startNginx({ gatewayPort, readTimeout } = {}) {
+/**
+ * Starts nginx with a site file from deploy/nginx (default mcp-gateway.conf, or `site`: a file
+ * name there or an absolute path). `ports` maps the upstream ports written in the site to the
+ * test gateways' ports ({8081: gw1.port, 8082: gw2.port}), every `127.0.0.1:<port>` occurrence;
+ * `gatewayPort` is short for {8080: gatewayPort} (the single-instance site). A port that does
+ * not occur in the site is an error: the site and the test disagree.
+ */
+export async function startNginx({ gatewayPort, readTimeout, site: siteFile = 'mcp-gateway.conf', ports = {} } = {}) {
   const root = process.env.GW_SOURCE_ROOT;
+  const map = { ...(gatewayPort !== undefined ? { 8080: gatewayPort } : {}), ...ports };
+  const sitePath = path.isAbsolute(siteFile) ? siteFile : path.join(root, 'deploy/nginx', siteFile);
   const dir = tmpdir('mcpgw-nginx-');
   fs.chmodSync(dir, 0o755);
   const port = await freePort();
-  let site = fs.readFileSync(path.join(root, 'deploy/nginx/mcp-gateway.conf'), 'utf8');
+  let site = fs.readFileSync(sitePath, 'utf8');
+  for (const [from, to] of Object.entries(map)) {
+    const re = new RegExp(`\\b127\\.0\\.0\\.1:${Number(from)}(?!\\d)`, 'g');
+    if (!re.test(site)) throw new Error(`${sitePath} has no 127.0.0.1:${from} to point at port ${to}`);
+    site = site.replace(re, `127.0.0.1:${Number(to)}`);
+  }
+  if (!/listen 443 ssl http2;/.test(site)) throw new Error(`${sitePath} has no "listen 443 ssl http2;" line`);
   site = site
-    .replace('server 127.0.0.1:8080;', `server 127.0.0.1:${gatewayPort};`)
     .replace(/listen 443 ssl http2;/, `listen 127.0.0.1:${port};`)
     .replace(/^\s*ssl_certificate.*$/gm, '');
   if (readTimeout) site = site.replace('proxy_read_timeout 1h;', `proxy_read_timeout ${readTimeout};`);
