@@ -54,7 +54,7 @@ struct config {
     char **allowed_origins;        /* NULL-terminated */
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;
-    bool log_json;
+    enum log_format log_format;
     struct config_server *servers;
     size_t n_servers;
 };

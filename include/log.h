@@ -13,8 +13,14 @@ enum log_level {
     LOG_DEBUG,
 };
 
-/* One line per event on stderr; text ("ts level msg") or one JSON object per line. */
-void log_init(enum log_level level, bool json);
+enum log_format {
+    LOG_FORMAT_TEXT = 0, /* "ts level [session=ID] msg" */
+    LOG_FORMAT_JSON,     /* one JSON object per line */
+    LOG_FORMAT_JOURNAL,  /* "<prio>[session=ID] msg": journald reads the level, adds the time */
+};
+
+/* One line per event on stderr, in the format given. */
+void log_init(enum log_level level, enum log_format format);
 void log_set_level(enum log_level level);
 bool log_enabled(enum log_level level);
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */

@@ -40,7 +40,7 @@ enum config_type {
     CONFIG_NAMES,      /* char **, variable names as shell words */
     CONFIG_LIST,       /* char **, comma separated, entries trimmed */
     CONFIG_LOG_LEVEL,  /* enum log_level */
-    CONFIG_LOG_FORMAT, /* bool: text -> false, json -> true */
+    CONFIG_LOG_FORMAT, /* enum log_format: text, json, journal */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX
@@ -120,7 +120,7 @@ static const struct config_option config_options[] = {
     { "gateway.log_level", CONFIG_SEC_GATEWAY, CONFIG_LOG_LEVEL, "info", 0, 0,
       CONFIG_GW(log_level), "error, warn, info or debug" },
     { "gateway.log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
-      CONFIG_GW(log_json), "text, or json for one object per line" },
+      CONFIG_GW(log_format), "text; json for one object per line; journal for systemd" },
     { "server.path", CONFIG_SEC_SERVER, CONFIG_PATH, NULL, 0, 0,
       CONFIG_SV(path), "MCP endpoint, unique; only the first server may omit it" },
     { "server.command", CONFIG_SEC_SERVER, CONFIG_ARGV, NULL, 0, 0,
@@ -549,9 +549,12 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         return 0;
     }
     case CONFIG_LOG_FORMAT:
-        if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)
-            return config_fail(ps, line, key, "must be text or json");
-        *(bool *)config_target(base, opt) = strcmp(v, "json") == 0;
+        if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0 && strcmp(v, "journal") != 0)
+            return config_fail(ps, line, key, "must be text, json or journal");
+        *(enum log_format *)config_target(base, opt) = strcmp(v, "json") == 0 ? LOG_FORMAT_JSON
+                                                       : strcmp(v, "journal") == 0
+                                                           ? LOG_FORMAT_JOURNAL
+                                                           : LOG_FORMAT_TEXT;
         return 0;
     }
     return config_fail(ps, line, key, "has an unknown type");

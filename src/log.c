@@ -13,15 +13,15 @@
 #include <time.h>
 
 static enum log_level log_level = LOG_INFO;
-static bool log_json;
+static enum log_format log_format;
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
 
 void
-log_init(enum log_level level, bool json)
+log_init(enum log_level level, enum log_format format)
 {
     log_level = level;
-    log_json = json;
+    log_format = format;
 }
 
 void
@@ -68,6 +68,15 @@ log_json_escape(char *out, size_t cap, const char *s)
 static void
 log_emit(enum log_level level, const char *sid, const char *text)
 {
+    if (log_format == LOG_FORMAT_JOURNAL) {
+        /* sd-daemon(3) priority prefixes: err, warning, info, debug. */
+        static const int prio[] = { 3, 4, 6, 7 };
+        if (sid != NULL)
+            fprintf(stderr, "<%d>session=%s %s\n", prio[level], sid, text);
+        else
+            fprintf(stderr, "<%d>%s\n", prio[level], text);
+        return;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
@@ -75,7 +84,7 @@ log_emit(enum log_level level, const char *sid, const char *text)
     char when[64];
     snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-    if (log_json) {
+    if (log_format == LOG_FORMAT_JSON) {
         char esc[4096];
         log_json_escape(esc, sizeof(esc), text);
         if (sid != NULL)

@@ -172,7 +172,7 @@ main_reload(void)
         return;
     }
     main_keep_listener(M.cfg, next);
-    log_init(next->log_level, next->log_json);
+    log_init(next->log_level, next->log_format);
     session_set_config(next);
     http_set_config(next);
     M.retired = xrealloc(M.retired, (M.n_retired + 1) * sizeof(*M.retired));
@@ -276,7 +276,7 @@ main(int argc, char **argv)
         free(M.cfg);
         return 0;
     }
-    log_init(M.cfg->log_level, M.cfg->log_json);
+    log_init(M.cfg->log_level, M.cfg->log_format);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile();
     M.l = loop_new();

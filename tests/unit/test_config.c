@@ -130,7 +130,7 @@ expect_defaults(const struct config *cfg)
                                                         "http://[::1]:*", NULL });
     expect_strv(cfg->allowed_hosts, (const char *[]){ "localhost", "127.0.0.1", "[::1]", NULL });
     cr_assert_eq(cfg->log_level, LOG_INFO);
-    cr_assert_eq(cfg->log_json, false);
+    cr_assert_eq(cfg->log_format, LOG_FORMAT_TEXT);
 }
 
 Test(config, defaults_with_one_server)
@@ -196,7 +196,7 @@ Test(config, every_gateway_key_set)
     expect_strv(cfg.allowed_origins, (const char *[]){ "*", NULL });
     expect_strv(cfg.allowed_hosts, (const char *[]){ NULL });
     cr_assert_eq(cfg.log_level, LOG_DEBUG);
-    cr_assert_eq(cfg.log_json, true);
+    cr_assert_eq(cfg.log_format, LOG_FORMAT_JSON);
     cr_assert_str_eq(cfg.servers[0].path, "/rpc");
     cr_assert_eq(cfg.servers[0].line, 22);
     config_clear(&cfg);
@@ -330,7 +330,14 @@ Test(config, instance_id_and_log_keys)
     cr_assert_eq(cfg.log_level, LOG_WARN);
     config_clear(&cfg);
     gw_err("log_level = verbose", "t.ini:2: log_level: must be error, warn, info or debug");
-    gw_err("log_format = xml", "t.ini:2: log_format: must be text or json");
+    gw_ok("log_format = journal", &cfg);
+    cr_assert_eq(cfg.log_format, LOG_FORMAT_JOURNAL);
+    config_clear(&cfg);
+    gw_ok("log_format = text", &cfg);
+    cr_assert_eq(cfg.log_format, LOG_FORMAT_TEXT);
+    config_clear(&cfg);
+    gw_err("log_format = xml", "t.ini:2: log_format: must be text, json or journal");
+    gw_err("log_format = JSON", "t.ini:2: log_format: must be text, json or journal");
 }
 
 Test(config, shell_splitting)

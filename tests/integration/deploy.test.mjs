@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+// The deployment files agree with the shipped configuration: the systemd unit (valid for
+// systemd-analyze when it is installed, its fd limit and stop timeout sized for conf/gateway.ini,
+// reload by SIGHUP after a config check, hardening present) and both nginx sites (body limit equal
+// to max_body_bytes, read timeout far above the heartbeat). The nginx sites themselves run in
+// nginx.test.mjs and instances.test.mjs.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { GW_BIN, tmpdir } from '../lib/gw.mjs';
+
+const root = process.env.GW_SOURCE_ROOT;
+const read = (p) => fs.readFileSync(path.join(root, p), 'utf8');
+
+/** key = value pairs of one INI section (comments and blank lines skipped). */
+function iniSection(text, section) {
+  const out = {};
+  let cur = null;
+  for (const raw of text.split('\n')) {
+    const line = raw.replace(/[;#].*$/, '').trim();
+    if (!line) continue;
+    const h = /^\[(.+)\]$/.exec(line);
+    if (h) { cur = h[1]; continue; }
+    const kv = /^([^=]+?)\s*=\s*(.*)$/.exec(line);
+    if (kv && cur === section) out[kv[1]] = kv[2];
+  }
+  return out;
+}
+
+/** Every value of each key of a systemd unit (keys may repeat). */
+function unitKeys(text) {
+  const out = {};
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line || line.startsWith('#') || line.startsWith('[')) continue;
+    const i = line.indexOf('=');
+    (out[line.slice(0, i)] ||= []).push(line.slice(i + 1));
+  }
+  return out;
+}
+
+const gwConf = iniSection(read('conf/gateway.ini'), 'gateway');
+const unit = unitKeys(read('deploy/systemd/mcp-gateway.service'));
+const num = (k) => {
+  assert.ok(k in gwConf, `conf/gateway.ini sets ${k}`);
+  return Number(gwConf[k]);
+};
+
+test('the shipped configuration passes --check-config, the command the unit runs before start and reload', () => {
+  const r = spawnSync(GW_BIN, ['--check-config', '--config', path.join(root, 'conf/gateway.ini')], { encoding: 'utf8', cwd: root });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /configuration OK/);
+  for (const k of ['ExecStartPre', 'ExecReload']) assert.ok(unit[k].some((v) => /mcp-gateway --check-config --config \S+/.test(v)), `${k} checks the file`);
+  assert.ok(unit.ExecReload.some((v) => /kill -HUP \$MAINPID/.test(v)), 'reload is SIGHUP');
+  assert.ok(unit.ExecStart.some((v) => /mcp-gateway --config \S+/.test(v)));
+});
+
+test('the unit is sized for the shipped configuration: fds per session and a stop timeout past drain and the child ladder', () => {
+  const nofile = Number(unit.LimitNOFILE[0]);
+  const need = 5 * num('max_sessions') + num('max_connections') + 64;
+  assert.ok(nofile >= need, `LimitNOFILE ${nofile} < ${need}`);
+  const stopMs = Number(/^(\d+)s?$/.exec(unit.TimeoutStopSec[0])[1]) * 1000;
+  const ladder = num('shutdown_drain_ms') + num('child_stdin_grace_ms') + num('child_term_grace_ms') + 1000;
+  assert.ok(stopMs >= ladder, `TimeoutStopSec ${stopMs} ms < ${ladder} ms`);
+  assert.deepEqual(unit.KillMode, ['mixed'], 'SIGTERM goes to the gateway only; it stops its children itself');
+});
+
+test('the unit runs as a dedicated user with hardening', () => {
+  assert.ok(unit.User && unit.User[0] !== 'root');
+  const sysusers = read('deploy/systemd/mcp-gateway.sysusers');
+  assert.match(sysusers, new RegExp(`^u ${unit.User[0]} `, 'm'), 'sysusers.d creates that user');
+  for (const [k, v] of [['NoNewPrivileges', 'yes'], ['ProtectSystem', 'strict'], ['PrivateTmp', 'yes'], ['CapabilityBoundingSet', ''], ['RestrictSUIDSGID', 'yes']])
+    assert.deepEqual(unit[k], [v], k);
+});
+
+const analyze = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((p) => fs.existsSync(p));
+test('systemd-analyze verify accepts the unit', { skip: analyze ? false : 'systemd-analyze is not installed' }, () => {
+  const dir = tmpdir('mcpgw-unit-');
+  const text = read('deploy/systemd/mcp-gateway.service').replaceAll('/usr/local/bin/mcp-gateway', GW_BIN);
+  const f = path.join(dir, 'mcp-gateway.service');
+  fs.writeFileSync(f, text);
+  const r = spawnSync(analyze, ['verify', f], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_LEVEL: 'warning' } });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr.split('\n').filter((l) => l.includes('mcp-gateway.service')).join('\n'), '', 'no complaint about the unit');
+});
+
+test('both nginx sites take the bodies the gateway takes and outlast its heartbeats', () => {
+  for (const site of ['deploy/nginx/mcp-gateway.conf', 'deploy/nginx/mcp-gateway-instances.conf']) {
+    const text = read(site);
+    const body = /client_max_body_size (\d+)m;/.exec(text);
+    assert.ok(body, `${site}: client_max_body_size in MiB`);
+    assert.equal(Number(body[1]) * 1024 * 1024, num('max_body_bytes'), `${site}: body limit = max_body_bytes`);
+    const rt = /proxy_read_timeout (\d+)(s|m|h);/.exec(text);
+    const secs = Number(rt[1]) * { s: 1, m: 60, h: 3600 }[rt[2]];
+    assert.ok(secs >= 4 * num('heartbeat_s'), `${site}: read timeout ${secs} s vs heartbeat ${num('heartbeat_s')} s`);
+    assert.match(text, /proxy_buffering off;/);
+    assert.match(text, /proxy_http_version 1\.1;/);
+  }
+});
