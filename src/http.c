@@ -394,13 +394,13 @@ http_session_error(struct http_req *rc, enum session_status status)
 }
 
 /*
- * The session of a request to this endpoint: same path (a reload leaves sessions on the
- * definition they started with, so the structs may differ while the endpoint is the same).
+ * The session belongs to the server this request's path names. A server is its [server:NAME]:
+ * after a reload the session keeps the older definition, reached at the server's current path.
  */
 static bool
 http_same_endpoint(const struct session *s, const struct http_req *rc)
 {
-    return s->srv == rc->srv || strcmp(s->srv->path, rc->srv->path) == 0;
+    return s->srv == rc->srv || strcmp(s->srv->name, rc->srv->name) == 0;
 }
 
 /* The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended or another server's. */
