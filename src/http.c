@@ -67,6 +67,7 @@ struct http_req {
     bool dropped;
     struct loop_watch *rdhup;
     unsigned gen; /* H.gen when the request began */
+    bool head;    /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
 };
 
 static struct {
@@ -121,9 +122,10 @@ http_error(struct http_req *rc, unsigned status, int code, const char *message)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
-                                rc->kind == HTTP_LEGACY_SSE   ? "GET"
+                                rc->kind == HTTP_MCP          ? "GET, POST, DELETE"
                                 : rc->kind == HTTP_LEGACY_MSG ? "POST"
-                                                              : "GET, POST, DELETE");
+                                : rc->kind == HTTP_LEGACY_SSE ? "GET"
+                                                              : "GET, HEAD");
     if (rc->kind == HTTP_MCP || rc->kind == HTTP_LEGACY_SSE || rc->kind == HTTP_LEGACY_MSG)
         log_info(rc->sid[0] ? rc->sid : NULL, "request refused: %u %s", status, message);
     return http_queue(rc, status, r);
@@ -740,9 +742,23 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
     return false;
 }
 
+/* GET only (HEAD too: MHD sends the headers of the GET answer). */
+static bool
+http_refuse_not_get(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (rc->method == HTTP_GET || rc->head)
+        return false;
+    *ret =
+        http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method not allowed");
+    return true;
+}
+
 static enum MHD_Result
 http_health(struct http_req *rc)
 {
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
     struct MHD_Response *r = http_static_response("{\"status\":\"ok\"}");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     return http_queue(rc, MHD_HTTP_OK, r);
@@ -806,9 +822,9 @@ http_admin(struct http_req *rc)
                           "the admin view answers loopback clients only");
     if (!http_bearer_ok(rc, token))
         return http_unauthorized(rc);
-    if (rc->method != HTTP_GET)
-        return http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
-                          "Method not allowed");
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
     size_t len;
     char *body = session_admin_json(&len);
     struct MHD_Response *r = http_body_response(body, len);
@@ -821,6 +837,9 @@ http_admin(struct http_req *rc)
 static enum MHD_Result
 http_ready(struct http_req *rc)
 {
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
     const char *body = "{\"ready\":true}";
     unsigned status = MHD_HTTP_OK;
     if (session_draining() || session_count() >= H.cfg->max_sessions) {
@@ -849,9 +868,9 @@ http_metrics(struct http_req *rc)
         return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
                           "/metrics answers loopback clients only (or set admin_token)");
     }
-    if (rc->method != HTTP_GET)
-        return http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
-                          "Method not allowed");
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
     struct buf b;
     buf_init(&b, (size_t)1 << 24);
     session_metrics(&b);
@@ -888,6 +907,7 @@ http_classify(struct http_req *rc, const char *url, const char *method)
                  : strcmp(method, "GET") == 0    ? HTTP_GET
                  : strcmp(method, "DELETE") == 0 ? HTTP_DELETE
                                                  : HTTP_OTHER;
+    rc->head = strcmp(method, "HEAD") == 0;
     rc->kind = HTTP_NOT_FOUND;
     if (strcmp(url, "/healthz") == 0) {
         rc->kind = HTTP_HEALTH;

@@ -1,0 +1,908 @@
+// SPDX-License-Identifier: MIT
+// Operating the gateway: GET /metrics (Prometheus text format, access rules, counters that move
+// with real traffic), GET /readyz, draining on SIGTERM (finish in flight, deadline, second signal),
+// reloading the configuration on SIGHUP (old sessions keep their definition, new ones use the new
+// one, an invalid file changes nothing, listen stays), and a gateway killed with SIGKILL leaving
+// no child behind.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import {
+  EXAMPLE, callTool, del, initSession, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor,
+} from '../lib/gw.mjs';
+
+const TOKEN = 'ops-test-token-0123456789abcdefghijkl';
+const isAnswer = (j) => j && ('result' in j || 'error' in j);
+const textOf = (j) => j?.result?.content?.[0]?.text;
+
+// --- small helpers -----------------------------------------------------------------------------
+
+async function stopClean(gw) {
+  const r = await gw.stop();
+  assert.deepEqual(r, { code: 0, signal: null }, gw.logs().slice(-4000));
+}
+
+/** A plain HTTP request to the gateway (not an MCP endpoint); the body is read to the end. */
+async function fetchPath(gw, p, { method = 'GET', headers = {}, body } = {}) {
+  const r = await request(`${gw.base}${p}`, { method, headers, body });
+  await r.done();
+  return r;
+}
+
+/** The gateway's exit within ms (it must exit by itself), or throws. */
+async function exitWithin(gw, ms) {
+  let t;
+  const r = await Promise.race([gw.exited, new Promise((res) => { t = setTimeout(() => res(null), ms); })]);
+  clearTimeout(t);
+  if (r === null) throw new Error(`gateway did not exit by itself within ${ms} ms`);
+  return r;
+}
+
+const countMatches = (text, re) => [...text.matchAll(new RegExp(re.source, 'g'))].length;
+
+/** Waits for the n-th occurrence of re in the gateway log. */
+const waitLogCount = (gw, re, n, ms = 5000) => waitFor(() => countMatches(gw.logs(), re) >= n, ms, `${n}x log ${re}`);
+
+/** Starts a slow tools/call on its own POST stream; resolves once the child has read it. */
+async function startSlow(gw, sid, tag, steps, intervalMs, { url, log } = {}) {
+  const r = await post(gw, rpc('tools/call', { name: 'slow', arguments: { steps, interval_ms: intervalMs, tag } }, tag), { sid, url });
+  assert.equal(r.status, 200, `${tag}: HTTP ${r.status} ${r.text()}`);
+  const msgs = log ? () => readJsonLines(log) : () => gw.childMessages();
+  const seen = await waitFor(() => msgs().find((m) => m.method === 'tools/call' && m.params?.arguments?.tag === tag), 5000, `child to read ${tag}`);
+  return { r, childId: seen.id };
+}
+
+function readJsonLines(file) {
+  if (!fs.existsSync(file)) return [];
+  return fs.readFileSync(file, 'utf8').split('\n').slice(0, -1).filter(Boolean).map((l) => {
+    try { return JSON.parse(l); } catch { return { raw: l }; }
+  });
+}
+
+/** INI text in the harness's format (so a rewritten gw.conf looks like the one it started with). */
+function iniText(gateway, servers) {
+  const g = { listen: '127.0.0.1:0', log_level: 'debug', shutdown_drain_ms: 0, ...gateway };
+  let ini = '[gateway]\n';
+  for (const [k, v] of Object.entries(g)) ini += `${k} = ${v}\n`;
+  for (const s of servers) {
+    ini += `[server:${s.name}]\n`;
+    if (s.path) ini += `path = ${s.path}\n`;
+    ini += `command = ${s.command}\n`;
+    if (s.env) ini += `env = ${s.env}\n`;
+  }
+  return ini;
+}
+
+const exampleCmd = (log, ...args) => [EXAMPLE, '--log', log, ...args].join(' ');
+
+function environOf(pid) {
+  return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+}
+
+function statOf(pid) {
+  try {
+    const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return { state: f[0], ppid: Number(f[1]) };
+  } catch {
+    return null;
+  }
+}
+
+/** Gone, or a zombie nobody has reaped yet: either way no longer running. */
+const dead = (pid) => !pidAlive(pid) && (statOf(pid) === null || statOf(pid).state === 'Z');
+
+/** Whether process pid ignores signal number sig (SigIgn of /proc/PID/status). */
+function sigIgnored(pid, sig) {
+  const m = /SigIgn:\s*([0-9a-f]+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return (BigInt(`0x${m[1]}`) & (1n << BigInt(sig - 1))) !== 0n;
+}
+
+/** Pids whose parent is pid (from /proc). */
+function childrenOf(pid) {
+  const out = [];
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    if (statOf(Number(e))?.ppid === pid) out.push(Number(e));
+  }
+  return out;
+}
+
+// --- Prometheus text format ------------------------------------------------------------------
+
+const HIST_SUFFIXES = ['_bucket', '_sum', '_count'];
+
+/**
+ * Parses text format 0.0.4 strictly: every line is # HELP, # TYPE or a sample of a family whose
+ * HELP and TYPE came first. Returns {families: Map(name -> {help, type}), samples: [{name, labels,
+ * value}], get(name, labels)}.
+ */
+function parseProm(text) {
+  assert.ok(text.endsWith('\n'), 'the exposition ends with a newline');
+  const families = new Map();
+  const samples = [];
+  const byKey = new Map();
+  const lines = text.split('\n').slice(0, -1);
+  for (const line of lines) {
+    let m;
+    if ((m = /^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) (.+)$/.exec(line))) {
+      assert.ok(!families.get(m[1])?.help, `one HELP for ${m[1]}`);
+      families.set(m[1], { ...(families.get(m[1]) || {}), help: m[2] });
+      continue;
+    }
+    if ((m = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$/.exec(line))) {
+      assert.ok(families.get(m[1])?.help, `HELP before TYPE for ${m[1]}`);
+      assert.ok(!families.get(m[1]).type, `one TYPE for ${m[1]}`);
+      families.get(m[1]).type = m[2];
+      continue;
+    }
+    m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    assert.ok(m, `a sample line: ${JSON.stringify(line)}`);
+    const [, name, labelText, valueText] = m;
+    const labels = {};
+    if (labelText !== undefined) {
+      const lre = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)/y;
+      let pos = 0;
+      while (pos < labelText.length) {
+        lre.lastIndex = pos;
+        const lm = lre.exec(labelText);
+        assert.ok(lm, `labels of ${JSON.stringify(line)}`);
+        labels[lm[1]] = lm[2];
+        pos = lre.lastIndex;
+      }
+    }
+    const value = valueText === '+Inf' ? Infinity : Number(valueText);
+    assert.ok(!Number.isNaN(value), `a number: ${JSON.stringify(line)}`);
+    let fam = families.get(name);
+    if (!fam) {
+      const suf = HIST_SUFFIXES.find((s) => name.endsWith(s));
+      fam = suf && families.get(name.slice(0, -suf.length));
+      assert.ok(fam?.type === 'histogram', `${name} belongs to a family announced before it`);
+    }
+    assert.ok(fam.help && fam.type, `HELP and TYPE before the samples of ${name}`);
+    const key = promKey(name, labels);
+    assert.ok(!byKey.has(key), `one sample ${key}`);
+    byKey.set(key, value);
+    samples.push({ name, labels, value });
+  }
+  return {
+    families,
+    samples,
+    text,
+    /** the value of one sample; throws when the series is missing */
+    get(name, labels = {}) {
+      const k = promKey(name, labels);
+      assert.ok(byKey.has(k), `series ${k} present`);
+      return byKey.get(k);
+    },
+  };
+}
+
+function promKey(name, labels) {
+  const ks = Object.keys(labels).sort();
+  return ks.length ? `${name}{${ks.map((k) => `${k}="${labels[k]}"`).join(',')}}` : name;
+}
+
+/** GET /metrics (asserting 200 and the text format's content type) and parse it. */
+async function metrics(gw, headers = {}) {
+  const r = await fetchPath(gw, '/metrics', { headers });
+  assert.equal(r.status, 200, r.text());
+  assert.match(r.headers['content-type'], /^text\/plain/);
+  assert.match(r.headers['content-type'], /version=0\.0\.4/);
+  return parseProm(r.text());
+}
+
+/** The label sets each family must expose, and its type. */
+const LABELS = (key, values) => values.map((v) => ({ [key]: v }));
+const CLOSE_REASONS = ['deleted', 'expired', 'client_disconnected', 'child_exited', 'shutdown', 'other'];
+const CLASSES = ['initialize', 'ping', 'tools', 'resources', 'prompts', 'completion', 'logging', 'tasks', 'sampling', 'elicitation', 'roots', 'other'];
+const CANCEL_REASONS = ['client', 'client_disconnected', 'timeout', 'deleted', 'expired', 'shutdown', 'other'];
+const FAMILIES = {
+  mcpgw_sessions_open: ['gauge', [{}]],
+  mcpgw_sessions_created_total: ['counter', [{}]],
+  mcpgw_sessions_closed_total: ['counter', LABELS('reason', CLOSE_REASONS)],
+  mcpgw_children_running: ['gauge', [{}]],
+  mcpgw_children_spawned_total: ['counter', [{}]],
+  mcpgw_children_spawn_failures_total: ['counter', [{}]],
+  mcpgw_children_exited_total: ['counter', LABELS('status', ['exit_zero', 'exit_nonzero', 'signal'])],
+  mcpgw_inflight_requests: ['gauge', LABELS('direction', ['to_child', 'to_client'])],
+  mcpgw_requests_total: ['counter', ['to_child', 'to_client'].flatMap((d) => CLASSES.map((c) => ({ direction: d, class: c })))],
+  mcpgw_cancels_total: ['counter', [...CANCEL_REASONS.map((r) => ({ direction: 'to_child', reason: r })), { direction: 'to_client', reason: 'child' }]],
+  mcpgw_late_messages_dropped_total: ['counter', [{}]],
+  mcpgw_request_timeouts_total: ['counter', [{}]],
+  mcpgw_child_lines_invalid_total: ['counter', [{}]],
+  mcpgw_notifications_dropped_total: ['counter', [{}]],
+  mcpgw_child_stdin_bytes_total: ['counter', [{}]],
+  mcpgw_child_stdout_bytes_total: ['counter', [{}]],
+  mcpgw_request_duration_seconds: ['histogram', null],
+  mcpgw_spawn_duration_seconds: ['histogram', null],
+  mcpgw_ready: ['gauge', [{}]],
+  mcpgw_http_requests_open: ['gauge', [{}]],
+  mcpgw_http_responses_total: ['counter', LABELS('code', ['1xx', '2xx', '3xx', '4xx', '5xx'])],
+  mcpgw_http_received_bytes_total: ['counter', [{}]],
+  mcpgw_http_sent_bytes_total: ['counter', [{}]],
+};
+
+/** Every family with HELP, TYPE and its series; histograms consistent. */
+function checkShape(m) {
+  for (const [name, [type, labelSets]] of Object.entries(FAMILIES)) {
+    const f = m.families.get(name);
+    assert.ok(f, `family ${name} present`);
+    assert.ok(f.help.length > 0, `${name} has a HELP text`);
+    assert.equal(f.type, type, `TYPE of ${name}`);
+    if (labelSets) {
+      for (const l of labelSets) {
+        const v = m.get(name, l);
+        assert.ok(Number.isInteger(v) && v >= 0, `${promKey(name, l)} = ${v}`);
+      }
+      const n = m.samples.filter((s) => s.name === name).length;
+      assert.equal(n, labelSets.length, `exactly the expected series of ${name}`);
+    } else {
+      checkHistogram(m, name);
+    }
+  }
+  for (const s of m.samples) {
+    const fam = m.families.has(s.name) ? s.name : s.name.replace(/_(bucket|sum|count)$/, '');
+    assert.ok(fam in FAMILIES, `no unexpected family: ${s.name}`);
+  }
+}
+
+/** _bucket{le} cumulative and non-decreasing with increasing le, +Inf == _count, _sum >= 0. */
+function checkHistogram(m, name) {
+  const buckets = m.samples.filter((s) => s.name === `${name}_bucket`);
+  assert.ok(buckets.length >= 2, `${name} has buckets`);
+  assert.equal(buckets.at(-1).labels.le, '+Inf', `${name}: +Inf is the last bucket`);
+  let lastLe = -Infinity;
+  let lastV = 0;
+  for (const b of buckets) {
+    assert.deepEqual(Object.keys(b.labels), ['le']);
+    const le = b.labels.le === '+Inf' ? Infinity : Number(b.labels.le);
+    assert.ok(!Number.isNaN(le) && le > lastLe, `${name}: le increasing (${b.labels.le})`);
+    assert.ok(b.value >= lastV, `${name}: cumulative buckets never decrease (le=${b.labels.le})`);
+    lastLe = le;
+    lastV = b.value;
+  }
+  const count = m.get(`${name}_count`);
+  const sum = m.get(`${name}_sum`);
+  assert.equal(m.get(`${name}_bucket`, { le: '+Inf' }), count, `${name}: +Inf bucket == _count`);
+  assert.ok(sum >= 0 && Number.isFinite(sum), `${name}_sum = ${sum}`);
+  if (count === 0) assert.equal(sum, 0);
+  return { count, sum };
+}
+
+// --- /metrics: format and access ---------------------------------------------------------------
+
+test('GET /metrics: text format 0.0.4 with # HELP and # TYPE for every family; loopback without admin_token; POST -> 405', async () => {
+  const gw = await startGateway();
+  try {
+    const m = await metrics(gw);
+    checkShape(m);
+    // a fresh gateway
+    assert.equal(m.get('mcpgw_sessions_open'), 0);
+    assert.equal(m.get('mcpgw_sessions_created_total'), 0);
+    assert.equal(m.get('mcpgw_children_running'), 0);
+    assert.equal(m.get('mcpgw_ready'), 1);
+    assert.equal(m.get('mcpgw_request_duration_seconds_count'), 0);
+    assert.equal(m.get('mcpgw_spawn_duration_seconds_count'), 0);
+    const r = await fetchPath(gw, '/metrics');
+    assert.equal(r.headers['cache-control'], 'no-store');
+    const p = await fetchPath(gw, '/metrics', { method: 'POST', headers: { 'Content-Type': 'text/plain' }, body: 'x' });
+    assert.equal(p.status, 405, p.text());
+    assert.equal(p.headers.allow, 'GET, HEAD');
+    const d = await fetchPath(gw, '/metrics', { method: 'DELETE' });
+    assert.equal(d.status, 405, d.text());
+    // the probes take GET and HEAD only, like /metrics
+    for (const probe of ['/healthz', '/readyz']) {
+      for (const method of ['POST', 'DELETE']) {
+        const x = await fetchPath(gw, probe, { method });
+        assert.equal(x.status, 405, `${method} ${probe}: ${x.text()}`);
+        assert.equal(x.headers.allow, 'GET, HEAD');
+        assert.equal(JSON.parse(x.text()).error.code, -32600);
+      }
+      assert.equal((await fetchPath(gw, probe, { method: 'HEAD' })).status, 200, `HEAD ${probe}`);
+    }
+    // a bearer token is not needed (and not checked) while admin_token is empty
+    const t = await fetchPath(gw, '/metrics', { headers: { Authorization: 'Bearer whatever' } });
+    assert.equal(t.status, 200);
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+test('GET /metrics with admin_token: 401 without or with a wrong bearer token, 200 with it; POST with it -> 405', async () => {
+  const gw = await startGateway({ gateway: { admin_token: TOKEN } });
+  try {
+    const none = await fetchPath(gw, '/metrics');
+    assert.equal(none.status, 401, none.text());
+    assert.match(none.headers['www-authenticate'] || '', /^Bearer/);
+    assert.ok(!/mcpgw_/.test(none.text()), 'no metrics in the refusal');
+    for (const auth of [`Bearer ${TOKEN}x`, `Bearer ${TOKEN.slice(0, -1)}`, 'Bearer ', TOKEN, `Basic ${TOKEN}`, `Bearer ${TOKEN.toUpperCase()}`]) {
+      const r = await fetchPath(gw, '/metrics', { headers: { Authorization: auth } });
+      assert.equal(r.status, 401, `Authorization: ${auth}`);
+    }
+    const ok = await metrics(gw, { Authorization: `Bearer ${TOKEN}` });
+    checkShape(ok);
+    const lower = await fetchPath(gw, '/metrics', { headers: { Authorization: `bearer ${TOKEN}` } });
+    assert.equal(lower.status, 200, 'the scheme is case-insensitive');
+    const p = await fetchPath(gw, '/metrics', { method: 'POST', headers: { Authorization: `Bearer ${TOKEN}` }, body: '' });
+    assert.equal(p.status, 405, p.text());
+    const p2 = await fetchPath(gw, '/metrics', { method: 'POST', body: '' });
+    assert.equal(p2.status, 401, 'POST without the token is refused before the method is looked at');
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+// --- /metrics: values that move with traffic ---------------------------------------------------
+
+test('metrics follow real traffic: sessions, tools calls, in-flight gauge, a client cancel, DELETE, histograms, bytes', async () => {
+  const gw = await startGateway();
+  try {
+    const m0 = await metrics(gw);
+    checkShape(m0);
+    const a = await initSession(gw);
+    const b = await initSession(gw);
+    const m1 = await metrics(gw);
+    checkShape(m1);
+    assert.equal(m1.get('mcpgw_sessions_open'), 2);
+    assert.equal(m1.get('mcpgw_sessions_created_total'), 2);
+    assert.equal(m1.get('mcpgw_children_running'), 2);
+    assert.equal(m1.get('mcpgw_children_spawned_total'), 2);
+    assert.equal(m1.get('mcpgw_children_spawn_failures_total'), 0);
+    assert.equal(m1.get('mcpgw_spawn_duration_seconds_count'), 2);
+    assert.ok(m1.get('mcpgw_spawn_duration_seconds_sum') > 0, 'spawning took some time');
+    assert.equal(m1.get('mcpgw_requests_total', { direction: 'to_child', class: 'initialize' }), 2);
+    assert.equal(m1.get('mcpgw_request_duration_seconds_count'), 2, 'two initialize answered');
+    assert.ok(m1.get('mcpgw_child_stdin_bytes_total') > 0);
+    assert.ok(m1.get('mcpgw_child_stdout_bytes_total') > 0);
+    assert.ok(m1.get('mcpgw_http_received_bytes_total') > m0.get('mcpgw_http_received_bytes_total'));
+    assert.ok(m1.get('mcpgw_http_sent_bytes_total') > m0.get('mcpgw_http_sent_bytes_total'));
+    // 2 initialize (200), 2 initialized (202), 1 /metrics (200) at least
+    assert.ok(m1.get('mcpgw_http_responses_total', { code: '2xx' }) >= 5, m1.text);
+
+    for (let i = 0; i < 3; i++) {
+      const { response } = await callTool(gw, a.sid, 'echo', { text: `e${i}` });
+      assert.equal(textOf(response), `e${i}`);
+    }
+    const m2 = await metrics(gw);
+    checkShape(m2);
+    assert.equal(m2.get('mcpgw_requests_total', { direction: 'to_child', class: 'tools' }), 3);
+    assert.equal(m2.get('mcpgw_request_duration_seconds_count'), 5, '2 initialize + 3 echo answered');
+    assert.ok(m2.get('mcpgw_request_duration_seconds_sum') > m1.get('mcpgw_request_duration_seconds_sum'));
+    assert.ok(m2.get('mcpgw_child_stdin_bytes_total') > m1.get('mcpgw_child_stdin_bytes_total'));
+    assert.ok(m2.get('mcpgw_child_stdout_bytes_total') > m1.get('mcpgw_child_stdout_bytes_total'));
+    assert.equal(m2.get('mcpgw_inflight_requests', { direction: 'to_child' }), 0);
+
+    // one slow call in flight, then cancelled by the client
+    const { r: slow } = await startSlow(gw, b.sid, 'ops-slow', 200, 50);
+    const m3 = await metrics(gw);
+    assert.equal(m3.get('mcpgw_inflight_requests', { direction: 'to_child' }), 1, 'the slow call is in flight');
+    assert.equal(m3.get('mcpgw_inflight_requests', { direction: 'to_client' }), 0);
+    assert.equal(m3.get('mcpgw_requests_total', { direction: 'to_child', class: 'tools' }), 4);
+    assert.ok(m3.get('mcpgw_http_requests_open') >= 2, 'the slow call\'s stream and this scrape are open HTTP requests');
+    const c = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'ops-slow', reason: 'user abort' } }, { sid: b.sid });
+    await c.done();
+    assert.equal(c.status, 202);
+    await slow.done(5000);
+    assert.ok(!slow.events().some((e) => isAnswer(e.json)), slow.text());
+    await waitFor(() => gw.childMessages().some((x) => x.method === 'notifications/cancelled'), 5000, 'the cancel at the child');
+    // back to the scrape itself once the cancelled call's request has finished
+    await waitFor(async () => (await metrics(gw)).get('mcpgw_http_requests_open') === 1, 5000, 'only the scrape open');
+    const m4 = await metrics(gw);
+    checkShape(m4);
+    assert.equal(m4.get('mcpgw_inflight_requests', { direction: 'to_child' }), 0, 'nothing in flight after the cancel');
+    assert.equal(m4.get('mcpgw_cancels_total', { direction: 'to_child', reason: 'client' }), 1);
+    for (const reason of CANCEL_REASONS.slice(1)) assert.equal(m4.get('mcpgw_cancels_total', { direction: 'to_child', reason }), 0, reason);
+    assert.equal(m4.get('mcpgw_request_duration_seconds_count'), 5, 'a cancelled call is not an answered one');
+    assert.equal(m4.get('mcpgw_request_timeouts_total'), 0);
+    assert.equal(m4.get('mcpgw_child_lines_invalid_total'), 0);
+    assert.equal(m4.get('mcpgw_requests_total', { direction: 'to_child', class: 'ping' }), 0);
+
+    // a ping and a resources/list move their classes
+    const ping = await post(gw, rpc('ping', undefined, 'p1'), { sid: b.sid });
+    await ping.done();
+    const rl = await post(gw, rpc('resources/list', {}, 'r1'), { sid: b.sid });
+    await rl.done();
+    const nf = await fetchPath(gw, '/no-such-endpoint');
+    assert.equal(nf.status, 404);
+
+    // DELETE one session
+    const d = await del(gw, { sid: a.sid });
+    await d.done();
+    assert.equal(d.status, 200);
+    await waitFor(async () => (await metrics(gw)).get('mcpgw_children_running') === 1, 8000, 'the deleted session\'s child reaped');
+    const m5 = await metrics(gw);
+    checkShape(m5);
+    assert.equal(m5.get('mcpgw_sessions_open'), 1);
+    assert.equal(m5.get('mcpgw_sessions_created_total'), 2);
+    assert.equal(m5.get('mcpgw_sessions_closed_total', { reason: 'deleted' }), 1);
+    for (const reason of CLOSE_REASONS.filter((x) => x !== 'deleted')) assert.equal(m5.get('mcpgw_sessions_closed_total', { reason }), 0, reason);
+    assert.equal(m5.get('mcpgw_children_exited_total', { status: 'exit_zero' }), 1, 'the example server exits 0 on stdin EOF');
+    assert.equal(m5.get('mcpgw_children_exited_total', { status: 'exit_nonzero' }), 0);
+    assert.equal(m5.get('mcpgw_children_exited_total', { status: 'signal' }), 0);
+    assert.equal(m5.get('mcpgw_requests_total', { direction: 'to_child', class: 'ping' }), 1);
+    assert.equal(m5.get('mcpgw_requests_total', { direction: 'to_child', class: 'resources' }), 1);
+    assert.equal(m5.get('mcpgw_requests_total', { direction: 'to_child', class: 'tools' }), 4);
+    assert.equal(m5.get('mcpgw_requests_total', { direction: 'to_child', class: 'initialize' }), 2);
+    assert.equal(m5.get('mcpgw_request_duration_seconds_count'), 7, '+ ping + resources/list');
+    assert.ok(m5.get('mcpgw_http_responses_total', { code: '4xx' }) >= 1, 'the 404');
+    assert.equal(m5.get('mcpgw_http_responses_total', { code: '5xx' }), 0);
+    for (const k of ['mcpgw_http_received_bytes_total', 'mcpgw_http_sent_bytes_total', 'mcpgw_child_stdin_bytes_total', 'mcpgw_child_stdout_bytes_total']) {
+      assert.ok(m5.get(k) >= m4.get(k), `${k} never decreases`);
+    }
+    // counters never go down across all snapshots
+    const snaps = [m0, m1, m2, m3, m4, m5];
+    for (const s of m5.samples) {
+      const type = m5.families.get(s.name)?.type ?? 'histogram';
+      if (type === 'gauge') continue;
+      for (let i = 1; i < snaps.length; i++) {
+        const prev = snaps[i - 1].samples.find((x) => x.name === s.name && promKey(x.name, x.labels) === promKey(s.name, s.labels));
+        const cur = snaps[i].samples.find((x) => x.name === s.name && promKey(x.name, x.labels) === promKey(s.name, s.labels));
+        assert.ok(cur.value >= prev.value, `${promKey(s.name, s.labels)} never decreases (${prev.value} -> ${cur.value})`);
+      }
+    }
+    // the remaining session still answers
+    assert.equal(textOf((await callTool(gw, b.sid, 'echo', { text: 'b' })).response), 'b');
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+test('metrics: a child killed from outside counts as exited by a signal and closes its session as child_exited', async () => {
+  const gw = await startGateway();
+  try {
+    const a = await initSession(gw);
+    const b = await initSession(gw);
+    assert.ok(a.pid && pidAlive(a.pid));
+    process.kill(a.pid, 'SIGKILL');
+    await waitFor(async () => {
+      const m = await metrics(gw);
+      return m.get('mcpgw_children_exited_total', { status: 'signal' }) === 1 && m.get('mcpgw_sessions_closed_total', { reason: 'child_exited' }) === 1;
+    }, 8000, 'the killed child in the metrics');
+    const m = await metrics(gw);
+    checkShape(m);
+    assert.equal(m.get('mcpgw_sessions_open'), 1);
+    assert.equal(m.get('mcpgw_children_running'), 1);
+    assert.equal(m.get('mcpgw_children_exited_total', { status: 'exit_zero' }), 0);
+    assert.equal(m.get('mcpgw_children_exited_total', { status: 'exit_nonzero' }), 0);
+    assert.equal(m.get('mcpgw_sessions_closed_total', { reason: 'deleted' }), 0);
+    const ping = await post(gw, rpc('ping'), { sid: a.sid });
+    await ping.done();
+    assert.equal(ping.status, 404, 'the session of the killed child is gone');
+    assert.equal(textOf((await callTool(gw, b.sid, 'echo', { text: 'alive' })).response), 'alive');
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+test('metrics: a server whose command does not exist counts a spawn failure, not a session', async () => {
+  const gw = await startGateway({ servers: [{ name: 'example', path: '/mcp' }, { name: 'bad', path: '/bad', command: '/nonexistent/x' }] });
+  try {
+    const r = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'bad-init'), { url: `${gw.base}/bad` });
+    await r.done();
+    assert.ok(r.status >= 500, `initialize on /bad: HTTP ${r.status} ${r.text()}`);
+    assert.ok(!r.headers['mcp-session-id'], 'no session id');
+    const m = await metrics(gw);
+    checkShape(m);
+    assert.equal(m.get('mcpgw_children_spawn_failures_total'), 1);
+    assert.equal(m.get('mcpgw_children_spawned_total'), 0);
+    assert.equal(m.get('mcpgw_sessions_created_total'), 0);
+    assert.equal(m.get('mcpgw_sessions_open'), 0);
+    assert.equal(m.get('mcpgw_children_running'), 0);
+    assert.equal(m.get('mcpgw_spawn_duration_seconds_count'), 1, 'the failed attempt is timed too');
+    assert.equal(m.get('mcpgw_http_responses_total', { code: '5xx' }), 1);
+    // the good server is unaffected
+    const s = await initSession(gw);
+    assert.equal(textOf((await callTool(gw, s.sid, 'echo', { text: 'ok' })).response), 'ok');
+    const m2 = await metrics(gw);
+    assert.equal(m2.get('mcpgw_children_spawned_total'), 1);
+    assert.equal(m2.get('mcpgw_children_spawn_failures_total'), 1);
+    assert.equal(m2.get('mcpgw_sessions_created_total'), 1);
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+// --- /readyz -----------------------------------------------------------------------------------
+
+test('/readyz: 200 {"ready":true}; 503 "max_sessions reached" with max_sessions sessions open; 200 again after a DELETE', async () => {
+  const gw = await startGateway({ gateway: { max_sessions: 2 } });
+  try {
+    const ready = async () => {
+      const r = await fetchPath(gw, '/readyz');
+      assert.match(r.headers['content-type'] || '', /^application\/json/);
+      return { status: r.status, body: r.json() };
+    };
+    assert.deepEqual(await ready(), { status: 200, body: { ready: true } });
+    const a = await initSession(gw);
+    assert.deepEqual(await ready(), { status: 200, body: { ready: true } });
+    const b = await initSession(gw);
+    assert.deepEqual(await ready(), { status: 503, body: { ready: false, reason: 'max_sessions reached' } });
+    assert.equal((await metrics(gw)).get('mcpgw_ready'), 0);
+    const h = await fetchPath(gw, '/healthz');
+    assert.equal(h.status, 200, 'still healthy');
+    const third = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'third'));
+    await third.done();
+    assert.equal(third.status, 503, third.text());
+    assert.equal(textOf((await callTool(gw, b.sid, 'echo', { text: 'full but serving' })).response), 'full but serving');
+    const d = await del(gw, { sid: a.sid });
+    await d.done();
+    assert.equal(d.status, 200);
+    assert.deepEqual(await ready(), { status: 200, body: { ready: true } });
+    assert.equal((await metrics(gw)).get('mcpgw_ready'), 1);
+    await initSession(gw);
+    assert.equal((await ready()).status, 503);
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+// --- drain on SIGTERM --------------------------------------------------------------------------
+
+test('SIGTERM drains: 503 for new sessions and requests, notifications still taken, the call in flight finishes uncancelled, then exit 0 by itself', async () => {
+  const gw = await startGateway({ gateway: { shutdown_drain_ms: 20000 } });
+  let exited = false;
+  try {
+    const s = await initSession(gw);
+    const STEPS = 25;
+    const { r: slow } = await startSlow(gw, s.sid, 'drain-slow', STEPS, 100);
+    const t0 = Date.now();
+    gw.proc.kill('SIGTERM');
+    await gw.waitLog(/SIGTERM: draining/);
+    assert.match(gw.logs(), /SIGTERM: draining: no new sessions or requests; 1 requests in flight get up to 20000 ms/);
+
+    const rz = await fetchPath(gw, '/readyz');
+    assert.equal(rz.status, 503);
+    assert.deepEqual(rz.json(), { ready: false, reason: 'draining' });
+    const hz = await fetchPath(gw, '/healthz');
+    assert.equal(hz.status, 200, 'healthy while draining');
+    const m = await metrics(gw);
+    assert.equal(m.get('mcpgw_ready'), 0);
+    assert.equal(m.get('mcpgw_inflight_requests', { direction: 'to_child' }), 1);
+
+    const init = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'late-init'));
+    await init.done();
+    assert.equal(init.status, 503, init.text());
+    assert.ok(!init.headers['mcp-session-id'], 'no session while draining');
+    const ie = JSON.parse(init.text());
+    assert.equal(ie.jsonrpc, '2.0');
+    assert.equal(typeof ie.error?.code, 'number', init.text());
+    assert.match(ie.error.message, /shutting down/i);
+
+    const call = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'too late' } }, 'late-call'), { sid: s.sid });
+    await call.done();
+    assert.equal(call.status, 503, call.text());
+    const ce = JSON.parse(call.text());
+    assert.equal(ce.jsonrpc, '2.0');
+    assert.equal(typeof ce.error?.code, 'number', call.text());
+    assert.match(ce.error.message, /shutting down/i);
+
+    const n = await post(gw, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, { sid: s.sid });
+    assert.equal(await n.done(), '');
+    assert.equal(n.status, 202, 'a notification is still accepted');
+    const unk = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'nobody', reason: 'x' } }, { sid: s.sid });
+    await unk.done();
+    assert.equal(unk.status, 202);
+    await waitFor(() => gw.childMessages().some((x) => x.method === 'notifications/roots/list_changed'), 5000, 'the notification at the child');
+    assert.ok(!slow.ended, 'all of that happened while the slow call was still running');
+
+    await slow.done(15000);
+    const res = slow.events().map((e) => e.json).find(isAnswer);
+    assert.ok(res?.result, `the slow call answered with its result: ${slow.text()}`);
+    assert.equal(res.id, 'drain-slow');
+    assert.match(textOf(res), new RegExp(`done after ${STEPS} steps`));
+    assert.ok(!gw.childMessages().some((x) => x.method === 'notifications/cancelled'), 'the child saw no cancel');
+    assert.ok(!gw.childMessages().some((x) => x.params?.arguments?.text === 'too late'), 'the refused call never reached the child');
+
+    const r = await exitWithin(gw, 10000);
+    exited = true;
+    assert.deepEqual(r, { code: 0, signal: null }, gw.logs().slice(-3000));
+    assert.ok(Date.now() - t0 >= STEPS * 100 - 500, 'it waited for the call');
+    assert.match(gw.logs(), /shutting down \(drained: no request in flight\)/);
+    for (const pid of gw.childPids()) assert.ok(reaped(pid), `child ${pid} reaped`);
+    assert.equal(gw.childPids().length, 1);
+  } finally {
+    if (!exited) console.log(gw.logs().slice(-4000));
+    await stopClean(gw);
+  }
+});
+
+test('SIGTERM drain deadline: a call still running after shutdown_drain_ms is cancelled ("gateway shutting down"), then exit 0', async (t) => {
+  const gw = await startGateway({ gateway: { shutdown_drain_ms: 500 } });
+  let exited = false;
+  try {
+    const s = await initSession(gw);
+    const { r: slow, childId } = await startSlow(gw, s.sid, 'deadline-slow', 50, 100);
+    const t0 = Date.now();
+    gw.proc.kill('SIGTERM');
+    await gw.waitLog(/SIGTERM: draining/);
+    const r = await exitWithin(gw, 10000);
+    exited = true;
+    const took = Date.now() - t0;
+    assert.deepEqual(r, { code: 0, signal: null }, gw.logs().slice(-3000));
+    assert.ok(took >= 450, `waited for the drain time (${took} ms)`);
+    assert.ok(took < 4500, `did not wait for the call (${took} ms)`);
+    assert.match(gw.logs(), /shutting down \(shutdown_drain_ms passed: cancelling what is still in flight\)/);
+    const cancels = gw.childMessages().filter((x) => x.method === 'notifications/cancelled');
+    assert.deepEqual(cancels.map((x) => x.params), [{ requestId: childId, reason: 'gateway shutting down' }]);
+    await slow.done(5000);
+    const res = slow.events().map((e) => e.json).find(isAnswer);
+    assert.ok(!res?.result, `no result for the cancelled call: ${slow.text()}`);
+    if (res) assert.equal(typeof res.error?.code, 'number', slow.text());
+    t.diagnostic(`exit ${took} ms after SIGTERM; the client's stream: ${res ? `error ${JSON.stringify(res.error)}` : 'ended without an answer'}`);
+    for (const pid of gw.childPids()) assert.ok(reaped(pid), `child ${pid} reaped`);
+  } finally {
+    if (!exited) console.log(gw.logs().slice(-4000));
+    await stopClean(gw);
+  }
+});
+
+for (const second of ['SIGINT', 'SIGTERM']) {
+  test(`a ${second} while draining stops at once: the call in flight is cancelled ("gateway shutting down"), exit 0`, async () => {
+    const gw = await startGateway({ gateway: { shutdown_drain_ms: 60000 } });
+    let exited = false;
+    try {
+      const s = await initSession(gw);
+      const { r: slow, childId } = await startSlow(gw, s.sid, 'second-slow', 50, 100);
+      gw.proc.kill('SIGTERM');
+      await gw.waitLog(/SIGTERM: draining/);
+      assert.equal((await fetchPath(gw, '/readyz')).status, 503);
+      const t0 = Date.now();
+      gw.proc.kill(second);
+      const r = await exitWithin(gw, 10000);
+      exited = true;
+      const took = Date.now() - t0;
+      assert.deepEqual(r, { code: 0, signal: null }, gw.logs().slice(-3000));
+      assert.ok(took < 3000, `stopped at once (${took} ms), not after the call`);
+      assert.match(gw.logs(), new RegExp(`shutting down \\(${second}\\)`));
+      const cancels = gw.childMessages().filter((x) => x.method === 'notifications/cancelled');
+      assert.deepEqual(cancels.map((x) => x.params), [{ requestId: childId, reason: 'gateway shutting down' }]);
+      await slow.done(5000);
+      assert.ok(!slow.events().some((e) => e.json?.result), `no result: ${slow.text()}`);
+      for (const pid of gw.childPids()) assert.ok(reaped(pid), `child ${pid} reaped`);
+    } finally {
+      if (!exited) console.log(gw.logs().slice(-4000));
+      await stopClean(gw);
+    }
+  });
+}
+
+// --- reload on SIGHUP --------------------------------------------------------------------------
+
+test('SIGHUP reload: old sessions keep their definition and child, new sessions use the new one; a moved and an added server; an invalid file changes nothing', async (t) => {
+  const d = tmpdir('mcpgw-reload-');
+  const log = (n) => path.join(d, `${n}.log`);
+  const v1 = [
+    { name: 'A', path: '/a', command: exampleCmd(log('a1'), '--name', 'A-v1') },
+    { name: 'B', path: '/b', command: exampleCmd(log('b'), '--name', 'B') },
+  ];
+  const v2 = [
+    { name: 'A', path: '/a', command: exampleCmd(log('a2'), '--name', 'A-v2'), env: 'MARK=v2' },
+    { name: 'B', path: '/b2', command: exampleCmd(log('b'), '--name', 'B') },
+    { name: 'C', path: '/c', command: exampleCmd(log('c'), '--name', 'C') },
+  ];
+  const gw = await startGateway({ servers: v1 });
+  const at = (p) => `${gw.base}${p}`;
+  const echo = async (sid, text, url) => {
+    const r = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text } }), { sid, url });
+    await r.done();
+    assert.equal(r.status, 200, r.text());
+    return textOf(r.events().map((e) => e.json).find(isAnswer));
+  };
+  const initStatus = async (url) => {
+    const r = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }), { url });
+    await r.done();
+    return r.status;
+  };
+  try {
+    assert.ok(fs.readFileSync(gw.conf, 'utf8').includes('/a'), 'the harness wrote the file the gateway reads');
+    const old = await initSession(gw, { url: at('/a') });
+    assert.equal(old.result.serverInfo.name, 'A-v1');
+    assert.ok(old.pid && pidAlive(old.pid));
+    assert.ok(!environOf(old.pid).some((e) => e.startsWith('MARK=')));
+    const oldB = await initSession(gw, { url: at('/b') });
+    assert.equal(oldB.result.serverInfo.name, 'B');
+
+    // v2: A changed (name, log, env), B moved, C added
+    fs.writeFileSync(gw.conf, iniText({}, v2));
+    gw.proc.kill('SIGHUP');
+    await waitLogCount(gw, /SIGHUP: configuration reloaded from \S+ \(3 servers\)/, 1);
+    assert.ok(!/take effect at the next start/.test(gw.logs()), 'an unchanged listen logs no warning');
+
+    // the old session on A: same child, still served, still the old definition
+    assert.equal(await echo(old.sid, 'old still works', at('/a')), 'old still works');
+    assert.ok(pidAlive(old.pid), 'the old child still runs');
+    assert.equal(countMatches(gw.logs(), new RegExp(`session=${old.sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created`)), 1, 'not restarted');
+    await waitFor(() => readJsonLines(log('a1')).some((x) => x.params?.arguments?.text === 'old still works'), 5000, 'the old child (a1.log) served it');
+    assert.ok(!readJsonLines(log('a2')).length, 'nothing started from v2 yet');
+
+    // a new session on A: the new definition
+    const fresh = await initSession(gw, { url: at('/a') });
+    assert.equal(fresh.result.serverInfo.name, 'A-v2');
+    assert.notEqual(fresh.pid, old.pid);
+    assert.ok(environOf(fresh.pid).includes('MARK=v2'), 'env = MARK=v2 applied');
+    assert.ok(!environOf(old.pid).some((e) => e.startsWith('MARK=')), 'the old child keeps its environment');
+    assert.equal(await echo(fresh.sid, 'fresh', at('/a')), 'fresh');
+    await waitFor(() => readJsonLines(log('a2')).some((x) => x.params?.arguments?.text === 'fresh'), 5000, 'the new child logs to a2.log');
+
+    // B moved: its old path is gone for new sessions, the new one works; C works
+    assert.equal(await initStatus(at('/b')), 404, 'B\'s old path is gone');
+    const b2 = await initSession(gw, { url: at('/b2') });
+    assert.equal(b2.result.serverInfo.name, 'B');
+    assert.equal(await echo(b2.sid, 'b2', at('/b2')), 'b2');
+    const c = await initSession(gw, { url: at('/c') });
+    assert.equal(c.result.serverInfo.name, 'C');
+    assert.equal(await echo(c.sid, 'c', at('/c')), 'c');
+    // The B session opened under v1 follows its server (a server is its name) to the new path,
+    // on its old definition and child; the old path names no server any more.
+    const oldBPing = await post(gw, rpc('ping'), { sid: oldB.sid, url: at('/b') });
+    await oldBPing.done();
+    assert.equal(oldBPing.status, 404, 'the old path is gone');
+    assert.equal(await echo(oldB.sid, 'old b at b2', at('/b2')), 'old b at b2');
+    assert.ok(pidAlive(oldB.pid), 'the same child');
+
+    // invalid files: the running (v2) configuration stays
+    const invalid = [
+      `${iniText({}, v2)}[server:D\ncommand = ${EXAMPLE}\n`, // unclosed section
+      iniText({ no_such_key: 1 }, v2), // unknown key
+      iniText({}, [{ name: 'A', path: '/a', command: exampleCmd(log('a3'), '--name', 'A-v3') }, { name: 'A', path: '/a3', command: EXAMPLE }]), // duplicate server
+    ];
+    for (let i = 0; i < invalid.length; i++) {
+      fs.writeFileSync(gw.conf, invalid[i]);
+      gw.proc.kill('SIGHUP');
+      await waitLogCount(gw, /SIGHUP: .*the running configuration stays/, i + 1);
+    }
+    assert.equal(countMatches(gw.logs(), /SIGHUP: configuration reloaded/), 1, 'no invalid file was taken');
+    assert.equal(await echo(old.sid, 'old after invalid', at('/a')), 'old after invalid');
+    assert.equal(await echo(fresh.sid, 'fresh after invalid', at('/a')), 'fresh after invalid');
+    const fresh2 = await initSession(gw, { url: at('/a') });
+    assert.equal(fresh2.result.serverInfo.name, 'A-v2', 'new sessions still use v2');
+    assert.ok(environOf(fresh2.pid).includes('MARK=v2'));
+    assert.equal(await initStatus(at('/b')), 404);
+    assert.equal(await initStatus(at('/a3')), 404);
+    assert.equal(await echo((await initSession(gw, { url: at('/b2') })).sid, 'b2 again', at('/b2')), 'b2 again');
+    assert.equal(await echo((await initSession(gw, { url: at('/c') })).sid, 'c again', at('/c')), 'c again');
+    assert.ok(!fs.existsSync(log('a3')));
+
+    // the old A session ends normally; the gateway keeps serving
+    const dr = await del(gw, { sid: old.sid, url: at('/a') });
+    await dr.done();
+    assert.equal(dr.status, 200);
+    await waitFor(() => !pidAlive(old.pid), 8000, 'the old A child gone');
+    assert.equal(await echo(fresh.sid, 'after delete', at('/a')), 'after delete');
+    const fresh3 = await initSession(gw, { url: at('/a') });
+    assert.equal(fresh3.result.serverInfo.name, 'A-v2');
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+test('SIGHUP reload frees the retired configuration once its last session is deleted', async () => {
+  const d = tmpdir('mcpgw-reload-');
+  const v1 = [{ name: 'A', path: '/mcp', command: exampleCmd(path.join(d, 'a1.log'), '--name', 'A-v1') }];
+  const v2 = [{ name: 'A', path: '/mcp', command: exampleCmd(path.join(d, 'a2.log'), '--name', 'A-v2') }];
+  const gw = await startGateway({ servers: v1 });
+  try {
+    const old = await initSession(gw);
+    fs.writeFileSync(gw.conf, iniText({}, v2));
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/SIGHUP: configuration reloaded/);
+    const fresh = await initSession(gw);
+    assert.equal(fresh.result.serverInfo.name, 'A-v2');
+    // Two janitor ticks pass with the old session open: v1 stays.
+    const ticks = countMatches(gw.logs(), /no session uses it any more/);
+    assert.equal(ticks, 0);
+    const t0 = Date.now();
+    await waitFor(() => Date.now() - t0 > 2200, 3000, 'two ticks');
+    assert.equal(countMatches(gw.logs(), /no session uses it any more/), 0, 'in use: not freed');
+    assert.equal(textOf((await callTool(gw, old.sid, 'echo', { text: 'v1 in use' })).response), 'v1 in use');
+    const dr = await del(gw, { sid: old.sid });
+    await dr.done();
+    assert.equal(dr.status, 200);
+    await gw.waitLog(/configuration of \S+: no session uses it any more/, 3000);
+    // keeps serving after the free (ASan would catch a use of the freed definition)
+    assert.equal(textOf((await callTool(gw, fresh.sid, 'echo', { text: 'after free' })).response), 'after free');
+    const again = await initSession(gw);
+    assert.equal(again.result.serverInfo.name, 'A-v2');
+    assert.equal(textOf((await callTool(gw, again.sid, 'echo', { text: 'new after free' })).response), 'new after free');
+    assert.equal(countMatches(gw.logs(), /no session uses it any more/), 1);
+    await waitFor(() => !pidAlive(old.pid), 8000, 'old child gone');
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+test('SIGHUP with a changed listen: a warning, the reload applies the rest, the gateway keeps its port', async () => {
+  // a port nothing listens on (found by binding and releasing it)
+  const free = await new Promise((res, rej) => {
+    const srv = net.createServer();
+    srv.on('error', rej);
+    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => res(port)); });
+  });
+  const d = tmpdir('mcpgw-reload-');
+  const gw = await startGateway({ servers: [{ name: 'A', path: '/mcp', command: exampleCmd(path.join(d, 'a1.log'), '--name', 'A-v1') }] });
+  try {
+    const old = await initSession(gw);
+    fs.writeFileSync(gw.conf, iniText({ listen: `127.0.0.1:${free}` }, [{ name: 'A', path: '/mcp', command: exampleCmd(path.join(d, 'a2.log'), '--name', 'A-v2') }]));
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/SIGHUP: configuration reloaded/);
+    assert.match(gw.logs(), /SIGHUP: listen, max_connections and connection_timeout_s take effect at the next start; the running values stay/);
+    const fresh = await initSession(gw);
+    assert.equal(fresh.result.serverInfo.name, 'A-v2', 'the rest of the file applied');
+    assert.equal(textOf((await callTool(gw, old.sid, 'echo', { text: 'same port' })).response), 'same port');
+    const refused = await new Promise((res) => {
+      const s = net.connect(free, '127.0.0.1');
+      s.on('connect', () => { s.destroy(); res(false); });
+      s.on('error', (e) => res(e.code === 'ECONNREFUSED'));
+    });
+    assert.ok(refused, `nothing listens on the new port ${free}`);
+    assert.equal((await fetchPath(gw, '/healthz')).status, 200);
+  } finally {
+    await stopClean(gw);
+  }
+});
+
+// --- SIGKILL of the gateway --------------------------------------------------------------------
+
+test('SIGKILL of the gateway leaves no child running: busy, idle, SIGTERM-ignoring and shell children all die', async () => {
+  const d = tmpdir('mcpgw-kill-');
+  const gw = await startGateway({
+    servers: [
+      { name: 'example', path: '/mcp' },
+      // ignores SIGTERM and stays up after stdin EOF: only the parent-death signal ends it
+      { name: 'stubborn', path: '/stubborn', command: exampleCmd(path.join(d, 'stubborn.log'), '--ignore-sigterm', '--no-stdin-exit') },
+      // not an MCP server at all: never answers initialize, ignores TERM and HUP, never reads stdin
+      { name: 'shell', path: '/shell', command: `/bin/sh -c 'trap "" TERM HUP; while :; do sleep 1; done'` },
+    ],
+  });
+  let killed = false;
+  try {
+    const a = await initSession(gw);
+    const b = await initSession(gw);
+    const st = await initSession(gw, { url: `${gw.base}/stubborn` });
+    const { r: slow } = await startSlow(gw, a.sid, 'kill-slow', 200, 50);
+    // SIGTERM is ignored by the stubborn child (bit 15 of SigIgn)
+    assert.ok(sigIgnored(st.pid, 15), 'the stubborn child ignores SIGTERM');
+
+    // the shell child: initialize stays unanswered, but the child exists
+    const shInit = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'sh-init'), { url: `${gw.base}/shell` });
+    assert.equal(shInit.status, 200);
+    const shM = await gw.waitLog(/session created: server=shell child=(\d+)/);
+    const shPid = Number(shM[1]);
+    const grandchildren = await waitFor(() => { const c = childrenOf(shPid); return c.length ? c : null; }, 5000, 'the shell\'s sleep');
+    await waitFor(() => sigIgnored(shPid, 15) && sigIgnored(shPid, 1), 5000, 'the shell\'s trap in place');
+
+    const pids = [a.pid, b.pid, st.pid, shPid];
+    assert.deepEqual([...new Set(gw.childPids())].sort(), [...pids].sort());
+    for (const pid of pids) {
+      assert.ok(pidAlive(pid), `${pid} alive before`);
+      assert.equal(statOf(pid).ppid, gw.proc.pid, `${pid} is the gateway's child`);
+    }
+    assert.ok(!slow.ended);
+
+    gw.proc.kill('SIGKILL');
+    killed = true;
+    const r = await exitWithin(gw, 5000);
+    assert.deepEqual(r, { code: null, signal: 'SIGKILL' });
+    const t0 = Date.now();
+    await waitFor(() => pids.every(dead), 5000, `every child gone: ${pids.map((p) => `${p}:${statOf(p)?.state ?? 'gone'}`).join(' ')}`);
+    const took = Date.now() - t0;
+    assert.ok(took < 5000);
+    // the shell's sleep is not the gateway's child: no parent-death signal, but it ends within a second
+    await waitFor(() => grandchildren.every(dead), 5000, 'the shell\'s sleep ends');
+    await slow.done(5000).catch(() => {});
+    assert.ok(slow.ended, 'the slow call\'s stream ended with the gateway');
+    await shInit.done(5000).catch(() => {});
+  } finally {
+    const r = await gw.stop();
+    if (!killed) {
+      console.log(gw.logs().slice(-4000));
+      assert.deepEqual(r, { code: 0, signal: null });
+    } else {
+      assert.deepEqual(r, { code: null, signal: 'SIGKILL' });
+    }
+  }
+});
