@@ -2,6 +2,7 @@
 #ifndef MCPGW_BUF_H
 #define MCPGW_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "util.h"
@@ -23,6 +24,9 @@ void buf_init(struct buf *b, size_t max);
 void buf_clear(struct buf *b); /* frees the storage; the buf may be reused after buf_init */
 /* Appends n bytes; -1 (and nothing appended) when the live size would pass the ceiling. */
 int buf_append(struct buf *b, const void *p, size_t n) MUSTCHECK;
+/* Appends the formatted text (no NUL); -1 with the buffer untouched past the ceiling. */
+int buf_printf(struct buf *b, const char *fmt, ...) PRINTF(2, 3) MUSTCHECK;
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap) PRINTF(2, 0) MUSTCHECK;
 /* Ensures room for n more bytes at data+len; -1 past the ceiling. */
 int buf_reserve(struct buf *b, size_t n) MUSTCHECK;
 void buf_consume(struct buf *b, size_t n);

@@ -5,6 +5,8 @@
  */
 #include "buf.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,4 +80,30 @@ buf_consume(struct buf *b, size_t n)
     b->off += n;
     if (b->off >= b->len)
         b->off = b->len = 0;
+}
+
+int
+buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    if (n < 0 || buf_reserve(b, (size_t)n + 1) == -1) {
+        va_end(again);
+        return -1;
+    }
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+    va_end(again);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int
+buf_printf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
 }

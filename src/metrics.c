@@ -35,13 +35,12 @@ metrics_observe(struct metrics_hist *h, uint64_t us)
 
 static void PRINTF(2, 3) metrics_put(struct buf *b, const char *fmt, ...)
 {
-    char tmp[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    int rc = buf_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(tmp) || buf_append(b, tmp, (size_t)n) == -1)
-        fatalx("metrics: a line over its bound");
+    if (rc == -1)
+        fatalx("metrics: over the buffer's ceiling");
 }
 
 void

@@ -1408,12 +1408,11 @@ session_sweep(uint64_t now_ms)
 
 static void PRINTF(2, 3) session_put(struct buf *b, const char *fmt, ...)
 {
-    char tmp[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    int rc = buf_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n > 0 && buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1) == -1)
+    if (rc == -1)
         fatalx("admin view over its ceiling");
 }
 

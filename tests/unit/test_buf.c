@@ -313,3 +313,29 @@ Test(buf, clear_then_reuse)
     expect_bytes(&b, "12345678");
     buf_clear(&b);
 }
+
+Test(buf, printf_appends_formatted_text_and_refuses_past_the_ceiling)
+{
+    struct buf b;
+    buf_init(&b, 16);
+    cr_assert_eq(buf_printf(&b, "%s=%d", "ab", 42), 0);
+    expect_bytes(&b, "ab=42");
+    cr_assert_eq(buf_printf(&b, ",%05u", 7u), 0);
+    expect_bytes(&b, "ab=42,00007");
+    /* 11 bytes used: 4 more fit with room for vsnprintf's NUL, 5 do not. */
+    char *data = b.data;
+    size_t len = b.len;
+    cr_assert_eq(buf_printf(&b, "%s", "xxxxx"), -1);
+    cr_assert_eq(b.data, data);
+    cr_assert_eq(b.len, len, "a refused printf appends nothing");
+    cr_assert_eq(buf_printf(&b, "%s", "yyyy"), 0);
+    expect_bytes(&b, "ab=42,00007yyyy");
+    buf_clear(&b);
+    /* Longer than any fixed scratch buffer: formatted straight into the buffer. */
+    buf_init(&b, 1 << 20);
+    cr_assert_eq(buf_printf(&b, "%0*d", 5000, 1), 0);
+    cr_assert_eq(buf_used(&b), 5000);
+    cr_assert_eq(buf_head(&b)[4999], '1');
+    cr_assert_eq(buf_head(&b)[0], '0');
+    buf_clear(&b);
+}
