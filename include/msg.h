@@ -4,20 +4,28 @@
 
 #include <sys/uio.h>
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
  * A refcounted, immutable byte blob (a framed message for a child's stdin or an SSE stream), and
- * a FIFO of them with a read offset into the head. Every queue holds its own reference.
+ * a FIFO of them with a read offset into the head. Every queue holds its own reference. data is
+ * followed by a NUL; it lives after the header, or in a block of its own (msg_adopt).
  */
 struct msg {
     unsigned int refs;
+    bool adopted; /* data is its own malloc'd block */
     size_t len;
-    char data[];
+    char *data;
 };
 
 /* New message of len bytes (content written by the caller before it is shared), refs = 1. */
 struct msg *msg_new(size_t len);
+/*
+ * A message over block, a malloc'd block of at least len + 1 bytes whose first len bytes are
+ * the content: it is taken (freed with the message), not copied. block[len] becomes NUL.
+ */
+struct msg *msg_adopt(char *block, size_t len);
 /* New message holding the concatenation of the iovecs. */
 struct msg *msg_concat(const struct iovec *iov, int n);
 /* The same between a prefix and a suffix (either may be NULL), e.g. an SSE frame. */

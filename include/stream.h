@@ -28,10 +28,19 @@
 
 typedef void stream_wake_cb(void *arg);
 
+/*
+ * One framed event: the bytes of m, then body_len bytes of body from body_off, then those of
+ * tail. body (a large message the child wrote, shared with nobody else's copy) and tail are NULL
+ * for an event framed into m alone.
+ */
 struct stream_event {
     struct stream_event *next;
     uint64_t seq; /* 0: a comment (heartbeat), not an event a client can name */
+    size_t len;   /* framed bytes in all */
     struct msg *m;
+    struct msg *body;
+    size_t body_off, body_len;
+    struct msg *tail;
 };
 
 struct loop_timer;
@@ -70,6 +79,13 @@ void stream_unref(struct stream *st);
 /* Frames the concatenated iovecs as one SSE "message" event (with an id when replayable). */
 void stream_push_message(struct stream *st, const struct iovec *iov, int n);
 /*
+ * The same, where iovecs may point into shared's bytes: the longest such piece, when it is at
+ * least STREAM_SHARE_BYTES, is referenced rather than copied (a large answer is never held
+ * twice). shared may be NULL.
+ */
+#define STREAM_SHARE_BYTES 16384
+void stream_push_shared(struct stream *st, const struct iovec *iov, int n, struct msg *shared);
+/*
  * The 2025-11-25 priming event: an id and empty data, so the client holds a Last-Event-ID before
  * any message; with "retry: <retry_ms>" when retry_ms > 0. Nothing when the stream is not
  * replayable.
@@ -88,6 +104,13 @@ void stream_discard(struct stream *st);
  * hangup reached an event boundary).
  */
 size_t stream_read(struct stream *st, char *out, size_t max);
+/*
+ * Hands over everything unread, from an event boundary, as at most max iovecs, each with a
+ * reference on the message that holds its bytes (refs[i], dropped by the caller once the bytes
+ * are sent), and marks it read. Returns the count, or -1 (nothing taken) when it needs more than
+ * max or a read is partway through an event.
+ */
+int stream_take(struct stream *st, struct iovec *iov, struct msg **refs, int max);
 bool stream_finished(const struct stream *st); /* ended and everything read */
 /* A hangup was asked and the reader is at an event boundary: end this connection now. */
 bool stream_hung_up(const struct stream *st);

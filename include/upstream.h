@@ -31,15 +31,23 @@ struct upstream_params {
     uint64_t term_grace_ms;  /* after SIGTERM, before SIGKILL */
 };
 
-/* One stdout line without its '\n'; the bytes may be modified and are valid during the call. */
-typedef void upstream_line_cb(char *line, size_t len, void *arg);
+/*
+ * One stdout line without its '\n'; the bytes may be modified and are valid during the call. A
+ * large line comes as a message too (shared, line == shared->data, else NULL): a callee that
+ * keeps part of it takes a reference instead of a copy, once it no longer modifies it.
+ */
+typedef void upstream_line_cb(char *line, size_t len, struct msg *shared, void *arg);
 /*
  * The child can no longer serve (exited, closed stdout, overlong line, stdin broken). Called at
  * most once, and never after upstream_close. reason is a static or short-lived string.
  */
 typedef void upstream_gone_cb(const char *reason, void *arg);
 
-/* Spawns the child. NULL with *errstr (static) on failure; nothing is left running then. */
+/*
+ * Spawns the child. NULL with *errstr (static) on failure; nothing is left running then.
+ * *errstr == upstream_no_fds: the process ran out of file descriptors (a passing condition).
+ */
+extern const char upstream_no_fds[];
 struct upstream *upstream_spawn(struct loop *l, const struct upstream_params *p,
                                 upstream_line_cb *line_cb, upstream_gone_cb *gone_cb, void *arg,
                                 const char **errstr);

@@ -15,7 +15,21 @@ msg_new(size_t len)
 {
     struct msg *m = xmalloc(sizeof(*m) + len + 1);
     m->refs = 1;
+    m->adopted = false;
     m->len = len;
+    m->data = (char *)(m + 1);
+    m->data[len] = '\0';
+    return m;
+}
+
+struct msg *
+msg_adopt(char *block, size_t len)
+{
+    struct msg *m = xmalloc(sizeof(*m));
+    m->refs = 1;
+    m->adopted = true;
+    m->len = len;
+    m->data = block;
     m->data[len] = '\0';
     return m;
 }
@@ -58,8 +72,11 @@ msg_ref(struct msg *m)
 void
 msg_unref(struct msg *m)
 {
-    if (m != NULL && --m->refs == 0)
-        free(m);
+    if (m == NULL || --m->refs > 0)
+        return;
+    if (m->adopted)
+        free(m->data);
+    free(m);
 }
 
 void

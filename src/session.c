@@ -72,7 +72,8 @@ static struct {
     size_t count;
     struct session *graveyard;
     uint64_t next_stream_id;
-    bool draining; /* SIGTERM: no new sessions or requests, what is in flight may finish */
+    bool draining;    /* SIGTERM: no new sessions or requests, what is in flight may finish */
+    struct msg *line; /* the child's large line being routed: pushed by reference, not copied */
     struct session_counters ctr;
     uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
     uint64_t closed_by[SESSION_CLOSE_N];
@@ -318,7 +319,7 @@ session_retire(struct session *s, uint64_t now_ms)
 static void
 session_push(struct session *s, struct stream *st, const struct iovec *iov, int n)
 {
-    stream_push_message(st, iov, n);
+    stream_push_shared(st, iov, n, S.line);
     session_pressure(s, st);
 }
 
@@ -925,11 +926,14 @@ session_batches(const struct session *s)
 }
 
 static void
-session_child_line(char *line, size_t len, void *arg)
+session_child_line(char *line, size_t len, struct msg *shared, void *arg)
 {
     struct session *s = arg;
-    if (s->state != SESSION_CLOSED)
-        session_child_message(s, line, len, true);
+    if (s->state == SESSION_CLOSED)
+        return;
+    S.line = shared;
+    session_child_message(s, line, len, true);
+    S.line = NULL;
 }
 
 /* One line from the child (top), or one element of its batch. */
@@ -1221,6 +1225,11 @@ session_create(const struct config_server *srv, int *status, const char **err)
     if (s->u == NULL) {
         free(s);
         *status = 500;
+        if (*err == upstream_no_fds) {
+            /* Passing: sessions that end give their descriptors back (README: file limits). */
+            *status = 503;
+            log_warn(NULL, "new session refused: %s (%zu sessions open)", *err, S.count);
+        }
         return NULL;
     }
     size_t h = session_hash(s->id);

@@ -43,16 +43,18 @@ stream_pop(struct stream *st)
 {
     struct stream_event *ev = st->head;
     if (ev == st->cursor) {
-        st->pending -= ev->m->len - st->cursor_off;
+        st->pending -= ev->len - st->cursor_off;
         st->cursor = ev->next;
         st->cursor_off = 0;
     } else {
-        st->history -= ev->m->len;
+        st->history -= ev->len;
     }
     st->head = ev->next;
     if (st->head == NULL)
         st->tail = NULL;
     msg_unref(ev->m);
+    msg_unref(ev->body);
+    msg_unref(ev->tail);
     free(ev);
 }
 
@@ -79,12 +81,11 @@ stream_wake(struct stream *st)
         st->wake(st->wake_arg);
 }
 
+/* Queues an event (takes the references it is given). */
 static void
-stream_push(struct stream *st, struct msg *m, uint64_t seq)
+stream_push_event_parts(struct stream *st, struct stream_event *ev)
 {
-    struct stream_event *ev = xcalloc(1, sizeof(*ev));
-    ev->seq = seq;
-    ev->m = m;
+    ev->len = ev->m->len + ev->body_len + (ev->tail != NULL ? ev->tail->len : 0);
     if (st->tail != NULL)
         st->tail->next = ev;
     else
@@ -94,9 +95,43 @@ stream_push(struct stream *st, struct msg *m, uint64_t seq)
         st->cursor = ev;
         st->cursor_off = 0;
     }
-    st->pending += m->len;
+    st->pending += ev->len;
     st->last_push_ms = util_now_ms();
     stream_wake(st);
+}
+
+static void
+stream_push(struct stream *st, struct msg *m, uint64_t seq)
+{
+    struct stream_event *ev = xcalloc(1, sizeof(*ev));
+    ev->seq = seq;
+    ev->m = m;
+    stream_push_event_parts(st, ev);
+}
+
+/* Copies k bytes of ev's framing from off (off + k <= ev->len). */
+static void
+stream_event_copy(const struct stream_event *ev, size_t off, char *out, size_t k)
+{
+    const struct {
+        const char *p;
+        size_t len;
+    } part[3] = {
+        { ev->m->data, ev->m->len },
+        { ev->body != NULL ? ev->body->data + ev->body_off : NULL, ev->body_len },
+        { ev->tail != NULL ? ev->tail->data : NULL, ev->tail != NULL ? ev->tail->len : 0 },
+    };
+    for (size_t i = 0; i < 3 && k > 0; i++) {
+        if (off >= part[i].len) {
+            off -= part[i].len;
+            continue;
+        }
+        size_t c = part[i].len - off < k ? part[i].len - off : k;
+        memcpy(out, part[i].p + off, c);
+        out += c;
+        k -= c;
+        off = 0;
+    }
 }
 
 int
@@ -127,20 +162,54 @@ stream_id_field(const struct stream *st, char *out, size_t size)
     return k + stream_event_id(st->id, st->next_seq, out + k, size - (size_t)k);
 }
 
+/* The index of the longest iovec inside shared, if it is worth sharing; else -1. */
+static int
+stream_shareable(const struct iovec *iov, int n, const struct msg *shared)
+{
+    int best = -1;
+    for (int i = 0; shared != NULL && i < n; i++) {
+        const char *p = iov[i].iov_base;
+        if (p >= shared->data && p + iov[i].iov_len <= shared->data + shared->len
+            && iov[i].iov_len >= STREAM_SHARE_BYTES
+            && (best < 0 || iov[i].iov_len > iov[best].iov_len))
+            best = i;
+    }
+    return best;
+}
+
 void
-stream_push_message(struct stream *st, const struct iovec *iov, int n)
+stream_push_shared(struct stream *st, const struct iovec *iov, int n, struct msg *shared)
 {
     if (st->ended || st->dropped)
         return;
-    if (st->replay_max == 0) {
-        stream_push(st, msg_frame(stream_prefix, iov, n, stream_suffix), 0);
+    char prefix[96];
+    uint64_t seq = 0;
+    int k = 0;
+    if (st->replay_max > 0) {
+        k = stream_id_field(st, prefix, sizeof(prefix)) + 1;
+        prefix[k - 1] = '\n';
+        seq = st->next_seq++;
+    }
+    snprintf(prefix + k, sizeof(prefix) - (size_t)k, "%s", stream_prefix);
+    int i = stream_shareable(iov, n, shared);
+    if (i < 0) {
+        stream_push(st, msg_frame(prefix, iov, n, stream_suffix), seq);
         return;
     }
-    char prefix[96];
-    int k = stream_id_field(st, prefix, sizeof(prefix));
-    snprintf(prefix + k, sizeof(prefix) - (size_t)k, "\n%s", stream_prefix);
-    stream_push(st, msg_frame(prefix, iov, n, stream_suffix), st->next_seq);
-    st->next_seq++;
+    struct stream_event *ev = xcalloc(1, sizeof(*ev));
+    ev->seq = seq;
+    ev->m = msg_frame(prefix, iov, i, NULL);
+    ev->body = msg_ref(shared);
+    ev->body_off = (size_t)((const char *)iov[i].iov_base - shared->data);
+    ev->body_len = iov[i].iov_len;
+    ev->tail = msg_frame(NULL, iov + i + 1, n - i - 1, stream_suffix);
+    stream_push_event_parts(st, ev);
+}
+
+void
+stream_push_message(struct stream *st, const struct iovec *iov, int n)
+{
+    stream_push_shared(st, iov, n, NULL);
 }
 
 void
@@ -203,21 +272,52 @@ stream_read(struct stream *st, char *out, size_t max)
         if (st->hangup && st->cursor_off == 0)
             break; /* a hangup ends the connection between events */
         struct stream_event *ev = st->cursor;
-        size_t k = ev->m->len - st->cursor_off;
+        size_t k = ev->len - st->cursor_off;
         if (k > max - n)
             k = max - n;
-        memcpy(out + n, ev->m->data + st->cursor_off, k);
+        stream_event_copy(ev, st->cursor_off, out + n, k);
         n += k;
         st->cursor_off += k;
         st->pending -= k;
-        if (st->cursor_off == ev->m->len) {
-            st->history += ev->m->len;
+        if (st->cursor_off == ev->len) {
+            st->history += ev->len;
             st->cursor = ev->next;
             st->cursor_off = 0;
         }
     }
     stream_evict(st);
     if (st->drain != NULL && before > st->low_water && st->pending <= st->low_water)
+        st->drain(st->drain_arg);
+    return n;
+}
+
+int
+stream_take(struct stream *st, struct iovec *iov, struct msg **refs, int max)
+{
+    if (st->cursor_off != 0 || st->hangup)
+        return -1;
+    int n = 0;
+    for (const struct stream_event *ev = st->cursor; ev != NULL; ev = ev->next)
+        n += 1 + (ev->body != NULL) + (ev->tail != NULL);
+    if (n > max)
+        return -1;
+    n = 0;
+    for (struct stream_event *ev = st->cursor; ev != NULL; ev = ev->next) {
+        struct msg *part[3] = { ev->m, ev->body, ev->tail };
+        for (int i = 0; i < 3; i++) {
+            if (part[i] == NULL)
+                continue;
+            iov[n].iov_base = part[i]->data + (i == 1 ? ev->body_off : 0);
+            iov[n].iov_len = i == 1 ? ev->body_len : part[i]->len;
+            refs[n++] = msg_ref(part[i]);
+        }
+        st->history += ev->len;
+    }
+    size_t before = st->pending;
+    st->cursor = NULL;
+    st->pending = 0;
+    stream_evict(st);
+    if (st->drain != NULL && before > st->low_water)
         st->drain(st->drain_arg);
     return n;
 }
@@ -263,9 +363,9 @@ stream_resume(struct stream *st, uint64_t seq)
         if (ev == from)
             after = true;
         if (after)
-            pend += ev->m->len;
+            pend += ev->len;
         else
-            hist += ev->m->len;
+            hist += ev->len;
     }
     st->cursor = from;
     st->cursor_off = 0;

@@ -30,6 +30,8 @@
 #include "log.h"
 
 #define UPSTREAM_READ_BYTES   65536
+#define UPSTREAM_SHARE_BYTES  65536     /* a line this long is handed over, not copied */
+#define UPSTREAM_PIPE_BIG     (1 << 20) /* stdout pipe of a child that fills its 64 KiB one */
 #define UPSTREAM_STDERR_LINE  2048
 #define UPSTREAM_STDERR_PER_S 200
 
@@ -50,6 +52,7 @@ struct upstream {
     upstream_gone_cb *gone_cb;
     void *arg;
     bool paused, gone, closing, exited, out_eof, ladder_done;
+    bool out_grown;  /* its stdout pipe was enlarged */
     unsigned busy;   /* > 0 while one of our callbacks runs: frees wait for it to unwind */
     int ladder_step; /* 0 stdin open, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
     uint64_t err_window_ms;
@@ -251,6 +254,8 @@ upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2]
     return 0;
 }
 
+const char upstream_no_fds[] = "out of file descriptors";
+
 struct upstream *
 upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb *line_cb,
                upstream_gone_cb *gone_cb, void *arg, const char **errstr)
@@ -274,8 +279,11 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     upstream_live++;
 
     *errstr = "cannot create pipes";
-    if (upstream_pipe(in, 1) == -1 || upstream_pipe(out, 0) == -1 || upstream_pipe(err, 0) == -1)
+    if (upstream_pipe(in, 1) == -1 || upstream_pipe(out, 0) == -1 || upstream_pipe(err, 0) == -1) {
+        if (errno == EMFILE || errno == ENFILE)
+            *errstr = upstream_no_fds;
         goto fail;
+    }
     if (upstream_do_spawn(u, p, in, out, err, errstr) == -1) {
         upstream_ctr.spawn_failed++;
         goto fail;
@@ -291,9 +299,9 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     u->pid_fd = (int)syscall(SYS_pidfd_open, u->pid, 0);
     if (u->pid_fd == -1) {
         /* Cannot track it: do not leave it running. */
+        *errstr = errno == EMFILE || errno == ENFILE ? upstream_no_fds : "pidfd_open failed";
         kill(-u->pid, SIGKILL);
         waitpid(u->pid, NULL, 0);
-        *errstr = "pidfd_open failed";
         goto fail;
     }
     u->out_w = loop_watch_add(l, u->out_fd, EPOLLIN, upstream_out_ready, u);
@@ -388,6 +396,23 @@ upstream_send(struct upstream *u, struct msg *m)
 
 /* --- stdout ------------------------------------------------------------------------------ */
 
+/*
+ * A large line that starts the buffer becomes a message over the buffer's own block, so it is
+ * never copied; what follows its '\n' moves to a new buffer.
+ */
+static struct msg *
+upstream_take_line(struct upstream *u, size_t len)
+{
+    struct buf rest;
+    buf_init(&rest, u->line.max);
+    size_t after = buf_used(&u->line) - len - 1;
+    if (after > 0 && buf_append(&rest, u->line.data + len + 1, after) == -1)
+        fatal("line buffer"); /* cannot happen: after is below the same ceiling */
+    struct msg *m = msg_adopt(u->line.data, len);
+    u->line = rest;
+    return m;
+}
+
 static void
 upstream_emit_lines(struct upstream *u)
 {
@@ -400,12 +425,21 @@ upstream_emit_lines(struct upstream *u)
             break;
         }
         size_t len = (size_t)(nl - head);
-        buf_consume(&u->line, len + 1);
+        struct msg *shared = NULL;
+        if (len >= UPSTREAM_SHARE_BYTES && head == u->line.data)
+            shared = upstream_take_line(u, len);
+        else
+            buf_consume(&u->line, len + 1);
         u->scan_off = 0;
         if (len > 0 && head[len - 1] == '\r')
             len--;
+        if (shared != NULL) {
+            shared->len = len;
+            shared->data[len] = '\0';
+        }
         if (len > 0 && !u->closing && !u->gone && u->line_cb != NULL)
-            u->line_cb(head, len, u->arg);
+            u->line_cb(head, len, shared, u->arg);
+        msg_unref(shared);
     }
     if (buf_used(&u->line) > u->max_line) {
         log_warn(u->tag, "child %d wrote a line over max_message_bytes (%zu)", (int)u->pid,
@@ -429,16 +463,25 @@ upstream_read_out(struct upstream *u)
             }
         }
         size_t room = u->line.cap - u->line.len;
-        if (room > UPSTREAM_READ_BYTES)
-            room = UPSTREAM_READ_BYTES;
         /* Never read past the ceiling: capacity is rounded up, the line limit is not. */
         if (room > u->line.max - buf_used(&u->line))
             room = u->line.max - buf_used(&u->line);
         ssize_t n = read(u->out_fd, u->line.data + u->line.len, room);
         if (n > 0) {
+            if ((size_t)n == room && n >= UPSTREAM_READ_BYTES && !u->out_grown) {
+                /*
+                 * A full pipe's worth: a child writing a large message. A bigger pipe lets it
+                 * write on while we read, with fewer wake-ups on both sides. Best effort: the
+                 * kernel caps it (fs/pipe-max-size, the user's pipe pages).
+                 */
+                u->out_grown = true;
+                (void)fcntl(u->out_fd, F_SETPIPE_SZ, UPSTREAM_PIPE_BIG);
+            }
             upstream_ctr.stdout_bytes += (uint64_t)n;
             u->line.len += (size_t)n;
             upstream_emit_lines(u);
+            if ((size_t)n < room)
+                return; /* the pipe is empty: the level-triggered watch says when it is not */
             continue;
         }
         if (n == -1 && errno == EINTR)

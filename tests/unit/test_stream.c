@@ -1412,3 +1412,54 @@ Test(stream, parse_event_id_rejects)
     for (size_t i = 0; i < 3; i++)
         cr_expect_not(stream_parse_event_id(longs[i], &sid, &seq), "long input %zu", i);
 }
+
+/*
+ * stream_push_shared: the longest piece inside the shared message, when large enough, is
+ * referenced (no copy); the framed bytes are the same as a copying push makes, for any read size,
+ * across a resume, and the reference is dropped with the event.
+ */
+Test(stream, shared_piece_referenced_not_copied)
+{
+    size_t big = STREAM_SHARE_BYTES + 1234;
+    struct msg *line = msg_new(big + 20);
+    memcpy(line->data, "{\"id\":7,", 8);
+    for (size_t i = 8; i < big + 20; i++)
+        line->data[i] = (char)('a' + i % 26);
+    line->data[big + 19] = '}';
+    /* The child's id (7) is replaced by the client's ("c-1"), as session.c does. */
+    struct iovec iov[3] = { { line->data, 6 }, iov_str("\"c-1\""), { line->data + 7, big + 13 } };
+    size_t maxes[] = { 1, 7, 4096, 1 << 20 };
+    for (size_t r = 0; r < ARRAY_LEN(maxes); r++) {
+        struct stream *a = stream_new(9, false, 1 << 20), *b = stream_new(9, false, 1 << 20);
+        stream_push_shared(a, iov, 3, line);
+        stream_push_message(b, iov, 3);
+        cr_assert_eq(line->refs, 2, "the event holds the line");
+        cr_assert_not_null(a->tail->body);
+        cr_assert_eq(a->tail->body_len, big + 13);
+        cr_assert_null(b->tail->body, "without a shared message everything is copied");
+        cr_assert_eq(a->pending, b->pending);
+        char *want = read_all(b, 1 << 20);
+        char *got = read_all(a, maxes[r]);
+        cr_assert_str_eq(got, want, "read size %zu", maxes[r]);
+        cr_assert(stream_resume(a, 0), "replay from the start");
+        char *again = read_all(a, maxes[r]);
+        cr_assert_str_eq(again, want);
+        free(again);
+        free(got);
+        free(want);
+        stream_unref(a);
+        stream_unref(b);
+        cr_assert_eq(line->refs, 1, "the reference went with the event");
+    }
+    /* A piece below STREAM_SHARE_BYTES, or outside the message, is copied. */
+    struct stream *c = stream_new(9, false, 0);
+    struct iovec small = { line->data, STREAM_SHARE_BYTES - 1 };
+    stream_push_shared(c, &small, 1, line);
+    struct iovec outside = iov_str("{\"not\":\"inside\"}");
+    stream_push_shared(c, &outside, 1, line);
+    cr_assert_null(c->head->body);
+    cr_assert_null(c->tail->body);
+    cr_assert_eq(line->refs, 1);
+    stream_unref(c);
+    msg_unref(line);
+}

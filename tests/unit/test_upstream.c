@@ -45,6 +45,7 @@ struct ctx {
     char *line[MAX_LINES];
     size_t line_len[MAX_LINES];
     int gone;
+    int shared; /* lines that came as a message of their own */
     char reason[160];
     bool close_in_line;
 };
@@ -81,9 +82,15 @@ fx_fini(void)
 }
 
 static void
-line_cb(char *line, size_t len, void *arg)
+line_cb(char *line, size_t len, struct msg *shared, void *arg)
 {
     struct ctx *c = arg;
+    if (shared != NULL) {
+        cr_assert_eq(shared->data, line, "a shared line is the message's own bytes");
+        cr_assert_eq(shared->len, len);
+        cr_assert_eq(line[len], '\0');
+        c->shared++;
+    }
     cr_assert_eq(c->gone, 0, "a line after gone_cb");
     cr_assert_null(memchr(line, '\n', len), "a line holds a newline");
     if (c->lines < MAX_LINES) {
@@ -384,6 +391,7 @@ Test(upstream, initialize_and_ping, .init = fx_init, .fini = fx_fini)
     send_str(u, init_req);
     cr_assert(run_until(have_line, DEADLINE_MS), "no answer to initialize");
     cr_assert_eq(C.lines, 1);
+    cr_assert_eq(C.shared, 0, "a short line is lent, not handed over");
     cr_assert(strstr(C.line[0], "\"id\":1") != NULL, "answer: %s", C.line[0]);
     cr_assert(strstr(C.line[0], "\"serverInfo\"") != NULL, "answer: %s", C.line[0]);
     cr_assert_eq(C.line_len[0], strlen(C.line[0]));
@@ -440,6 +448,7 @@ Test(upstream, line_over_64k_arrives_whole, .init = fx_init, .fini = fx_fini)
     cr_assert(memcmp(text + bytes, large_foot, sizeof large_foot - 1) == 0);
     run_for(20);
     cr_assert_eq(C.lines, 1, "one line, not pieces");
+    cr_assert_eq(C.shared, 1, "a large line is handed over as a message, not copied");
     cr_assert_eq(C.gone, 0);
     close_and_wait(u);
 }
