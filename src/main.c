@@ -32,7 +32,8 @@
 #include "upstream.h"
 #include "version.h"
 
-#define MAIN_TICK_MS 1000
+#define MAIN_TICK_MS         1000
+#define MAIN_FDS_PER_SESSION 4u /* the child's stdin, stdout, stderr and its pidfd */
 
 static struct {
     struct loop *l;
@@ -215,15 +216,34 @@ main_after(void *arg)
     main_stop_check();
 }
 
+/*
+ * Raises the open-file limit to its hard limit and says when that still cannot hold
+ * max_sessions children (stdin, stdout, stderr and a pidfd each) beside max_connections sockets:
+ * sessions past it are refused with 503 (README: Deploying, file limits).
+ */
 static void
-main_raise_nofile(void)
+main_raise_nofile(const struct config *cfg)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
             log_warn(NULL, "cannot raise the open-file limit");
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
+    uint64_t need = cfg->max_sessions * MAIN_FDS_PER_SESSION + cfg->max_connections + 64;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        log_warn(NULL,
+                 "open-file limit %llu is below the %llu that max_sessions = %llu and "
+                 "max_connections = %llu may use: about %llu sessions fit, more get 503",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+                 (unsigned long long)cfg->max_sessions, (unsigned long long)cfg->max_connections,
+                 rl.rlim_cur > cfg->max_connections + 64
+                     ? (unsigned long long)((rl.rlim_cur - cfg->max_connections - 64)
+                                            / MAIN_FDS_PER_SESSION)
+                     : 0ull);
 }
 
 int
@@ -278,7 +298,7 @@ main(int argc, char **argv)
     }
     log_init(M.cfg->log_level, M.cfg->log_format);
     signal(SIGPIPE, SIG_IGN);
-    main_raise_nofile();
+    main_raise_nofile(M.cfg);
     M.l = loop_new();
     session_module_init(M.l, M.cfg);
     if (loop_signal_add(M.l, SIGTERM, main_signal, NULL) == -1

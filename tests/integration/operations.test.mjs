@@ -540,6 +540,44 @@ test('/readyz: 200 {"ready":true}; 503 "max_sessions reached" with max_sessions 
   }
 });
 
+test('out of file descriptors: a warning at start, 503 "out of file descriptors" for new sessions, sessions still served, and a DELETE makes room again', async () => {
+  // 40 descriptors: the gateway's own (std streams, epoll, signalfd, listener, MHD's epoll) take
+  // about 8, each session 4 (child stdin, stdout, stderr, pidfd) and a connection 1.
+  const gw = await startGateway({ nofile: 40, gateway: { max_sessions: 100, max_connections: 16 } });
+  try {
+    await gw.waitLog(/open-file limit 40 is below the \d+ that max_sessions = 100 and max_connections = 16 may use/);
+    const sessions = [];
+    let refused = null;
+    for (let i = 0; i < 20 && refused === null; i++) {
+      const r = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, `fd${i}`));
+      await r.done();
+      if (r.status === 200) sessions.push(r.headers['mcp-session-id']);
+      else refused = r;
+    }
+    assert.ok(refused, `no refusal after ${sessions.length} sessions`);
+    assert.ok(sessions.length >= 3, `only ${sessions.length} sessions before the refusal`);
+    assert.equal(refused.status, 503, refused.text());
+    assert.equal(refused.json().error.message, 'out of file descriptors');
+    await gw.waitLog(/new session refused: out of file descriptors/);
+    // Every session opened still answers, and a DELETE frees room for a new one.
+    for (const sid of sessions) {
+      await post(gw, rpc('notifications/initialized'), { sid }).then((r) => r.done());
+      assert.equal(textOf((await callTool(gw, sid, 'echo', { text: sid })).response), sid);
+    }
+    const d = await del(gw, { sid: sessions.pop() });
+    await d.done();
+    assert.equal(d.status, 200);
+    const again = await waitFor(async () => {
+      const r = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }));
+      await r.done();
+      return r.status === 200 ? r : null;
+    }, 5000, 'a new session after the DELETE');
+    assert.ok(again.headers['mcp-session-id']);
+  } finally {
+    await stopClean(gw);
+  }
+});
+
 // --- drain on SIGTERM --------------------------------------------------------------------------
 
 test('SIGTERM drains: 503 for new sessions and requests, notifications still taken, the call in flight finishes uncancelled, then exit 0 by itself', async () => {

@@ -67,7 +67,9 @@ export async function startGateway(opts = {}) {
   }
   const conf = path.join(dir, 'gateway.ini');
   fs.writeFileSync(conf, ini);
-  const proc = spawn(GW_BIN, ['--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
+  // opts.nofile: soft and hard open-file limit (prlimit execs the gateway: same pid).
+  const argv = opts.nofile ? ['prlimit', `--nofile=${opts.nofile}:${opts.nofile}`, GW_BIN] : [GW_BIN];
+  const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
   let logs = '';
   proc.stderr.on('data', (d) => { logs += d.toString(); });
   proc.stdout.on('data', (d) => { logs += d.toString(); });
