@@ -48,6 +48,7 @@ struct config {
     uint64_t replay_max_age_s;     /* a stream nobody reads is forgotten after this */
     uint64_t disconnect_grace_ms;  /* 0: a client drop cancels at once */
     uint64_t shutdown_drain_ms;    /* SIGTERM: time for in-flight requests before cancelling */
+    uint64_t response_hold_ms;     /* a POST stream's headers wait this long for the answer */
     uint64_t sse_retry_ms;         /* retry field of priming events; 0: none */
     uint64_t sse_close_after_ms;   /* SSE polling: POST connections end after this; 0: never */
     uint64_t legacy_sse;           /* 1: the 2024-11-05 HTTP+SSE transport is served too */

@@ -5,8 +5,14 @@
  * (406), Content-Type (415), body size (413), MCP-Protocol-Version (400), JSON (400 -32700),
  * JSON-RPC (400 -32600), session (400 missing / 404 unknown). Every request gets an SSE body: the
  * response, and whatever the child sends on that request's behalf, arrive as events. While a stream
- * waits, its connection is suspended, and the client socket is watched with EPOLLRDHUP so a drop is
- * seen at once (DESIGN.md section 2). Every error body is a JSON-RPC error object.
+ * waits, its connection is suspended. Every client socket is watched, once per connection, with an
+ * edge-triggered EPOLLRDHUP so a drop is seen at once (DESIGN.md section 2). Every error body is a
+ * JSON-RPC error object.
+ *
+ * A POST's stream is held back for response_hold_ms: an answer that arrives in that time, with
+ * nothing before it, leaves as one SSE body with a Content-Length in one write, instead of
+ * headers, event and last chunk in three. Anything else (a notification first, the time up)
+ * starts the stream as usual. The hold never delays a message, only headers with nothing after.
  */
 #include "http.h"
 
@@ -52,6 +58,29 @@ enum http_method {
     HTTP_OTHER,
 };
 
+/*
+ * After a hold, a body up to HTTP_COPY_MAX is copied into one buffer (headers and body leave in
+ * one write); a larger one is sent from the stream's own messages (an iovec response, no copy),
+ * when it has at most HTTP_IOV_MAX pieces.
+ */
+#define HTTP_COPY_MAX (64u * 1024u)
+#define HTTP_IOV_MAX  64
+
+/* The messages an iovec response is sent from, released when MHD is done with it. */
+struct http_sent {
+    int n;
+    struct msg *m[HTTP_IOV_MAX];
+};
+
+struct http_req;
+
+/* One client connection, from MHD's connection-started to its closed notification. */
+struct http_conn {
+    struct loop_watch *w; /* EPOLLRDHUP | EPOLLET on the socket */
+    struct http_req *rc;  /* the request being served */
+    bool gone;            /* the peer hung up */
+};
+
 /* One HTTP request, from the first handler call to MHD's completed callback. */
 struct http_req {
     struct MHD_Connection *c;
@@ -65,9 +94,12 @@ struct http_req {
     struct stream *st;
     bool suspended;
     bool dropped;
-    struct loop_watch *rdhup;
-    unsigned gen; /* H.gen when the request began */
-    bool head;    /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
+    bool held;               /* a POST stream waiting for its answer, no response queued */
+    bool with_sid;           /* the response carries Mcp-Session-Id (a new session) */
+    struct loop_timer *hold; /* ends the hold */
+    struct http_conn *conn;  /* NULL once MHD closed the connection */
+    unsigned gen;            /* H.gen when the request began */
+    bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
 };
 
 static struct {
@@ -77,11 +109,12 @@ static struct {
     struct loop_watch *mhd_w;
     int listen_fd;
     bool need_run;
+    uint64_t run_due_ms;          /* MHD's next timeout, from http_prepare */
     size_t live;                  /* request contexts */
     unsigned gen;                 /* configuration generation: counts reloads */
     uint64_t responses[6];        /* by status class: [2] counts 2xx */
     uint64_t bytes_in, bytes_out; /* request bodies; response bodies (SSE included) */
-} H = { .listen_fd = -1 };
+} H = { .listen_fd = -1, .run_due_ms = UINT64_MAX };
 
 /* --- responses --------------------------------------------------------------------------- */
 
@@ -146,9 +179,11 @@ http_resume(struct http_req *rc)
         return;
     rc->suspended = false;
     MHD_resume_connection(rc->c);
-    /* In external mode a resume wakes nothing: MHD_run must follow (engineering-notes 1.1). */
+    /*
+     * In external mode a resume wakes nothing: MHD_run must follow (engineering-notes 1.1). It
+     * does at the end of this loop turn; http_run asks for another turn for resumes inside it.
+     */
     H.need_run = true;
-    loop_wake(H.l);
 }
 
 static void
@@ -161,10 +196,8 @@ http_wake(void *arg)
 static void
 http_detach(struct http_req *rc)
 {
-    if (rc->rdhup != NULL) {
-        loop_watch_del(rc->rdhup);
-        rc->rdhup = NULL;
-    }
+    loop_timer_del(rc->hold);
+    rc->hold = NULL;
     if (rc->st == NULL)
         return;
     struct stream *st = rc->st;
@@ -193,28 +226,63 @@ http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
     return 0;
 }
 
-/* The client closed its socket (or reset it) while a stream was open. */
+/* The client left while a stream was open: the reader, or the held request, ends the response. */
 static void
-http_rdhup(int fd, uint32_t events, void *arg)
+http_drop(struct http_req *rc)
+{
+    rc->dropped = true;
+    http_detach(rc);
+    http_resume(rc);
+}
+
+/* The client closed its socket (or reset it). Edge-triggered: once per connection. */
+static void
+http_conn_hup(int fd, uint32_t events, void *arg)
 {
     (void)fd;
     (void)events;
-    struct http_req *rc = arg;
-    rc->dropped = true;
-    http_detach(rc);
-    http_resume(rc); /* the reader then ends the response with an error and MHD closes */
+    struct http_conn *conn = arg;
+    conn->gone = true;
+    H.need_run = true; /* MHD reads the end itself where it is not suspended */
+    if (conn->rc != NULL && conn->rc->st != NULL)
+        http_drop(conn->rc);
 }
 
 static void
-http_watch_client(struct http_req *rc)
+http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+            enum MHD_ConnectionNotificationCode toe)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(rc->c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci == NULL)
+    (void)cls;
+    struct http_conn *conn = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn = xcalloc(1, sizeof(*conn));
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci != NULL)
+            conn->w =
+                loop_watch_add(H.l, ci->connect_fd, EPOLLRDHUP | EPOLLET, http_conn_hup, conn);
+        if (conn->w == NULL)
+            log_warn(NULL, "cannot watch a client socket: %s", strerror(errno));
+        *socket_context = conn;
         return;
-    rc->rdhup = loop_watch_add(H.l, ci->connect_fd, EPOLLRDHUP, http_rdhup, rc);
-    if (rc->rdhup == NULL)
-        log_warn(rc->sid, "cannot watch client socket: %s", strerror(errno));
+    }
+    if (conn == NULL)
+        return;
+    if (conn->rc != NULL)
+        conn->rc->conn = NULL;
+    loop_watch_del(conn->w);
+    free(conn);
+    *socket_context = NULL;
+}
+
+static void
+http_sse_headers(struct MHD_Response *r, const struct http_req *rc, bool with_sid)
+{
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    if (with_sid)
+        MHD_add_response_header(r, HTTP_SID_HEADER, rc->sid);
 }
 
 static enum MHD_Result
@@ -224,12 +292,78 @@ http_sse(struct http_req *rc, struct stream *st, bool with_sid)
     stream_set_wake(st, http_wake, rc);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, http_sse_reader, rc, NULL);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    if (with_sid)
-        MHD_add_response_header(r, HTTP_SID_HEADER, rc->sid);
-    http_watch_client(rc);
+    http_sse_headers(r, rc, with_sid);
+    enum MHD_Result ret = http_queue(rc, MHD_HTTP_OK, r);
+    if (rc->conn == NULL || rc->conn->gone)
+        http_drop(rc); /* the hang-up came before the stream: the reader ends the response */
+    return ret;
+}
+
+static void
+http_hold_over(void *arg)
+{
+    struct http_req *rc = arg;
+    rc->hold = NULL;
+    http_resume(rc);
+}
+
+static void
+http_sent_free(void *cls)
+{
+    struct http_sent *sent = cls;
+    for (int i = 0; i < sent->n; i++)
+        msg_unref(sent->m[i]);
+    free(sent);
+}
+
+/* A POST's stream: held for response_hold_ms (see the top of this file), or started now. */
+static enum MHD_Result
+http_hold(struct http_req *rc, struct stream *st, bool with_sid)
+{
+    if (H.cfg->response_hold_ms == 0 || rc->conn == NULL || rc->conn->gone)
+        return http_sse(rc, st, with_sid);
+    rc->st = st;
+    rc->with_sid = with_sid;
+    rc->held = true;
+    stream_set_wake(st, http_wake, rc);
+    rc->hold = loop_timer_add(H.l, H.cfg->response_hold_ms, http_hold_over, rc);
+    rc->suspended = true;
+    MHD_suspend_connection(rc->c);
+    return MHD_YES;
+}
+
+/* MHD calls again after the resume that ends a hold: one buffer if all is there, else a stream. */
+static enum MHD_Result
+http_unhold(struct http_req *rc)
+{
+    rc->held = false;
+    loop_timer_del(rc->hold);
+    rc->hold = NULL;
+    struct stream *st = rc->st;
+    if (rc->dropped || st == NULL)
+        return MHD_NO; /* the client left: MHD closes the connection */
+    if (!st->ended)
+        return http_sse(rc, st, rc->with_sid);
+    struct MHD_Response *r;
+    if (st->pending <= HTTP_COPY_MAX) {
+        char *body = xmalloc(st->pending + 1);
+        r = http_body_response(body, stream_read(st, body, st->pending));
+    } else {
+        struct iovec iov[HTTP_IOV_MAX];
+        struct MHD_IoVec mio[HTTP_IOV_MAX];
+        struct http_sent *sent = xmalloc(sizeof(*sent));
+        sent->n = stream_take(st, iov, sent->m, HTTP_IOV_MAX);
+        if (sent->n < 0) {
+            free(sent);
+            return http_sse(rc, st, rc->with_sid);
+        }
+        for (int i = 0; i < sent->n; i++) {
+            mio[i] = (struct MHD_IoVec){ iov[i].iov_base, iov[i].iov_len };
+            H.bytes_out += iov[i].iov_len;
+        }
+        r = MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
+    }
+    http_sse_headers(r, rc, rc->with_sid);
     return http_queue(rc, MHD_HTTP_OK, r);
 }
 
@@ -438,7 +572,7 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
             session_close(s, "initialize not delivered");
         return http_session_error(rc, status);
     }
-    return http_sse(rc, st, created);
+    return http_hold(rc, st, created);
 }
 
 /* Elements scanned one by one; any invalid one refuses the whole batch before anything is sent. */
@@ -507,7 +641,7 @@ http_post_batch(struct http_req *rc)
             session_stream_detach(rc->sid, st);
         return http_session_error(rc, status);
     }
-    return st != NULL ? http_sse(rc, st, false) : http_empty(rc, MHD_HTTP_ACCEPTED);
+    return st != NULL ? http_hold(rc, st, false) : http_empty(rc, MHD_HTTP_ACCEPTED);
 }
 
 /*
@@ -1011,6 +1145,11 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         rc = xcalloc(1, sizeof(*rc));
         rc->c = c;
         rc->gen = H.gen;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        rc->conn = ci != NULL ? ci->socket_context : NULL;
+        if (rc->conn != NULL)
+            rc->conn->rc = rc;
         buf_init(&rc->body, H.cfg->max_body_bytes);
         *con_cls = rc;
         H.live++;
@@ -1028,6 +1167,8 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
     }
     if (rc->responded)
         return MHD_YES;
+    if (rc->held)
+        return http_unhold(rc);
     if (rc->gen != H.gen) {
         /* A reload came while the body arrived: rc->srv may name a retired definition. */
         enum http_kind kind = rc->kind;
@@ -1050,6 +1191,8 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (rc == NULL)
         return;
     http_detach(rc);
+    if (rc->conn != NULL && rc->conn->rc == rc)
+        rc->conn->rc = NULL;
     buf_clear(&rc->body);
     free(rc);
     *con_cls = NULL;
@@ -1129,12 +1272,12 @@ http_start(struct loop *l, const struct config *cfg)
     if (H.listen_fd == -1)
         return -1;
     /* The logger goes first, or MHD prints what it says before it to stderr unformatted. */
-    H.d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
-                           NULL, http_handler, NULL, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, NULL,
-                           MHD_OPTION_LISTEN_SOCKET, H.listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
-                           http_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
-                           (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                           (unsigned)cfg->connection_timeout_s, MHD_OPTION_END);
+    H.d = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, http_handler,
+        NULL, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, H.listen_fd,
+        MHD_OPTION_NOTIFY_COMPLETED, http_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
+        http_notify, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s, MHD_OPTION_END);
     if (H.d == NULL) {
         log_error(NULL, "libmicrohttpd did not start");
         close(H.listen_fd);
@@ -1158,20 +1301,29 @@ http_prepare(void)
     if (H.need_run)
         return 0;
     MHD_UNSIGNED_LONG_LONG t;
-    if (MHD_get_timeout(H.d, &t) != MHD_YES)
+    if (MHD_get_timeout(H.d, &t) != MHD_YES) {
+        H.run_due_ms = UINT64_MAX;
         return -1;
-    return t > 86400000ull ? 86400000 : (int)t;
+    }
+    if (t > 86400000ull)
+        t = 86400000ull;
+    H.run_due_ms = util_now_ms() + t;
+    return (int)t;
 }
 
+/*
+ * MHD runs only when it has something to do: its epoll fd was ready, a connection was resumed, or
+ * one of its timeouts is due. Each MHD_run costs an epoll_wait of its own.
+ */
 void
 http_run(void)
 {
-    if (H.d == NULL)
+    if (H.d == NULL || (!H.need_run && util_now_ms() < H.run_due_ms))
         return;
     H.need_run = false;
     MHD_run(H.d);
     if (H.need_run)
-        loop_wake(H.l);
+        loop_wake(H.l); /* resumed from inside MHD_run: run it again next turn */
 }
 
 void

@@ -591,7 +591,7 @@ Test(config, keys_list_the_table)
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
     cr_assert_eq(n, gw + sv);
-    cr_assert_eq(gw, 27);
+    cr_assert_eq(gw, 28);
     cr_assert_eq(sv, 7);
     cr_assert_eq(config_keys(), keys);
 }
