@@ -484,3 +484,10 @@ console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" 
 console.log(lines.join('\n'));
 for (const n of [...new Set(notes)]) console.log(`- ${n}`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, versions, params: P, results }, null, 1));
+// Figures are never asserted (shared, noisy machines); a scenario the gateway or the direct floor
+// could not run at all is a broken benchmark, and CI's quick run must say so.
+const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct'].flatMap((c) => (byC[c] || []).filter((r) => r.failed).map((r) => `${sc} ${c}: ${r.failed}`)));
+if (broken.length) {
+  console.error(`benchmark broken: ${broken.join('; ')}`);
+  process.exitCode = 1;
+}
