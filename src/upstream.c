@@ -419,7 +419,8 @@ upstream_emit_lines(struct upstream *u)
     for (;;) {
         char *head = buf_head(&u->line);
         size_t used = buf_used(&u->line);
-        char *nl = memchr(head + u->scan_off, '\n', used - u->scan_off);
+        /* A taken line leaves an empty buffer with no block at all (head NULL). */
+        char *nl = used > u->scan_off ? memchr(head + u->scan_off, '\n', used - u->scan_off) : NULL;
         if (nl == NULL) {
             u->scan_off = used;
             break;
