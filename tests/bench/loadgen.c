@@ -570,6 +570,18 @@ body_take(struct conn *c, const char *p, size_t n)
     c->body_len += n;
 }
 
+/* Body bytes up to what the length or chunk still holds; at its end the parser goes to next. */
+static size_t
+body_run(struct conn *c, const char *p, size_t n, enum pstate next)
+{
+    size_t k = n < c->remain ? n : (size_t)c->remain;
+    body_take(c, p, k);
+    c->remain -= k;
+    if (c->remain == 0)
+        c->ps = next;
+    return k;
+}
+
 static bool
 head_has(const char *line, size_t len, const char *name, const char **val, size_t *vlen)
 {
@@ -682,13 +694,9 @@ conn_parse(struct conn *c, const char *p, size_t n)
             break;
         }
         case P_BODY_LEN:
-            k = n < c->remain ? n : (size_t)c->remain;
-            body_take(c, p, k);
+            k = body_run(c, p, n, P_DONE);
             p += k;
             n -= k;
-            c->remain -= k;
-            if (c->remain == 0)
-                c->ps = P_DONE;
             break;
         case P_CHUNK_SIZE:
             k = line_take(c, p, n, &full);
@@ -701,13 +709,9 @@ conn_parse(struct conn *c, const char *p, size_t n)
             }
             break;
         case P_CHUNK_DATA:
-            k = n < c->remain ? n : (size_t)c->remain;
-            body_take(c, p, k);
+            k = body_run(c, p, n, P_CHUNK_CRLF);
             p += k;
             n -= k;
-            c->remain -= k;
-            if (c->remain == 0)
-                c->ps = P_CHUNK_CRLF;
             break;
         case P_CHUNK_CRLF:
             k = line_take(c, p, n, &full);
