@@ -469,10 +469,10 @@ upstream_read_out(struct upstream *u)
             room = u->line.max - buf_used(&u->line);
         ssize_t n = read(u->out_fd, u->line.data + u->line.len, room);
         if (n > 0) {
-            if ((size_t)n == room && n >= UPSTREAM_READ_BYTES && !u->out_grown) {
+            if (n >= UPSTREAM_READ_BYTES && !u->out_grown) {
                 /*
-                 * A full pipe's worth: a child writing a large message. A bigger pipe lets it
-                 * write on while we read, with fewer wake-ups on both sides. Best effort: the
+                 * A full default pipe's worth: a child writing a large message. A bigger pipe lets
+                 * it write on while we read, with fewer wake-ups on both sides. Best effort: the
                  * kernel caps it (fs/pipe-max-size, the user's pipe pages).
                  */
                 u->out_grown = true;
