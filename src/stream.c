@@ -109,25 +109,39 @@ stream_push(struct stream *st, struct msg *m, uint64_t seq)
     stream_push_event_parts(st, ev);
 }
 
+/* ev's framed bytes as up to three pieces, each with the message that holds it; returns the count.
+ */
+static int
+stream_event_parts(const struct stream_event *ev, struct iovec part[3], struct msg *owner[3])
+{
+    int n = 0;
+    part[n] = (struct iovec){ ev->m->data, ev->m->len };
+    owner[n++] = ev->m;
+    if (ev->body != NULL) {
+        part[n] = (struct iovec){ ev->body->data + ev->body_off, ev->body_len };
+        owner[n++] = ev->body;
+    }
+    if (ev->tail != NULL) {
+        part[n] = (struct iovec){ ev->tail->data, ev->tail->len };
+        owner[n++] = ev->tail;
+    }
+    return n;
+}
+
 /* Copies k bytes of ev's framing from off (off + k <= ev->len). */
 static void
 stream_event_copy(const struct stream_event *ev, size_t off, char *out, size_t k)
 {
-    const struct {
-        const char *p;
-        size_t len;
-    } part[3] = {
-        { ev->m->data, ev->m->len },
-        { ev->body != NULL ? ev->body->data + ev->body_off : NULL, ev->body_len },
-        { ev->tail != NULL ? ev->tail->data : NULL, ev->tail != NULL ? ev->tail->len : 0 },
-    };
-    for (size_t i = 0; i < 3 && k > 0; i++) {
-        if (off >= part[i].len) {
-            off -= part[i].len;
+    struct iovec part[3];
+    struct msg *owner[3];
+    int n = stream_event_parts(ev, part, owner);
+    for (int i = 0; i < n && k > 0; i++) {
+        if (off >= part[i].iov_len) {
+            off -= part[i].iov_len;
             continue;
         }
-        size_t c = part[i].len - off < k ? part[i].len - off : k;
-        memcpy(out, part[i].p + off, c);
+        size_t c = part[i].iov_len - off < k ? part[i].iov_len - off : k;
+        memcpy(out, (const char *)part[i].iov_base + off, c);
         out += c;
         k -= c;
         off = 0;
@@ -191,18 +205,18 @@ stream_push_shared(struct stream *st, const struct iovec *iov, int n, struct msg
         seq = st->next_seq++;
     }
     snprintf(prefix + k, sizeof(prefix) - (size_t)k, "%s", stream_prefix);
-    int i = stream_shareable(iov, n, shared);
-    if (i < 0) {
-        stream_push(st, msg_frame(prefix, iov, n, stream_suffix), seq);
-        return;
-    }
     struct stream_event *ev = xcalloc(1, sizeof(*ev));
     ev->seq = seq;
-    ev->m = msg_frame(prefix, iov, i, NULL);
-    ev->body = msg_ref(shared);
-    ev->body_off = (size_t)((const char *)iov[i].iov_base - shared->data);
-    ev->body_len = iov[i].iov_len;
-    ev->tail = msg_frame(NULL, iov + i + 1, n - i - 1, stream_suffix);
+    int i = stream_shareable(iov, n, shared);
+    if (i < 0) {
+        ev->m = msg_frame(prefix, iov, n, stream_suffix);
+    } else {
+        ev->m = msg_frame(prefix, iov, i, NULL);
+        ev->body = msg_ref(shared);
+        ev->body_off = (size_t)((const char *)iov[i].iov_base - shared->data);
+        ev->body_len = iov[i].iov_len;
+        ev->tail = msg_frame(NULL, iov + i + 1, n - i - 1, stream_suffix);
+    }
     stream_push_event_parts(st, ev);
 }
 
@@ -303,14 +317,10 @@ stream_take(struct stream *st, struct iovec *iov, struct msg **refs, int max)
         return -1;
     n = 0;
     for (struct stream_event *ev = st->cursor; ev != NULL; ev = ev->next) {
-        struct msg *part[3] = { ev->m, ev->body, ev->tail };
-        for (int i = 0; i < 3; i++) {
-            if (part[i] == NULL)
-                continue;
-            iov[n].iov_base = part[i]->data + (i == 1 ? ev->body_off : 0);
-            iov[n].iov_len = i == 1 ? ev->body_len : part[i]->len;
-            refs[n++] = msg_ref(part[i]);
-        }
+        int k = stream_event_parts(ev, iov + n, refs + n);
+        for (int i = n; i < n + k; i++)
+            msg_ref(refs[i]);
+        n += k;
         st->history += ev->len;
     }
     size_t before = st->pending;
