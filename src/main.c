@@ -233,17 +233,17 @@ main_raise_nofile(const struct config *cfg)
             log_warn(NULL, "cannot raise the open-file limit");
         (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
-    uint64_t need = cfg->max_sessions * MAIN_FDS_PER_SESSION + cfg->max_connections + 64;
+    uint64_t others = cfg->max_connections + 64; /* sockets, and the gateway's own descriptors */
+    uint64_t need = cfg->max_sessions * MAIN_FDS_PER_SESSION + others;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
         log_warn(NULL,
                  "open-file limit %llu is below the %llu that max_sessions = %llu and "
                  "max_connections = %llu may use: about %llu sessions fit, more get 503",
                  (unsigned long long)rl.rlim_cur, (unsigned long long)need,
                  (unsigned long long)cfg->max_sessions, (unsigned long long)cfg->max_connections,
-                 rl.rlim_cur > cfg->max_connections + 64
-                     ? (unsigned long long)((rl.rlim_cur - cfg->max_connections - 64)
-                                            / MAIN_FDS_PER_SESSION)
-                     : 0ull);
+                 (unsigned long long)(rl.rlim_cur > others
+                                          ? (rl.rlim_cur - others) / MAIN_FDS_PER_SESSION
+                                          : 0));
 }
 
 int
