@@ -20,4 +20,36 @@ int crypto_session_id(const char *prefix, char out[CRYPTO_SESSION_ID_MAX]) MUSTC
 /* Constant-time equality of two equal-length byte strings. */
 bool crypto_equal(const void *a, const void *b, size_t n);
 
+#define CRYPTO_SHA256_LEN 32
+
+void crypto_sha256(const void *data, size_t n, unsigned char out[CRYPTO_SHA256_LEN]);
+
+/* The JWS algorithms the gateway verifies (RFC 7518, RFC 8037); each key serves exactly one. */
+enum crypto_alg {
+    CRYPTO_RS256 = 0, /* RSASSA-PKCS1-v1_5 with SHA-256, RSA keys of at least 2048 bits */
+    CRYPTO_ES256,     /* ECDSA P-256 with SHA-256, signature r || s (64 bytes) */
+    CRYPTO_EDDSA,     /* Ed25519 */
+};
+
+/* A public key for signature checks (an OpenSSL EVP_PKEY inside). */
+struct crypto_key;
+
+/*
+ * Keys from the raw big-endian parts of a JWK (RFC 7518 section 6): RSA n and e; P-256 x and y
+ * (32 bytes each, the point must be on the curve); Ed25519 x (32 bytes). NULL with a static
+ * phrase in *why when the parts do not make a usable key.
+ */
+struct crypto_key *crypto_key_rsa(const unsigned char *n, size_t nlen, const unsigned char *e,
+                                  size_t elen, const char **why);
+struct crypto_key *crypto_key_p256(const unsigned char *x, size_t xlen, const unsigned char *y,
+                                   size_t ylen, const char **why);
+struct crypto_key *crypto_key_ed25519(const unsigned char *x, size_t xlen, const char **why);
+enum crypto_alg crypto_key_alg(const struct crypto_key *k);
+void crypto_key_free(struct crypto_key *k);
+
+/* True when sig is k's algorithm's valid signature of data[0..n) (JWS encoding of the signature).
+ */
+bool crypto_verify(const struct crypto_key *k, const void *data, size_t n, const unsigned char *sig,
+                   size_t siglen);
+
 #endif

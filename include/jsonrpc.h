@@ -132,4 +132,40 @@ struct jsonrpc_task {
  */
 int jsonrpc_task_state(const char *p, size_t n, struct jsonrpc_task *out) MUSTCHECK;
 
+/*
+ * Small JSON documents off the hot path (a JWT's header and claims, a JWKS file), read with
+ * jansson: one object, duplicate keys refused, no NUL in strings. A struct jsonrpc_doc is an
+ * object; those reached with jsonrpc_doc_at are borrowed and live as long as the parsed root.
+ */
+struct jsonrpc_doc;
+
+/* The object in p[0..n), or NULL when it is not exactly one JSON object. */
+struct jsonrpc_doc *jsonrpc_doc_parse(const char *p, size_t n);
+void jsonrpc_doc_free(struct jsonrpc_doc *d);
+bool jsonrpc_doc_has(const struct jsonrpc_doc *d, const char *key);
+/* The string member key, or NULL when absent or not a string. */
+const char *jsonrpc_doc_str(const struct jsonrpc_doc *d, const char *key);
+/* The member key as an integer (a real is truncated toward zero). 0, or -1: absent or not a number.
+ */
+int jsonrpc_doc_int(const struct jsonrpc_doc *d, const char *key, int64_t *out) MUSTCHECK;
+/*
+ * The member key when it is a string (one entry) or an array of strings, into out[0..max).
+ * Returns the count (0 when absent), or -1 for any other type, a non-string element, or more than
+ * max entries.
+ */
+int jsonrpc_doc_strs(const struct jsonrpc_doc *d, const char *key, const char **out,
+                     size_t max) MUSTCHECK;
+/* The length of the array member key (0 when absent or not an array), and its element i when that
+ * element is an object (else NULL). */
+size_t jsonrpc_doc_len(const struct jsonrpc_doc *d, const char *key);
+const struct jsonrpc_doc *jsonrpc_doc_at(const struct jsonrpc_doc *d, const char *key, size_t i);
+
+/*
+ * An RFC 9728 protected resource metadata document: resource, authorization_servers (omitted when
+ * empty), scopes_supported (omitted when empty), bearer_methods_supported ["header"]. The lists
+ * are NULL-terminated (or NULL). New xmalloc'd string, length in *len.
+ */
+char *jsonrpc_prm_new(const char *resource, char *const *auth_servers, char *const *scopes,
+                      size_t *len);
+
 #endif

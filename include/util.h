@@ -35,4 +35,14 @@ int util_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
 bool util_span_ieq(const char *a, size_t alen, const char *b);
 bool util_has_prefix_i(const char *s, const char *prefix);
 
+/* Wall clock, seconds since the epoch (token lifetimes). */
+int64_t util_now_unix(void);
+
+/*
+ * base64url without padding (RFC 7515 section 2) of s[0..n) into out (room for n * 3 / 4 bytes).
+ * Returns the decoded length, or -1 on a character outside the alphabet, '=' padding, or an
+ * impossible length (n % 4 == 1), or non-zero bits left in the last character.
+ */
+long util_base64url_decode(const char *s, size_t n, unsigned char *out) MUSTCHECK;
+
 #endif

@@ -1,15 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The gateway's only use of OpenSSL: random session ids from the CSPRNG and constant-time
- * comparison. TLS is not here: it ends in nginx (DESIGN.md section 8).
+ * The gateway's only use of OpenSSL: random session ids from the CSPRNG, constant-time
+ * comparison, SHA-256 of bearer tokens, and JWS signature checks (RS256, ES256, EdDSA) with public
+ * keys built from JWK parts through the OpenSSL 3 EVP interface. TLS is not here: it ends in nginx
+ * (DESIGN.md section 8).
  */
 #include "crypto.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/param_build.h>
 #include <openssl/rand.h>
+
+#include "util.h"
+
+struct crypto_key {
+    EVP_PKEY *pkey;
+    enum crypto_alg alg;
+};
 
 int
 crypto_random(void *buf, size_t n)
@@ -51,4 +66,168 @@ bool
 crypto_equal(const void *a, const void *b, size_t n)
 {
     return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+void
+crypto_sha256(const void *data, size_t n, unsigned char out[CRYPTO_SHA256_LEN])
+{
+    unsigned int len = 0;
+    if (EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) != 1 || len != CRYPTO_SHA256_LEN)
+        memset(out, 0, CRYPTO_SHA256_LEN); /* cannot happen; an all-zero hash matches no entry */
+}
+
+static struct crypto_key *
+crypto_key_wrap(EVP_PKEY *pkey, enum crypto_alg alg)
+{
+    struct crypto_key *k = xmalloc(sizeof(*k));
+    k->pkey = pkey;
+    k->alg = alg;
+    return k;
+}
+
+/* EVP_PKEY_fromdata with the parameters built in bld; NULL on any failure. */
+static EVP_PKEY *
+crypto_fromdata(const char *type, OSSL_PARAM_BLD *bld)
+{
+    EVP_PKEY *pkey = NULL;
+    OSSL_PARAM *params = OSSL_PARAM_BLD_to_param(bld);
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, type, NULL);
+    if (params == NULL || ctx == NULL || EVP_PKEY_fromdata_init(ctx) != 1
+        || EVP_PKEY_fromdata(ctx, &pkey, EVP_PKEY_PUBLIC_KEY, params) != 1)
+        pkey = NULL;
+    EVP_PKEY_CTX_free(ctx);
+    OSSL_PARAM_free(params);
+    return pkey;
+}
+
+struct crypto_key *
+crypto_key_rsa(const unsigned char *n, size_t nlen, const unsigned char *e, size_t elen,
+               const char **why)
+{
+    if (nlen == 0 || nlen > 2048 || elen == 0 || elen > 8) {
+        *why = "RSA n or e has an impossible length";
+        return NULL;
+    }
+    BIGNUM *bn = BN_bin2bn(n, (int)nlen, NULL), *be = BN_bin2bn(e, (int)elen, NULL);
+    OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+    EVP_PKEY *pkey = NULL;
+    if (bn != NULL && be != NULL && bld != NULL
+        && OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bn) == 1
+        && OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, be) == 1)
+        pkey = crypto_fromdata("RSA", bld);
+    OSSL_PARAM_BLD_free(bld);
+    BN_free(bn);
+    BN_free(be);
+    if (pkey == NULL) {
+        *why = "not a valid RSA public key";
+        return NULL;
+    }
+    if (EVP_PKEY_get_bits(pkey) < 2048) {
+        EVP_PKEY_free(pkey);
+        *why = "RSA keys must have at least 2048 bits";
+        return NULL;
+    }
+    return crypto_key_wrap(pkey, CRYPTO_RS256);
+}
+
+struct crypto_key *
+crypto_key_p256(const unsigned char *x, size_t xlen, const unsigned char *y, size_t ylen,
+                const char **why)
+{
+    if (xlen != 32 || ylen != 32) {
+        *why = "P-256 x and y must be 32 bytes each";
+        return NULL;
+    }
+    unsigned char point[65];
+    point[0] = 0x04; /* uncompressed */
+    memcpy(point + 1, x, 32);
+    memcpy(point + 33, y, 32);
+    OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
+    EVP_PKEY *pkey = NULL;
+    if (bld != NULL
+        && OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, "P-256", 0) == 1
+        && OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof(point))
+               == 1)
+        pkey = crypto_fromdata("EC", bld);
+    OSSL_PARAM_BLD_free(bld);
+    if (pkey == NULL) {
+        *why = "not a point on P-256";
+        return NULL;
+    }
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, pkey, NULL);
+    bool ok = ctx != NULL && EVP_PKEY_public_check(ctx) == 1;
+    EVP_PKEY_CTX_free(ctx);
+    if (!ok) {
+        EVP_PKEY_free(pkey);
+        *why = "not a point on P-256";
+        return NULL;
+    }
+    return crypto_key_wrap(pkey, CRYPTO_ES256);
+}
+
+struct crypto_key *
+crypto_key_ed25519(const unsigned char *x, size_t xlen, const char **why)
+{
+    EVP_PKEY *pkey =
+        xlen == 32 ? EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, x, xlen) : NULL;
+    if (pkey == NULL) {
+        *why = "Ed25519 x must be 32 bytes";
+        return NULL;
+    }
+    return crypto_key_wrap(pkey, CRYPTO_EDDSA);
+}
+
+enum crypto_alg
+crypto_key_alg(const struct crypto_key *k)
+{
+    return k->alg;
+}
+
+void
+crypto_key_free(struct crypto_key *k)
+{
+    if (k == NULL)
+        return;
+    EVP_PKEY_free(k->pkey);
+    free(k);
+}
+
+/* A JWS ES256 signature (r || s, 32 bytes each) as the DER ECDSA-Sig-Value OpenSSL verifies. */
+static int
+crypto_es256_der(const unsigned char *sig, size_t siglen, unsigned char **der)
+{
+    if (siglen != 64)
+        return -1;
+    ECDSA_SIG *es = ECDSA_SIG_new();
+    BIGNUM *r = BN_bin2bn(sig, 32, NULL), *s = BN_bin2bn(sig + 32, 32, NULL);
+    if (es == NULL || r == NULL || s == NULL || ECDSA_SIG_set0(es, r, s) != 1) {
+        BN_free(r);
+        BN_free(s);
+        ECDSA_SIG_free(es);
+        return -1;
+    }
+    int len = i2d_ECDSA_SIG(es, der);
+    ECDSA_SIG_free(es);
+    return len;
+}
+
+bool
+crypto_verify(const struct crypto_key *k, const void *data, size_t n, const unsigned char *sig,
+              size_t siglen)
+{
+    unsigned char *der = NULL;
+    if (k->alg == CRYPTO_ES256) {
+        int len = crypto_es256_der(sig, siglen, &der);
+        if (len <= 0)
+            return false;
+        sig = der;
+        siglen = (size_t)len;
+    }
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    const EVP_MD *digest = k->alg == CRYPTO_EDDSA ? NULL : EVP_sha256();
+    bool ok = md != NULL && EVP_DigestVerifyInit(md, NULL, digest, NULL, k->pkey) == 1
+              && EVP_DigestVerify(md, sig, siglen, data, n) == 1;
+    EVP_MD_CTX_free(md);
+    OPENSSL_free(der);
+    return ok;
 }

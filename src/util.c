@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Small helpers every module uses: allocation that cannot fail for the caller, the monotonic
- * clock, strict number parsing. Nothing here knows about HTTP, MCP or the loop.
+ * clock, strict number parsing, base64url. Nothing here knows about HTTP, MCP or the loop.
  */
 #include "util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,4 +129,52 @@ util_has_prefix_i(const char *s, const char *prefix)
 {
     size_t n = strlen(prefix);
     return strlen(s) >= n && util_span_ieq(s, n, prefix);
+}
+
+int64_t
+util_now_unix(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
+static int
+util_b64url_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return -1;
+}
+
+long
+util_base64url_decode(const char *s, size_t n, unsigned char *out)
+{
+    if (n % 4 == 1 || n > (size_t)LONG_MAX / 3)
+        return -1;
+    unsigned acc = 0, bits = 0;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = util_b64url_value(s[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[len++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    if (acc != 0) /* the last character carries bits no byte holds: not canonical */
+        return -1;
+    return (long)len;
 }
