@@ -14,13 +14,34 @@
  * the single source of truth; config_keys() exposes it so a test can check conf/ and the README.
  */
 
+enum config_auth_mode {
+    CONFIG_AUTH_NONE = 0, /* no authentication: loopback listeners only */
+    CONFIG_AUTH_BEARER,   /* opaque tokens, SHA-256 hashes in tokens_file */
+    CONFIG_AUTH_JWT,      /* signed JWT access tokens, keys in jwks_file */
+};
+
+/* [auth]: who may use the gateway, and how much (SECURITY.md). */
+struct config_auth {
+    enum config_auth_mode mode;
+    char *public_url;             /* "https://host[:port]" as clients see it; NULL in mode none */
+    char *issuer;                 /* the iss every JWT must carry; NULL unless jwt */
+    char *jwks_file;              /* NULL unless jwt */
+    char *tokens_file;            /* NULL unless bearer */
+    char **authorization_servers; /* NULL-terminated; jwt: defaults to the issuer */
+    uint64_t clock_skew_s;        /* leeway on exp and nbf */
+    uint64_t max_sessions_per_principal; /* 0: only max_sessions applies */
+    uint64_t rate_limit_per_s;           /* requests per second per principal; 0: no limit */
+    uint64_t rate_limit_burst;           /* token bucket size */
+};
+
 struct config_server {
-    char *name;         /* from [server:NAME] */
-    char *path;         /* MCP endpoint, starts with '/' */
-    char **argv;        /* command split like a shell would, NULL-terminated, argv[0] != NULL */
-    char **env;         /* "KEY=VALUE" from env =, NULL-terminated (may be empty) */
-    char **inherit_env; /* names copied from the gateway's environment, NULL-terminated */
-    char *cwd;          /* NULL: the gateway's working directory */
+    char *name;             /* from [server:NAME] */
+    char *path;             /* MCP endpoint, starts with '/' */
+    char **argv;            /* command split like a shell would, NULL-terminated, argv[0] != NULL */
+    char **env;             /* "KEY=VALUE" from env =, NULL-terminated (may be empty) */
+    char **inherit_env;     /* names copied from the gateway's environment, NULL-terminated */
+    char *cwd;              /* NULL: the gateway's working directory */
+    char **required_scopes; /* every one must be granted to the token; NULL-terminated */
     uint64_t request_timeout_ms;     /* 0: none */
     uint64_t request_timeout_max_ms; /* > 0: progress restarts the clock, up to this total */
     int line;                        /* line of the section header */
@@ -36,9 +57,12 @@ struct config {
     uint64_t max_connections;
     uint64_t session_idle_timeout_s;
     uint64_t max_body_bytes;
-    uint64_t max_message_bytes;  /* ceiling on one line from a child's stdout */
-    uint64_t stream_queue_bytes; /* per stream; above it the child's stdout is not read */
-    uint64_t stdin_queue_bytes;  /* per child; above it new messages get 503 */
+    uint64_t max_header_bytes;         /* request line and headers; larger gets 431 */
+    uint64_t client_header_timeout_ms; /* a request's line and headers must arrive within */
+    uint64_t client_body_timeout_ms;   /* its body must arrive within */
+    uint64_t max_message_bytes;        /* ceiling on one line from a child's stdout */
+    uint64_t stream_queue_bytes;       /* per stream; above it the child's stdout is not read */
+    uint64_t stdin_queue_bytes;        /* per child; above it new messages get 503 */
     uint64_t max_inflight_per_session;
     uint64_t heartbeat_s;
     uint64_t connection_timeout_s; /* idle timeout of connections being read/written; 0 none */
@@ -56,6 +80,7 @@ struct config {
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;
     enum log_format log_format;
+    struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;
 };
@@ -70,7 +95,7 @@ int config_load_string(const char *text, const char *name, struct config *cfg, c
                        size_t errlen) MUSTCHECK;
 void config_clear(struct config *cfg);
 
-/* Every key as "gateway.KEY" or "server.KEY", NULL-terminated (static storage). */
+/* Every key as "gateway.KEY", "auth.KEY" or "server.KEY", NULL-terminated (static storage). */
 const char *const *config_keys(void);
 
 #endif

@@ -26,6 +26,7 @@
 
 enum config_section {
     CONFIG_SEC_GATEWAY = 0,
+    CONFIG_SEC_AUTH,
     CONFIG_SEC_SERVER,
 };
 
@@ -34,13 +35,16 @@ enum config_type {
     CONFIG_LISTEN,     /* HOST:PORT or [ADDR]:PORT -> listen_host, listen_port (port in min..max) */
     CONFIG_IDENT,      /* char *, min..max characters of [A-Za-z0-9_-] */
     CONFIG_PATH,       /* char *, URL path */
-    CONFIG_DIR,        /* char *, NULL when empty */
+    CONFIG_DIR,        /* char *, a filesystem path; NULL when empty */
+    CONFIG_URL,        /* char *, http(s)://HOST[:PORT] with no path; NULL when empty */
+    CONFIG_TEXT,       /* char *, visible ASCII without spaces; NULL when empty */
     CONFIG_ARGV,       /* char **, shell words, at least one */
     CONFIG_ENV,        /* char **, NAME=VALUE shell words */
     CONFIG_NAMES,      /* char **, variable names as shell words */
     CONFIG_LIST,       /* char **, comma separated, entries trimmed */
     CONFIG_LOG_LEVEL,  /* enum log_level */
     CONFIG_LOG_FORMAT, /* enum log_format: text, json, journal */
+    CONFIG_AUTH_MODE,  /* enum config_auth_mode: none, bearer, jwt */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX
@@ -48,7 +52,7 @@ enum config_type {
 #define CONFIG_SV(field) offsetof(struct config_server, field)
 
 struct config_option {
-    const char *key; /* "gateway.NAME" or "server.NAME", as config_keys() lists it */
+    const char *key; /* "gateway.NAME", "auth.NAME" or "server.NAME", as config_keys() lists it */
     enum config_section section;
     enum config_type type;
     const char *def; /* default, written as in the file; NULL: none (see config_build_server) */
@@ -76,6 +80,14 @@ static const struct config_option config_options[] = {
       CONFIG_GW(session_idle_timeout_s), "a session no connection reads for this long is closed" },
     { "gateway.max_body_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "4194304", 1024, 1073741824,
       CONFIG_GW(max_body_bytes), "largest request body; larger gets 413" },
+    { "gateway.max_header_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "16384", 1024, 1048576,
+      CONFIG_GW(max_header_bytes), "request line and headers of one request; larger gets 431" },
+    { "gateway.client_header_timeout_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "10000", 100, 3600000,
+      CONFIG_GW(client_header_timeout_ms),
+      "a request's line and headers must arrive within this, or the connection is closed" },
+    { "gateway.client_body_timeout_ms", CONFIG_SEC_GATEWAY, CONFIG_U64, "60000", 100, 3600000,
+      CONFIG_GW(client_body_timeout_ms),
+      "a request's body must arrive within this after its headers, or the connection is closed" },
     { "gateway.max_message_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "134217728", 65536,
       2147483648, CONFIG_GW(max_message_bytes), "longest line a child may write to stdout" },
     { "gateway.stream_queue_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "8388608", 65536, 1073741824,
@@ -124,6 +136,29 @@ static const struct config_option config_options[] = {
       CONFIG_GW(log_level), "error, warn, info or debug" },
     { "gateway.log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
       CONFIG_GW(log_format), "text; json for one object per line; journal for systemd" },
+    { "auth.mode", CONFIG_SEC_AUTH, CONFIG_AUTH_MODE, "none", 0, 0, CONFIG_GW(auth.mode),
+      "none (loopback listen only), bearer (tokens_file) or jwt (jwks_file, issuer)" },
+    { "auth.public_url", CONFIG_SEC_AUTH, CONFIG_URL, "", 0, 0, CONFIG_GW(auth.public_url),
+      "https://HOST[:PORT] clients use (nginx's); a server's resource is this + its path" },
+    { "auth.tokens_file", CONFIG_SEC_AUTH, CONFIG_DIR, "", 0, 0, CONFIG_GW(auth.tokens_file),
+      "bearer: lines of \"sha256:HEX PRINCIPAL [SCOPE...]\"; reloaded on SIGHUP" },
+    { "auth.jwks_file", CONFIG_SEC_AUTH, CONFIG_DIR, "", 0, 0, CONFIG_GW(auth.jwks_file),
+      "jwt: JWK Set of RS256, ES256 and EdDSA public keys; reloaded on SIGHUP" },
+    { "auth.issuer", CONFIG_SEC_AUTH, CONFIG_TEXT, "", 0, 0, CONFIG_GW(auth.issuer),
+      "jwt: the iss every token must carry" },
+    { "auth.authorization_servers", CONFIG_SEC_AUTH, CONFIG_LIST, "", 0, 0,
+      CONFIG_GW(auth.authorization_servers),
+      "issuer URLs listed in the resource metadata, comma separated; jwt default: issuer" },
+    { "auth.clock_skew_s", CONFIG_SEC_AUTH, CONFIG_U64, "60", 0, 3600, CONFIG_GW(auth.clock_skew_s),
+      "leeway when checking a token's exp and nbf" },
+    { "auth.max_sessions_per_principal", CONFIG_SEC_AUTH, CONFIG_U64, "0", 0, 1000000,
+      CONFIG_GW(auth.max_sessions_per_principal),
+      "sessions one principal may hold; more get 429; 0: only max_sessions" },
+    { "auth.rate_limit_per_s", CONFIG_SEC_AUTH, CONFIG_U64, "0", 0, 1000000,
+      CONFIG_GW(auth.rate_limit_per_s),
+      "requests per second per principal (token bucket); over it 429; 0: no limit" },
+    { "auth.rate_limit_burst", CONFIG_SEC_AUTH, CONFIG_U64, "100", 1, 1000000,
+      CONFIG_GW(auth.rate_limit_burst), "requests a principal may make at once after a pause" },
     { "server.path", CONFIG_SEC_SERVER, CONFIG_PATH, NULL, 0, 0,
       CONFIG_SV(path), "MCP endpoint, unique; only the first server may omit it" },
     { "server.command", CONFIG_SEC_SERVER, CONFIG_ARGV, NULL, 0, 0,
@@ -134,6 +169,9 @@ static const struct config_option config_options[] = {
       CONFIG_SV(inherit_env), "names of variables copied from the gateway's environment" },
     { "server.cwd", CONFIG_SEC_SERVER, CONFIG_DIR, NULL, 0, 0,
       CONFIG_SV(cwd), "child's working directory; default: the gateway's" },
+    { "server.required_scopes", CONFIG_SEC_SERVER, CONFIG_LIST, "", 0, 0,
+      CONFIG_SV(required_scopes),
+      "scopes a token must grant for this server, comma separated; fewer get 403" },
     { "server.request_timeout_ms", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 86400000,
       CONFIG_SV(request_timeout_ms), "a request unanswered this long is cancelled; 0: none" },
     { "server.request_timeout_max_ms", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 604800000,
@@ -177,8 +215,9 @@ struct config_parse {
     bool in_pair;      /* a key was seen since the last header: indented lines continue it */
     bool continuation; /* the line inih is handling continues the previous key */
     char last_key[INI_MAX_LINE];
-    bool gateway_seen;
+    bool gateway_seen, auth_seen;
     struct config_raw gateway;
+    struct config_raw auth;
     struct config_raw_server *servers;
     size_t n_servers;
     struct config_raw *cur; /* section being read; NULL before the first header */
@@ -382,6 +421,35 @@ config_check_path(const char *s, const char **errstr)
     return 0;
 }
 
+/* Visible ASCII without spaces, quotes or backslashes (it may appear in a quoted header value). */
+static int
+config_check_text(const char *s, const char **errstr)
+{
+    for (const char *p = s; *p; p++)
+        if (*p < 0x21 || *p > 0x7e || *p == '"' || *p == '\\') {
+            *errstr = "must be visible ASCII without spaces, quotes or backslashes";
+            return -1;
+        }
+    return 0;
+}
+
+/* "" or http(s)://HOST[:PORT] with no path, query or trailing slash. */
+static int
+config_check_url(const char *s, const char **errstr)
+{
+    if (*s == '\0')
+        return 0;
+    const char *host = util_has_prefix_i(s, "https://")  ? s + 8
+                       : util_has_prefix_i(s, "http://") ? s + 7
+                                                         : NULL;
+    if (host == NULL || *host == '\0' || config_check_text(s, errstr) == -1
+        || strpbrk(host, "/?#@") != NULL) {
+        *errstr = "must be http(s)://HOST[:PORT], with no path or trailing slash";
+        return -1;
+    }
+    return 0;
+}
+
 /* "host:port" or "[v6addr]:port"; the host is returned without brackets. */
 static int
 config_parse_listen(const char *s, uint64_t max_port, char **host, uint16_t *port,
@@ -533,6 +601,23 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         if (*v != '\0')
             *(char **)config_target(base, opt) = xstrdup(v);
         return 0;
+    case CONFIG_URL:
+    case CONFIG_TEXT:
+        if (opt->type == CONFIG_URL ? config_check_url(v, &errstr) == -1
+                                    : config_check_text(v, &errstr) == -1)
+            return config_fail(ps, line, key, "%s", errstr);
+        if (*v != '\0')
+            *(char **)config_target(base, opt) = xstrdup(v);
+        return 0;
+    case CONFIG_AUTH_MODE: {
+        static const char *const modes[] = { "none", "bearer", "jwt" };
+        for (size_t m = 0; m < ARRAY_LEN(modes); m++)
+            if (strcmp(v, modes[m]) == 0) {
+                *(enum config_auth_mode *)config_target(base, opt) = (enum config_auth_mode)m;
+                return 0;
+            }
+        return config_fail(ps, line, key, "must be none, bearer or jwt");
+    }
     case CONFIG_ARGV:
     case CONFIG_ENV:
     case CONFIG_NAMES:
@@ -656,6 +741,14 @@ config_section_begin(struct config_parse *ps, const char *name)
         ps->cur_section = CONFIG_SEC_GATEWAY;
         return 0;
     }
+    if (strcmp(name, "auth") == 0) {
+        if (ps->auth_seen)
+            return config_fail(ps, ps->lineno, key, "is duplicate");
+        ps->auth_seen = true;
+        ps->cur = &ps->auth;
+        ps->cur_section = CONFIG_SEC_AUTH;
+        return 0;
+    }
     if (strncmp(name, "server:", 7) != 0)
         return config_fail(ps, ps->lineno, key, "unknown section");
     const char *sname = name + 7;
@@ -692,7 +785,8 @@ config_track_line(struct config_parse *ps, char *line)
         return 0;
     case CONFIG_LINE_CONTINUATION:
         /* inih would append an indented header to the previous value; "[::1]" stays allowed. */
-        if (strncmp(start, "[gateway]", 9) == 0 || strncmp(start, "[server:", 8) == 0)
+        if (strncmp(start, "[gateway]", 9) == 0 || strncmp(start, "[auth]", 6) == 0
+            || strncmp(start, "[server:", 8) == 0)
             return config_fail(ps, ps->lineno, "-", "section header must not be indented");
         return 0;
     case CONFIG_LINE_SECTION: {
@@ -874,6 +968,67 @@ config_build_gateway(struct config_parse *ps, struct config *cfg)
     return 0;
 }
 
+/* RFC 6749 scope-token characters: %x21 / %x23-5B / %x5D-7E. */
+static int
+config_check_scopes(struct config_parse *ps, char **scopes, int line)
+{
+    const char *errstr = NULL;
+    for (char **sc = scopes; sc && *sc; sc++)
+        if (config_check_text(*sc, &errstr) == -1)
+            return config_fail(ps, line, "required_scopes", "%s is not a scope token", *sc);
+    return 0;
+}
+
+static bool
+config_loopback_host(const char *h)
+{
+    return strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0 || strncmp(h, "127.", 4) == 0;
+}
+
+/* The [auth] values and what each mode needs. */
+static int
+config_build_auth(struct config_parse *ps, struct config *cfg)
+{
+    struct config_auth *a = &cfg->auth;
+    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+        const struct config_option *opt = &config_options[i];
+        if (opt->section != CONFIG_SEC_AUTH)
+            continue;
+        const char *v = ps->auth.value[i] ? ps->auth.value[i] : opt->def;
+        if (config_apply(ps, opt, v, ps->auth.line[i], cfg) == -1)
+            return -1;
+    }
+    int line;
+    config_raw_get(&ps->auth, "authorization_servers", CONFIG_SEC_AUTH, &line);
+    const char *errstr = NULL;
+    for (char **u = a->authorization_servers; *u; u++)
+        if (config_check_text(*u, &errstr) == -1
+            || !(util_has_prefix_i(*u, "https://") || util_has_prefix_i(*u, "http://")))
+            return config_fail(ps, line, "authorization_servers", "%s is not an http(s) URL", *u);
+    config_raw_get(&ps->auth, "mode", CONFIG_SEC_AUTH, &line);
+    if (a->mode == CONFIG_AUTH_NONE) {
+        if (!config_loopback_host(cfg->listen_host))
+            return config_fail(ps, line, "mode",
+                               "none needs a loopback listen address (127.0.0.0/8, ::1, "
+                               "localhost); set mode = bearer or jwt");
+        return 0;
+    }
+    const char *missing = a->public_url == NULL                              ? "public_url"
+                          : a->mode == CONFIG_AUTH_BEARER && !a->tokens_file ? "tokens_file"
+                          : a->mode == CONFIG_AUTH_JWT && !a->jwks_file      ? "jwks_file"
+                          : a->mode == CONFIG_AUTH_JWT && !a->issuer         ? "issuer"
+                                                                             : NULL;
+    if (missing != NULL)
+        return config_fail(ps, line, missing, "is required with mode = %s",
+                           a->mode == CONFIG_AUTH_JWT ? "jwt" : "bearer");
+    if (a->mode == CONFIG_AUTH_JWT && a->authorization_servers[0] == NULL) {
+        config_strv_free(a->authorization_servers);
+        a->authorization_servers = xcalloc(2, sizeof(char *));
+        a->authorization_servers[0] = xstrdup(a->issuer);
+    }
+    return 0;
+}
+
 static int
 config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
 {
@@ -897,6 +1052,10 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
         if (v != NULL && config_apply(ps, opt, v, line, srv) == -1)
             return -1;
     }
+    int scopes_line;
+    config_raw_get(&rs->raw, "required_scopes", CONFIG_SEC_SERVER, &scopes_line);
+    if (config_check_scopes(ps, srv->required_scopes, scopes_line ? scopes_line : rs->line) == -1)
+        return -1;
     if (srv->request_timeout_max_ms != 0 && srv->request_timeout_max_ms < srv->request_timeout_ms) {
         int line;
         config_raw_get(&rs->raw, "request_timeout_max_ms", CONFIG_SEC_SERVER, &line);
@@ -917,7 +1076,7 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
 static int
 config_build(struct config_parse *ps, struct config *cfg)
 {
-    if (config_build_gateway(ps, cfg) == -1)
+    if (config_build_gateway(ps, cfg) == -1 || config_build_auth(ps, cfg) == -1)
         return -1;
     if (ps->n_servers == 0)
         return config_fail(ps, 0, "server", "no [server:NAME] section");
@@ -947,6 +1106,7 @@ config_run(struct config_parse *ps, struct config *cfg)
     if (!ps->failed)
         config_build(ps, cfg);
     config_raw_free(&ps->gateway);
+    config_raw_free(&ps->auth);
     for (size_t i = 0; i < ps->n_servers; i++) {
         free(ps->servers[i].name);
         config_raw_free(&ps->servers[i].raw);
@@ -1002,6 +1162,11 @@ config_clear(struct config *cfg)
     free(cfg->admin_token);
     config_strv_free(cfg->allowed_origins);
     config_strv_free(cfg->allowed_hosts);
+    free(cfg->auth.public_url);
+    free(cfg->auth.issuer);
+    free(cfg->auth.jwks_file);
+    free(cfg->auth.tokens_file);
+    config_strv_free(cfg->auth.authorization_servers);
     for (size_t i = 0; i < cfg->n_servers; i++) {
         struct config_server *srv = &cfg->servers[i];
         free(srv->name);
@@ -1010,6 +1175,7 @@ config_clear(struct config *cfg)
         config_strv_free(srv->env);
         config_strv_free(srv->inherit_env);
         free(srv->cwd);
+        config_strv_free(srv->required_scopes);
     }
     free(cfg->servers);
     memset(cfg, 0, sizeof *cfg);

@@ -131,6 +131,21 @@ expect_defaults(const struct config *cfg)
     expect_strv(cfg->allowed_hosts, (const char *[]){ "localhost", "127.0.0.1", "[::1]", NULL });
     cr_assert_eq(cfg->log_level, LOG_INFO);
     cr_assert_eq(cfg->log_format, LOG_FORMAT_TEXT);
+    cr_assert_eq(cfg->max_header_bytes, 16384);
+    cr_assert_eq(cfg->client_header_timeout_ms, 10000);
+    cr_assert_eq(cfg->client_body_timeout_ms, 60000);
+    cr_assert_eq(cfg->auth.mode, CONFIG_AUTH_NONE);
+    cr_assert_null(cfg->auth.public_url);
+    cr_assert_null(cfg->auth.issuer);
+    cr_assert_null(cfg->auth.jwks_file);
+    cr_assert_null(cfg->auth.tokens_file);
+    expect_strv(cfg->auth.authorization_servers, (const char *[]){ NULL });
+    cr_assert_eq(cfg->auth.clock_skew_s, 60);
+    cr_assert_eq(cfg->auth.max_sessions_per_principal, 0);
+    cr_assert_eq(cfg->auth.rate_limit_per_s, 0);
+    cr_assert_eq(cfg->auth.rate_limit_burst, 100);
+    for (size_t i = 0; i < cfg->n_servers; i++)
+        expect_strv(cfg->servers[i].required_scopes, (const char *[]){ NULL });
 }
 
 Test(config, defaults_with_one_server)
@@ -165,6 +180,9 @@ Test(config, every_gateway_key_set)
             "max_connections = 16\n"
             "session_idle_timeout_s = 604800\n"
             "max_body_bytes = 1024\n"
+            "max_header_bytes = 1048576\n"
+            "client_header_timeout_ms = 100\n"
+            "client_body_timeout_ms = 3600000\n"
             "max_message_bytes = 2147483648\n"
             "stream_queue_bytes = 65536\n"
             "stdin_queue_bytes = 65536\n"
@@ -176,7 +194,11 @@ Test(config, every_gateway_key_set)
             "allowed_origins = *\n"
             "allowed_hosts =\n"
             "log_level = debug\n"
-            "log_format = json ; inline comment\n" SERVER,
+            "log_format = json ; inline comment\n"
+            "[auth]\n"
+            "mode = bearer\n"
+            "public_url = https://mcp.example.com:8443\n"
+            "tokens_file = /etc/mcp-gateway/tokens\n" SERVER,
             &cfg);
     cr_assert_str_eq(cfg.listen_host, "0.0.0.0");
     cr_assert_eq(cfg.listen_port, 9000);
@@ -185,6 +207,9 @@ Test(config, every_gateway_key_set)
     cr_assert_eq(cfg.max_connections, 16);
     cr_assert_eq(cfg.session_idle_timeout_s, 604800);
     cr_assert_eq(cfg.max_body_bytes, 1024);
+    cr_assert_eq(cfg.max_header_bytes, 1048576);
+    cr_assert_eq(cfg.client_header_timeout_ms, 100);
+    cr_assert_eq(cfg.client_body_timeout_ms, 3600000);
     cr_assert_eq(cfg.max_message_bytes, 2147483648u);
     cr_assert_eq(cfg.stream_queue_bytes, 65536);
     cr_assert_eq(cfg.stdin_queue_bytes, 65536);
@@ -198,7 +223,86 @@ Test(config, every_gateway_key_set)
     cr_assert_eq(cfg.log_level, LOG_DEBUG);
     cr_assert_eq(cfg.log_format, LOG_FORMAT_JSON);
     cr_assert_str_eq(cfg.servers[0].path, "/rpc");
-    cr_assert_eq(cfg.servers[0].line, 22);
+    cr_assert_eq(cfg.auth.mode, CONFIG_AUTH_BEARER);
+    cr_assert_str_eq(cfg.auth.public_url, "https://mcp.example.com:8443");
+    cr_assert_str_eq(cfg.auth.tokens_file, "/etc/mcp-gateway/tokens");
+    cr_assert_eq(cfg.servers[0].line, 29);
+    config_clear(&cfg);
+}
+
+/* An [auth] section (lines 2..) before a minimal server. */
+static void
+auth_err(const char *lines, const char *want)
+{
+    char text[2048];
+    snprintf(text, sizeof text, "[auth]\n%s\n" SERVER, lines);
+    load_err(text, want);
+}
+
+Test(config, auth_modes_and_what_they_need)
+{
+    struct config cfg;
+    load_ok("[auth]\nmode = jwt\npublic_url = https://mcp.example.com\njwks_file = /k.json\n"
+            "issuer = https://idp.example.com/realm\nclock_skew_s = 0\n"
+            "max_sessions_per_principal = 5\nrate_limit_per_s = 10\nrate_limit_burst = 20\n"
+            "[server:a]\ncommand = /bin/cat\nrequired_scopes = mcp:tools, mcp:read\n",
+            &cfg);
+    cr_assert_eq(cfg.auth.mode, CONFIG_AUTH_JWT);
+    cr_assert_str_eq(cfg.auth.issuer, "https://idp.example.com/realm");
+    cr_assert_str_eq(cfg.auth.jwks_file, "/k.json");
+    /* authorization_servers defaults to the issuer */
+    expect_strv(cfg.auth.authorization_servers,
+                (const char *[]){ "https://idp.example.com/realm", NULL });
+    cr_assert_eq(cfg.auth.clock_skew_s, 0);
+    cr_assert_eq(cfg.auth.max_sessions_per_principal, 5);
+    cr_assert_eq(cfg.auth.rate_limit_per_s, 10);
+    cr_assert_eq(cfg.auth.rate_limit_burst, 20);
+    expect_strv(cfg.servers[0].required_scopes, (const char *[]){ "mcp:tools", "mcp:read", NULL });
+    config_clear(&cfg);
+    load_ok("[auth]\nmode = jwt\npublic_url = http://127.0.0.1:8080\njwks_file = k\nissuer = i\n"
+            "authorization_servers = https://a.example, https://b.example\n" SERVER,
+            &cfg);
+    expect_strv(cfg.auth.authorization_servers,
+                (const char *[]){ "https://a.example", "https://b.example", NULL });
+    config_clear(&cfg);
+
+    auth_err("mode = oauth", "t.ini:2: mode: must be none, bearer or jwt");
+    auth_err("mode = bearer", "t.ini:2: public_url: is required with mode = bearer");
+    auth_err("mode = bearer\npublic_url = https://a",
+             "t.ini:2: tokens_file: is required with mode = bearer");
+    auth_err("mode = jwt\npublic_url = https://a\nissuer = i",
+             "t.ini:2: jwks_file: is required with mode = jwt");
+    auth_err("mode = jwt\npublic_url = https://a\njwks_file = k",
+             "t.ini:2: issuer: is required with mode = jwt");
+    auth_err("public_url = https://a/mcp",
+             "t.ini:2: public_url: must be http(s)://HOST[:PORT], with no path or trailing slash");
+    auth_err("public_url = https://a/",
+             "t.ini:2: public_url: must be http(s)://HOST[:PORT], with no path or trailing slash");
+    auth_err("public_url = ftp://a",
+             "t.ini:2: public_url: must be http(s)://HOST[:PORT], with no path or trailing slash");
+    auth_err("issuer = a\"b", "t.ini:2: issuer: must be visible ASCII without spaces, quotes or "
+                              "backslashes");
+    auth_err("authorization_servers = idp.example",
+             "t.ini:2: authorization_servers: idp.example is not an http(s) URL");
+    auth_err("clock_skew_s = 3601", "t.ini:2: clock_skew_s: must be 0..3600");
+    auth_err("rate_limit_burst = 0", "t.ini:2: rate_limit_burst: must be 1..1000000");
+    auth_err("nope = 1", "t.ini:2: nope: unknown key");
+    load_err("[auth]\n[auth]\n" SERVER, "t.ini:2: [auth]: is duplicate");
+    load_err("[server:a]\ncommand = x\nrequired_scopes = a\"b\n",
+             "t.ini:3: required_scopes: a\"b is not a scope token");
+}
+
+Test(config, auth_none_needs_a_loopback_listener)
+{
+    const char *want = "t.ini:0: mode: none needs a loopback listen address (127.0.0.0/8, ::1, "
+                       "localhost); set mode = bearer or jwt";
+    gw_err("listen = 0.0.0.0:8080", want);
+    gw_err("listen = [::]:8080", want);
+    gw_err("listen = 10.0.0.1:8080", want);
+    struct config cfg;
+    gw_ok("listen = 127.0.0.2:8080", &cfg);
+    config_clear(&cfg);
+    gw_ok("listen = [::1]:8080", &cfg);
     config_clear(&cfg);
 }
 
@@ -281,7 +385,9 @@ Test(config, listen)
     cr_assert_str_eq(cfg.listen_host, "localhost");
     cr_assert_eq(cfg.listen_port, 0);
     config_clear(&cfg);
-    gw_ok("listen = [::]:65535", &cfg);
+    load_ok("[gateway]\nlisten = [::]:65535\n[auth]\nmode = bearer\npublic_url = https://a\n"
+            "tokens_file = t\n" SERVER,
+            &cfg);
     cr_assert_str_eq(cfg.listen_host, "::");
     cr_assert_eq(cfg.listen_port, 65535);
     config_clear(&cfg);
@@ -581,18 +687,21 @@ Test(config, keys_list_the_table)
 {
     const char *const *keys = config_keys();
     cr_assert_not_null(keys);
-    size_t n = 0, gw = 0, sv = 0;
+    size_t n = 0, gw = 0, au = 0, sv = 0;
     for (; keys[n]; n++) {
         if (strncmp(keys[n], "gateway.", 8) == 0)
             gw++;
+        else if (strncmp(keys[n], "auth.", 5) == 0)
+            au++;
         else if (strncmp(keys[n], "server.", 7) == 0)
             sv++;
         else
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
-    cr_assert_eq(n, gw + sv);
-    cr_assert_eq(gw, 28);
-    cr_assert_eq(sv, 7);
+    cr_assert_eq(n, gw + au + sv);
+    cr_assert_eq(gw, 31);
+    cr_assert_eq(au, 10);
+    cr_assert_eq(sv, 8);
     cr_assert_eq(config_keys(), keys);
 }
 
