@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "config.h"
 #include "crypto.h"
@@ -38,6 +39,7 @@ struct session {
     char id[CRYPTO_SESSION_ID_MAX];
     enum session_state state;
     const struct config_server *srv;
+    struct auth_principal *owner; /* who created it; only they may use it (a reference) */
     struct upstream *u;
     struct pending_table pt;
     struct stream *streams; /* every stream of the session (one reference each) */
@@ -86,7 +88,8 @@ void session_sweep(uint64_t now_ms);
 struct session *session_find(const char *id);
 size_t session_count(void);
 /* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */
-struct session *session_create(const struct config_server *srv, int *status, const char **err);
+struct session *session_create(const struct config_server *srv, struct auth_principal *owner,
+                               int *status, const char **err);
 /* Ends the session: cancels or fails what is in flight, ends streams, stops the child. */
 void session_close(struct session *s, const char *reason);
 

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Streamable HTTP front (mcp-spec-checklist section 1) on libmicrohttpd 0.9.75 in external
- * epoll mode. Requests are checked in a fixed order: Host and Origin (403), method (405), Accept
- * (406), Content-Type (415), body size (413), MCP-Protocol-Version (400), JSON (400 -32700),
- * JSON-RPC (400 -32600), session (400 missing / 404 unknown). Every request gets an SSE body: the
+ * epoll mode. Requests are checked in a fixed order: header size (431), Host and Origin (403), the
+ * bearer token (401, or 403 for scopes; SECURITY.md), the principal's rate (429), method (405),
+ * Accept (406), Content-Type (415), body size (413), MCP-Protocol-Version (400), JSON (400 -32700),
+ * JSON-RPC (400 -32600), session (400 missing / 404 unknown or another principal's). Request lines,
+ * headers and bodies must arrive within client_header_timeout_ms and client_body_timeout_ms; a
+ * response being streamed has no such deadline. Every request gets an SSE body: the
  * response, and whatever the child sends on that request's behalf, arrive as events. While a stream
  * waits, its connection is suspended. Every client socket is watched, once per connection, with an
  * edge-triggered EPOLLRDHUP so a drop is seen at once (DESIGN.md section 2). Every error body is a
@@ -22,6 +25,7 @@
 #include <sys/socket.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,7 @@
 
 #include <microhttpd.h>
 
+#include "auth.h"
 #include "buf.h"
 #include "crypto.h"
 #include "jsonrpc.h"
@@ -48,6 +53,7 @@ enum http_kind {
     HTTP_READY,
     HTTP_METRICS,
     HTTP_ADMIN,
+    HTTP_PRM, /* RFC 9728 protected resource metadata of rc->srv */
     HTTP_NOT_FOUND,
 };
 
@@ -77,8 +83,11 @@ struct http_req;
 /* One client connection, from MHD's connection-started to its closed notification. */
 struct http_conn {
     struct loop_watch *w; /* EPOLLRDHUP | EPOLLET on the socket */
-    struct http_req *rc;  /* the request being served */
-    bool gone;            /* the peer hung up */
+    int fd;
+    struct http_req *rc;           /* the request being served */
+    bool gone;                     /* the peer hung up */
+    uint64_t deadline_ms;          /* the request's headers or body must be in by then; 0: none */
+    struct http_conn *prev, *next; /* H.conns */
 };
 
 /* One HTTP request, from the first handler call to MHD's completed callback. */
@@ -100,12 +109,15 @@ struct http_req {
     struct http_conn *conn;  /* NULL once MHD closed the connection */
     unsigned gen;            /* H.gen when the request began */
     bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
+    struct auth_principal *principal; /* who is asking (a reference), once authenticated */
 };
 
 static struct {
     struct MHD_Daemon *d;
     struct loop *l;
     const struct config *cfg;
+    const struct auth *auth;
+    struct http_conn *conns; /* every open connection, for the header and body deadlines */
     struct loop_watch *mhd_w;
     int listen_fd;
     bool need_run;
@@ -114,6 +126,9 @@ static struct {
     unsigned gen;                 /* configuration generation: counts reloads */
     uint64_t responses[6];        /* by status class: [2] counts 2xx */
     uint64_t bytes_in, bytes_out; /* request bodies; response bodies (SSE included) */
+    uint64_t refused_auth[3];     /* 401 missing, 401 invalid, 403 scope */
+    uint64_t rate_limited;        /* 429 from the principal's token bucket */
+    uint64_t slow_closed;         /* connections closed at a header or body deadline */
 } H = { .listen_fd = -1, .run_due_ms = UINT64_MAX };
 
 /* --- responses --------------------------------------------------------------------------- */
@@ -256,13 +271,20 @@ http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
     struct http_conn *conn = *socket_context;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         conn = xcalloc(1, sizeof(*conn));
+        conn->fd = -1;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci != NULL)
-            conn->w =
-                loop_watch_add(H.l, ci->connect_fd, EPOLLRDHUP | EPOLLET, http_conn_hup, conn);
+        if (ci != NULL) {
+            conn->fd = ci->connect_fd;
+            conn->w = loop_watch_add(H.l, conn->fd, EPOLLRDHUP | EPOLLET, http_conn_hup, conn);
+        }
         if (conn->w == NULL)
             log_warn(NULL, "cannot watch a client socket: %s", strerror(errno));
+        conn->deadline_ms = util_now_ms() + H.cfg->client_header_timeout_ms;
+        conn->next = H.conns;
+        if (H.conns != NULL)
+            H.conns->prev = conn;
+        H.conns = conn;
         *socket_context = conn;
         return;
     }
@@ -270,9 +292,49 @@ http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
         return;
     if (conn->rc != NULL)
         conn->rc->conn = NULL;
+    if (conn->prev != NULL)
+        conn->prev->next = conn->next;
+    else
+        H.conns = conn->next;
+    if (conn->next != NULL)
+        conn->next->prev = conn->prev;
     loop_watch_del(conn->w);
     free(conn);
     *socket_context = NULL;
+}
+
+/* MHD has read a request line: the headers must follow within client_header_timeout_ms. */
+static void *
+http_request_line(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)uri;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct http_conn *conn = ci != NULL ? ci->socket_context : NULL;
+    if (conn != NULL)
+        conn->deadline_ms = util_now_ms() + H.cfg->client_header_timeout_ms;
+    return NULL; /* the request context is made in http_handler */
+}
+
+/*
+ * Closes connections whose request line and headers, or body, are overdue (slow clients). A
+ * response being written, held or streamed has no deadline. MHD sees the shut socket and closes
+ * the connection as a client abort.
+ */
+void
+http_sweep(uint64_t now_ms)
+{
+    for (struct http_conn *conn = H.conns; conn != NULL; conn = conn->next) {
+        if (conn->deadline_ms == 0 || now_ms < conn->deadline_ms || conn->fd == -1)
+            continue;
+        conn->deadline_ms = 0;
+        H.slow_closed++;
+        log_info(NULL, "closing a slow client's connection: its request %s did not arrive in time",
+                 conn->rc != NULL ? "body" : "line and headers");
+        shutdown(conn->fd, SHUT_RDWR);
+        H.need_run = true;
+    }
 }
 
 static void
@@ -539,12 +601,16 @@ http_same_endpoint(const struct session *s, const struct http_req *rc)
     return s->srv == rc->srv || strcmp(s->srv->name, rc->srv->name) == 0;
 }
 
-/* The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended or another server's. */
+/*
+ * The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended, another server's, or
+ * another principal's (the same 404: a session id alone never grants access, nor reveals one).
+ */
 static struct session *
 http_session(const struct http_req *rc)
 {
     struct session *s = session_find(rc->sid);
-    return s != NULL && http_same_endpoint(s, rc) && !s->legacy ? s : NULL;
+    return s != NULL && http_same_endpoint(s, rc) && !s->legacy && s->owner == rc->principal ? s
+                                                                                             : NULL;
 }
 
 /* The refusal when http_session found nothing: 400 without the header, else 404. */
@@ -682,7 +748,7 @@ http_post(struct http_req *rc)
     if (rc->sid[0] == '\0' && is_init) {
         int status = 500;
         const char *why = "cannot start the upstream server";
-        s = session_create(rc->srv, &status, &why);
+        s = session_create(rc->srv, rc->principal, &status, &why);
         if (s == NULL)
             return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
         snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
@@ -740,7 +806,7 @@ http_legacy_sse(struct http_req *rc)
 {
     int status = 500;
     const char *why = "cannot start the upstream server";
-    struct session *s = session_create(rc->srv, &status, &why);
+    struct session *s = session_create(rc->srv, rc->principal, &status, &why);
     if (s == NULL)
         return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
     snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
@@ -759,7 +825,8 @@ http_legacy_post(struct http_req *rc)
                           "sessionId query parameter is required");
     snprintf(rc->sid, sizeof(rc->sid), "%s", v);
     struct session *s = session_find(strlen(v) < sizeof(rc->sid) ? rc->sid : NULL);
-    if (s == NULL || !http_same_endpoint(s, rc) || !s->legacy || s->get == NULL)
+    if (s == NULL || !http_same_endpoint(s, rc) || !s->legacy || s->get == NULL
+        || s->owner != rc->principal)
         return http_session_error(rc, SESSION_E_GONE);
     struct jsonrpc_info info;
     const char *err = NULL;
@@ -801,6 +868,69 @@ http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
     return false;
 }
 
+/*
+ * 401 (no token, or one that does not verify) or 403 (scopes), with the RFC 6750 / RFC 9728
+ * challenge: where the resource metadata is, and the scopes this server needs.
+ */
+static enum MHD_Result
+http_auth_refusal(struct http_req *rc, enum auth_status st, const char *why)
+{
+    const struct config_auth *ca = &H.cfg->auth;
+    char meta[1200], scopes[1024] = "", challenge[3000];
+    if (auth_metadata_url(ca, rc->srv, meta, sizeof(meta)) == -1)
+        meta[0] = '\0';
+    size_t o = 0;
+    for (char **sc = rc->srv->required_scopes; sc && *sc && o < sizeof(scopes); sc++)
+        o += (size_t)snprintf(scopes + o, sizeof(scopes) - o, "%s%s", o ? " " : "", *sc);
+    int n = snprintf(challenge, sizeof(challenge), "Bearer resource_metadata=\"%s\"", meta);
+    if (st != AUTH_MISSING)
+        n += snprintf(challenge + n, sizeof(challenge) - (size_t)n,
+                      ", error=\"%s\", error_description=\"%s\"",
+                      st == AUTH_SCOPE ? "insufficient_scope" : "invalid_token", why);
+    if (scopes[0] != '\0')
+        snprintf(challenge + n, sizeof(challenge) - (size_t)n, ", scope=\"%s\"", scopes);
+    unsigned status = st == AUTH_SCOPE ? MHD_HTTP_FORBIDDEN : MHD_HTTP_UNAUTHORIZED;
+    H.refused_auth[st == AUTH_MISSING ? 0 : st == AUTH_INVALID ? 1 : 2]++;
+    char message[256];
+    snprintf(message, sizeof(message), "%s: %s",
+             status == MHD_HTTP_FORBIDDEN ? "Forbidden" : "Unauthorized", why);
+    size_t len;
+    char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INVALID_REQUEST, message, &len);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
+    log_info(NULL, "request refused: %u %s", status, why);
+    return http_queue(rc, status, r);
+}
+
+/* Who is asking, and whether their bucket has a request left. True when refused. */
+static bool
+http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
+{
+    const char *why = NULL;
+    enum auth_status st = auth_check(H.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION),
+                                     rc->srv, util_now_unix(), &rc->principal, &why);
+    if (st != AUTH_OK) {
+        *ret = http_auth_refusal(rc, st, why);
+        return true;
+    }
+    uint64_t retry_ms = 0;
+    if (auth_rate_take(rc->principal, &H.cfg->auth, util_now_ms(), &retry_ms))
+        return false;
+    H.rate_limited++;
+    char retry[24];
+    snprintf(retry, sizeof(retry), "%" PRIu64, (retry_ms + 999) / 1000);
+    size_t len;
+    char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INTERNAL_ERROR,
+                                   "rate limit exceeded (rate_limit_per_s)", &len);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry);
+    log_debug(NULL, "request refused: 429 rate limit of %s", rc->principal->name);
+    *ret = http_queue(rc, MHD_HTTP_TOO_MANY_REQUESTS, r);
+    return true;
+}
+
 static bool
 http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
 {
@@ -825,7 +955,7 @@ http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
 static bool
 http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret)
 {
-    if (http_refuse_origin(rc, ret))
+    if (http_refuse_origin(rc, ret) || http_refuse_auth(rc, ret))
         return true;
     enum http_method want = rc->kind == HTTP_LEGACY_SSE ? HTTP_GET : HTTP_POST;
     if (rc->method != want) {
@@ -845,7 +975,7 @@ http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret)
 static bool
 http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
 {
-    if (http_refuse_origin(rc, ret))
+    if (http_refuse_origin(rc, ret) || http_refuse_auth(rc, ret))
         return true;
     if (rc->method == HTTP_OTHER) {
         *ret = http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
@@ -1025,6 +1155,21 @@ http_metrics(struct http_req *rc)
     metrics_family(&b, "mcpgw_http_sent_bytes_total", "counter",
                    "HTTP response body bytes (SSE streams included).");
     metrics_sample(&b, "mcpgw_http_sent_bytes_total", NULL, H.bytes_out);
+    metrics_family(&b, "mcpgw_auth_refused_total", "counter",
+                   "Requests refused by [auth]: no token, an invalid one, missing scopes.");
+    static const char *const refusals[] = { "reason=\"missing\"", "reason=\"invalid\"",
+                                            "reason=\"insufficient_scope\"" };
+    for (size_t i = 0; i < ARRAY_LEN(refusals); i++)
+        metrics_sample(&b, "mcpgw_auth_refused_total", refusals[i], H.refused_auth[i]);
+    metrics_family(&b, "mcpgw_rate_limited_total", "counter",
+                   "Requests refused with 429 by a principal's rate_limit_per_s.");
+    metrics_sample(&b, "mcpgw_rate_limited_total", NULL, H.rate_limited);
+    metrics_family(&b, "mcpgw_slow_clients_closed_total", "counter",
+                   "Connections closed because a request's headers or body came too slowly.");
+    metrics_sample(&b, "mcpgw_slow_clients_closed_total", NULL, H.slow_closed);
+    metrics_family(&b, "mcpgw_principals", "gauge",
+                   "Principals remembered (holding sessions, requests or a partly used bucket).");
+    metrics_sample(&b, "mcpgw_principals", NULL, auth_principal_count());
     size_t len = buf_used(&b);
     char *body = xstrndup(buf_head(&b), len);
     buf_clear(&b);
@@ -1032,6 +1177,52 @@ http_metrics(struct http_req *rc)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+/*
+ * GET /.well-known/oauth-protected-resource[PATH] (RFC 9728 section 3): the metadata of the server
+ * at PATH; the root form describes the first server. Public: no token, any Origin (browser clients
+ * read it cross-origin), but the Host rule holds.
+ */
+static enum MHD_Result
+http_prm(struct http_req *rc)
+{
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
+    if (!http_host_allowed(http_header(rc, MHD_HTTP_HEADER_HOST)))
+        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
+    char resource[1200];
+    if (auth_resource(&H.cfg->auth, rc->srv, resource, sizeof(resource)) == -1)
+        return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
+                          "resource URI too long");
+    size_t len;
+    char *body = jsonrpc_prm_new(resource, H.cfg->auth.authorization_servers,
+                                 rc->srv->required_scopes, &len);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=300");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+#define HTTP_PRM_PREFIX "/.well-known/oauth-protected-resource"
+
+/* The well-known metadata paths exist only while a token is required. */
+static bool
+http_classify_prm(struct http_req *rc, const char *url)
+{
+    size_t plen = strlen(HTTP_PRM_PREFIX);
+    if (H.cfg->auth.mode == CONFIG_AUTH_NONE || strncmp(url, HTTP_PRM_PREFIX, plen) != 0)
+        return false;
+    const char *rest = url + plen;
+    for (size_t i = 0; i < H.cfg->n_servers; i++)
+        if ((rest[0] == '\0' && i == 0) || strcmp(rest, H.cfg->servers[i].path) == 0) {
+            rc->kind = HTTP_PRM;
+            rc->srv = &H.cfg->servers[i];
+            return true;
+        }
+    return false;
 }
 
 static void
@@ -1059,6 +1250,8 @@ http_classify(struct http_req *rc, const char *url, const char *method)
         rc->kind = HTTP_ADMIN;
         return;
     }
+    if (http_classify_prm(rc, url))
+        return;
     for (size_t i = 0; i < H.cfg->n_servers; i++)
         if (strcmp(url, H.cfg->servers[i].path) == 0) {
             rc->kind = HTTP_MCP;
@@ -1093,6 +1286,8 @@ http_begin(struct http_req *rc, const char *url, const char *method)
         return http_metrics(rc);
     case HTTP_ADMIN:
         return http_admin(rc);
+    case HTTP_PRM:
+        return http_prm(rc);
     case HTTP_NOT_FOUND:
         return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not found");
     case HTTP_LEGACY_SSE:
@@ -1135,6 +1330,24 @@ http_finish(struct http_req *rc)
 }
 
 static enum MHD_Result
+http_header_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    size_t *n = cls;
+    *n += strlen(key) + (value != NULL ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    return MHD_YES;
+}
+
+/* The request line and headers as received, near enough: names, values and separators. */
+static size_t
+http_request_bytes(struct MHD_Connection *c, const char *url, const char *method)
+{
+    size_t n = strlen(method) + strlen(url) + 12;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, http_header_bytes, &n);
+    return n;
+}
+
+static enum MHD_Result
 http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
              const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
@@ -1153,6 +1366,11 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         buf_init(&rc->body, H.cfg->max_body_bytes);
         *con_cls = rc;
         H.live++;
+        if (rc->conn != NULL)
+            rc->conn->deadline_ms = util_now_ms() + H.cfg->client_body_timeout_ms;
+        if (http_request_bytes(c, url, method) > H.cfg->max_header_bytes)
+            return http_error(rc, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                              "request headers exceed max_header_bytes");
         return http_begin(rc, url, method);
     }
     if (*upload_data_size > 0) {
@@ -1165,6 +1383,8 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (rc->conn != NULL)
+        rc->conn->deadline_ms = 0; /* the request is in: the response may take its time */
     if (rc->responded)
         return MHD_YES;
     if (rc->held)
@@ -1191,8 +1411,11 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (rc == NULL)
         return;
     http_detach(rc);
-    if (rc->conn != NULL && rc->conn->rc == rc)
+    if (rc->conn != NULL && rc->conn->rc == rc) {
         rc->conn->rc = NULL;
+        rc->conn->deadline_ms = 0; /* idle keep-alive: connection_timeout_s applies */
+    }
+    auth_principal_unref(rc->principal);
     buf_clear(&rc->body);
     free(rc);
     *con_cls = NULL;
@@ -1264,20 +1487,25 @@ http_mhd_ready(int fd, uint32_t events, void *arg)
 }
 
 int
-http_start(struct loop *l, const struct config *cfg)
+http_start(struct loop *l, const struct config *cfg, const struct auth *auth)
 {
     H.l = l;
     H.cfg = cfg;
+    H.auth = auth;
+    /* MHD's per-connection pool holds the headers plus read and write buffers. */
+    size_t pool = cfg->max_header_bytes + 16384 > 32768 ? cfg->max_header_bytes + 16384 : 32768;
     H.listen_fd = http_listen(cfg);
     if (H.listen_fd == -1)
         return -1;
     /* The logger goes first, or MHD prints what it says before it to stderr unformatted. */
-    H.d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, http_handler,
-        NULL, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, H.listen_fd,
-        MHD_OPTION_NOTIFY_COMPLETED, http_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-        http_notify, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s, MHD_OPTION_END);
+    H.d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
+                           NULL, http_handler, NULL, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, NULL,
+                           MHD_OPTION_LISTEN_SOCKET, H.listen_fd, MHD_OPTION_NOTIFY_COMPLETED,
+                           http_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, http_notify, NULL,
+                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_URI_LOG_CALLBACK,
+                           http_request_line, NULL, MHD_OPTION_END);
     if (H.d == NULL) {
         log_error(NULL, "libmicrohttpd did not start");
         close(H.listen_fd);
@@ -1358,8 +1586,9 @@ http_stop(void)
 }
 
 void
-http_set_config(const struct config *cfg)
+http_set_config(const struct config *cfg, const struct auth *auth)
 {
     H.cfg = cfg;
+    H.auth = auth;
     H.gen++;
 }

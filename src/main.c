@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -38,6 +39,7 @@
 static struct {
     struct loop *l;
     struct config *cfg;
+    struct auth *auth; /* keys and tokens of cfg's [auth] */
     const char *path;
     struct config **retired; /* older configurations some session may still use */
     size_t n_retired;
@@ -83,7 +85,10 @@ static void
 main_tick(void *arg)
 {
     (void)arg;
-    session_sweep(util_now_ms());
+    uint64_t now = util_now_ms();
+    session_sweep(now);
+    http_sweep(now);
+    auth_sweep(&M.cfg->auth, now);
     main_free_retired();
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
 }
@@ -152,14 +157,16 @@ main_keep_listener(const struct config *old, struct config *next)
 {
     if (strcmp(old->listen_host, next->listen_host) != 0 || old->listen_port != next->listen_port
         || old->max_connections != next->max_connections
-        || old->connection_timeout_s != next->connection_timeout_s)
-        log_warn(NULL, "SIGHUP: listen, max_connections and connection_timeout_s take effect at "
-                       "the next start; the running values stay");
+        || old->connection_timeout_s != next->connection_timeout_s
+        || old->max_header_bytes != next->max_header_bytes)
+        log_warn(NULL, "SIGHUP: listen, max_connections, connection_timeout_s and "
+                       "max_header_bytes take effect at the next start; the running values stay");
     free(next->listen_host);
     next->listen_host = xstrdup(old->listen_host);
     next->listen_port = old->listen_port;
     next->max_connections = old->max_connections;
     next->connection_timeout_s = old->connection_timeout_s;
+    next->max_header_bytes = old->max_header_bytes;
 }
 
 static void
@@ -173,9 +180,18 @@ main_reload(void)
         return;
     }
     main_keep_listener(M.cfg, next);
+    struct auth *auth = auth_new(next, err, sizeof(err));
+    if (auth == NULL) {
+        log_error(NULL, "SIGHUP: %s; the running configuration stays", err);
+        config_clear(next);
+        free(next);
+        return;
+    }
     log_init(next->log_level, next->log_format);
     session_set_config(next);
-    http_set_config(next);
+    http_set_config(next, auth);
+    auth_free(M.auth); /* it only read the retired configuration's [auth] */
+    M.auth = auth;
     M.retired = xrealloc(M.retired, (M.n_retired + 1) * sizeof(*M.retired));
     M.retired[M.n_retired++] = M.cfg;
     M.cfg = next;
@@ -290,8 +306,16 @@ main(int argc, char **argv)
         free(M.cfg);
         return 1;
     }
+    M.auth = auth_new(M.cfg, err, sizeof(err));
+    if (M.auth == NULL) {
+        fprintf(stderr, "%s\n", err);
+        config_clear(M.cfg);
+        free(M.cfg);
+        return 1;
+    }
     if (check) {
         printf("%s: configuration OK (%zu servers)\n", path, M.cfg->n_servers);
+        auth_free(M.auth);
         config_clear(M.cfg);
         free(M.cfg);
         return 0;
@@ -305,7 +329,7 @@ main(int argc, char **argv)
         || loop_signal_add(M.l, SIGINT, main_signal, NULL) == -1
         || loop_signal_add(M.l, SIGHUP, main_signal, NULL) == -1)
         fatal("signalfd");
-    if (http_start(M.l, M.cfg) == -1)
+    if (http_start(M.l, M.cfg, M.auth) == -1)
         return 1;
     loop_set_hooks(M.l, main_prepare, main_after, NULL);
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
@@ -315,6 +339,8 @@ main(int argc, char **argv)
     http_stop();
     session_reap();
     session_module_free();
+    auth_free(M.auth);
+    auth_module_free();
     loop_free(M.l);
     M.n_retired += 1;
     M.retired = xrealloc(M.retired, M.n_retired * sizeof(*M.retired));

@@ -1183,7 +1183,8 @@ session_child_env(const struct config_server *srv)
 }
 
 struct session *
-session_create(const struct config_server *srv, int *status, const char **err)
+session_create(const struct config_server *srv, struct auth_principal *owner, int *status,
+               const char **err)
 {
     if (S.draining) {
         *status = 503;
@@ -1193,6 +1194,12 @@ session_create(const struct config_server *srv, int *status, const char **err)
     if (S.count >= S.cfg->max_sessions) {
         *status = 503;
         *err = "too many sessions";
+        return NULL;
+    }
+    uint64_t cap = S.cfg->auth.max_sessions_per_principal;
+    if (cap != 0 && owner->sessions >= cap) {
+        *status = 429;
+        *err = "too many sessions for this principal (max_sessions_per_principal)";
         return NULL;
     }
     struct session *s = xcalloc(1, sizeof(*s));
@@ -1237,8 +1244,11 @@ session_create(const struct config_server *srv, int *status, const char **err)
     S.buckets[h] = s;
     S.count++;
     S.ctr.created++;
+    s->owner = auth_principal_ref(owner);
+    owner->sessions++;
     session_touch(s);
-    log_info(s->id, "session created: server=%s child=%d", srv->name, (int)upstream_pid(s->u));
+    log_info(s->id, "session created: server=%s child=%d owner=%s", srv->name,
+             (int)upstream_pid(s->u), owner->name);
     return s;
 }
 
@@ -1278,6 +1288,9 @@ session_end(struct session *s, const char *reason, bool child_alive)
     session_tasks_clear(s);
     upstream_close(s->u, reason);
     s->u = NULL;
+    s->owner->sessions--;
+    auth_principal_unref(s->owner);
+    s->owner = NULL;
     S.ctr.closed++;
     S.closed_by[session_close_reason(reason, child_alive)]++;
     log_info(s->id, "session closed: %s (%u in-flight requests cancelled)", reason, cancelled);

@@ -224,6 +224,10 @@ const FAMILIES = {
   mcpgw_http_responses_total: ['counter', LABELS('code', ['1xx', '2xx', '3xx', '4xx', '5xx'])],
   mcpgw_http_received_bytes_total: ['counter', [{}]],
   mcpgw_http_sent_bytes_total: ['counter', [{}]],
+  mcpgw_auth_refused_total: ['counter', LABELS('reason', ['missing', 'invalid', 'insufficient_scope'])],
+  mcpgw_rate_limited_total: ['counter', [{}]],
+  mcpgw_slow_clients_closed_total: ['counter', [{}]],
+  mcpgw_principals: ['gauge', [{}]],
 };
 
 /** Every family with HELP, TYPE and its series; histograms consistent. */
@@ -867,7 +871,7 @@ test('SIGHUP with a changed listen: a warning, the reload applies the rest, the 
     fs.writeFileSync(gw.conf, iniText({ listen: `127.0.0.1:${free}` }, [{ name: 'A', path: '/mcp', command: exampleCmd(path.join(d, 'a2.log'), '--name', 'A-v2') }]));
     gw.proc.kill('SIGHUP');
     await gw.waitLog(/SIGHUP: configuration reloaded/);
-    assert.match(gw.logs(), /SIGHUP: listen, max_connections and connection_timeout_s take effect at the next start; the running values stay/);
+    assert.match(gw.logs(), /SIGHUP: listen, max_connections, connection_timeout_s and max_header_bytes take effect at the next start; the running values stay/);
     const fresh = await initSession(gw);
     assert.equal(fresh.result.serverInfo.name, 'A-v2', 'the rest of the file applied');
     assert.equal(textOf((await callTool(gw, old.sid, 'echo', { text: 'same port' })).response), 'same port');

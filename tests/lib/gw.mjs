@@ -44,7 +44,7 @@ export async function waitFor(fn, ms = 5000, what = 'condition') {
 function iniQuote(s) { return s; }
 
 /**
- * Starts a gateway. opts.gateway: extra [gateway] keys; opts.servers: [{name, path, args,
+ * Starts a gateway. opts.gateway: extra [gateway] keys; opts.auth: [auth] keys; opts.servers: [{name, path, args,
  * command, env}] (default: one 'example' server at /mcp running the example server with
  * --log <dir>/child.log). Resolves once the gateway logs its listening address.
  */
@@ -56,6 +56,10 @@ export async function startGateway(opts = {}) {
   const g = { listen: '127.0.0.1:0', log_level: 'debug', shutdown_drain_ms: 0, ...(opts.gateway || {}) };
   let ini = '[gateway]\n';
   for (const [k, v] of Object.entries(g)) ini += `${k} = ${v}\n`;
+  if (opts.auth) {
+    ini += '[auth]\n';
+    for (const [k, v] of Object.entries(opts.auth)) ini += `${k} = ${v}\n`;
+  }
   const servers = opts.servers || [{ name: 'example', path: '/mcp' }];
   for (const s of servers) {
     ini += `[server:${s.name}]\n`;

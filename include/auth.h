@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_AUTH_H
+#define MCPGW_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "util.h"
+
+/*
+ * Who is asking, and how much they may ask: the Authorization header of a request becomes a
+ * principal under the [auth] mode (none, bearer, jwt), and each principal carries the counters the
+ * per-principal limits need (sessions held, a token bucket of requests). Pure apart from reading
+ * the key and token files in auth_new: no HTTP, no sessions. Signatures and hashes go through
+ * crypto, JSON through jsonrpc.
+ */
+
+/* Key material loaded from one configuration's tokens_file or jwks_file. */
+struct auth;
+
+/*
+ * One identity: the token's principal name (bearer), its sub (jwt), or "anonymous" (mode none).
+ * Interned by name, so two requests of one principal hold the same pointer. Sessions and requests
+ * hold references; an entry with none lives on until its token bucket is full again.
+ */
+struct auth_principal {
+    char *name;
+    unsigned refs;
+    uint64_t sessions; /* sessions it owns (kept by session.c) */
+    double tokens;     /* rate limit bucket; < 0: full, not yet used */
+    uint64_t stamp_ms; /* when tokens was last brought up to date */
+    struct auth_principal *next;
+};
+
+enum auth_status {
+    AUTH_OK = 0,
+    AUTH_MISSING, /* no "Authorization: Bearer" header: 401, no error code */
+    AUTH_INVALID, /* a token that does not verify: 401 error="invalid_token" */
+    AUTH_SCOPE,   /* valid, but lacks a scope the server requires: 403 insufficient_scope */
+};
+
+/*
+ * Loads what cfg->auth's mode needs (nothing for none). NULL with "file: reason" in err when a
+ * file cannot be read or holds nothing usable. The result must not outlive cfg.
+ */
+struct auth *auth_new(const struct config *cfg, char *err, size_t errlen);
+void auth_free(struct auth *a);
+
+/*
+ * Checks a request to srv carrying the Authorization header value header (NULL when absent). On
+ * AUTH_OK *principal is a new reference; otherwise *why names the reason (static storage).
+ * now_s is the wall clock (exp, nbf).
+ */
+enum auth_status auth_check(const struct auth *a, const char *header,
+                            const struct config_server *srv, int64_t now_s,
+                            struct auth_principal **principal, const char **why);
+
+/* The resource URI of srv (public_url + path) and its RFC 9728 metadata URL (path-inserted). */
+int auth_resource(const struct config_auth *ca, const struct config_server *srv, char *out,
+                  size_t size);
+int auth_metadata_url(const struct config_auth *ca, const struct config_server *srv, char *out,
+                      size_t size);
+
+struct auth_principal *auth_principal_ref(struct auth_principal *p);
+void auth_principal_unref(struct auth_principal *p);
+
+/*
+ * Takes one request from p's bucket (rate_limit_per_s, rate_limit_burst). False when empty, with
+ * the wait until the next token in *retry_ms. Always true when the rate limit is off.
+ */
+bool auth_rate_take(struct auth_principal *p, const struct config_auth *ca, uint64_t now_ms,
+                    uint64_t *retry_ms);
+
+/* Forgets principals nobody references whose bucket is full again (the janitor tick). */
+void auth_sweep(const struct config_auth *ca, uint64_t now_ms);
+size_t auth_principal_count(void);
+/* Frees every principal; references still held become invalid (shutdown only). */
+void auth_module_free(void);
+
+#endif

@@ -1,0 +1,682 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Authentication and per-principal accounting (SECURITY.md).
+ *
+ * bearer: tokens_file lists SHA-256 hashes of opaque tokens, so the file never holds a usable
+ * secret. A presented token is hashed and compared with every entry in constant time.
+ *
+ * jwt: a compact JWS (RFC 7515) whose alg is RS256, ES256 or EdDSA, signed by a key of jwks_file.
+ * The alg must match the key's type, so an HS256 token "signed" with a public key, or alg "none",
+ * never verifies. Claims: exp required, nbf optional (both with clock_skew_s), iss equal to issuer,
+ * aud naming this server's resource URI (public_url + path, RFC 8707), sub the principal; scopes
+ * from "scope" (space separated) or "scp".
+ *
+ * Principals are interned in one table. Each carries a token bucket for rate_limit_per_s and the
+ * count of sessions it holds; an unreferenced entry stays until its bucket is full again, so
+ * dropping every session does not reset a principal's rate.
+ */
+#include "auth.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "crypto.h"
+#include "jsonrpc.h"
+#include "log.h"
+
+#define AUTH_FILE_MAX   (1024 * 1024) /* tokens_file or jwks_file */
+#define AUTH_TOKEN_MAX  16384         /* a bearer token or a whole JWT */
+#define AUTH_KEYS_MAX   64            /* keys kept from a JWKS */
+#define AUTH_SCOPES_MAX 64            /* scopes read from one token */
+#define AUTH_AUD_MAX    16            /* audiences read from one token */
+#define AUTH_NAME_MAX   256           /* bytes of a principal's name */
+#define AUTH_BUCKETS    1024          /* principal table */
+#define AUTH_ANONYMOUS  "anonymous"
+
+struct auth_token {
+    unsigned char hash[CRYPTO_SHA256_LEN];
+    char *principal;
+    char **scopes; /* NULL-terminated */
+};
+
+struct auth_jwk {
+    char *kid; /* NULL: none */
+    struct crypto_key *key;
+};
+
+struct auth {
+    const struct config_auth *ca;
+    struct auth_token *tokens;
+    size_t ntokens;
+    struct auth_jwk keys[AUTH_KEYS_MAX];
+    size_t nkeys;
+};
+
+static struct {
+    struct auth_principal *bucket[AUTH_BUCKETS];
+    size_t count;
+} P;
+
+/* --- files ------------------------------------------------------------------------------- */
+
+static int auth_fail(char *err, size_t errlen, const char *fmt, ...) PRINTF(3, 4);
+
+static int
+auth_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* The whole file, NUL-terminated, or NULL with the reason in err. */
+static char *
+auth_slurp(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *fp = fopen(path, "re");
+    if (fp == NULL) {
+        auth_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = xmalloc(AUTH_FILE_MAX + 1);
+    size_t n = fread(text, 1, AUTH_FILE_MAX + 1, fp);
+    bool bad = ferror(fp) != 0;
+    fclose(fp);
+    if (bad || n > AUTH_FILE_MAX) {
+        free(text);
+        auth_fail(err, errlen, "%s: %s", path, bad ? "read error" : "larger than 1 MiB");
+        return NULL;
+    }
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+static void
+auth_strv_free(char **v)
+{
+    for (char **p = v; p != NULL && *p != NULL; p++)
+        free(*p);
+    free(v);
+}
+
+static int
+auth_hex(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* "sha256:<64 hex> PRINCIPAL [SCOPE ...]" into t; -1 with a static phrase in *why. */
+static int
+auth_token_line(char *line, struct auth_token *t, const char **why)
+{
+    char *save = NULL;
+    char *hash = strtok_r(line, " \t", &save);
+    char *name = strtok_r(NULL, " \t", &save);
+    if (hash == NULL || strncmp(hash, "sha256:", 7) != 0 || strlen(hash) != 7 + 64) {
+        *why = "expected sha256:<64 hex digits> PRINCIPAL [SCOPE ...]";
+        return -1;
+    }
+    for (size_t i = 0; i < CRYPTO_SHA256_LEN; i++) {
+        int hi = auth_hex(hash[7 + 2 * i]), lo = auth_hex(hash[8 + 2 * i]);
+        if (hi < 0 || lo < 0) {
+            *why = "the hash must be 64 hex digits";
+            return -1;
+        }
+        t->hash[i] = (unsigned char)(hi << 4 | lo);
+    }
+    if (name == NULL || strlen(name) > AUTH_NAME_MAX) {
+        *why = "a principal name (1..256 characters) must follow the hash";
+        return -1;
+    }
+    t->principal = xstrdup(name);
+    size_t n = 0;
+    t->scopes = xcalloc(1, sizeof(char *));
+    for (char *sc; (sc = strtok_r(NULL, " \t", &save)) != NULL && n < AUTH_SCOPES_MAX;) {
+        t->scopes = xrealloc(t->scopes, (n + 2) * sizeof(char *));
+        t->scopes[n++] = xstrdup(sc);
+        t->scopes[n] = NULL;
+    }
+    return 0;
+}
+
+static int
+auth_load_tokens(struct auth *a, const char *path, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = auth_slurp(path, &len, err, errlen);
+    if (text == NULL)
+        return -1;
+    if (memchr(text, '\0', len) != NULL) {
+        free(text);
+        return auth_fail(err, errlen, "%s: contains a NUL byte", path);
+    }
+    int lineno = 0, rc = 0;
+    char *save = NULL;
+    for (char *line = text; rc == 0 && line != NULL; line = save) {
+        char *nl = strchr(line, '\n');
+        save = nl != NULL ? nl + 1 : NULL;
+        if (nl != NULL)
+            *nl = '\0';
+        lineno++;
+        line[strcspn(line, "\r")] = '\0';
+        const char *p = line + strspn(line, " \t");
+        if (*p == '\0' || *p == '#')
+            continue;
+        struct auth_token t = { 0 };
+        const char *why = NULL;
+        if (auth_token_line(line, &t, &why) == 0) {
+            for (size_t i = 0; i < a->ntokens && why == NULL; i++)
+                if (crypto_equal(a->tokens[i].hash, t.hash, CRYPTO_SHA256_LEN))
+                    why = "the same token hash is listed twice";
+            if (why == NULL) {
+                a->tokens = xrealloc(a->tokens, (a->ntokens + 1) * sizeof(*a->tokens));
+                a->tokens[a->ntokens++] = t;
+                continue;
+            }
+            free(t.principal);
+            auth_strv_free(t.scopes);
+        }
+        rc = auth_fail(err, errlen, "%s:%d: %s", path, lineno, why);
+    }
+    free(text);
+    if (rc == 0 && a->ntokens == 0)
+        log_warn(NULL, "%s lists no token: every request will get 401", path);
+    return rc;
+}
+
+/* A base64url member of a JWK, decoded into a new buffer; NULL when absent or malformed. */
+static unsigned char *
+auth_jwk_part(const struct jsonrpc_doc *k, const char *key, size_t *len)
+{
+    const char *s = jsonrpc_doc_str(k, key);
+    if (s == NULL)
+        return NULL;
+    size_t n = strlen(s);
+    unsigned char *out = xmalloc(n / 4 * 3 + 3);
+    long r = util_base64url_decode(s, n, out);
+    if (r <= 0) {
+        free(out);
+        return NULL;
+    }
+    *len = (size_t)r;
+    return out;
+}
+
+/* The key a JWK describes; NULL with *why, or NULL with *why == NULL for a key to skip. */
+static struct crypto_key *
+auth_jwk_key(const struct jsonrpc_doc *k, const char **why)
+{
+    const char *kty = jsonrpc_doc_str(k, "kty"), *crv = jsonrpc_doc_str(k, "crv");
+    const char *use = jsonrpc_doc_str(k, "use"), *alg = jsonrpc_doc_str(k, "alg");
+    *why = NULL;
+    if (jsonrpc_doc_has(k, "d")) {
+        *why = "holds a private key (\"d\"): publish public keys only";
+        return NULL;
+    }
+    if (kty == NULL) {
+        *why = "has no kty";
+        return NULL;
+    }
+    if (use != NULL && strcmp(use, "sig") != 0)
+        return NULL;
+    const char *want = strcmp(kty, "RSA") == 0                                         ? "RS256"
+                       : strcmp(kty, "EC") == 0 && crv && strcmp(crv, "P-256") == 0    ? "ES256"
+                       : strcmp(kty, "OKP") == 0 && crv && strcmp(crv, "Ed25519") == 0 ? "EdDSA"
+                                                                                       : NULL;
+    if (want == NULL || (alg != NULL && strcmp(alg, want) != 0))
+        return NULL; /* a type or algorithm this gateway does not verify */
+    size_t l1 = 0, l2 = 0;
+    unsigned char *p1 = auth_jwk_part(k, strcmp(kty, "RSA") == 0 ? "n" : "x", &l1);
+    unsigned char *p2 =
+        strcmp(kty, "OKP") == 0 ? NULL : auth_jwk_part(k, strcmp(kty, "RSA") == 0 ? "e" : "y", &l2);
+    struct crypto_key *key = NULL;
+    if (p1 == NULL || (p2 == NULL && strcmp(kty, "OKP") != 0))
+        *why = "a key part is missing or not base64url";
+    else if (strcmp(kty, "RSA") == 0)
+        key = crypto_key_rsa(p1, l1, p2, l2, why);
+    else if (strcmp(kty, "EC") == 0)
+        key = crypto_key_p256(p1, l1, p2, l2, why);
+    else
+        key = crypto_key_ed25519(p1, l1, why);
+    free(p1);
+    free(p2);
+    return key;
+}
+
+static int
+auth_load_jwks(struct auth *a, const char *path, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = auth_slurp(path, &len, err, errlen);
+    if (text == NULL)
+        return -1;
+    struct jsonrpc_doc *doc = jsonrpc_doc_parse(text, len);
+    free(text);
+    if (doc == NULL)
+        return auth_fail(err, errlen, "%s: not a JSON object", path);
+    int rc = 0;
+    size_t n = jsonrpc_doc_len(doc, "keys"), skipped = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct jsonrpc_doc *k = jsonrpc_doc_at(doc, "keys", i);
+        const char *why = k == NULL ? "is not an object" : NULL;
+        struct crypto_key *key = k != NULL ? auth_jwk_key(k, &why) : NULL;
+        if (why != NULL) {
+            rc = auth_fail(err, errlen, "%s: keys[%zu] %s", path, i, why);
+        } else if (key == NULL) {
+            skipped++;
+        } else if (a->nkeys == AUTH_KEYS_MAX) {
+            crypto_key_free(key);
+            rc = auth_fail(err, errlen, "%s: more than %d usable keys", path, AUTH_KEYS_MAX);
+        } else {
+            const char *kid = jsonrpc_doc_str(k, "kid");
+            a->keys[a->nkeys].kid = kid != NULL ? xstrdup(kid) : NULL;
+            a->keys[a->nkeys++].key = key;
+        }
+    }
+    jsonrpc_doc_free(doc);
+    if (rc == 0 && a->nkeys == 0)
+        rc = auth_fail(err, errlen, "%s: no RS256, ES256 or EdDSA signing key in \"keys\"", path);
+    if (rc == 0 && skipped > 0)
+        log_info(NULL, "%s: %zu keys of other types or uses skipped", path, skipped);
+    return rc;
+}
+
+struct auth *
+auth_new(const struct config *cfg, char *err, size_t errlen)
+{
+    struct auth *a = xcalloc(1, sizeof(*a));
+    a->ca = &cfg->auth;
+    int rc = 0;
+    if (cfg->auth.mode == CONFIG_AUTH_BEARER)
+        rc = auth_load_tokens(a, cfg->auth.tokens_file, err, errlen);
+    else if (cfg->auth.mode == CONFIG_AUTH_JWT)
+        rc = auth_load_jwks(a, cfg->auth.jwks_file, err, errlen);
+    if (rc == -1) {
+        auth_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void
+auth_free(struct auth *a)
+{
+    if (a == NULL)
+        return;
+    for (size_t i = 0; i < a->ntokens; i++) {
+        memset(a->tokens[i].hash, 0, sizeof(a->tokens[i].hash));
+        free(a->tokens[i].principal);
+        auth_strv_free(a->tokens[i].scopes);
+    }
+    free(a->tokens);
+    for (size_t i = 0; i < a->nkeys; i++) {
+        free(a->keys[i].kid);
+        crypto_key_free(a->keys[i].key);
+    }
+    free(a);
+}
+
+/* --- principals -------------------------------------------------------------------------- */
+
+static size_t
+auth_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return (size_t)(h % AUTH_BUCKETS);
+}
+
+/* The principal named s[0..n), found or added; a new reference. */
+static struct auth_principal *
+auth_principal_get(const char *s, size_t n)
+{
+    size_t b = auth_hash(s, n);
+    for (struct auth_principal *p = P.bucket[b]; p != NULL; p = p->next)
+        if (strlen(p->name) == n && memcmp(p->name, s, n) == 0)
+            return auth_principal_ref(p);
+    struct auth_principal *p = xcalloc(1, sizeof(*p));
+    p->name = xstrndup(s, n);
+    p->tokens = -1;
+    p->refs = 1;
+    p->next = P.bucket[b];
+    P.bucket[b] = p;
+    P.count++;
+    return p;
+}
+
+struct auth_principal *
+auth_principal_ref(struct auth_principal *p)
+{
+    p->refs++;
+    return p;
+}
+
+void
+auth_principal_unref(struct auth_principal *p)
+{
+    if (p != NULL && p->refs > 0)
+        p->refs--;
+}
+
+/* Brings p's bucket up to now; returns the tokens in it. */
+static double
+auth_refill(struct auth_principal *p, const struct config_auth *ca, uint64_t now_ms)
+{
+    double burst = (double)ca->rate_limit_burst;
+    if (p->tokens < 0 || now_ms < p->stamp_ms) {
+        p->tokens = burst;
+    } else {
+        p->tokens += (double)(now_ms - p->stamp_ms) * (double)ca->rate_limit_per_s / 1000.0;
+        if (p->tokens > burst)
+            p->tokens = burst;
+    }
+    p->stamp_ms = now_ms;
+    return p->tokens;
+}
+
+bool
+auth_rate_take(struct auth_principal *p, const struct config_auth *ca, uint64_t now_ms,
+               uint64_t *retry_ms)
+{
+    if (ca->rate_limit_per_s == 0)
+        return true;
+    if (auth_refill(p, ca, now_ms) >= 1.0) {
+        p->tokens -= 1.0;
+        return true;
+    }
+    double wait = (1.0 - p->tokens) * 1000.0 / (double)ca->rate_limit_per_s;
+    *retry_ms = (uint64_t)wait + 1;
+    return false;
+}
+
+void
+auth_sweep(const struct config_auth *ca, uint64_t now_ms)
+{
+    for (size_t b = 0; b < AUTH_BUCKETS; b++) {
+        for (struct auth_principal **pp = &P.bucket[b]; *pp != NULL;) {
+            struct auth_principal *p = *pp;
+            bool full = ca->rate_limit_per_s == 0 || p->tokens < 0
+                        || auth_refill(p, ca, now_ms) >= (double)ca->rate_limit_burst;
+            if (p->refs == 0 && full) {
+                *pp = p->next;
+                free(p->name);
+                free(p);
+                P.count--;
+            } else {
+                pp = &p->next;
+            }
+        }
+    }
+}
+
+size_t
+auth_principal_count(void)
+{
+    return P.count;
+}
+
+void
+auth_module_free(void)
+{
+    for (size_t b = 0; b < AUTH_BUCKETS; b++) {
+        while (P.bucket[b] != NULL) {
+            struct auth_principal *p = P.bucket[b];
+            P.bucket[b] = p->next;
+            free(p->name);
+            free(p);
+        }
+    }
+    P.count = 0;
+}
+
+/* --- checking a request ------------------------------------------------------------------ */
+
+int
+auth_resource(const struct config_auth *ca, const struct config_server *srv, char *out, size_t size)
+{
+    int n = snprintf(out, size, "%s%s", ca->public_url ? ca->public_url : "", srv->path);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+int
+auth_metadata_url(const struct config_auth *ca, const struct config_server *srv, char *out,
+                  size_t size)
+{
+    int n = snprintf(out, size, "%s/.well-known/oauth-protected-resource%s",
+                     ca->public_url ? ca->public_url : "", srv->path);
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* Every scope srv requires is among have[0..n). */
+static bool
+auth_scopes_ok(const struct config_server *srv, const char *const *have, size_t n)
+{
+    for (char **need = srv->required_scopes; need != NULL && *need != NULL; need++) {
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++)
+            found = strcmp(have[i], *need) == 0;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static enum auth_status
+auth_bearer(const struct auth *a, const char *tok, size_t len, const struct config_server *srv,
+            struct auth_principal **principal, const char **why)
+{
+    unsigned char h[CRYPTO_SHA256_LEN];
+    crypto_sha256(tok, len, h);
+    const struct auth_token *match = NULL;
+    for (size_t i = 0; i < a->ntokens; i++) /* no early exit: the time does not depend on i */
+        if (crypto_equal(a->tokens[i].hash, h, sizeof(h)))
+            match = &a->tokens[i];
+    if (match == NULL) {
+        *why = "unknown token";
+        return AUTH_INVALID;
+    }
+    size_t n = 0;
+    while (match->scopes[n] != NULL)
+        n++;
+    if (!auth_scopes_ok(srv, (const char *const *)match->scopes, n)) {
+        *why = "the token lacks a required scope";
+        return AUTH_SCOPE;
+    }
+    *principal = auth_principal_get(match->principal, strlen(match->principal));
+    return AUTH_OK;
+}
+
+/* One base64url part of a JWT, decoded and parsed as a JSON object; NULL if it is not one. */
+static struct jsonrpc_doc *
+auth_jwt_part(const char *s, size_t n)
+{
+    unsigned char *raw = xmalloc(n / 4 * 3 + 3);
+    long len = util_base64url_decode(s, n, raw);
+    struct jsonrpc_doc *d = len > 0 ? jsonrpc_doc_parse((const char *)raw, (size_t)len) : NULL;
+    free(raw);
+    return d;
+}
+
+/* The header's alg as a crypto_alg; -1 for any other (none, HS256, ...). */
+static int
+auth_jwt_alg(const char *alg)
+{
+    if (alg == NULL)
+        return -1;
+    return strcmp(alg, "RS256") == 0   ? CRYPTO_RS256
+           : strcmp(alg, "ES256") == 0 ? CRYPTO_ES256
+           : strcmp(alg, "EdDSA") == 0 ? CRYPTO_EDDSA
+                                       : -1;
+}
+
+/* The signature over tok[0..signed_len) checks out with some key of the header's alg and kid. */
+static bool
+auth_jwt_signed(const struct auth *a, const char *tok, size_t signed_len, const char *sig_b64,
+                size_t sig_len, int alg, const char *kid)
+{
+    unsigned char *sig = xmalloc(sig_len / 4 * 3 + 3);
+    long n = util_base64url_decode(sig_b64, sig_len, sig);
+    bool ok = false;
+    for (size_t i = 0; n > 0 && i < a->nkeys && !ok; i++) {
+        const struct auth_jwk *k = &a->keys[i];
+        if ((int)crypto_key_alg(k->key) != alg
+            || (kid != NULL && k->kid != NULL && strcmp(kid, k->kid) != 0))
+            continue;
+        ok = crypto_verify(k->key, tok, signed_len, sig, (size_t)n);
+    }
+    free(sig);
+    return ok;
+}
+
+/* The claims of a verified token: time, issuer, audience, subject. */
+static const char *
+auth_jwt_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct config_server *srv,
+                int64_t now_s)
+{
+    const struct config_auth *ca = a->ca;
+    int64_t exp, nbf, skew = (int64_t)ca->clock_skew_s;
+    if (jsonrpc_doc_int(c, "exp", &exp) == -1)
+        return "the token has no exp";
+    if (now_s > exp && now_s - exp > skew)
+        return "the token has expired";
+    if (jsonrpc_doc_has(c, "nbf")
+        && (jsonrpc_doc_int(c, "nbf", &nbf) == -1 || (nbf > now_s && nbf - now_s > skew)))
+        return "the token is not valid yet (nbf)";
+    const char *iss = jsonrpc_doc_str(c, "iss");
+    if (iss == NULL || strcmp(iss, ca->issuer) != 0)
+        return "the token's issuer is not the configured issuer";
+    char resource[1024];
+    const char *aud[AUTH_AUD_MAX];
+    int naud = jsonrpc_doc_strs(c, "aud", aud, AUTH_AUD_MAX);
+    bool aud_ok = false;
+    if (auth_resource(ca, srv, resource, sizeof(resource)) == 0)
+        for (int i = 0; i < naud && !aud_ok; i++)
+            aud_ok = strcmp(aud[i], resource) == 0;
+    if (!aud_ok)
+        return "the token's audience is not this server";
+    const char *sub = jsonrpc_doc_str(c, "sub");
+    size_t sublen = sub != NULL ? strlen(sub) : 0;
+    if (sublen == 0 || sublen > AUTH_NAME_MAX)
+        return "the token has no sub (1..256 bytes)";
+    for (size_t i = 0; i < sublen; i++)
+        if ((unsigned char)sub[i] < 0x20 || sub[i] == 0x7f)
+            return "the token's sub holds control characters";
+    return NULL;
+}
+
+/* The granted scopes: "scope" (space separated), else "scp" (string or array). */
+static size_t
+auth_jwt_scopes(const struct jsonrpc_doc *c, char *copy, size_t copylen, const char **out,
+                size_t max)
+{
+    const char *scope = jsonrpc_doc_str(c, "scope");
+    const char *scp[AUTH_SCOPES_MAX];
+    int nscp = scope == NULL ? jsonrpc_doc_strs(c, "scp", scp, AUTH_SCOPES_MAX) : 0;
+    if (scope == NULL && nscp == 1) {
+        scope = scp[0]; /* "scp": "a b" as some issuers write it */
+        nscp = 0;
+    }
+    size_t n = 0;
+    for (int i = 0; i < nscp && n < max; i++)
+        out[n++] = scp[i];
+    if (scope != NULL && snprintf(copy, copylen, "%s", scope) < (int)copylen) {
+        char *save = NULL;
+        for (char *t = strtok_r(copy, " ", &save); t != NULL && n < max;
+             t = strtok_r(NULL, " ", &save))
+            out[n++] = t;
+    }
+    return n;
+}
+
+static enum auth_status
+auth_jwt(const struct auth *a, const char *tok, size_t len, const struct config_server *srv,
+         int64_t now_s, struct auth_principal **principal, const char **why)
+{
+    const char *d1 = memchr(tok, '.', len);
+    const char *d2 = d1 != NULL ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok)) : NULL;
+    if (d2 == NULL || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - tok)) != NULL) {
+        *why = "not a JWS compact token";
+        return AUTH_INVALID;
+    }
+    struct jsonrpc_doc *h = auth_jwt_part(tok, (size_t)(d1 - tok));
+    int alg = h != NULL ? auth_jwt_alg(jsonrpc_doc_str(h, "alg")) : -1;
+    const char *typ = h != NULL ? jsonrpc_doc_str(h, "typ") : NULL;
+    if (h == NULL)
+        *why = "the token's header is not JSON";
+    else if (alg < 0)
+        *why = "the token's alg is not RS256, ES256 or EdDSA";
+    else if (jsonrpc_doc_has(h, "crit"))
+        *why = "the token has crit header parameters";
+    else if (typ != NULL && strcasecmp(typ, "JWT") != 0 && strcasecmp(typ, "at+jwt") != 0
+             && strcasecmp(typ, "application/at+jwt") != 0)
+        *why = "the token's typ is not JWT or at+jwt";
+    else if (!auth_jwt_signed(a, tok, (size_t)(d2 - tok), d2 + 1, len - (size_t)(d2 + 1 - tok), alg,
+                              jsonrpc_doc_str(h, "kid")))
+        *why = "the token's signature does not verify with any key of jwks_file";
+    else
+        *why = NULL;
+    jsonrpc_doc_free(h);
+    if (*why != NULL)
+        return AUTH_INVALID;
+    struct jsonrpc_doc *c = auth_jwt_part(d1 + 1, (size_t)(d2 - d1 - 1));
+    *why =
+        c == NULL ? "the token's claims are not a JSON object" : auth_jwt_claims(a, c, srv, now_s);
+    enum auth_status st = *why != NULL ? AUTH_INVALID : AUTH_OK;
+    if (st == AUTH_OK) {
+        char copy[4096];
+        const char *scopes[AUTH_SCOPES_MAX];
+        size_t n = auth_jwt_scopes(c, copy, sizeof(copy), scopes, AUTH_SCOPES_MAX);
+        if (!auth_scopes_ok(srv, scopes, n)) {
+            *why = "the token lacks a required scope";
+            st = AUTH_SCOPE;
+        } else {
+            const char *sub = jsonrpc_doc_str(c, "sub");
+            *principal = auth_principal_get(sub, strlen(sub));
+        }
+    }
+    jsonrpc_doc_free(c);
+    return st;
+}
+
+enum auth_status
+auth_check(const struct auth *a, const char *header, const struct config_server *srv, int64_t now_s,
+           struct auth_principal **principal, const char **why)
+{
+    *principal = NULL;
+    *why = NULL;
+    if (a->ca->mode == CONFIG_AUTH_NONE) {
+        *principal = auth_principal_get(AUTH_ANONYMOUS, strlen(AUTH_ANONYMOUS));
+        return AUTH_OK;
+    }
+    if (header == NULL || !util_has_prefix_i(header, "Bearer ")) {
+        *why = "no bearer token";
+        return AUTH_MISSING;
+    }
+    const char *tok = header + 7;
+    while (*tok == ' ')
+        tok++;
+    size_t len = strlen(tok);
+    while (len > 0 && tok[len - 1] == ' ')
+        len--;
+    if (len == 0 || len > AUTH_TOKEN_MAX) {
+        *why = len == 0 ? "no bearer token" : "the token is too long";
+        return len == 0 ? AUTH_MISSING : AUTH_INVALID;
+    }
+    if (a->ca->mode == CONFIG_AUTH_BEARER)
+        return auth_bearer(a, tok, len, srv, principal, why);
+    return auth_jwt(a, tok, len, srv, now_s, principal, why);
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * auth: base64url, the tokens file, the JWKS loader, bearer and JWT checks, principals and their
+ * token buckets. Signed-token cases with generated RSA, P-256 and Ed25519 keys, and every refusal
+ * the issue lists, are in tests/integration/auth.test.mjs; here the JWS check is pinned to the
+ * Ed25519 example of RFC 8037 appendix A.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "auth.h"
+#include "crypto.h"
+
+TestSuite(auth, .timeout = 30);
+
+/* RFC 8037 A.1 public key and the A.4 JWS over "Example of Ed25519 signing". */
+#define RFC8037_X "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
+#define RFC8037_JWS                                                                               \
+    "eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc.hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcv" \
+    "Mg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg"
+
+static char tmpdir_path[64];
+
+static const char *
+write_file(const char *name, const char *text)
+{
+    static char path[128];
+    if (tmpdir_path[0] == '\0') {
+        snprintf(tmpdir_path, sizeof tmpdir_path, "/tmp/test_auth.XXXXXX");
+        cr_assert_not_null(mkdtemp(tmpdir_path));
+    }
+    snprintf(path, sizeof path, "%s/%s", tmpdir_path, name);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+    return path;
+}
+
+static void
+cleanup(void)
+{
+    if (tmpdir_path[0] != '\0') {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir_path);
+        cr_expect_eq(system(cmd), 0);
+    }
+    auth_module_free();
+}
+
+static char scope_tools[] = "mcp:tools", name_a[] = "a", path_mcp[] = "/mcp";
+static char public_url[] = "https://mcp.example.com", issuer[] = "https://idp.example.com";
+static char file_path[256];
+static char *scopes_none[] = { NULL };
+static char *scopes_tools[] = { scope_tools, NULL };
+
+static struct config_server
+server(char **scopes)
+{
+    struct config_server s = { 0 };
+    s.name = name_a;
+    s.path = path_mcp;
+    s.required_scopes = scopes;
+    return s;
+}
+
+static void
+config_mode(struct config *cfg, enum config_auth_mode mode, const char *file)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->auth.mode = mode;
+    cfg->auth.public_url = public_url;
+    cfg->auth.issuer = issuer;
+    cfg->auth.clock_skew_s = 60;
+    cfg->auth.rate_limit_burst = 100;
+    snprintf(file_path, sizeof file_path, "%s", file ? file : "");
+    if (mode == CONFIG_AUTH_BEARER)
+        cfg->auth.tokens_file = file_path;
+    else
+        cfg->auth.jwks_file = file_path;
+}
+
+Test(auth, base64url_decode, .fini = cleanup)
+{
+    unsigned char out[64];
+    cr_assert_eq(util_base64url_decode("", 0, out), 0);
+    cr_assert_eq(util_base64url_decode("TWE", 3, out), 2);
+    cr_assert_eq(memcmp(out, "Ma", 2), 0);
+    cr_assert_eq(util_base64url_decode("TWFu", 4, out), 3);
+    cr_assert_eq(memcmp(out, "Man", 3), 0);
+    cr_assert_eq(util_base64url_decode("-_8", 3, out), 2);
+    cr_assert_eq(out[0], 0xfb);
+    cr_assert_eq(out[1], 0xff);
+    cr_assert_eq(util_base64url_decode("TWE=", 4, out), -1, "padding is not base64url");
+    cr_assert_eq(util_base64url_decode("T+E", 3, out), -1, "'+' is base64, not base64url");
+    cr_assert_eq(util_base64url_decode("T", 1, out), -1, "one character cannot be a byte");
+    cr_assert_eq(util_base64url_decode("TWF", 3, out), -1, "leftover bits must be zero");
+}
+
+Test(auth, mode_none_is_the_anonymous_principal, .fini = cleanup)
+{
+    struct config cfg;
+    config_mode(&cfg, CONFIG_AUTH_NONE, NULL);
+    struct auth *a = auth_new(&cfg, NULL, 0);
+    cr_assert_not_null(a);
+    struct config_server s = server(scopes_tools);
+    struct auth_principal *p1, *p2;
+    const char *why;
+    cr_assert_eq(auth_check(a, NULL, &s, 0, &p1, &why), AUTH_OK);
+    cr_assert_eq(auth_check(a, "Bearer whatever", &s, 0, &p2, &why), AUTH_OK);
+    cr_assert_eq(p1, p2, "one interned principal");
+    cr_assert_str_eq(p1->name, "anonymous");
+    cr_assert_eq(p1->refs, 2);
+    auth_principal_unref(p1);
+    auth_principal_unref(p2);
+    auth_free(a);
+}
+
+/* sha256("s3cret-token-1") and sha256("other") in hex, computed with crypto_sha256. */
+static void
+hex_hash(const char *token, char out[65])
+{
+    unsigned char h[CRYPTO_SHA256_LEN];
+    crypto_sha256(token, strlen(token), h);
+    for (int i = 0; i < CRYPTO_SHA256_LEN; i++)
+        snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+Test(auth, bearer_tokens_file, .fini = cleanup)
+{
+    char h1[65], h2[65], text[512];
+    hex_hash("s3cret-token-1", h1);
+    hex_hash("token-two", h2);
+    snprintf(text, sizeof text, "# comment\n\n  sha256:%s alice mcp:tools other\r\nsha256:%s bob\n",
+             h1, h2);
+    struct config cfg;
+    config_mode(&cfg, CONFIG_AUTH_BEARER, write_file("tokens", text));
+    char err[256] = "";
+    struct auth *a = auth_new(&cfg, err, sizeof err);
+    cr_assert_not_null(a, "%s", err);
+    struct config_server plain = server(scopes_none), scoped = server(scopes_tools);
+    struct auth_principal *p = NULL;
+    const char *why;
+    cr_assert_eq(auth_check(a, "Bearer s3cret-token-1", &scoped, 0, &p, &why), AUTH_OK);
+    cr_assert_str_eq(p->name, "alice");
+    auth_principal_unref(p);
+    cr_assert_eq(auth_check(a, "bearer   s3cret-token-1  ", &plain, 0, &p, &why), AUTH_OK,
+                 "scheme case-insensitive, blanks around the token");
+    auth_principal_unref(p);
+    cr_assert_eq(auth_check(a, "Bearer token-two", &plain, 0, &p, &why), AUTH_OK);
+    cr_assert_str_eq(p->name, "bob");
+    auth_principal_unref(p);
+    p = NULL;
+    cr_assert_eq(auth_check(a, "Bearer token-two", &scoped, 0, &p, &why), AUTH_SCOPE);
+    cr_assert_null(p);
+    cr_assert_eq(auth_check(a, "Bearer s3cret-token-2", &plain, 0, &p, &why), AUTH_INVALID);
+    cr_assert_str_eq(why, "unknown token");
+    cr_assert_eq(auth_check(a, NULL, &plain, 0, &p, &why), AUTH_MISSING);
+    cr_assert_eq(auth_check(a, "Basic YTpi", &plain, 0, &p, &why), AUTH_MISSING);
+    cr_assert_eq(auth_check(a, "Bearer ", &plain, 0, &p, &why), AUTH_MISSING);
+    auth_free(a);
+}
+
+static void
+tokens_err(const char *text, const char *want_suffix)
+{
+    struct config cfg;
+    const char *path = write_file("bad", text);
+    config_mode(&cfg, CONFIG_AUTH_BEARER, path);
+    char err[256] = "", want[300];
+    cr_assert_null(auth_new(&cfg, err, sizeof err), "accepted: %s", text);
+    snprintf(want, sizeof want, "%s%s", path, want_suffix);
+    cr_assert_str_eq(err, want);
+}
+
+Test(auth, bearer_tokens_file_errors, .fini = cleanup)
+{
+    char h[65], dup[300];
+    hex_hash("x", h);
+    tokens_err("sha1:abcd alice\n", ":1: expected sha256:<64 hex digits> PRINCIPAL [SCOPE ...]");
+    tokens_err("\nsha256:zz00000000000000000000000000000000000000000000000000000000000000 a\n",
+               ":2: the hash must be 64 hex digits");
+    snprintf(dup, sizeof dup, "sha256:%s\n", h);
+    tokens_err(dup, ":1: a principal name (1..256 characters) must follow the hash");
+    snprintf(dup, sizeof dup, "sha256:%s a\nsha256:%s b\n", h, h);
+    tokens_err(dup, ":2: the same token hash is listed twice");
+    struct config cfg;
+    config_mode(&cfg, CONFIG_AUTH_BEARER, "/nonexistent/tokens");
+    char err[256];
+    cr_assert_null(auth_new(&cfg, err, sizeof err));
+    cr_assert_str_eq(err, "/nonexistent/tokens: cannot open: No such file or directory");
+}
+
+static struct auth *
+jwks_auth(struct config *cfg, const char *jwks, char *err, size_t errlen)
+{
+    config_mode(cfg, CONFIG_AUTH_JWT, write_file("jwks.json", jwks));
+    return auth_new(cfg, err, errlen);
+}
+
+Test(auth, jwks_loading, .fini = cleanup)
+{
+    struct config cfg;
+    char err[256] = "";
+    struct auth *a =
+        jwks_auth(&cfg,
+                  "{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"" RFC8037_X
+                  "\"},{\"kty\":\"oct\",\"k\":\"AAAA\"},"
+                  "{\"kty\":\"OKP\",\"crv\":\"X25519\",\"x\":\"" RFC8037_X "\"},"
+                  "{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"use\":\"enc\",\"x\":\"" RFC8037_X "\"}]}",
+                  err, sizeof err);
+    cr_assert_not_null(a, "%s", err);
+    auth_free(a);
+    cr_assert_null(
+        jwks_auth(&cfg, "{\"keys\":[{\"kty\":\"oct\",\"k\":\"AAAA\"}]}", err, sizeof err));
+    cr_assert(strstr(err, "no RS256, ES256 or EdDSA signing key") != NULL, "%s", err);
+    cr_assert_null(jwks_auth(&cfg,
+                             "{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"" RFC8037_X
+                             "\",\"d\":\"nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A\"}]}",
+                             err, sizeof err));
+    cr_assert(strstr(err, "keys[0] holds a private key") != NULL, "%s", err);
+    cr_assert_null(jwks_auth(&cfg,
+                             "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"" RFC8037_X
+                             "\",\"y\":\"" RFC8037_X "\"}]}",
+                             err, sizeof err));
+    cr_assert(strstr(err, "keys[0] not a point on P-256") != NULL, "%s", err);
+    cr_assert_null(jwks_auth(&cfg, "{\"keys\":[{\"kty\":\"RSA\",\"n\":\"AQAB\",\"e\":\"AQAB\"}]}",
+                             err, sizeof err));
+    cr_assert(strstr(err, "keys[0] RSA keys must have at least 2048 bits") != NULL, "%s", err);
+    cr_assert_null(jwks_auth(&cfg, "[1]", err, sizeof err));
+    cr_assert(strstr(err, "not a JSON object") != NULL, "%s", err);
+    cr_assert_null(
+        jwks_auth(&cfg, "{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\"}]}", err, sizeof err));
+    cr_assert(strstr(err, "a key part is missing or not base64url") != NULL, "%s", err);
+}
+
+Test(auth, jws_signature_of_rfc8037, .fini = cleanup)
+{
+    struct config cfg;
+    char err[256] = "";
+    struct auth *a = jwks_auth(
+        &cfg, "{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"" RFC8037_X "\"}]}", err,
+        sizeof err);
+    cr_assert_not_null(a, "%s", err);
+    struct config_server s = server(scopes_none);
+    struct auth_principal *p = NULL;
+    const char *why;
+    /* The signature verifies; its payload is text, not claims. */
+    cr_assert_eq(auth_check(a, "Bearer " RFC8037_JWS, &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_str_eq(why, "the token's claims are not a JSON object");
+    char tampered[] = "Bearer " RFC8037_JWS;
+    cr_assert_eq(tampered[strlen(tampered) - 3], 'K');
+    tampered[strlen(tampered) - 3] ^= 1; /* 'K' <-> 'J': another signature */
+    cr_assert_eq(auth_check(a, tampered, &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_str_eq(why, "the token's signature does not verify with any key of jwks_file");
+    cr_assert_eq(auth_check(a, "Bearer eyJhbGciOiJub25lIn0.e30.", &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_str_eq(why, "the token's alg is not RS256, ES256 or EdDSA");
+    cr_assert_eq(auth_check(a, "Bearer a.b", &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_str_eq(why, "not a JWS compact token");
+    cr_assert_eq(auth_check(a, "Bearer a.b.c.d", &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_null(p);
+    auth_free(a);
+}
+
+Test(auth, principals_and_buckets, .fini = cleanup)
+{
+    struct config cfg;
+    config_mode(&cfg, CONFIG_AUTH_NONE, NULL);
+    cfg.auth.rate_limit_per_s = 10;
+    cfg.auth.rate_limit_burst = 3;
+    struct auth *a = auth_new(&cfg, NULL, 0);
+    struct config_server s = server(scopes_none);
+    struct auth_principal *p;
+    const char *why;
+    cr_assert_eq(auth_check(a, NULL, &s, 0, &p, &why), AUTH_OK);
+    uint64_t retry = 0, t = 1000;
+    for (int i = 0; i < 3; i++)
+        cr_assert(auth_rate_take(p, &cfg.auth, t, &retry), "burst request %d", i);
+    cr_assert_not(auth_rate_take(p, &cfg.auth, t, &retry));
+    cr_assert_eq(retry, 101, "one token per 100 ms, rounded up");
+    cr_assert_not(auth_rate_take(p, &cfg.auth, t + 99, &retry));
+    cr_assert(auth_rate_take(p, &cfg.auth, t + 100, &retry));
+    /* Referenced: never swept. Unreferenced: swept only once the bucket is full again. */
+    auth_sweep(&cfg.auth, t + 100000);
+    cr_assert_eq(auth_principal_count(), 1);
+    auth_principal_unref(p);
+    cr_assert(auth_rate_take(p, &cfg.auth, t + 100000, &retry));
+    auth_sweep(&cfg.auth, t + 100000);
+    cr_assert_eq(auth_principal_count(), 1, "a partly used bucket keeps its principal");
+    auth_sweep(&cfg.auth, t + 100100);
+    cr_assert_eq(auth_principal_count(), 0);
+    cfg.auth.rate_limit_per_s = 0;
+    cr_assert_eq(auth_check(a, NULL, &s, 0, &p, &why), AUTH_OK);
+    for (int i = 0; i < 1000; i++)
+        cr_assert(auth_rate_take(p, &cfg.auth, t, &retry), "no limit when rate_limit_per_s = 0");
+    auth_principal_unref(p);
+    auth_free(a);
+}
+
+Test(auth, resource_and_metadata_urls, .fini = cleanup)
+{
+    struct config cfg;
+    config_mode(&cfg, CONFIG_AUTH_JWT, "x");
+    struct config_server s = server(scopes_none);
+    char out[256];
+    cr_assert_eq(auth_resource(&cfg.auth, &s, out, sizeof out), 0);
+    cr_assert_str_eq(out, "https://mcp.example.com/mcp");
+    cr_assert_eq(auth_metadata_url(&cfg.auth, &s, out, sizeof out), 0);
+    cr_assert_str_eq(out, "https://mcp.example.com/.well-known/oauth-protected-resource/mcp");
+    cr_assert_eq(auth_resource(&cfg.auth, &s, out, 10), -1, "too small a buffer");
+}
