@@ -51,11 +51,11 @@ void auth_free(struct auth *a);
 /*
  * Checks a request to srv carrying the Authorization header value header (NULL when absent). On
  * AUTH_OK *principal is a new reference; otherwise *why names the reason (static storage).
- * now_s is the wall clock (exp, nbf).
+ * now_s is the wall clock (exp, nbf). A JWT that verified is remembered in a cache keyed by its
+ * SHA-256 and srv, until its slot is reused.
  */
-enum auth_status auth_check(const struct auth *a, const char *header,
-                            const struct config_server *srv, int64_t now_s,
-                            struct auth_principal **principal, const char **why);
+enum auth_status auth_check(struct auth *a, const char *header, const struct config_server *srv,
+                            int64_t now_s, struct auth_principal **principal, const char **why);
 
 /* The resource URI of srv (public_url + path) and its RFC 9728 metadata URL (path-inserted). */
 int auth_resource(const struct config_auth *ca, const struct config_server *srv, char *out,

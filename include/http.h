@@ -17,14 +17,14 @@
  */
 
 /* Binds the listener and starts the daemon. -1 with a logged reason. */
-int http_start(struct loop *l, const struct config *cfg, const struct auth *auth) MUSTCHECK;
+int http_start(struct loop *l, const struct config *cfg, struct auth *auth) MUSTCHECK;
 /* Loop hooks: the longest the loop may wait for MHD, and running MHD after every wake-up. */
 int http_prepare(void);
 void http_run(void);
 /* Stops accepting new connections (shutdown). */
 void http_quiesce(void);
 /* SIGHUP: requests from now on see cfg and auth (listen and MHD options stay as started). */
-void http_set_config(const struct config *cfg, const struct auth *auth);
+void http_set_config(const struct config *cfg, struct auth *auth);
 /* Closes connections whose request headers or body are overdue (the janitor tick). */
 void http_sweep(uint64_t now_ms);
 /* No request is in progress. */

@@ -11,6 +11,11 @@
  * aud naming this server's resource URI (public_url + path, RFC 8707), sub the principal; scopes
  * from "scope" (space separated) or "scp".
  *
+ * A JWT that verified is remembered (by its SHA-256, per server) with its principal and lifetime
+ * until another token takes its slot, so a client that sends the same token on every request pays
+ * for one signature check, not one per request; exp and nbf are checked again each time. Keys
+ * change only with a new struct auth, whose cache starts empty.
+ *
  * Principals are interned in one table. Each carries a token bucket for rate_limit_per_s and the
  * count of sessions it holds; an unreferenced entry stays until its bucket is full again, so
  * dropping every session does not reset a principal's rate.
@@ -37,6 +42,7 @@
 #define AUTH_NAME_MAX   256           /* bytes of a principal's name */
 #define AUTH_BUCKETS    1024          /* principal table */
 #define AUTH_ANONYMOUS  "anonymous"
+#define AUTH_CACHE      256 /* verified JWTs remembered, direct-mapped by hash */
 
 struct auth_token {
     unsigned char hash[CRYPTO_SHA256_LEN];
@@ -49,8 +55,17 @@ struct auth_jwk {
     struct crypto_key *key;
 };
 
+/* A JWT that verified for srv: valid again while now is inside [nbf - skew, exp + skew]. */
+struct auth_cached {
+    unsigned char hash[CRYPTO_SHA256_LEN];
+    const struct config_server *srv;
+    struct auth_principal *principal; /* a reference; NULL: the slot is free */
+    int64_t exp, nbf;
+};
+
 struct auth {
     const struct config_auth *ca;
+    struct auth_cached cache[AUTH_CACHE];
     struct auth_token *tokens;
     size_t ntokens;
     struct auth_jwk keys[AUTH_KEYS_MAX];
@@ -326,6 +341,8 @@ auth_free(struct auth *a)
         free(a->keys[i].kid);
         crypto_key_free(a->keys[i].key);
     }
+    for (size_t i = 0; i < AUTH_CACHE; i++)
+        auth_principal_unref(a->cache[i].principal);
     free(a);
 }
 
@@ -602,10 +619,43 @@ auth_jwt_scopes(const struct jsonrpc_doc *c, char *copy, size_t copylen, const c
     return n;
 }
 
+/* The remembered verification of this token for srv, if it is still inside its lifetime. */
+static struct auth_principal *
+auth_cache_find(struct auth *a, const unsigned char *hash, const struct config_server *srv,
+                int64_t now_s)
+{
+    const struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
+    int64_t skew = (int64_t)a->ca->clock_skew_s;
+    if (c->principal == NULL || c->srv != srv || !crypto_equal(c->hash, hash, CRYPTO_SHA256_LEN)
+        || (now_s > c->exp && now_s - c->exp > skew) || (c->nbf > now_s && c->nbf - now_s > skew))
+        return NULL;
+    return auth_principal_ref(c->principal);
+}
+
+static void
+auth_cache_put(struct auth *a, const unsigned char *hash, const struct config_server *srv,
+               const struct jsonrpc_doc *claims, struct auth_principal *p)
+{
+    struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
+    auth_principal_unref(c->principal);
+    memcpy(c->hash, hash, CRYPTO_SHA256_LEN);
+    c->srv = srv;
+    c->principal = auth_principal_ref(p);
+    if (jsonrpc_doc_int(claims, "exp", &c->exp) == -1) /* checked before: cannot happen */
+        c->exp = INT64_MIN / 2;
+    if (jsonrpc_doc_int(claims, "nbf", &c->nbf) == -1)
+        c->nbf = INT64_MIN / 2;
+}
+
 static enum auth_status
-auth_jwt(const struct auth *a, const char *tok, size_t len, const struct config_server *srv,
+auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server *srv,
          int64_t now_s, struct auth_principal **principal, const char **why)
 {
+    unsigned char hash[CRYPTO_SHA256_LEN];
+    crypto_sha256(tok, len, hash);
+    *principal = auth_cache_find(a, hash, srv, now_s);
+    if (*principal != NULL)
+        return AUTH_OK;
     const char *d1 = memchr(tok, '.', len);
     const char *d2 = d1 != NULL ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok)) : NULL;
     if (d2 == NULL || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - tok)) != NULL) {
@@ -646,6 +696,7 @@ auth_jwt(const struct auth *a, const char *tok, size_t len, const struct config_
         } else {
             const char *sub = jsonrpc_doc_str(c, "sub");
             *principal = auth_principal_get(sub, strlen(sub));
+            auth_cache_put(a, hash, srv, c, *principal);
         }
     }
     jsonrpc_doc_free(c);
@@ -653,7 +704,7 @@ auth_jwt(const struct auth *a, const char *tok, size_t len, const struct config_
 }
 
 enum auth_status
-auth_check(const struct auth *a, const char *header, const struct config_server *srv, int64_t now_s,
+auth_check(struct auth *a, const char *header, const struct config_server *srv, int64_t now_s,
            struct auth_principal **principal, const char **why)
 {
     *principal = NULL;

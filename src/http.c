@@ -116,7 +116,7 @@ static struct {
     struct MHD_Daemon *d;
     struct loop *l;
     const struct config *cfg;
-    const struct auth *auth;
+    struct auth *auth;
     struct http_conn *conns; /* every open connection, for the header and body deadlines */
     struct loop_watch *mhd_w;
     int listen_fd;
@@ -1487,7 +1487,7 @@ http_mhd_ready(int fd, uint32_t events, void *arg)
 }
 
 int
-http_start(struct loop *l, const struct config *cfg, const struct auth *auth)
+http_start(struct loop *l, const struct config *cfg, struct auth *auth)
 {
     H.l = l;
     H.cfg = cfg;
@@ -1586,7 +1586,7 @@ http_stop(void)
 }
 
 void
-http_set_config(const struct config *cfg, const struct auth *auth)
+http_set_config(const struct config *cfg, struct auth *auth)
 {
     H.cfg = cfg;
     H.auth = auth;
