@@ -137,3 +137,42 @@ test('the 2024-11-05 transport works through nginx: GET /mcp/sse, the endpoint e
     }
   });
 });
+
+test('[auth] bearer behind nginx: the metadata and the 401 challenge pass through, a token opens a session only to its owner', opts, async () => {
+  const crypto = await import('node:crypto');
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const { tmpdir } = await import('../lib/gw.mjs');
+  const dir = tmpdir();
+  const tokens = { alice: crypto.randomBytes(24).toString('base64url'), bob: crypto.randomBytes(24).toString('base64url') };
+  const line = (p) => `sha256:${crypto.createHash('sha256').update(tokens[p]).digest('hex')} ${p}\n`;
+  fs.writeFileSync(path.join(dir, 'tokens'), line('alice') + line('bob'));
+  const auth = { mode: 'bearer', public_url: 'https://mcp.example.com', tokens_file: path.join(dir, 'tokens') };
+  await withStack({ auth }, {}, async (gw, via) => {
+    const base = new URL(via.url).origin;
+    for (const p of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
+      const r = await request(base + p, { method: 'GET' });
+      const body = await r.done();
+      assert.equal(r.status, 200, p);
+      assert.deepEqual(JSON.parse(body), { resource: 'https://mcp.example.com/mcp', bearer_methods_supported: ['header'] });
+    }
+    const init = rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } });
+    const refused = await post(via, init);
+    await refused.done();
+    assert.equal(refused.status, 401);
+    assert.equal(refused.headers['www-authenticate'], 'Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"');
+    const as = (who) => ({ Authorization: `Bearer ${tokens[who]}`, 'MCP-Protocol-Version': '2025-06-18' });
+    const ok = await post(via, init, { headers: as('alice') });
+    await ok.done();
+    assert.equal(ok.status, 200);
+    const sid = ok.headers['mcp-session-id'];
+    const call = rpc('tools/call', { name: 'echo', arguments: { text: 'mine' } }, 'a1');
+    const other = await post(via, call, { sid, headers: as('bob') });
+    await other.done();
+    assert.equal(other.status, 404, "bob cannot use alice's session");
+    const mine = await post(via, call, { sid, headers: as('alice') });
+    await mine.done();
+    assert.equal(mine.status, 200);
+    assert.equal(mine.events().map((e) => e.json).find((j) => j?.id === 'a1').result.content[0].text, 'mine');
+  });
+});
