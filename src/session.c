@@ -1483,10 +1483,12 @@ session_admin_session(struct buf *b, const struct session *s, uint64_t now, bool
     session_put(b,
                 "%s{\"id\":\"%s\",\"server\":\"%s\",\"child_pid\":%d,\"state\":\"%s\","
                 "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,"
-                "\"streams\":[",
+                "\"owner\":",
                 first ? "" : ",", s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
                 s->state == SESSION_READY ? "ready" : "initializing", s->version,
                 now - s->last_active_ms, s->ntasks);
+    session_put_quoted(b, s->owner->name);
+    session_put(b, ",\"streams\":[");
     for (const struct stream *st = s->streams; st != NULL; st = st->next)
         session_put(b,
                     "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"
