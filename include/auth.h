@@ -22,8 +22,9 @@ struct auth;
 
 /*
  * One identity: the token's principal name (bearer), its sub (jwt), or "anonymous" (mode none).
- * Interned by name, so two requests of one principal hold the same pointer. Sessions and requests
- * hold references; an entry with none lives on until its token bucket is full again.
+ * Interned by name, so two requests of one principal hold the same pointer. Sessions, requests
+ * and remembered JWTs hold references; an entry with none lives on until its token bucket is full
+ * again.
  */
 struct auth_principal {
     char *name;

@@ -38,7 +38,7 @@
 #define AUTH_TOKEN_MAX  16384         /* a bearer token or a whole JWT */
 #define AUTH_KEYS_MAX   64            /* keys kept from a JWKS */
 #define AUTH_SCOPES_MAX 64            /* scopes read from one token */
-#define AUTH_AUD_MAX    16            /* audiences read from one token */
+#define AUTH_AUD_MAX    64            /* audiences read from one token */
 #define AUTH_NAME_MAX   256           /* bytes of a principal's name */
 #define AUTH_BUCKETS    1024          /* principal table */
 #define AUTH_ANONYMOUS  "anonymous"
@@ -559,6 +559,22 @@ auth_jwt_signed(const struct auth *a, const char *tok, size_t signed_len, const 
     return ok;
 }
 
+/*
+ * exp is past, or nbf still ahead, by more than skew. now_s is a real clock and skew at most an
+ * hour, so now_s -/+ skew cannot overflow, whatever int64 a token carries.
+ */
+static bool
+auth_expired(int64_t exp, int64_t now_s, int64_t skew)
+{
+    return exp < now_s - skew;
+}
+
+static bool
+auth_early(int64_t nbf, int64_t now_s, int64_t skew)
+{
+    return nbf > now_s + skew;
+}
+
 /* The claims of a verified token: time, issuer, audience, subject. */
 static const char *
 auth_jwt_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct config_server *srv,
@@ -568,10 +584,10 @@ auth_jwt_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct 
     int64_t exp, nbf, skew = (int64_t)ca->clock_skew_s;
     if (jsonrpc_doc_int(c, "exp", &exp) == -1)
         return "the token has no exp";
-    if (now_s > exp && now_s - exp > skew)
+    if (auth_expired(exp, now_s, skew))
         return "the token has expired";
     if (jsonrpc_doc_has(c, "nbf")
-        && (jsonrpc_doc_int(c, "nbf", &nbf) == -1 || (nbf > now_s && nbf - now_s > skew)))
+        && (jsonrpc_doc_int(c, "nbf", &nbf) == -1 || auth_early(nbf, now_s, skew)))
         return "the token is not valid yet (nbf)";
     const char *iss = jsonrpc_doc_str(c, "iss");
     if (iss == NULL || strcmp(iss, ca->issuer) != 0)
@@ -603,7 +619,7 @@ auth_jwt_scopes(const struct jsonrpc_doc *c, char *copy, size_t copylen, const c
     const char *scope = jsonrpc_doc_str(c, "scope");
     const char *scp[AUTH_SCOPES_MAX];
     int nscp = scope == NULL ? jsonrpc_doc_strs(c, "scp", scp, AUTH_SCOPES_MAX) : 0;
-    if (scope == NULL && nscp == 1) {
+    if (scope == NULL && nscp == 1 && jsonrpc_doc_str(c, "scp") != NULL) {
         scope = scp[0]; /* "scp": "a b" as some issuers write it */
         nscp = 0;
     }
@@ -627,7 +643,7 @@ auth_cache_find(struct auth *a, const unsigned char *hash, const struct config_s
     const struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
     int64_t skew = (int64_t)a->ca->clock_skew_s;
     if (c->principal == NULL || c->srv != srv || !crypto_equal(c->hash, hash, CRYPTO_SHA256_LEN)
-        || (now_s > c->exp && now_s - c->exp > skew) || (c->nbf > now_s && c->nbf - now_s > skew))
+        || auth_expired(c->exp, now_s, skew) || auth_early(c->nbf, now_s, skew))
         return NULL;
     return auth_principal_ref(c->principal);
 }

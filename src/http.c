@@ -82,7 +82,7 @@ struct http_req;
 
 /* One client connection, from MHD's connection-started to its closed notification. */
 struct http_conn {
-    struct loop_watch *w; /* EPOLLRDHUP | EPOLLET on the socket */
+    struct loop_watch *w; /* EPOLLIN | EPOLLRDHUP | EPOLLET on the socket */
     int fd;
     struct http_req *rc;           /* the request being served */
     bool gone;                     /* the peer hung up */
@@ -109,6 +109,7 @@ struct http_req {
     struct http_conn *conn;  /* NULL once MHD closed the connection */
     unsigned gen;            /* H.gen when the request began */
     bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
+    bool options;            /* OPTIONS: answered (CORS) only on the metadata routes */
     struct auth_principal *principal; /* who is asking (a reference), once authenticated */
 };
 
@@ -250,13 +251,20 @@ http_drop(struct http_req *rc)
     http_resume(rc);
 }
 
-/* The client closed its socket (or reset it). Edge-triggered: once per connection. */
+/*
+ * Edge-triggered events on a client socket. Bytes arriving while no request is open start the
+ * next request's header deadline (a kept-alive connection is idle until then, under
+ * connection_timeout_s only). EPOLLRDHUP: the client closed its socket or reset it, once.
+ */
 static void
-http_conn_hup(int fd, uint32_t events, void *arg)
+http_conn_event(int fd, uint32_t events, void *arg)
 {
     (void)fd;
-    (void)events;
     struct http_conn *conn = arg;
+    if ((events & EPOLLIN) != 0 && conn->rc == NULL && conn->deadline_ms == 0)
+        conn->deadline_ms = util_now_ms() + H.cfg->client_header_timeout_ms;
+    if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0 || conn->gone)
+        return;
     conn->gone = true;
     H.need_run = true; /* MHD reads the end itself where it is not suspended */
     if (conn->rc != NULL && conn->rc->st != NULL)
@@ -276,7 +284,8 @@ http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci != NULL) {
             conn->fd = ci->connect_fd;
-            conn->w = loop_watch_add(H.l, conn->fd, EPOLLRDHUP | EPOLLET, http_conn_hup, conn);
+            conn->w = loop_watch_add(H.l, conn->fd, EPOLLIN | EPOLLRDHUP | EPOLLET, http_conn_event,
+                                     conn);
         }
         if (conn->w == NULL)
             log_warn(NULL, "cannot watch a client socket: %s", strerror(errno));
@@ -1188,6 +1197,14 @@ static enum MHD_Result
 http_prm(struct http_req *rc)
 {
     enum MHD_Result ret;
+    if (rc->options) { /* a browser's CORS preflight (the SDK adds MCP-Protocol-Version) */
+        struct MHD_Response *r = http_static_response("");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "mcp-protocol-version");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+        return http_queue(rc, MHD_HTTP_NO_CONTENT, r);
+    }
     if (http_refuse_not_get(rc, &ret))
         return ret;
     if (!http_host_allowed(http_header(rc, MHD_HTTP_HEADER_HOST)))
@@ -1233,6 +1250,7 @@ http_classify(struct http_req *rc, const char *url, const char *method)
                  : strcmp(method, "DELETE") == 0 ? HTTP_DELETE
                                                  : HTTP_OTHER;
     rc->head = strcmp(method, "HEAD") == 0;
+    rc->options = strcmp(method, "OPTIONS") == 0;
     rc->kind = HTTP_NOT_FOUND;
     if (strcmp(url, "/healthz") == 0) {
         rc->kind = HTTP_HEALTH;
