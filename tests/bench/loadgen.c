@@ -65,6 +65,7 @@ struct options {
     const char *url;       /* http://A.B.C.D:PORT/PATH */
     const char *cmd;       /* direct: the stdio server's command line (split on spaces) */
     const char *label;     /* copied into the output */
+    const char *header;    /* one more request header line ("Authorization: Bearer ..."), or NULL */
     const char *child_log; /* cancel, disconnect: the child's --log --log-times file */
     long sessions;
     long inflight;
@@ -552,6 +553,8 @@ conn_request(struct conn *c, const char *method, const char *sid, const char *bo
         out_append(c, "Content-Type: application/json\r\nContent-Length: %zu\r\n", blen);
     if (sid != NULL && sid[0] != '\0')
         out_append(c, "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: " PROTO "\r\n", sid);
+    if (opt.header != NULL)
+        out_append(c, "%s\r\n", opt.header);
     out_append(c, "\r\n%s", body ? body : "");
     conn_reset_response(c);
     c->busy = true;
@@ -1719,7 +1722,8 @@ usage(int status)
         "  --child-log FILE  the child's --log --log-times file (cancel, disconnect)\n"
         "  --timeout-ms T    waits (a cancel not seen in T ms is a miss)        [2000]\n"
         "  --give-up N       stop after N misses in a row                       [3]\n"
-        "  --label TEXT      copied into the output\n");
+        "  --label TEXT      copied into the output\n"
+        "  --header LINE     one more request header, e.g. 'Authorization: Bearer T'\n");
     exit(status);
 }
 
@@ -1769,6 +1773,7 @@ main(int argc, char **argv)
         { "timeout-ms", required_argument, NULL, 'T' },
         { "give-up", required_argument, NULL, 'g' },
         { "label", required_argument, NULL, 'L' },
+        { "header", required_argument, NULL, 'H' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -1814,6 +1819,9 @@ main(int argc, char **argv)
             break;
         case 'g':
             opt.give_up = num(optarg);
+            break;
+        case 'H':
+            opt.header = optarg;
             break;
         case 'L':
             opt.label = optarg;
