@@ -904,6 +904,25 @@ session_child_notification(struct session *s, const char *line, size_t len,
 
 static void session_child_message(struct session *s, char *line, size_t len, bool top);
 
+#define SESSION_INVALID_LOGGED 10
+
+/*
+ * Counts a child's line that is not a message; true while it should still be logged. The first
+ * SESSION_INVALID_LOGGED of a session are, then only the counter moves: a child writing garbage
+ * as fast as it can must not flood the log.
+ */
+static bool
+session_invalid_line(struct session *s)
+{
+    S.ctr.child_lines_invalid++;
+    if (s->invalid_logged >= SESSION_INVALID_LOGGED)
+        return false;
+    if (++s->invalid_logged == SESSION_INVALID_LOGGED)
+        log_warn(s->id, "this child's further invalid lines are counted "
+                        "(mcpgw_child_lines_invalid_total), not logged");
+    return true;
+}
+
 /* A 2025-03-26 child may write a batch (checklist S-03): each element is routed on its own. */
 static void
 session_child_batch(struct session *s, char *line, size_t len)
@@ -911,8 +930,8 @@ session_child_batch(struct session *s, char *line, size_t len)
     struct jsonrpc_span el[SESSION_BATCH_MAX];
     size_t n;
     if (jsonrpc_batch_split(line, len, el, ARRAY_LEN(el), &n) == -1 || n == 0) {
-        S.ctr.child_lines_invalid++;
-        log_warn(s->id, "child wrote an empty or oversized batch: skipped");
+        if (session_invalid_line(s))
+            log_warn(s->id, "child wrote an empty or oversized batch: skipped");
         return;
     }
     for (size_t i = 0; i < n && s->state != SESSION_CLOSED; i++)
@@ -950,9 +969,9 @@ session_child_message(struct session *s, char *line, size_t len, bool top)
         return;
     }
     if (rc != JSONRPC_OK) {
-        S.ctr.child_lines_invalid++;
-        log_warn(s->id, "child wrote a line that is not a JSON-RPC message (%s): skipped",
-                 err ? err : "invalid");
+        if (session_invalid_line(s))
+            log_warn(s->id, "child wrote a line that is not a JSON-RPC message (%s): skipped",
+                     err ? err : "invalid");
         log_debug(s->id, "skipped line: %.*s", len > 200 ? 200 : (int)len, line);
         return;
     }

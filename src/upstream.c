@@ -32,6 +32,7 @@
 #define UPSTREAM_READ_BYTES   65536
 #define UPSTREAM_SHARE_BYTES  65536     /* a line this long is handed over, not copied */
 #define UPSTREAM_PIPE_BIG     (1 << 20) /* stdout pipe of a child that fills its 64 KiB one */
+#define UPSTREAM_WAKE_BYTES   (1 << 20) /* stdout bytes read per wake-up, at most (about) */
 #define UPSTREAM_STDERR_LINE  2048
 #define UPSTREAM_STDERR_PER_S 200
 
@@ -443,10 +444,12 @@ upstream_emit_lines(struct upstream *u)
         msg_unref(shared);
     }
     if (buf_used(&u->line) > u->max_line) {
-        log_warn(u->tag, "child %d wrote a line over max_message_bytes (%zu)", (int)u->pid,
-                 u->max_line);
         buf_reset(&u->line);
         u->scan_off = 0;
+        if (u->gone) /* still drained so the child can leave: said once is enough */
+            return;
+        log_warn(u->tag, "child %d wrote a line over max_message_bytes (%zu)", (int)u->pid,
+                 u->max_line);
         upstream_gone(u, "child wrote a line over max_message_bytes");
     }
 }
@@ -454,7 +457,11 @@ upstream_emit_lines(struct upstream *u)
 static void
 upstream_read_out(struct upstream *u)
 {
-    while (u->out_fd != -1 && !u->paused) {
+    /*
+     * At most UPSTREAM_WAKE_BYTES per wake-up: a child that refills its pipe as fast as it is
+     * read must not keep the loop from everything else (the level-triggered watch comes back).
+     */
+    for (size_t total = 0; u->out_fd != -1 && !u->paused && total < UPSTREAM_WAKE_BYTES;) {
         if (buf_reserve(&u->line, UPSTREAM_READ_BYTES) == -1) {
             /* Near the ceiling: read what still fits to find out whether the line ends. */
             size_t room = u->line.max - buf_used(&u->line);
@@ -480,6 +487,7 @@ upstream_read_out(struct upstream *u)
             }
             upstream_ctr.stdout_bytes += (uint64_t)n;
             u->line.len += (size_t)n;
+            total += (size_t)n;
             upstream_emit_lines(u);
             if ((size_t)n < room)
                 return; /* the pipe is empty: the level-triggered watch says when it is not */
