@@ -69,8 +69,9 @@ enum http_method {
  * one write); a larger one is sent from the stream's own messages (an iovec response, no copy),
  * when it has at most HTTP_IOV_MAX pieces.
  */
-#define HTTP_COPY_MAX (64u * 1024u)
-#define HTTP_IOV_MAX  64
+#define HTTP_COPY_MAX      (64u * 1024u)
+#define HTTP_GONE_GRACE_MS 1000 /* a request still arriving when its client sent FIN */
+#define HTTP_IOV_MAX       64
 
 /* The messages an iovec response is sent from, released when MHD is done with it. */
 struct http_sent {
@@ -266,6 +267,14 @@ http_conn_event(int fd, uint32_t events, void *arg)
     if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0 || conn->gone)
         return;
     conn->gone = true;
+    /*
+     * A request still arriving can no longer complete once the client has sent its FIN, and MHD,
+     * having read everything, may wait for the rest until a timeout. What MHD still holds gets
+     * HTTP_GONE_GRACE_MS to be processed.
+     */
+    uint64_t soon = util_now_ms() + HTTP_GONE_GRACE_MS;
+    if (conn->deadline_ms > soon)
+        conn->deadline_ms = soon;
     H.need_run = true; /* MHD reads the end itself where it is not suspended */
     if (conn->rc != NULL && conn->rc->st != NULL)
         http_drop(conn->rc);

@@ -3,7 +3,7 @@
  * Fuzz target: whole HTTP requests through the real gateway. The target runs the gateway's own
  * modules in-process (config, auth, session, http on libmicrohttpd, the example server as the
  * child), connects to its loopback listener, writes the input, half-closes, and runs the event loop
- * until the gateway closes the connection or 200 ms pass. Every session is then closed and every
+ * until the gateway closes the connection or 50 ms pass. Every session is then closed and every
  * child reaped before the next input, so inputs do not depend on each other.
  *
  * The first byte picks the configuration: even, [auth] mode = bearer (the token "fuzz-token" of
@@ -37,7 +37,7 @@
 #include "session.h"
 #include "upstream.h"
 
-#define HTTP_FUZZ_BUDGET_MS 200
+#define HTTP_FUZZ_BUDGET_MS 50
 #define HTTP_FUZZ_MAX_INPUT (256 * 1024)
 
 static struct {
@@ -82,6 +82,7 @@ fuzz_run(uint64_t ms, bool (*done)(void))
         /* Only this timer stops the loop, so it has fired (and is freed) when loop_run returns. */
         loop_timer_add(F.l, 5, fuzz_stop, F.l);
         loop_run(F.l);
+        http_sweep(util_now_ms()); /* main's janitor tick: slow-client deadlines */
     }
 }
 
@@ -150,11 +151,13 @@ fuzz_config(int i, const char *tokens_path)
              "max_body_bytes = 65536\n"
              "stdin_queue_bytes = 131072\n"
              "max_header_bytes = 8192\n"
+             "client_header_timeout_ms = 100\n"
+             "client_body_timeout_ms = 100\n"
              "shutdown_drain_ms = 0\n"
              "child_stdin_grace_ms = 0\n"
              "child_term_grace_ms = 0\n"
              "legacy_sse = 1\n"
-             "log_level = error\n"
+             "log_level = %s\n"
              "[auth]\n"
              "%s"
              "[server:a]\n"
@@ -164,7 +167,8 @@ fuzz_config(int i, const char *tokens_path)
              "path = /scoped\n"
              "command = %s/tests/fixtures/mcp-example-server\n"
              "required_scopes = s\n",
-             F.port, auth, MCPGW_BUILD_ROOT, MCPGW_BUILD_ROOT);
+             F.port, getenv("HTTP_FUZZ_VERBOSE") != NULL ? "debug" : "error", auth,
+             MCPGW_BUILD_ROOT, MCPGW_BUILD_ROOT);
     if (config_load_string(text, "http_fuzz.ini", &F.cfg[i], err, sizeof(err)) == -1
         || (F.auth[i] = auth_new(&F.cfg[i], err, sizeof(err))) == NULL) {
         fprintf(stderr, "http_fuzz: %s\n", err);
@@ -178,7 +182,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     signal(SIGPIPE, SIG_IGN);
-    log_init(LOG_ERROR, LOG_FORMAT_TEXT);
+    log_init(getenv("HTTP_FUZZ_VERBOSE") != NULL ? LOG_DEBUG : LOG_ERROR, LOG_FORMAT_TEXT);
     unsigned char h[CRYPTO_SHA256_LEN];
     crypto_sha256("fuzz-token", strlen("fuzz-token"), h);
     char line[128];
