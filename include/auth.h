@@ -58,6 +58,12 @@ void auth_free(struct auth *a);
 enum auth_status auth_check(struct auth *a, const char *header, const struct config_server *srv,
                             int64_t now_s, struct auth_principal **principal, const char **why);
 
+/*
+ * The token of an "Authorization: Bearer <token>" value (scheme case-insensitive, blanks around
+ * the token dropped), and its length; NULL when header is NULL or of another scheme.
+ */
+const char *auth_bearer_token(const char *header, size_t *len);
+
 /* The resource URI of srv (public_url + path) and its RFC 9728 metadata URL (path-inserted). */
 int auth_resource(const struct config_auth *ca, const struct config_server *srv, char *out,
                   size_t size);

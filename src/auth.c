@@ -212,14 +212,10 @@ auth_load_tokens(struct auth *a, const char *path, char *err, size_t errlen)
     return rc;
 }
 
-/* A base64url member of a JWK, decoded into a new buffer; NULL when absent or malformed. */
+/* base64url s[0..n) decoded into a new buffer; NULL when malformed or empty. */
 static unsigned char *
-auth_jwk_part(const struct jsonrpc_doc *k, const char *key, size_t *len)
+auth_b64_new(const char *s, size_t n, size_t *len)
 {
-    const char *s = jsonrpc_doc_str(k, key);
-    if (s == NULL)
-        return NULL;
-    size_t n = strlen(s);
     unsigned char *out = xmalloc(n / 4 * 3 + 3);
     long r = util_base64url_decode(s, n, out);
     if (r <= 0) {
@@ -228,6 +224,14 @@ auth_jwk_part(const struct jsonrpc_doc *k, const char *key, size_t *len)
     }
     *len = (size_t)r;
     return out;
+}
+
+/* A base64url member of a JWK, decoded into a new buffer; NULL when absent or malformed. */
+static unsigned char *
+auth_jwk_part(const struct jsonrpc_doc *k, const char *key, size_t *len)
+{
+    const char *s = jsonrpc_doc_str(k, key);
+    return s != NULL ? auth_b64_new(s, strlen(s), len) : NULL;
 }
 
 /* The key a JWK describes; NULL with *why, or NULL with *why == NULL for a key to skip. */
@@ -521,9 +525,9 @@ auth_bearer(const struct auth *a, const char *tok, size_t len, const struct conf
 static struct jsonrpc_doc *
 auth_jwt_part(const char *s, size_t n)
 {
-    unsigned char *raw = xmalloc(n / 4 * 3 + 3);
-    long len = util_base64url_decode(s, n, raw);
-    struct jsonrpc_doc *d = len > 0 ? jsonrpc_doc_parse((const char *)raw, (size_t)len) : NULL;
+    size_t len;
+    unsigned char *raw = auth_b64_new(s, n, &len);
+    struct jsonrpc_doc *d = raw != NULL ? jsonrpc_doc_parse((const char *)raw, len) : NULL;
     free(raw);
     return d;
 }
@@ -545,15 +549,15 @@ static bool
 auth_jwt_signed(const struct auth *a, const char *tok, size_t signed_len, const char *sig_b64,
                 size_t sig_len, int alg, const char *kid)
 {
-    unsigned char *sig = xmalloc(sig_len / 4 * 3 + 3);
-    long n = util_base64url_decode(sig_b64, sig_len, sig);
+    size_t n = 0;
+    unsigned char *sig = auth_b64_new(sig_b64, sig_len, &n);
     bool ok = false;
-    for (size_t i = 0; n > 0 && i < a->nkeys && !ok; i++) {
+    for (size_t i = 0; sig != NULL && i < a->nkeys && !ok; i++) {
         const struct auth_jwk *k = &a->keys[i];
         if ((int)crypto_key_alg(k->key) != alg
             || (kid != NULL && k->kid != NULL && strcmp(kid, k->kid) != 0))
             continue;
-        ok = crypto_verify(k->key, tok, signed_len, sig, (size_t)n);
+        ok = crypto_verify(k->key, tok, signed_len, sig, n);
     }
     free(sig);
     return ok;
@@ -719,6 +723,21 @@ auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server
     return st;
 }
 
+const char *
+auth_bearer_token(const char *header, size_t *len)
+{
+    if (header == NULL || !util_has_prefix_i(header, "Bearer "))
+        return NULL;
+    const char *tok = header + 7;
+    while (*tok == ' ')
+        tok++;
+    size_t n = strlen(tok);
+    while (n > 0 && tok[n - 1] == ' ')
+        n--;
+    *len = n;
+    return tok;
+}
+
 enum auth_status
 auth_check(struct auth *a, const char *header, const struct config_server *srv, int64_t now_s,
            struct auth_principal **principal, const char **why)
@@ -729,16 +748,12 @@ auth_check(struct auth *a, const char *header, const struct config_server *srv, 
         *principal = auth_principal_get(AUTH_ANONYMOUS, strlen(AUTH_ANONYMOUS));
         return AUTH_OK;
     }
-    if (header == NULL || !util_has_prefix_i(header, "Bearer ")) {
+    size_t len;
+    const char *tok = auth_bearer_token(header, &len);
+    if (tok == NULL) {
         *why = "no bearer token";
         return AUTH_MISSING;
     }
-    const char *tok = header + 7;
-    while (*tok == ' ')
-        tok++;
-    size_t len = strlen(tok);
-    while (len > 0 && tok[len - 1] == ' ')
-        len--;
     if (len == 0 || len > AUTH_TOKEN_MAX) {
         *why = len == 0 ? "no bearer token" : "the token is too long";
         return len == 0 ? AUTH_MISSING : AUTH_INVALID;

@@ -1072,10 +1072,9 @@ http_peer_loopback(const struct http_req *rc)
 static bool
 http_bearer_ok(const struct http_req *rc, const char *token)
 {
-    const char *auth = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
-    size_t tlen = strlen(token);
-    return auth != NULL && util_has_prefix_i(auth, "Bearer ") && strlen(auth + 7) == tlen
-           && crypto_equal(auth + 7, token, tlen);
+    size_t len;
+    const char *got = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &len);
+    return got != NULL && len == strlen(token) && crypto_equal(got, token, len);
 }
 
 static enum MHD_Result
