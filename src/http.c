@@ -163,13 +163,21 @@ http_static_response(const char *text)
                                            MHD_RESPMEM_PERSISTENT);
 }
 
-static enum MHD_Result
-http_error(struct http_req *rc, unsigned status, int code, const char *message)
+/* A JSON-RPC error object (id null) as an application/json response, for the caller to queue. */
+static struct MHD_Response *
+http_error_response(int code, const char *message)
 {
     size_t len;
     char *body = jsonrpc_error_new(NULL, 0, code, message, &len);
     struct MHD_Response *r = http_body_response(body, len);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return r;
+}
+
+static enum MHD_Result
+http_error(struct http_req *rc, unsigned status, int code, const char *message)
+{
+    struct MHD_Response *r = http_error_response(code, message);
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 rc->kind == HTTP_MCP          ? "GET, POST, DELETE"
@@ -912,10 +920,7 @@ http_auth_refusal(struct http_req *rc, enum auth_status st, const char *why)
     char message[256];
     snprintf(message, sizeof(message), "%s: %s",
              status == MHD_HTTP_FORBIDDEN ? "Forbidden" : "Unauthorized", why);
-    size_t len;
-    char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INVALID_REQUEST, message, &len);
-    struct MHD_Response *r = http_body_response(body, len);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, message);
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
     log_info(NULL, "request refused: %u %s", status, why);
     return http_queue(rc, status, r);
@@ -938,11 +943,8 @@ http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
     H.rate_limited++;
     char retry[24];
     snprintf(retry, sizeof(retry), "%" PRIu64, (retry_ms + 999) / 1000);
-    size_t len;
-    char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INTERNAL_ERROR,
-                                   "rate limit exceeded (rate_limit_per_s)", &len);
-    struct MHD_Response *r = http_body_response(body, len);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    struct MHD_Response *r =
+        http_error_response(JSONRPC_INTERNAL_ERROR, "rate limit exceeded (rate_limit_per_s)");
     MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry);
     log_debug(NULL, "request refused: 429 rate limit of %s", rc->principal->name);
     *ret = http_queue(rc, MHD_HTTP_TOO_MANY_REQUESTS, r);
@@ -1080,10 +1082,7 @@ http_bearer_ok(const struct http_req *rc, const char *token)
 static enum MHD_Result
 http_unauthorized(struct http_req *rc)
 {
-    size_t len;
-    char *body = jsonrpc_error_new(NULL, 0, JSONRPC_INVALID_REQUEST, "Unauthorized", &len);
-    struct MHD_Response *r = http_body_response(body, len);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, "Unauthorized");
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     return http_queue(rc, MHD_HTTP_UNAUTHORIZED, r);
 }
