@@ -14,6 +14,9 @@ if (!GW_BIN || !EXAMPLE) throw new Error('GW_BIN and GW_EXAMPLE must be set (mes
 
 export const ACCEPT_BOTH = 'application/json, text/event-stream';
 
+/** The exit status gw.stop() asserts unless told otherwise: exit code 0, no signal. */
+export const CLEAN_EXIT = Object.freeze({ code: 0, signal: null });
+
 /**
  * A [server:NAME] entry running the reference @modelcontextprotocol/server-everything (pinned in
  * tests/package-lock.json) over stdio; throws when `npm ci` has not installed it.
@@ -94,17 +97,34 @@ export async function startGateway(opts = {}) {
     childMessages: () => gw.childLines().map((l) => { try { return JSON.parse(l); } catch { return { raw: l }; } }),
     /** pids of children the gateway spawned, from its log */
     childPids: () => [...logs.matchAll(/child=(\d+)/g)].map((x) => Number(x[1])),
-    async stop(signal = 'SIGTERM') {
+    /**
+     * Stops the gateway and ASSERTS how it exited, so no test can forget to:
+     *   await gw.stop()                       SIGTERM; asserts exit status 0, no signal
+     *   await gw.stop('SIGINT')               another signal; still asserts exit status 0
+     *   await gw.stop('SIGKILL', { expect: { code: null, signal: 'SIGKILL' } })
+     *                                         a different outcome, stated explicitly
+     *   await gw.stop({ expect: null })       no assertion: only for cleanup on a path that is
+     *                                         already failing (or already asserted the exit itself)
+     * A gateway that has already exited is not signalled; its status is checked all the same.
+     * Waits at most 15 s (then SIGKILL and throw). Returns {code, signal}; the assertion
+     * message carries the tail of the gateway's log.
+     */
+    async stop(signal = 'SIGTERM', { expect = CLEAN_EXIT } = {}) {
+      if (typeof signal === 'object' && signal !== null) ({ signal = 'SIGTERM', expect = CLEAN_EXIT } = signal);
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await Promise.race([exited, new Promise((res) => setTimeout(() => res(null), 15000).unref())]);
-      if (r === null) { proc.kill('SIGKILL'); throw new Error('gateway did not stop within 15 s'); }
+      if (r === null) { proc.kill('SIGKILL'); throw new Error(`gateway did not stop within 15 s; log (tail):\n${logs.slice(-4000)}`); }
+      if (expect !== null) assert.deepEqual(r, expect, `gateway exit status after ${signal}; log (tail):\n${logs.slice(-4000)}`);
       return r;
     },
   };
   return gw;
 }
 
-/** Starts a gateway, runs fn(gw), always stops it; a clean exit is asserted when fn passed. */
+/**
+ * Starts a gateway, runs fn(gw), always stops it; a clean exit is asserted when fn passed (when
+ * it failed, its own error is reported and the log's tail printed).
+ */
 export async function withGateway(opts, fn) {
   const gw = await startGateway(opts);
   let ok = false;
@@ -112,9 +132,11 @@ export async function withGateway(opts, fn) {
     await fn(gw);
     ok = true;
   } finally {
-    const r = await gw.stop();
-    if (!ok) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    if (ok) assert.deepEqual(r, { code: 0, signal: null }, 'gateway exit status');
+    if (ok) await gw.stop();
+    else {
+      await gw.stop({ expect: null }).catch(() => {});
+      console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    }
   }
 }
 
