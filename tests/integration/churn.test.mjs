@@ -219,8 +219,10 @@ test(`churn: ${SESSIONS} sessions created and ended leave fds, children and RSS 
     }
     ok = true;
   } finally {
-    const r = await gw.stop();
-    if (!ok) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    if (ok) assert.deepEqual(r, { code: 0, signal: null }, 'gateway exit status');
+    if (ok) await gw.stop();
+    else {
+      await gw.stop({ expect: null }).catch(() => {});
+      console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    }
   }
 });

