@@ -10,9 +10,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { callTool, del, get, initSession, post, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
-import { haveNginx, startNginx } from '../lib/nginx.mjs';
-
-const opts = { skip: haveNginx ? false : 'nginx is not installed (tests/deps.sh installs nginx-light)' };
+import { startNginx } from '../lib/nginx.mjs';
 
 const SID_RE = /^(g[12])\.[A-Za-z0-9_-]{22}$/;
 /** The log line of the instance that created session sid. */
@@ -28,7 +26,7 @@ const prefixOf = (sid) => {
 /**
  * Starts gateways g1 and g2 and nginx with the instances site in front of them, runs
  * fn({gws: {g1, g2}, via, ng}), and always stops everything; clean gateway exits are asserted
- * when fn passed (a gateway fn stopped itself has already exited: stop() returns its status).
+ * when fn passed (a gateway fn stopped itself has already exited: stop() checks its status).
  */
 async function withInstances(fn) {
   const gws = {};
@@ -45,13 +43,12 @@ async function withInstances(fn) {
   } finally {
     if (!ok && ng) console.log(`nginx error log (tail):\n${ng.errorLog().slice(-4000)}`);
     if (ng) await ng.stop();
-    const exits = {};
     for (const [name, gw] of Object.entries(gws)) {
-      exits[name] = await gw.stop();
-      if (!ok) console.log(`gateway ${name} log (tail):\n${gw.logs().slice(-3000)}`);
-    }
-    if (ok) {
-      for (const [name, r] of Object.entries(exits)) assert.deepEqual(r, { code: 0, signal: null }, `gateway ${name} exit status`);
+      if (ok) await gw.stop();
+      else {
+        await gw.stop({ expect: null }).catch(() => {});
+        console.log(`gateway ${name} log (tail):\n${gw.logs().slice(-3000)}`);
+      }
     }
   }
 }
@@ -143,7 +140,7 @@ async function legacyInitAndEcho(conn, tag) {
 
 // --- tests -------------------------------------------------------------------------------------
 
-test('new sessions land on both instances; each session is served through nginx by its own instance only', opts, async () => {
+test('new sessions land on both instances; each session is served through nginx by its own instance only', async () => {
   await withInstances(async ({ gws, via }) => {
     const sessions = await openSessions(via, 8);
     const seen = new Set(sessions.map((s) => s.inst));
@@ -183,7 +180,7 @@ test('new sessions land on both instances; each session is served through nginx 
   });
 });
 
-test('an instance stops: its sessions answer 404 through nginx, the other instance serves on and takes every new session', opts, async () => {
+test('an instance stops: its sessions answer 404 through nginx, the other instance serves on and takes every new session', async () => {
   await withInstances(async ({ gws, via, ng }) => {
     const sessions = await openSessions(via, 6);
     const g1s = sessions.filter((s) => s.inst === 'g1');
@@ -191,8 +188,7 @@ test('an instance stops: its sessions answer 404 through nginx, the other instan
     assert.ok(g1s.length > 0 && g2s.length > 0, `sessions on both instances: ${sessions.map((s) => s.sid).join(' ')}`);
     for (const s of sessions) await echo(via, s, `before ${s.sid}`);
 
-    const r = await gws.g1.stop();
-    assert.deepEqual(r, { code: 0, signal: null }, 'g1 exit status');
+    await gws.g1.stop();
 
     // g1's sessions: 404 with a JSON-RPC error body from nginx, for POST and GET alike.
     for (const s of g1s) {
@@ -218,7 +214,7 @@ test('an instance stops: its sessions answer 404 through nginx, the other instan
   });
 });
 
-test('the 2024-11-05 transport through nginx: GET /mcp/sse opens sessions on both instances; messages reach their instance', opts, async () => {
+test('the 2024-11-05 transport through nginx: GET /mcp/sse opens sessions on both instances; messages reach their instance', async () => {
   await withInstances(async ({ gws, via }) => {
     const conns = [];
     try {

@@ -39,6 +39,8 @@ function canConnect(port) {
  * not occur in the site is an error: the site and the test disagree.
  */
 export async function startNginx({ gatewayPort, readTimeout, site: siteFile = 'mcp-gateway.conf', ports = {} } = {}) {
+  // The nginx tests fail, rather than skip, without nginx: a skip would pass the suite unseen.
+  if (!NGINX) throw new Error('nginx is not installed (tests/deps.sh installs nginx-light)');
   const root = process.env.GW_SOURCE_ROOT;
   const map = { ...(gatewayPort !== undefined ? { 8080: gatewayPort } : {}), ...ports };
   const sitePath = path.isAbsolute(siteFile) ? siteFile : path.join(root, 'deploy/nginx', siteFile);
