@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The deployment files agree with the shipped configuration: the systemd unit (valid for
-// systemd-analyze when it is installed, its fd limit and stop timeout sized for conf/gateway.ini,
+// systemd-analyze verify, its fd limit and stop timeout sized for conf/gateway.ini,
 // reload by SIGHUP after a config check, hardening present) and both nginx sites (body limit equal
 // to max_body_bytes, read timeout far above the heartbeat). The nginx sites themselves run in
 // nginx.test.mjs and instances.test.mjs.
@@ -76,15 +76,27 @@ test('the unit runs as a dedicated user with hardening', () => {
     assert.deepEqual(unit[k], [v], k);
 });
 
-const analyze = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((p) => fs.existsSync(p));
-test('systemd-analyze verify accepts the unit', { skip: analyze ? false : 'systemd-analyze is not installed' }, () => {
+// systemd-analyze is required (tests/deps.sh installs Debian's systemd package): without it this
+// test fails rather than skips, since a skip would pass unseen. verify wants every Exec*= binary to
+// exist, so a copy of the unit runs the built binary instead of /usr/local/bin/mcp-gateway.
+test('systemd-analyze verify accepts the unit', () => {
+  const analyze = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((p) => fs.existsSync(p));
+  assert.ok(analyze, 'systemd-analyze is not installed (tests/deps.sh installs the systemd package)');
   const dir = tmpdir('mcpgw-unit-');
-  const text = read('deploy/systemd/mcp-gateway.service').replaceAll('/usr/local/bin/mcp-gateway', GW_BIN);
+  const orig = read('deploy/systemd/mcp-gateway.service');
+  assert.match(orig, /^ExecStart=\/usr\/local\/bin\/mcp-gateway /m, 'the unit runs /usr/local/bin/mcp-gateway');
+  const text = orig.replaceAll('/usr/local/bin/mcp-gateway', GW_BIN);
   const f = path.join(dir, 'mcp-gateway.service');
   fs.writeFileSync(f, text);
   const r = spawnSync(analyze, ['verify', f], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_LEVEL: 'warning' } });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr.split('\n').filter((l) => l.includes('mcp-gateway.service')).join('\n'), '', 'no complaint about the unit');
+  // The same check sees a fault (verify really parsed the file): a bad KillMode= is reported.
+  const bad = path.join(dir, 'broken', 'mcp-gateway.service');
+  fs.mkdirSync(path.dirname(bad));
+  fs.writeFileSync(bad, text.replace(/^KillMode=.*$/m, 'KillMode=bogus'));
+  const rb = spawnSync(analyze, ['verify', bad], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_LEVEL: 'warning' } });
+  assert.match(rb.stderr, /mcp-gateway\.service:\d+: .*kill mode.*bogus/i, 'verify reports the bad KillMode=');
 });
 
 test('both nginx sites take the bodies the gateway takes and outlast its heartbeats', () => {
