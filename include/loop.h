@@ -22,6 +22,7 @@ typedef void loop_signal_cb(int signo, void *arg);
 /* Returns the longest the next wait may block, in ms, or -1 for no limit. */
 typedef int loop_prepare_cb(void *arg);
 typedef void loop_after_cb(void *arg);
+typedef void loop_defer_cb(void *arg);
 
 struct loop *loop_new(void);
 void loop_free(struct loop *l);
@@ -45,6 +46,15 @@ void loop_timer_del(struct loop_timer *t);
 
 /* Blocks signo for the process and delivers it through a signalfd. */
 int loop_signal_add(struct loop *l, int signo, loop_signal_cb *cb, void *arg) MUSTCHECK;
+
+/*
+ * Runs cb(arg) once, later in this loop turn: after the fd callbacks and timers, before the after
+ * hook, never inside the caller (redis freeClientAsync, libuv's closing phase). Calls queued from a
+ * deferred call run on the next turn, which then does not block. The caller keeps arg alive until
+ * cb runs; there is no cancel: cb checks its object's state. Deferred calls still queued when the
+ * loop is freed are dropped, not run.
+ */
+void loop_defer(struct loop *l, loop_defer_cb *cb, void *arg);
 
 void loop_set_hooks(struct loop *l, loop_prepare_cb *prepare, loop_after_cb *after, void *arg);
 /* Asks for the next wait not to block (work was queued from inside a callback). */

@@ -78,8 +78,19 @@ void session_set_config(const struct config *cfg);
 bool session_uses_config(const struct config *cfg);
 /* Frees the table (after every session was closed and reaped). */
 void session_module_free(void);
-/* Closes every session with the reason; children go through their ladder. */
-void session_close_all(const char *reason);
+/* Why a session ends (one close path: session_close); indexes the sessions-closed counter. */
+enum session_end {
+    SESSION_END_DELETED = 0,  /* DELETE */
+    SESSION_END_EXPIRED,      /* session_idle_timeout_s */
+    SESSION_END_DISCONNECTED, /* the 2024-11-05 stream's connection ended */
+    SESSION_END_CHILD,        /* the child can no longer serve (nothing more is sent to it) */
+    SESSION_END_SHUTDOWN,     /* the gateway stops */
+    SESSION_END_INIT,         /* initialize failed, timed out or could not be delivered */
+    SESSION_END_N,
+};
+
+/* Closes every session; children go through their ladder. */
+void session_close_all(enum session_end why);
 /* Frees sessions closed during this loop turn (call once per turn). */
 void session_reap(void);
 /* Periodic: heartbeats, idle expiry, forgetting cancelled entries. */
@@ -91,8 +102,13 @@ size_t session_count(void);
 /* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */
 struct session *session_create(const struct config_server *srv, struct auth_principal *owner,
                                int *status, const char **err);
-/* Ends the session: cancels or fails what is in flight, ends streams, stops the child. */
-void session_close(struct session *s, const char *reason);
+/*
+ * Ends the session, once (later calls do nothing): cancels at the child and fails to the client
+ * what is in flight, ends streams, stops the child. detail (static or copied before the call
+ * returns; NULL: the reason's own text) says more in the log and the errors. The struct stays,
+ * CLOSED, until session_reap: check s->state after any call that may have closed it.
+ */
+void session_close(struct session *s, enum session_end why, const char *detail);
 
 /*
  * A stream for an HTTP connection to read (attached); the caller gets its own reference. POST: a

@@ -38,8 +38,10 @@ struct upstream_params {
  */
 typedef void upstream_line_cb(char *line, size_t len, struct msg *shared, void *arg);
 /*
- * The child can no longer serve (exited, closed stdout, overlong line, stdin broken). Called at
- * most once, and never after upstream_close. reason is a static or short-lived string.
+ * The child can no longer serve (exited, closed stdout, overlong line, stdin broken, its pipes
+ * could not be watched). Called at most once, from a deferred call of the loop (never inside an
+ * upstream call such as upstream_send, nor inside line_cb), and never after upstream_close. reason
+ * is static.
  */
 typedef void upstream_gone_cb(const char *reason, void *arg);
 
@@ -53,7 +55,9 @@ struct upstream *upstream_spawn(struct loop *l, const struct upstream_params *p,
                                 const char **errstr);
 /*
  * Queues m for stdin (takes a reference on success). -1 when the queue would pass its ceiling or
- * the child is gone or closing.
+ * the child is gone or closing. A write that fails after m was queued (the child closed its stdin)
+ * is not this call's result: gone_cb reports it on a later turn, and the owner answers what it
+ * had in flight then.
  */
 int upstream_send(struct upstream *u, struct msg *m) MUSTCHECK;
 /* Stops or resumes reading stdout (back-pressure from full HTTP streams). */

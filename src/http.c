@@ -661,7 +661,7 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
     if (status != SESSION_OK) {
         session_stream_detach(rc->sid, st);
         if (created)
-            session_close(s, "initialize not delivered");
+            session_close(s, SESSION_END_INIT, "initialize not delivered");
         return http_session_error(rc, status);
     }
     return http_hold(rc, st, created);
@@ -816,7 +816,7 @@ http_delete(struct http_req *rc)
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc);
-    session_close(s, "session deleted");
+    session_close(s, SESSION_END_DELETED, NULL);
     return http_empty(rc, MHD_HTTP_OK);
 }
 

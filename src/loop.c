@@ -36,6 +36,12 @@ struct loop_timer {
     void *arg;
 };
 
+struct loop_defer {
+    loop_defer_cb *cb;
+    void *arg;
+    struct loop_defer *next;
+};
+
 struct loop_sig {
     loop_signal_cb *cb;
     void *arg;
@@ -49,6 +55,7 @@ struct loop {
     size_t nheap, capheap;
     uint64_t timer_seq;
     struct loop_watch *dead;
+    struct loop_defer *defer_head, **defer_tail; /* FIFO of deferred calls */
     int sigfd;
     sigset_t sigmask;
     struct loop_watch *sigwatch;
@@ -66,6 +73,7 @@ loop_new(void)
     if (l->epfd == -1)
         fatal("epoll_create1");
     l->sigfd = -1;
+    l->defer_tail = &l->defer_head;
     sigemptyset(&l->sigmask);
     return l;
 }
@@ -90,6 +98,11 @@ loop_free(struct loop *l)
     if (l->sigfd != -1)
         close(l->sigfd);
     loop_reap_dead(l);
+    while (l->defer_head != NULL) {
+        struct loop_defer *d = l->defer_head;
+        l->defer_head = d->next;
+        free(d);
+    }
     for (size_t i = 0; i < l->nheap; i++)
         free(l->heap[i]);
     free(l->heap);
@@ -245,6 +258,33 @@ loop_timer_timeout(const struct loop *l)
     return d > 86400000u ? 86400000 : (int)d;
 }
 
+/* --- deferred calls ---------------------------------------------------------------------- */
+
+void
+loop_defer(struct loop *l, loop_defer_cb *cb, void *arg)
+{
+    struct loop_defer *d = xcalloc(1, sizeof(*d));
+    d->cb = cb;
+    d->arg = arg;
+    *l->defer_tail = d;
+    l->defer_tail = &d->next;
+}
+
+/* Runs the calls queued so far; those they queue wait for the next turn. */
+static void
+loop_run_deferred(struct loop *l)
+{
+    struct loop_defer *d = l->defer_head;
+    l->defer_head = NULL;
+    l->defer_tail = &l->defer_head;
+    while (d != NULL) {
+        struct loop_defer *next = d->next;
+        d->cb(d->arg);
+        free(d);
+        d = next;
+    }
+}
+
 /* --- signals ----------------------------------------------------------------------------- */
 
 static void
@@ -316,7 +356,7 @@ loop_run(struct loop *l)
         int timeout = loop_timer_timeout(l);
         if (l->prepare != NULL)
             timeout = loop_min_timeout(timeout, l->prepare(l->hook_arg));
-        if (l->woken)
+        if (l->woken || l->defer_head != NULL)
             timeout = 0;
         l->woken = false;
         int n = epoll_wait(l->epfd, evs, (int)ARRAY_LEN(evs), timeout);
@@ -328,6 +368,7 @@ loop_run(struct loop *l)
                 w->cb(w->fd, evs[i].events, w->arg);
         }
         loop_run_timers(l);
+        loop_run_deferred(l);
         if (l->after != NULL)
             l->after(l->hook_arg);
         loop_reap_dead(l);

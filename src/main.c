@@ -134,7 +134,7 @@ main_stop(const char *why)
     M.stop_deadline_ms = util_now_ms() + grace;
     loop_timer_add(M.l, grace, main_deadline, NULL);
     http_quiesce();
-    session_close_all("gateway shutting down");
+    session_close_all(SESSION_END_SHUTDOWN);
 }
 
 static void

@@ -50,18 +50,23 @@ static const char *const session_classes[] = {
 };
 #define SESSION_CLASS_N ARRAY_LEN(session_classes)
 
-/* Why sessions ended, as /metrics labels them. */
-enum session_close_reason {
-    SESSION_CLOSE_DELETED,
-    SESSION_CLOSE_EXPIRED,
-    SESSION_CLOSE_DISCONNECTED,
-    SESSION_CLOSE_CHILD_EXITED,
-    SESSION_CLOSE_SHUTDOWN,
-    SESSION_CLOSE_OTHER,
-    SESSION_CLOSE_N,
-};
-static const char *const session_close_names[SESSION_CLOSE_N] = {
-    "deleted", "expired", "client_disconnected", "child_exited", "shutdown", "other",
+/*
+ * Why sessions end, indexed by enum session_end: the text (logs, the error answered to what was in
+ * flight, the reason of the cancels sent to the child), the /metrics label, and the cancel reason
+ * counted for each cancel. A child that is gone is sent nothing.
+ */
+static const struct {
+    const char *text;
+    const char *label;
+    enum session_cancel_reason cancel;
+} session_ends[SESSION_END_N] = {
+    [SESSION_END_DELETED] = { "session deleted", "deleted", SESSION_CANCEL_DELETED },
+    [SESSION_END_EXPIRED] = { "session expired", "expired", SESSION_CANCEL_EXPIRED },
+    [SESSION_END_DISCONNECTED] = { "client disconnected", "client_disconnected",
+                                   SESSION_CANCEL_DISCONNECT },
+    [SESSION_END_CHILD] = { "child ended", "child_exited", SESSION_CANCEL_OTHER },
+    [SESSION_END_SHUTDOWN] = { "gateway shutting down", "shutdown", SESSION_CANCEL_SHUTDOWN },
+    [SESSION_END_INIT] = { "initialize did not complete", "other", SESSION_CANCEL_OTHER },
 };
 
 static struct {
@@ -76,21 +81,10 @@ static struct {
     struct msg *line; /* the child's large line being routed: pushed by reference, not copied */
     struct session_counters ctr;
     uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
-    uint64_t closed_by[SESSION_CLOSE_N];
+    uint64_t closed_by[SESSION_END_N];
     struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
     struct metrics_hist spawn;   /* the spawn call of a session's child */
 } S;
-
-static void session_end(struct session *s, const char *reason, bool child_alive);
-
-static void
-session_count_cancel(const char *reason)
-{
-    size_t i = SESSION_CANCEL_DISCONNECT;
-    while (i < SESSION_CANCEL_OTHER && strcmp(session_reasons[i], reason) != 0)
-        i++;
-    S.ctr.cancels_to_child[i]++;
-}
 
 static size_t
 session_class(const char *method)
@@ -100,21 +94,6 @@ session_class(const char *method)
         if (strlen(session_classes[i]) == n && memcmp(session_classes[i], method, n) == 0)
             return i;
     return SESSION_CLASS_N - 1;
-}
-
-static enum session_close_reason
-session_close_reason(const char *reason, bool child_alive)
-{
-    static const char *const texts[] = { "session deleted", "session expired",
-                                         "client disconnected" };
-    if (!child_alive)
-        return SESSION_CLOSE_CHILD_EXITED;
-    if (strcmp(reason, session_reasons[SESSION_CANCEL_SHUTDOWN]) == 0)
-        return SESSION_CLOSE_SHUTDOWN;
-    for (size_t i = 0; i < ARRAY_LEN(texts); i++)
-        if (strcmp(reason, texts[i]) == 0)
-            return (enum session_close_reason)i;
-    return SESSION_CLOSE_OTHER;
 }
 
 /* --- the table --------------------------------------------------------------------------- */
@@ -216,7 +195,8 @@ session_touch(struct session *s)
 
 /* --- streams ----------------------------------------------------------------------------- */
 
-static void session_cancel_to_child(struct session *s, struct pending *p, const char *reason);
+static void session_cancel_to_child(struct session *s, struct pending *p,
+                                    enum session_cancel_reason why);
 
 static struct stream *
 session_stream_by_id(const struct session *s, uint64_t id)
@@ -476,7 +456,7 @@ session_stream_abandon(struct session *s, struct stream *st, const char *why)
         if (p->dir != PENDING_TO_CHILD || p->stream_id != st->id || p->state != PENDING_FORWARDED
             || p->gw_id == s->init_gw_id || p->task)
             continue;
-        session_cancel_to_child(s, p, "client disconnected");
+        session_cancel_to_child(s, p, SESSION_CANCEL_DISCONNECT);
         n++;
     }
     log_info(s->id, "%s POST stream %" PRIu64 ": %u requests cancelled", why, st->id, n);
@@ -540,8 +520,9 @@ session_splice_send(struct session *s, const char *msg, size_t len, struct jsonr
 
 /* Sends the child a notifications/cancelled for p and marks p cancelled (at most once). */
 static void
-session_cancel_to_child(struct session *s, struct pending *p, const char *reason)
+session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why)
 {
+    const char *reason = session_reasons[why];
     if (p->state != PENDING_FORWARDED)
         return;
     if (p->task) {
@@ -566,7 +547,7 @@ session_cancel_to_child(struct session *s, struct pending *p, const char *reason
         log_info(s->id, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
                  p->method, p->gw_id, reason);
     free(c);
-    session_count_cancel(reason);
+    S.ctr.cancels_to_child[why]++;
     p->state = PENDING_CANCELLED;
     p->cancelled_ms = util_now_ms();
     loop_timer_del(p->timer);
@@ -599,10 +580,10 @@ session_timeout_fired(void *arg)
         /* initialize is never cancelled (checklist C-03): the session goes instead. */
         session_pending_del(s, p);
         session_stream_answered(s, st);
-        session_end(s, "initialize timed out", true);
+        session_close(s, SESSION_END_INIT, "initialize timed out");
         return;
     }
-    session_cancel_to_child(s, p, "request timed out");
+    session_cancel_to_child(s, p, SESSION_CANCEL_TIMEOUT);
     session_stream_answered(s, st);
 }
 
@@ -729,7 +710,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
             session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
         session_pending_del(s, p);
         session_stream_answered(s, st);
-        session_end(s, "initialize failed", true);
+        session_close(s, SESSION_END_INIT, "initialize failed");
         return -1;
     }
     char v[32];
@@ -747,7 +728,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
                                            "(2025-03-26, 2025-06-18, 2025-11-25)");
         session_pending_del(s, p);
         session_stream_answered(s, st);
-        session_end(s, "unsupported protocol version", true);
+        session_close(s, SESSION_END_INIT, "unsupported protocol version");
         return -1;
     }
     snprintf(s->version, sizeof(s->version), "%s", v);
@@ -996,7 +977,7 @@ session_child_gone(const char *reason, void *arg)
 {
     struct session *s = arg;
     log_warn(s->id, "upstream ended: %s", reason);
-    session_end(s, reason, false);
+    session_close(s, SESSION_END_CHILD, reason);
 }
 
 /* --- client -> child --------------------------------------------------------------------- */
@@ -1272,17 +1253,21 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
 }
 
 /*
- * Ends a session. What is in flight is cancelled at the child (when it is still alive) and
- * answered to the client with an error; streams end; the child goes through its stop ladder after
- * the queued cancels are written. The struct is freed by session_reap at the end of the turn.
+ * The one way a session ends, whatever the reason. What is in flight is cancelled at the child
+ * (when it is still there) and answered to the client with an error; streams end; the child goes
+ * through its stop ladder after the queued cancels are written. The struct stays valid, CLOSED,
+ * until session_reap at the end of the turn: a caller whose flow may have closed it checks the
+ * state, never a freed pointer.
  */
-static void
-session_end(struct session *s, const char *reason, bool child_alive)
+void
+session_close(struct session *s, enum session_end why, const char *detail)
 {
     if (s->state == SESSION_CLOSED)
         return;
     s->state = SESSION_CLOSED;
     session_unlink(s);
+    const char *reason = detail != NULL ? detail : session_ends[why].text;
+    bool child_alive = why != SESSION_END_CHILD;
     char message[160];
     snprintf(message, sizeof(message), "session ended: %s", reason);
     unsigned cancelled = 0;
@@ -1290,7 +1275,7 @@ session_end(struct session *s, const char *reason, bool child_alive)
         if (p->dir != PENDING_TO_CHILD || p->state != PENDING_FORWARDED)
             continue;
         if (child_alive && p->gw_id != s->init_gw_id) {
-            session_cancel_to_child(s, p, reason);
+            session_cancel_to_child(s, p, session_ends[why].cancel);
             cancelled++;
         }
         struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -1311,24 +1296,18 @@ session_end(struct session *s, const char *reason, bool child_alive)
     auth_principal_unref(s->owner);
     s->owner = NULL;
     S.ctr.closed++;
-    S.closed_by[session_close_reason(reason, child_alive)]++;
+    S.closed_by[why]++;
     log_info(s->id, "session closed: %s (%u in-flight requests cancelled)", reason, cancelled);
     s->gnext = S.graveyard;
     S.graveyard = s;
 }
 
 void
-session_close(struct session *s, const char *reason)
-{
-    session_end(s, reason, true);
-}
-
-void
-session_close_all(const char *reason)
+session_close_all(enum session_end why)
 {
     for (size_t i = 0; i < S.nbuckets; i++)
         while (S.buckets[i] != NULL)
-            session_close(S.buckets[i], reason);
+            session_close(S.buckets[i], why, NULL);
 }
 
 void
@@ -1352,7 +1331,7 @@ session_stream_detach(const char *sid, struct stream *st)
     if (s->legacy) {
         /* HTTP+SSE: the stream's connection is the session (checklist T-92). */
         st->attached = false;
-        session_close(s, "client disconnected");
+        session_close(s, SESSION_END_DISCONNECTED, NULL);
         stream_unref(st);
         return;
     }
@@ -1439,7 +1418,7 @@ session_sweep(uint64_t now_ms)
              */
             tasks |= session_tasks_alive(s, now_ms);
             if (!read && !tasks && now_ms - s->last_active_ms >= idle)
-                session_close(s, "session expired");
+                session_close(s, SESSION_END_EXPIRED, NULL);
             s = next;
         }
     }
@@ -1593,8 +1572,8 @@ session_metrics(struct buf *b)
     metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created.");
     metrics_sample(b, "mcpgw_sessions_created_total", NULL, c->created);
     metrics_family(b, "mcpgw_sessions_closed_total", "counter", "Sessions ended, by reason.");
-    for (size_t i = 0; i < SESSION_CLOSE_N; i++) {
-        snprintf(labels, sizeof(labels), "reason=\"%s\"", session_close_names[i]);
+    for (size_t i = 0; i < SESSION_END_N; i++) {
+        snprintf(labels, sizeof(labels), "reason=\"%s\"", session_ends[i].label);
         metrics_sample(b, "mcpgw_sessions_closed_total", labels, S.closed_by[i]);
     }
     const struct upstream_counters *u = upstream_counters();

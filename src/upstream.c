@@ -29,12 +29,13 @@
 #include "buf.h"
 #include "log.h"
 
-#define UPSTREAM_READ_BYTES   65536
-#define UPSTREAM_SHARE_BYTES  65536     /* a line this long is handed over, not copied */
-#define UPSTREAM_PIPE_BIG     (1 << 20) /* stdout pipe of a child that fills its 64 KiB one */
-#define UPSTREAM_WAKE_BYTES   (1 << 20) /* stdout bytes read per wake-up, at most (about) */
-#define UPSTREAM_STDERR_LINE  2048
-#define UPSTREAM_STDERR_PER_S 200
+#define UPSTREAM_READ_BYTES     65536
+#define UPSTREAM_SHARE_BYTES    65536     /* a line this long is handed over, not copied */
+#define UPSTREAM_PIPE_BIG       (1 << 20) /* stdout pipe of a child that fills its 64 KiB one */
+#define UPSTREAM_WAKE_BYTES     (1 << 20) /* stdout bytes read per wake-up, at most (about) */
+#define UPSTREAM_STDERR_LINE    2048
+#define UPSTREAM_ERR_WAKE_BYTES (64 * 1024) /* stderr bytes read per wake-up, at most */
+#define UPSTREAM_STDERR_PER_S   200
 
 struct upstream {
     struct loop *l;
@@ -51,6 +52,7 @@ struct upstream {
     char tag[64];
     upstream_line_cb *line_cb;
     upstream_gone_cb *gone_cb;
+    const char *gone_reason; /* static: why, for the deferred report */
     void *arg;
     bool paused, gone, closing, exited, out_eof, ladder_done;
     bool out_grown;  /* its stdout pipe was enlarged */
@@ -141,15 +143,30 @@ upstream_leave(struct upstream *u)
     upstream_maybe_free(u);
 }
 
-/* Reports to the owner, at most once. */
+static void
+upstream_report(void *arg)
+{
+    struct upstream *u = arg;
+    if (!u->closing && u->gone_cb != NULL)
+        u->gone_cb(u->gone_reason, u->arg);
+    upstream_leave(u);
+}
+
+/*
+ * The child can no longer serve: from now on nothing is sent to it and no line delivered. The
+ * owner hears of it once, on a deferred call, never inside the call that found out (a failed write
+ * inside upstream_send, a read inside a line callback): its flow may still be using what it would
+ * free on hearing. The pending report holds the upstream (busy) until it has run.
+ */
 static void
 upstream_gone(struct upstream *u, const char *reason)
 {
     if (u->gone)
         return;
     u->gone = true;
-    if (!u->closing && u->gone_cb != NULL)
-        u->gone_cb(reason, u->arg);
+    u->gone_reason = reason;
+    upstream_enter(u);
+    loop_defer(u->l, upstream_report, u);
 }
 
 /* --- spawning ---------------------------------------------------------------------------- */
@@ -299,20 +316,24 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     in[0] = in[1] = out[0] = out[1] = err[0] = err[1] = -1;
     u->pid_fd = (int)syscall(SYS_pidfd_open, u->pid, 0);
     if (u->pid_fd == -1) {
-        /* Cannot track it: do not leave it running. */
         *errstr = errno == EMFILE || errno == ENFILE ? upstream_no_fds : "pidfd_open failed";
-        kill(-u->pid, SIGKILL);
-        waitpid(u->pid, NULL, 0);
-        goto fail;
+        goto fail_running;
     }
     u->out_w = loop_watch_add(l, u->out_fd, EPOLLIN, upstream_out_ready, u);
     u->err_w = loop_watch_add(l, u->err_fd, EPOLLIN, upstream_err_ready, u);
     u->pid_w = loop_watch_add(l, u->pid_fd, EPOLLIN, upstream_pid_ready, u);
-    if (u->out_w == NULL || u->err_w == NULL || u->pid_w == NULL)
-        fatal("epoll_ctl add child fds");
+    if (u->out_w == NULL || u->err_w == NULL || u->pid_w == NULL) {
+        log_warn(u->tag, "cannot watch child %d: %s", (int)u->pid, strerror(errno));
+        *errstr = "cannot watch the child's pipes";
+        goto fail_running;
+    }
     log_debug(u->tag, "child %d spawned: %s", (int)u->pid, p->argv[0]);
     return u;
 
+fail_running:
+    /* Cannot track it: do not leave it running. */
+    kill(-u->pid, SIGKILL);
+    waitpid(u->pid, NULL, 0);
 fail:
     for (int i = 0; i < 2; i++) {
         if (in[i] != -1)
@@ -360,6 +381,12 @@ upstream_flush(struct upstream *u)
     bool want_out = u->inq.bytes > 0;
     if (want_out && u->in_w == NULL) {
         u->in_w = loop_watch_add(u->l, u->in_fd, EPOLLOUT, upstream_in_ready, u);
+        if (u->in_w == NULL) {
+            log_warn(u->tag, "cannot watch child %d's stdin: %s", (int)u->pid, strerror(errno));
+            upstream_close_stdin(u);
+            upstream_gone(u, "cannot watch the child's stdin");
+            return;
+        }
     } else if (!want_out && u->in_w != NULL) {
         loop_watch_del(u->in_w);
         u->in_w = NULL;
@@ -528,8 +555,11 @@ upstream_pause(struct upstream *u, bool paused)
         u->out_w = NULL;
     } else {
         u->out_w = loop_watch_add(u->l, u->out_fd, EPOLLIN, upstream_out_ready, u);
-        if (u->out_w == NULL)
-            fatal("epoll_ctl add child stdout");
+        if (u->out_w == NULL) {
+            /* Unread, the child blocks on stdout: this child ends, the gateway goes on. */
+            log_warn(u->tag, "cannot watch child %d's stdout: %s", (int)u->pid, strerror(errno));
+            upstream_gone(u, "cannot watch the child's stdout");
+        }
     }
 }
 
@@ -552,13 +582,43 @@ upstream_log_stderr(struct upstream *u, const char *p, size_t n)
     log_info(u->tag, "child stderr: %.*s", (int)n, p);
 }
 
+/* Splits stderr bytes into lines for the log; a line longer than the buffer is logged in pieces. */
+static void
+upstream_err_bytes(struct upstream *u, const char *p, size_t n)
+{
+    while (n > 0) {
+        const char *nl = memchr(p, '\n', n);
+        size_t take = nl != NULL ? (size_t)(nl - p) : n;
+        size_t room = u->errline.max - 1 - buf_used(&u->errline);
+        bool cut = take > room || (take == room && nl == NULL); /* the line goes on past it */
+        if (take > room)
+            take = room;
+        if (take > 0 && buf_append(&u->errline, p, take) == -1)
+            buf_reset(&u->errline); /* cannot happen: take fits under the ceiling */
+        p += take;
+        n -= take;
+        if (cut || nl != NULL) {
+            upstream_log_stderr(u, buf_head(&u->errline), buf_used(&u->errline));
+            buf_reset(&u->errline);
+        }
+        if (!cut && nl != NULL) {
+            p++; /* the '\n' itself */
+            n--;
+        }
+    }
+}
+
 static void
 upstream_err_ready(int fd, uint32_t events, void *arg)
 {
     (void)events;
     struct upstream *u = arg;
     char chunk[4096];
-    for (;;) {
+    /*
+     * At most UPSTREAM_ERR_WAKE_BYTES per wake-up: a child flooding stderr must not keep the loop
+     * from everything else (the level-triggered watch comes back for the rest).
+     */
+    for (size_t total = 0; total < UPSTREAM_ERR_WAKE_BYTES;) {
         ssize_t n = read(fd, chunk, sizeof(chunk));
         if (n == -1 && errno == EINTR)
             continue;
@@ -567,21 +627,14 @@ upstream_err_ready(int fd, uint32_t events, void *arg)
         if (n <= 0) {
             if (buf_used(&u->errline))
                 upstream_log_stderr(u, buf_head(&u->errline), buf_used(&u->errline));
+            buf_reset(&u->errline);
             upstream_close_fd(&u->err_w, &u->err_fd);
             return;
         }
-        for (ssize_t i = 0; i < n; i++) {
-            char c = chunk[i];
-            bool full = buf_used(&u->errline) + 1 >= u->errline.max;
-            if (c == '\n' || full) {
-                upstream_log_stderr(u, buf_head(&u->errline), buf_used(&u->errline));
-                buf_reset(&u->errline);
-                if (c == '\n')
-                    continue;
-            }
-            if (buf_append(&u->errline, &c, 1) == -1)
-                buf_reset(&u->errline);
-        }
+        upstream_err_bytes(u, chunk, (size_t)n);
+        total += (size_t)n;
+        if ((size_t)n < sizeof(chunk))
+            return; /* the pipe is empty for now */
     }
 }
 

@@ -257,7 +257,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (F.reply_len >= 9)
         FUZZ_CHECK(memcmp(F.reply, "HTTP/1.1 ", 9) == 0, "a reply that is not HTTP/1.1: %.9s",
                    F.reply);
-    session_close_all("fuzz input done");
+    session_close_all(SESSION_END_SHUTDOWN);
     fuzz_run(2000, fuzz_no_children);
     FUZZ_CHECK(upstream_live_count() == 0, "a child outlived its input");
     auth_sweep(&F.cfg[F.current].auth, util_now_ms());

@@ -3,7 +3,8 @@
  * loop: timers fire in due order (ties in insertion order) and a deleted timer never fires; fd
  * watches fire on readiness, survive being deleted from inside a callback, and can be modified;
  * the prepare hook bounds the wait, the after hook runs after every wake-up and loop_wake skips
- * the block; signals arrive through loop_signal_add. Nothing sleeps: every run is stopped from a
+ * the block; deferred calls run after the caller returned, in order, those they queue on the next
+ * turn; signals arrive through loop_signal_add. Nothing sleeps: every run is stopped from a
  * callback, with a guard timer that fails the test instead of hanging. Through loop.h only.
  */
 #include <sys/epoll.h>
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -500,6 +502,80 @@ Test(loop, wake_skips_the_block, .init = fx_init, .fini = fx_fini)
     loop_wake(L);
     loop_run(L);
     cr_assert_eq(h.afters, 5);
+}
+
+/* --- deferred calls ---------------------------------------------------------------------- */
+
+struct deferred {
+    int order[8];
+    int n;
+    bool inside; /* set while the queuing callback runs: a deferred call must not see it */
+    int afters;
+    int turn_of[8]; /* the after-hook count when each call ran */
+};
+
+static struct deferred D;
+
+static void
+defer_mark_cb(void *arg)
+{
+    int tag = (int)(intptr_t)arg;
+    cr_assert_not(D.inside, "deferred call %d ran inside the call that queued it", tag);
+    cr_assert_lt(D.n, 8);
+    D.turn_of[D.n] = D.afters;
+    D.order[D.n++] = tag;
+}
+
+static void
+defer_from_defer_cb(void *arg)
+{
+    defer_mark_cb(arg);
+    loop_defer(L, defer_mark_cb, (void *)(intptr_t)9); /* the next turn's */
+}
+
+static void
+defer_queue_cb(void *arg)
+{
+    (void)arg;
+    D.inside = true;
+    loop_defer(L, defer_mark_cb, (void *)(intptr_t)1);
+    loop_defer(L, defer_from_defer_cb, (void *)(intptr_t)2);
+    loop_defer(L, defer_mark_cb, (void *)(intptr_t)3);
+    cr_assert_eq(D.n, 0, "a deferred call ran inside loop_defer");
+    D.inside = false;
+}
+
+static void
+defer_after_cb(void *arg)
+{
+    (void)arg;
+    D.afters++;
+    if (D.n == 4)
+        loop_stop(L);
+}
+
+Test(loop, deferred_calls_run_later_in_order, .init = fx_init, .fini = fx_fini)
+{
+    memset(&D, 0, sizeof(D));
+    loop_set_hooks(L, NULL, defer_after_cb, NULL);
+    loop_timer_add(L, 0, defer_queue_cb, NULL);
+    run_guarded(); /* no fd, no timer left: only the queued call may keep the wait from blocking */
+    cr_assert_eq(D.n, 4);
+    cr_assert_eq(D.order[0], 1);
+    cr_assert_eq(D.order[1], 2);
+    cr_assert_eq(D.order[2], 3);
+    cr_assert_eq(D.order[3], 9, "a call queued from a deferred call runs after the others");
+    cr_assert_eq(D.turn_of[0], D.turn_of[2], "queued together, run in the same turn");
+    cr_assert_eq(D.turn_of[3], D.turn_of[2] + 1, "queued from a deferred call: the next turn");
+}
+
+Test(loop, deferred_calls_dropped_when_freed, .init = fx_init)
+{
+    memset(&D, 0, sizeof(D));
+    loop_defer(L, defer_mark_cb, (void *)(intptr_t)1);
+    loop_free(L); /* LeakSanitizer fails the test if the queued call is not freed */
+    L = NULL;
+    cr_assert_eq(D.n, 0, "loop_free runs no deferred call");
 }
 
 /* --- signals ----------------------------------------------------------------------------- */

@@ -240,6 +240,17 @@ send_str(struct upstream *u, const char *s)
     msg_unref(m);
 }
 
+/* upstream_send of a small message; its result (the message reference is released either way). */
+static int
+send_small(struct upstream *u)
+{
+    struct msg *m = msg_new(3);
+    memcpy(m->data, "{}\n", 3);
+    int rc = upstream_send(u, m);
+    msg_unref(m);
+    return rc;
+}
+
 /* Closes u and runs the loop until every upstream is freed. */
 static void
 close_and_wait(struct upstream *u)
@@ -561,6 +572,10 @@ Test(upstream, stdin_closed_by_child_fires_gone, .init = fx_init, .fini = fx_fin
         run_for(5);
     cr_assert_neq(access(path, F_OK), 0, "the child kept its stdin");
     send_str(u, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
+    /* The write failed inside upstream_send: the owner hears of it later, never inside it. */
+    cr_assert_eq(C.gone, 0, "gone_cb ran inside upstream_send");
+    cr_assert_eq(send_small(u), -1, "a send after the failed write is refused");
+    cr_assert_eq(C.gone, 0, "gone_cb ran inside upstream_send");
     cr_assert(run_until(have_gone, DEADLINE_MS), "writing to a closed stdin did not end it");
     cr_assert(strstr(C.reason, "stdin") != NULL, "reason: %s", C.reason);
     close_and_wait(u);
