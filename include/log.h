@@ -14,19 +14,31 @@ enum log_level {
 };
 
 enum log_format {
-    LOG_FORMAT_TEXT = 0, /* "ts level [session=ID] msg" */
-    LOG_FORMAT_JSON,     /* one JSON object per line */
-    LOG_FORMAT_JOURNAL,  /* "<prio>[session=ID] msg": journald reads the level, adds the time */
+    LOG_FORMAT_TEXT = 0, /* "ts level [session=ID ]msg" */
+    LOG_FORMAT_JSON,     /* {"ts":..,"level":..[,"session":ID],"msg":..}, one per line */
+    LOG_FORMAT_JOURNAL,  /* "<prio>[session=ID ]msg": journald reads the level, adds the time */
 };
 
-/* One line per event on stderr, in the format given. */
+/* Bytes in a line, newline included; a longer one is cut and ends with LOG_CUT_MARK. */
+#define LOG_LINE_MAX 4096
+#define LOG_CUT_MARK "\xe2\x80\xa6[truncated]" /* "…[truncated]" */
+
+/*
+ * One line per event on stderr, in the format given, written with one write(2). The session id
+ * and the formatted message are escaped (text, journal: \\, \n, \r, \t, \xNN; JSON: string
+ * escapes), so whatever a peer put in them stays inside its field of one line (log.c has the
+ * rules).
+ */
 void log_init(enum log_level level, enum log_format format);
 void log_set_level(enum log_level level);
 bool log_enabled(enum log_level level);
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */
 int log_level_parse(const char *s);
 
-/* sid may be NULL. Message bodies only at LOG_DEBUG; never tokens. */
+/*
+ * sid may be NULL. Message bodies only at LOG_DEBUG; never tokens. A %s argument ends at its
+ * first NUL; the message is at most 4095 bytes before escaping.
+ */
 void log_msg(enum log_level level, const char *sid, const char *fmt, ...) PRINTF(3, 4);
 
 #define log_error(sid, ...) log_msg(LOG_ERROR, sid, __VA_ARGS__)

@@ -1,21 +1,60 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One-line structured logs on stderr, text or JSON, with the session id as a field. Journald and
- * docker both take stderr; no syslog, no files, no rotation here.
+ * One-line structured logs on stderr, text, JSON or journal, with the session id as a field.
+ * Journald and docker both take stderr; no syslog, no files, no rotation here.
+ *
+ * Past the fixed prefix (time, level, journald priority) everything may come from a peer: a
+ * session id from a header or a query parameter, a method name, a child's stderr line. So the
+ * session id and the message are escaped here, once per line, and no peer can end a line, forge
+ * the next one or a journald priority, or make a JSON line unparsable:
+ *
+ *   text, journal: a backslash becomes \\; bytes 0x00-0x1f and 0x7f become \n, \r, \t or \xNN;
+ *     a byte that is not part of valid UTF-8 becomes \xNN, and so does each of the two bytes of
+ *     a C1 control (U+0080-U+009F: journald shows a line holding one as a blob); in the session
+ *     id a space becomes \x20 too, so "session=ID " ends where it seems to; in a journal line
+ *     without a session id, a '<' opening the message becomes \x3c. Nothing else changes:
+ *     reading \\ and \xNN back as bytes gives the original exactly.
+ *   json: JSON string escapes (\" \\ \n \r \t \b \f, \u00XX for other controls and 0x7f),
+ *     \u0080-\u009f for C1 controls, \u2028 and \u2029; a byte that is not part of valid UTF-8
+ *     becomes \u00XX of the byte, its Latin-1 reading. Lines are valid UTF-8 and parse;
+ *     JSON.parse gives back valid UTF-8 text exactly, and any other byte as U+0080-U+00FF.
+ *
+ * A line, newline included, is at most LOG_LINE_MAX bytes and goes out in one write(2), so lines
+ * never interleave. What does not fit is cut before a whole escape or UTF-8 sequence and ends
+ * with LOG_CUT_MARK.
  */
 #include "log.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#define LOG_TEXT_MAX 4096 /* a formatted message, before escaping */
+#define LOG_SID_ROOM 200  /* bytes of an escaped session id; real ids are under 64 */
+
+enum log_esc {
+    LOG_ESC_TEXT = 0, /* text and journal message */
+    LOG_ESC_SID,      /* text and journal session id: a space too */
+    LOG_ESC_JSON,     /* the inside of a JSON string */
+};
+
+/* A line being built; len never passes sizeof(buf). */
+struct log_line {
+    char buf[LOG_LINE_MAX];
+    size_t len;
+};
 
 static enum log_level log_level = LOG_INFO;
 static enum log_format log_format;
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
+static const char log_hex[] = "0123456789abcdef";
+static const char log_cut[] = LOG_CUT_MARK;
 
 void
 log_init(enum log_level level, enum log_format format)
@@ -45,59 +84,236 @@ log_level_parse(const char *s)
     return -1;
 }
 
-/* Appends s to out as the inside of a JSON string. */
-static size_t
-log_json_escape(char *out, size_t cap, const char *s)
+/* Appends what fits of p[0..n); the fixed parts always fit, this only guards the buffer. */
+static void
+log_put(struct log_line *l, const char *p, size_t n)
 {
-    size_t n = 0;
-    for (; *s && n + 7 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)c;
-        } else if (c < 0x20) {
-            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
-        } else {
-            out[n++] = (char)c;
-        }
+    if (n > sizeof(l->buf) - l->len)
+        n = sizeof(l->buf) - l->len;
+    memcpy(l->buf + l->len, p, n);
+    l->len += n;
+}
+
+/*
+ * Length (2-4) of the valid UTF-8 sequence at s[0..n), its code point in *cp; 0 when s[0] does
+ * not start one (overlong forms, surrogates and values past U+10FFFF included). *partial is set
+ * when the input ends inside what is so far a valid sequence.
+ */
+static size_t
+log_utf8(const unsigned char *s, size_t n, uint32_t *cp, bool *partial)
+{
+    size_t k;
+    uint32_t v, min;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        k = 2, v = s[0] & 0x1fu, min = 0x80;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        k = 3, v = s[0] & 0x0fu, min = 0x800;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        k = 4, v = s[0] & 0x07u, min = 0x10000;
+    } else {
+        return 0;
     }
-    out[n] = '\0';
-    return n;
+    for (size_t j = 1; j < k; j++) {
+        if (j == n) {
+            *partial = true;
+            return 0;
+        }
+        if ((s[j] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (s[j] & 0x3fu);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return k;
+}
+
+/* Writes the escape for one byte c (ASCII or a lone byte) into out; returns its length. */
+static size_t
+log_esc_byte(char *out, unsigned char c, enum log_esc how)
+{
+    const char *two = c == '\\'   ? "\\\\"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                                  : NULL;
+    if (how == LOG_ESC_JSON && two == NULL)
+        two = c == '"' ? "\\\"" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+    if (two != NULL) {
+        memcpy(out, two, 2);
+        return 2;
+    }
+    if (how == LOG_ESC_JSON) {
+        memcpy(out, "\\u00", 4);
+        out[4] = log_hex[c >> 4];
+        out[5] = log_hex[c & 15];
+        return 6;
+    }
+    out[0] = '\\';
+    out[1] = 'x';
+    out[2] = log_hex[c >> 4];
+    out[3] = log_hex[c & 15];
+    return 4;
+}
+
+static bool
+log_plain(unsigned char c, enum log_esc how)
+{
+    return c >= 0x20 && c < 0x7f && c != '\\' && !(c == '"' && how == LOG_ESC_JSON)
+           && !(c == ' ' && how == LOG_ESC_SID);
+}
+
+/*
+ * Appends s[0..n) escaped as `how` says while l->len stays within limit, whole escapes and whole
+ * UTF-8 sequences only. cut: s was already cut short, so a sequence it ends inside is dropped
+ * rather than escaped byte by byte. Returns false when not all of s fitted.
+ */
+static bool
+log_put_escaped(struct log_line *l, size_t limit, const char *str, size_t n, enum log_esc how,
+                bool cut)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i;
+        while (run < n && log_plain(s[run], how))
+            run++;
+        if (run > i) {
+            size_t take = run - i;
+            if (take > limit - l->len)
+                take = limit - l->len;
+            memcpy(l->buf + l->len, s + i, take);
+            l->len += take;
+            i += take;
+            if (i < run)
+                return false;
+            continue;
+        }
+        char esc[12];
+        const char *out = esc;
+        size_t out_len, used = 1;
+        uint32_t cp = 0;
+        bool partial = false;
+        size_t k = s[i] < 0x80 ? 0 : log_utf8(s + i, n - i, &cp, &partial);
+        if (partial && cut)
+            return true;
+        if (k == 0) {
+            out_len = log_esc_byte(esc, s[i], how);
+        } else if (cp <= 0x9f) {
+            /* JSON: \u0080-\u009f; text: both bytes, \xc2\xNN. */
+            if (how == LOG_ESC_JSON)
+                out_len = log_esc_byte(esc, (unsigned char)cp, how);
+            else
+                out_len = log_esc_byte(esc, s[i], how) + log_esc_byte(esc + 4, s[i + 1], how);
+            used = 2;
+        } else if (how == LOG_ESC_JSON && (cp == 0x2028 || cp == 0x2029)) {
+            out_len = 6;
+            memcpy(esc, cp == 0x2028 ? "\\u2028" : "\\u2029", 6);
+            used = 3;
+        } else {
+            out = str + i;
+            out_len = used = k;
+        }
+        if (out_len > limit - l->len)
+            return false;
+        memcpy(l->buf + l->len, out, out_len);
+        l->len += out_len;
+        i += used;
+    }
+    return true;
+}
+
+/* write(2) the whole line, retrying on EINTR; a failed log write has nowhere to be reported. */
+static void
+log_write(const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(STDERR_FILENO, p, n);
+        if (w == -1 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
 }
 
 static void
-log_emit(enum log_level level, const char *sid, const char *text)
+log_put_prefix(struct log_line *l, enum log_level level)
 {
+    char head[96];
+    int n;
     if (log_format == LOG_FORMAT_JOURNAL) {
         /* sd-daemon(3) priority prefixes: err, warning, info, debug. */
         static const int prio[] = { 3, 4, 6, 7 };
-        if (sid != NULL)
-            fprintf(stderr, "<%d>session=%s %s\n", prio[level], sid, text);
-        else
-            fprintf(stderr, "<%d>%s\n", prio[level], text);
-        return;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char when[64];
-    snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-    if (log_format == LOG_FORMAT_JSON) {
-        char esc[4096];
-        log_json_escape(esc, sizeof(esc), text);
-        if (sid != NULL)
-            fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"session\":\"%s\",\"msg\":\"%s\"}\n",
-                    when, log_names[level], sid, esc);
-        else
-            fprintf(stderr, "{\"ts\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}\n", when,
-                    log_names[level], esc);
-    } else if (sid != NULL) {
-        fprintf(stderr, "%s %s session=%s %s\n", when, log_names[level], sid, text);
+        n = snprintf(head, sizeof(head), "<%d>", prio[level]);
     } else {
-        fprintf(stderr, "%s %s %s\n", when, log_names[level], text);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        n = snprintf(head, sizeof(head),
+                     log_format == LOG_FORMAT_JSON
+                         ? "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"%s\""
+                         : "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, log_names[level]);
     }
+    log_put(l, head, n < 0 ? 0 : (size_t)n);
+}
+
+/* One line for text[0..n) (cut: text was already cut short), escaped for the format. */
+static void
+log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool cut)
+{
+    struct log_line l = { .len = 0 };
+    bool json = log_format == LOG_FORMAT_JSON;
+    enum log_esc how = json ? LOG_ESC_JSON : LOG_ESC_TEXT;
+    /* Room kept for the mark, the closing "} and the newline. */
+    size_t end = sizeof(l.buf) - (sizeof(log_cut) - 1) - 3;
+    log_put_prefix(&l, level);
+    if (sid != NULL) {
+        log_put(&l, json ? ",\"session\":\"" : "session=", json ? 12 : 8);
+        if (!log_put_escaped(&l, l.len + LOG_SID_ROOM, sid, strlen(sid),
+                             json ? LOG_ESC_JSON : LOG_ESC_SID, false))
+            log_put(&l, log_cut, sizeof(log_cut) - 1);
+        log_put(&l, json ? "\"" : " ", 1);
+    }
+    if (json)
+        log_put(&l, ",\"msg\":\"", 8);
+    if (log_format == LOG_FORMAT_JOURNAL && sid == NULL && n > 0 && text[0] == '<') {
+        /* Not even a second "<N>" after the real one: some readers strip more than one. */
+        log_put(&l, "\\x3c", 4);
+        text++, n--;
+    }
+    if (!log_put_escaped(&l, end, text, n, how, cut) || cut)
+        log_put(&l, log_cut, sizeof(log_cut) - 1);
+    log_put(&l, json ? "\"}\n" : "\n", json ? 3 : 1);
+    log_write(l.buf, l.len);
+}
+
+/* Formats, appends ": suffix" when suffix is not NULL, and emits. */
+static void log_vemit(enum log_level level, const char *sid, const char *suffix, const char *fmt,
+                      va_list ap) PRINTF(4, 0);
+
+static void
+log_vemit(enum log_level level, const char *sid, const char *suffix, const char *fmt, va_list ap)
+{
+    char text[LOG_TEXT_MAX];
+    int r = vsnprintf(text, sizeof(text), fmt, ap);
+    /* The length, not strlen: a %c of 0 puts a NUL inside, which is escaped like any byte. */
+    size_t n = r < 0 ? 0 : (size_t)r;
+    bool cut = n >= sizeof(text);
+    if (cut)
+        n = sizeof(text) - 1;
+    if (suffix != NULL && !cut) {
+        r = snprintf(text + n, sizeof(text) - n, ": %s", suffix);
+        n += r < 0 ? 0 : (size_t)r;
+        cut = n >= sizeof(text);
+        if (cut)
+            n = sizeof(text) - 1;
+    }
+    log_emit(level, sid, text, n, cut);
 }
 
 void
@@ -105,41 +321,29 @@ log_msg(enum log_level level, const char *sid, const char *fmt, ...)
 {
     if (!log_enabled(level))
         return;
-    char text[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    log_vemit(level, sid, NULL, fmt, ap);
     va_end(ap);
-    /* One event, one line: a stray newline from a child's stderr must not split it. */
-    for (char *p = text; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    log_emit(level, sid, text);
 }
 
 void
 fatal(const char *fmt, ...)
 {
-    int saved = errno;
-    char text[1024];
+    const char *why = strerror(errno);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    log_vemit(LOG_ERROR, NULL, why, fmt, ap);
     va_end(ap);
-    char line[1200];
-    snprintf(line, sizeof(line), "%s: %s", text, strerror(saved));
-    log_emit(LOG_ERROR, NULL, line);
     exit(1);
 }
 
 void
 fatalx(const char *fmt, ...)
 {
-    char text[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    log_vemit(LOG_ERROR, NULL, NULL, fmt, ap);
     va_end(ap);
-    log_emit(LOG_ERROR, NULL, text);
     exit(1);
 }
