@@ -3,37 +3,61 @@
 # against it, the same suites again under AddressSanitizer + UndefinedBehaviorSanitizer, a
 # warning-free clang compile, and a short run of every libFuzzer target.
 # meson prints the count of tests run, passed and failed for each build.
+# -Dtests=enabled: a missing criterion or node fails the setup instead of leaving suites out.
 set -eu
 cd "$(dirname "$0")/.."
 
-[ -f build/build.ninja ] || meson setup build -Dwerror=true
+# setup DIR COMPILER OPTION...: configures DIR, or reconfigures it when it exists, so the options
+# given here always apply (a plain "meson setup" is skipped on an existing directory and would
+# keep whatever it was configured with). The compiler cannot change in place: a directory built
+# with another one is an error, to remove by hand.
+setup() {
+    dir=$1
+    compiler=$2
+    shift 2
+    if [ -f "$dir/meson-private/coredata.dat" ]; then
+        meson setup --reconfigure "$dir" "$@"
+        if ! grep -q "^C compiler for the host machine: .* ($compiler " "$dir/meson-logs/meson-log.txt"; then
+            echo "$dir was configured with another compiler than $compiler: remove it and run again" >&2
+            exit 1
+        fi
+    else
+        CC=$compiler meson setup "$dir" "$@"
+    fi
+}
+
+setup build gcc -Dtests=enabled -Dwerror=true -Dfuzz=false -Db_sanitize=none
 meson compile -C build
 meson test -C build --print-errorlogs --num-processes 2
 # The benchmark's short mode, so it keeps working: figures are printed, not asserted (BENCHMARKS.md).
 node tests/bench/run.mjs --quick --no-build --build build
 
-[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Dwerror=true
+setup build-asan gcc -Dtests=enabled -Dwerror=true -Dfuzz=false -Db_sanitize=address,undefined
 meson compile -C build-asan
 ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
 
-[ -f build-clang/build.ninja ] || CC=clang meson setup build-clang -Dwerror=true
+setup build-clang clang -Dtests=enabled -Dwerror=true -Dfuzz=false -Db_sanitize=none
 meson compile -C build-clang
 
 # The libFuzzer targets (tests/fuzz; clang, ASan+UBSan): 20 s each, starting from the committed
 # corpus, so the fuzz build keeps working and a new crash fails the run. Every build above also
-# replays each corpus and every crasher ever found (suite fuzz-regress).
-[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzz=true \
-    -Db_sanitize=address,undefined -Db_lundef=false
+# replays each corpus and every crasher ever found (suite fuzz-regress). The targets are the lines
+# of tests/fuzz/targets, the list tests/fuzz/meson.build builds them from. No test runs in this
+# build (-Dtests=disabled: no unit or integration binaries to compile).
+setup build-fuzz clang -Dtests=disabled -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
 meson compile -C build-fuzz
-for t in jsonrpc config sse jwt http; do
+targets=$(grep -v -e '^#' -e '^[[:space:]]*$' tests/fuzz/targets)
+[ -n "$targets" ] || { echo "tests/fuzz/targets lists no fuzz target" >&2; exit 1; }
+for t in $targets; do
     scratch=$(mktemp -d)
     mkdir "$scratch/new"
     if ! build-fuzz/tests/fuzz/${t}_fuzz -max_total_time=20 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$scratch/" "$scratch/new" "tests/fuzz/corpus/$t" \
         >"$scratch/log" 2>&1; then
         tail -n 60 "$scratch/log"
-        echo "fuzz target $t found a crash (the input is in the log above)"
+        echo "fuzz target $t found a crash (the input is in the log above; its file is in" \
+            "$scratch, to keep as tests/fuzz/regression/$t/crash-<sha1> once fixed)"
         exit 1
     fi
     echo "fuzz target $t:"
