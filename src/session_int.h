@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_SESSION_INT_H
+#define MCPGW_SESSION_INT_H
+
+/*
+ * Private to the session layer (session.c, session_stream.c, session_route.c, session_task.c,
+ * session_report.c): its state and the functions its files share. Nothing outside src/session*.c
+ * includes this; the layer's interface is session.h.
+ */
+
+#include <sys/uio.h>
+
+#include "metrics.h"
+#include "session.h"
+
+#define SESSION_BACKLOG_MAX      256
+#define SESSION_CANCEL_LINGER_MS 60000
+#define SESSION_CLASS_N          12
+
+/* Reason strings sent to children, indexed by enum session_cancel_reason. */
+extern const char *const session_reasons[SESSION_CANCEL_N];
+/* Method classes of the requests counter (the part before '/'), "other" last. */
+extern const char *const session_classes[SESSION_CLASS_N];
+
+struct session_end_info {
+    const char *text;  /* logs, errors to what was in flight, cancels to the child */
+    const char *label; /* mcpgw_sessions_closed_total{reason} */
+    enum session_cancel_reason cancel;
+};
+extern const struct session_end_info session_ends[SESSION_END_N];
+
+/* The layer's state: one table of sessions per process. */
+struct session_globals {
+    struct loop *l;
+    const struct config *cfg;
+    struct session **buckets;
+    size_t nbuckets;
+    size_t count;
+    struct session *graveyard; /* closed this turn, freed by session_reap */
+    uint64_t next_stream_id;
+    bool draining;    /* SIGTERM: no new sessions or requests, what is in flight may finish */
+    struct msg *line; /* the child's large line being routed: pushed by reference, not copied */
+    struct session_counters ctr;
+    uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
+    uint64_t closed_by[SESSION_END_N];
+    struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
+    struct metrics_hist spawn;   /* the spawn call of a session's child */
+};
+extern struct session_globals sessions;
+
+/* session.c */
+void session_touch(struct session *s);
+size_t session_class(const char *method);
+
+/* session_stream.c */
+struct stream *session_stream_by_id(const struct session *s, uint64_t id);
+/* Pushes one event (the pieces of one message) on st, then applies back-pressure. */
+void session_push(struct session *s, struct stream *st, const struct iovec *iov, int n);
+/* Takes st out of the session and drops the session's reference. */
+void session_stream_remove(struct session *s, struct stream *st);
+void session_stream_timer_stop(struct stream *st);
+void session_maybe_resume(struct session *s);
+void session_retire(struct session *s, uint64_t now_ms);
+/* A client request bound to st got its answer, or was cancelled (st may be NULL). */
+void session_stream_answered(struct session *s, struct stream *st);
+/* The stream being read where a message unrelated to any known request goes; NULL if none. */
+struct stream *session_route_unrelated(const struct session *s);
+/* Cancels at the child what is still in flight on st, which the client left for good. */
+void session_stream_abandon(struct session *s, struct stream *st, const char *why);
+
+/* session_route.c */
+/* Every deletion from the in-flight table goes through here (timers go with their entry). */
+void session_pending_del(struct session *s, struct pending *p);
+void session_pending_clear(struct session *s);
+/* notifications/cancelled for p to the child, at most once; p is marked cancelled. */
+void session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why);
+/* A JSON-RPC error for p's client id on st. */
+void session_push_error(struct session *s, struct stream *st, const struct pending *p,
+                        const char *message);
+/* The upstream's callbacks. */
+void session_child_line(char *line, size_t len, struct msg *shared, void *arg);
+void session_child_gone(const char *reason, void *arg);
+
+/* session_task.c */
+/* A CreateTaskResult, a tasks/get or tasks/cancel result, or notifications/tasks/status. */
+void session_task_seen(struct session *s, const char *line, size_t len);
+void session_tasks_clear(struct session *s);
+/* Forgets tasks past their ttl; true while any other is held. */
+bool session_tasks_alive(struct session *s, uint64_t now_ms);
+
+#endif

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the session layer shows operators: the admin view (every session, stream and in-flight
+ * entry as JSON) and the sessions', children's and in-flight table's series for /metrics.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "buf.h"
+#include "log.h"
+#include "metrics.h"
+#include "session_int.h"
+#include "upstream.h"
+
+static void PRINTF(2, 3) session_put(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    if (rc == -1)
+        fatalx("admin view over its ceiling");
+}
+
+static void
+session_put_raw(struct buf *b, const char *p, size_t n)
+{
+    if (buf_append(b, p, n) == -1)
+        fatalx("admin view over its ceiling");
+}
+
+static void
+session_put_quoted(struct buf *b, const char *s)
+{
+    size_t n;
+    char *q = jsonrpc_quote(s, &n);
+    session_put_raw(b, q, n);
+    free(q);
+}
+
+static void
+session_admin_entry(struct buf *b, const struct pending *p, uint64_t now, bool first)
+{
+    session_put(b, "%s{\"direction\":\"%s\",\"method\":", first ? "" : ",",
+                p->dir == PENDING_TO_CHILD ? "to_child" : "to_client");
+    session_put_quoted(b, p->method);
+    session_put(b, ",\"id\":");
+    session_put_raw(b, p->orig_id, p->orig_id_len);
+    session_put(b,
+                ",\"gateway_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64
+                ",\"stream\":%" PRIu64 ",\"task\":%s",
+                p->gw_id, p->state == PENDING_FORWARDED ? "forwarded" : "cancelled",
+                now - p->start_ms, p->stream_id, p->task ? "true" : "false");
+    if (p->timer != NULL)
+        session_put(b, ",\"deadline_in_ms\":%" PRIu64,
+                    p->deadline_ms > now ? p->deadline_ms - now : 0);
+    if (p->token != NULL) {
+        session_put(b, ",\"progress_token\":");
+        session_put_raw(b, p->token, p->token_len);
+    }
+    session_put(b, "}");
+}
+
+static void
+session_admin_session(struct buf *b, const struct session *s, uint64_t now, bool first)
+{
+    session_put(b,
+                "%s{\"id\":\"%s\",\"server\":\"%s\",\"child_pid\":%d,\"state\":\"%s\","
+                "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,"
+                "\"owner\":",
+                first ? "" : ",", s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
+                s->state == SESSION_READY ? "ready" : "initializing", s->version,
+                now - s->last_active_ms, s->ntasks);
+    session_put_quoted(b, s->owner->name);
+    session_put(b, ",\"streams\":[");
+    for (const struct stream *st = s->streams; st != NULL; st = st->next)
+        session_put(b,
+                    "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"
+                    "\"awaiting\":%u,\"queued_bytes\":%zu,\"replay_bytes\":%zu}",
+                    st == s->streams ? "" : ",", st->id, st->is_get ? "get" : "post",
+                    st->attached ? "true" : "false", st->ended ? "true" : "false", st->awaiting,
+                    st->pending, st->history);
+    session_put(b, "],\"inflight\":[");
+    for (const struct pending *p = s->pt.head; p != NULL; p = p->next)
+        session_admin_entry(b, p, now, p == s->pt.head);
+    session_put(b, "]}");
+}
+
+char *
+session_admin_json(size_t *len)
+{
+    struct buf b;
+    buf_init(&b, (size_t)1 << 30);
+    uint64_t now = util_now_ms();
+    session_put(&b, "{\"sessions\":[");
+    bool first = true;
+    for (size_t i = 0; i < sessions.nbuckets; i++)
+        for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
+            session_admin_session(&b, s, now, first);
+            first = false;
+        }
+    const struct session_counters *c = &sessions.ctr;
+    session_put(&b,
+                "],\"counters\":{\"sessions_open\":%zu,\"sessions_created\":%" PRIu64
+                ",\"sessions_closed\":%" PRIu64 ",\"cancels_to_child\":{",
+                sessions.count, c->created, c->closed);
+    for (size_t r = 0; r < SESSION_CANCEL_N; r++)
+        session_put(&b, "%s\"%s\":%" PRIu64, r ? "," : "", session_reasons[r],
+                    c->cancels_to_child[r]);
+    session_put(&b,
+                "},\"cancels_to_client\":%" PRIu64 ",\"late_dropped\":%" PRIu64
+                ",\"timeouts\":%" PRIu64 ",\"child_lines_invalid\":%" PRIu64
+                ",\"notifications_dropped\":%" PRIu64 "}}",
+                c->cancels_to_client, c->late_dropped, c->timeouts, c->child_lines_invalid,
+                c->notifications_dropped);
+    *len = buf_used(&b);
+    char *out = xstrndup(buf_head(&b), *len);
+    buf_clear(&b);
+    return out;
+}
+
+/* Label values of the cancel reasons, indexed by enum session_cancel_reason. */
+static const char *const session_cancel_labels[SESSION_CANCEL_N] = {
+    "client", "client_disconnected", "timeout", "deleted", "expired", "shutdown", "other",
+};
+
+void
+session_metrics(struct buf *b)
+{
+    char labels[96];
+    const struct session_counters *c = &sessions.ctr;
+    metrics_family(b, "mcpgw_sessions_open", "gauge", "Sessions open now.");
+    metrics_sample(b, "mcpgw_sessions_open", NULL, sessions.count);
+    metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created.");
+    metrics_sample(b, "mcpgw_sessions_created_total", NULL, c->created);
+    metrics_family(b, "mcpgw_sessions_closed_total", "counter", "Sessions ended, by reason.");
+    for (size_t i = 0; i < SESSION_END_N; i++) {
+        snprintf(labels, sizeof(labels), "reason=\"%s\"", session_ends[i].label);
+        metrics_sample(b, "mcpgw_sessions_closed_total", labels, sessions.closed_by[i]);
+    }
+    const struct upstream_counters *u = upstream_counters();
+    metrics_family(b, "mcpgw_children_running", "gauge",
+                   "Child processes not yet reaped (stopping ones included).");
+    metrics_sample(b, "mcpgw_children_running", NULL, upstream_live_count());
+    metrics_family(b, "mcpgw_children_spawned_total", "counter", "Child processes started.");
+    metrics_sample(b, "mcpgw_children_spawned_total", NULL, u->spawned);
+    metrics_family(b, "mcpgw_children_spawn_failures_total", "counter",
+                   "Child processes that could not be started.");
+    metrics_sample(b, "mcpgw_children_spawn_failures_total", NULL, u->spawn_failed);
+    metrics_family(b, "mcpgw_children_exited_total", "counter",
+                   "Child processes reaped, by how they ended.");
+    metrics_sample(b, "mcpgw_children_exited_total", "status=\"exit_zero\"", u->exited_zero);
+    metrics_sample(b, "mcpgw_children_exited_total", "status=\"exit_nonzero\"", u->exited_nonzero);
+    metrics_sample(b, "mcpgw_children_exited_total", "status=\"signal\"", u->killed);
+    metrics_family(b, "mcpgw_inflight_requests", "gauge",
+                   "Requests waiting for their answer, by direction.");
+    metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_child\"",
+                   session_inflight(PENDING_TO_CHILD));
+    metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_client\"",
+                   session_inflight(PENDING_TO_CLIENT));
+    metrics_family(b, "mcpgw_requests_total", "counter",
+                   "Requests forwarded, by direction and method class (the part before '/').");
+    for (size_t d = 0; d < 2; d++)
+        for (size_t i = 0; i < SESSION_CLASS_N; i++) {
+            snprintf(labels, sizeof(labels), "direction=\"%s\",class=\"%s\"",
+                     d == 0 ? "to_child" : "to_client", session_classes[i]);
+            metrics_sample(b, "mcpgw_requests_total", labels, sessions.requests[d][i]);
+        }
+    metrics_family(b, "mcpgw_cancels_total", "counter",
+                   "notifications/cancelled forwarded or sent, by direction and reason.");
+    for (size_t r = 0; r < SESSION_CANCEL_N; r++) {
+        snprintf(labels, sizeof(labels), "direction=\"to_child\",reason=\"%s\"",
+                 session_cancel_labels[r]);
+        metrics_sample(b, "mcpgw_cancels_total", labels, c->cancels_to_child[r]);
+    }
+    metrics_sample(b, "mcpgw_cancels_total", "direction=\"to_client\",reason=\"child\"",
+                   c->cancels_to_client);
+    metrics_family(b, "mcpgw_late_messages_dropped_total", "counter",
+                   "Answers and progress that arrived after their request was cancelled.");
+    metrics_sample(b, "mcpgw_late_messages_dropped_total", NULL, c->late_dropped);
+    metrics_family(b, "mcpgw_request_timeouts_total", "counter",
+                   "Requests that passed their request_timeout_ms.");
+    metrics_sample(b, "mcpgw_request_timeouts_total", NULL, c->timeouts);
+    metrics_family(b, "mcpgw_child_lines_invalid_total", "counter",
+                   "Lines from children that were not JSON-RPC (dropped).");
+    metrics_sample(b, "mcpgw_child_lines_invalid_total", NULL, c->child_lines_invalid);
+    metrics_family(b, "mcpgw_notifications_dropped_total", "counter",
+                   "Child notifications no stream could take.");
+    metrics_sample(b, "mcpgw_notifications_dropped_total", NULL, c->notifications_dropped);
+    metrics_family(b, "mcpgw_child_stdin_bytes_total", "counter", "Bytes written to children.");
+    metrics_sample(b, "mcpgw_child_stdin_bytes_total", NULL, u->stdin_bytes);
+    metrics_family(b, "mcpgw_child_stdout_bytes_total", "counter", "Bytes read from children.");
+    metrics_sample(b, "mcpgw_child_stdout_bytes_total", NULL, u->stdout_bytes);
+    metrics_histogram(b, "mcpgw_request_duration_seconds",
+                      "Client request to the child's answer, through the gateway.",
+                      &sessions.latency);
+    metrics_histogram(b, "mcpgw_spawn_duration_seconds", "Starting a session's child process.",
+                      &sessions.spawn);
+}

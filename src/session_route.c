@@ -1,0 +1,634 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Routing between a session's client and its child, every message through the in-flight table.
+ * Client request ids are replaced by ids the gateway mints (restored byte-for-byte on the way
+ * back); child request ids likewise toward the client (DESIGN.md section 4). Where the child's
+ * messages go:
+ *   - a response: the stream of the POST that carried the request;
+ *   - notifications/progress: the stream of the request that set the progressToken;
+ *   - notifications/cancelled for a child request: the stream that carried that request;
+ *   - any other request or notification: the GET stream when one is open, else the stream of the
+ *     newest client request still waiting, else (notifications only) a bounded backlog that the
+ *     next GET stream receives first. A child request with no stream at all is answered with an
+ *     error at once rather than left hanging.
+ * Never broadcast: each message goes on exactly one stream. Writes to the child never end the
+ * session inside these functions: a child that stopped reading is reported on a later turn.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "session_int.h"
+#include "upstream.h"
+
+/* --- the in-flight table: every deletion goes through here (timers go with their entry) --- */
+
+void
+session_pending_del(struct session *s, struct pending *p)
+{
+    loop_timer_del(p->timer);
+    p->timer = NULL;
+    pending_del(&s->pt, p);
+}
+
+void
+session_pending_clear(struct session *s)
+{
+    while (s->pt.head != NULL)
+        session_pending_del(s, s->pt.head);
+}
+
+/* --- writing to the child ---------------------------------------------------------------- */
+
+static int
+session_send_iov(struct session *s, struct iovec *iov, int n)
+{
+    if (s->u == NULL)
+        return -1;
+    struct msg *m = msg_concat(iov, n);
+    int rc = upstream_send(s->u, m);
+    msg_unref(m);
+    return rc;
+}
+
+/* Sends the child msg[0..len) as one line, with the bytes at `at` replaced by id (the splice). */
+static int
+session_splice_send(struct session *s, const char *msg, size_t len, struct jsonrpc_span at,
+                    const char *id, size_t idlen)
+{
+    struct iovec iov[4] = {
+        { (void *)(uintptr_t)msg, at.off },
+        { (void *)(uintptr_t)id, idlen },
+        { (void *)(uintptr_t)(msg + at.off + at.len), len - at.off - at.len },
+        { (void *)(uintptr_t) "\n", 1 },
+    };
+    return session_send_iov(s, iov, 4);
+}
+
+/* Sends the child a notifications/cancelled for p and marks p cancelled (at most once). */
+void
+session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why)
+{
+    const char *reason = session_reasons[why];
+    if (p->state != PENDING_FORWARDED)
+        return;
+    if (p->task) {
+        /* Never notifications/cancelled for a task-augmented request (checklist C-04, K-31). */
+        log_info(s->id, "task-augmented %s not cancelled (%s): tasks/cancel is the client's",
+                 p->method, reason);
+        p->state = PENDING_CANCELLED;
+        p->cancelled_ms = util_now_ms();
+        loop_timer_del(p->timer);
+        p->timer = NULL;
+        return;
+    }
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    size_t len;
+    char *c = jsonrpc_cancel_new(idbuf, (size_t)idlen, reason, &len);
+    struct iovec iov[2] = { { c, len }, { (void *)(uintptr_t) "\n", 1 } };
+    if (session_send_iov(s, iov, 2) == -1)
+        log_warn(s->id, "cancel for %s (%s) not delivered: child stdin full or closed", p->method,
+                 reason);
+    else
+        log_info(s->id, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
+                 p->method, p->gw_id, reason);
+    free(c);
+    sessions.ctr.cancels_to_child[why]++;
+    p->state = PENDING_CANCELLED;
+    p->cancelled_ms = util_now_ms();
+    loop_timer_del(p->timer);
+    p->timer = NULL;
+}
+
+/* --- request timeouts ------------------------------------------------------------------- */
+
+static void
+session_timeout_fired(void *arg)
+{
+    struct pending *p = arg;
+    struct session *s = p->owner;
+    p->timer = NULL;
+    if (p->state != PENDING_FORWARDED)
+        return;
+    sessions.ctr.timeouts++;
+    uint64_t waited = util_now_ms() - p->start_ms;
+    char message[128];
+    snprintf(message, sizeof(message), "request timed out after %" PRIu64 " ms at the gateway",
+             waited);
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (st != NULL)
+        session_push_error(s, st, p, message);
+    if (p->gw_id == s->init_gw_id) {
+        /* initialize is never cancelled (checklist C-03): the session goes instead. */
+        session_pending_del(s, p);
+        session_stream_answered(s, st);
+        session_close(s, SESSION_END_INIT, "initialize timed out");
+        return;
+    }
+    session_cancel_to_child(s, p, SESSION_CANCEL_TIMEOUT);
+    session_stream_answered(s, st);
+}
+
+/* (Re)arms p's timeout: request_timeout_ms from now, never past request_timeout_max_ms total. */
+static void
+session_arm_timeout(struct session *s, struct pending *p)
+{
+    uint64_t timeout = s->srv->request_timeout_ms;
+    if (timeout == 0 || strcmp(p->method, "tasks/result") == 0)
+        return;
+    uint64_t now = util_now_ms();
+    uint64_t deadline = now + timeout;
+    if (s->srv->request_timeout_max_ms > 0
+        && deadline > p->start_ms + s->srv->request_timeout_max_ms)
+        deadline = p->start_ms + s->srv->request_timeout_max_ms;
+    loop_timer_del(p->timer);
+    p->deadline_ms = deadline;
+    p->owner = s;
+    p->timer =
+        loop_timer_add(sessions.l, deadline > now ? deadline - now : 0, session_timeout_fired, p);
+}
+
+/* --- child -> client --------------------------------------------------------------------- */
+
+static void
+session_splice_push(struct session *s, struct stream *st, const char *line, size_t len,
+                    struct jsonrpc_span at, const char *id, size_t idlen)
+{
+    struct iovec iov[3] = {
+        { (void *)(uintptr_t)line, at.off },
+        { (void *)(uintptr_t)id, idlen },
+        { (void *)(uintptr_t)(line + at.off + at.len), len - at.off - at.len },
+    };
+    session_push(s, st, iov, 3);
+}
+
+void
+session_push_error(struct session *s, struct stream *st, const struct pending *p,
+                   const char *message)
+{
+    size_t len;
+    char *e = jsonrpc_error_new(p->orig_id, p->orig_id_len, JSONRPC_INTERNAL_ERROR, message, &len);
+    struct iovec iov = { e, len };
+    session_push(s, st, &iov, 1);
+    free(e);
+}
+
+/* The initialize result fixes the session's protocol version. -1: the session was ended. */
+static int
+session_check_init(struct session *s, struct stream *st, struct pending *p, const char *line,
+                   size_t len, const struct jsonrpc_info *info)
+{
+    if (info->kind == JSONRPC_ERROR) {
+        log_warn(s->id, "child refused initialize");
+        if (st != NULL)
+            session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
+        session_pending_del(s, p);
+        session_stream_answered(s, st);
+        session_close(s, SESSION_END_INIT, "initialize failed");
+        return -1;
+    }
+    char v[32];
+    if (jsonrpc_protocol_version(line, len, v, sizeof(v)) == -1
+        || !(session_version_supported(v, strlen(v))
+             || (s->legacy && strcmp(v, "2024-11-05") == 0))) {
+        log_warn(s->id, "child negotiated a protocol version the gateway does not serve");
+        if (st != NULL)
+            session_push_error(s, st, p,
+                               s->legacy ? "upstream server negotiated a protocol version this "
+                                           "gateway does not serve (2024-11-05, 2025-03-26, "
+                                           "2025-06-18, 2025-11-25)"
+                                         : "upstream server negotiated a protocol version this "
+                                           "gateway does not serve over Streamable HTTP "
+                                           "(2025-03-26, 2025-06-18, 2025-11-25)");
+        session_pending_del(s, p);
+        session_stream_answered(s, st);
+        session_close(s, SESSION_END_INIT, "unsupported protocol version");
+        return -1;
+    }
+    snprintf(s->version, sizeof(s->version), "%s", v);
+    s->state = SESSION_READY;
+    log_info(s->id, "session initialized: protocol %s", v);
+    return 0;
+}
+
+static void
+session_child_answer(struct session *s, const char *line, size_t len,
+                     const struct jsonrpc_info *info)
+{
+    uint64_t id;
+    struct pending *p = NULL;
+    if (info->id_type == JSONRPC_ID_NUMBER && jsonrpc_id_u64(line, info->id, &id))
+        p = pending_find_gw(&s->pt, PENDING_TO_CHILD, id);
+    if (p == NULL) {
+        log_debug(s->id, "child answered an unknown id %.*s: dropped", (int)info->id.len,
+                  line + info->id.off);
+        return;
+    }
+    if (p->state == PENDING_CANCELLED) {
+        sessions.ctr.late_dropped++;
+        log_debug(s->id, "late answer for cancelled %s dropped", p->method);
+        session_pending_del(s, p);
+        return;
+    }
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (p->gw_id == s->init_gw_id && session_check_init(s, st, p, line, len, info) == -1)
+        return;
+    if (info->kind == JSONRPC_RESULT
+        && (p->task || strcmp(p->method, "tasks/get") == 0
+            || strcmp(p->method, "tasks/cancel") == 0))
+        session_task_seen(s, line, len);
+    if (st != NULL)
+        session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
+    metrics_observe(&sessions.latency, util_now_us() - p->start_us);
+    session_pending_del(s, p);
+    session_stream_answered(s, st);
+}
+
+static void
+session_child_request(struct session *s, const char *line, size_t len,
+                      const struct jsonrpc_info *info)
+{
+    struct stream *st = session_route_unrelated(s);
+    if (st == NULL || s->pt.count >= 2 * sessions.cfg->max_inflight_per_session) {
+        log_warn(s->id, "child request %s: no client stream open, answered with an error",
+                 info->method);
+        size_t elen;
+        char *e = jsonrpc_error_new(line + info->id.off, info->id.len, JSONRPC_INTERNAL_ERROR,
+                                    "no client stream is open to deliver this request", &elen);
+        struct iovec iov[2] = { { e, elen }, { (void *)(uintptr_t) "\n", 1 } };
+        if (session_send_iov(s, iov, 2) == -1)
+            log_warn(s->id, "error answer to the child not delivered");
+        free(e);
+        return;
+    }
+    struct pending *p = pending_add(&s->pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
+                                    info->method, st->id, util_now_ms());
+    sessions.requests[1][session_class(info->method)]++;
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    session_splice_push(s, st, line, len, info->id, idbuf, (size_t)idlen);
+    log_debug(s->id, "child request %s sent on %s stream %" PRIu64 " as client id %" PRIu64,
+              info->method, st->is_get ? "GET" : "POST", st->id, p->gw_id);
+}
+
+static void
+session_child_progress(struct session *s, const char *line, size_t len,
+                       const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->progress_token.len)
+        p = pending_find_token(&s->pt, line + info->progress_token.off, info->progress_token.len);
+    if (p == NULL || p->state != PENDING_FORWARDED) {
+        if (p != NULL)
+            sessions.ctr.late_dropped++;
+        log_debug(s->id, "progress for no active request dropped");
+        return;
+    }
+    if (s->srv->request_timeout_max_ms > 0 && p->timer != NULL)
+        session_arm_timeout(s, p);
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (st == NULL)
+        return;
+    struct iovec iov = { (void *)(uintptr_t)line, len };
+    session_push(s, st, &iov, 1);
+}
+
+static void
+session_child_cancel(struct session *s, const char *line, size_t len,
+                     const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->request_id.len)
+        p = pending_find_orig(&s->pt, PENDING_TO_CLIENT, line + info->request_id.off,
+                              info->request_id.len);
+    if (p == NULL || p->state != PENDING_FORWARDED) {
+        log_debug(s->id, "child cancel for no active request ignored");
+        return;
+    }
+    p->state = PENDING_CANCELLED;
+    p->cancelled_ms = util_now_ms();
+    sessions.ctr.cancels_to_client++;
+    log_info(s->id, "child cancelled its %s request", p->method);
+    struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (st == NULL || st->ended || st->dropped)
+        return;
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    session_splice_push(s, st, line, len, info->request_id, idbuf, (size_t)idlen);
+}
+
+static void
+session_child_notification(struct session *s, const char *line, size_t len,
+                           const struct jsonrpc_info *info)
+{
+    if (strcmp(info->method, "notifications/progress") == 0) {
+        session_child_progress(s, line, len, info);
+        return;
+    }
+    if (strcmp(info->method, "notifications/cancelled") == 0) {
+        session_child_cancel(s, line, len, info);
+        return;
+    }
+    if (strcmp(info->method, "notifications/tasks/status") == 0)
+        session_task_seen(s, line, len);
+    struct stream *st = session_route_unrelated(s);
+    if (st != NULL) {
+        struct iovec iov = { (void *)(uintptr_t)line, len };
+        session_push(s, st, &iov, 1);
+        log_debug(s->id, "child notification %s sent on %s stream %" PRIu64, info->method,
+                  st->is_get ? "GET" : "POST", st->id);
+        return;
+    }
+    if (s->get != NULL) {
+        /* The stream a dropped GET left: the next GET reads on from it. */
+        log_debug(s->id, "child notification %s queued on the unread GET stream", info->method);
+        struct iovec iov = { (void *)(uintptr_t)line, len };
+        session_push(s, s->get, &iov, 1);
+        return;
+    }
+    log_debug(s->id, "child notification %s kept for the next GET stream", info->method);
+    if (s->backlog.count >= SESSION_BACKLOG_MAX) {
+        msgq_advance(&s->backlog, s->backlog.head->m->len - s->backlog.head_off);
+        sessions.ctr.notifications_dropped++;
+    }
+    struct msg *m = msg_new(len);
+    memcpy(m->data, line, len);
+    msgq_push(&s->backlog, m);
+    msg_unref(m);
+}
+
+static void session_child_message(struct session *s, char *line, size_t len, bool top);
+
+#define SESSION_INVALID_LOGGED 10
+
+/*
+ * Counts a child's line that is not a message; true while it should still be logged. The first
+ * SESSION_INVALID_LOGGED of a session are, then only the counter moves: a child writing garbage
+ * as fast as it can must not flood the log.
+ */
+static bool
+session_invalid_line(struct session *s)
+{
+    sessions.ctr.child_lines_invalid++;
+    if (s->invalid_logged >= SESSION_INVALID_LOGGED)
+        return false;
+    if (++s->invalid_logged == SESSION_INVALID_LOGGED)
+        log_warn(s->id, "this child's further invalid lines are counted "
+                        "(mcpgw_child_lines_invalid_total), not logged");
+    return true;
+}
+
+/* A 2025-03-26 child may write a batch (checklist S-03): each element is routed on its own. */
+static void
+session_child_batch(struct session *s, char *line, size_t len)
+{
+    struct jsonrpc_span el[SESSION_BATCH_MAX];
+    size_t n;
+    if (jsonrpc_batch_split(line, len, el, ARRAY_LEN(el), &n) == -1 || n == 0) {
+        if (session_invalid_line(s))
+            log_warn(s->id, "child wrote an empty or oversized batch: skipped");
+        return;
+    }
+    for (size_t i = 0; i < n && s->state != SESSION_CLOSED; i++)
+        session_child_message(s, line + el[i].off, el[i].len, false);
+}
+
+bool
+session_batches(const struct session *s)
+{
+    return strcmp(s->version, "2025-03-26") == 0;
+}
+
+void
+session_child_line(char *line, size_t len, struct msg *shared, void *arg)
+{
+    struct session *s = arg;
+    if (s->state == SESSION_CLOSED)
+        return;
+    sessions.line = shared;
+    session_child_message(s, line, len, true);
+    sessions.line = NULL;
+}
+
+/* One line from the child (top), or one element of its batch. */
+static void
+session_child_message(struct session *s, char *line, size_t len, bool top)
+{
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    int rc = jsonrpc_scan(line, len, &info, &err);
+    if (rc == JSONRPC_EBATCH && top && session_batches(s)) {
+        if (info.has_crlf)
+            jsonrpc_flatten(line, len);
+        session_child_batch(s, line, len);
+        return;
+    }
+    if (rc != JSONRPC_OK) {
+        if (session_invalid_line(s))
+            log_warn(s->id, "child wrote a line that is not a JSON-RPC message (%s): skipped",
+                     err ? err : "invalid");
+        log_debug(s->id, "skipped line: %.*s", len > 200 ? 200 : (int)len, line);
+        return;
+    }
+    if (info.has_crlf)
+        jsonrpc_flatten(line, len);
+    switch (info.kind) {
+    case JSONRPC_RESULT:
+    case JSONRPC_ERROR:
+        session_child_answer(s, line, len, &info);
+        break;
+    case JSONRPC_REQUEST:
+        session_child_request(s, line, len, &info);
+        break;
+    case JSONRPC_NOTIFICATION:
+        session_child_notification(s, line, len, &info);
+        break;
+    }
+}
+
+void
+session_child_gone(const char *reason, void *arg)
+{
+    struct session *s = arg;
+    log_warn(s->id, "upstream ended: %s", reason);
+    session_close(s, SESSION_END_CHILD, reason);
+}
+
+/* --- client -> child --------------------------------------------------------------------- */
+
+enum session_status
+session_client_request(struct session *s, struct stream *st, char *body, size_t len,
+                       const struct jsonrpc_info *info)
+{
+    if (s->state == SESSION_CLOSED || s->u == NULL)
+        return SESSION_E_GONE;
+    struct pending *dup =
+        pending_find_orig(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len);
+    if (dup != NULL && dup->state == PENDING_FORWARDED)
+        return SESSION_E_DUPLICATE;
+    if (pending_active(&s->pt, PENDING_TO_CHILD) >= sessions.cfg->max_inflight_per_session)
+        return SESSION_E_TOO_MANY;
+    if (sessions.draining)
+        return SESSION_E_DRAINING;
+    if (info->has_crlf)
+        jsonrpc_flatten(body, len);
+    uint64_t now_us = util_now_us();
+    struct pending *p = pending_add(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
+                                    info->method, st->id, now_us / 1000u);
+    p->start_us = now_us;
+    sessions.requests[0][session_class(info->method)]++;
+    if (info->progress_token.len)
+        pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
+    p->task = info->has_task;
+    if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0)
+        s->init_gw_id = p->gw_id;
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    if (session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen) == -1) {
+        session_pending_del(s, p);
+        return SESSION_E_BUSY;
+    }
+    st->awaiting++;
+    session_arm_timeout(s, p);
+    session_touch(s);
+    log_debug(s->id, "request %s forwarded as child id %" PRIu64, info->method, p->gw_id);
+    return SESSION_OK;
+}
+
+static void
+session_client_cancel(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->request_id.len)
+        p = pending_find_orig(&s->pt, PENDING_TO_CHILD, body + info->request_id.off,
+                              info->request_id.len);
+    if (p == NULL || p->state != PENDING_FORWARDED) {
+        log_debug(s->id, "cancel for an unknown or finished request ignored");
+        return;
+    }
+    if (p->gw_id == s->init_gw_id) {
+        log_debug(s->id, "cancel of initialize ignored");
+        return;
+    }
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    if (session_splice_send(s, body, len, info->request_id, idbuf, (size_t)idlen) == -1)
+        log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
+    else
+        log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,
+                 p->gw_id);
+    p->state = PENDING_CANCELLED;
+    p->cancelled_ms = util_now_ms();
+    loop_timer_del(p->timer);
+    p->timer = NULL;
+    sessions.ctr.cancels_to_child[SESSION_CANCEL_CLIENT]++;
+    /* The request's stream ends without a response. */
+    session_stream_answered(s, session_stream_by_id(s, p->stream_id));
+}
+
+static enum session_status
+session_client_answer(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
+{
+    uint64_t id;
+    struct pending *p = NULL;
+    if (info->id_type == JSONRPC_ID_NUMBER && jsonrpc_id_u64(body, info->id, &id))
+        p = pending_find_gw(&s->pt, PENDING_TO_CLIENT, id);
+    if (p == NULL) {
+        log_debug(s->id, "client answered an unknown request: dropped");
+        return SESSION_OK;
+    }
+    if (p->state == PENDING_CANCELLED) {
+        sessions.ctr.late_dropped++;
+        log_debug(s->id, "client answer to a cancelled %s dropped", p->method);
+        session_pending_del(s, p);
+        return SESSION_OK;
+    }
+    int rc = session_splice_send(s, body, len, info->id, p->orig_id, p->orig_id_len);
+    session_pending_del(s, p);
+    return rc == -1 ? SESSION_E_BUSY : SESSION_OK;
+}
+
+enum session_status
+session_client_other(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
+{
+    if (s->state == SESSION_CLOSED || s->u == NULL)
+        return SESSION_E_GONE;
+    session_touch(s);
+    if (info->has_crlf)
+        jsonrpc_flatten(body, len);
+    switch (info->kind) {
+    case JSONRPC_RESULT:
+    case JSONRPC_ERROR:
+        return session_client_answer(s, body, len, info);
+    case JSONRPC_NOTIFICATION:
+        if (strcmp(info->method, "notifications/cancelled") == 0) {
+            session_client_cancel(s, body, len, info);
+            return SESSION_OK;
+        }
+        break;
+    case JSONRPC_REQUEST:
+        return SESSION_E_GONE; /* not reached: requests go through session_client_request */
+    }
+    struct iovec iov[2] = { { body, len }, { (void *)(uintptr_t) "\n", 1 } };
+    return session_send_iov(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
+}
+
+const char *
+session_status_text(enum session_status status)
+{
+    switch (status) {
+    case SESSION_OK:
+        return "ok";
+    case SESSION_E_GONE:
+        return "Session not found";
+    case SESSION_E_BUSY:
+        return "upstream server is not reading its input; try again later";
+    case SESSION_E_TOO_MANY:
+        return "too many requests in flight for this session";
+    case SESSION_E_DUPLICATE:
+        return "a request with this id is already in flight";
+    case SESSION_E_CONFLICT:
+        return "this stream is already being read by another connection";
+    case SESSION_E_EVICTED:
+        return "Last-Event-ID names no event this session can still replay";
+    case SESSION_E_DRAINING:
+        return "gateway shutting down: no new requests; start a new session";
+    }
+    return "internal error";
+}
+
+enum session_status
+session_client_batch(struct session *s, struct stream *st, char *body, size_t len,
+                     const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n)
+{
+    if (s->state == SESSION_CLOSED || s->u == NULL)
+        return SESSION_E_GONE;
+    /* Toward stdin it is all or nothing: room for every element (ids may grow) or a 503. */
+    if (upstream_queued_bytes(s->u) + len + n * 24 > sessions.cfg->stdin_queue_bytes)
+        return SESSION_E_BUSY;
+    for (size_t i = 0; i < n; i++) {
+        char *m = body + el[i].off;
+        if (info[i].kind != JSONRPC_REQUEST) {
+            if (session_client_other(s, m, el[i].len, &info[i]) != SESSION_OK)
+                log_warn(s->id, "batch element %zu not delivered", i);
+            continue;
+        }
+        enum session_status rc = session_client_request(s, st, m, el[i].len, &info[i]);
+        if (rc != SESSION_OK) {
+            /* Each request of a batch gets its own answer: this one an error, at once. */
+            size_t elen;
+            char *e = jsonrpc_error_new(m + info[i].id.off, info[i].id.len, JSONRPC_INVALID_REQUEST,
+                                        session_status_text(rc), &elen);
+            struct iovec iov = { e, elen };
+            session_push(s, st, &iov, 1);
+            free(e);
+        }
+    }
+    if (st != NULL && st->awaiting == 0 && !st->ended)
+        stream_end(st); /* every request of the batch was refused */
+    return SESSION_OK;
+}

@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A session's HTTP streams: opening (POST, GET, the 2024-11-05 stream), resuming with
+ * Last-Event-ID, back-pressure toward the child, SSE polling hang-ups, retiring streams kept for a
+ * late resume, and what a client that leaves a stream means for the requests bound to it (cancel
+ * at once, or after disconnect_grace_ms). Streams know nothing of MHD: http.c reads them.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "session_int.h"
+#include "upstream.h"
+
+struct stream *
+session_stream_by_id(const struct session *s, uint64_t id)
+{
+    for (struct stream *st = s->streams; st != NULL; st = st->next)
+        if (st->id == id)
+            return st;
+    return NULL;
+}
+
+/* Protocol revisions are dates: "2025-11-25" and later have priming events and SSE polling. */
+static bool
+session_polls(const struct session *s)
+{
+    return strcmp(s->version, "2025-11-25") >= 0;
+}
+
+void
+session_maybe_resume(struct session *s)
+{
+    if (!s->paused || s->u == NULL)
+        return;
+    for (struct stream *st = s->streams; st != NULL; st = st->next)
+        if (st->attached && !st->ended && st->pending > st->low_water)
+            return; /* an ended stream cannot grow: it holds nothing back */
+    s->paused = false;
+    upstream_pause(s->u, false);
+}
+
+static void
+session_stream_drained(void *arg)
+{
+    session_maybe_resume(arg);
+}
+
+/*
+ * Back-pressure (DESIGN.md 7): a stream being read that passes its high watermark stops the
+ * child's stdout. A stream nobody reads cannot drain: it keeps only its newest stream_queue_bytes
+ * (a resume from before what was dropped gets 410) rather than stall the session's other streams.
+ */
+static void
+session_pressure(struct session *s, struct stream *st)
+{
+    if (!st->attached) {
+        stream_trim(st, sessions.cfg->stream_queue_bytes);
+        return;
+    }
+    if (!s->paused && s->u != NULL && st->pending > sessions.cfg->stream_queue_bytes) {
+        s->paused = true;
+        upstream_pause(s->u, true);
+    }
+}
+
+void
+session_stream_timer_stop(struct stream *st)
+{
+    loop_timer_del(st->timer);
+    st->timer = NULL;
+}
+
+/* Takes the stream out of the session and drops the session's reference. */
+void
+session_stream_remove(struct session *s, struct stream *st)
+{
+    if (st->prev != NULL)
+        st->prev->next = st->next;
+    else if (s->streams == st)
+        s->streams = st->next;
+    if (st->next != NULL)
+        st->next->prev = st->prev;
+    st->prev = st->next = NULL;
+    if (s->get == st)
+        s->get = NULL;
+    st->drain = NULL;
+    session_stream_timer_stop(st);
+    stream_unref(st);
+    session_maybe_resume(s);
+}
+
+/*
+ * Forgets streams kept only for a late resume: nobody reads them, nothing is waited for on them,
+ * and their last event is older than replay_max_age_s, or they are beyond the newest
+ * max_inflight_per_session such streams of the session.
+ */
+void
+session_retire(struct session *s, uint64_t now_ms)
+{
+    uint64_t age = sessions.cfg->replay_max_age_s * 1000u, kept = 0;
+    struct stream *st = s->streams; /* newest first */
+    while (st != NULL) {
+        struct stream *next = st->next;
+        if (!st->attached && st->awaiting == 0) {
+            if (now_ms - st->last_push_ms >= age || ++kept > sessions.cfg->max_inflight_per_session)
+                session_stream_remove(s, st);
+        }
+        st = next;
+    }
+}
+
+void
+session_push(struct session *s, struct stream *st, const struct iovec *iov, int n)
+{
+    stream_push_shared(st, iov, n, sessions.line);
+    session_pressure(s, st);
+}
+
+/* SSE polling (2025-11-25): the connection of a POST stream still waiting ends after a while. */
+static void
+session_hangup_fired(void *arg)
+{
+    struct stream *st = arg;
+    st->timer = NULL;
+    if (!st->attached || stream_finished(st))
+        return;
+    st->hangup = true;
+    if (st->wake != NULL)
+        st->wake(st->wake_arg);
+}
+
+/*
+ * The HTTP side reads st from now on. fresh: the POST's own connection, which SSE polling may end
+ * once; a connection that resumed the stream keeps it to the end.
+ */
+static void
+session_stream_attach(struct session *s, struct stream *st, bool fresh)
+{
+    session_stream_timer_stop(st);
+    st->attached = true;
+    st->hangup = false;
+    if (fresh && !st->is_get && sessions.cfg->sse_close_after_ms > 0 && session_polls(s))
+        st->timer =
+            loop_timer_add(sessions.l, sessions.cfg->sse_close_after_ms, session_hangup_fired, st);
+    session_touch(s);
+}
+
+struct stream *
+session_stream_open(struct session *s, bool is_get, enum session_status *status)
+{
+    if (s->state == SESSION_CLOSED) {
+        *status = SESSION_E_GONE;
+        return NULL;
+    }
+    if (is_get && s->get != NULL) {
+        if (s->get->attached) {
+            *status = SESSION_E_CONFLICT;
+            return NULL;
+        }
+        /* The stream a dropped GET left goes on from where its reader stopped. */
+        session_stream_attach(s, s->get, false);
+        *status = SESSION_OK;
+        return stream_ref(s->get);
+    }
+    struct stream *st =
+        stream_new(sessions.next_stream_id++, is_get, sessions.cfg->replay_buffer_bytes);
+    st->low_water = sessions.cfg->stream_queue_bytes / 2;
+    st->drain = session_stream_drained;
+    st->drain_arg = s;
+    st->owner = s;
+    st->next = s->streams;
+    if (s->streams != NULL)
+        s->streams->prev = st;
+    s->streams = st;
+    if (session_polls(s))
+        stream_push_priming(st, sessions.cfg->sse_retry_ms);
+    if (is_get) {
+        s->get = st;
+        /* Notifications that found no stream are delivered first, in order. */
+        while (s->backlog.head != NULL) {
+            struct msg *m = s->backlog.head->m;
+            struct iovec iov = { m->data, m->len };
+            stream_push_message(st, &iov, 1);
+            msgq_advance(&s->backlog, m->len);
+        }
+    }
+    session_stream_attach(s, st, true);
+    session_retire(s, util_now_ms());
+    *status = SESSION_OK;
+    return stream_ref(st);
+}
+
+struct stream *
+session_legacy_open(struct session *s, const char *endpoint)
+{
+    struct stream *st = stream_new(sessions.next_stream_id++, true, 0);
+    st->low_water = sessions.cfg->stream_queue_bytes / 2;
+    st->drain = session_stream_drained;
+    st->drain_arg = s;
+    st->owner = s;
+    s->streams = st;
+    s->get = st;
+    s->legacy = true;
+    stream_push_event(st, "endpoint", endpoint);
+    session_stream_attach(s, st, false);
+    return stream_ref(st);
+}
+
+struct stream *
+session_stream_resume(struct session *s, const char *last_event_id, enum session_status *status)
+{
+    uint64_t sid, seq;
+    struct stream *st = NULL;
+    if (s->state == SESSION_CLOSED) {
+        *status = SESSION_E_GONE;
+        return NULL;
+    }
+    if (stream_parse_event_id(last_event_id, &sid, &seq))
+        st = session_stream_by_id(s, sid);
+    if (st != NULL && st->attached) {
+        *status = SESSION_E_CONFLICT;
+        return NULL;
+    }
+    if (st == NULL || st->dropped || !stream_resume(st, seq) || stream_finished(st)) {
+        log_info(s->id, "resume from Last-Event-ID %s refused: not replayable", last_event_id);
+        *status = SESSION_E_EVICTED;
+        return NULL;
+    }
+    log_info(s->id, "%s stream %" PRIu64 " resumed after event %" PRIu64 " (%zu bytes to replay)",
+             st->is_get ? "GET" : "POST", st->id, seq, st->pending);
+    session_stream_attach(s, st, false);
+    *status = SESSION_OK;
+    return stream_ref(st);
+}
+
+/* A client request bound to st got its answer, or was cancelled. */
+void
+session_stream_answered(struct session *s, struct stream *st)
+{
+    if (st == NULL || st->awaiting == 0)
+        return;
+    if (--st->awaiting == 0 && !st->is_get) {
+        stream_end(st);
+        session_stream_timer_stop(st); /* no hangup, no resume grace: nothing is waited for */
+        session_maybe_resume(s);
+        /* Kept for a late resume (the client may not have read it all) unless not replayable. */
+        if (st->replay_max == 0)
+            session_stream_remove(s, st);
+    }
+}
+
+/* The stream being read where a message unrelated to any known request goes; NULL if none. */
+struct stream *
+session_route_unrelated(const struct session *s)
+{
+    if (s->get != NULL && s->get->attached)
+        return s->get;
+    /* streams is newest-first */
+    for (struct stream *st = s->streams; st != NULL; st = st->next)
+        if (!st->is_get && st->attached && !st->ended && !st->dropped)
+            return st;
+    return NULL;
+}
+
+/* Cancels at the child what is still in flight on st, which the client left for good. */
+void
+session_stream_abandon(struct session *s, struct stream *st, const char *why)
+{
+    unsigned n = 0;
+    for (struct pending *p = s->pt.head; p != NULL; p = p->next) {
+        if (p->dir != PENDING_TO_CHILD || p->stream_id != st->id || p->state != PENDING_FORWARDED
+            || p->gw_id == s->init_gw_id || p->task)
+            continue;
+        session_cancel_to_child(s, p, SESSION_CANCEL_DISCONNECT);
+        n++;
+    }
+    log_info(s->id, "%s POST stream %" PRIu64 ": %u requests cancelled", why, st->id, n);
+    st->dropped = true;
+    stream_discard(st);
+    session_stream_remove(s, st);
+}
+
+static void
+session_grace_fired(void *arg)
+{
+    struct stream *st = arg;
+    st->timer = NULL;
+    if (!st->attached)
+        session_stream_abandon(st->owner, st, "no resume in time of");
+}
+
+void
+session_stream_detach(const char *sid, struct stream *st)
+{
+    struct session *s = session_find(sid);
+    if (s == NULL || (st->prev == NULL && s->streams != st)) {
+        stream_unref(st); /* the session, or its hold on st, is gone */
+        return;
+    }
+    if (s->legacy) {
+        /* HTTP+SSE: the stream's connection is the session (checklist T-92). */
+        st->attached = false;
+        session_close(s, SESSION_END_DISCONNECTED, NULL);
+        stream_unref(st);
+        return;
+    }
+    bool hangup = st->hangup;
+    st->attached = false;
+    st->hangup = false;
+    session_stream_timer_stop(st);
+    session_touch(s);
+    bool unused = !st->is_get && st->awaiting == 0 && !st->ended; /* its request never went */
+    bool waited = !st->is_get && st->awaiting > 0;
+    /* A POST stream read to its end is done: only what a client missed is kept for a resume. */
+    bool done = !st->is_get && stream_finished(st);
+    if (unused || done || (st->replay_max == 0 && !waited)) {
+        if (!unused && !stream_finished(st))
+            log_info(s->id, "client dropped %s stream %" PRIu64 ": 0 requests cancelled",
+                     st->is_get ? "GET" : "POST", st->id);
+        st->dropped = true;
+        stream_discard(st);
+        session_stream_remove(s, st);
+        stream_unref(st);
+        return;
+    }
+    if (waited) {
+        /*
+         * Requests wait on st. A polling hangup expects the client back after sse_retry_ms; a
+         * drop is given disconnect_grace_ms; without either the requests are cancelled now.
+         */
+        uint64_t wait = sessions.cfg->disconnect_grace_ms;
+        if (hangup)
+            wait += 3 * sessions.cfg->sse_retry_ms + 1000;
+        if (wait == 0) {
+            session_stream_abandon(s, st, "client dropped");
+        } else {
+            st->timer = loop_timer_add(sessions.l, wait, session_grace_fired, st);
+            log_info(s->id,
+                     "%s POST stream %" PRIu64 ": %u requests wait up to %" PRIu64
+                     " ms for a resume",
+                     hangup ? "gateway ended the connection of" : "client dropped", st->id,
+                     st->awaiting, wait);
+        }
+    } else if (!stream_finished(st)) {
+        /* Kept: a client may resume it with Last-Event-ID. */
+        log_info(s->id,
+                 "client dropped %s stream %" PRIu64 ": 0 requests cancelled (%zu bytes unread "
+                 "kept for a resume)",
+                 st->is_get ? "GET" : "POST", st->id, st->pending);
+    }
+    session_maybe_resume(s);
+    session_retire(s, util_now_ms());
+    stream_unref(st);
+}
