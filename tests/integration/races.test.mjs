@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The races of cancellation (issue 3, item 7), driven deterministically through the example
-// server, and the admin view that shows the in-flight table and its counters (item 8).
+// server, and the admin view that shows the in-flight table and its counters (item 8). The
+// example server is stepped, not raced: stubborn with on_cancel answers exactly when it reads the
+// cancel (so its answer is late for sure), cancel_self answers only when cancelled (or on
+// SIGUSR1). Deadlines scale for a slow run (tests/lib/timing.mjs).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { callTool, del, get, initSession, post, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { callTool, del, get, initSession, post, request, rpc, waitFor, withGateway } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
 
 const TOKEN = 'race-test-token-0123456789abcdefghij';
 
@@ -15,15 +19,8 @@ async function admin(gw) {
   return r.json();
 }
 
-async function withGw(fn, gateway = {}) {
-  const gw = await startGateway({ gateway: { admin_token: TOKEN, ...gateway } });
-  try {
-    await fn(gw);
-  } finally {
-    const r = await gw.stop();
-    assert.deepEqual(r, { code: 0, signal: null }, gw.logs().slice(-3000));
-  }
-}
+/** A gateway with the admin view on; gw.stop() (in withGateway) asserts a clean exit. */
+const withGw = (fn, gateway = {}, servers) => withGateway({ gateway: { admin_token: TOKEN, ...gateway }, ...(servers ? { servers } : {}) }, fn);
 
 const cancel = (requestId, reason) => ({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason } });
 
@@ -31,15 +28,18 @@ test('a response that crosses a cancel is dropped and counted, delivered nowhere
   await withGw(async (gw) => {
     const s = await initSession(gw);
     const g = await get(gw, { sid: s.sid });
-    const r = await post(gw, rpc('tools/call', { name: 'stubborn', arguments: { delay_ms: 300 } }, 'cross'), { sid: s.sid });
-    const seen = await waitFor(() => gw.childMessages().find((m) => m.params?.name === 'stubborn'), 5000, 'call at child');
+    // on_cancel: no timer; the child answers the moment it reads the cancel, so the answer is
+    // late whatever the load (a delay_ms answer could beat a slow cancel and be delivered).
+    const r = await post(gw, rpc('tools/call', { name: 'stubborn', arguments: { on_cancel: true } }, 'cross'), { sid: s.sid });
+    const seen = await waitFor(() => gw.childMessages().find((m) => m.params?.name === 'stubborn'), scaled(5000), 'call at child');
     const c = await post(gw, cancel('cross', 'user abort'), { sid: s.sid });
     await c.done();
     assert.equal(c.status, 202);
     await r.done();
     assert.equal(r.events().length, 0, `the cancelled call's stream ends without a response: ${r.text()}`);
-    // The child answers anyway; the gateway drops it.
-    await waitFor(async () => (await admin(gw)).counters.late_dropped === 1, 5000, 'late answer dropped');
+    // The child answers anyway (after reading the cancel); the gateway drops it.
+    await gw.waitLog(new RegExp(`child stderr: mcp-example-server: stubborn: answering ${seen.id} anyway`), scaled(5000));
+    await waitFor(async () => (await admin(gw)).counters.late_dropped === 1, scaled(5000), 'late answer dropped');
     const a = await admin(gw);
     assert.equal(a.counters.cancels_to_child.client, 1);
     const fwd = gw.childMessages().filter((m) => m.method === 'notifications/cancelled');
@@ -72,9 +72,9 @@ test('a disconnect while the response is being written cancels nothing and leaks
     const s = await initSession(gw);
     const r = await post(gw, rpc('tools/call', { name: 'large', arguments: { bytes: 20_000_000 } }, 'big'), { sid: s.sid });
     r.res.pause(); // stop reading: the 20 MB answer sits in the gateway's queue and socket buffers
-    await waitFor(() => gw.childMessages().some((m) => m.params?.name === 'large'), 5000, 'call at child');
+    await waitFor(() => gw.childMessages().some((m) => m.params?.name === 'large'), scaled(5000), 'call at child');
     // Answered: the entry has left the in-flight table; its stream now belongs to the HTTP side only.
-    await waitFor(async () => (await admin(gw)).sessions[0].inflight.length === 0, 10000, 'answer taken');
+    await waitFor(async () => (await admin(gw)).sessions[0].inflight.length === 0, scaled(10000), 'answer taken');
     assert.equal(r.ended, false, 'the client has not read the whole answer');
     r.drop();
     const a = await admin(gw);
@@ -89,8 +89,9 @@ test('a disconnect while the response is being written cancels nothing and leaks
 test('a child that answers after DELETE told it to stop: the answer reaches no one', async () => {
   await withGw(async (gw) => {
     const s = await initSession(gw);
-    const r = await post(gw, rpc('tools/call', { name: 'stubborn', arguments: { delay_ms: 200 } }, 'late'), { sid: s.sid });
-    await waitFor(() => gw.childMessages().some((m) => m.params?.name === 'stubborn'), 5000, 'call at child');
+    // on_cancel: the child answers when it reads DELETE's cancel, never before it.
+    const r = await post(gw, rpc('tools/call', { name: 'stubborn', arguments: { on_cancel: true } }, 'late'), { sid: s.sid });
+    const seen = await waitFor(() => gw.childMessages().find((m) => m.params?.name === 'stubborn'), scaled(5000), 'call at child');
     const d = await del(gw, { sid: s.sid });
     await d.done();
     assert.equal(d.status, 200);
@@ -103,6 +104,8 @@ test('a child that answers after DELETE told it to stop: the answer reaches no o
     assert.equal(cancels.length, 1);
     assert.equal(cancels[0].params.reason, 'session deleted');
     // The stubborn child answers on a closed session: nothing is delivered; the session is gone.
+    await gw.waitLog(new RegExp(`child stderr: mcp-example-server: stubborn: answering ${seen.id} anyway`), scaled(5000));
+    await gw.waitLog(new RegExp(`child ${s.pid} exited`), scaled(10000));
     const a = await admin(gw);
     assert.equal(a.sessions.length, 0);
     assert.equal(a.counters.cancels_to_child['session deleted'], 1);
@@ -112,8 +115,9 @@ test('a child that answers after DELETE told it to stop: the answer reaches no o
 test('two cancels for the same request: the child gets exactly one', async () => {
   await withGw(async (gw) => {
     const s = await initSession(gw);
-    const r = await post(gw, rpc('tools/call', { name: 'slow', arguments: { steps: 100, interval_ms: 100 } }, 'twice'), { sid: s.sid });
-    await waitFor(() => gw.childMessages().some((m) => m.params?.name === 'slow'), 5000, 'call at child');
+    // cancel_self: only a cancel ends it, however long the test takes.
+    const r = await post(gw, rpc('tools/call', { name: 'cancel_self', arguments: {} }, 'twice'), { sid: s.sid });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.name === 'cancel_self'), scaled(5000), 'call at child');
     for (let i = 0; i < 2; i++) {
       const c = await post(gw, cancel('twice', `attempt ${i}`), { sid: s.sid });
       await c.done();
@@ -137,9 +141,18 @@ test('admin view: in-flight entries with method, age, state, stream; refused wit
     const wrong = await request(`${gw.base}/admin/inflight`, { method: 'GET', headers: { Authorization: `Bearer ${TOKEN}x` } });
     await wrong.done();
     assert.equal(wrong.status, 401);
-    const r = await post(gw, rpc('tools/call', { name: 'slow', arguments: { steps: 100, interval_ms: 100 }, _meta: { progressToken: 'tok' } }, 'watched'), { sid: s.sid });
-    await r.waitEvent((j) => j.method === 'notifications/progress');
+    // cancel_self sends progress 0 at once and then waits for a cancel: in flight for as long as
+    // the test needs.
+    const tSent = performance.now();
+    const r = await post(gw, rpc('tools/call', { name: 'cancel_self', arguments: {}, _meta: { progressToken: 'tok' } }, 'watched'), { sid: s.sid });
+    await r.waitEvent((j) => j.method === 'notifications/progress', scaled(5000));
+    // The progress came from the child, so the entry was in the table by now.
+    const tSeen = performance.now();
+    // The time in flight is what age_ms measures: let some pass (not a synchronisation).
+    await new Promise((res) => setTimeout(res, 250));
+    const tAsk = performance.now();
     const a = await admin(gw);
+    const tGot = performance.now();
     assert.equal(a.sessions.length, 1);
     const sess = a.sessions[0];
     assert.equal(sess.id, s.sid);
@@ -151,56 +164,68 @@ test('admin view: in-flight entries with method, age, state, stream; refused wit
     assert.equal(e.method, 'tools/call');
     assert.equal(e.state, 'forwarded');
     assert.equal(e.progress_token, 'tok');
-    assert.ok(e.age_ms >= 0);
+    // age_ms: at least the time the test knows the entry existed (since tSeen; the snapshot is
+    // taken after tAsk), at most the wall time since the request was sent (the snapshot is taken
+    // before tGot); 1 ms either way for the gateway's whole milliseconds.
+    assert.ok(Number.isInteger(e.age_ms), `age_ms ${e.age_ms}`);
+    assert.ok(e.age_ms >= Math.floor(tAsk - tSeen) - 1, `age_ms ${e.age_ms}: in flight for at least ${(tAsk - tSeen).toFixed(1)} ms`);
+    assert.ok(e.age_ms <= Math.ceil(tGot - tSent) + 1, `age_ms ${e.age_ms}: sent only ${(tGot - tSent).toFixed(1)} ms ago`);
     assert.ok(sess.streams.some((st) => st.id === e.stream && st.kind === 'post' && st.awaiting === 1));
+    // A second look: the age grew by at least the time between the two snapshots.
+    await new Promise((res) => setTimeout(res, 100));
+    const tAsk2 = performance.now();
+    const e2 = (await admin(gw)).sessions[0].inflight.find((x) => x.id === 'watched');
+    assert.ok(e2.age_ms - e.age_ms >= Math.floor(tAsk2 - tGot) - 2, `age_ms ${e.age_ms} then ${e2.age_ms}, ${(tAsk2 - tGot).toFixed(1)} ms apart`);
     r.drop();
-    await waitFor(async () => (await admin(gw)).counters.cancels_to_child['client disconnected'] === 1, 5000, 'disconnect counted');
+    await waitFor(async () => (await admin(gw)).counters.cancels_to_child['client disconnected'] === 1, scaled(5000), 'disconnect counted');
   });
 });
 
 test('admin view is off without admin_token', async () => {
-  const gw = await startGateway();
-  try {
+  await withGateway({}, async (gw) => {
     const r = await request(`${gw.base}/admin/inflight`, { method: 'GET', headers: { Authorization: `Bearer ${TOKEN}` } });
     await r.done();
     assert.equal(r.status, 404);
-  } finally {
-    await gw.stop();
-  }
+  });
 });
 
 test('request timeout: the child gets "request timed out", the client a -32603 error (not -32001)', async () => {
-  const gw2 = await startGateway({ gateway: { admin_token: TOKEN }, servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300' }] });
-  try {
-    const s = await initSession(gw2);
-    const t0 = Date.now();
-    const { response } = await callTool(gw2, s.sid, 'slow', { steps: 100, interval_ms: 100 }, { id: 'slowpoke' });
+  await withGw(async (gw) => {
+    const s = await initSession(gw);
+    const t0 = performance.now();
+    // cancel_self never answers by itself: only the timeout can end it.
+    const { response } = await callTool(gw, s.sid, 'cancel_self', {}, { id: 'slowpoke', ms: scaled(10000) });
+    const took = performance.now() - t0;
     assert.equal(response.id, 'slowpoke');
     assert.equal(response.error.code, -32603);
     assert.match(response.error.message, /timed out/);
-    assert.ok(Date.now() - t0 >= 290);
-    const c = await waitFor(() => gw2.childMessages().find((m) => m.method === 'notifications/cancelled'), 5000, 'cancel at child');
+    assert.ok(took >= 299, `timed out after ${took.toFixed(1)} ms, not before the 300 ms`);
+    const c = await waitFor(() => gw.childMessages().find((m) => m.method === 'notifications/cancelled'), scaled(5000), 'cancel at child');
     assert.equal(c.params.reason, 'request timed out');
-    assert.equal((await admin(gw2)).counters.timeouts, 1);
-  } finally {
-    assert.deepEqual(await gw2.stop(), { code: 0, signal: null });
-  }
+    assert.equal((await admin(gw)).counters.timeouts, 1);
+  }, {}, [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300' }]);
 });
 
 test('progress restarts the timeout clock up to request_timeout_max_ms', async () => {
-  const gw = await startGateway({ gateway: { admin_token: TOKEN }, servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300\nrequest_timeout_max_ms = 1500' }] });
-  try {
+  const TIMEOUT = 1500;
+  const MAX = 4000;
+  await withGw(async (gw) => {
     const s = await initSession(gw);
-    // 4 steps of 200 ms with progress: each step restarts the 300 ms clock, 800 ms in all.
-    const ok = await callTool(gw, s.sid, 'slow', { steps: 4, interval_ms: 200 }, { id: 'p-ok', meta: { progressToken: 1 } });
-    assert.equal(ok.response.result.content[0].text, 'done after 4 steps');
-    // 20 steps of 200 ms would take 4 s: the 1.5 s maximum ends it.
-    const t0 = Date.now();
-    const capped = await callTool(gw, s.sid, 'slow', { steps: 20, interval_ms: 200 }, { id: 'p-cap', meta: { progressToken: 2 } });
-    assert.equal(capped.response.error.code, -32603);
-    const took = Date.now() - t0;
-    assert.ok(took >= 1400 && took < 3900, `capped after ${took} ms`);
-  } finally {
-    assert.deepEqual(await gw.stop(), { code: 0, signal: null });
-  }
+    // 4 steps of 500 ms with progress, 2 s in all: past the 1.5 s timeout only because each
+    // progress restarts its clock. A step may come up to 1 s late (a loaded runner) before the
+    // clock would run out.
+    const t0 = performance.now();
+    const ok = await callTool(gw, s.sid, 'slow', { steps: 4, interval_ms: 500 }, { id: 'p-ok', meta: { progressToken: 1 }, ms: scaled(10000) });
+    assert.equal(ok.response.result?.content[0].text, 'done after 4 steps', JSON.stringify(ok.response));
+    assert.ok(performance.now() - t0 >= TIMEOUT, 'the call outlived request_timeout_ms');
+    // 100 steps of 500 ms would take 50 s (and end in a result): the 4 s maximum ends it with an
+    // error. The upper bound allows a slow run; without the cap the answer would be a result.
+    const t1 = performance.now();
+    const capped = await callTool(gw, s.sid, 'slow', { steps: 100, interval_ms: 500 }, { id: 'p-cap', meta: { progressToken: 2 }, ms: MAX + scaled(10000) });
+    const took = performance.now() - t1;
+    assert.equal(capped.response.error?.code, -32603, JSON.stringify(capped.response));
+    assert.match(capped.response.error.message, /timed out/);
+    assert.ok(took >= MAX - 1, `capped after ${took.toFixed(0)} ms: not before request_timeout_max_ms`);
+    assert.ok(took < MAX + scaled(1500), `capped after ${took.toFixed(0)} ms: soon after request_timeout_max_ms`);
+  }, {}, [{ name: 'example', path: '/mcp', extra: `request_timeout_ms = ${TIMEOUT}\nrequest_timeout_max_ms = ${MAX}` }]);
 });
