@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Hostile children (tests/fixtures/hostile.mjs): a child that answers `initialize` properly and
 // then floods stdout, writes a line that never ends, stops reading stdin, forks grandchildren
-// (and exits leaving them), ignores SIGTERM and stdin EOF, or closes its stdout. For each, the
-// gateway's memory stays bounded, other sessions are still served, the session ends as it
-// should, and afterwards: the gateway runs and answers /healthz, the child and everything in its
-// process group are gone, no zombie child of the gateway is left, and the gateway's descriptor
-// count is back to its baseline. child.test.mjs covers the example server's own misbehaviours
+// (and exits leaving them), ignores SIGTERM and stdin EOF, closes its stdout, closes its stdin
+// and runs on (so the gateway's next write to it, whatever it is, fails with EPIPE), closes both
+// at different moments, or floods its stderr. For each, the gateway's memory stays bounded, other
+// sessions are still served, the session ends as it should, and afterwards: the gateway runs and
+// answers /healthz, the child and everything in its process group are gone, no zombie child of
+// the gateway is left, and the gateway's descriptor count is back to its baseline. child.test.mjs covers the example server's own misbehaviours
 // (SIGTERM ignored, a `sh` grandchild, `sh` closing its stdout); this suite drives them with a
 // child that misbehaves for real and forever, and measures the stop ladder from the child's side.
 import assert from 'node:assert/strict';
@@ -467,5 +468,226 @@ test('a child that closes its stdout and keeps running: the request gets an erro
     await reportedAt(gw, s.sid, 'stdin EOF');
     await gw.waitLog(new RegExp(`child ${s.pid}: SIGTERM to its process group`));
     await gw.waitLog(new RegExp(`child ${s.pid} killed by signal 15`));
+  });
+});
+
+// --- 7. stdin closed while the child keeps running -----------------------------------------------
+//
+// The child reads one request, closes its stdin and runs on: the gateway learns it only when it
+// next writes there (EPIPE). Whatever that write is (a cancel for a dropped connection, the
+// client's own cancel, the client's answer to the child's request, a cancel sent as the session
+// ends, another request), the gateway must not fall over: the session ends through its one close
+// path (the requests in flight get an error), later requests get 404, the child is stopped and
+// reaped, and other sessions are served.
+
+const LADDER_MS = (BASE.child_stdin_grace_ms + BASE.child_term_grace_ms + 2000) * SLOW;
+
+/** Waits for the gateway's `session closed: <reason> (...)` line for sid; returns the reason. */
+async function closedBecause(gw, sid, ms = 5000 * SLOW) {
+  const m = await gw.waitLog(new RegExp(`session=${escapeRe(sid)} session closed: (.*?) \\(\\d+ in-flight`), ms);
+  return m[1];
+}
+
+/** A normal session on the same gateway is served after the hostile one (one echo at least). */
+async function othersServed(gw) {
+  const { rounds } = await stillServes(gw, 200 * SLOW);
+  assert.ok(rounds >= 1, 'a session of the example server served afterwards');
+}
+
+/**
+ * A POST the spec leaves open while the child's stdin is broken (a notification or a response
+ * from the client): either accepted (202, no body) or refused with a JSON-RPC error body.
+ * Returns whether it was accepted.
+ */
+async function acceptedOrRefused(r, what) {
+  await r.done(5000 * SLOW);
+  if (r.status === 202) return true;
+  assert.ok(r.status >= 400 && r.status < 600, `${what}: HTTP ${r.status} ${r.text()}`);
+  const body = JSON.parse(r.text());
+  assert.equal(body.jsonrpc, '2.0', `${what}: a JSON-RPC error body`);
+  assert.equal(typeof body.error?.code, 'number', `${what}: a JSON-RPC error body: ${r.text()}`);
+  return false;
+}
+
+/** The end of a session whose child stopped reading: logged, 404 afterwards, the child reaped. */
+async function endedByStdin(gw, s) {
+  assert.match(await closedBecause(gw, s.sid), /child stopped reading its stdin/);
+  await gw.waitLog(new RegExp(`session=${escapeRe(s.sid)} upstream ended: child stopped reading its stdin`));
+  await assertGone(gw, s.sid);
+  await waitFor(() => reaped(s.pid), LADDER_MS, 'the child reaped');
+  // It ignores nothing: the SIGTERM of the ladder ends it.
+  await gw.waitLog(new RegExp(`child ${s.pid} killed by signal 15`));
+}
+
+/** A session of the close-stdin child with a tools/call in flight, once the child closed its stdin. */
+async function stdinClosedInFlight(ctx, { name = 'anything', id, capabilities } = {}) {
+  const { gw } = ctx;
+  const s = await initSession(gw, { capabilities });
+  ctx.child(s.pid);
+  const call = await post(gw, rpc('tools/call', { name, arguments: {} }, id), { sid: s.sid });
+  assert.equal(call.status, 200, call.text());
+  await reportedAt(gw, s.sid, 'stdin closed');
+  return { s, call };
+}
+
+test('stdin closed, a call in flight, then the client drops the connection: the cancel hits EPIPE, the session ends, the child is reaped', async () => {
+  await withHostile('close-stdin', {}, async (ctx) => {
+    const { gw } = ctx;
+    const { s, call } = await stdinClosedInFlight(ctx, { id: 'dropped' });
+    call.drop();
+    await gw.waitLog(new RegExp(`session=${escapeRe(s.sid)} client dropped POST stream \\d+: 1 requests cancelled`), 5000 * SLOW);
+    await endedByStdin(gw, s);
+    await othersServed(gw);
+  });
+});
+
+test('stdin closed, a call in flight, then the client POSTs notifications/cancelled: no crash, the call ends, the session ends', async () => {
+  await withHostile('close-stdin', {}, async (ctx) => {
+    const { gw } = ctx;
+    const { s, call } = await stdinClosedInFlight(ctx, { id: 'to-cancel' });
+    const c = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'to-cancel', reason: 'test' } }, { sid: s.sid });
+    const accepted = await acceptedOrRefused(c, 'the cancel');
+    const ans = await answerOf(call);
+    if (accepted) {
+      // Cancelled: its stream ends without a response, or with the session's error; never a result.
+      assert.ok(ans === undefined || (ans.id === 'to-cancel' && ans.error?.code === -32603), `the cancelled call: ${call.text()}`);
+    } else {
+      assert.equal(ans?.id, 'to-cancel', call.text());
+      assert.equal(ans.error?.code, -32603);
+      assert.match(ans.error.message, /session ended: /);
+    }
+    console.log(`cancel POST with the child's stdin closed: HTTP ${c.status}; the call's stream: ${ans ? JSON.stringify(ans) : 'ended without a response'}`);
+    await endedByStdin(gw, s);
+    await othersServed(gw);
+  });
+});
+
+test('stdin closed after the child sent the client roots/list, then the client POSTs the answer: the call in flight gets an error, the session ends', async () => {
+  await withHostile('close-stdin', {}, async (ctx) => {
+    const { gw } = ctx;
+    const { s, call } = await stdinClosedInFlight(ctx, { name: 'ask', id: 'asking', capabilities: { roots: {} } });
+    const ask = await call.waitEvent((j) => j.method === 'roots/list', 5000 * SLOW);
+    assert.notEqual(ask.json.id, undefined, 'roots/list is a request');
+    const a = await post(gw, { jsonrpc: '2.0', id: ask.json.id, result: { roots: [] } }, { sid: s.sid });
+    await acceptedOrRefused(a, 'the answer to roots/list');
+    const ans = await answerOf(call);
+    console.log(`answer POST with the child's stdin closed: HTTP ${a.status}; the call's stream: ${JSON.stringify(ans)}`);
+    assert.equal(ans?.id, 'asking', call.text());
+    assert.equal(ans.error?.code, -32603);
+    assert.match(ans.error.message, /session ended: child stopped reading its stdin/);
+    await endedByStdin(gw, s);
+    await othersServed(gw);
+  });
+});
+
+test('stdin closed, a call in flight, then DELETE: the call gets an error, the session ends, the child is reaped', async () => {
+  await withHostile('close-stdin', {}, async (ctx) => {
+    const { gw } = ctx;
+    const { s, call } = await stdinClosedInFlight(ctx, { id: 'deleted' });
+    const d = await del(gw, { sid: s.sid });
+    await d.done(5000 * SLOW);
+    assert.equal(d.status, 200, d.text());
+    const ans = await answerOf(call);
+    assert.equal(ans?.id, 'deleted', call.text());
+    assert.equal(ans.error?.code, -32603);
+    assert.match(ans.error.message, /session ended: /);
+    assert.match(await closedBecause(gw, s.sid), /session deleted/);
+    await assertGone(gw, s.sid);
+    await waitFor(() => reaped(s.pid), LADDER_MS, 'the child reaped');
+    await gw.waitLog(new RegExp(`child ${s.pid} killed by signal 15`));
+    await othersServed(gw);
+  });
+});
+
+// --- 8. stdin and stdout closed at different moments ------------------------------------------
+
+for (const [mode, secondCall] of [['close-stdin-then-stdout', false], ['close-stdout-then-stdin', false], ['close-stdin-then-stdout 60000', true]]) {
+  const first = mode.startsWith('close-stdin') ? 'stdin' : 'stdout';
+  test(`${mode.split(' ')[0]}${secondCall ? ' (stdout much later), another request after stdin closed' : ''}: the call in flight gets an error, the session ends, the child is reaped`, async () => {
+    await withHostile(mode, {}, async (ctx) => {
+      const { gw } = ctx;
+      const s = await initSession(gw);
+      ctx.child(s.pid);
+      const call = await post(gw, rpc('tools/call', { name: 'anything', arguments: {} }, 'first'), { sid: s.sid });
+      assert.equal(call.status, 200, call.text());
+      await reportedAt(gw, s.sid, `${first} closed`);
+      let second = null;
+      if (secondCall) {
+        // Written to the closed stdin: the write fails (the stdout stays open for a minute).
+        second = await post(gw, rpc('tools/call', { name: 'anything', arguments: {} }, 'second'), { sid: s.sid });
+      }
+      const ans = await answerOf(call);
+      assert.equal(ans?.id, 'first', call.text());
+      assert.equal(ans.error?.code, -32603);
+      const why = secondCall ? /child stopped reading its stdin/ : first === 'stdout' ? /child closed its stdout/ : /child closed its stdout|child stopped reading its stdin/;
+      assert.match(ans.error.message, new RegExp(`session ended: (${why.source})`));
+      assert.match(await closedBecause(gw, s.sid), why);
+      if (second) {
+        // Either refused at once (the session was already over: 404), or in flight when it ended.
+        const a2 = await answerOf(second);
+        console.log(`${mode}: the request sent after stdin closed got HTTP ${second.status}${a2 ? `, ${JSON.stringify(a2)}` : ''}`);
+        if (second.status !== 404) {
+          assert.equal(second.status, 200, second.text());
+          assert.equal(a2?.id, 'second', second.text());
+          assert.equal(a2.error?.code, -32603);
+        }
+      }
+      await assertGone(gw, s.sid);
+      await waitFor(() => reaped(s.pid), LADDER_MS, 'the child reaped');
+      await gw.waitLog(new RegExp(`child ${s.pid} killed by signal 15`));
+      await othersServed(gw);
+    });
+  });
+}
+
+// --- 9. stderr flood --------------------------------------------------------------------------
+
+test('a child flooding its stderr: memory bounded, its own and other sessions\' requests answered promptly, the log rate-limited, DELETE reaps', async () => {
+  await withHostile('flood-stderr', {}, async (ctx) => {
+    const { gw, gpid } = ctx;
+    const rss = rssSampler(gpid);
+    const s = await initSession(gw);
+    ctx.child(s.pid);
+    await reportedAt(gw, s.sid, 'misbehaving');
+    const wchar = () => Number(/wchar:\s*(\d+)/.exec(fs.readFileSync(`/proc/${s.pid}/io`, 'utf8'))[1]);
+    const stderrLines = new RegExp(`session=${escapeRe(s.sid)} child stderr: (?!\\d+ lines not logged)`, 'g');
+    const countFrom = (off) => [...gw.logs().slice(off).matchAll(stderrLines)].length;
+    const log0 = gw.logs().length;
+    const w0 = wchar();
+    const t0 = performance.now();
+
+    const served = await stillServes(gw, 3000);
+    ctx.defer(() => assertQuick(served));
+    // The flooding child's own session is served too (it answers between bursts).
+    let worstOwn = 0;
+    for (let i = 0; i < 5; i++) {
+      const t = performance.now();
+      const c = await post(gw, rpc('tools/call', { name: 'anything', arguments: {} }), { sid: s.sid });
+      const ans = await answerOf(c, 2000 * SLOW);
+      assert.equal(ans?.result?.content?.[0]?.text, 'still here', c.text());
+      worstOwn = Math.max(worstOwn, performance.now() - t);
+    }
+
+    // Two windows of the rate limit at least (each ends with a `lines not logged` warning).
+    const warnings = new RegExp(`session=${escapeRe(s.sid)} child stderr: \\d+ lines not logged \\(rate limit\\)`, 'g');
+    await waitFor(() => [...gw.logs().slice(log0).matchAll(warnings)].length >= 2, 5000 * SLOW, 'two rate-limit warnings');
+    const secs = (performance.now() - t0) / 1000;
+    const flooded = wchar() - w0;
+    const logged = countFrom(log0);
+    const grew = rss.stop();
+    console.log(`flood-stderr: ${(flooded / 1048576).toFixed(1)} MiB of stderr in ${secs.toFixed(1)} s, ${logged} lines logged, RSS +${grew} kB, ${served.rounds} rounds, worst healthz ${served.worstHealth.toFixed(1)} ms, echo ${served.worstEcho.toFixed(1)} ms, own call ${worstOwn.toFixed(1)} ms`);
+    assert.ok(flooded > 4 * 1048576, `the child flooded (${flooded} bytes of stderr in ${secs.toFixed(1)} s)`);
+    assert.ok(grew < RSS_BOUND_KB, `gateway RSS grew by ${grew} kB (bound ${RSS_BOUND_KB} kB)`);
+    // 200 lines a second at most (UPSTREAM_STDERR_PER_S, per window of 1 s: the measurement may
+    // straddle two more windows' edges), and some are logged.
+    assert.ok(logged > 0 && logged <= 200 * (Math.ceil(secs) + 2), `${logged} stderr lines logged in ${secs.toFixed(1)} s`);
+    ctx.defer(() => assert.ok(worstOwn < ECHO_MS, `the flooding child's own call answered slowly: ${Math.round(worstOwn)} ms (bound ${ECHO_MS} ms)`));
+
+    const d = await del(gw, { sid: s.sid });
+    await d.done(5000 * SLOW);
+    assert.equal(d.status, 200);
+    await waitFor(() => reaped(s.pid), LADDER_MS, 'the flooding child reaped');
+    await assertGone(gw, s.sid);
+    await othersServed(gw);
   });
 });
