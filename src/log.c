@@ -105,11 +105,17 @@ log_utf8(const unsigned char *s, size_t n, uint32_t *cp, bool *partial)
     size_t k;
     uint32_t v, min;
     if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        k = 2, v = s[0] & 0x1fu, min = 0x80;
+        k = 2;
+        v = s[0] & 0x1fu;
+        min = 0x80;
     } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        k = 3, v = s[0] & 0x0fu, min = 0x800;
+        k = 3;
+        v = s[0] & 0x0fu;
+        min = 0x800;
     } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        k = 4, v = s[0] & 0x07u, min = 0x10000;
+        k = 4;
+        v = s[0] & 0x07u;
+        min = 0x10000;
     } else {
         return 0;
     }
@@ -284,7 +290,8 @@ log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool
     if (log_format == LOG_FORMAT_JOURNAL && sid == NULL && n > 0 && text[0] == '<') {
         /* Not even a second "<N>" after the real one: some readers strip more than one. */
         log_put(&l, "\\x3c", 4);
-        text++, n--;
+        text++;
+        n--;
     }
     if (!log_put_escaped(&l, end, text, n, how, cut) || cut)
         log_put(&l, log_cut, sizeof(log_cut) - 1);
