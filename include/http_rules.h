@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_HTTP_RULES_H
+#define MCPGW_HTTP_RULES_H
+
+#include <sys/socket.h>
+
+#include <stdbool.h>
+
+/*
+ * Pure header rules of the HTTP front: strings in, a verdict out. Header values may be NULL (the
+ * header is absent). Case-insensitive where HTTP says so.
+ */
+
+/* Does an Accept header admit type ("text/event-stream")? Wildcards count; q-values are ignored. */
+bool http_rules_accepts(const char *accept, const char *type);
+/* application/json, with or without parameters. */
+bool http_rules_is_json(const char *ctype);
+/*
+ * Host (with or without its port) is in allowed (NULL-terminated; "*" admits any). A missing Host
+ * is refused.
+ */
+bool http_rules_host_allowed(char *const *allowed, const char *host);
+/*
+ * Origin is in allowed ("*" any; "http://localhost:*" that scheme and host with any numeric port).
+ * A missing Origin is allowed: non-browser clients send none (checklist T-03).
+ */
+bool http_rules_origin_allowed(char *const *allowed, const char *origin);
+/* The address is on loopback: 127.0.0.0/8, ::1, or ::ffff:127.x. */
+bool http_rules_loopback(const struct sockaddr *sa);
+
+#endif

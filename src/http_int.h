@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_HTTP_INT_H
+#define MCPGW_HTTP_INT_H
+
+/*
+ * Private to the HTTP layer (http.c, http_conn.c, http_sse.c, http_mcp.c, http_ops.c): the
+ * request and connection contexts, the layer's state, and the functions its files share. The only
+ * header that includes <microhttpd.h>; the layer's interface is http.h.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "auth.h"
+#include "buf.h"
+#include "config.h"
+#include "crypto.h"
+#include "http.h"
+#include "loop.h"
+#include "session.h"
+#include "stream.h"
+
+#define HTTP_SID_HEADER     "Mcp-Session-Id"
+#define HTTP_VERSION_HEADER "MCP-Protocol-Version"
+
+enum http_kind {
+    HTTP_MCP = 0,
+    HTTP_LEGACY_SSE, /* 2024-11-05 HTTP+SSE: GET PATH/sse */
+    HTTP_LEGACY_MSG, /* 2024-11-05 HTTP+SSE: POST PATH/messages?sessionId= */
+    HTTP_HEALTH,
+    HTTP_READY,
+    HTTP_METRICS,
+    HTTP_ADMIN,
+    HTTP_PRM, /* RFC 9728 protected resource metadata of rc->srv */
+    HTTP_NOT_FOUND,
+};
+
+enum http_method {
+    HTTP_POST = 0,
+    HTTP_GET,
+    HTTP_DELETE,
+    HTTP_OTHER,
+};
+
+/*
+ * After a hold, a body up to HTTP_COPY_MAX is copied into one buffer (headers and body leave in
+ * one write); a larger one is sent from the stream's own messages (an iovec response, no copy),
+ * when it has at most HTTP_IOV_MAX pieces.
+ */
+#define HTTP_COPY_MAX (64u * 1024u)
+#define HTTP_IOV_MAX  64
+
+/* The messages an iovec response is sent from, released when MHD is done with it. */
+struct http_sent {
+    int n;
+    struct msg *m[HTTP_IOV_MAX];
+};
+
+struct http_req;
+
+/* One client connection, from MHD's connection-started to its closed notification. */
+struct http_conn {
+    struct loop_watch *w; /* EPOLLIN | EPOLLRDHUP | EPOLLET on the socket */
+    int fd;
+    struct http_req *rc;           /* the request being served */
+    bool gone;                     /* the peer hung up */
+    uint64_t deadline_ms;          /* the request's headers or body must be in by then; 0: none */
+    struct http_conn *prev, *next; /* H.conns */
+};
+
+/* One HTTP request, from the first handler call to MHD's completed callback. */
+struct http_req {
+    struct MHD_Connection *c;
+    enum http_kind kind;
+    enum http_method method;
+    const struct config_server *srv;
+    struct buf body;
+    bool too_big;
+    bool responded; /* a response is queued */
+    char sid[CRYPTO_SESSION_ID_MAX];
+    struct stream *st;
+    bool suspended;
+    bool dropped;
+    bool held;               /* a POST stream waiting for its answer, no response queued */
+    bool with_sid;           /* the response carries Mcp-Session-Id (a new session) */
+    struct loop_timer *hold; /* ends the hold */
+    struct http_conn *conn;  /* NULL once MHD closed the connection */
+    unsigned gen;            /* H.gen when the request began */
+    bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
+    bool options;            /* OPTIONS: answered (CORS) only on the metadata routes */
+    struct auth_principal *principal; /* who is asking (a reference), once authenticated */
+};
+
+struct http_globals {
+    struct MHD_Daemon *d;
+    struct loop *l;
+    const struct config *cfg;
+    struct auth *auth;
+    struct http_conn *conns; /* every open connection, for the header and body deadlines */
+    struct loop_watch *mhd_w;
+    int listen_fd;
+    bool need_run;
+    uint64_t run_due_ms;          /* MHD's next timeout, from http_prepare */
+    size_t live;                  /* request contexts */
+    unsigned gen;                 /* configuration generation: counts reloads */
+    uint64_t responses[6];        /* by status class: [2] counts 2xx */
+    uint64_t bytes_in, bytes_out; /* request bodies; response bodies (SSE included) */
+    uint64_t refused_auth[3];     /* 401 missing, 401 invalid, 403 scope */
+    uint64_t rate_limited;        /* 429 from the principal's token bucket */
+    uint64_t slow_closed;         /* connections closed at a header or body deadline */
+};
+extern struct http_globals httpd;
+
+/* http.c */
+enum MHD_Result http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r);
+struct MHD_Response *http_body_response(char *body, size_t len);
+struct MHD_Response *http_static_response(const char *text);
+struct MHD_Response *http_error_response(int code, const char *message);
+enum MHD_Result http_error(struct http_req *rc, unsigned status, int code, const char *message);
+enum MHD_Result http_empty(struct http_req *rc, unsigned status);
+const char *http_header(const struct http_req *rc, const char *name);
+
+/* http_sse.c */
+void http_detach(struct http_req *rc);
+void http_drop(struct http_req *rc);
+enum MHD_Result http_sse(struct http_req *rc, struct stream *st, bool with_sid);
+enum MHD_Result http_hold(struct http_req *rc, struct stream *st, bool with_sid);
+enum MHD_Result http_unhold(struct http_req *rc);
+
+/* http_mcp.c */
+bool http_read_sid(struct http_req *rc);
+bool http_refuse_early(struct http_req *rc, enum MHD_Result *ret);
+bool http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret);
+enum MHD_Result http_post(struct http_req *rc);
+enum MHD_Result http_get(struct http_req *rc);
+enum MHD_Result http_delete(struct http_req *rc);
+enum MHD_Result http_legacy_sse(struct http_req *rc);
+enum MHD_Result http_legacy_post(struct http_req *rc);
+
+/* http_ops.c */
+enum MHD_Result http_health(struct http_req *rc);
+enum MHD_Result http_ready(struct http_req *rc);
+enum MHD_Result http_metrics(struct http_req *rc);
+enum MHD_Result http_admin(struct http_req *rc);
+enum MHD_Result http_prm(struct http_req *rc);
+
+/* http_conn.c: MHD's connection notifications and the request-line hook */
+void http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                 enum MHD_ConnectionNotificationCode toe);
+void *http_request_line(void *cls, const char *uri, struct MHD_Connection *c);
+
+#endif

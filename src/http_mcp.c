@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The MCP endpoint (mcp-spec-checklist section 1). Requests are checked in a fixed order: header
+ * size (431, in http.c), Host and Origin (403), the bearer token (401, or 403 for scopes;
+ * SECURITY.md), the principal's rate (429), method (405), Accept (406), Content-Type (415), body
+ * size (413), MCP-Protocol-Version (400), JSON (400 -32700), JSON-RPC (400 -32600), session (400
+ * missing / 404 unknown or another principal's). Every request gets an SSE body: the response,
+ * and whatever the child sends on that request's behalf, arrive as events. The 2024-11-05
+ * HTTP+SSE transport (GET PATH/sse, POST PATH/messages) lives here too.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_int.h"
+#include "http_rules.h"
+#include "jsonrpc.h"
+#include "log.h"
+
+/* Copies a plausible session id header; false when absent. Implausible ids become unknown. */
+bool
+http_read_sid(struct http_req *rc)
+{
+    const char *v = http_header(rc, HTTP_SID_HEADER);
+    if (v == NULL)
+        return false;
+    size_t n = strlen(v);
+    if (n == 0 || n >= sizeof(rc->sid)) {
+        snprintf(rc->sid, sizeof(rc->sid), "%s", "-");
+        return true;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7e) {
+            snprintf(rc->sid, sizeof(rc->sid), "%s", "-");
+            return true;
+        }
+    memcpy(rc->sid, v, n + 1);
+    return true;
+}
+
+static enum MHD_Result
+http_session_error(struct http_req *rc, enum session_status status)
+{
+    unsigned code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    int rpc = JSONRPC_INVALID_REQUEST;
+    switch (status) {
+    case SESSION_OK:
+        rpc = JSONRPC_INTERNAL_ERROR;
+        break;
+    case SESSION_E_GONE:
+        code = MHD_HTTP_NOT_FOUND;
+        break;
+    case SESSION_E_BUSY:
+        code = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rpc = JSONRPC_INTERNAL_ERROR;
+        break;
+    case SESSION_E_TOO_MANY:
+        code = MHD_HTTP_TOO_MANY_REQUESTS;
+        rpc = JSONRPC_INTERNAL_ERROR;
+        break;
+    case SESSION_E_DUPLICATE:
+        code = MHD_HTTP_BAD_REQUEST;
+        break;
+    case SESSION_E_CONFLICT:
+        code = MHD_HTTP_CONFLICT;
+        break;
+    case SESSION_E_EVICTED:
+        code = MHD_HTTP_GONE;
+        break;
+    case SESSION_E_DRAINING:
+        code = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rpc = JSONRPC_INTERNAL_ERROR;
+        break;
+    }
+    return http_error(rc, code, rpc,
+                      status == SESSION_OK ? "internal error" : session_status_text(status));
+}
+
+/*
+ * The session belongs to the server this request's path names. A server is its [server:NAME]:
+ * after a reload the session keeps the older definition, reached at the server's current path.
+ */
+static bool
+http_same_endpoint(const struct session *s, const struct http_req *rc)
+{
+    return s->srv == rc->srv || strcmp(s->srv->name, rc->srv->name) == 0;
+}
+
+/*
+ * The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended, another server's, or
+ * another principal's (the same 404: a session id alone never grants access, nor reveals one).
+ */
+static struct session *
+http_session(const struct http_req *rc)
+{
+    struct session *s = session_find(rc->sid);
+    return s != NULL && http_same_endpoint(s, rc) && !s->legacy && s->owner == rc->principal ? s
+                                                                                             : NULL;
+}
+
+/* The refusal when http_session found nothing: 400 without the header, else 404. */
+static enum MHD_Result
+http_no_session(struct http_req *rc)
+{
+    if (rc->sid[0] == '\0')
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "Mcp-Session-Id header is required");
+    return http_session_error(rc, SESSION_E_GONE);
+}
+
+static enum MHD_Result
+http_post_request(struct http_req *rc, struct session *s, bool created,
+                  const struct jsonrpc_info *info)
+{
+    enum session_status status;
+    struct stream *st = session_stream_open(s, false, &status);
+    if (st == NULL)
+        return http_session_error(rc, status);
+    status = session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info);
+    if (status != SESSION_OK) {
+        session_stream_detach(rc->sid, st);
+        if (created)
+            session_close(s, SESSION_END_INIT, "initialize not delivered");
+        return http_session_error(rc, status);
+    }
+    return http_hold(rc, st, created);
+}
+
+/* Elements scanned one by one; any invalid one refuses the whole batch before anything is sent. */
+static enum MHD_Result
+http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonrpc_info *info,
+                size_t n, bool *requests)
+{
+    char *body = buf_head(&rc->body);
+    char why[160];
+    for (size_t i = 0; i < n; i++) {
+        const char *err = NULL;
+        int st = jsonrpc_scan(body + el[i].off, el[i].len, &info[i], &err);
+        if (st == JSONRPC_EBATCH)
+            err = "a batch inside a batch";
+        if (st != JSONRPC_OK) {
+            snprintf(why, sizeof(why), "batch element %zu: %s", i, err ? err : "invalid");
+            return http_error(rc, MHD_HTTP_BAD_REQUEST,
+                              st == JSONRPC_EPARSE ? JSONRPC_PARSE_ERROR : JSONRPC_INVALID_REQUEST,
+                              why);
+        }
+        if (info[i].kind == JSONRPC_REQUEST && strcmp(info[i].method, "initialize") == 0)
+            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                              "initialize must not be part of a batch");
+        *requests |= info[i].kind == JSONRPC_REQUEST;
+    }
+    return MHD_YES;
+}
+
+/*
+ * A JSON array in one POST: 2025-03-26 sessions only (checklist T-12, T-13). Requests in it are
+ * answered on one SSE stream, an event each; a batch of notifications and responses gets 202.
+ */
+static enum MHD_Result
+http_post_batch(struct http_req *rc)
+{
+    struct session *s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc); /* initialize, the only request without one, is never batched */
+    if (!session_batches(s))
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "JSON-RPC batches exist only in protocol revision 2025-03-26");
+    struct jsonrpc_span el[SESSION_BATCH_MAX];
+    size_t n;
+    if (jsonrpc_batch_split(buf_head(&rc->body), buf_used(&rc->body), el, ARRAY_LEN(el), &n) == -1)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "a batch may hold at most 256 messages");
+    if (n == 0)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "empty batch");
+    struct jsonrpc_info *info = xcalloc(n, sizeof(*info));
+    bool requests = false;
+    enum MHD_Result ret = http_batch_scan(rc, el, info, n, &requests);
+    if (rc->responded) {
+        free(info);
+        return ret;
+    }
+    enum session_status status;
+    struct stream *st = requests ? session_stream_open(s, false, &status) : NULL;
+    if (requests && st == NULL) {
+        free(info);
+        return http_session_error(rc, status);
+    }
+    status = session_client_batch(s, st, buf_head(&rc->body), buf_used(&rc->body), el, info, n);
+    free(info);
+    if (status != SESSION_OK) {
+        if (st != NULL)
+            session_stream_detach(rc->sid, st);
+        return http_session_error(rc, status);
+    }
+    return st != NULL ? http_hold(rc, st, false) : http_empty(rc, MHD_HTTP_ACCEPTED);
+}
+
+/*
+ * Scans a POST body as one message. The refusals every POST shares are answered here (413 too
+ * big, 400 -32700 not JSON): the caller returns *ret when rc->responded is set.
+ */
+static int
+http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
+               enum MHD_Result *ret)
+{
+    if (rc->too_big) {
+        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request body exceeds max_body_bytes");
+        return JSONRPC_EPARSE;
+    }
+    int st = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), info, err);
+    if (st == JSONRPC_EPARSE)
+        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
+    return st;
+}
+
+enum MHD_Result
+http_post(struct http_req *rc)
+{
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    enum MHD_Result ret = MHD_NO;
+    int rc_scan = http_scan_body(rc, &info, &err, &ret);
+    if (rc->responded)
+        return ret;
+    if (rc_scan == JSONRPC_EBATCH)
+        return http_post_batch(rc);
+    if (rc_scan != JSONRPC_OK)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          err ? err : "Invalid Request");
+    bool is_init = info.kind == JSONRPC_REQUEST && strcmp(info.method, "initialize") == 0;
+    struct session *s;
+    if (rc->sid[0] == '\0' && is_init) {
+        int status = 500;
+        const char *why = "cannot start the upstream server";
+        s = session_create(rc->srv, rc->principal, &status, &why);
+        if (s == NULL)
+            return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+        snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
+        return http_post_request(rc, s, true, &info);
+    }
+    s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc);
+    if (is_init)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "session is already initialized");
+    if (info.kind == JSONRPC_REQUEST)
+        return http_post_request(rc, s, false, &info);
+    enum session_status status =
+        session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
+    if (status != SESSION_OK)
+        return http_session_error(rc, status);
+    return http_empty(rc, MHD_HTTP_ACCEPTED);
+}
+
+enum MHD_Result
+http_get(struct http_req *rc)
+{
+    struct session *s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc);
+    enum session_status status;
+    const char *last = http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID);
+    struct stream *st = last != NULL ? session_stream_resume(s, last, &status)
+                                     : session_stream_open(s, true, &status);
+    if (st == NULL)
+        return http_session_error(rc, status);
+    return http_sse(rc, st, false);
+}
+
+enum MHD_Result
+http_delete(struct http_req *rc)
+{
+    struct session *s = http_session(rc);
+    if (s == NULL)
+        return http_no_session(rc);
+    session_close(s, SESSION_END_DELETED, NULL);
+    return http_empty(rc, MHD_HTTP_OK);
+}
+
+/*
+ * GET PATH/sse: a new session whose one stream this is. The endpoint event carries a reference
+ * relative to PATH/sse ("messages?sessionId=..."), so it stays right behind a proxy that mounts
+ * the gateway under another prefix.
+ */
+enum MHD_Result
+http_legacy_sse(struct http_req *rc)
+{
+    int status = 500;
+    const char *why = "cannot start the upstream server";
+    struct session *s = session_create(rc->srv, rc->principal, &status, &why);
+    if (s == NULL)
+        return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+    snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
+    char endpoint[32 + CRYPTO_SESSION_ID_MAX];
+    snprintf(endpoint, sizeof(endpoint), "messages?sessionId=%s", s->id);
+    return http_sse(rc, session_legacy_open(s, endpoint), false);
+}
+
+/* POST PATH/messages?sessionId=...: one message, 202; answers travel on the session's stream. */
+enum MHD_Result
+http_legacy_post(struct http_req *rc)
+{
+    const char *v = MHD_lookup_connection_value(rc->c, MHD_GET_ARGUMENT_KIND, "sessionId");
+    if (v == NULL || v[0] == '\0')
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "sessionId query parameter is required");
+    snprintf(rc->sid, sizeof(rc->sid), "%s", v);
+    struct session *s = session_find(strlen(v) < sizeof(rc->sid) ? rc->sid : NULL);
+    if (s == NULL || !http_same_endpoint(s, rc) || !s->legacy || s->get == NULL
+        || s->owner != rc->principal)
+        return http_session_error(rc, SESSION_E_GONE);
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    enum MHD_Result ret = MHD_NO;
+    int rc_scan = http_scan_body(rc, &info, &err, &ret);
+    if (rc->responded)
+        return ret;
+    if (rc_scan != JSONRPC_OK)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          rc_scan == JSONRPC_EBATCH ? "JSON-RPC batches are not part of 2024-11-05"
+                          : err                     ? err
+                                                    : "Invalid Request");
+    enum session_status status;
+    if (info.kind == JSONRPC_REQUEST) {
+        if (strcmp(info.method, "initialize") == 0 && s->init_gw_id != 0)
+            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                              "session is already initialized");
+        status = session_client_request(s, s->get, buf_head(&rc->body), buf_used(&rc->body), &info);
+    } else {
+        status = session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
+    }
+    if (status != SESSION_OK)
+        return http_session_error(rc, status);
+    return http_queue(rc, MHD_HTTP_ACCEPTED, http_static_response("Accepted"));
+}
+
+/* Checks that need only the headers; answers and returns true when the request is refused. */
+static bool
+http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (!http_rules_host_allowed(httpd.cfg->allowed_hosts, http_header(rc, MHD_HTTP_HEADER_HOST))) {
+        *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
+        return true;
+    }
+    if (!http_rules_origin_allowed(httpd.cfg->allowed_origins,
+                                   http_header(rc, MHD_HTTP_HEADER_ORIGIN))) {
+        *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Origin not allowed");
+        return true;
+    }
+    return false;
+}
+
+/*
+ * 401 (no token, or one that does not verify) or 403 (scopes), with the RFC 6750 / RFC 9728
+ * challenge: where the resource metadata is, and the scopes this server needs.
+ */
+static enum MHD_Result
+http_auth_refusal(struct http_req *rc, enum auth_status st, const char *why)
+{
+    const struct config_auth *ca = &httpd.cfg->auth;
+    char meta[1200], scopes[1024] = "", challenge[3000];
+    if (auth_metadata_url(ca, rc->srv, meta, sizeof(meta)) == -1)
+        meta[0] = '\0';
+    size_t o = 0;
+    for (char **sc = rc->srv->required_scopes; sc && *sc && o < sizeof(scopes); sc++)
+        o += (size_t)snprintf(scopes + o, sizeof(scopes) - o, "%s%s", o ? " " : "", *sc);
+    int n = snprintf(challenge, sizeof(challenge), "Bearer resource_metadata=\"%s\"", meta);
+    if (st != AUTH_MISSING)
+        n += snprintf(challenge + n, sizeof(challenge) - (size_t)n,
+                      ", error=\"%s\", error_description=\"%s\"",
+                      st == AUTH_SCOPE ? "insufficient_scope" : "invalid_token", why);
+    if (scopes[0] != '\0')
+        snprintf(challenge + n, sizeof(challenge) - (size_t)n, ", scope=\"%s\"", scopes);
+    unsigned status = st == AUTH_SCOPE ? MHD_HTTP_FORBIDDEN : MHD_HTTP_UNAUTHORIZED;
+    httpd.refused_auth[st == AUTH_MISSING ? 0 : st == AUTH_INVALID ? 1 : 2]++;
+    char message[256];
+    snprintf(message, sizeof(message), "%s: %s",
+             status == MHD_HTTP_FORBIDDEN ? "Forbidden" : "Unauthorized", why);
+    struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, message);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
+    log_info(NULL, "request refused: %u %s", status, why);
+    return http_queue(rc, status, r);
+}
+
+/* Who is asking, and whether their bucket has a request left. True when refused. */
+static bool
+http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
+{
+    const char *why = NULL;
+    enum auth_status st = auth_check(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION),
+                                     rc->srv, util_now_unix(), &rc->principal, &why);
+    if (st != AUTH_OK) {
+        *ret = http_auth_refusal(rc, st, why);
+        return true;
+    }
+    uint64_t retry_ms = 0;
+    if (auth_rate_take(rc->principal, &httpd.cfg->auth, util_now_ms(), &retry_ms))
+        return false;
+    httpd.rate_limited++;
+    char retry[24];
+    snprintf(retry, sizeof(retry), "%" PRIu64, (retry_ms + 999) / 1000);
+    struct MHD_Response *r =
+        http_error_response(JSONRPC_INTERNAL_ERROR, "rate limit exceeded (rate_limit_per_s)");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry);
+    log_debug(NULL, "request refused: 429 rate limit of %s", rc->principal->name);
+    *ret = http_queue(rc, MHD_HTTP_TOO_MANY_REQUESTS, r);
+    return true;
+}
+
+static bool
+http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (!http_rules_is_json(http_header(rc, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        *ret = http_error(rc, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, JSONRPC_INVALID_REQUEST,
+                          "Content-Type must be application/json");
+        return true;
+    }
+    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t n;
+    const char *why;
+    if (clen != NULL && util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == 0
+        && n > httpd.cfg->max_body_bytes) {
+        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request body exceeds max_body_bytes");
+        return true;
+    }
+    return false;
+}
+
+/* The 2024-11-05 paths: the same Host and Origin rules; GET on /sse, POST on /messages. */
+bool
+http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (http_refuse_origin(rc, ret) || http_refuse_auth(rc, ret))
+        return true;
+    enum http_method want = rc->kind == HTTP_LEGACY_SSE ? HTTP_GET : HTTP_POST;
+    if (rc->method != want) {
+        *ret = http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
+                          "Method not allowed");
+        return true;
+    }
+    const char *accept = http_header(rc, MHD_HTTP_HEADER_ACCEPT);
+    if (want == HTTP_GET && accept != NULL && !http_rules_accepts(accept, "text/event-stream")) {
+        *ret = http_error(rc, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
+                          "Accept must list text/event-stream");
+        return true;
+    }
+    return want == HTTP_POST && http_refuse_body(rc, ret);
+}
+
+bool
+http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (http_refuse_origin(rc, ret) || http_refuse_auth(rc, ret))
+        return true;
+    if (rc->method == HTTP_OTHER) {
+        *ret = http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST,
+                          "Method not allowed");
+        return true;
+    }
+    const char *accept = http_header(rc, MHD_HTTP_HEADER_ACCEPT);
+    if ((rc->method == HTTP_POST
+         && (accept == NULL || !http_rules_accepts(accept, "application/json")
+             || !http_rules_accepts(accept, "text/event-stream")))
+        || (rc->method == HTTP_GET
+            && (accept == NULL || !http_rules_accepts(accept, "text/event-stream")))) {
+        *ret = http_error(rc, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
+                          rc->method == HTTP_POST
+                              ? "Accept must list application/json and text/event-stream"
+                              : "Accept must list text/event-stream");
+        return true;
+    }
+    if (rc->method == HTTP_POST && http_refuse_body(rc, ret))
+        return true;
+    const char *ver = http_header(rc, HTTP_VERSION_HEADER);
+    if (ver != NULL && !session_version_supported(ver, strlen(ver))) {
+        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "Unsupported MCP-Protocol-Version (supported: 2025-03-26, 2025-06-18, "
+                          "2025-11-25)");
+        return true;
+    }
+    return false;
+}

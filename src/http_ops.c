@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The operator's routes: /healthz, /readyz, /metrics, /admin/inflight, and the RFC 9728
+ * protected resource metadata. Probes take GET and HEAD only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_int.h"
+#include "http_rules.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "metrics.h"
+
+/* GET only (HEAD too: MHD sends the headers of the GET answer). */
+static bool
+http_refuse_not_get(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (rc->method == HTTP_GET || rc->head)
+        return false;
+    *ret =
+        http_error(rc, MHD_HTTP_METHOD_NOT_ALLOWED, JSONRPC_INVALID_REQUEST, "Method not allowed");
+    return true;
+}
+
+enum MHD_Result
+http_health(struct http_req *rc)
+{
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
+    struct MHD_Response *r = http_static_response("{\"status\":\"ok\"}");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+/* The peer of this connection is on loopback (behind nginx: nginx is). */
+static bool
+http_peer_loopback(const struct http_req *rc)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rc->c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return ci != NULL && http_rules_loopback(ci->client_addr);
+}
+
+/* "Authorization: Bearer <token>" with the admin token (compared in constant time). */
+static bool
+http_bearer_ok(const struct http_req *rc, const char *token)
+{
+    size_t len;
+    const char *got = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &len);
+    return got != NULL && len == strlen(token) && crypto_equal(got, token, len);
+}
+
+static enum MHD_Result
+http_unauthorized(struct http_req *rc)
+{
+    struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, "Unauthorized");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    return http_queue(rc, MHD_HTTP_UNAUTHORIZED, r);
+}
+
+/*
+ * GET /admin/inflight: off unless admin_token is set; then only for loopback peers presenting
+ * "Authorization: Bearer <admin_token>".
+ */
+enum MHD_Result
+http_admin(struct http_req *rc)
+{
+    const char *token = httpd.cfg->admin_token;
+    if (token == NULL || token[0] == '\0')
+        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not found");
+    if (!http_peer_loopback(rc))
+        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
+                          "the admin view answers loopback clients only");
+    if (!http_bearer_ok(rc, token))
+        return http_unauthorized(rc);
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
+    size_t len;
+    char *body = session_admin_json(&len);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+/* GET /readyz: 200 while new sessions are taken, 503 while draining or at max_sessions. */
+enum MHD_Result
+http_ready(struct http_req *rc)
+{
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
+    const char *body = "{\"ready\":true}";
+    unsigned status = MHD_HTTP_OK;
+    if (session_draining() || session_count() >= httpd.cfg->max_sessions) {
+        body = session_draining() ? "{\"ready\":false,\"reason\":\"draining\"}"
+                                  : "{\"ready\":false,\"reason\":\"max_sessions reached\"}";
+        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    struct MHD_Response *r = http_static_response(body);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return http_queue(rc, status, r);
+}
+
+/*
+ * GET /metrics (Prometheus text format): loopback peers only while admin_token is empty; with
+ * an admin_token, any peer presenting it.
+ */
+enum MHD_Result
+http_metrics(struct http_req *rc)
+{
+    const char *token = httpd.cfg->admin_token;
+    if (token != NULL && token[0] != '\0') {
+        if (!http_bearer_ok(rc, token))
+            return http_unauthorized(rc);
+    } else if (!http_peer_loopback(rc)) {
+        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
+                          "/metrics answers loopback clients only (or set admin_token)");
+    }
+    enum MHD_Result ret;
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
+    struct buf b;
+    buf_init(&b, (size_t)1 << 24);
+    session_metrics(&b);
+    metrics_family(&b, "mcpgw_ready", "gauge", "1 while new sessions are taken (/readyz).");
+    metrics_sample(&b, "mcpgw_ready", NULL,
+                   !session_draining() && session_count() < httpd.cfg->max_sessions);
+    metrics_family(&b, "mcpgw_http_requests_open", "gauge",
+                   "HTTP requests being handled (open streams included).");
+    metrics_sample(&b, "mcpgw_http_requests_open", NULL, httpd.live);
+    metrics_family(&b, "mcpgw_http_responses_total", "counter", "HTTP responses by status class.");
+    for (unsigned i = 1; i < 6; i++) {
+        char labels[16];
+        snprintf(labels, sizeof(labels), "code=\"%uxx\"", i);
+        metrics_sample(&b, "mcpgw_http_responses_total", labels, httpd.responses[i]);
+    }
+    metrics_family(&b, "mcpgw_http_received_bytes_total", "counter", "HTTP request body bytes.");
+    metrics_sample(&b, "mcpgw_http_received_bytes_total", NULL, httpd.bytes_in);
+    metrics_family(&b, "mcpgw_http_sent_bytes_total", "counter",
+                   "HTTP response body bytes (SSE streams included).");
+    metrics_sample(&b, "mcpgw_http_sent_bytes_total", NULL, httpd.bytes_out);
+    metrics_family(&b, "mcpgw_auth_refused_total", "counter",
+                   "Requests refused by [auth]: no token, an invalid one, missing scopes.");
+    static const char *const refusals[] = { "reason=\"missing\"", "reason=\"invalid\"",
+                                            "reason=\"insufficient_scope\"" };
+    for (size_t i = 0; i < ARRAY_LEN(refusals); i++)
+        metrics_sample(&b, "mcpgw_auth_refused_total", refusals[i], httpd.refused_auth[i]);
+    metrics_family(&b, "mcpgw_rate_limited_total", "counter",
+                   "Requests refused with 429 by a principal's rate_limit_per_s.");
+    metrics_sample(&b, "mcpgw_rate_limited_total", NULL, httpd.rate_limited);
+    metrics_family(&b, "mcpgw_slow_clients_closed_total", "counter",
+                   "Connections closed because a request's headers or body came too slowly.");
+    metrics_sample(&b, "mcpgw_slow_clients_closed_total", NULL, httpd.slow_closed);
+    metrics_family(&b, "mcpgw_principals", "gauge",
+                   "Principals remembered (holding sessions, requests or a partly used bucket).");
+    metrics_sample(&b, "mcpgw_principals", NULL, auth_principal_count());
+    size_t len = buf_used(&b);
+    char *body = xstrndup(buf_head(&b), len);
+    buf_clear(&b);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
+/*
+ * GET /.well-known/oauth-protected-resource[PATH] (RFC 9728 section 3): the metadata of the server
+ * at PATH; the root form describes the first server. Public: no token, any Origin (browser clients
+ * read it cross-origin), but the Host rule holds.
+ */
+enum MHD_Result
+http_prm(struct http_req *rc)
+{
+    enum MHD_Result ret;
+    if (rc->options) { /* a browser's CORS preflight (the SDK adds MCP-Protocol-Version) */
+        struct MHD_Response *r = http_static_response("");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "mcp-protocol-version");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+        return http_queue(rc, MHD_HTTP_NO_CONTENT, r);
+    }
+    if (http_refuse_not_get(rc, &ret))
+        return ret;
+    if (!http_rules_host_allowed(httpd.cfg->allowed_hosts, http_header(rc, MHD_HTTP_HEADER_HOST)))
+        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
+    char resource[1200];
+    if (auth_resource(&httpd.cfg->auth, rc->srv, resource, sizeof(resource)) == -1)
+        return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
+                          "resource URI too long");
+    size_t len;
+    char *body = jsonrpc_prm_new(resource, httpd.cfg->auth.authorization_servers,
+                                 rc->srv->required_scopes, &len);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=300");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}

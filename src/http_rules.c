@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Header rules as pure functions of strings and addresses: Accept, Content-Type, Host and Origin
+ * allow-lists, loopback peers. No MHD, no config object: unit-tested in
+ * tests/unit/test_http_rules.c.
+ */
+#include "http_rules.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <string.h>
+#include <strings.h>
+
+#include "util.h"
+
+/* Does an Accept header admit type ("text/event-stream")? Wildcards count; q-values are ignored. */
+bool
+http_rules_accepts(const char *accept, const char *type)
+{
+    const char *slash = strchr(type, '/');
+    size_t major = (size_t)(slash - type);
+    for (const char *p = accept; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *start = p;
+        while (*p && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
+            p++;
+        size_t len = (size_t)(p - start);
+        if (util_span_ieq(start, len, type) || util_span_ieq(start, len, "*/*")
+            || (len == major + 2 && strncasecmp(start, type, major + 1) == 0
+                && start[major + 1] == '*'))
+            return true;
+        while (*p && *p != ',')
+            p++;
+    }
+    return false;
+}
+
+bool
+http_rules_is_json(const char *ctype)
+{
+    if (ctype == NULL || !util_has_prefix_i(ctype, "application/json"))
+        return false;
+    char next = ctype[strlen("application/json")];
+    return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
+
+/* Host without its port: "localhost:8080" -> "localhost", "[::1]:80" -> "[::1]". */
+static size_t
+http_rules_host_len(const char *host)
+{
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        return end ? (size_t)(end - host) + 1 : strlen(host);
+    }
+    const char *colon = strchr(host, ':');
+    return colon ? (size_t)(colon - host) : strlen(host);
+}
+
+bool
+http_rules_host_allowed(char *const *allowed, const char *host)
+{
+    if (host == NULL)
+        return false;
+    size_t hl = http_rules_host_len(host);
+    for (char *const *a = allowed; a && *a; a++) {
+        if (strcmp(*a, "*") == 0 || util_span_ieq(host, strlen(host), *a)
+            || util_span_ieq(host, hl, *a))
+            return true;
+    }
+    return false;
+}
+
+/* "http://localhost:*" matches that scheme and host with any numeric port (or none). */
+static bool
+http_rules_origin_matches(const char *origin, const char *pattern)
+{
+    if (strcmp(pattern, "*") == 0)
+        return true;
+    size_t plen = strlen(pattern);
+    if (plen >= 2 && strcmp(pattern + plen - 2, ":*") == 0) {
+        size_t base = plen - 2;
+        if (strlen(origin) < base || strncasecmp(origin, pattern, base) != 0)
+            return false;
+        const char *port = origin + base;
+        if (*port == '\0')
+            return true;
+        if (*port++ != ':' || *port == '\0')
+            return false;
+        for (; *port; port++)
+            if (*port < '0' || *port > '9')
+                return false;
+        return true;
+    }
+    return util_span_ieq(origin, strlen(origin), pattern);
+}
+
+bool
+http_rules_origin_allowed(char *const *allowed, const char *origin)
+{
+    if (origin == NULL)
+        return true; /* non-browser clients send none (checklist T-03) */
+    for (char *const *a = allowed; a && *a; a++)
+        if (http_rules_origin_matches(origin, *a))
+            return true;
+    return false;
+}
+
+bool
+http_rules_loopback(const struct sockaddr *sa)
+{
+    if (sa == NULL)
+        return false;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)(const void *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&a->sin6_addr))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127;
+    }
+    return false;
+}

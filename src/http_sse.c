@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SSE bodies: a request's response is an SSE stream read from its session's stream; while it
+ * waits, the connection is suspended and the stream's wake resumes it. A POST's stream is held
+ * back for response_hold_ms: an answer that arrives in that time, with nothing before it, leaves as
+ * one SSE body with a Content-Length in one write, instead of headers, event and last chunk in
+ * three. Anything else (a notification first, the time up) starts the stream as usual. The hold
+ * never delays a message, only headers with nothing after.
+ */
+#include <stdlib.h>
+
+#include "http_int.h"
+
+static void
+http_resume(struct http_req *rc)
+{
+    if (!rc->suspended)
+        return;
+    rc->suspended = false;
+    MHD_resume_connection(rc->c);
+    /*
+     * In external mode a resume wakes nothing: MHD_run must follow (engineering-notes 1.1). It
+     * does at the end of this loop turn; http_run asks for another turn for resumes inside it.
+     */
+    httpd.need_run = true;
+}
+
+static void
+http_wake(void *arg)
+{
+    http_resume(arg);
+}
+
+/* Hands the stream back to its session; dropped when it had not finished. */
+void
+http_detach(struct http_req *rc)
+{
+    loop_timer_del(rc->hold);
+    rc->hold = NULL;
+    if (rc->st == NULL)
+        return;
+    struct stream *st = rc->st;
+    rc->st = NULL;
+    stream_set_wake(st, NULL, NULL);
+    session_stream_detach(rc->sid, st);
+}
+
+static ssize_t
+http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct http_req *rc = cls;
+    if (rc->dropped || rc->st == NULL)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t n = stream_read(rc->st, out, max);
+    httpd.bytes_out += n;
+    if (n > 0)
+        return (ssize_t)n;
+    /* Finished, or the gateway ends this connection (SSE polling): the client resumes. */
+    if (stream_finished(rc->st) || stream_hung_up(rc->st))
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    /* Never return 0 without suspending: MHD would spin (engineering-notes 2.2). */
+    rc->suspended = true;
+    MHD_suspend_connection(rc->c);
+    return 0;
+}
+
+/* The client left while a stream was open: the reader, or the held request, ends the response. */
+void
+http_drop(struct http_req *rc)
+{
+    rc->dropped = true;
+    http_detach(rc);
+    http_resume(rc);
+}
+
+static void
+http_sse_headers(struct MHD_Response *r, const struct http_req *rc, bool with_sid)
+{
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    if (with_sid)
+        MHD_add_response_header(r, HTTP_SID_HEADER, rc->sid);
+}
+
+enum MHD_Result
+http_sse(struct http_req *rc, struct stream *st, bool with_sid)
+{
+    rc->st = st;
+    stream_set_wake(st, http_wake, rc);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, http_sse_reader, rc, NULL);
+    http_sse_headers(r, rc, with_sid);
+    enum MHD_Result ret = http_queue(rc, MHD_HTTP_OK, r);
+    if (rc->conn == NULL || rc->conn->gone)
+        http_drop(rc); /* the hang-up came before the stream: the reader ends the response */
+    return ret;
+}
+
+static void
+http_hold_over(void *arg)
+{
+    struct http_req *rc = arg;
+    rc->hold = NULL;
+    http_resume(rc);
+}
+
+static void
+http_sent_free(void *cls)
+{
+    struct http_sent *sent = cls;
+    for (int i = 0; i < sent->n; i++)
+        msg_unref(sent->m[i]);
+    free(sent);
+}
+
+/* A POST's stream: held for response_hold_ms (see the top of this file), or started now. */
+enum MHD_Result
+http_hold(struct http_req *rc, struct stream *st, bool with_sid)
+{
+    if (httpd.cfg->response_hold_ms == 0 || rc->conn == NULL || rc->conn->gone)
+        return http_sse(rc, st, with_sid);
+    rc->st = st;
+    rc->with_sid = with_sid;
+    rc->held = true;
+    stream_set_wake(st, http_wake, rc);
+    rc->hold = loop_timer_add(httpd.l, httpd.cfg->response_hold_ms, http_hold_over, rc);
+    rc->suspended = true;
+    MHD_suspend_connection(rc->c);
+    return MHD_YES;
+}
+
+/* MHD calls again after the resume that ends a hold: one buffer if all is there, else a stream. */
+enum MHD_Result
+http_unhold(struct http_req *rc)
+{
+    rc->held = false;
+    loop_timer_del(rc->hold);
+    rc->hold = NULL;
+    struct stream *st = rc->st;
+    if (rc->dropped || st == NULL)
+        return MHD_NO; /* the client left: MHD closes the connection */
+    if (!st->ended)
+        return http_sse(rc, st, rc->with_sid);
+    struct MHD_Response *r;
+    if (st->pending <= HTTP_COPY_MAX) {
+        char *body = xmalloc(st->pending + 1);
+        r = http_body_response(body, stream_read(st, body, st->pending));
+    } else {
+        struct iovec iov[HTTP_IOV_MAX];
+        struct MHD_IoVec mio[HTTP_IOV_MAX];
+        struct http_sent *sent = xmalloc(sizeof(*sent));
+        sent->n = stream_take(st, iov, sent->m, HTTP_IOV_MAX);
+        if (sent->n < 0) {
+            free(sent);
+            return http_sse(rc, st, rc->with_sid);
+        }
+        for (int i = 0; i < sent->n; i++) {
+            mio[i] = (struct MHD_IoVec){ iov[i].iov_base, iov[i].iov_len };
+            httpd.bytes_out += iov[i].iov_len;
+        }
+        r = MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
+    }
+    http_sse_headers(r, rc, rc->with_sid);
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
