@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A fake of upstream.h for the session tests: no process, no pipes. Every message the owner sends
+ * is "read" by the child at once and kept (one reference each) for the test to inspect; lines and
+ * the child's end are injected by the test. It keeps the real contract and is no more lenient:
+ * upstream_send refuses once the child is gone or closing, a failed write is reported through
+ * gone_cb on a deferred call of the loop (never inside upstream_send, never after upstream_close),
+ * at most once, and no line reaches a gone or closed upstream. It does not model back-pressure on
+ * stdout, stdin flushing after close, or the stop ladder.
+ */
+#include "fake_upstream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "loop.h"
+#include "msg.h"
+#include "util.h"
+
+struct upstream {
+    struct loop *l;
+    pid_t pid;
+    char *argv0, *tag;
+    size_t stdin_max;
+    upstream_line_cb *line_cb;
+    upstream_gone_cb *gone_cb;
+    void *arg;
+    struct msg **sent; /* what the child read, one reference each */
+    size_t nsent, capsent;
+    bool full, fail_next, gone, closed, paused;
+    const char *gone_reason; /* static */
+    char *close_reason;
+    unsigned gone_calls;
+    struct upstream *next; /* every fake, newest first */
+};
+
+static struct {
+    struct upstream *all;
+    const char *fail_spawn;
+    unsigned misuse;
+    size_t live;
+    pid_t next_pid;
+    struct upstream_counters ctr;
+} F;
+
+const char upstream_no_fds[] = "out of file descriptors";
+
+/* A call the owner may not make after upstream_close. */
+static bool
+fake_upstream_check(const struct upstream *u)
+{
+    if (u->closed)
+        F.misuse++;
+    return !u->closed;
+}
+
+struct upstream *
+upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb *line_cb,
+               upstream_gone_cb *gone_cb, void *arg, const char **errstr)
+{
+    if (F.fail_spawn != NULL) {
+        *errstr = F.fail_spawn;
+        F.fail_spawn = NULL;
+        F.ctr.spawn_failed++;
+        return NULL;
+    }
+    struct upstream *u = xcalloc(1, sizeof(*u));
+    u->l = l;
+    u->pid = 100000 + ++F.next_pid;
+    u->argv0 = xstrdup(p->argv[0]);
+    u->tag = xstrdup(p->tag != NULL ? p->tag : "-");
+    u->stdin_max = p->stdin_max_bytes;
+    u->line_cb = line_cb;
+    u->gone_cb = gone_cb;
+    u->arg = arg;
+    u->next = F.all;
+    F.all = u;
+    F.live++;
+    F.ctr.spawned++;
+    return u;
+}
+
+/* The deferred report: what the real upstream_report does, with the fake never freed under it. */
+static void
+fake_upstream_report(void *arg)
+{
+    struct upstream *u = arg;
+    if (u->closed || u->gone_cb == NULL)
+        return;
+    u->gone_calls++;
+    u->gone_cb(u->gone_reason, u->arg);
+}
+
+void
+fake_upstream_gone(struct upstream *u, const char *reason)
+{
+    if (u->gone)
+        return;
+    u->gone = true;
+    u->gone_reason = reason;
+    loop_defer(u->l, fake_upstream_report, u);
+}
+
+int
+upstream_send(struct upstream *u, struct msg *m)
+{
+    if (!fake_upstream_check(u) || u->gone || u->full)
+        return -1;
+    if (u->fail_next) {
+        /* Queued, then the write fails: the stdin queue is dropped with the message in it. */
+        u->fail_next = false;
+        fake_upstream_gone(u, "child stopped reading its stdin");
+        return 0;
+    }
+    if (u->nsent == u->capsent) {
+        u->capsent = u->capsent ? 2 * u->capsent : 16;
+        u->sent = xrealloc(u->sent, u->capsent * sizeof(*u->sent));
+    }
+    u->sent[u->nsent++] = msg_ref(m);
+    F.ctr.stdin_bytes += m->len;
+    return 0;
+}
+
+void
+upstream_pause(struct upstream *u, bool paused)
+{
+    if (fake_upstream_check(u))
+        u->paused = paused;
+}
+
+void
+upstream_close(struct upstream *u, const char *reason)
+{
+    if (u == NULL || u->closed)
+        return;
+    u->closed = true;
+    u->close_reason = xstrdup(reason != NULL ? reason : "");
+    u->line_cb = NULL;
+    u->gone_cb = NULL;
+    F.live--;
+}
+
+pid_t
+upstream_pid(const struct upstream *u)
+{
+    fake_upstream_check(u);
+    return u->pid;
+}
+
+size_t
+upstream_queued_bytes(const struct upstream *u)
+{
+    fake_upstream_check(u);
+    return u->full ? u->stdin_max : 0;
+}
+
+size_t
+upstream_live_count(void)
+{
+    return F.live;
+}
+
+const struct upstream_counters *
+upstream_counters(void)
+{
+    return &F.ctr;
+}
+
+/* --- the test's side --------------------------------------------------------------------- */
+
+void
+fake_upstream_fail_spawn(const char *errstr)
+{
+    F.fail_spawn = errstr;
+}
+
+struct upstream *
+fake_upstream_last(void)
+{
+    return F.all;
+}
+
+const char *
+fake_upstream_argv0(const struct upstream *u)
+{
+    return u->argv0;
+}
+
+const char *
+fake_upstream_tag(const struct upstream *u)
+{
+    return u->tag;
+}
+
+size_t
+fake_upstream_stdin_max(const struct upstream *u)
+{
+    return u->stdin_max;
+}
+
+size_t
+fake_upstream_sent_count(const struct upstream *u)
+{
+    return u->nsent;
+}
+
+const char *
+fake_upstream_sent(const struct upstream *u, size_t i, size_t *len)
+{
+    if (i >= u->nsent)
+        return NULL;
+    if (len != NULL)
+        *len = u->sent[i]->len;
+    return u->sent[i]->data;
+}
+
+void
+fake_upstream_set_full(struct upstream *u, bool full)
+{
+    u->full = full;
+}
+
+void
+fake_upstream_fail_next_write(struct upstream *u)
+{
+    u->fail_next = true;
+}
+
+bool
+fake_upstream_line(struct upstream *u, const char *line)
+{
+    size_t len = strlen(line);
+    if (u->closed || u->gone || u->line_cb == NULL || len == 0)
+        return false; /* the real one skips empty lines too */
+    /* Exactly len bytes, not NUL-terminated: a read past the line is caught by ASan. */
+    char *copy = xmemdup(line, len);
+    u->line_cb(copy, len, NULL, u->arg);
+    free(copy);
+    return true;
+}
+
+bool
+fake_upstream_gone_seen(const struct upstream *u)
+{
+    return u->gone;
+}
+
+bool
+fake_upstream_closed(const struct upstream *u)
+{
+    return u->closed;
+}
+
+const char *
+fake_upstream_close_reason(const struct upstream *u)
+{
+    return u->close_reason;
+}
+
+bool
+fake_upstream_paused(const struct upstream *u)
+{
+    return u->paused;
+}
+
+unsigned
+fake_upstream_gone_calls(const struct upstream *u)
+{
+    return u->gone_calls;
+}
+
+unsigned
+fake_upstream_misuse(void)
+{
+    return F.misuse;
+}
+
+void
+fake_upstream_free_all(void)
+{
+    while (F.all != NULL) {
+        struct upstream *u = F.all;
+        F.all = u->next;
+        for (size_t i = 0; i < u->nsent; i++)
+            msg_unref(u->sent[i]);
+        free(u->sent);
+        free(u->argv0);
+        free(u->tag);
+        free(u->close_reason);
+        free(u);
+    }
+    memset(&F, 0, sizeof(F));
+}
