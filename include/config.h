@@ -64,6 +64,7 @@ struct config {
     uint64_t stream_queue_bytes;       /* per stream; above it the child's stdout is not read */
     uint64_t stdin_queue_bytes;        /* per child; above it new messages get 503 */
     uint64_t max_inflight_per_session;
+    uint64_t max_id_bytes; /* a request id or progress token longer than this is refused */
     uint64_t heartbeat_s;
     uint64_t connection_timeout_s; /* idle timeout of connections being read/written; 0 none */
     uint64_t child_stdin_grace_ms; /* stdin closed -> SIGTERM */

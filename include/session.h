@@ -60,13 +60,14 @@ struct session {
 /* Outcomes of handing a message to a session; http.c maps them to HTTP statuses. */
 enum session_status {
     SESSION_OK = 0,
-    SESSION_E_GONE,      /* the session or its child is gone: 404 */
-    SESSION_E_BUSY,      /* the child's stdin queue is full: 503 */
-    SESSION_E_TOO_MANY,  /* in-flight cap reached: 429 */
-    SESSION_E_DUPLICATE, /* the request id is already in flight: 400 */
-    SESSION_E_CONFLICT,  /* a GET stream is already open, or the stream resumed is read: 409 */
-    SESSION_E_EVICTED,   /* Last-Event-ID names nothing this session can still replay: 410 */
-    SESSION_E_DRAINING,  /* the gateway is shutting down and takes no new request: 503 */
+    SESSION_E_GONE,        /* the session or its child is gone: 404 */
+    SESSION_E_BUSY,        /* the child's stdin queue is full: 503 */
+    SESSION_E_TOO_MANY,    /* in-flight cap reached: 429 */
+    SESSION_E_DUPLICATE,   /* the request id is already in flight: 400 */
+    SESSION_E_CONFLICT,    /* a GET stream is already open, or the stream resumed is read: 409 */
+    SESSION_E_EVICTED,     /* Last-Event-ID names nothing this session can still replay: 410 */
+    SESSION_E_DRAINING,    /* the gateway is shutting down and takes no new request: 503 */
+    SESSION_E_ID_TOO_LONG, /* the request id or progress token passes max_id_bytes: 400 */
 };
 
 void session_module_init(struct loop *l, const struct config *cfg);

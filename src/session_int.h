@@ -72,6 +72,8 @@ void session_stream_abandon(struct session *s, struct stream *st, const char *wh
 /* Every deletion from the in-flight table goes through here (timers go with their entry). */
 void session_pending_del(struct session *s, struct pending *p);
 void session_pending_clear(struct session *s);
+/* Forgets the oldest lingering cancelled entries while the table is at its ceiling. */
+void session_pending_make_room(struct session *s);
 /* notifications/cancelled for p to the child, at most once; p is marked cancelled. */
 void session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why);
 /* A JSON-RPC error for p's client id on st. */

@@ -34,6 +34,24 @@ session_pending_del(struct session *s, struct pending *p)
     pending_del(&s->pt, p);
 }
 
+/*
+ * Cancelled entries linger (SESSION_CANCEL_LINGER_MS) only to recognise and drop a late answer.
+ * They count toward the table's ceiling, 2 x max_inflight_per_session entries of at most
+ * max_id_bytes of id and token each: past it the oldest lingering entry goes first (a late answer
+ * for it is then dropped as unknown, the same outcome).
+ */
+void
+session_pending_make_room(struct session *s)
+{
+    size_t max = 2 * sessions.cfg->max_inflight_per_session;
+    for (struct pending *p = s->pt.head; p != NULL && s->pt.count >= max;) {
+        struct pending *next = p->next;
+        if (p->state == PENDING_CANCELLED)
+            session_pending_del(s, p);
+        p = next;
+    }
+}
+
 void
 session_pending_clear(struct session *s)
 {
@@ -253,12 +271,19 @@ session_child_request(struct session *s, const char *line, size_t len,
                       const struct jsonrpc_info *info)
 {
     struct stream *st = session_route_unrelated(s);
-    if (st == NULL || s->pt.count >= 2 * sessions.cfg->max_inflight_per_session) {
-        log_warn(s->id, "child request %s: no client stream open, answered with an error",
-                 info->method);
+    session_pending_make_room(s);
+    const char *refusal = NULL;
+    if (info->id.len > sessions.cfg->max_id_bytes)
+        refusal = "request id longer than the gateway's max_id_bytes";
+    else if (st == NULL)
+        refusal = "no client stream is open to deliver this request";
+    else if (s->pt.count >= 2 * sessions.cfg->max_inflight_per_session)
+        refusal = "too many requests in flight for this session";
+    if (refusal != NULL) {
+        log_warn(s->id, "child request %s answered with an error: %s", info->method, refusal);
         size_t elen;
         char *e = jsonrpc_error_new(line + info->id.off, info->id.len, JSONRPC_INTERNAL_ERROR,
-                                    "no client stream is open to deliver this request", &elen);
+                                    refusal, &elen);
         struct iovec iov[2] = { { e, elen }, { (void *)(uintptr_t) "\n", 1 } };
         if (session_send_iov(s, iov, 2) == -1)
             log_warn(s->id, "error answer to the child not delivered");
@@ -351,7 +376,14 @@ session_child_notification(struct session *s, const char *line, size_t len,
         return;
     }
     log_debug(s->id, "child notification %s kept for the next GET stream", info->method);
-    if (s->backlog.count >= SESSION_BACKLOG_MAX) {
+    /* At most SESSION_BACKLOG_MAX messages and stream_queue_bytes: the oldest go first. */
+    uint64_t max_bytes = sessions.cfg->stream_queue_bytes;
+    if (len > max_bytes) {
+        sessions.ctr.notifications_dropped++;
+        return;
+    }
+    while (s->backlog.head != NULL
+           && (s->backlog.count >= SESSION_BACKLOG_MAX || s->backlog.bytes + len > max_bytes)) {
         msgq_advance(&s->backlog, s->backlog.head->m->len - s->backlog.head_off);
         sessions.ctr.notifications_dropped++;
     }
@@ -466,6 +498,9 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
 {
     if (s->state == SESSION_CLOSED || s->u == NULL)
         return SESSION_E_GONE;
+    if (info->id.len > sessions.cfg->max_id_bytes
+        || info->progress_token.len > sessions.cfg->max_id_bytes)
+        return SESSION_E_ID_TOO_LONG;
     struct pending *dup =
         pending_find_orig(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len);
     if (dup != NULL && dup->state == PENDING_FORWARDED)
@@ -476,6 +511,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         return SESSION_E_DRAINING;
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
+    session_pending_make_room(s);
     uint64_t now_us = util_now_us();
     struct pending *p = pending_add(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
                                     info->method, st->id, now_us / 1000u);
@@ -595,6 +631,8 @@ session_status_text(enum session_status status)
         return "this stream is already being read by another connection";
     case SESSION_E_EVICTED:
         return "Last-Event-ID names no event this session can still replay";
+    case SESSION_E_ID_TOO_LONG:
+        return "request id or progress token longer than max_id_bytes";
     case SESSION_E_DRAINING:
         return "gateway shutting down: no new requests; start a new session";
     }

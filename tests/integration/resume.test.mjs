@@ -395,7 +395,7 @@ test('410 for a malformed id, a stream of another session, a stream that never w
 });
 
 test('410 once the events after the id were evicted from a tiny replay_buffer_bytes; the newest id still resumes', async () => {
-  await withGateway({ gateway: { replay_buffer_bytes: 2048, disconnect_grace_ms: 20000, admin_token: TOKEN } }, async (gw) => {
+  await withGateway({ gateway: { replay_buffer_bytes: 2048, disconnect_grace_ms: 20000, admin_token: TOKEN, max_id_bytes: 1024 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const token = `big-${'x'.repeat(400)}`; // each progress event is about 550 bytes
     const { r } = await startCall(gw, s.sid, 'evict', 'slow', { steps: 20, interval_ms: 100, tag: 'evict' }, { progressToken: token });
@@ -423,7 +423,7 @@ test('410 once the events after the id were evicted from a tiny replay_buffer_by
 
 test('410 for events trimmed while nobody read the stream (over stream_queue_bytes); the events still held resume', async () => {
   const STEPS = 200;
-  await withGateway({ gateway: { stream_queue_bytes: 65536, disconnect_grace_ms: 20000, admin_token: TOKEN } }, async (gw) => {
+  await withGateway({ gateway: { stream_queue_bytes: 65536, disconnect_grace_ms: 20000, admin_token: TOKEN, max_id_bytes: 2048 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const token = `trim-${'y'.repeat(1000)}`; // ~1.1 KB per progress event, ~220 KB in all
     const { r } = await startCall(gw, s.sid, 'trim', 'slow', { steps: STEPS, interval_ms: 5, tag: 'trim' }, { progressToken: token });
