@@ -71,7 +71,9 @@ test('an ordinary call beside them is still cancelled on a drop (the exemption i
 });
 
 test('server-everything tasks through the gateway: create, tasks/get, tasks/list, tasks/result (exempt from the timeout)', async () => {
-  await withGateway({ servers: [{ ...everything, extra: 'request_timeout_ms = 500' }] }, async (gw) => {
+  // 2000 ms: initialize (a node child starting on a loaded runner) must fit in it; tasks/result
+  // blocks about 4 s, twice that, so only its exemption lets it through.
+  await withGateway({ servers: [{ ...everything, extra: 'request_timeout_ms = 2000' }] }, async (gw) => {
     const s = await initSession(gw, { version: V, capabilities: { tasks: {} } });
     assert.ok(s.result.capabilities.tasks, `server-everything declares tasks: ${JSON.stringify(s.result.capabilities)}`);
     const created = await ask(gw, s.sid, 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'gateways' }, task: { ttl: 60000 } }, 'create-1');
