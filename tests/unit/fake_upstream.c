@@ -31,6 +31,7 @@ struct upstream {
     const char *gone_reason; /* static */
     char *close_reason;
     unsigned gone_calls;
+    unsigned refused;      /* sends refused: gone, closed or full */
     struct upstream *next; /* every fake, newest first */
 };
 
@@ -104,8 +105,10 @@ fake_upstream_gone(struct upstream *u, const char *reason)
 int
 upstream_send(struct upstream *u, struct msg *m)
 {
-    if (!fake_upstream_check(u) || u->gone || u->full)
+    if (!fake_upstream_check(u) || u->gone || u->full) {
+        u->refused++;
         return -1;
+    }
     if (u->fail_next) {
         /* Queued, then the write fails: the stdin queue is dropped with the message in it. */
         u->fail_next = false;
@@ -267,6 +270,12 @@ unsigned
 fake_upstream_gone_calls(const struct upstream *u)
 {
     return u->gone_calls;
+}
+
+unsigned
+fake_upstream_refused(const struct upstream *u)
+{
+    return u->refused;
 }
 
 unsigned

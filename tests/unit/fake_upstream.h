@@ -46,6 +46,7 @@ bool fake_upstream_closed(const struct upstream *u);
 const char *fake_upstream_close_reason(const struct upstream *u); /* NULL while open */
 bool fake_upstream_paused(const struct upstream *u);
 unsigned fake_upstream_gone_calls(const struct upstream *u); /* gone_cb calls made */
+unsigned fake_upstream_refused(const struct upstream *u);    /* sends refused (-1) */
 /* Calls on an upstream after its upstream_close (other than upstream_close), over all fakes. */
 unsigned fake_upstream_misuse(void);
 
