@@ -6,14 +6,18 @@
  * jsonrpc_scan, session_stream_detach, session_close; the test reads what each stream got
  * (stream_read) and what the child read.
  *
- * Ids (minted toward the child, spliced back byte-for-byte, "42" vs 42, a 30-digit id, duplicates,
- * the in-flight cap); where the child's messages go (answers, progress, child requests, the
- * notification backlog, late answers); cancels (the client's, a dropped POST stream, never
- * initialize, DELETE, the child's end); and the re-entries that crashed the gateway when a child
- * closed its stdin: a write fails inside a flow (drop, cancel, answer, DELETE, batch, timeout,
- * ...), the session must finish that flow and end on the deferred report, on the next loop turn.
- * Run under ASan (abort_on_error) in CI: a use after free there is a crash here. The loop runs
- * turn by turn, or until a condition with a deadline; nothing sleeps.
+ * Ids (minted toward the child, spliced back byte-for-byte, "42" vs 42, a 30-digit id, duplicates
+ * and reuse, the in-flight cap, a full stdin); where the child's messages go (answers, progress,
+ * child requests and the child's cancel of one, a child's batch, the notification backlog, late
+ * answers, back-pressure); cancels (the client's, a dropped POST stream at once or after the
+ * grace period, never initialize nor a task-augmented request, DELETE, idle expiry, the child's
+ * end); the lifecycle (create, spawn failure, reap, close twice, close all); and the re-entries
+ * that crashed the gateway when a child closed its stdin: a write fails inside a flow (drop,
+ * cancel, answer, DELETE, batch, timeout, grace expiry, a request, the error answer to a child's
+ * request), the session must finish that flow and end on the deferred report, on the next loop
+ * turn. Run under ASan (abort_on_error) in CI: a use after free there is a crash here. The loop
+ * runs turn by turn, or until a condition with a deadline; nothing sleeps. A test marked BUG is
+ * disabled until the gateway is fixed.
  */
 #include <inttypes.h>
 #include <stdarg.h>
