@@ -583,9 +583,11 @@ session_client_answer(struct session *s, char *body, size_t len, const struct js
         session_pending_del(s, p);
         return SESSION_OK;
     }
-    int rc = session_splice_send(s, body, len, info->id, p->orig_id, p->orig_id_len);
+    /* Refused (stdin full): the entry stays, so the 503's retry still finds it. */
+    if (session_splice_send(s, body, len, info->id, p->orig_id, p->orig_id_len) == -1)
+        return SESSION_E_BUSY;
     session_pending_del(s, p);
-    return rc == -1 ? SESSION_E_BUSY : SESSION_OK;
+    return SESSION_OK;
 }
 
 enum session_status

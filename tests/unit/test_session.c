@@ -1149,12 +1149,11 @@ Test(session, child_gone_fails_what_is_in_flight_and_sends_the_child_nothing)
 }
 
 /*
- * BUG (src/session_route.c, session_client_answer): when the child's stdin is full the client's
- * answer gets SESSION_E_BUSY ("try again later", a 503), but the in-flight entry is deleted all
- * the same, so the retry is "an unknown request: dropped" with SESSION_OK (a 202) and the child
- * never gets its answer. Disabled until fixed (enable it to see the failure).
+ * When the child's stdin is full the client's answer gets SESSION_E_BUSY ("try again later", a
+ * 503): the in-flight entry must stay, so the retry reaches the child (it was deleted, and the
+ * retry dropped as an answer to an unknown request).
  */
-Test(session, client_answer_refused_for_a_full_stdin_can_be_retried, .disabled = true)
+Test(session, client_answer_refused_for_a_full_stdin_can_be_retried)
 {
     start(INI);
     struct fx f;
