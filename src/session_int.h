@@ -76,6 +76,8 @@ void session_pending_clear(struct session *s);
 void session_pending_make_room(struct session *s);
 /* notifications/cancelled for p to the child, at most once; p is marked cancelled. */
 void session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why);
+/* Answers a request of the child's (its raw id) with a JSON-RPC error. */
+void session_error_to_child(struct session *s, const char *id, size_t idlen, const char *message);
 /* A JSON-RPC error for p's client id on st. */
 void session_push_error(struct session *s, struct stream *st, const struct pending *p,
                         const char *message);

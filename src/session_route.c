@@ -122,6 +122,17 @@ session_cancel_to_child(struct session *s, struct pending *p, enum session_cance
     p->timer = NULL;
 }
 
+void
+session_error_to_child(struct session *s, const char *id, size_t idlen, const char *message)
+{
+    size_t elen;
+    char *e = jsonrpc_error_new(id, idlen, JSONRPC_INTERNAL_ERROR, message, &elen);
+    struct iovec iov[2] = { { e, elen }, { (void *)(uintptr_t) "\n", 1 } };
+    if (session_send_iov(s, iov, 2) == -1)
+        log_warn(s->id, "error answer to the child not delivered");
+    free(e);
+}
+
 /* --- request timeouts ------------------------------------------------------------------- */
 
 static void
@@ -281,13 +292,7 @@ session_child_request(struct session *s, const char *line, size_t len,
         refusal = "too many requests in flight for this session";
     if (refusal != NULL) {
         log_warn(s->id, "child request %s answered with an error: %s", info->method, refusal);
-        size_t elen;
-        char *e = jsonrpc_error_new(line + info->id.off, info->id.len, JSONRPC_INTERNAL_ERROR,
-                                    refusal, &elen);
-        struct iovec iov[2] = { { e, elen }, { (void *)(uintptr_t) "\n", 1 } };
-        if (session_send_iov(s, iov, 2) == -1)
-            log_warn(s->id, "error answer to the child not delivered");
-        free(e);
+        session_error_to_child(s, line + info->id.off, info->id.len, refusal);
         return;
     }
     struct pending *p = pending_add(&s->pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,

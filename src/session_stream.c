@@ -269,9 +269,18 @@ void
 session_stream_abandon(struct session *s, struct stream *st, const char *why)
 {
     unsigned n = 0;
-    for (struct pending *p = s->pt.head; p != NULL; p = p->next) {
-        if (p->dir != PENDING_TO_CHILD || p->stream_id != st->id || p->state != PENDING_FORWARDED
-            || p->gw_id == s->init_gw_id || p->task)
+    for (struct pending *p = s->pt.head, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->stream_id != st->id || p->state != PENDING_FORWARDED)
+            continue;
+        if (p->dir == PENDING_TO_CLIENT) {
+            /* The child's own request went out on st: nobody can answer it now. */
+            session_error_to_child(s, p->orig_id, p->orig_id_len,
+                                   "client disconnected before answering");
+            session_pending_del(s, p);
+            continue;
+        }
+        if (p->gw_id == s->init_gw_id || p->task)
             continue;
         session_cancel_to_child(s, p, SESSION_CANCEL_DISCONNECT);
         n++;

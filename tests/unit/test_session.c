@@ -1038,6 +1038,28 @@ Test(session, dropped_post_stream_cancels_its_requests_as_client_disconnected)
     cr_assert_eq(nsent(&f), before + 1);
 }
 
+Test(session, dropped_post_stream_answers_the_child_request_it_carried_with_an_error)
+{
+    start(INI); /* disconnect_grace_ms = 0 */
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    uint64_t c1;
+    struct stream *st = post(&f, "1", &c1);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    cr_assert_eq(count_events(st), 1);
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 1);
+    size_t before = nsent(&f);
+    detach(st);
+    /* The child's request gets an error (nobody can answer it now), its call a cancel. */
+    cr_assert_eq(nsent(&f), before + 2);
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0);
+    bool error_seen = false;
+    for (size_t i = before; i < nsent(&f); i++)
+        error_seen |= strstr(sent(&f, i), "client disconnected before answering") != NULL
+                      && strstr(sent(&f, i), "\"r1\"") != NULL;
+    cr_assert(error_seen, "no error answer for the child's roots/list");
+}
+
 static bool
 disconnect_cancelled(void)
 {
