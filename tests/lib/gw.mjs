@@ -105,6 +105,7 @@ export async function startGateway(opts = {}) {
      *                                         a different outcome, stated explicitly
      *   await gw.stop({ expect: null })       no assertion: only for cleanup on a path that is
      *                                         already failing (or already asserted the exit itself)
+     *   await gw.stop({ signal, expect })     the same, both in one object
      * A gateway that has already exited is not signalled; its status is checked all the same.
      * Waits at most 15 s (then SIGKILL and throw). Returns {code, signal}; the assertion
      * message carries the tail of the gateway's log.
