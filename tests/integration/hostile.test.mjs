@@ -200,33 +200,40 @@ async function withHostile(mode, gateway, fn) {
  * quickly (bounded in count as well as time). Returns the slowest of each. Unloaded, either takes
  * a few ms; a loop that bounds the work it does per wake-up (say a MiB of a child's output, about
  * a millisecond of scanning) stays far below these bounds whatever one child does, while one
- * that reads a child's stdout for as long as the pipe refills stalls every other client.
+ * that reads a child's stdout for as long as the pipe refills stalls every other client, round
+ * after round. So the bounds hold for the 90th percentile of the rounds; the single worst round,
+ * which one scheduling hiccup of a loaded 2-core runner can make (103 ms was seen), only has to
+ * stay under 5 times that.
  */
 const HEALTH_MS = 100 * SLOW;
 const ECHO_MS = 250 * SLOW;
+const WORST_FACTOR = 5;
+const p90 = (a) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor(a.length * 0.9))] ?? 0;
 async function stillServes(gw, ms) {
   const n = await initSession(gw, { url: exampleUrl(gw) });
-  let worstHealth = 0;
-  let worstEcho = 0;
+  const health = [];
+  const echoes = [];
   let rounds = 0;
   const end = Date.now() + ms;
   while (Date.now() < end && rounds < 500) {
     const h = await fetchPath(gw, '/healthz');
     assert.equal(h.status, 200);
-    worstHealth = Math.max(worstHealth, h.ms);
-    worstEcho = Math.max(worstEcho, await echo(gw, n.sid, `round ${rounds}`));
+    health.push(h.ms);
+    echoes.push(await echo(gw, n.sid, `round ${rounds}`));
     rounds++;
   }
   await (await del(gw, { sid: n.sid, url: exampleUrl(gw) })).done();
   await waitFor(() => reaped(n.pid), 5000 * SLOW, 'normal child reaped');
-  return { rounds, ms, worstHealth, worstEcho };
+  return { rounds, ms, health, echoes, worstHealth: Math.max(0, ...health), worstEcho: Math.max(0, ...echoes) };
 }
 
 /** The latency bounds on what stillServes measured (checked last: see ctx.defer). */
-function assertQuick({ rounds, ms, worstHealth, worstEcho }) {
+function assertQuick({ rounds, ms, health, echoes, worstHealth, worstEcho }) {
   assert.ok(rounds >= 5, `other sessions served while the child misbehaves: only ${rounds} rounds in ${ms} ms`);
-  assert.ok(worstHealth < HEALTH_MS, `/healthz answered slowly: ${Math.round(worstHealth)} ms (bound ${HEALTH_MS} ms, ${rounds} rounds)`);
-  assert.ok(worstEcho < ECHO_MS, `echo on another session answered slowly: ${Math.round(worstEcho)} ms (bound ${ECHO_MS} ms, ${rounds} rounds)`);
+  assert.ok(p90(health) < HEALTH_MS, `/healthz answered slowly: p90 ${Math.round(p90(health))} ms (bound ${HEALTH_MS} ms, ${rounds} rounds)`);
+  assert.ok(p90(echoes) < ECHO_MS, `echo on another session answered slowly: p90 ${Math.round(p90(echoes))} ms (bound ${ECHO_MS} ms, ${rounds} rounds)`);
+  assert.ok(worstHealth < WORST_FACTOR * HEALTH_MS, `/healthz stalled: ${Math.round(worstHealth)} ms (bound ${WORST_FACTOR * HEALTH_MS} ms)`);
+  assert.ok(worstEcho < WORST_FACTOR * ECHO_MS, `echo on another session stalled: ${Math.round(worstEcho)} ms (bound ${WORST_FACTOR * ECHO_MS} ms)`);
 }
 
 // --- 1. flood ------------------------------------------------------------------------------------
