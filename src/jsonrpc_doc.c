@@ -1,15 +1,159 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Small JSON documents read and written off the hot path, with jansson (part of the jsonrpc
- * module, the one includer of <jansson.h>): the JWT header and claims, JWK Sets, and the RFC 9728
- * protected resource metadata the gateway serves.
+ * JSON read and written off the hot path, with jansson (part of the jsonrpc module, the one
+ * includer of <jansson.h>): the messages the gateway writes itself (errors, cancels), the
+ * initialize result's protocol version and task states read once each, the JWT header and claims,
+ * JWK Sets, and the RFC 9728 protected resource metadata the gateway serves.
  */
+#include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
 #include "jsonrpc.h"
+
+/*
+ * Builders. The raw id is spliced byte for byte, so the JSON around it is concatenated here and
+ * jansson only encodes the free-text strings.
+ */
+
+#define JSONRPC_DUMP_FLAGS (JSON_ENCODE_ANY | JSON_COMPACT)
+
+/* text as a JSON string, in a new xmalloc'd buffer without a NUL. NULL or invalid UTF-8 give "". */
+char *
+jsonrpc_quote(const char *text, size_t *len)
+{
+    json_t *js = text != NULL ? json_string(text) : NULL;
+    size_t n = js != NULL ? json_dumpb(js, NULL, 0, JSONRPC_DUMP_FLAGS) : 0;
+    char *q = n != 0 ? xmalloc(n) : NULL;
+
+    if (q != NULL && json_dumpb(js, q, n, JSONRPC_DUMP_FLAGS) != n) {
+        free(q);
+        q = NULL;
+    }
+    json_decref(js);
+    if (q == NULL) {
+        n = 2;
+        q = xmemdup("\"\"", n);
+    }
+    *len = n;
+    return q;
+}
+
+static size_t
+jsonrpc_put(char *buf, size_t o, const char *s, size_t n)
+{
+    memcpy(buf + o, s, n);
+    return o + n;
+}
+
+char *
+jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char *message, size_t *len)
+{
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    char mid[64];
+    int midlen = snprintf(mid, sizeof mid, ",\"error\":{\"code\":%d,\"message\":", code);
+    size_t qlen, o = 0;
+    char *q = jsonrpc_quote(message, &qlen), *buf;
+
+    if (id_raw == NULL || id_len == 0) {
+        id_raw = "null";
+        id_len = 4;
+    }
+    buf = xmalloc(sizeof head - 1 + id_len + (size_t)midlen + qlen + sizeof "}}");
+    o = jsonrpc_put(buf, o, head, sizeof head - 1);
+    o = jsonrpc_put(buf, o, id_raw, id_len);
+    o = jsonrpc_put(buf, o, mid, (size_t)midlen);
+    o = jsonrpc_put(buf, o, q, qlen);
+    o = jsonrpc_put(buf, o, "}}", 2);
+    buf[o] = '\0';
+    free(q);
+    if (len != NULL)
+        *len = o;
+    return buf;
+}
+
+char *
+jsonrpc_cancel_new(const char *id_raw, size_t id_len, const char *reason, size_t *len)
+{
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                               "\"params\":{\"requestId\":";
+    static const char mid[] = ",\"reason\":";
+    size_t qlen = 0, o = 0;
+    char *q = reason != NULL ? jsonrpc_quote(reason, &qlen) : NULL, *buf;
+
+    assert(id_raw != NULL && id_len != 0);
+    buf = xmalloc(sizeof head - 1 + id_len + sizeof mid - 1 + qlen + sizeof "}}");
+    o = jsonrpc_put(buf, o, head, sizeof head - 1);
+    o = jsonrpc_put(buf, o, id_raw, id_len);
+    if (q != NULL) {
+        o = jsonrpc_put(buf, o, mid, sizeof mid - 1);
+        o = jsonrpc_put(buf, o, q, qlen);
+    }
+    o = jsonrpc_put(buf, o, "}}", 2);
+    buf[o] = '\0';
+    free(q);
+    if (len != NULL)
+        *len = o;
+    return buf;
+}
+
+int
+jsonrpc_protocol_version(const char *p, size_t n, char *out, size_t outlen)
+{
+    json_t *root, *holder, *v;
+    int rc = -1;
+
+    /* jansson skips a NUL after a number or literal, so a NUL never gets that far. */
+    if (outlen == 0 || memchr(p, '\0', n) != NULL)
+        return -1;
+    root = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, NULL);
+    if (root == NULL)
+        return -1;
+    holder = json_object_get(root, json_object_get(root, "method") != NULL ? "params" : "result");
+    v = json_object_get(holder, "protocolVersion");
+    if (json_is_string(v) && json_string_length(v) < outlen) {
+        memcpy(out, json_string_value(v), json_string_length(v) + 1);
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}
+
+int
+jsonrpc_task_state(const char *p, size_t n, struct jsonrpc_task *out)
+{
+    json_t *root, *t, *v;
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (memchr(p, '\0', n) != NULL)
+        return -1;
+    root = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, NULL);
+    if (root == NULL)
+        return -1;
+    /* notifications/tasks/status: params is the Task; CreateTaskResult: result.task; else result */
+    t = json_object_get(root, json_object_get(root, "method") != NULL ? "params" : "result");
+    if (json_is_object(json_object_get(t, "task")))
+        t = json_object_get(t, "task");
+    v = json_object_get(t, "taskId");
+    if (json_is_string(v) && json_string_length(v) > 0
+        && json_string_length(v) < sizeof(out->task_id)) {
+        memcpy(out->task_id, json_string_value(v), json_string_length(v) + 1);
+        v = json_object_get(t, "status");
+        if (json_is_string(v) && json_string_length(v) < sizeof(out->status))
+            memcpy(out->status, json_string_value(v), json_string_length(v) + 1);
+        v = json_object_get(t, "ttl");
+        out->ttl_ms = json_is_number(v) && json_number_value(v) >= 0
+                          ? (int64_t)(json_number_value(v) > 9e15 ? 9e15 : json_number_value(v))
+                          : -1;
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}
 
 /* ---- small documents: JWT parts, JWKS, protected resource metadata ---------------------- */
 
