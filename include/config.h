@@ -34,6 +34,13 @@ struct config_auth {
     uint64_t rate_limit_burst;           /* token bucket size */
 };
 
+/* A server's protocol era toward 2026-07-28 clients (its pool's children). */
+enum config_era {
+    CONFIG_ERA_AUTO = 0, /* probe the first child with server/discover (checklist S-10) */
+    CONFIG_ERA_MODERN,   /* serves 2026-07-28 itself */
+    CONFIG_ERA_LEGACY,   /* initialize-based: the gateway initializes it and adapts results */
+};
+
 struct config_server {
     char *name;             /* from [server:NAME] */
     char *path;             /* MCP endpoint, starts with '/' */
@@ -44,7 +51,17 @@ struct config_server {
     char **required_scopes; /* every one must be granted to the token; NULL-terminated */
     uint64_t request_timeout_ms;     /* 0: none */
     uint64_t request_timeout_max_ms; /* > 0: progress restarts the clock, up to this total */
-    int line;                        /* line of the section header */
+    /* The pool of children that serves 2026-07-28 requests (no sessions there). */
+    enum config_era era;
+    uint64_t pool_max_children;
+    uint64_t pool_warm_children;      /* started with the gateway, never ended for idleness */
+    uint64_t pool_idle_timeout_s;     /* a child beyond the warm ones idle this long ends */
+    uint64_t pool_child_max_inflight; /* requests in flight on one child */
+    uint64_t pool_start_timeout_ms;   /* probe and initialize of a new child */
+    uint64_t pool_max_restarts_per_min;
+    uint64_t cache_ttl_ms; /* ttlMs stamped where a legacy child's cacheable result lacks it */
+    bool cache_public;     /* cacheScope stamped likewise: "public", else "private" */
+    int line;              /* line of the section header */
 };
 
 struct config {

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /*
  * Pure header rules of the HTTP front: strings in, a verdict out. Header values may be NULL (the
@@ -25,6 +26,13 @@ bool http_rules_host_allowed(char *const *allowed, const char *host);
  * A missing Origin is allowed: non-browser clients send none (checklist T-03).
  */
 bool http_rules_origin_allowed(char *const *allowed, const char *origin);
+/*
+ * The value an Mcp-Name, Mcp-Method or MCP-Protocol-Version header carries (2026-07-28,
+ * checklist T-84), blanks around it dropped: plain printable ASCII as is, or the "=?base64?<base64
+ * of UTF-8>?=" form decoded. Into out[0..cap) with a NUL, length in *len; false when malformed,
+ * holding a NUL, or too long.
+ */
+bool http_rules_mcp_value(const char *h, char *out, size_t cap, size_t *len);
 /* The address is on loopback: 127.0.0.0/8, ::1, or ::ffff:127.x. */
 bool http_rules_loopback(const struct sockaddr *sa);
 

@@ -48,6 +48,21 @@ struct jsonrpc_info {
         progress_token; /* raw params._meta.progressToken, or params.progressToken */
     bool has_task;      /* params.task is present (task-augmented request) */
     bool has_crlf;      /* a raw CR or LF byte occurs (as whitespace) */
+    /* Requests and notifications (raw values, quotes included for strings): */
+    struct jsonrpc_span name;    /* params.name (tools/call, prompts/get) */
+    struct jsonrpc_span uri;     /* params.uri (resources/read) */
+    struct jsonrpc_span task_id; /* params.taskId */
+    struct jsonrpc_span level;   /* params.level (notifications/message) */
+    /* params._meta["io.modelcontextprotocol/..."] of the 2026-07-28 revision: */
+    struct jsonrpc_span meta_version;      /* .../protocolVersion */
+    struct jsonrpc_span meta_caps;         /* .../clientCapabilities */
+    struct jsonrpc_span meta_log_level;    /* .../logLevel */
+    struct jsonrpc_span meta_subscription; /* .../subscriptionId (a listen's notifications) */
+    /* Results: the result object, and its members the 2026-07-28 revision adds. */
+    struct jsonrpc_span result;       /* only when it is an object */
+    struct jsonrpc_span result_type;  /* result.resultType */
+    struct jsonrpc_span result_ttl;   /* result.ttlMs */
+    struct jsonrpc_span result_scope; /* result.cacheScope */
 };
 
 enum jsonrpc_status {
@@ -62,10 +77,12 @@ enum jsonrpc_status {
  * object. On JSONRPC_OK *out is filled; otherwise *errstr (if errstr != NULL) gets a static phrase.
  * Duplicate tracked keys (jsonrpc, id, method, params, result, error, and the nested ones above)
  * are JSONRPC_EINVALID, so the gateway and the child can never disagree about which one counts.
- * Tracked inside params: requestId, progressToken, _meta and task; inside params._meta:
- * progressToken. On a RESULT or ERROR, params (if any) is validated but its fields are not
- * reported. On any status but JSONRPC_OK *out is zeroed, except that has_crlf stays meaningful for
- * JSONRPC_EINVALID and JSONRPC_EBATCH (the whole text was valid JSON, so jsonrpc_flatten is safe).
+ * Tracked inside params: requestId, progressToken, _meta, task, name, uri, taskId and level;
+ * inside params._meta: progressToken and the 2026-07-28 protocolVersion, clientCapabilities,
+ * logLevel and subscriptionId; inside result: resultType, ttlMs and cacheScope. On a RESULT or
+ * ERROR, params (if any) is validated but its fields are not reported. On any status but JSONRPC_OK
+ * *out is zeroed, except that has_crlf stays meaningful for JSONRPC_EINVALID and JSONRPC_EBATCH
+ * (the whole text was valid JSON, so jsonrpc_flatten is safe).
  */
 int jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **errstr) MUSTCHECK;
 
@@ -84,12 +101,23 @@ void jsonrpc_flatten(char *p, size_t n);
  */
 bool jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out);
 
+/*
+ * The JSON string at sp (a span the scanner reported, quotes included), unescaped into out with a
+ * terminating NUL. false when sp is not a string, its text does not fit cap - 1 bytes, or it holds
+ * a NUL.
+ */
+bool jsonrpc_string_at(const char *p, struct jsonrpc_span sp, char *out, size_t cap, size_t *len);
+
 /* Standard codes only (mcp-spec-checklist section 8). */
-#define JSONRPC_PARSE_ERROR      (-32700)
-#define JSONRPC_INVALID_REQUEST  (-32600)
-#define JSONRPC_METHOD_NOT_FOUND (-32601)
-#define JSONRPC_INVALID_PARAMS   (-32602)
-#define JSONRPC_INTERNAL_ERROR   (-32603)
+#define JSONRPC_PARSE_ERROR         (-32700)
+#define JSONRPC_INVALID_REQUEST     (-32600)
+#define JSONRPC_METHOD_NOT_FOUND    (-32601)
+#define JSONRPC_INVALID_PARAMS      (-32602)
+#define JSONRPC_INTERNAL_ERROR      (-32603)
+/* 2026-07-28 (checklist T-74, T-83, V-02) */
+#define JSONRPC_HEADER_MISMATCH     (-32020)
+#define JSONRPC_MISSING_CAPABILITY  (-32021)
+#define JSONRPC_UNSUPPORTED_VERSION (-32022)
 
 /*
  * {"jsonrpc":"2.0","id":<id_raw>,"error":{"code":code,"message":message}}; id_raw == NULL gives
@@ -167,5 +195,36 @@ const struct jsonrpc_doc *jsonrpc_doc_at(const struct jsonrpc_doc *d, const char
  */
 char *jsonrpc_prm_new(const char *resource, char *const *auth_servers, char *const *scopes,
                       size_t *len);
+
+/*
+ * error.code of the JSON-RPC error response p[0..n). 0, or -1 when p is not an error response
+ * with an integer code. Uses jansson (an error answer is rare: off the hot path); a result costs
+ * one scan.
+ */
+int jsonrpc_error_code(const char *p, size_t n, int *code) MUSTCHECK;
+
+/*
+ * The 2026-07-28 era (pool.h), off the hot path. Requests the gateway makes itself: a
+ * server/discover probe and a legacy initialize, with id, the protocol version and the gateway's
+ * version (agent) as clientInfo; no client capabilities.
+ */
+char *jsonrpc_probe_new(uint64_t id, const char *version, const char *agent, size_t *len);
+char *jsonrpc_initialize_new(uint64_t id, const char *version, const char *agent, size_t *len);
+/* The response p[0..n) is a DiscoverResult whose supportedVersions lists version. */
+bool jsonrpc_discover_supports(const char *p, size_t n, const char *version);
+/*
+ * A DiscoverResult object (the value of "result") made from a legacy initialize response: its
+ * capabilities (without those the gateway does not carry to modern clients: subscribe,
+ * listChanged, tasks), instructions and serverInfo (as _meta io.modelcontextprotocol/serverInfo),
+ * supportedVersions [version], ttlMs and cacheScope. NULL when p holds no result object.
+ */
+char *jsonrpc_discover_from_init(const char *p, size_t n, const char *version, uint64_t ttl_ms,
+                                 bool public_scope, size_t *len);
+/*
+ * -32022 UnsupportedProtocolVersionError: data.supported (NULL-terminated list) and
+ * data.requested (NULL: null).
+ */
+char *jsonrpc_version_error_new(const char *id_raw, size_t id_len, const char *requested,
+                                const char *const *supported, size_t *len);
 
 #endif

@@ -47,6 +47,8 @@ enum config_type {
     CONFIG_LOG_LEVEL,  /* enum log_level */
     CONFIG_LOG_FORMAT, /* enum log_format: text, json, journal */
     CONFIG_AUTH_MODE,  /* enum config_auth_mode: none, bearer, jwt */
+    CONFIG_ERA,        /* enum config_era: auto, modern, legacy */
+    CONFIG_SCOPE,      /* bool cache_public: private, public */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX
@@ -182,6 +184,32 @@ static const struct config_option config_options[] = {
     { "server.request_timeout_max_ms", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 604800000,
       CONFIG_SV(request_timeout_max_ms),
       "when set, progress restarts the timeout clock, up to this total; 0: it does not" },
+    { "server.era", CONFIG_SEC_SERVER, CONFIG_ERA, "auto", 0, 0, CONFIG_SV(era),
+      "the child's protocol era for 2026-07-28 clients: auto (probe with server/discover), "
+      "modern or legacy" },
+    { "server.pool_max_children", CONFIG_SEC_SERVER, CONFIG_U64, "4", 1, 1024,
+      CONFIG_SV(pool_max_children), "children serving 2026-07-28 requests (the pool), at most" },
+    { "server.pool_warm_children", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 1024,
+      CONFIG_SV(pool_warm_children),
+      "pool children started with the gateway and kept; at most pool_max_children" },
+    { "server.pool_idle_timeout_s", CONFIG_SEC_SERVER, CONFIG_U64, "300", 1, 86400,
+      CONFIG_SV(pool_idle_timeout_s),
+      "a pool child beyond the warm ones with nothing in flight this long is stopped" },
+    { "server.pool_child_max_inflight", CONFIG_SEC_SERVER, CONFIG_U64, "256", 1, 65536,
+      CONFIG_SV(pool_child_max_inflight),
+      "requests in flight on one pool child; when every child is full, 429" },
+    { "server.pool_start_timeout_ms", CONFIG_SEC_SERVER, CONFIG_U64, "10000", 100, 600000,
+      CONFIG_SV(pool_start_timeout_ms),
+      "a new pool child must answer its server/discover probe or initialize within this" },
+    { "server.pool_max_restarts_per_min", CONFIG_SEC_SERVER, CONFIG_U64, "10", 1, 10000,
+      CONFIG_SV(pool_max_restarts_per_min),
+      "pool children started after a failure, per minute; past it requests get 503" },
+    { "server.cache_ttl_ms", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 86400000,
+      CONFIG_SV(cache_ttl_ms),
+      "ttlMs added to a legacy child's cacheable 2026-07-28 results that lack one" },
+    { "server.cache_scope", CONFIG_SEC_SERVER, CONFIG_SCOPE, "private", 0, 0,
+      CONFIG_SV(cache_public),
+      "cacheScope added where missing likewise: private or public" },
 };
 /* clang-format on */
 
@@ -380,6 +408,20 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
             }
         return config_fail(ps, line, key, "must be none, bearer or jwt");
     }
+    case CONFIG_ERA: {
+        static const char *const eras[] = { "auto", "modern", "legacy" };
+        for (size_t m = 0; m < ARRAY_LEN(eras); m++)
+            if (strcmp(v, eras[m]) == 0) {
+                *(enum config_era *)config_target(base, opt) = (enum config_era)m;
+                return 0;
+            }
+        return config_fail(ps, line, key, "must be auto, modern or legacy");
+    }
+    case CONFIG_SCOPE:
+        if (strcmp(v, "private") != 0 && strcmp(v, "public") != 0)
+            return config_fail(ps, line, key, "must be private or public");
+        *(bool *)config_target(base, opt) = strcmp(v, "public") == 0;
+        return 0;
     case CONFIG_ARGV:
     case CONFIG_ENV:
     case CONFIG_NAMES:
@@ -823,6 +865,13 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
         config_raw_get(&rs->raw, "request_timeout_max_ms", CONFIG_SEC_SERVER, &line);
         return config_fail(ps, line ? line : rs->line, "request_timeout_max_ms",
                            "must be 0 or at least request_timeout_ms");
+    }
+    if (srv->pool_warm_children > srv->pool_max_children) {
+        int line;
+        config_raw_get(&rs->raw, "pool_warm_children", CONFIG_SEC_SERVER, &line);
+        return config_fail(ps, line ? line : rs->line, "pool_warm_children",
+                           "must be at most pool_max_children (%" PRIu64 ")",
+                           srv->pool_max_children);
     }
     for (size_t j = 0; j < idx; j++) {
         if (strcmp(cfg->servers[j].path, srv->path) == 0) {

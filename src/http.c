@@ -57,13 +57,19 @@ http_static_response(const char *text)
 
 /* A JSON-RPC error object (id null) as an application/json response, for the caller to queue. */
 struct MHD_Response *
+http_json_response(char *body, size_t len)
+{
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return r;
+}
+
+struct MHD_Response *
 http_error_response(int code, const char *message)
 {
     size_t len;
     char *body = jsonrpc_error_new(NULL, 0, code, message, &len);
-    struct MHD_Response *r = http_body_response(body, len);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    return r;
+    return http_json_response(body, len);
 }
 
 enum MHD_Result

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "crypto.h"
 #include "http.h"
+#include "jsonrpc.h"
 #include "loop.h"
 #include "session.h"
 #include "stream.h"
@@ -86,6 +87,7 @@ struct http_req {
     bool dropped;
     bool held;               /* a POST stream waiting for its answer, no response queued */
     bool with_sid;           /* the response carries Mcp-Session-Id (a new session) */
+    bool modern;             /* st is a 2026-07-28 request's (the pool's), not a session's */
     struct loop_timer *hold; /* ends the hold */
     struct http_conn *conn;  /* NULL once MHD closed the connection */
     unsigned gen;            /* H.gen when the request began */
@@ -117,6 +119,8 @@ extern struct http_globals httpd;
 /* http.c */
 enum MHD_Result http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r);
 struct MHD_Response *http_body_response(char *body, size_t len);
+/* The same, as application/json. */
+struct MHD_Response *http_json_response(char *body, size_t len);
 struct MHD_Response *http_static_response(const char *text);
 struct MHD_Response *http_error_response(int code, const char *message);
 enum MHD_Result http_error(struct http_req *rc, unsigned status, int code, const char *message);
@@ -139,6 +143,16 @@ enum MHD_Result http_get(struct http_req *rc);
 enum MHD_Result http_delete(struct http_req *rc);
 enum MHD_Result http_legacy_sse(struct http_req *rc);
 enum MHD_Result http_legacy_post(struct http_req *rc);
+
+/* http_modern.c */
+/* The header names a revision that is not a legacy one (2026-07-28, or one unknown). */
+bool http_modern_header(const char *ver);
+/* This POST (scanned: scan is jsonrpc_scan's status) is of the 2026-07-28 era. */
+bool http_is_modern(const struct http_req *rc, int scan, const struct jsonrpc_info *info);
+enum MHD_Result http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
+                                 const char *err);
+/* GET or DELETE of a 2026-07-28 client: 405 with Allow: POST. */
+enum MHD_Result http_modern_refuse_method(struct http_req *rc);
 
 /* http_ops.c */
 enum MHD_Result http_health(struct http_req *rc);

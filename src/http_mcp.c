@@ -39,6 +39,8 @@ http_read_sid(struct http_req *rc)
     return true;
 }
 
+static bool http_refuse_version(struct http_req *rc, enum MHD_Result *ret);
+
 static enum MHD_Result
 http_session_error(struct http_req *rc, enum session_status status)
 {
@@ -227,6 +229,10 @@ http_post(struct http_req *rc)
     int rc_scan = http_scan_body(rc, &info, &err, &ret);
     if (rc->responded)
         return ret;
+    if (http_is_modern(rc, rc_scan, &info))
+        return http_modern_post(rc, rc_scan, &info, err);
+    if (http_refuse_version(rc, &ret))
+        return ret;
     if (rc_scan == JSONRPC_EBATCH)
         return http_post_batch(rc);
     if (rc_scan != JSONRPC_OK)
@@ -261,6 +267,8 @@ http_post(struct http_req *rc)
 enum MHD_Result
 http_get(struct http_req *rc)
 {
+    if (rc->sid[0] == '\0' && http_modern_header(http_header(rc, HTTP_VERSION_HEADER)))
+        return http_modern_refuse_method(rc);
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc);
@@ -276,6 +284,8 @@ http_get(struct http_req *rc)
 enum MHD_Result
 http_delete(struct http_req *rc)
 {
+    if (rc->sid[0] == '\0' && http_modern_header(http_header(rc, HTTP_VERSION_HEADER)))
+        return http_modern_refuse_method(rc);
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc);
@@ -454,6 +464,19 @@ http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret)
     return want == HTTP_POST && http_refuse_body(rc, ret);
 }
 
+/* A legacy request's MCP-Protocol-Version: absent, or a revision of a session. */
+static bool
+http_refuse_version(struct http_req *rc, enum MHD_Result *ret)
+{
+    const char *ver = http_header(rc, HTTP_VERSION_HEADER);
+    if (ver == NULL || session_version_supported(ver, strlen(ver)))
+        return false;
+    *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                      "Unsupported MCP-Protocol-Version (supported: 2025-03-26, 2025-06-18, "
+                      "2025-11-25)");
+    return true;
+}
+
 bool
 http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
 {
@@ -478,12 +501,12 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
     }
     if (rc->method == HTTP_POST && http_refuse_body(rc, ret))
         return true;
+    /*
+     * Without a session a POST's era is its body's (http_modern.c), and a 2026-07-28 GET or DELETE
+     * gets 405: the version is judged there.
+     */
     const char *ver = http_header(rc, HTTP_VERSION_HEADER);
-    if (ver != NULL && !session_version_supported(ver, strlen(ver))) {
-        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "Unsupported MCP-Protocol-Version (supported: 2025-03-26, 2025-06-18, "
-                          "2025-11-25)");
-        return true;
-    }
-    return false;
+    if (rc->sid[0] == '\0' && (rc->method == HTTP_POST || http_modern_header(ver)))
+        return false;
+    return http_refuse_version(rc, ret);
 }

@@ -12,6 +12,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "pool.h"
 
 /* GET only (HEAD too: MHD sends the headers of the GET answer). */
 static bool
@@ -128,6 +129,7 @@ http_metrics(struct http_req *rc)
     struct buf b;
     buf_init(&b, (size_t)1 << 24);
     session_metrics(&b);
+    pool_metrics(&b);
     metrics_family(&b, "mcpgw_ready", "gauge", "1 while new sessions are taken (/readyz).");
     metrics_sample(&b, "mcpgw_ready", NULL,
                    !session_draining() && session_count() < httpd.cfg->max_sessions);

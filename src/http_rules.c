@@ -124,3 +124,71 @@ http_rules_loopback(const struct sockaddr *sa)
     }
     return false;
 }
+
+static int
+http_rules_b64(unsigned char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    if (ch == '+')
+        return 62;
+    if (ch == '/')
+        return 63;
+    return -1;
+}
+
+bool
+http_rules_mcp_value(const char *h, char *out, size_t cap, size_t *len)
+{
+    static const char open[] = "=?base64?", close[] = "?=";
+    /* Optional whitespace around a field value is not part of it (RFC 9110 section 5.5). */
+    while (*h == ' ' || *h == '\t')
+        h++;
+    size_t n = strlen(h);
+    while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;
+    if (cap == 0)
+        return false;
+    if (n < sizeof open - 1 + sizeof close - 1 || strncmp(h, open, sizeof open - 1) != 0
+        || strncmp(h + n - (sizeof close - 1), close, sizeof close - 1) != 0) {
+        /* Plain: printable ASCII only (T-84 puts anything else in the base64 form). */
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)h[i] < 0x20 || (unsigned char)h[i] > 0x7e)
+                return false;
+        if (n >= cap)
+            return false;
+        memcpy(out, h, n);
+        out[n] = '\0';
+        *len = n;
+        return true;
+    }
+    const char *b = h + sizeof open - 1;
+    size_t blen = n - (sizeof open - 1) - (sizeof close - 1), o = 0;
+    unsigned acc = 0, bits = 0, pad = 0;
+    for (size_t i = 0; i < blen; i++) {
+        if (b[i] == '=') {
+            pad++;
+            continue;
+        }
+        int v = http_rules_b64((unsigned char)b[i]);
+        if (v < 0 || pad > 0)
+            return false;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o + 1 >= cap)
+                return false;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    if (pad > 2 || (blen - pad) % 4 == 1 || memchr(out, '\0', o) != NULL)
+        return false;
+    out[o] = '\0';
+    *len = o;
+    return true;
+}

@@ -8,8 +8,10 @@
  * never delays a message, only headers with nothing after.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "http_int.h"
+#include "pool.h"
 
 static void
 http_resume(struct http_req *rc)
@@ -42,7 +44,10 @@ http_detach(struct http_req *rc)
     struct stream *st = rc->st;
     rc->st = NULL;
     stream_set_wake(st, NULL, NULL);
-    session_stream_detach(rc->sid, st);
+    if (rc->modern)
+        pool_stream_detach(st);
+    else
+        session_stream_detach(rc->sid, st);
 }
 
 static ssize_t
@@ -119,16 +124,67 @@ http_sent_free(void *cls)
 enum MHD_Result
 http_hold(struct http_req *rc, struct stream *st, bool with_sid)
 {
-    if (httpd.cfg->response_hold_ms == 0 || rc->conn == NULL || rc->conn->gone)
+    /*
+     * A 2026-07-28 request waits for its first message up to a heartbeat period: its answer alone
+     * leaves as one JSON object with the status its error code calls for (T-80, T-87); anything
+     * else first (progress, a log line, the time up) starts an SSE stream.
+     */
+    uint64_t hold_ms = rc->modern ? httpd.cfg->heartbeat_s * 1000u : httpd.cfg->response_hold_ms;
+    if (hold_ms == 0 || rc->conn == NULL || rc->conn->gone)
         return http_sse(rc, st, with_sid);
     rc->st = st;
     rc->with_sid = with_sid;
     rc->held = true;
     stream_set_wake(st, http_wake, rc);
-    rc->hold = loop_timer_add(httpd.l, httpd.cfg->response_hold_ms, http_hold_over, rc);
+    rc->hold = loop_timer_add(httpd.l, hold_ms, http_hold_over, rc);
     rc->suspended = true;
     MHD_suspend_connection(rc->c);
     return MHD_YES;
+}
+
+static const char http_event_head[] = "event: message\ndata: ";
+
+/*
+ * A modern request's stream that holds its answer alone (one event, no id: nothing is replayed in
+ * 2026-07-28): the JSON object itself, application/json, with the status of its error code.
+ */
+static enum MHD_Result
+http_json(struct http_req *rc, struct stream *st)
+{
+    size_t head = sizeof http_event_head - 1;
+    struct iovec iov[HTTP_IOV_MAX];
+    struct MHD_IoVec mio[HTTP_IOV_MAX];
+    struct http_sent *sent = xmalloc(sizeof(*sent));
+    sent->n = stream_take(st, iov, sent->m, HTTP_IOV_MAX);
+    if (sent->n < 1 || iov[0].iov_len < head || memcmp(iov[0].iov_base, http_event_head, head) != 0
+        || iov[sent->n - 1].iov_len < 2) {
+        http_sent_free(sent);
+        return MHD_NO; /* not one event: cannot happen for a stream that ended on its answer */
+    }
+    iov[0].iov_base = (char *)iov[0].iov_base + head;
+    iov[0].iov_len -= head;
+    iov[sent->n - 1].iov_len -= 2; /* the event's blank line */
+    size_t total = 0;
+    for (int i = 0; i < sent->n; i++) {
+        mio[i] = (struct MHD_IoVec){ iov[i].iov_base, iov[i].iov_len };
+        total += iov[i].iov_len;
+    }
+    httpd.bytes_out += total;
+    unsigned status = MHD_HTTP_OK;
+    if (sent->n == 1) {
+        int code = 0;
+        if (jsonrpc_error_code(iov[0].iov_base, iov[0].iov_len, &code) == 0)
+            status = code == JSONRPC_METHOD_NOT_FOUND ? MHD_HTTP_NOT_FOUND
+                     : (code == JSONRPC_INVALID_REQUEST || code == JSONRPC_INVALID_PARAMS
+                        || code == JSONRPC_HEADER_MISMATCH || code == JSONRPC_MISSING_CAPABILITY
+                        || code == JSONRPC_UNSUPPORTED_VERSION)
+                         ? MHD_HTTP_BAD_REQUEST
+                         : MHD_HTTP_OK;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return http_queue(rc, status, r);
 }
 
 /* MHD calls again after the resume that ends a hold: one buffer if all is there, else a stream. */
@@ -143,6 +199,8 @@ http_unhold(struct http_req *rc)
         return MHD_NO; /* the client left: MHD closes the connection */
     if (!st->ended)
         return http_sse(rc, st, rc->with_sid);
+    if (rc->modern)
+        return http_json(rc, st);
     struct MHD_Response *r;
     if (st->pending <= HTTP_COPY_MAX) {
         char *body = xmalloc(st->pending + 1);

@@ -13,6 +13,7 @@
  */
 #include "jsonrpc.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,11 @@ enum jsonrpc_level {
     JSONRPC_LEVEL_TOP = 0,
     JSONRPC_LEVEL_PARAMS,
     JSONRPC_LEVEL_META,
+    JSONRPC_LEVEL_RESULT, /* the result object of a response */
 };
+
+/* Nesting depth of each tracked object (the top-level object is 1). */
+static const unsigned jsonrpc_level_depth[] = { 1, 2, 3, 2 };
 
 /* Tracked keys; the value is also the key's bit in an object's "seen" mask. */
 enum jsonrpc_key {
@@ -40,6 +45,17 @@ enum jsonrpc_key {
     JSONRPC_KEY_META,
     JSONRPC_KEY_TASK,
     JSONRPC_KEY_META_PROGRESS_TOKEN,
+    JSONRPC_KEY_NAME,
+    JSONRPC_KEY_URI,
+    JSONRPC_KEY_TASK_ID,
+    JSONRPC_KEY_LEVEL,
+    JSONRPC_KEY_META_VERSION,
+    JSONRPC_KEY_META_CAPS,
+    JSONRPC_KEY_META_LOG_LEVEL,
+    JSONRPC_KEY_META_SUBSCRIPTION,
+    JSONRPC_KEY_RESULT_TYPE,
+    JSONRPC_KEY_TTL,
+    JSONRPC_KEY_CACHE_SCOPE,
 };
 
 struct jsonrpc_keydef {
@@ -61,10 +77,24 @@ static const struct jsonrpc_keydef jsonrpc_keys[] = {
     [JSONRPC_KEY_META] = { "_meta", 5, JSONRPC_LEVEL_PARAMS },
     [JSONRPC_KEY_TASK] = { "task", 4, JSONRPC_LEVEL_PARAMS },
     [JSONRPC_KEY_META_PROGRESS_TOKEN] = { "progressToken", 13, JSONRPC_LEVEL_META },
+    [JSONRPC_KEY_NAME] = { "name", 4, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_URI] = { "uri", 3, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_TASK_ID] = { "taskId", 6, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_LEVEL] = { "level", 5, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_META_VERSION] = { "io.modelcontextprotocol/protocolVersion", 39,
+                                   JSONRPC_LEVEL_META },
+    [JSONRPC_KEY_META_CAPS] = { "io.modelcontextprotocol/clientCapabilities", 42,
+                                JSONRPC_LEVEL_META },
+    [JSONRPC_KEY_META_LOG_LEVEL] = { "io.modelcontextprotocol/logLevel", 32, JSONRPC_LEVEL_META },
+    [JSONRPC_KEY_META_SUBSCRIPTION] = { "io.modelcontextprotocol/subscriptionId", 38,
+                                        JSONRPC_LEVEL_META },
+    [JSONRPC_KEY_RESULT_TYPE] = { "resultType", 10, JSONRPC_LEVEL_RESULT },
+    [JSONRPC_KEY_TTL] = { "ttlMs", 5, JSONRPC_LEVEL_RESULT },
+    [JSONRPC_KEY_CACHE_SCOPE] = { "cacheScope", 10, JSONRPC_LEVEL_RESULT },
 };
 
 /* Longer than any tracked key, so a decoded key that does not fit is simply not tracked. */
-#define JSONRPC_KEY_BUF 16
+#define JSONRPC_KEY_BUF 48
 
 #define JSONRPC_BIT(k) (1u << (unsigned)(k))
 
@@ -614,6 +644,27 @@ jsonrpc_member_method(struct jsonrpc_scanner *sc, const unsigned char *s)
     return s;
 }
 
+/* Where the value of a key reported as a plain span goes (JSONRPC_KEY_NAME and after). */
+static const size_t jsonrpc_key_at[] = {
+    [JSONRPC_KEY_NAME] = offsetof(struct jsonrpc_info, name),
+    [JSONRPC_KEY_URI] = offsetof(struct jsonrpc_info, uri),
+    [JSONRPC_KEY_TASK_ID] = offsetof(struct jsonrpc_info, task_id),
+    [JSONRPC_KEY_LEVEL] = offsetof(struct jsonrpc_info, level),
+    [JSONRPC_KEY_META_VERSION] = offsetof(struct jsonrpc_info, meta_version),
+    [JSONRPC_KEY_META_CAPS] = offsetof(struct jsonrpc_info, meta_caps),
+    [JSONRPC_KEY_META_LOG_LEVEL] = offsetof(struct jsonrpc_info, meta_log_level),
+    [JSONRPC_KEY_META_SUBSCRIPTION] = offsetof(struct jsonrpc_info, meta_subscription),
+    [JSONRPC_KEY_RESULT_TYPE] = offsetof(struct jsonrpc_info, result_type),
+    [JSONRPC_KEY_TTL] = offsetof(struct jsonrpc_info, result_ttl),
+    [JSONRPC_KEY_CACHE_SCOPE] = offsetof(struct jsonrpc_info, result_scope),
+};
+
+static struct jsonrpc_span *
+jsonrpc_key_span(struct jsonrpc_info *info, enum jsonrpc_key key)
+{
+    return (struct jsonrpc_span *)(void *)((char *)info + jsonrpc_key_at[key]);
+}
+
 /* The value of a member of a tracked object; depth is that object's depth. */
 static const unsigned char *
 jsonrpc_member(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_key key,
@@ -623,8 +674,14 @@ jsonrpc_member(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_
 
     switch (key) {
     case JSONRPC_KEY_NONE:
-    case JSONRPC_KEY_RESULT:
         return jsonrpc_value(sc, s, depth);
+    case JSONRPC_KEY_RESULT:
+        if (*s != '{')
+            return jsonrpc_value(sc, s, depth);
+        s = jsonrpc_object(sc, s + 1, JSONRPC_LEVEL_RESULT);
+        if (s != NULL)
+            sc->info->result = jsonrpc_span_of(sc, start, s);
+        return s;
     case JSONRPC_KEY_JSONRPC:
         return jsonrpc_member_version(sc, s);
     case JSONRPC_KEY_ID:
@@ -660,6 +717,20 @@ jsonrpc_member(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_
         if ((s = jsonrpc_value(sc, s, depth)) != NULL)
             sc->meta_token = jsonrpc_span_of(sc, start, s);
         return s;
+    case JSONRPC_KEY_NAME:
+    case JSONRPC_KEY_URI:
+    case JSONRPC_KEY_TASK_ID:
+    case JSONRPC_KEY_LEVEL:
+    case JSONRPC_KEY_META_VERSION:
+    case JSONRPC_KEY_META_CAPS:
+    case JSONRPC_KEY_META_LOG_LEVEL:
+    case JSONRPC_KEY_META_SUBSCRIPTION:
+    case JSONRPC_KEY_RESULT_TYPE:
+    case JSONRPC_KEY_TTL:
+    case JSONRPC_KEY_CACHE_SCOPE:
+        if ((s = jsonrpc_value(sc, s, depth)) != NULL)
+            *jsonrpc_key_span(sc->info, key) = jsonrpc_span_of(sc, start, s);
+        return s;
     }
     return jsonrpc_fail(sc, "internal error");
 }
@@ -672,7 +743,7 @@ static const unsigned char *
 jsonrpc_object(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_level level)
 {
     const unsigned char *end = sc->end;
-    unsigned depth = (unsigned)level + 1, seen = 0;
+    unsigned depth = jsonrpc_level_depth[level], seen = 0;
 
     s = jsonrpc_ws(sc, s);
     if (s < end && *s == '}')
@@ -799,6 +870,14 @@ jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **err
         /* "params" means nothing on a response: report none of its fields. */
         memset(&out->request_id, 0, sizeof out->request_id);
         out->has_task = false;
+        memset(&out->name, 0, sizeof out->name);
+        memset(&out->uri, 0, sizeof out->uri);
+        memset(&out->task_id, 0, sizeof out->task_id);
+        memset(&out->level, 0, sizeof out->level);
+        memset(&out->meta_version, 0, sizeof out->meta_version);
+        memset(&out->meta_caps, 0, sizeof out->meta_caps);
+        memset(&out->meta_log_level, 0, sizeof out->meta_log_level);
+        memset(&out->meta_subscription, 0, sizeof out->meta_subscription);
     } else {
         out->progress_token = sc.meta_token.len != 0 ? sc.meta_token : sc.plain_token;
     }
@@ -875,5 +954,20 @@ jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out)
         v = v * 10 + d;
     }
     *out = v;
+    return true;
+}
+
+bool
+jsonrpc_string_at(const char *p, struct jsonrpc_span sp, char *out, size_t cap, size_t *len)
+{
+    if (sp.len < 2 || p[sp.off] != '"' || cap == 0)
+        return false;
+    size_t n;
+    if (!jsonrpc_unescape((const unsigned char *)p + sp.off + 1, sp.len - 2, out, cap - 1, &n)
+        || memchr(out, '\0', n) != NULL)
+        return false;
+    out[n] = '\0';
+    if (len != NULL)
+        *len = n;
     return true;
 }

@@ -278,3 +278,164 @@ jsonrpc_prm_new(const char *resource, char *const *auth_servers, char *const *sc
     *len = strlen(copy);
     return copy;
 }
+
+/* --- the 2026-07-28 era: the gateway's own requests to pool children, and its discover ---- */
+
+static char *
+jsonrpc_dump_new(json_t *js, size_t *len)
+{
+    char *s = js != NULL ? json_dumps(js, JSON_COMPACT) : NULL;
+    json_decref(js);
+    if (s == NULL)
+        abort(); /* jansson failed to allocate: as xmalloc does */
+    char *out = xstrdup(s);
+    free(s);
+    *len = strlen(out);
+    return out;
+}
+
+/* The _meta of a request the gateway makes itself: no client capabilities (nothing to ask). */
+static json_t *
+jsonrpc_gateway_meta(const char *version, const char *agent)
+{
+    return json_pack("{s:s,s:{},s:{s:s,s:s}}", "io.modelcontextprotocol/protocolVersion", version,
+                     "io.modelcontextprotocol/clientCapabilities",
+                     "io.modelcontextprotocol/clientInfo", "name", "mcp-gateway", "version", agent);
+}
+
+char *
+jsonrpc_probe_new(uint64_t id, const char *version, const char *agent, size_t *len)
+{
+    return jsonrpc_dump_new(json_pack("{s:s,s:I,s:s,s:{s:o}}", "jsonrpc", "2.0", "id",
+                                      (json_int_t)id, "method", "server/discover", "params",
+                                      "_meta", jsonrpc_gateway_meta(version, agent)),
+                            len);
+}
+
+char *
+jsonrpc_initialize_new(uint64_t id, const char *version, const char *agent, size_t *len)
+{
+    return jsonrpc_dump_new(json_pack("{s:s,s:I,s:s,s:{s:s,s:{},s:{s:s,s:s}}}", "jsonrpc", "2.0",
+                                      "id", (json_int_t)id, "method", "initialize", "params",
+                                      "protocolVersion", version, "capabilities", "clientInfo",
+                                      "name", "mcp-gateway", "version", agent),
+                            len);
+}
+
+static json_t *
+jsonrpc_load_result(const char *p, size_t n)
+{
+    if (memchr(p, '\0', n) != NULL)
+        return NULL;
+    return json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
+}
+
+bool
+jsonrpc_discover_supports(const char *p, size_t n, const char *version)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *list = json_object_get(json_object_get(root, "result"), "supportedVersions");
+    bool found = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) found |=
+        json_is_string(v) && strcmp(json_string_value(v), version) == 0;
+    json_decref(root);
+    return found;
+}
+
+/*
+ * Capabilities a legacy child declared that mean nothing to a 2026-07-28 client through this
+ * gateway: resource subscriptions and list-change notifications (subscriptions/listen is not
+ * served for legacy children yet) and 2025-11-25 tasks (a different protocol than the tasks
+ * extension).
+ */
+static void
+jsonrpc_modern_caps(json_t *caps)
+{
+    const char *key;
+    json_t *v;
+    json_object_del(caps, "tasks");
+    json_object_foreach(caps, key, v)
+    {
+        if (json_is_object(v)) {
+            json_object_del(v, "listChanged");
+            json_object_del(v, "subscribe");
+        }
+    }
+}
+
+char *
+jsonrpc_discover_from_init(const char *p, size_t n, const char *version, uint64_t ttl_ms,
+                           bool public_scope, size_t *len)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *res = json_object_get(root, "result");
+    if (!json_is_object(res)) {
+        json_decref(root);
+        return NULL;
+    }
+    json_t *caps = json_object_get(res, "capabilities");
+    caps = json_is_object(caps) ? json_deep_copy(caps) : json_object();
+    jsonrpc_modern_caps(caps);
+    json_t *out = json_pack("{s:s,s:[s],s:o,s:I,s:s}", "resultType", "complete",
+                            "supportedVersions", version, "capabilities", caps, "ttlMs",
+                            (json_int_t)ttl_ms, "cacheScope", public_scope ? "public" : "private");
+    json_t *instructions = json_object_get(res, "instructions");
+    if (json_is_string(instructions))
+        json_object_set(out, "instructions", instructions);
+    json_t *info = json_object_get(res, "serverInfo");
+    if (json_is_object(info))
+        json_object_set_new(out, "_meta",
+                            json_pack("{s:O}", "io.modelcontextprotocol/serverInfo", info));
+    json_decref(root);
+    return jsonrpc_dump_new(out, len);
+}
+
+char *
+jsonrpc_version_error_new(const char *id_raw, size_t id_len, const char *requested,
+                          const char *const *supported, size_t *len)
+{
+    json_t *list = json_array();
+    for (; *supported != NULL; supported++)
+        json_array_append_new(list, json_string(*supported));
+    json_t *req = json_string(requested);
+    json_t *err = json_pack("{s:i,s:s,s:{s:o,s:o}}", "code", JSONRPC_UNSUPPORTED_VERSION, "message",
+                            "Unsupported protocol version", "data", "supported", list, "requested",
+                            req != NULL ? req : json_null());
+    size_t elen;
+    char *e = jsonrpc_dump_new(err, &elen);
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    if (id_raw == NULL || id_len == 0) {
+        id_raw = "null";
+        id_len = 4;
+    }
+    char *buf = xmalloc(sizeof head - 1 + id_len + sizeof ",\"error\":" - 1 + elen + 2);
+    size_t o = jsonrpc_put(buf, 0, head, sizeof head - 1);
+    o = jsonrpc_put(buf, o, id_raw, id_len);
+    o = jsonrpc_put(buf, o, ",\"error\":", sizeof ",\"error\":" - 1);
+    o = jsonrpc_put(buf, o, e, elen);
+    o = jsonrpc_put(buf, o, "}", 1);
+    buf[o] = '\0';
+    free(e);
+    *len = o;
+    return buf;
+}
+
+int
+jsonrpc_error_code(const char *p, size_t n, int *code)
+{
+    struct jsonrpc_info info;
+    if (jsonrpc_scan(p, n, &info, NULL) != JSONRPC_OK || info.kind != JSONRPC_ERROR)
+        return -1;
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *c = json_object_get(json_object_get(root, "error"), "code");
+    int rc = -1;
+    if (json_is_integer(c) && json_integer_value(c) >= INT32_MIN
+        && json_integer_value(c) <= INT32_MAX) {
+        *code = (int)json_integer_value(c);
+        rc = 0;
+    }
+    json_decref(root);
+    return rc;
+}

@@ -29,6 +29,7 @@
 #include "http.h"
 #include "log.h"
 #include "loop.h"
+#include "pool.h"
 #include "session.h"
 #include "upstream.h"
 #include "version.h"
@@ -70,7 +71,7 @@ main_free_retired(void)
     size_t k = 0;
     for (size_t i = 0; i < M.n_retired; i++) {
         struct config *c = M.retired[i];
-        if (session_uses_config(c)) {
+        if (session_uses_config(c) || pool_uses_config(c)) {
             M.retired[k++] = c;
             continue;
         }
@@ -87,6 +88,7 @@ main_tick(void *arg)
     (void)arg;
     uint64_t now = util_now_ms();
     session_sweep(now);
+    pool_sweep(now);
     http_sweep(now);
     auth_sweep(&M.cfg->auth, now);
     main_free_retired();
@@ -99,7 +101,7 @@ static void
 main_stop_check(void)
 {
     if (M.draining && !M.stopping) {
-        size_t left = session_inflight(PENDING_TO_CHILD);
+        size_t left = session_inflight(PENDING_TO_CHILD) + pool_inflight();
         if (left == 0)
             main_stop("drained: no request in flight");
         else if (util_now_ms() >= M.drain_deadline_ms)
@@ -135,6 +137,7 @@ main_stop(const char *why)
     loop_timer_add(M.l, grace, main_deadline, NULL);
     http_quiesce();
     session_close_all(SESSION_END_SHUTDOWN);
+    pool_close_all();
 }
 
 static void
@@ -142,13 +145,14 @@ main_drain(void)
 {
     M.draining = true;
     session_drain();
+    pool_drain();
     uint64_t drain = M.cfg->shutdown_drain_ms;
     M.drain_deadline_ms = util_now_ms() + drain;
     loop_timer_add(M.l, drain, main_deadline, NULL);
     log_info(NULL,
              "SIGTERM: draining: no new sessions or requests; %zu requests in flight get up to "
              "%" PRIu64 " ms",
-             session_inflight(PENDING_TO_CHILD), drain);
+             session_inflight(PENDING_TO_CHILD) + pool_inflight(), drain);
 }
 
 /* Settings the running listener was built with: a reload keeps them (restart to change). */
@@ -189,6 +193,7 @@ main_reload(void)
     }
     log_init(next->log_level, next->log_format);
     session_set_config(next);
+    pool_set_config(next);
     http_set_config(next, auth);
     auth_free(M.auth); /* it only read the retired configuration's [auth] */
     M.auth = auth;
@@ -315,6 +320,14 @@ main(int argc, char **argv)
     }
     if (check) {
         printf("%s: configuration OK (%zu servers)\n", path, M.cfg->n_servers);
+        static const char *const eras[] = { "auto", "modern", "legacy" };
+        for (size_t i = 0; i < M.cfg->n_servers; i++) {
+            const struct config_server *srv = &M.cfg->servers[i];
+            printf("  [server:%s] %s: 2026-07-28 pool of %" PRIu64 "..%" PRIu64
+                   " children (era %s, idle end %" PRIu64 " s, %" PRIu64 " in flight each)\n",
+                   srv->name, srv->path, srv->pool_warm_children, srv->pool_max_children,
+                   eras[srv->era], srv->pool_idle_timeout_s, srv->pool_child_max_inflight);
+        }
         auth_free(M.auth);
         config_clear(M.cfg);
         free(M.cfg);
@@ -331,6 +344,7 @@ main(int argc, char **argv)
         fatal("signalfd");
     if (http_start(M.l, M.cfg, M.auth) == -1)
         return 1;
+    pool_module_init(M.l, M.cfg); /* warm children: after the listener, which may fail */
     loop_set_hooks(M.l, main_prepare, main_after, NULL);
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
     log_info(NULL, "mcp-gateway %s started (%zu servers, config %s)", MCPGW_VERSION,
@@ -339,6 +353,7 @@ main(int argc, char **argv)
     http_stop();
     session_reap();
     session_module_free();
+    pool_module_free();
     auth_free(M.auth);
     auth_module_free();
     loop_free(M.l);

@@ -163,7 +163,7 @@ session_touch(struct session *s)
 
 /* --- lifecycle --------------------------------------------------------------------------- */
 
-static char **
+char **
 session_child_env(const struct config_server *srv)
 {
     size_t n = 0;

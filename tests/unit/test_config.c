@@ -701,7 +701,7 @@ Test(config, keys_list_the_table)
     cr_assert_eq(n, gw + au + sv);
     cr_assert_eq(gw, 32);
     cr_assert_eq(au, 10);
-    cr_assert_eq(sv, 8);
+    cr_assert_eq(sv, 17);
     cr_assert_eq(config_keys(), keys);
 }
 

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_POOL_H
+#define MCPGW_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "config.h"
+#include "jsonrpc.h"
+#include "loop.h"
+#include "stream.h"
+
+/*
+ * The 2026-07-28 ("modern") era has no sessions: each request stands alone. A pool of children per
+ * [server:NAME] serves these requests, many clients per child. The era of the children is found
+ * once per pool (a server/discover probe of the first child, checklist S-10) or set in the INI; a
+ * legacy child is initialized once by the gateway and its results are adapted (resultType, ttlMs,
+ * cacheScope), and server/discover is answered for it from its initialize result.
+ *
+ * Every request goes through its child's in-flight table (pending.h): the child sees an id and a
+ * progress token the gateway minted, so clients sharing a child can never collide. Its answer and
+ * its progress go on the request's own stream, which the answer ends. A client that closes that
+ * stream, a timeout, the child's end and shutdown all end the request through the table: the child
+ * gets notifications/cancelled with the id it saw, at once; a late answer is dropped. Nothing a
+ * child sends goes to a client it cannot be attributed to (checklist P-09): list changes and log
+ * lines with no single owner are dropped and counted; requests the child sends (sampling,
+ * elicitation, roots) are answered with an error (not bridged yet).
+ */
+
+/* Outcomes of pool_request; http_modern.c maps them to HTTP statuses. */
+enum pool_status {
+    POOL_OK = 0,
+    POOL_E_FULL,        /* every child at pool_child_max_inflight, the pool at its size: 429 */
+    POOL_E_UNAVAILABLE, /* no child can be started (spawn failures, restart budget): 503 */
+    POOL_E_BUSY,        /* the child's stdin queue is full: 503 */
+    POOL_E_DRAINING,    /* shutting down: 503 */
+    POOL_E_ID_TOO_LONG, /* id or progress token longer than max_id_bytes: 400 */
+    POOL_E_NO_METHOD,   /* not a method of the revision (or not one a legacy child has): 404 */
+};
+
+/* What http_modern.c read from the request's _meta, beyond the scanner's spans. */
+struct pool_meta {
+    int log_level; /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
+};
+
+void pool_module_init(struct loop *l, const struct config *cfg);
+/* SIGHUP: pools of the older configuration take no new request and end once idle. */
+void pool_set_config(const struct config *cfg);
+bool pool_uses_config(const struct config *cfg);
+void pool_module_free(void);
+/* Periodic: heartbeats, idle children, forgetting cancelled entries. */
+void pool_sweep(uint64_t now_ms);
+/* Shutdown: first no new request (draining), then everything in flight cancelled. */
+void pool_drain(void);
+void pool_close_all(void);
+/* Requests in flight over every pool. */
+size_t pool_inflight(void);
+
+/*
+ * A 2026-07-28 request (body is ours and may be rewritten in place) for srv: a new stream that
+ * carries its answer and the notifications of that request, and that the answer ends; the caller
+ * gets its own reference and gives it back with pool_stream_detach. NULL with *status otherwise.
+ */
+struct stream *pool_request(const struct config_server *srv, char *body, size_t len,
+                            const struct jsonrpc_info *info, const struct pool_meta *meta,
+                            enum pool_status *status);
+/* The HTTP side is done with st; when its request is still in flight the client left: cancel. */
+void pool_stream_detach(struct stream *st);
+const char *pool_status_text(enum pool_status status);
+/* The log level at sp (a JSON string: "debug" 0 .. "emergency" 7); -1 when it is none of them. */
+int pool_log_level(const char *p, struct jsonrpc_span sp);
+
+/* The pools' series in Prometheus text format. */
+void pool_metrics(struct buf *b);
+
+#endif

@@ -1,0 +1,672 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Pools of children for the 2026-07-28 era (pool.h): one pool per [server:NAME], made on the first
+ * modern request (or at start for pool_warm_children), children started, probed, initialized,
+ * picked, replaced and stopped here. The requests themselves are pool_route.c's.
+ *
+ * A child's life: STARTING (era unknown: a server/discover probe; legacy: an initialize, then
+ * notifications/initialized), READY, then GONE when it fails, crashes, idles out or the pool
+ * retires. A GONE child is out of the pool at once and freed by a deferred call, never inside one
+ * of its own callbacks. Starts after a failure are budgeted (pool_max_restarts_per_min).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "pool_int.h"
+#include "session.h"
+#include "version.h"
+
+struct pool_globals pools;
+
+void
+pool_module_init(struct loop *l, const struct config *cfg)
+{
+    pools.l = l;
+    pools.cfg = cfg;
+    pool_set_config(cfg);
+}
+
+static struct pool *
+pool_find(const struct config_server *srv)
+{
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        if (!p->retired && p->srv == srv)
+            return p;
+    return NULL;
+}
+
+static struct pool_child *pool_child_start(struct pool *p);
+static void pool_fail_queue(struct pool *p, const char *why);
+
+static struct pool *
+pool_new(const struct config *cfg, const struct config_server *srv)
+{
+    struct pool *p = xcalloc(1, sizeof(*p));
+    p->name = xstrdup(srv->name);
+    p->srv = srv;
+    p->cfg = cfg;
+    p->era = srv->era;
+    p->next = pools.pools;
+    pools.pools = p;
+    return p;
+}
+
+/* Starts warm children up to pool_warm_children (while the restart budget allows). */
+static void
+pool_warm(struct pool *p)
+{
+    while (!p->retired && !pools.draining && p->n_children < p->srv->pool_warm_children)
+        if (pool_child_start(p) == NULL)
+            break;
+}
+
+void
+pool_set_config(const struct config *cfg)
+{
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        if (p->cfg != cfg)
+            p->retired = true;
+    pools.cfg = cfg;
+    for (size_t i = 0; i < cfg->n_servers; i++)
+        if (cfg->servers[i].pool_warm_children > 0 && pool_find(&cfg->servers[i]) == NULL)
+            pool_warm(pool_new(cfg, &cfg->servers[i]));
+}
+
+bool
+pool_uses_config(const struct config *cfg)
+{
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        if (p->cfg == cfg)
+            return true;
+    return false;
+}
+
+static void
+pool_free(struct pool *p)
+{
+    free(p->name);
+    free(p->discover);
+    free(p);
+}
+
+void
+pool_module_free(void)
+{
+    while (pools.pools != NULL) {
+        struct pool *p = pools.pools;
+        pools.pools = p->next;
+        pool_free(p);
+    }
+}
+
+/* --- children ---------------------------------------------------------------------------- */
+
+int
+pool_send(struct pool_child *c, const struct iovec *iov, int n)
+{
+    if (c->u == NULL || c->state == POOL_CHILD_GONE)
+        return -1;
+    struct msg *m = msg_concat(iov, n);
+    int rc = upstream_send(c->u, m);
+    msg_unref(m);
+    return rc;
+}
+
+static void
+pool_child_free(void *arg)
+{
+    struct pool_child *c = arg;
+    pending_clear(&c->pt);
+    free(c);
+}
+
+/* Sends the probe (era unknown) or the initialize (legacy) of a starting child. */
+static int
+pool_child_hello(struct pool_child *c)
+{
+    struct pool *p = c->pool;
+    c->probing = p->era == CONFIG_ERA_AUTO;
+    struct pending *e =
+        pending_add(&c->pt, PENDING_TO_CHILD, "0", 1, c->probing ? "server/discover" : "initialize",
+                    0, util_now_ms());
+    c->start_id = e->gw_id;
+    size_t len;
+    char *m = c->probing ? jsonrpc_probe_new(e->gw_id, POOL_MODERN_VERSION, MCPGW_VERSION, &len)
+                         : jsonrpc_initialize_new(e->gw_id, "2025-11-25", MCPGW_VERSION, &len);
+    struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
+    int rc = pool_send(c, iov, 2);
+    free(m);
+    log_debug(c->tag, "%s sent", c->probing ? "server/discover probe" : "initialize");
+    return rc;
+}
+
+static void
+pool_start_timeout(void *arg)
+{
+    struct pool_child *c = arg;
+    c->timer = NULL;
+    if (c->state != POOL_CHILD_STARTING)
+        return;
+    if (c->probing) {
+        /* Silence is a legacy server's answer too (checklist S-10): initialize the same child. */
+        log_info(c->tag, "no answer to server/discover: the server is legacy (initialize-based)");
+        c->pool->era = CONFIG_ERA_LEGACY;
+        pending_del(&c->pt, pending_find_gw(&c->pt, PENDING_TO_CHILD, c->start_id));
+        if (pool_child_hello(c) == 0) {
+            c->timer =
+                loop_timer_add(pools.l, c->pool->srv->pool_start_timeout_ms, pool_start_timeout, c);
+            return;
+        }
+    }
+    pool_child_retire(c, "did not answer its initialize within pool_start_timeout_ms", true);
+}
+
+static void
+pool_child_gone(const char *reason, void *arg)
+{
+    struct pool_child *c = arg;
+    pool_child_retire(c, reason, true);
+}
+
+/* The restart budget: true when another start is allowed now (and counts it). */
+static bool
+pool_budget(struct pool *p, uint64_t now)
+{
+    if (now >= p->fail_until_ms)
+        return true;
+    if (now - p->window_ms >= 60000) {
+        p->window_ms = now;
+        p->restarts = 0;
+    }
+    if (p->restarts >= p->srv->pool_max_restarts_per_min)
+        return false;
+    p->restarts++;
+    return true;
+}
+
+static struct pool_child *
+pool_child_start(struct pool *p)
+{
+    uint64_t now = util_now_ms();
+    if (!pool_budget(p, now)) {
+        log_warn(NULL, "pool %s: not starting a child: pool_max_restarts_per_min reached", p->name);
+        return NULL;
+    }
+    struct pool_child *c = xcalloc(1, sizeof(*c));
+    c->pool = p;
+    pending_init(&c->pt);
+    snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++p->next_no);
+    char **envp = session_child_env(p->srv);
+    struct upstream_params up = {
+        .argv = p->srv->argv,
+        .envp = envp,
+        .cwd = p->srv->cwd,
+        .tag = c->tag,
+        .max_line_bytes = pools.cfg->max_message_bytes,
+        .stdin_max_bytes = pools.cfg->stdin_queue_bytes,
+        .stdin_grace_ms = pools.cfg->child_stdin_grace_ms,
+        .term_grace_ms = pools.cfg->child_term_grace_ms,
+    };
+    const char *err = "spawn failed";
+    c->u = upstream_spawn(pools.l, &up, pool_child_line, pool_child_gone, c, &err);
+    for (char **e = envp; *e; e++)
+        free(*e);
+    free(envp);
+    if (c->u == NULL) {
+        log_warn(NULL, "pool %s: cannot start a child: %s", p->name, err);
+        pools.ctr.start_failed++;
+        p->fail_until_ms = now + 60000;
+        free(c);
+        return NULL;
+    }
+    pools.ctr.spawned++;
+    c->next = p->children;
+    if (p->children != NULL)
+        p->children->prev = c;
+    p->children = c;
+    p->n_children++;
+    c->idle_since_ms = now;
+    log_info(c->tag, "pool child started: pid %d", (int)upstream_pid(c->u));
+    if (p->era == CONFIG_ERA_MODERN) {
+        c->state = POOL_CHILD_READY;
+        pool_child_ready(c);
+        return c;
+    }
+    c->state = POOL_CHILD_STARTING;
+    p->n_starting++;
+    if (pool_child_hello(c) == -1) {
+        pool_child_retire(c, "its stdin refused the first message", true);
+        return NULL;
+    }
+    c->timer = loop_timer_add(pools.l, p->srv->pool_start_timeout_ms, pool_start_timeout, c);
+    return c;
+}
+
+void
+pool_child_ready(struct pool_child *c)
+{
+    struct pool *p = c->pool;
+    if (c->state == POOL_CHILD_STARTING) {
+        p->n_starting--;
+        c->state = POOL_CHILD_READY;
+    }
+    loop_timer_del(c->timer);
+    c->timer = NULL;
+    c->idle_since_ms = util_now_ms();
+    log_info(c->tag, "pool child ready (%s)",
+             p->era == CONFIG_ERA_MODERN ? "2026-07-28" : "legacy");
+    while (p->qhead != NULL && c->state == POOL_CHILD_READY
+           && pending_active(&c->pt, PENDING_TO_CHILD) < p->srv->pool_child_max_inflight) {
+        struct pool_call *call = p->qhead;
+        p->qhead = call->qnext;
+        if (p->qhead == NULL)
+            p->qtail = NULL;
+        p->queued--;
+        call->qnext = NULL;
+        pool_call_dispatch(call, c);
+    }
+}
+
+/* Ends every request that waits in the queue (no child will come). */
+static void
+pool_fail_queue(struct pool *p, const char *why)
+{
+    while (p->qhead != NULL) {
+        struct pool_call *call = p->qhead;
+        p->qhead = call->qnext;
+        p->queued--;
+        call->qnext = NULL;
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, why);
+    }
+    p->qtail = NULL;
+}
+
+void
+pool_child_retire(struct pool_child *c, const char *why, bool failure)
+{
+    if (c->state == POOL_CHILD_GONE)
+        return;
+    struct pool *p = c->pool;
+    if (c->state == POOL_CHILD_STARTING)
+        p->n_starting--;
+    c->state = POOL_CHILD_GONE;
+    loop_timer_del(c->timer);
+    c->timer = NULL;
+    if (failure) {
+        log_warn(c->tag, "pool child ended: %s", why);
+        pools.ctr.crashed++;
+        p->fail_until_ms = util_now_ms() + 60000;
+    } else {
+        log_info(c->tag, "pool child stopped: %s", why);
+    }
+    /* What it had in flight fails now; the table stays until the deferred free. */
+    for (struct pending *e = c->pt.head; e != NULL; e = e->next) {
+        struct pool_call *call = e->owner;
+        if (e->state != PENDING_FORWARDED || call == NULL)
+            continue;
+        e->owner = NULL;
+        call->p = NULL;
+        loop_timer_del(e->timer);
+        e->timer = NULL;
+        e->state = PENDING_CANCELLED;
+        pools.ctr.cancels[POOL_CANCEL_CHILD]++;
+        char message[160];
+        snprintf(message, sizeof(message), "upstream server ended: %s", why);
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, message);
+    }
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        p->children = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    p->n_children--;
+    upstream_close(c->u, why);
+    c->u = NULL;
+    loop_defer(pools.l, pool_child_free, c);
+    if (p->retired || pools.draining)
+        return;
+    if (p->qhead != NULL && p->n_starting == 0 && pool_child_start(p) == NULL)
+        pool_fail_queue(p, "upstream server cannot be started (pool_max_restarts_per_min)");
+    else
+        pool_warm(p);
+}
+
+/* The least busy ready child with room; NULL if none. */
+static struct pool_child *
+pool_least_busy(struct pool *p, size_t *active)
+{
+    struct pool_child *best = NULL;
+    size_t min = SIZE_MAX;
+    for (struct pool_child *c = p->children; c != NULL; c = c->next) {
+        if (c->state != POOL_CHILD_READY)
+            continue;
+        size_t n = pending_active(&c->pt, PENDING_TO_CHILD);
+        if (n < min && n < p->srv->pool_child_max_inflight) {
+            min = n;
+            best = c;
+        }
+    }
+    *active = min;
+    return best;
+}
+
+struct pool_child *
+pool_pick(struct pool *p, enum pool_status *status)
+{
+    size_t active;
+    struct pool_child *c = pool_least_busy(p, &active);
+    /* Grow one child at a time while every ready child is busy. */
+    if ((c == NULL || active > 0) && p->n_children < p->srv->pool_max_children
+        && p->n_starting == 0) {
+        struct pool_child *fresh = pool_child_start(p);
+        if (fresh != NULL && fresh->state == POOL_CHILD_READY)
+            return fresh;
+    }
+    if (c != NULL)
+        return c;
+    if (p->n_starting > 0 && p->queued < p->srv->pool_child_max_inflight * (size_t)p->n_starting) {
+        *status = POOL_OK; /* queued until a child is ready */
+        return NULL;
+    }
+    if (p->n_children >= p->srv->pool_max_children)
+        *status = POOL_E_FULL;
+    else {
+        *status = POOL_E_UNAVAILABLE;
+        pools.ctr.refused_restart++;
+    }
+    return NULL;
+}
+
+struct stream *
+pool_request(const struct config_server *srv, char *body, size_t len,
+             const struct jsonrpc_info *info, const struct pool_meta *meta,
+             enum pool_status *status)
+{
+    if (pools.draining) {
+        *status = POOL_E_DRAINING;
+        return NULL;
+    }
+    if (info->id.len > pools.cfg->max_id_bytes
+        || info->progress_token.len > pools.cfg->max_id_bytes) {
+        *status = POOL_E_ID_TOO_LONG;
+        return NULL;
+    }
+    struct pool *p = pool_find(srv);
+    if (p == NULL)
+        p = pool_new(pools.cfg, srv);
+    if (p->broken) {
+        *status = POOL_E_UNAVAILABLE;
+        return NULL;
+    }
+    if (!pool_method_served(p, info->method)) {
+        *status = POOL_E_NO_METHOD;
+        return NULL;
+    }
+    *status = POOL_OK;
+    struct pool_child *c = pool_pick(p, status);
+    if (c == NULL && *status != POOL_OK)
+        return NULL;
+    if (info->has_crlf)
+        jsonrpc_flatten(body, len);
+    static uint64_t next_stream_id = 1;
+    struct pool_call *call = xcalloc(1, sizeof(*call));
+    call->pool = p;
+    call->log_level = meta->log_level;
+    call->st = stream_new(next_stream_id++, false, 0);
+    call->st->owner = call;
+    struct stream *st = stream_ref(call->st);
+    pools.ctr.requests++;
+    if (c != NULL) {
+        if (pool_call_start(call, c, body, len, info) == -1) {
+            call->st->owner = NULL;
+            stream_unref(call->st);
+            stream_unref(st);
+            free(call);
+            pools.ctr.requests--;
+            *status = POOL_E_BUSY;
+            return NULL;
+        }
+        return st;
+    }
+    call->body = xmemdup(body, len);
+    call->len = len;
+    if (p->qtail != NULL)
+        p->qtail->qnext = call;
+    else
+        p->qhead = call;
+    p->qtail = call;
+    p->queued++;
+    log_debug(NULL, "pool %s: %s waits for a child to start", p->name, info->method);
+    return st;
+}
+
+/* --- sweep, drain, shutdown ---------------------------------------------------------------- */
+
+static void
+pool_sweep_child(struct pool_child *c, uint64_t now_ms)
+{
+    uint64_t hb = pools.cfg->heartbeat_s * 1000u;
+    bool busy = false;
+    struct pending *e = c->pt.head;
+    while (e != NULL) {
+        struct pending *next = e->next;
+        struct pool_call *call = e->owner;
+        if (e->state == PENDING_FORWARDED) {
+            busy |= e->gw_id != c->start_id;
+            if (call != NULL && call->st->attached && now_ms - call->st->last_push_ms >= hb)
+                stream_push_heartbeat(call->st);
+        } else if (now_ms - e->cancelled_ms >= POOL_CANCEL_LINGER_MS) {
+            pending_del(&c->pt, e);
+        }
+        e = next;
+    }
+    if (busy || c->state != POOL_CHILD_READY)
+        c->idle_since_ms = now_ms;
+    struct pool *p = c->pool;
+    if (c->state != POOL_CHILD_READY || busy)
+        return;
+    if (p->retired || pools.draining) {
+        pool_child_retire(c, p->retired ? "configuration reloaded" : "gateway shutting down",
+                          false);
+        return;
+    }
+    if (p->n_children > p->srv->pool_warm_children
+        && now_ms - c->idle_since_ms >= p->srv->pool_idle_timeout_s * 1000u) {
+        pools.ctr.idle_stopped++;
+        pool_child_retire(c, "idle for pool_idle_timeout_s", false);
+    }
+}
+
+void
+pool_sweep(uint64_t now_ms)
+{
+    struct pool **pp = &pools.pools;
+    while (*pp != NULL) {
+        struct pool *p = *pp;
+        struct pool_child *c = p->children;
+        while (c != NULL) {
+            struct pool_child *next = c->next;
+            pool_sweep_child(c, now_ms);
+            c = next;
+        }
+        if (!pools.draining && !p->retired && p->n_children < p->srv->pool_warm_children)
+            pool_warm(p);
+        if (p->retired && p->children == NULL && p->qhead == NULL) {
+            *pp = p->next;
+            log_debug(NULL, "pool %s of an older configuration: ended", p->name);
+            pool_free(p);
+            continue;
+        }
+        pp = &p->next;
+    }
+}
+
+void
+pool_drain(void)
+{
+    pools.draining = true;
+}
+
+void
+pool_close_all(void)
+{
+    pools.draining = true;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next) {
+        pool_fail_queue(p, "gateway shutting down");
+        while (p->children != NULL) {
+            struct pool_child *c = p->children;
+            for (struct pending *e = c->pt.head; e != NULL; e = e->next)
+                if (e->state == PENDING_FORWARDED && e->owner != NULL)
+                    pool_call_cancel(e->owner, POOL_CANCEL_SHUTDOWN);
+            pool_child_retire(c, "gateway shutting down", false);
+        }
+    }
+}
+
+size_t
+pool_inflight(void)
+{
+    size_t n = 0;
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
+        n += p->queued;
+        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+            n += pending_active(&c->pt, PENDING_TO_CHILD) - (c->start_id != 0);
+    }
+    return n;
+}
+
+const char *
+pool_status_text(enum pool_status status)
+{
+    switch (status) {
+    case POOL_OK:
+        return "ok";
+    case POOL_E_FULL:
+        return "too many requests in flight for this server (pool_child_max_inflight)";
+    case POOL_E_UNAVAILABLE:
+        return "upstream server cannot be started now; try again later";
+    case POOL_E_BUSY:
+        return "upstream server is not reading its input; try again later";
+    case POOL_E_DRAINING:
+        return "gateway shutting down: no new requests";
+    case POOL_E_ID_TOO_LONG:
+        return "request id or progress token longer than max_id_bytes";
+    case POOL_E_NO_METHOD:
+        return "Method not found";
+    }
+    return "internal error";
+}
+
+void
+pool_metrics(struct buf *b)
+{
+    char labels[160];
+    const struct pool_counters *k = &pools.ctr;
+    metrics_family(b, "mcpgw_pool_children", "gauge",
+                   "Pool children (2026-07-28 requests) by server and state.");
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
+        size_t ready = 0;
+        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+            ready += c->state == POOL_CHILD_READY;
+        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", p->name);
+        metrics_sample(b, "mcpgw_pool_children", labels, ready);
+        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", p->name);
+        metrics_sample(b, "mcpgw_pool_children", labels, p->n_starting);
+    }
+    metrics_family(b, "mcpgw_pool_inflight_requests", "gauge",
+                   "2026-07-28 requests in flight or waiting for a pool child.");
+    metrics_sample(b, "mcpgw_pool_inflight_requests", NULL, pool_inflight());
+    metrics_family(b, "mcpgw_pool_requests_total", "counter", "2026-07-28 requests accepted.");
+    metrics_sample(b, "mcpgw_pool_requests_total", NULL, k->requests);
+    metrics_family(b, "mcpgw_pool_cancels_total", "counter",
+                   "2026-07-28 requests ended before their answer, by reason.");
+    static const char *const why[] = { "client_closed", "timeout", "child_ended", "shutdown" };
+    for (size_t i = 0; i < ARRAY_LEN(why); i++) {
+        snprintf(labels, sizeof(labels), "reason=\"%s\"", why[i]);
+        metrics_sample(b, "mcpgw_pool_cancels_total", labels, k->cancels[i]);
+    }
+    metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
+                   "Pool children's messages not delivered, by reason.");
+    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"late\"", k->late_dropped);
+    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"unattributed\"",
+                   k->unattributed);
+    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"log_level\"",
+                   k->logs_filtered);
+    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"invalid\"",
+                   k->child_lines_invalid);
+    metrics_family(b, "mcpgw_pool_child_requests_refused_total", "counter",
+                   "Requests from pool children answered with an error (not bridged).");
+    metrics_sample(b, "mcpgw_pool_child_requests_refused_total", NULL, k->child_requests);
+    metrics_family(b, "mcpgw_pool_child_events_total", "counter", "Pool children's lives.");
+    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"started\"", k->spawned);
+    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"start_failed\"", k->start_failed);
+    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"failed\"", k->crashed);
+    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"idle_stopped\"", k->idle_stopped);
+    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"refused_restart\"",
+                   k->refused_restart);
+}
+
+/* --- a child's start: the probe's verdict, the initialize ----------------------------------- */
+
+void
+pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
+                        const struct jsonrpc_info *info)
+{
+    struct pool *p = c->pool;
+    struct pending *e = pending_find_gw(&c->pt, PENDING_TO_CHILD, c->start_id);
+    if (e != NULL)
+        pending_del(&c->pt, e);
+    c->start_id = 0;
+    loop_timer_del(c->timer);
+    c->timer = NULL;
+    if (c->probing) {
+        if (info->kind == JSONRPC_RESULT
+            && jsonrpc_discover_supports(line, len, POOL_MODERN_VERSION)) {
+            log_info(c->tag, "server/discover answered: the server serves 2026-07-28");
+            p->era = CONFIG_ERA_MODERN;
+            pool_child_ready(c);
+            return;
+        }
+        if (info->kind == JSONRPC_RESULT) {
+            /* A modern server of other versions only: nothing to serve modern clients with. */
+            p->broken = true;
+            pool_fail_queue(p, "upstream server supports no protocol version this gateway "
+                               "serves to stateless clients (2026-07-28)");
+            pool_child_retire(c, "server/discover lists no version the gateway serves", false);
+            return;
+        }
+        /* Any error means legacy (S-10: never key this on one code); initialize the same child. */
+        log_info(c->tag, "server/discover refused: the server is legacy (initialize-based)");
+        p->era = CONFIG_ERA_LEGACY;
+        if (pool_child_hello(c) == -1) {
+            pool_child_retire(c, "its stdin refused initialize", true);
+            return;
+        }
+        c->timer = loop_timer_add(pools.l, p->srv->pool_start_timeout_ms, pool_start_timeout, c);
+        return;
+    }
+    size_t dlen = 0;
+    char *d = info->kind == JSONRPC_RESULT ? jsonrpc_discover_from_init(
+                  line, len, POOL_MODERN_VERSION, p->srv->cache_ttl_ms, p->srv->cache_public, &dlen)
+                                           : NULL;
+    if (d == NULL) {
+        pool_child_retire(c, "initialize refused", true);
+        return;
+    }
+    free(p->discover);
+    p->discover = d;
+    p->discover_len = dlen;
+    static const char initialized[] =
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
+    struct iovec iov = { (void *)(uintptr_t)initialized, sizeof initialized - 1 };
+    if (pool_send(c, &iov, 1) == -1) {
+        pool_child_retire(c, "its stdin refused notifications/initialized", true);
+        return;
+    }
+    pool_child_ready(c);
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_POOL_INT_H
+#define MCPGW_POOL_INT_H
+
+/*
+ * Private to the pool (pool.c: pools and their children; pool_route.c: requests and the children's
+ * messages). Nothing outside src/pool*.c includes this; the interface is pool.h.
+ */
+
+#include <sys/uio.h>
+
+#include "pending.h"
+#include "pool.h"
+#include "upstream.h"
+
+#define POOL_CANCEL_LINGER_MS 60000
+#define POOL_MODERN_VERSION   "2026-07-28"
+
+enum pool_child_state {
+    POOL_CHILD_STARTING = 0, /* probe or initialize in flight */
+    POOL_CHILD_READY,
+    POOL_CHILD_GONE, /* out of the pool; freed by a deferred call */
+};
+
+struct pool;
+
+struct pool_child {
+    struct pool *pool;
+    struct upstream *u;
+    enum pool_child_state state;
+    struct pending_table pt;  /* its requests: ids and tokens minted per child */
+    uint64_t start_id;        /* gw id of the probe or initialize in flight; 0: none */
+    bool probing;             /* start_id is a server/discover probe (else an initialize) */
+    struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
+    uint64_t idle_since_ms;   /* last time it had nothing in flight */
+    unsigned over;            /* its streams above stream_queue_bytes (stdout paused while > 0) */
+    unsigned invalid_logged;  /* invalid lines logged (a few, then only counted) */
+    char tag[96];             /* "pool:NAME#N" in logs */
+    struct pool_child *prev, *next;
+};
+
+/* One request from arrival to its end. */
+struct pool_call {
+    struct pool *pool;
+    struct pool_child *c; /* NULL while queued */
+    struct pending *p;    /* its entry in c's table; NULL while queued */
+    struct stream *st;    /* one reference; st->owner points back here while the call lives */
+    int log_level;        /* -1: no log lines for this request */
+    char *body;           /* queued only: the request, until a child is ready */
+    size_t len;
+    struct pool_call *qnext;
+};
+
+struct pool {
+    char *name;
+    const struct config_server *srv;
+    const struct config *cfg;
+    enum config_era era; /* AUTO until the probe decided */
+    bool broken;         /* the children serve no version the gateway serves */
+    bool retired;        /* an older configuration's: no new request, ends once idle */
+    char *discover;      /* legacy: the DiscoverResult object made from initialize */
+    size_t discover_len;
+    struct pool_child *children;
+    size_t n_children, n_starting;
+    unsigned next_no;
+    struct pool_call *qhead, *qtail; /* waiting for a child to be ready */
+    size_t queued;
+    uint64_t fail_until_ms; /* a failure within the last minute: starts count as restarts */
+    uint64_t window_ms;     /* the current minute of the restart budget */
+    uint64_t restarts;      /* restarts in that minute */
+    struct pool *next;
+};
+
+struct pool_counters {
+    uint64_t requests, answered;
+    uint64_t cancels[4];     /* client gone, timeout, child gone, shutdown */
+    uint64_t late_dropped;   /* answers and progress after a cancel */
+    uint64_t unattributed;   /* child notifications with no single owner: dropped */
+    uint64_t logs_filtered;  /* log lines below the request's logLevel, or none asked */
+    uint64_t child_requests; /* requests from children, answered with an error */
+    uint64_t child_lines_invalid;
+    uint64_t spawned, start_failed, crashed, idle_stopped;
+    uint64_t refused_restart; /* requests refused: restart budget spent */
+};
+
+enum pool_cancel {
+    POOL_CANCEL_CLIENT = 0, /* the client closed the stream */
+    POOL_CANCEL_TIMEOUT,
+    POOL_CANCEL_CHILD,
+    POOL_CANCEL_SHUTDOWN,
+};
+
+struct pool_globals {
+    struct loop *l;
+    const struct config *cfg;
+    struct pool *pools;
+    bool draining;
+    struct msg *line; /* the child's large line being routed (pushed by reference) */
+    struct pool_counters ctr;
+};
+extern struct pool_globals pools;
+
+/* pool.c */
+/* A child for a new request of p: the least busy ready one; starts another when worth it. */
+struct pool_child *pool_pick(struct pool *p, enum pool_status *status);
+/* The child can serve: what waited for it is dispatched. */
+void pool_child_ready(struct pool_child *c);
+/* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
+void pool_child_retire(struct pool_child *c, const char *why, bool failure);
+int pool_send(struct pool_child *c, const struct iovec *iov, int n);
+
+/* pool_route.c */
+/* Sends a queued call to c; on failure ends the call with an error. */
+void pool_call_dispatch(struct pool_call *call, struct pool_child *c);
+/* Sends a new call's request (the HTTP request's body) to c; -1: its stdin is full. */
+int pool_call_start(struct pool_call *call, struct pool_child *c, const char *body, size_t len,
+                    const struct jsonrpc_info *info);
+/* Ends call with a JSON-RPC error on its stream (call is freed). */
+void pool_call_fail(struct pool_call *call, int code, const char *message);
+/* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
+void pool_call_cancel(struct pool_call *call, enum pool_cancel why);
+/* The upstream's line callback. */
+void pool_child_line(char *line, size_t len, struct msg *shared, void *arg);
+/* The probe or initialize of a starting child was answered. */
+void pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
+                             const struct jsonrpc_info *info);
+/* Methods a child of this era serves (false: 404 -32601). */
+bool pool_method_served(const struct pool *p, const char *method);
+
+#endif

@@ -1,0 +1,617 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * 2026-07-28 requests through a pool child (pool.h), every one through the child's in-flight
+ * table. Toward the child, the request's id and its progress token are both replaced by one number
+ * the gateway minted for it on that child; the request's own _meta (client capabilities, log
+ * level) goes with it unchanged. Back from the child:
+ *   - its answer, with the client's id restored, ends the request's stream; a result that lacks
+ *     resultType gets "complete" (checklist J-06), and the five cacheable results and the
+ *     gateway's discover get ttlMs and cacheScope where missing (X-07, the server's INI defaults);
+ *   - notifications/progress with a minted token goes, re-tagged with the client's token, on the
+ *     stream of the request that set it;
+ *   - notifications/message goes to a request only when it is the one request in flight on that
+ *     child and asked for logs at or below the line's level (_meta logLevel); otherwise it is
+ *     dropped and counted (P-09, D-13): nothing is ever sent to a client it cannot be attributed
+ *     to, nor broadcast;
+ *   - a notification that names a subscription (_meta subscriptionId: the minted id of a
+ *     subscriptions/listen, X-06) goes, with the client's id put back, on that listen's stream;
+ *   - any other notification (list changes outside a listen, say): dropped and counted; requests
+ *     (sampling, elicitation, roots): answered with an error, ping with {}.
+ * subscriptions/listen is passed to modern children only (a legacy child's listen is not served
+ * yet); it has no timeout, and closing its stream cancels it like any request.
+ * A request leaves the table by its answer, a cancel (the client closed its stream, a timeout,
+ * shutdown: notifications/cancelled with the minted id, once) or the child's end.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "pool_int.h"
+
+/* --- methods ----------------------------------------------------------------------------- */
+
+/* Methods the 2026-07-28 revision removed (checklist T-87: 404 -32601 at the gateway). */
+static const char *const pool_removed[] = {
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "tasks/list",
+    "tasks/result",
+    "roots/list",
+    "sampling/createMessage",
+    "elicitation/create",
+};
+
+/* The revision's core requests a legacy child also serves (server/discover is the gateway's). */
+static const char *const pool_core[] = {
+    "server/discover", "tools/list",     "tools/call",
+    "resources/list",  "resources/read", "resources/templates/list",
+    "prompts/list",    "prompts/get",    "completion/complete",
+};
+
+/* Results a shared cache may keep: they get ttlMs and cacheScope where missing. */
+static const char *const pool_cacheable[] = {
+    "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
+};
+
+static bool
+pool_in(const char *const *list, size_t n, const char *method)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], method) == 0)
+            return true;
+    return false;
+}
+
+bool
+pool_method_served(const struct pool *p, const char *method)
+{
+    if (pool_in(pool_removed, ARRAY_LEN(pool_removed), method))
+        return false;
+    /*
+     * A modern child may serve extensions (the tasks extension, say); a legacy one only these.
+     * While the era is unknown anything not removed is taken, and judged again at dispatch.
+     */
+    return p->era != CONFIG_ERA_LEGACY || pool_in(pool_core, ARRAY_LEN(pool_core), method);
+}
+
+/* --- splicing ------------------------------------------------------------------------------ */
+
+/* One replacement of msg[off, off + len) by with[0..with_len) (len 0: an insertion). */
+struct pool_edit {
+    size_t off, len;
+    const char *with;
+    size_t with_len;
+};
+
+/* msg with up to three edits (in any order, not overlapping) as iovecs; returns the count. */
+static int
+pool_splice(const char *msg, size_t len, struct pool_edit *ed, int n, struct iovec *iov)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && ed[j].off < ed[j - 1].off; j--) {
+            struct pool_edit t = ed[j];
+            ed[j] = ed[j - 1];
+            ed[j - 1] = t;
+        }
+    int k = 0;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        iov[k++] = (struct iovec){ (void *)(uintptr_t)(msg + at), ed[i].off - at };
+        iov[k++] = (struct iovec){ (void *)(uintptr_t)ed[i].with, ed[i].with_len };
+        at = ed[i].off + ed[i].len;
+    }
+    iov[k++] = (struct iovec){ (void *)(uintptr_t)(msg + at), len - at };
+    return k;
+}
+
+/* --- the end of a call ------------------------------------------------------------------ */
+
+static void
+pool_drained(void *arg)
+{
+    struct pool_call *call = arg;
+    struct stream *st = call->st;
+    if (st->drain == NULL)
+        return;
+    st->drain = NULL;
+    struct pool_child *c = call->c;
+    if (c != NULL && --c->over == 0 && c->u != NULL)
+        upstream_pause(c->u, false);
+}
+
+/* Pushes one event on the call's stream; a stream over its ceiling pauses the child's stdout. */
+static void
+pool_push(struct pool_call *call, const struct iovec *iov, int n)
+{
+    struct stream *st = call->st;
+    stream_push_shared(st, iov, n, pools.line);
+    struct pool_child *c = call->c;
+    if (c != NULL && c->u != NULL && st->drain == NULL && st->attached
+        && st->pending > pools.cfg->stream_queue_bytes) {
+        st->drain = pool_drained;
+        st->drain_arg = call;
+        st->low_water = pools.cfg->stream_queue_bytes / 2;
+        if (c->over++ == 0)
+            upstream_pause(c->u, true);
+    }
+}
+
+/* The call is over: its stream ends (everything pushed stays readable), the call is freed. */
+static void
+pool_call_end(struct pool_call *call)
+{
+    pool_drained(call);
+    if (call->p != NULL) {
+        call->p->owner = NULL;
+        loop_timer_del(call->p->timer);
+        call->p->timer = NULL;
+    }
+    call->st->owner = NULL;
+    stream_end(call->st);
+    stream_unref(call->st);
+    free(call->body); /* a queued copy, or NULL */
+    free(call);
+}
+
+void
+pool_call_fail(struct pool_call *call, int code, const char *message)
+{
+    const char *id = NULL;
+    size_t idlen = 0;
+    if (call->p != NULL) {
+        id = call->p->orig_id;
+        idlen = call->p->orig_id_len;
+    } else if (call->body != NULL) {
+        struct jsonrpc_info info;
+        if (jsonrpc_scan(call->body, call->len, &info, NULL) == JSONRPC_OK) {
+            id = call->body + info.id.off;
+            idlen = info.id.len;
+        }
+    }
+    size_t len;
+    char *e = jsonrpc_error_new(id, idlen, code, message, &len);
+    struct iovec iov = { e, len };
+    pool_push(call, &iov, 1);
+    free(e);
+    if (call->p != NULL) {
+        struct pool_child *c = call->c;
+        struct pending *p = call->p;
+        pool_call_end(call);
+        if (p->state == PENDING_FORWARDED)
+            pending_del(&c->pt, p);
+        return;
+    }
+    pool_call_end(call);
+}
+
+static const char *const pool_cancel_reasons[] = {
+    "client disconnected",
+    "request timed out",
+    "upstream server ended",
+    "gateway shutting down",
+};
+
+void
+pool_call_cancel(struct pool_call *call, enum pool_cancel why)
+{
+    struct pending *p = call->p;
+    struct pool_child *c = call->c;
+    pools.ctr.cancels[why]++;
+    if (p != NULL && p->state == PENDING_FORWARDED) {
+        char idbuf[24];
+        int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+        size_t len;
+        char *m = jsonrpc_cancel_new(idbuf, (size_t)idlen, pool_cancel_reasons[why], &len);
+        struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
+        if (pool_send(c, iov, 2) == -1)
+            log_warn(c->tag, "cancel for %s (%s) not delivered: child stdin full or closed",
+                     p->method, pool_cancel_reasons[why]);
+        else
+            log_info(c->tag, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
+                     p->method, p->gw_id, pool_cancel_reasons[why]);
+        free(m);
+        p->state = PENDING_CANCELLED;
+        p->cancelled_ms = util_now_ms();
+    }
+    if (why == POOL_CANCEL_CLIENT) {
+        pool_call_end(call);
+        return;
+    }
+    char message[128];
+    if (why == POOL_CANCEL_TIMEOUT && p != NULL)
+        snprintf(message, sizeof(message), "request timed out after %" PRIu64 " ms at the gateway",
+                 util_now_ms() - p->start_ms);
+    else
+        snprintf(message, sizeof(message), "%s", pool_cancel_reasons[why]);
+    size_t len;
+    char *e = jsonrpc_error_new(p != NULL ? p->orig_id : NULL, p != NULL ? p->orig_id_len : 0,
+                                JSONRPC_INTERNAL_ERROR, message, &len);
+    struct iovec iov = { e, len };
+    pool_push(call, &iov, 1);
+    free(e);
+    pool_call_end(call);
+}
+
+void
+pool_stream_detach(struct stream *st)
+{
+    struct pool_call *call = st->owner;
+    st->attached = false;
+    if (call != NULL) {
+        /* Closing the stream is the cancel (checklist C-12): at once, no grace. */
+        st->dropped = true;
+        stream_discard(st);
+        if (call->c == NULL) {
+            struct pool *p = call->pool;
+            struct pool_call **q = &p->qhead, *prev = NULL;
+            while (*q != NULL && *q != call) {
+                prev = *q;
+                q = &(*q)->qnext;
+            }
+            if (*q == call) {
+                *q = call->qnext;
+                if (p->qtail == call)
+                    p->qtail = prev;
+                p->queued--;
+            }
+            pools.ctr.cancels[POOL_CANCEL_CLIENT]++;
+            pool_call_end(call);
+        } else {
+            pool_call_cancel(call, POOL_CANCEL_CLIENT);
+        }
+    }
+    stream_unref(st);
+}
+
+/* --- client -> child ------------------------------------------------------------------------ */
+
+static void
+pool_timeout_fired(void *arg)
+{
+    struct pending *p = arg;
+    p->timer = NULL;
+    if (p->state == PENDING_FORWARDED && p->owner != NULL)
+        pool_call_cancel(p->owner, POOL_CANCEL_TIMEOUT);
+}
+
+static void
+pool_arm_timeout(struct pool_call *call)
+{
+    const struct config_server *srv = call->pool->srv;
+    struct pending *p = call->p;
+    if (srv->request_timeout_ms == 0 || strcmp(p->method, "subscriptions/listen") == 0)
+        return;
+    uint64_t now = util_now_ms();
+    uint64_t deadline = now + srv->request_timeout_ms;
+    if (srv->request_timeout_max_ms > 0 && deadline > p->start_ms + srv->request_timeout_max_ms)
+        deadline = p->start_ms + srv->request_timeout_max_ms;
+    loop_timer_del(p->timer);
+    p->deadline_ms = deadline;
+    p->timer = loop_timer_add(pools.l, deadline > now ? deadline - now : 0, pool_timeout_fired, p);
+}
+
+/* server/discover of a legacy child: the gateway's answer, made from its initialize. */
+static void
+pool_discover_answer(struct pool_call *call, const char *id, size_t idlen)
+{
+    struct pool *p = call->pool;
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    struct iovec iov[5] = {
+        { (void *)(uintptr_t)head, sizeof head - 1 },
+        { (void *)(uintptr_t)id, idlen },
+        { (void *)(uintptr_t) ",\"result\":", 10 },
+        { p->discover, p->discover_len },
+        { (void *)(uintptr_t) "}", 1 },
+    };
+    pools.ctr.answered++;
+    pool_push(call, iov, 5);
+    pool_call_end(call);
+}
+
+/*
+ * Sends body (the request info describes) to c as call's: minted id and token, the timeout armed.
+ * A method the pool's era does not serve, or a legacy child's server/discover, is answered here
+ * (the call ends). -1 when the child's stdin refuses it (the call is untouched).
+ */
+static int
+pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, size_t len,
+               const struct jsonrpc_info *info)
+{
+    if (!pool_method_served(call->pool, info->method)) {
+        pool_call_fail(call, JSONRPC_METHOD_NOT_FOUND, "Method not found");
+        return 0;
+    }
+    if (call->pool->era == CONFIG_ERA_LEGACY && strcmp(info->method, "server/discover") == 0) {
+        pool_discover_answer(call, body + info->id.off, info->id.len);
+        return 0;
+    }
+    struct pending *p = pending_add(&c->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
+                                    info->method, 0, util_now_ms());
+    if (info->progress_token.len)
+        pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
+    char idbuf[24];
+    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
+    struct pool_edit ed[2] = {
+        { info->id.off, info->id.len, idbuf, (size_t)idlen },
+        { info->progress_token.off, info->progress_token.len, idbuf, (size_t)idlen },
+    };
+    struct iovec iov[6];
+    int n = pool_splice(body, len, ed, info->progress_token.len ? 2 : 1, iov);
+    iov[n++] = (struct iovec){ (void *)(uintptr_t) "\n", 1 };
+    if (pool_send(c, iov, n) == -1) {
+        pending_del(&c->pt, p);
+        return -1;
+    }
+    call->c = c;
+    call->p = p;
+    p->owner = call;
+    pool_arm_timeout(call);
+    return 0;
+}
+
+void
+pool_call_dispatch(struct pool_call *call, struct pool_child *c)
+{
+    struct jsonrpc_info info;
+    if (jsonrpc_scan(call->body, call->len, &info, NULL) != JSONRPC_OK) {
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, "internal error");
+        return;
+    }
+    char *body = call->body;
+    call->body = NULL; /* pool_call_send may end the call: the copy is freed here */
+    if (pool_call_send(call, c, body, call->len, &info) == -1) {
+        call->body = body; /* for the error's id */
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, pool_status_text(POOL_E_BUSY));
+        return;
+    }
+    free(body);
+}
+
+int
+pool_call_start(struct pool_call *call, struct pool_child *c, const char *body, size_t len,
+                const struct jsonrpc_info *info)
+{
+    return pool_call_send(call, c, body, len, info);
+}
+
+/* --- child -> client ------------------------------------------------------------------------- */
+
+static struct pending *
+pool_minted(struct pool_child *c, const char *line, struct jsonrpc_span sp)
+{
+    uint64_t n;
+    if (sp.len == 0 || !jsonrpc_id_u64(line, sp, &n))
+        return NULL;
+    return pending_find_gw(&c->pt, PENDING_TO_CHILD, n);
+}
+
+static void
+pool_child_answer(struct pool_child *c, const char *line, size_t len,
+                  const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->id_type == JSONRPC_ID_NUMBER)
+        p = pool_minted(c, line, info->id);
+    if (p == NULL) {
+        log_debug(c->tag, "child answered an unknown id: dropped");
+        return;
+    }
+    if (p->gw_id == c->start_id) {
+        pool_child_start_answer(c, line, len, info);
+        return;
+    }
+    struct pool_call *call = p->owner;
+    if (p->state == PENDING_CANCELLED || call == NULL) {
+        pools.ctr.late_dropped++;
+        pending_del(&c->pt, p);
+        return;
+    }
+    /* resultType, ttlMs and cacheScope where the result lacks them (J-06, X-07). */
+    char stamp[96];
+    size_t slen = 0;
+    if (info->kind == JSONRPC_RESULT && info->result.len >= 2) {
+        const struct config_server *srv = call->pool->srv;
+        bool cacheable = pool_in(pool_cacheable, ARRAY_LEN(pool_cacheable), p->method);
+        if (info->result_type.len == 0)
+            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen,
+                                     ",\"resultType\":\"complete\"");
+        if (cacheable && info->result_ttl.len == 0)
+            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"ttlMs\":%" PRIu64,
+                                     srv->cache_ttl_ms);
+        if (cacheable && info->result_scope.len == 0)
+            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"cacheScope\":\"%s\"",
+                                     srv->cache_public ? "public" : "private");
+    }
+    struct pool_edit ed[2] = { { info->id.off, info->id.len, p->orig_id, p->orig_id_len } };
+    int n = 1;
+    if (slen > 0) {
+        /* Right after '{': the stamp's leading comma moves to its end unless the object is empty.
+         */
+        size_t at = info->result.off + 1;
+        bool empty = true;
+        for (size_t i = at; i < info->result.off + info->result.len - 1 && empty; i++)
+            empty = line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n';
+        if (!empty) {
+            memmove(stamp, stamp + 1, slen - 1);
+            stamp[slen - 1] = ',';
+        }
+        ed[n++] = (struct pool_edit){ at, 0, stamp, empty ? slen - 1 : slen };
+    }
+    struct iovec iov[6];
+    int k = pool_splice(line, len, ed, n, iov);
+    pools.ctr.answered++;
+    pool_push(call, iov, k);
+    pending_del(&c->pt, p);
+    call->p = NULL;
+    pool_call_end(call);
+}
+
+static void
+pool_child_progress(struct pool_child *c, const char *line, size_t len,
+                    const struct jsonrpc_info *info)
+{
+    struct pending *p = pool_minted(c, line, info->progress_token);
+    if (p == NULL || p->token == NULL) {
+        pools.ctr.unattributed++;
+        return;
+    }
+    struct pool_call *call = p->owner;
+    if (p->state != PENDING_FORWARDED || call == NULL) {
+        pools.ctr.late_dropped++;
+        return;
+    }
+    if (call->pool->srv->request_timeout_max_ms > 0 && p->timer != NULL)
+        pool_arm_timeout(call);
+    struct pool_edit ed = { info->progress_token.off, info->progress_token.len, p->token,
+                            p->token_len };
+    struct iovec iov[3];
+    int k = pool_splice(line, len, &ed, 1, iov);
+    pool_push(call, iov, k);
+}
+
+/* Log levels of RFC 5424 as MCP names them, least severe first. */
+int
+pool_log_level(const char *line, struct jsonrpc_span sp)
+{
+    static const char *const names[] = { "debug", "info",     "notice", "warning",
+                                         "error", "critical", "alert",  "emergency" };
+    char v[16];
+    if (!jsonrpc_string_at(line, sp, v, sizeof(v), NULL))
+        return -1;
+    for (size_t i = 0; i < ARRAY_LEN(names); i++)
+        if (strcmp(v, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void
+pool_child_log(struct pool_child *c, const char *line, size_t len, const struct jsonrpc_info *info)
+{
+    struct pending *only = NULL;
+    size_t active = 0;
+    for (struct pending *p = c->pt.head; p != NULL; p = p->next)
+        if (p->state == PENDING_FORWARDED && p->owner != NULL) {
+            only = p;
+            active++;
+        }
+    if (active != 1) {
+        pools.ctr.unattributed++; /* no request, or several: whose line it is cannot be known */
+        return;
+    }
+    struct pool_call *call = only->owner;
+    int level = pool_log_level(line, info->level);
+    if (call->log_level < 0 || level < call->log_level) {
+        pools.ctr.logs_filtered++;
+        return;
+    }
+    struct iovec iov = { (void *)(uintptr_t)line, len };
+    pool_push(call, &iov, 1);
+}
+
+/* A listen's notification: on the listen's stream, with the client's id. */
+static void
+pool_child_subscription(struct pool_child *c, const char *line, size_t len,
+                        const struct jsonrpc_info *info)
+{
+    struct pending *p = pool_minted(c, line, info->meta_subscription);
+    if (p == NULL || strcmp(p->method, "subscriptions/listen") != 0) {
+        pools.ctr.unattributed++;
+        return;
+    }
+    struct pool_call *call = p->owner;
+    if (p->state != PENDING_FORWARDED || call == NULL) {
+        pools.ctr.late_dropped++;
+        return;
+    }
+    struct pool_edit ed = { info->meta_subscription.off, info->meta_subscription.len, p->orig_id,
+                            p->orig_id_len };
+    struct iovec iov[3];
+    int k = pool_splice(line, len, &ed, 1, iov);
+    pool_push(call, iov, k);
+}
+
+static void
+pool_child_request(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+{
+    const char *id = line + info->id.off;
+    size_t idlen = info->id.len;
+    if (idlen > pools.cfg->max_id_bytes) {
+        id = NULL;
+        idlen = 0;
+    }
+    size_t len;
+    char *m;
+    if (strcmp(info->method, "ping") == 0) {
+        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+        len = sizeof head - 1 + idlen + sizeof ",\"result\":{}}" - 1;
+        m = xmalloc(len + 1);
+        snprintf(m, len + 1, "%s%.*s,\"result\":{}}", head, (int)idlen, id ? id : "");
+    } else {
+        pools.ctr.child_requests++;
+        log_info(c->tag,
+                 "child request %s answered with an error: not relayed to 2026-07-28 "
+                 "clients",
+                 info->method);
+        m = jsonrpc_error_new(id, idlen, JSONRPC_METHOD_NOT_FOUND,
+                              "not available: this gateway does not relay requests to 2026-07-28 "
+                              "clients",
+                              &len);
+    }
+    struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
+    if (pool_send(c, iov, 2) == -1)
+        log_warn(c->tag, "answer to the child's %s not delivered", info->method);
+    free(m);
+}
+
+static void
+pool_child_message(struct pool_child *c, char *line, size_t len)
+{
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    if (jsonrpc_scan(line, len, &info, &err) != JSONRPC_OK) {
+        pools.ctr.child_lines_invalid++;
+        if (c->invalid_logged < 10) {
+            c->invalid_logged++;
+            log_warn(c->tag, "child wrote a line that is not a JSON-RPC message (%s): skipped",
+                     err ? err : "invalid");
+        }
+        return;
+    }
+    if (info.has_crlf)
+        jsonrpc_flatten(line, len);
+    switch (info.kind) {
+    case JSONRPC_RESULT:
+    case JSONRPC_ERROR:
+        pool_child_answer(c, line, len, &info);
+        return;
+    case JSONRPC_REQUEST:
+        pool_child_request(c, line, &info);
+        return;
+    case JSONRPC_NOTIFICATION:
+        break;
+    }
+    if (info.meta_subscription.len != 0)
+        pool_child_subscription(c, line, len, &info);
+    else if (strcmp(info.method, "notifications/progress") == 0)
+        pool_child_progress(c, line, len, &info);
+    else if (strcmp(info.method, "notifications/message") == 0)
+        pool_child_log(c, line, len, &info);
+    else if (strcmp(info.method, "notifications/cancelled") != 0)
+        pools.ctr.unattributed++;
+}
+
+void
+pool_child_line(char *line, size_t len, struct msg *shared, void *arg)
+{
+    struct pool_child *c = arg;
+    if (c->state == POOL_CHILD_GONE)
+        return;
+    pools.line = shared;
+    pool_child_message(c, line, len);
+    pools.line = NULL;
+}
