@@ -229,6 +229,14 @@ const FAMILIES = {
   mcpgw_rate_limited_total: ['counter', [{}]],
   mcpgw_slow_clients_closed_total: ['counter', [{}]],
   mcpgw_principals: ['gauge', [{}]],
+  // The 2026-07-28 pools: a server's series appear once its pool exists (none in these tests).
+  mcpgw_pool_children: ['gauge', []],
+  mcpgw_pool_inflight_requests: ['gauge', [{}]],
+  mcpgw_pool_requests_total: ['counter', [{}]],
+  mcpgw_pool_cancels_total: ['counter', LABELS('reason', ['client_closed', 'timeout', 'child_ended', 'shutdown'])],
+  mcpgw_pool_messages_dropped_total: ['counter', LABELS('reason', ['late', 'unattributed', 'log_level', 'invalid'])],
+  mcpgw_pool_child_requests_refused_total: ['counter', [{}]],
+  mcpgw_pool_child_events_total: ['counter', LABELS('event', ['started', 'start_failed', 'failed', 'idle_stopped', 'refused_restart'])],
 };
 
 /** Every family with HELP, TYPE and its series; histograms consistent. */
