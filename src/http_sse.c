@@ -199,8 +199,8 @@ http_unhold(struct http_req *rc)
         return MHD_NO; /* the client left: MHD closes the connection */
     if (!st->ended)
         return http_sse(rc, st, rc->with_sid);
-    if (rc->modern)
-        return http_json(rc, st);
+    if (rc->modern && st->cursor != NULL && st->cursor == st->tail && rc->st->cursor_off == 0)
+        return http_json(rc, st); /* the answer alone */
     struct MHD_Response *r;
     if (st->pending <= HTTP_COPY_MAX) {
         char *body = xmalloc(st->pending + 1);

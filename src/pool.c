@@ -303,20 +303,17 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     } else {
         log_info(c->tag, "pool child stopped: %s", why);
     }
-    /* What it had in flight fails now; the table stays until the deferred free. */
-    for (struct pending *e = c->pt.head; e != NULL; e = e->next) {
-        struct pool_call *call = e->owner;
-        if (e->state != PENDING_FORWARDED || call == NULL)
-            continue;
-        e->owner = NULL;
-        call->p = NULL;
-        loop_timer_del(e->timer);
-        e->timer = NULL;
-        e->state = PENDING_CANCELLED;
-        pools.ctr.cancels[POOL_CANCEL_CHILD]++;
-        char message[160];
-        snprintf(message, sizeof(message), "upstream server ended: %s", why);
-        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, message);
+    /* What it had in flight fails now (each entry leaves the table); the rest goes with c. */
+    char message[160];
+    snprintf(message, sizeof(message), "upstream server ended: %s", why);
+    struct pending *e = c->pt.head;
+    while (e != NULL) {
+        struct pending *next = e->next;
+        if (e->state == PENDING_FORWARDED && e->owner != NULL) {
+            pools.ctr.cancels[POOL_CANCEL_CHILD]++;
+            pool_call_fail(e->owner, JSONRPC_INTERNAL_ERROR, message);
+        }
+        e = next;
     }
     if (c->prev != NULL)
         c->prev->next = c->next;
@@ -419,6 +416,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     call->log_level = meta->log_level;
     call->st = stream_new(next_stream_id++, false, 0);
     call->st->owner = call;
+    call->st->attached = true; /* the HTTP request reads it from now until pool_stream_detach */
     struct stream *st = stream_ref(call->st);
     pools.ctr.requests++;
     if (c != NULL) {

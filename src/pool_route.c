@@ -158,35 +158,32 @@ pool_call_end(struct pool_call *call)
     free(call);
 }
 
-void
-pool_call_fail(struct pool_call *call, int code, const char *message)
+/* Ends call with a JSON-RPC error for the client's id (raw). */
+static void
+pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, const char *message)
 {
-    const char *id = NULL;
-    size_t idlen = 0;
-    if (call->p != NULL) {
-        id = call->p->orig_id;
-        idlen = call->p->orig_id_len;
-    } else if (call->body != NULL) {
-        struct jsonrpc_info info;
-        if (jsonrpc_scan(call->body, call->len, &info, NULL) == JSONRPC_OK) {
-            id = call->body + info.id.off;
-            idlen = info.id.len;
-        }
-    }
     size_t len;
     char *e = jsonrpc_error_new(id, idlen, code, message, &len);
     struct iovec iov = { e, len };
     pool_push(call, &iov, 1);
     free(e);
-    if (call->p != NULL) {
-        struct pool_child *c = call->c;
-        struct pending *p = call->p;
-        pool_call_end(call);
-        if (p->state == PENDING_FORWARDED)
-            pending_del(&c->pt, p);
-        return;
-    }
+    struct pending *p = call->p;
+    struct pool_child *c = call->c;
     pool_call_end(call);
+    if (p != NULL && p->state == PENDING_FORWARDED)
+        pending_del(&c->pt, p);
+}
+
+void
+pool_call_fail(struct pool_call *call, int code, const char *message)
+{
+    struct jsonrpc_info info;
+    if (call->p != NULL)
+        pool_call_error(call, call->p->orig_id, call->p->orig_id_len, code, message);
+    else if (call->body != NULL && jsonrpc_scan(call->body, call->len, &info, NULL) == JSONRPC_OK)
+        pool_call_error(call, call->body + info.id.off, info.id.len, code, message);
+    else
+        pool_call_error(call, NULL, 0, code, message);
 }
 
 static const char *const pool_cancel_reasons[] = {
@@ -323,7 +320,8 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                const struct jsonrpc_info *info)
 {
     if (!pool_method_served(call->pool, info->method)) {
-        pool_call_fail(call, JSONRPC_METHOD_NOT_FOUND, "Method not found");
+        pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_METHOD_NOT_FOUND,
+                        "Method not found");
         return 0;
     }
     if (call->pool->era == CONFIG_ERA_LEGACY && strcmp(info->method, "server/discover") == 0) {

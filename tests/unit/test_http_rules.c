@@ -88,3 +88,32 @@ Test(http_rules, loopback)
     cr_assert_not(http_rules_loopback((struct sockaddr *)&a6));
     cr_assert_not(http_rules_loopback(NULL));
 }
+
+/* Mirrored header values (2026-07-28, checklist T-84): plain, base64 form, blanks around. */
+Test(http_rules, mcp_value)
+{
+    char out[32];
+    size_t n;
+    cr_assert(http_rules_mcp_value("tools/call", out, sizeof(out), &n));
+    cr_expect_str_eq(out, "tools/call");
+    cr_assert(http_rules_mcp_value("  echo \t", out, sizeof(out), &n));
+    cr_expect_str_eq(out, "echo");
+    cr_expect_eq(n, 4);
+    /* "héllo" in UTF-8 */
+    cr_assert(http_rules_mcp_value("=?base64?aMOpbGxv?=", out, sizeof(out), &n));
+    cr_expect_eq(n, 6);
+    cr_expect_str_eq(out, "h\xc3\xa9llo");
+    cr_assert(http_rules_mcp_value("=?base64?YQ==?=", out, sizeof(out), &n));
+    cr_expect_str_eq(out, "a");
+    cr_expect_not(http_rules_mcp_value("=?base64?a*b?=", out, sizeof(out), &n), "bad alphabet");
+    cr_expect_not(http_rules_mcp_value("=?base64?YQ=x?=", out, sizeof(out), &n), "data after =");
+    cr_expect_not(http_rules_mcp_value("=?base64?AA==?=", out, sizeof(out), &n), "a NUL");
+    cr_expect_not(http_rules_mcp_value("caf\xc3\xa9", out, sizeof(out), &n),
+                  "non-ASCII must use the base64 form");
+    cr_expect_not(
+        http_rules_mcp_value("0123456789012345678901234567890123456789", out, sizeof(out), &n),
+        "too long");
+    /* The markers are case-sensitive: "=?BASE64?...?=" is a plain value. */
+    cr_assert(http_rules_mcp_value("=?BASE64?YQ==?=", out, sizeof(out), &n));
+    cr_expect_str_eq(out, "=?BASE64?YQ==?=");
+}

@@ -888,3 +888,152 @@ Test(jsonrpc, task_state_absent_or_unusable)
     const char nul[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"taskId\":\"a\"}}\0";
     cr_assert_eq(jsonrpc_task_state(nul, sizeof nul - 1, &t), -1, "a NUL byte");
 }
+
+/* The 2026-07-28 spans: params.name/uri/taskId/level, the _meta keys, the result's members. */
+Test(jsonrpc, modern_request_spans)
+{
+    const char *s = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
+                    "\"echo\",\"arguments\":{\"name\":\"inner\"},\"_meta\":{"
+                    "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+                    "\"io.modelcontextprotocol/clientCapabilities\":{\"sampling\":{}},"
+                    "\"io.modelcontextprotocol/logLevel\":\"info\",\"progressToken\":\"t\"}}}";
+    struct jsonrpc_info info;
+    cr_assert_eq(scan(s, &info), JSONRPC_OK);
+    cr_expect(span_is(s, info.name, "\"echo\""), "params.name, not arguments.name");
+    cr_expect(span_is(s, info.meta_version, "\"2026-07-28\""));
+    cr_expect(span_is(s, info.meta_caps, "{\"sampling\":{}}"));
+    cr_expect(span_is(s, info.meta_log_level, "\"info\""));
+    cr_expect(span_is(s, info.progress_token, "\"t\""));
+    cr_expect_eq(info.uri.len, 0);
+    cr_expect_eq(info.result.len, 0);
+
+    const char *r = "{\"jsonrpc\":\"2.0\",\"method\":\"resources/read\",\"id\":\"x\",\"params\":{"
+                    "\"uri\":\"test://a\",\"taskId\":\"k\",\"level\":\"debug\"}}";
+    cr_assert_eq(scan(r, &info), JSONRPC_OK);
+    cr_expect(span_is(r, info.uri, "\"test://a\""));
+    cr_expect(span_is(r, info.task_id, "\"k\""));
+    cr_expect(span_is(r, info.level, "\"debug\""));
+    cr_expect_eq(info.meta_version.len, 0);
+
+    /* A tracked key twice in _meta is refused like every tracked duplicate. */
+    cr_expect_eq(scan_rc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"_meta\":{"
+                         "\"io.modelcontextprotocol/protocolVersion\":\"a\","
+                         "\"io.modelcontextprotocol/protocolVersion\":\"b\"}}}"),
+                 JSONRPC_EINVALID);
+    /* Escaped key spellings are the same key. */
+    const char *e = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"_meta\":{"
+                    "\"io.modelcontextprotocol\\/protocolVersion\":\"v\"}}}";
+    cr_assert_eq(scan(e, &info), JSONRPC_OK);
+    cr_expect(span_is(e, info.meta_version, "\"v\""));
+}
+
+Test(jsonrpc, result_spans)
+{
+    const char *s = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{\"resultType\":1}],"
+                    "\"ttlMs\":5,\"cacheScope\":\"public\"}}";
+    struct jsonrpc_info info;
+    cr_assert_eq(scan(s, &info), JSONRPC_OK);
+    cr_expect_eq(info.kind, JSONRPC_RESULT);
+    cr_expect_eq(s[info.result.off], '{');
+    cr_expect_eq(info.result.off + info.result.len, strlen(s) - 1);
+    cr_expect_eq(info.result_type.len, 0, "a nested resultType is not the result's");
+    cr_expect(span_is(s, info.result_ttl, "5"));
+    cr_expect(span_is(s, info.result_scope, "\"public\""));
+
+    const char *t = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"complete\"}}";
+    cr_assert_eq(scan(t, &info), JSONRPC_OK);
+    cr_expect(span_is(t, info.result_type, "\"complete\""));
+    cr_expect_eq(scan_rc("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"ttlMs\":1,\"ttlMs\":2}}"),
+                 JSONRPC_EINVALID);
+    const char *n = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":null}";
+    cr_assert_eq(scan(n, &info), JSONRPC_OK);
+    cr_expect_eq(info.result.len, 0, "only an object result has a span");
+    /* A response's params report nothing. */
+    const char *q = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{},\"params\":{\"name\":\"x\"}}";
+    cr_assert_eq(scan(q, &info), JSONRPC_OK);
+    cr_expect_eq(info.name.len, 0);
+}
+
+Test(jsonrpc, string_at)
+{
+    const char *s = "\"a\\u00e9\\n\"";
+    struct jsonrpc_span sp = { 0, strlen(s) };
+    char out[8];
+    size_t n;
+    cr_assert(jsonrpc_string_at(s, sp, out, sizeof(out), &n));
+    cr_expect_eq(n, 4);
+    cr_expect_str_eq(out, "a\xc3\xa9\n");
+    cr_expect_not(jsonrpc_string_at(s, sp, out, 4, &n), "too long for cap - 1");
+    const char *z = "\"a\\u0000\"";
+    cr_expect_not(jsonrpc_string_at(z, (struct jsonrpc_span){ 0, strlen(z) }, out, 8, &n));
+    cr_expect_not(jsonrpc_string_at("12", (struct jsonrpc_span){ 0, 2 }, out, 8, &n));
+}
+
+Test(jsonrpc, modern_builders)
+{
+    size_t len;
+    char *p = jsonrpc_probe_new(3, "2026-07-28", "9.9", &len);
+    struct jsonrpc_info info;
+    cr_assert_eq(scan_n(p, len, &info), JSONRPC_OK);
+    cr_expect_str_eq(info.method, "server/discover");
+    cr_expect(span_is(p, info.meta_version, "\"2026-07-28\""));
+    cr_expect(span_is(p, info.meta_caps, "{}"));
+    free(p);
+    char *i = jsonrpc_initialize_new(4, "2025-11-25", "9.9", &len);
+    char v[16];
+    cr_assert_eq(jsonrpc_protocol_version(i, len, v, sizeof(v)), 0);
+    cr_expect_str_eq(v, "2025-11-25");
+    free(i);
+
+    const char *init =
+        "{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"protocolVersion\":\"2025-06-18\","
+        "\"capabilities\":{\"tools\":{\"listChanged\":true},\"resources\":{"
+        "\"subscribe\":true},\"tasks\":{}},\"serverInfo\":{\"name\":\"s\","
+        "\"version\":\"1\"},\"instructions\":\"hi\"}}";
+    char *d = jsonrpc_discover_from_init(init, strlen(init), "2026-07-28", 5, true, &len);
+    cr_assert_not_null(d);
+    json_t *js = json_loadb(d, len, 0, NULL);
+    cr_assert_not_null(js);
+    cr_expect_str_eq(json_string_value(json_object_get(js, "resultType")), "complete");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(js, "supportedVersions"), 0)),
+                     "2026-07-28");
+    json_t *caps = json_object_get(js, "capabilities");
+    cr_expect_not_null(json_object_get(caps, "tools"));
+    cr_expect_null(json_object_get(json_object_get(caps, "tools"), "listChanged"));
+    cr_expect_null(json_object_get(json_object_get(caps, "resources"), "subscribe"));
+    cr_expect_null(json_object_get(caps, "tasks"));
+    cr_expect_eq(json_integer_value(json_object_get(js, "ttlMs")), 5);
+    cr_expect_str_eq(json_string_value(json_object_get(js, "cacheScope")), "public");
+    cr_expect_str_eq(json_string_value(json_object_get(js, "instructions")), "hi");
+    cr_expect_str_eq(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(js, "_meta"), "io.modelcontextprotocol/serverInfo"),
+            "name")),
+        "s");
+    json_decref(js);
+    free(d);
+    cr_expect_null(jsonrpc_discover_from_init("{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{}}", 34,
+                                              "2026-07-28", 0, false, &len));
+
+    const char *disc = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"supportedVersions\":["
+                       "\"2025-11-25\",\"2026-07-28\"]}}";
+    cr_expect(jsonrpc_discover_supports(disc, strlen(disc), "2026-07-28"));
+    cr_expect_not(jsonrpc_discover_supports(disc, strlen(disc), "2027-01-01"));
+
+    static const char *const sup[] = { "2026-07-28", NULL };
+    char *e = jsonrpc_version_error_new("\"r\"", 3, "1999-01-01", sup, &len);
+    js = json_loadb(e, len, 0, NULL);
+    cr_assert_not_null(js);
+    cr_expect_str_eq(json_string_value(json_object_get(js, "id")), "r");
+    json_t *err = json_object_get(js, "error");
+    cr_expect_eq(json_integer_value(json_object_get(err, "code")), -32022);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(err, "data"), "requested")),
+                     "1999-01-01");
+    cr_expect_eq(json_array_size(json_object_get(json_object_get(err, "data"), "supported")), 1);
+    json_decref(js);
+    int code = 0;
+    cr_expect_eq(jsonrpc_error_code(e, len, &code), 0);
+    cr_expect_eq(code, -32022);
+    free(e);
+    cr_expect_eq(jsonrpc_error_code(disc, strlen(disc), &code), -1, "a result has no error code");
+}
