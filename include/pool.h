@@ -74,5 +74,11 @@ int pool_log_level(const char *p, struct jsonrpc_span sp);
 
 /* The pools' series in Prometheus text format. */
 void pool_metrics(struct buf *b);
+/*
+ * The pools as a JSON array (server, era, children with pid, state and in-flight entries),
+ * appended to b in at most max bytes: children that do not fit are left out. 0, 1 when some were
+ * left out, -1 when not even the pools' frame fits (nothing appended).
+ */
+int pool_admin_json(struct buf *b, size_t max);
 
 #endif

@@ -14,6 +14,8 @@
 #include "metrics.h"
 #include "pool.h"
 
+#define HTTP_ADMIN_POOLS_MAX ((size_t)16 << 20) /* the pools' part of the admin view */
+
 /* GET only (HEAD too: MHD sends the headers of the GET answer). */
 static bool
 http_refuse_not_get(struct http_req *rc, enum MHD_Result *ret)
@@ -82,6 +84,24 @@ http_admin(struct http_req *rc)
         return ret;
     size_t len;
     char *body = session_admin_json(&len);
+    /* The pools join the document as "pools" (and "pools_truncated" when children were left out).
+     */
+    struct buf b;
+    buf_init(&b, (size_t)HTTP_ADMIN_POOLS_MAX + len + 64);
+    int ok = buf_append(&b, body, len - 1); /* without the document's closing brace */
+    free(body);
+    if (ok == 0)
+        ok = buf_printf(&b, ",\"pools\":");
+    int pr = ok == 0 ? pool_admin_json(&b, HTTP_ADMIN_POOLS_MAX) : -1;
+    if (ok == -1 || pr == -1
+        || buf_printf(&b, ",\"pools_truncated\":%s}", pr ? "true" : "false") == -1) {
+        buf_clear(&b);
+        return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
+                          "admin view too large");
+    }
+    len = buf_used(&b);
+    body = xstrndup(buf_head(&b), len);
+    buf_clear(&b);
     struct MHD_Response *r = http_body_response(body, len);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "log.h"
-#include "metrics.h"
 #include "pool_int.h"
 #include "session.h"
 #include "version.h"
@@ -558,55 +557,6 @@ pool_status_text(enum pool_status status)
         return "Method not found";
     }
     return "internal error";
-}
-
-void
-pool_metrics(struct buf *b)
-{
-    char labels[160];
-    const struct pool_counters *k = &pools.ctr;
-    metrics_family(b, "mcpgw_pool_children", "gauge",
-                   "Pool children (2026-07-28 requests) by server and state.");
-    for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
-        size_t ready = 0;
-        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            ready += c->state == POOL_CHILD_READY;
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", p->name);
-        metrics_sample(b, "mcpgw_pool_children", labels, ready);
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", p->name);
-        metrics_sample(b, "mcpgw_pool_children", labels, p->n_starting);
-    }
-    metrics_family(b, "mcpgw_pool_inflight_requests", "gauge",
-                   "2026-07-28 requests in flight or waiting for a pool child.");
-    metrics_sample(b, "mcpgw_pool_inflight_requests", NULL, pool_inflight());
-    metrics_family(b, "mcpgw_pool_requests_total", "counter", "2026-07-28 requests accepted.");
-    metrics_sample(b, "mcpgw_pool_requests_total", NULL, k->requests);
-    metrics_family(b, "mcpgw_pool_cancels_total", "counter",
-                   "2026-07-28 requests ended before their answer, by reason.");
-    static const char *const why[] = { "client_closed", "timeout", "child_ended", "shutdown" };
-    for (size_t i = 0; i < ARRAY_LEN(why); i++) {
-        snprintf(labels, sizeof(labels), "reason=\"%s\"", why[i]);
-        metrics_sample(b, "mcpgw_pool_cancels_total", labels, k->cancels[i]);
-    }
-    metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
-                   "Pool children's messages not delivered, by reason.");
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"late\"", k->late_dropped);
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"unattributed\"",
-                   k->unattributed);
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"log_level\"",
-                   k->logs_filtered);
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"invalid\"",
-                   k->child_lines_invalid);
-    metrics_family(b, "mcpgw_pool_child_requests_refused_total", "counter",
-                   "Requests from pool children answered with an error (not bridged).");
-    metrics_sample(b, "mcpgw_pool_child_requests_refused_total", NULL, k->child_requests);
-    metrics_family(b, "mcpgw_pool_child_events_total", "counter", "Pool children's lives.");
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"started\"", k->spawned);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"start_failed\"", k->start_failed);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"failed\"", k->crashed);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"idle_stopped\"", k->idle_stopped);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"refused_restart\"",
-                   k->refused_restart);
 }
 
 /* --- a child's start: the probe's verdict, the initialize ----------------------------------- */
