@@ -3,6 +3,7 @@
 #define MCPGW_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "util.h"
@@ -32,6 +33,18 @@ int buf_reserve(struct buf *b, size_t n) MUSTCHECK;
 void buf_consume(struct buf *b, size_t n);
 void buf_compact(struct buf *b);
 void buf_reset(struct buf *b);
+
+/*
+ * A writer that stops at its buffer's ceiling: after the first write that does not fit, nothing
+ * more is written and full stays set, so a document is cut at a write boundary the caller knows
+ * of, never by a later, smaller write slipping in (the admin views).
+ */
+struct buf_out {
+    struct buf b;
+    bool full;
+};
+void buf_out_printf(struct buf_out *o, const char *fmt, ...) PRINTF(2, 3);
+void buf_out_raw(struct buf_out *o, const void *p, size_t n);
 
 static inline size_t
 buf_used(const struct buf *b)

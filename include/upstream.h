@@ -3,6 +3,7 @@
 #define MCPGW_UPSTREAM_H
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -60,6 +61,8 @@ struct upstream *upstream_spawn(struct loop *l, const struct upstream_params *p,
  * had in flight then.
  */
 int upstream_send(struct upstream *u, struct msg *m) MUSTCHECK;
+/* The same for the concatenation of n iovecs (one message made of them). */
+int upstream_send_iov(struct upstream *u, const struct iovec *iov, int n) MUSTCHECK;
 /* Stops or resumes reading stdout (back-pressure from full HTTP streams). */
 void upstream_pause(struct upstream *u, bool paused);
 /*

@@ -107,3 +107,21 @@ buf_printf(struct buf *b, const char *fmt, ...)
     va_end(ap);
     return rc;
 }
+
+void
+buf_out_printf(struct buf_out *o, const char *fmt, ...)
+{
+    if (o->full)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    o->full = buf_vprintf(&o->b, fmt, ap) == -1;
+    va_end(ap);
+}
+
+void
+buf_out_raw(struct buf_out *o, const void *p, size_t n)
+{
+    if (!o->full)
+        o->full = buf_append(&o->b, p, n) == -1;
+}

@@ -107,12 +107,7 @@ pool_module_free(void)
 int
 pool_send(struct pool_child *c, const struct iovec *iov, int n)
 {
-    if (c->u == NULL || c->state == POOL_CHILD_GONE)
-        return -1;
-    struct msg *m = msg_concat(iov, n);
-    int rc = upstream_send(c->u, m);
-    msg_unref(m);
-    return rc;
+    return c->u == NULL || c->state == POOL_CHILD_GONE ? -1 : upstream_send_iov(c->u, iov, n);
 }
 
 static void

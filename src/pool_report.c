@@ -5,7 +5,6 @@
  * or left out and counted.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,95 +13,74 @@
 
 static const char *const pool_eras[] = { "auto", "modern", "legacy" };
 
-/* A bounded writer: once a write does not fit, it is full and writes nothing more. */
-struct pool_out {
-    struct buf b;
-    bool full;
-};
-
-static void PRINTF(2, 3) pool_put(struct pool_out *o, const char *fmt, ...)
-{
-    if (o->full)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    o->full = buf_vprintf(&o->b, fmt, ap) == -1;
-    va_end(ap);
-}
-
 static void
-pool_put_raw(struct pool_out *o, const char *p, size_t n)
-{
-    if (!o->full)
-        o->full = buf_append(&o->b, p, n) == -1;
-}
-
-static void
-pool_admin_child(struct pool_out *o, const struct pool_child *c, uint64_t now)
+pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
 {
     static const char *const states[] = { "starting", "ready", "gone" };
-    pool_put(o, "{\"tag\":");
+    buf_out_printf(o, "{\"tag\":");
     size_t n;
     char *q = jsonrpc_quote(c->tag, &n);
-    pool_put_raw(o, q, n);
+    buf_out_raw(o, q, n);
     free(q);
-    pool_put(o, ",\"pid\":%d,\"state\":\"%s\",\"idle_ms\":%" PRIu64 ",\"inflight\":[",
-             c->u != NULL ? (int)upstream_pid(c->u) : 0, states[c->state], now - c->idle_since_ms);
+    buf_out_printf(o, ",\"pid\":%d,\"state\":\"%s\",\"idle_ms\":%" PRIu64 ",\"inflight\":[",
+                   c->u != NULL ? (int)upstream_pid(c->u) : 0, states[c->state],
+                   now - c->idle_since_ms);
     bool first = true;
     for (const struct pending *p = c->pt.head; p != NULL; p = p->next) {
         if (p->gw_id == c->start_id)
             continue; /* the gateway's own probe or initialize */
-        pool_put(o, "%s{\"method\":", first ? "" : ",");
+        buf_out_printf(o, "%s{\"method\":", first ? "" : ",");
         first = false;
         q = jsonrpc_quote(p->method, &n);
-        pool_put_raw(o, q, n);
+        buf_out_raw(o, q, n);
         free(q);
-        pool_put(o, ",\"id\":");
-        pool_put_raw(o, p->orig_id, p->orig_id_len);
-        pool_put(o, ",\"child_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64, p->gw_id,
-                 p->state == PENDING_FORWARDED ? "forwarded" : "cancelled", now - p->start_ms);
+        buf_out_printf(o, ",\"id\":");
+        buf_out_raw(o, p->orig_id, p->orig_id_len);
+        buf_out_printf(o, ",\"child_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64,
+                       p->gw_id, p->state == PENDING_FORWARDED ? "forwarded" : "cancelled",
+                       now - p->start_ms);
         if (p->token != NULL) {
-            pool_put(o, ",\"progress_token\":");
-            pool_put_raw(o, p->token, p->token_len);
+            buf_out_printf(o, ",\"progress_token\":");
+            buf_out_raw(o, p->token, p->token_len);
         }
-        pool_put(o, "}");
+        buf_out_printf(o, "}");
     }
-    pool_put(o, "]}");
+    buf_out_printf(o, "]}");
 }
 
 int
 pool_admin_json(struct buf *b, size_t max)
 {
-    struct pool_out o = { .full = false };
+    struct buf_out o = { .full = false };
     buf_init(&o.b, max);
     uint64_t now = util_now_ms();
     size_t omitted = 0;
-    pool_put(&o, "[");
+    buf_out_printf(&o, "[");
     for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
-        pool_put(&o,
-                 "%s{\"server\":\"%s\",\"era\":\"%s\",\"retired\":%s,\"queued\":%zu,"
-                 "\"children\":[",
-                 p == pools.pools ? "" : ",", p->name, pool_eras[p->era],
-                 p->retired ? "true" : "false", p->queued);
+        buf_out_printf(&o,
+                       "%s{\"server\":\"%s\",\"era\":\"%s\",\"retired\":%s,\"queued\":%zu,"
+                       "\"children\":[",
+                       p == pools.pools ? "" : ",", p->name, pool_eras[p->era],
+                       p->retired ? "true" : "false", p->queued);
         bool first = true;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next) {
             /* Each child whole or not at all (room is kept for the closing brackets). */
             size_t used = buf_used(&o.b);
-            struct pool_out one = { .full = false };
+            struct buf_out one = { .full = false };
             buf_init(&one.b, used + 256 < max ? max - used - 256 : 0);
-            pool_put(&one, "%s", first ? "" : ",");
+            buf_out_printf(&one, "%s", first ? "" : ",");
             pool_admin_child(&one, c, now);
             if (!one.full && !o.full) {
-                pool_put_raw(&o, buf_head(&one.b), buf_used(&one.b));
+                buf_out_raw(&o, buf_head(&one.b), buf_used(&one.b));
                 first = false;
             } else {
                 omitted++;
             }
             buf_clear(&one.b);
         }
-        pool_put(&o, "]}");
+        buf_out_printf(&o, "]}");
     }
-    pool_put(&o, "]");
+    buf_out_printf(&o, "]");
     int rc = o.full ? -1 : (int)(omitted > 0);
     if (!o.full && buf_append(b, buf_head(&o.b), buf_used(&o.b)) == -1)
         rc = -1;

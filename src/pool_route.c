@@ -449,27 +449,49 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
     pool_call_end(call);
 }
 
+/*
+ * The request a notification of c's is about, named by the number the gateway minted for it at sp
+ * (a progress token, or a listen's subscription id); NULL (counted) when it names none, or one
+ * already ended.
+ */
+static struct pending *
+pool_related(struct pool_child *c, const char *line, struct jsonrpc_span sp, bool listen)
+{
+    struct pending *p = pool_minted(c, line, sp);
+    if (p == NULL || (listen ? strcmp(p->method, "subscriptions/listen") != 0 : p->token == NULL)) {
+        pools.ctr.unattributed++;
+        return NULL;
+    }
+    if (p->state != PENDING_FORWARDED || p->owner == NULL) {
+        pools.ctr.late_dropped++;
+        return NULL;
+    }
+    return p;
+}
+
+/* line, with the bytes at sp replaced by with, on p's stream. */
+static void
+pool_push_retagged(struct pending *p, const char *line, size_t len, struct jsonrpc_span sp,
+                   const char *with, size_t with_len)
+{
+    struct pool_edit ed = { sp.off, sp.len, with, with_len };
+    struct iovec iov[3];
+    int k = pool_splice(line, len, &ed, 1, iov);
+    pool_push(p->owner, iov, k);
+}
+
+/* Progress (P-07): on the request's stream, with the client's own token. */
 static void
 pool_child_progress(struct pool_child *c, const char *line, size_t len,
                     const struct jsonrpc_info *info)
 {
-    struct pending *p = pool_minted(c, line, info->progress_token);
-    if (p == NULL || p->token == NULL) {
-        pools.ctr.unattributed++;
+    struct pending *p = pool_related(c, line, info->progress_token, false);
+    if (p == NULL)
         return;
-    }
     struct pool_call *call = p->owner;
-    if (p->state != PENDING_FORWARDED || call == NULL) {
-        pools.ctr.late_dropped++;
-        return;
-    }
     if (call->pool->srv->request_timeout_max_ms > 0 && p->timer != NULL)
         pool_arm_timeout(call);
-    struct pool_edit ed = { info->progress_token.off, info->progress_token.len, p->token,
-                            p->token_len };
-    struct iovec iov[3];
-    int k = pool_splice(line, len, &ed, 1, iov);
-    pool_push(call, iov, k);
+    pool_push_retagged(p, line, len, info->progress_token, p->token, p->token_len);
 }
 
 /* Log levels of RFC 5424 as MCP names them, least severe first. */
@@ -516,21 +538,9 @@ static void
 pool_child_subscription(struct pool_child *c, const char *line, size_t len,
                         const struct jsonrpc_info *info)
 {
-    struct pending *p = pool_minted(c, line, info->meta_subscription);
-    if (p == NULL || strcmp(p->method, "subscriptions/listen") != 0) {
-        pools.ctr.unattributed++;
-        return;
-    }
-    struct pool_call *call = p->owner;
-    if (p->state != PENDING_FORWARDED || call == NULL) {
-        pools.ctr.late_dropped++;
-        return;
-    }
-    struct pool_edit ed = { info->meta_subscription.off, info->meta_subscription.len, p->orig_id,
-                            p->orig_id_len };
-    struct iovec iov[3];
-    int k = pool_splice(line, len, &ed, 1, iov);
-    pool_push(call, iov, k);
+    struct pending *p = pool_related(c, line, info->meta_subscription, true);
+    if (p != NULL)
+        pool_push_retagged(p, line, len, info->meta_subscription, p->orig_id, p->orig_id_len);
 }
 
 static void

@@ -5,7 +5,6 @@
  */
 #include <assert.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -24,105 +23,82 @@
 #define SESSION_ADMIN_MAX  ((size_t)16 << 20)
 #define SESSION_ADMIN_TAIL ((size_t)4096) /* the counters */
 
-/* A bounded JSON writer: once a write does not fit, it is full and writes nothing more. */
-struct session_out {
-    struct buf b;
-    bool full;
-};
-
-static void PRINTF(2, 3) session_put(struct session_out *o, const char *fmt, ...)
-{
-    if (o->full)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    o->full = buf_vprintf(&o->b, fmt, ap) == -1;
-    va_end(ap);
-}
-
 static void
-session_put_raw(struct session_out *o, const char *p, size_t n)
-{
-    if (!o->full)
-        o->full = buf_append(&o->b, p, n) == -1;
-}
-
-static void
-session_put_quoted(struct session_out *o, const char *s)
+session_put_quoted(struct buf_out *o, const char *s)
 {
     size_t n;
     char *q = jsonrpc_quote(s, &n);
-    session_put_raw(o, q, n);
+    buf_out_raw(o, q, n);
     free(q);
 }
 
 static void
-session_admin_entry(struct session_out *o, const struct pending *p, uint64_t now, bool first)
+session_admin_entry(struct buf_out *o, const struct pending *p, uint64_t now, bool first)
 {
-    session_put(o, "%s{\"direction\":\"%s\",\"method\":", first ? "" : ",",
-                p->dir == PENDING_TO_CHILD ? "to_child" : "to_client");
+    buf_out_printf(o, "%s{\"direction\":\"%s\",\"method\":", first ? "" : ",",
+                   p->dir == PENDING_TO_CHILD ? "to_child" : "to_client");
     session_put_quoted(o, p->method);
-    session_put(o, ",\"id\":");
-    session_put_raw(o, p->orig_id, p->orig_id_len);
-    session_put(o,
-                ",\"gateway_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64
-                ",\"stream\":%" PRIu64 ",\"task\":%s",
-                p->gw_id, p->state == PENDING_FORWARDED ? "forwarded" : "cancelled",
-                now - p->start_ms, p->stream_id, p->task ? "true" : "false");
+    buf_out_printf(o, ",\"id\":");
+    buf_out_raw(o, p->orig_id, p->orig_id_len);
+    buf_out_printf(o,
+                   ",\"gateway_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64
+                   ",\"stream\":%" PRIu64 ",\"task\":%s",
+                   p->gw_id, p->state == PENDING_FORWARDED ? "forwarded" : "cancelled",
+                   now - p->start_ms, p->stream_id, p->task ? "true" : "false");
     if (p->timer != NULL)
-        session_put(o, ",\"deadline_in_ms\":%" PRIu64,
-                    p->deadline_ms > now ? p->deadline_ms - now : 0);
+        buf_out_printf(o, ",\"deadline_in_ms\":%" PRIu64,
+                       p->deadline_ms > now ? p->deadline_ms - now : 0);
     if (p->token != NULL) {
-        session_put(o, ",\"progress_token\":");
-        session_put_raw(o, p->token, p->token_len);
+        buf_out_printf(o, ",\"progress_token\":");
+        buf_out_raw(o, p->token, p->token_len);
     }
-    session_put(o, "}");
+    buf_out_printf(o, "}");
 }
 
 static void
-session_admin_session(struct session_out *o, const struct session *s, uint64_t now)
+session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
 {
-    session_put(o,
-                "{\"id\":\"%s\",\"server\":\"%s\",\"child_pid\":%d,\"state\":\"%s\","
-                "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,"
-                "\"owner\":",
-                s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
-                s->state == SESSION_READY ? "ready" : "initializing", s->version,
-                now - s->last_active_ms, s->ntasks);
+    buf_out_printf(o,
+                   "{\"id\":\"%s\",\"server\":\"%s\",\"child_pid\":%d,\"state\":\"%s\","
+                   "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,"
+                   "\"owner\":",
+                   s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
+                   s->state == SESSION_READY ? "ready" : "initializing", s->version,
+                   now - s->last_active_ms, s->ntasks);
     session_put_quoted(o, s->owner->name);
-    session_put(o, ",\"streams\":[");
+    buf_out_printf(o, ",\"streams\":[");
     for (const struct stream *st = s->streams; st != NULL; st = st->next)
-        session_put(o,
-                    "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"
-                    "\"awaiting\":%u,\"queued_bytes\":%zu,\"replay_bytes\":%zu}",
-                    st == s->streams ? "" : ",", st->id, st->is_get ? "get" : "post",
-                    st->attached ? "true" : "false", st->ended ? "true" : "false", st->awaiting,
-                    st->pending, st->history);
-    session_put(o, "],\"inflight\":[");
+        buf_out_printf(o,
+                       "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"
+                       "\"awaiting\":%u,\"queued_bytes\":%zu,\"replay_bytes\":%zu}",
+                       st == s->streams ? "" : ",", st->id, st->is_get ? "get" : "post",
+                       st->attached ? "true" : "false", st->ended ? "true" : "false", st->awaiting,
+                       st->pending, st->history);
+    buf_out_printf(o, "],\"inflight\":[");
     for (const struct pending *p = s->pt.head; p != NULL; p = p->next)
         session_admin_entry(o, p, now, p == s->pt.head);
-    session_put(o, "]}");
+    buf_out_printf(o, "]}");
 }
 
 char *
 session_admin_json(size_t *len)
 {
-    struct session_out o = { .full = false };
+    struct buf_out o = { .full = false };
     buf_init(&o.b, SESSION_ADMIN_MAX + SESSION_ADMIN_TAIL);
     uint64_t now = util_now_ms();
     size_t shown = 0, omitted = 0;
-    session_put(&o, "{\"sessions\":[");
+    buf_out_printf(&o, "{\"sessions\":[");
     for (size_t i = 0; i < sessions.nbuckets; i++)
         for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
             size_t used = buf_used(&o.b);
             if (omitted == 0 && used < SESSION_ADMIN_MAX) {
                 /* Each session whole or not at all, in the room left under the ceiling. */
-                struct session_out one = { .full = false };
+                struct buf_out one = { .full = false };
                 buf_init(&one.b, SESSION_ADMIN_MAX - used);
-                session_put(&one, "%s", shown ? "," : "");
+                buf_out_printf(&one, "%s", shown ? "," : "");
                 session_admin_session(&one, s, now);
                 if (!one.full)
-                    session_put_raw(&o, buf_head(&one.b), buf_used(&one.b));
+                    buf_out_raw(&o, buf_head(&one.b), buf_used(&one.b));
                 buf_clear(&one.b);
                 if (!one.full) {
                     shown++;
@@ -132,20 +108,20 @@ session_admin_json(size_t *len)
             omitted++;
         }
     const struct session_counters *c = &sessions.ctr;
-    session_put(&o,
-                "],\"truncated\":%s,\"sessions_omitted\":%zu,\"counters\":{\"sessions_open\":%zu,"
-                "\"sessions_created\":%" PRIu64 ",\"sessions_closed\":%" PRIu64
-                ",\"cancels_to_child\":{",
-                omitted ? "true" : "false", omitted, sessions.count, c->created, c->closed);
+    buf_out_printf(
+        &o,
+        "],\"truncated\":%s,\"sessions_omitted\":%zu,\"counters\":{\"sessions_open\":%zu,"
+        "\"sessions_created\":%" PRIu64 ",\"sessions_closed\":%" PRIu64 ",\"cancels_to_child\":{",
+        omitted ? "true" : "false", omitted, sessions.count, c->created, c->closed);
     for (size_t r = 0; r < SESSION_CANCEL_N; r++)
-        session_put(&o, "%s\"%s\":%" PRIu64, r ? "," : "", session_reasons[r],
-                    c->cancels_to_child[r]);
-    session_put(&o,
-                "},\"cancels_to_client\":%" PRIu64 ",\"late_dropped\":%" PRIu64
-                ",\"timeouts\":%" PRIu64 ",\"child_lines_invalid\":%" PRIu64
-                ",\"notifications_dropped\":%" PRIu64 "}}",
-                c->cancels_to_client, c->late_dropped, c->timeouts, c->child_lines_invalid,
-                c->notifications_dropped);
+        buf_out_printf(&o, "%s\"%s\":%" PRIu64, r ? "," : "", session_reasons[r],
+                       c->cancels_to_child[r]);
+    buf_out_printf(&o,
+                   "},\"cancels_to_client\":%" PRIu64 ",\"late_dropped\":%" PRIu64
+                   ",\"timeouts\":%" PRIu64 ",\"child_lines_invalid\":%" PRIu64
+                   ",\"notifications_dropped\":%" PRIu64 "}}",
+                   c->cancels_to_client, c->late_dropped, c->timeouts, c->child_lines_invalid,
+                   c->notifications_dropped);
     assert(!o.full); /* the counters fit in SESSION_ADMIN_TAIL */
     *len = buf_used(&o.b);
     char *out = xstrndup(buf_head(&o.b), *len);

@@ -64,12 +64,7 @@ session_pending_clear(struct session *s)
 static int
 session_send_iov(struct session *s, struct iovec *iov, int n)
 {
-    if (s->u == NULL)
-        return -1;
-    struct msg *m = msg_concat(iov, n);
-    int rc = upstream_send(s->u, m);
-    msg_unref(m);
-    return rc;
+    return s->u == NULL ? -1 : upstream_send_iov(s->u, iov, n);
 }
 
 /* Sends the child msg[0..len) as one line, with the bytes at `at` replaced by id (the splice). */

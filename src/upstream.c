@@ -543,6 +543,15 @@ upstream_out_ready(int fd, uint32_t events, void *arg)
     upstream_leave(u);
 }
 
+int
+upstream_send_iov(struct upstream *u, const struct iovec *iov, int n)
+{
+    struct msg *m = msg_concat(iov, n);
+    int rc = upstream_send(u, m);
+    msg_unref(m);
+    return rc;
+}
+
 void
 upstream_pause(struct upstream *u, bool paused)
 {

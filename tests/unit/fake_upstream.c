@@ -124,6 +124,15 @@ upstream_send(struct upstream *u, struct msg *m)
     return 0;
 }
 
+int
+upstream_send_iov(struct upstream *u, const struct iovec *iov, int n)
+{
+    struct msg *m = msg_concat(iov, n);
+    int rc = upstream_send(u, m);
+    msg_unref(m);
+    return rc;
+}
+
 void
 upstream_pause(struct upstream *u, bool paused)
 {
