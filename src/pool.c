@@ -26,6 +26,7 @@ pool_module_init(struct loop *l, const struct config *cfg)
 {
     pools.l = l;
     pools.cfg = cfg;
+    pools.draining = false;
     pool_set_config(cfg);
 }
 

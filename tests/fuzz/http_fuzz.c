@@ -6,6 +6,8 @@
  * until the gateway closes the connection or 50 ms pass. Every session is then closed and every
  * child reaped before the next input, so inputs do not depend on each other.
  *
+ * 2026-07-28 requests go to a pool of children (pool.h), ended with the sessions after each input.
+ *
  * The first byte picks the configuration: even, [auth] mode = bearer (the token "fuzz-token" of
  * principal "fuzzer" with scope "s"; a second server at /scoped requires it); odd, mode = none.
  * The rest is the bytes sent. Invariants: the gateway never crashes or trips a sanitizer, every
@@ -34,6 +36,7 @@
 #include "http.h"
 #include "log.h"
 #include "loop.h"
+#include "pool.h"
 #include "session.h"
 #include "upstream.h"
 
@@ -202,6 +205,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     session_module_init(F.l, &F.cfg[0]);
     if (http_start(F.l, &F.cfg[0], F.auth[0]) == -1)
         abort();
+    pool_module_init(F.l, &F.cfg[0]);
     loop_set_hooks(F.l, fuzz_prepare, fuzz_after, NULL);
     return 0;
 }
@@ -258,8 +262,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(memcmp(F.reply, "HTTP/1.1 ", 9) == 0, "a reply that is not HTTP/1.1: %.9s",
                    F.reply);
     session_close_all(SESSION_END_SHUTDOWN);
+    pool_close_all();
     fuzz_run(2000, fuzz_no_children);
     FUZZ_CHECK(upstream_live_count() == 0, "a child outlived its input");
+    /* The next input starts with no pool (a 2026-07-28 request made one, with children). */
+    pool_module_free();
+    pool_module_init(F.l, &F.cfg[F.current]);
     auth_sweep(&F.cfg[F.current].auth, util_now_ms());
     return 0;
 }
