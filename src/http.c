@@ -468,6 +468,21 @@ http_stop(void)
 {
     if (httpd.d == NULL)
         return;
+    /*
+     * MHD 0.9.75 aborts when stopped with a connection suspended: a request still held or
+     * streaming at the stop deadline is dropped and resumed first, and one run lets MHD see it.
+     */
+    size_t resumed = 0;
+    for (struct http_conn *k = httpd.conns; k != NULL; k = k->next)
+        if (k->rc != NULL && k->rc->suspended) {
+            http_drop(k->rc);
+            resumed++;
+        }
+    if (resumed > 0) {
+        log_warn(NULL, "stopping with %zu requests still waiting: their connections are closed",
+                 resumed);
+        MHD_run(httpd.d);
+    }
     loop_watch_del(httpd.mhd_w);
     httpd.mhd_w = NULL;
     MHD_stop_daemon(httpd.d);
