@@ -14,6 +14,13 @@
  *   hold        open N sessions, K at a time, then leave them idle and read the server's RSS
  *   cancel      explicit notifications/cancelled: client send -> child receipt (child log)
  *   disconnect  drop the connection of a running call -> child receives the cancel
+ *   pending     N connections, each with one slow echo, all in flight at once: the server's RSS
+ *               growth per request in flight, then every answer checked (--modern only)
+ *
+ * --modern: 2026-07-28 requests instead (echo, large, disconnect, pending): no initialize, no
+ * session; each POST carries MCP-Protocol-Version: 2026-07-28, Mcp-Method, Mcp-Name and the
+ * _meta envelope (protocolVersion, clientCapabilities) in its params. Connections stay open
+ * (keep-alive) and every request has its own id.
  *
  * With --pid, the server process's utime+stime (/proc/PID/stat) is read at the edges of the
  * measured window, and its VmRSS/VmHWM (/proc/PID/status) where the mode needs them.
@@ -28,6 +35,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -47,14 +55,17 @@
 #define NORETURN     __attribute__((noreturn))
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))
 
-#define PREFIX_MAX 4096 /* bytes of each body (or stdout line) kept for checks */
-#define HEAD_MAX   16384
-#define READ_BUF   (256 * 1024)
-#define PROTO      "2025-06-18"
-#define MAX_ARGV   32
-#define NS_PER_S   1000000000ULL
-#define NS_PER_MS  1000000ULL
-#define SLOW_ARGS  "{\"steps\":100000,\"interval_ms\":1000}"
+#define PREFIX_MAX       4096 /* bytes of each body (or stdout line) kept for checks */
+#define HEAD_MAX         16384
+#define READ_BUF         (256 * 1024)
+#define PROTO            "2025-06-18"
+#define MODERN           "2026-07-28"
+#define MAX_ARGV         32
+#define NS_PER_S         1000000000ULL
+#define NS_PER_MS        1000000ULL
+#define SLOW_ARGS        "{\"steps\":100000,\"interval_ms\":1000}"
+/* disconnect --modern: the example server's echo, answered after ten minutes unless cancelled */
+#define MODERN_SLOW_ARGS "{\"text\":\"held\",\"delay_ms\":600000}"
 
 extern char **environ;
 
@@ -77,6 +88,9 @@ struct options {
     long timeout_ms;
     long overshoot;
     long give_up;
+    long delay_ms; /* pending: the echo's delay_ms */
+    long children; /* pending: wait for this many initialized children first (0: do not) */
+    bool modern;
     pid_t pid;
 };
 
@@ -92,6 +106,7 @@ static struct options opt = {
     .timeout_ms = 2000,
     .overshoot = 0,
     .give_up = 3,
+    .delay_ms = 5000,
 };
 
 static struct sockaddr_in target;
@@ -334,6 +349,8 @@ struct conn {
     int fd;
     bool want_out;
     /* request */
+    const char *mcp_method; /* modern: Mcp-Method (and MCP-Protocol-Version), or NULL */
+    const char *mcp_name;   /* modern: Mcp-Name, or NULL */
     char *out;
     size_t out_len;
     size_t out_off;
@@ -553,6 +570,10 @@ conn_request(struct conn *c, const char *method, const char *sid, const char *bo
         out_append(c, "Content-Type: application/json\r\nContent-Length: %zu\r\n", blen);
     if (sid != NULL && sid[0] != '\0')
         out_append(c, "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: " PROTO "\r\n", sid);
+    else if (c->mcp_method != NULL)
+        out_append(c, "MCP-Protocol-Version: " MODERN "\r\nMcp-Method: %s\r\n", c->mcp_method);
+    if (c->mcp_method != NULL && c->mcp_name != NULL)
+        out_append(c, "Mcp-Name: %s\r\n", c->mcp_name);
     if (opt.header != NULL)
         out_append(c, "%s\r\n", opt.header);
     out_append(c, "\r\n%s", body ? body : "");
@@ -1114,14 +1135,34 @@ struct echo_run {
 
 static struct echo_run run;
 
+/* A 2026-07-28 request's _meta (the client's capabilities: none). */
+#define MODERN_META                                                          \
+    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"" MODERN "\"," \
+    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
+
+/* tools/call TOOL with ARGS (a JSON object), legacy or, with --modern, with the _meta envelope. */
 static void
-echo_body(char *buf, size_t len, long id)
+call_body(char *buf, size_t len, long id, const char *tool, const char *args)
 {
     snprintf(
         buf, len,
         "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
-        "\"arguments\":%s}}",
-        id, run.tool, run.args);
+        "\"arguments\":%s%s}}",
+        id, tool, args, opt.modern ? "," MODERN_META : "");
+}
+
+/* Marks c's next requests as 2026-07-28 tools/call of tool (the Mcp-* headers), with --modern. */
+static void
+conn_modern(struct conn *c, const char *tool)
+{
+    c->mcp_method = opt.modern ? "tools/call" : NULL;
+    c->mcp_name = opt.modern ? tool : NULL;
+}
+
+static void
+echo_body(char *buf, size_t len, long id)
+{
+    call_body(buf, len, id, run.tool, run.args);
 }
 
 static void
@@ -1165,6 +1206,7 @@ echo_http_next(struct conn *c)
     c->id = ++run.next_id;
     echo_body(body, sizeof(body), c->id);
     run.inflight++;
+    conn_modern(c, run.tool);
     conn_request(c, "POST", (const char *)c->user, body);
 }
 
@@ -1283,11 +1325,12 @@ mode_echo(bool large)
         char(*sids)[256] = xrealloc(NULL, (size_t)s * sizeof(*sids));
         for (long i = 0; i < s; i++) {
             struct conn *c = conn_new();
-            if (!session_open(c, sids[i], sizeof(sids[i])))
+            /* modern: no session, S x K connections that each send their own requests */
+            if (!opt.modern && !session_open(c, sids[i], sizeof(sids[i])))
                 die("session %ld: initialize failed (status %d)", i, c->status);
             for (long j = 0; j < k; j++) {
                 struct conn *cj = j == 0 ? c : conn_new();
-                cj->user = sids[i];
+                cj->user = opt.modern ? NULL : sids[i];
                 cj->done = echo_http_done;
                 cs[i * k + j] = cj;
             }
@@ -1534,6 +1577,19 @@ childlog_skip(struct childlog *cl)
     lseek(cl->fd, 0, SEEK_END);
 }
 
+/* Opens the child's log (it creates it at start), waiting up to the deadline. */
+static int
+childlog_open(uint64_t deadline)
+{
+    int fd;
+
+    while ((fd = open(opt.child_log, O_RDONLY | O_CLOEXEC)) == -1 && now_ns() < deadline)
+        sleep_ns(NS_PER_MS);
+    if (fd == -1)
+        die("%s: %s", opt.child_log, strerror(errno));
+    return fd;
+}
+
 /* Waits for a complete line holding needle; returns its CLOCK_MONOTONIC stamp (ns) or 0. */
 static uint64_t
 childlog_wait(struct childlog *cl, const char *needle, uint64_t deadline)
@@ -1604,7 +1660,11 @@ mode_cancel(bool disconnect)
 
     if (opt.child_log == NULL)
         die("--child-log is required");
-    if (opt.cmd == NULL) {
+    if (opt.cmd == NULL && opt.modern) {
+        /* 2026-07-28 defines no notification over HTTP: a call is cancelled by closing it. */
+        if (!disconnect)
+            die("cancel has no --modern variant (use disconnect)");
+    } else if (opt.cmd == NULL) {
         b = conn_new();
         if (!session_open(b, sid, sizeof(sid)))
             die("initialize failed (status %d)", b->status);
@@ -1615,22 +1675,32 @@ mode_cancel(bool disconnect)
         if (!child_initialize(ch))
             die("direct child: initialize failed");
     }
-    /* The child opens its log at start: wait for it. */
+    /*
+     * The child opens its log at start: wait for it. A modern call may find no child yet (a pool
+     * starts its first on the first request; a peer may spawn one per request): the log is made
+     * here then, and each child appends to it.
+     */
     uint64_t deadline = now_ns() + (uint64_t)opt.timeout_ms * NS_PER_MS;
-    while ((cl.fd = open(opt.child_log, O_RDONLY | O_CLOEXEC)) == -1 && now_ns() < deadline)
-        sleep_ns(NS_PER_MS);
+    if (opt.modern)
+        cl.fd = open(opt.child_log, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    else
+        cl.fd = childlog_open(deadline);
     if (cl.fd == -1)
         die("%s: %s", opt.child_log, strerror(errno));
     for (long i = 1; i <= opt.count; i++) {
         runs++;
         childlog_skip(&cl);
-        slow_call_body(body, sizeof(body), 1000 + i);
+        if (opt.modern)
+            call_body(body, sizeof(body), 1000 + i, "echo", MODERN_SLOW_ARGS);
+        else
+            slow_call_body(body, sizeof(body), 1000 + i);
         if (ch != NULL) {
             child_send(ch, body);
         } else {
             if (a == NULL)
                 a = conn_new();
             a->done = ignore_done;
+            conn_modern(a, "echo");
             conn_request(a, "POST", sid, body);
         }
         deadline = now_ns() + (uint64_t)opt.timeout_ms * NS_PER_MS;
@@ -1702,6 +1772,201 @@ mode_cancel(bool disconnect)
     free(lat.v);
 }
 
+/* ---- pending: N requests in flight at once (2026-07-28, one connection each) ---- */
+
+/* Counts the complete lines holding needle that the log gained since the last call (no wait). */
+static long
+childlog_count(struct childlog *cl, const char *needle)
+{
+    long found = 0;
+
+    for (;;) {
+        ssize_t n = read(cl->fd, cl->buf + cl->len, sizeof(cl->buf) - 1 - cl->len);
+        if (n > 0)
+            cl->len += (size_t)n;
+        char *start = cl->buf;
+        char *nl;
+        while ((nl = memchr(start, '\n', cl->len - (size_t)(start - cl->buf))) != NULL) {
+            *nl = '\0';
+            if (strstr(start, needle) != NULL)
+                found++;
+            start = nl + 1;
+        }
+        size_t rest = cl->len - (size_t)(start - cl->buf);
+        memmove(cl->buf, start, rest);
+        cl->len = rest;
+        if (cl->len == sizeof(cl->buf) - 1)
+            cl->len = 0; /* a huge line we do not care about */
+        if (n <= 0)
+            return found;
+    }
+}
+
+/* Processes whose parent is --pid (its children: the pool's), or -1 without --pid. */
+static long
+server_children(void)
+{
+    char path[300], buf[512];
+    long n = 0;
+
+    if (opt.pid <= 0)
+        return -1;
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd == -1)
+            continue;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+            continue;
+        buf[k] = '\0';
+        char *p = strrchr(buf, ')');
+        char state = 0;
+        long ppid = 0;
+        if (p != NULL && sscanf(p + 2, "%c %ld", &state, &ppid) == 2 && ppid == (long)opt.pid
+            && state != 'Z')
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+struct pending_state {
+    long answered; /* answers (or failures) seen */
+    long ok;       /* answers with a result for their own id */
+    long bad;
+    long early; /* answered before every request was in flight */
+    long status_429;
+    bool all_in;
+};
+
+static struct pending_state pend;
+
+static void
+pending_done(struct conn *c)
+{
+    bool ok = !c->failed && c->status == 200 && answer_ok(c->prefix, c->prefix_len, c->id);
+
+    pend.answered++;
+    if (!pend.all_in)
+        pend.early++;
+    if (ok) {
+        pend.ok++;
+        return;
+    }
+    pend.bad++;
+    if (c->status == 429)
+        pend.status_429++;
+    if (pend.bad <= 3)
+        fprintf(stderr, "loadgen: pending: bad answer to %ld (status %d, failed %d): %.*s\n", c->id,
+                c->status, (int)c->failed, (int)(c->prefix_len < 300 ? c->prefix_len : 300),
+                c->prefix);
+}
+
+static void
+mode_pending(void)
+{
+    struct childlog cl = { 0 };
+    char body[9000], args[128];
+    long n = opt.sessions;
+
+    if (!opt.modern)
+        die("pending needs --modern");
+    if (opt.child_log == NULL)
+        die("--child-log is required");
+    uint64_t deadline = now_ns() + (uint64_t)opt.timeout_ms * NS_PER_MS;
+    cl.fd = childlog_open(deadline);
+    /* The pool's warm children, initialized (each logs its notifications/initialized). */
+    long ready = 0;
+    while (opt.children > 0 && ready < opt.children && now_ns() < deadline) {
+        ready += childlog_count(&cl, "notifications/initialized");
+        if (ready < opt.children)
+            sleep_ns(2 * NS_PER_MS);
+    }
+    if (ready < opt.children)
+        die("pending: %ld of %ld children initialized within %ld ms", ready, opt.children,
+            opt.timeout_ms);
+    /* One quick request first: the path works, and nothing is started by the measured ones. */
+    struct conn *w = conn_new();
+    run.tool = "echo";
+    snprintf(run.args, sizeof(run.args), "{\"text\":\"warm\"}");
+    echo_body(body, sizeof(body), 1);
+    w->id = 1;
+    conn_modern(w, "echo");
+    if (!roundtrip(w, "POST", NULL, body) || w->status != 200
+        || !answer_ok(w->prefix, w->prefix_len, 1))
+        die("pending: the first request failed (status %d): %.*s", w->status,
+            (int)(w->prefix_len < 300 ? w->prefix_len : 300), w->prefix);
+    conn_free(w);
+    sleep_ns(200 * NS_PER_MS);
+    (void)childlog_count(&cl, "\"tools/call\"");
+    long rss0 = server_status_kib("VmRSS");
+    uint64_t cpu0 = server_cpu_ns();
+
+    struct conn **cs = xrealloc(NULL, (size_t)n * sizeof(*cs));
+    snprintf(args, sizeof(args), "{\"text\":\"pending\",\"delay_ms\":%ld}", opt.delay_ms);
+    uint64_t t0 = now_ns();
+    for (long i = 0; i < n; i++) {
+        cs[i] = conn_new();
+        cs[i]->done = pending_done;
+        cs[i]->id = 2 + i;
+        conn_modern(cs[i], "echo");
+        call_body(body, sizeof(body), cs[i]->id, "echo", args);
+        conn_request(cs[i], "POST", NULL, body);
+        if (i % 64 == 63)
+            loop_once(0);
+    }
+    uint64_t t_sent = now_ns();
+    /* In flight = the children have read it: N tools/call lines in their (shared) log. */
+    long seen = 0;
+    deadline = t0 + (uint64_t)opt.timeout_ms * NS_PER_MS;
+    while (seen < n && now_ns() < deadline) {
+        seen += childlog_count(&cl, "\"tools/call\"");
+        if (seen < n)
+            loop_once(1);
+    }
+    uint64_t t_in = now_ns();
+    pend.all_in = seen >= n;
+    long rss1 = server_status_kib("VmRSS");
+    long kids = server_children();
+    long answered_at_peak = pend.answered;
+    /* Then every answer: delay_ms after its receipt. */
+    deadline = now_ns() + ((uint64_t)opt.delay_ms + (uint64_t)opt.timeout_ms) * NS_PER_MS;
+    while (pend.answered < n && now_ns() < deadline)
+        loop_once(100);
+    uint64_t t_done = now_ns();
+    uint64_t cpu1 = server_cpu_ns();
+    long unanswered = n - pend.answered;
+    for (long i = 0; i < n; i++)
+        conn_free(cs[i]);
+    free(cs);
+    print_head("pending");
+    printf(",\"requests\":%ld,\"delay_ms\":%ld,\"in_flight\":%ld,\"all_in_flight\":%s,"
+           "\"answered_before_all_in_flight\":%ld,\"ok\":%ld,\"bad\":%ld,\"status_429\":%ld,"
+           "\"unanswered\":%ld,\"send_seconds\":%.3f,\"in_flight_seconds\":%.3f,"
+           "\"total_seconds\":%.3f,\"children\":%ld,\"server_alive\":%s",
+           n, opt.delay_ms, seen, pend.all_in ? "true" : "false", answered_at_peak, pend.ok,
+           pend.bad, pend.status_429, unanswered, (double)(t_sent - t0) / 1e9,
+           (double)(t_in - t0) / 1e9, (double)(t_done - t0) / 1e9, kids,
+           server_alive() ? "true" : "false");
+    if (opt.pid > 0)
+        printf(",\"server_rss0_kib\":%ld,\"server_rss_kib\":%ld,\"bytes_per_request\":%.0f,"
+               "\"server_cpu_us_per_req\":%.2f",
+               rss0, rss1,
+               rss1 >= 0 && seen > 0 ? (double)(rss1 - rss0) * 1024.0 / (double)seen : -1.0,
+               (double)(cpu1 - cpu0) / 1e3 / (double)n);
+    print_end();
+    close(cl.fd);
+    free(deferred);
+}
+
 /* ---- main ---- */
 
 static NORETURN void
@@ -1710,8 +1975,8 @@ usage(int status)
     fprintf(
         status ? stderr : stdout,
         "usage: loadgen MODE (--url http://127.0.0.1:PORT/PATH | --cmd 'SERVER ARGS') [options]\n"
-        "modes: echo large init hold cancel disconnect\n"
-        "  --sessions N      sessions (echo) / sessions to open (hold)          [1]\n"
+        "modes: echo large init hold cancel disconnect pending\n"
+        "  --sessions N      sessions (echo) / sessions to open (hold) / requests (pending) [1]\n"
         "  --inflight K      requests in flight per session (echo) / parallel (hold) [1]\n"
         "  --duration S      measured seconds (echo)                           [3]\n"
         "  --warmup S        unmeasured seconds first (echo)                   [0.5]\n"
@@ -1723,7 +1988,10 @@ usage(int status)
         "  --timeout-ms T    waits (a cancel not seen in T ms is a miss)        [2000]\n"
         "  --give-up N       stop after N misses in a row                       [3]\n"
         "  --label TEXT      copied into the output\n"
-        "  --header LINE     one more request header, e.g. 'Authorization: Bearer T'\n");
+        "  --header LINE     one more request header, e.g. 'Authorization: Bearer T'\n"
+        "  --modern          2026-07-28 requests: no session (echo, large, disconnect, pending)\n"
+        "  --delay-ms D      the echo's delay_ms (pending)                      [5000]\n"
+        "  --children N      wait for N initialized children first (pending)    [0]\n");
     exit(status);
 }
 
@@ -1774,6 +2042,9 @@ main(int argc, char **argv)
         { "give-up", required_argument, NULL, 'g' },
         { "label", required_argument, NULL, 'L' },
         { "header", required_argument, NULL, 'H' },
+        { "modern", no_argument, NULL, 'M' },
+        { "delay-ms", required_argument, NULL, 'D' },
+        { "children", required_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -1826,6 +2097,15 @@ main(int argc, char **argv)
         case 'L':
             opt.label = optarg;
             break;
+        case 'M':
+            opt.modern = true;
+            break;
+        case 'D':
+            opt.delay_ms = num(optarg);
+            break;
+        case 'C':
+            opt.children = num(optarg);
+            break;
         case 'h':
             usage(0);
         default:
@@ -1839,6 +2119,16 @@ main(int argc, char **argv)
         die("give exactly one of --url and --cmd");
     if (opt.sessions < 1 || opt.inflight < 1 || opt.count < 1)
         die("--sessions, --inflight and --count must be at least 1");
+    if (opt.modern && opt.url == NULL)
+        die("--modern needs --url (the stdio floor is legacy)");
+    if (opt.modern && (strcmp(opt.mode, "init") == 0 || strcmp(opt.mode, "hold") == 0))
+        die("%s has no --modern variant", opt.mode);
+    /* pending holds a socket per request: take the hard limit of descriptors. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
     if (opt.url != NULL)
         parse_url();
     else
@@ -1862,8 +2152,10 @@ main(int argc, char **argv)
         mode_cancel(false);
     else if (strcmp(opt.mode, "disconnect") == 0 && opt.url != NULL)
         mode_cancel(true);
+    else if (strcmp(opt.mode, "pending") == 0 && opt.url != NULL)
+        mode_pending();
     else
-        die("unknown mode %s (hold and disconnect need --url)", opt.mode);
+        die("unknown mode %s (hold, disconnect and pending need --url)", opt.mode);
     close(ep);
     return 0;
 }

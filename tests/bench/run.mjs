@@ -4,10 +4,11 @@
 // load generator, no HTTP), in one run, contenders interleaved (G, S, D, G, S, D, ...), each on a
 // fresh process per measurement. Prints one table of medians, spread (min-max over rounds) and
 // ratios. Usage, from anywhere:
-//   node tests/bench/run.mjs --quick      (1 round, ~1 min on 2 cores; what CI runs)
+//   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
-// --only name,name (scenarios: echo1, echo16x4, init, large, cancel, disconnect, idle, hold).
+// --only name,name (scenarios: echo1, echo1m, echo16x4, echo16x4m, init, large, cancel, disconnect,
+// disconnectm, hold1000m, idle, hold; the names ending in m are 2026-07-28 "modern" requests).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -27,7 +28,7 @@ const value = (name, def) => {
   return i >= 0 && i + 1 < argv.length ? argv[i + 1] : def;
 };
 if (flag('--help') || flag('-h')) {
-  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 12).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 13).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 const quick = flag('--quick');
@@ -38,11 +39,13 @@ const jsonOut = value('--json', null);
 
 const P = quick
   ? { dur: 2, warm: 0.5, init: 30, cancel: 30, disc: 30, discTimeout: 1000, idle: 200, idleGw: 1000, overshoot: 50,
-      large: [[1 << 20, 5], [10 << 20, 2]], hold: 0 }
+      large: [[1 << 20, 5], [10 << 20, 2]], hold: 0, pending: 1000, pendingPool: 8, pendingDelay: 3000 }
   : { dur: 5, warm: 1, init: 200, cancel: 200, disc: 100, discTimeout: 2000, idle: 1000, idleGw: 1000, overshoot: 50,
-      large: [[1 << 20, 10], [10 << 20, 5], [100 << 20, 3, 1]], hold: 10000 };
+      large: [[1 << 20, 10], [10 << 20, 5], [100 << 20, 3, 1]], hold: 10000, pending: 1000, pendingPool: 8, pendingDelay: 5000 };
 // large: [bytes, requests, requests for supergateway (which then runs in the first round only)]:
 // supergateway needs about two minutes for one 100 MB result here.
+// pending: 2026-07-28 requests held in flight at once (hold1000m), on a pool of pendingPool children,
+// each an echo answered pendingDelay ms after the child read it.
 
 // ---- build and locate ----
 const log = (...a) => process.stderr.write(`${a.join(' ')}\n`);
@@ -147,7 +150,9 @@ function within(p, ms) {
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false } = {}) {
+// pool: for 2026-07-28 requests, the [server:example] pool keys ({ warm, max, inflight }; era is
+// always legacy there: the example server is a legacy server, so the gateway skips its probe).
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null } = {}) {
   const exampleCmd = [BIN.example, ...childArgs].join(' ');
   let cmd;
   let args;
@@ -164,6 +169,10 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       '[server:example]',
       'path = /mcp',
       `command = ${exampleCmd}`,
+      ...(pool ? ['era = legacy'] : []),
+      ...(pool?.warm !== undefined ? [`pool_warm_children = ${pool.warm}`] : []),
+      ...(pool?.max !== undefined ? [`pool_max_children = ${pool.max}`] : []),
+      ...(pool?.inflight !== undefined ? [`pool_child_max_inflight = ${pool.inflight}`] : []),
       '',
     ].join('\n'));
     cmd = BIN.gateway;
@@ -277,10 +286,18 @@ function viaServer(contender, opts, argsFn, mode, timeoutMs) {
 }
 
 const all = ['gateway', 'supergateway', 'direct'];
+// 2026-07-28 ("modern") echo: the same load with modern requests (no initialize, no session, one
+// keep-alive connection per request in flight, each request its own id), the gateway on its default
+// pool (up to 4 children, started on demand). The direct contender is the legacy floor, the same run
+// as in echo1/echo16x4: the pool child is the legacy example server, initialized once by the gateway,
+// so the child's work per echo is the legacy direct echo (there is no modern stdio floor for it).
+const modern = (s) => (s ? ['--url', s.url, '--pid', s.pid, '--modern'] : direct());
 const scenarios = [
   { name: 'echo1', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo1m', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...modern(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   ...(canPin ? [{ name: 'echo1pin', who: all, run: (c) => viaServer(c, { pin: true }, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   { name: 'echo16x4', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo16x4m', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...modern(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'init', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url] : direct()), '--count', P.init], 'init') },
   ...P.large.map(([bytes, count, sgCount]) => ({
     name: `large${bytes >> 20}`, group: 'large', who: all, firstRoundOnly: sgCount ? ['supergateway'] : [],
@@ -300,6 +317,32 @@ const scenarios = [
     run: (c) => {
       const f = path.join(tmp, `child-${c}-${Date.now()}.log`);
       return viaServer(c, { childArgs: ['--log', f, '--log-times'] }, (s) => ['--url', s.url, '--child-log', f, '--count', P.disc, '--timeout-ms', P.discTimeout, '--give-up', 2], 'disconnect');
+    },
+  },
+  {
+    // The same for a 2026-07-28 call (echo with delay_ms 600000 on its own connection), one warm pool
+    // child; supergateway spawns a child per modern request (and ends it by killing it).
+    name: 'disconnectm', who: ['gateway', 'supergateway'],
+    run: (c) => {
+      const f = path.join(tmp, `child-${c}-${Date.now()}.log`);
+      return viaServer(c, { childArgs: ['--log', f, '--log-times'], pool: { warm: 1 } }, (s) => ['--url', s.url, '--modern', '--child-log', f, '--count', P.disc, '--timeout-ms', P.discTimeout, '--give-up', 2], 'disconnect');
+    },
+  },
+  {
+    // 1,000 modern requests in flight at once, one connection each, on a pool of 8 warm children
+    // (pool_child_max_inflight 256 >= 125 each): the gateway's RSS growth per request in flight, the
+    // time until every child has read its share (their shared --log), then every answer checked.
+    // Gateway only: a pool is the gateway's (supergateway would start 1,000 children).
+    name: 'hold1000m', who: ['gateway'],
+    run: (c) => {
+      const f = path.join(tmp, `child-${c}-${Date.now()}.log`);
+      const pool = { warm: P.pendingPool, max: P.pendingPool, inflight: 256 };
+      return withServer(c, { childArgs: ['--log', f, '--log-times'], pool, nofile: true, track: true }, async (s) => ({
+        ...(await loadgen('pending', ['--url', s.url, '--pid', s.pid, '--modern', '--child-log', f, '--children', P.pendingPool,
+          '--sessions', P.pending, '--delay-ms', P.pendingDelay, '--timeout-ms', 10000], 120000)),
+        nofile: s.nofile,
+        stderr_tail: s.stderr().split('\n').filter((l) => l.trim() && !l.startsWith('bench-listen')).slice(-6).join(' / ').slice(0, 600),
+      }));
     },
   },
   {
@@ -401,7 +444,15 @@ function row(label, sc, f, { target = '', check = null, gd = 'ratio', noRatio = 
   }
   rows.push([label, cell(g), cell(s), cell(d), fmtRatio(gs), gd === 'diff' ? (gdv === null ? '—' : `+${fmtNum(gdv)} µs`) : fmtRatio(gdv), target, met]);
 }
+/** A row of ratios between two scenarios, contender by contender (medians of a over medians of b). */
+function ratioRow(label, a, b, f, { target = '', check = null } = {}) {
+  const r = (c) => (results[a]?.[c] && results[b]?.[c] ? ratio(stat(a, c, f), stat(b, c, f)) : null);
+  const g = r('gateway');
+  const met = check && g !== null ? (check(g) ? 'yes' : 'no') : '';
+  rows.push([label, fmtRatio(g), fmtRatio(r('supergateway')), '—', '—', '—', target, met]);
+}
 const has = (sc) => results[sc] !== undefined;
+const cpuPerReq = (r) => r.server_cpu_us_per_req;
 const lat = (k) => (r) => (r.samples > 0 ? r[k] : undefined); // a latency, when there was a sample
 if (has('echo1')) {
   row('CPU per echo, 1×1 (µs, server process only)', 'echo1', (r) => r.server_cpu_us_per_req, { target: 'G/S ≤ 1/15', check: ({ gs }) => (gs === null ? null : gs <= 1 / 15) });
@@ -427,6 +478,22 @@ if (has('echo16x4')) {
   row('16×4 echo: server CPU (share of one core)', 'echo16x4', (r) => (r.server_cpu_ms / 1000) / r.seconds, { noRatio: true });
   row('16×4 echo: loadgen CPU (share of one core)', 'echo16x4', (r) => r.client_cpu_util, { noRatio: true });
 }
+// 2026-07-28 requests; D is the legacy direct echo (see the note).
+if (has('echo1m')) {
+  row('modern CPU per echo, 1×1 (µs, server process only)', 'echo1m', cpuPerReq);
+  if (has('echo1')) ratioRow('modern/legacy CPU per echo, 1×1 (G: gateway, S: supergateway)', 'echo1m', 'echo1', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
+  row('1×1 modern echo: req/s', 'echo1m', (r) => r.rps);
+  row('1×1 modern echo: p50 latency (µs)', 'echo1m', lat('p50_us'), { gd: 'diff' });
+  row('1×1 modern echo: p99 latency (µs)', 'echo1m', lat('p99_us'), { gd: 'diff' });
+}
+if (has('echo16x4m')) {
+  row('modern CPU per echo, 16×4 (µs, server process only)', 'echo16x4m', cpuPerReq);
+  if (has('echo16x4')) ratioRow('modern/legacy CPU per echo, 16×4 (G: gateway, S: supergateway)', 'echo16x4m', 'echo16x4', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
+  row('16×4 modern echo: req/s', 'echo16x4m', (r) => r.rps);
+  row('16×4 modern echo: p50 latency (µs)', 'echo16x4m', lat('p50_us'));
+  row('16×4 modern echo: p99 latency (µs)', 'echo16x4m', lat('p99_us'));
+  row('16×4 modern echo: server CPU (share of one core)', 'echo16x4m', (r) => (r.server_cpu_ms / 1000) / r.seconds, { noRatio: true });
+}
 if (has('idle')) {
   row('memory per idle session (KiB, server RSS)', 'idle', (r) => (r.bytes_per_session >= 0 ? r.bytes_per_session / 1024 : undefined), { target: 'G ≤ 16 KiB', check: ({ g }) => (g.none ? null : g.med <= 16) });
   row('idle: sessions held (of attempted, see notes)', 'idle', (r) => r.held, { noRatio: true });
@@ -449,11 +516,27 @@ if (has('disconnect')) {
   row('disconnect → child cancel, p99 (µs)', 'disconnect', lat('p99_us'), { none, target: 'G ≤ 10,000 µs', check: ({ g }) => (g.none ? null : g.med <= 10000) });
   row('disconnect: runs without a cancel', 'disconnect', (r) => r.misses, { noRatio: true });
 }
+if (has('disconnectm')) {
+  const none = `never (${P.discTimeout} ms wait)`;
+  row('modern close → child cancel, p50 (µs)', 'disconnectm', lat('p50_us'), { none });
+  row('modern close → child cancel, p99 (µs)', 'disconnectm', lat('p99_us'), { none, target: 'G ≤ 10,000 µs', check: ({ g }) => (g.none ? null : g.med <= 10000) });
+  row('modern close: runs without a cancel', 'disconnectm', (r) => r.misses, { noRatio: true });
+}
 if (has('hold')) {
   row(`${P.hold.toLocaleString('en-US')} sessions: held`, 'hold', (r) => r.held, { noRatio: true });
   row(`${P.hold.toLocaleString('en-US')} sessions: 503 past max_sessions`, 'hold', (r) => r.refused_503, { noRatio: true });
   row(`${P.hold.toLocaleString('en-US')} sessions: memory per session (KiB)`, 'hold', (r) => (r.bytes_per_session >= 0 ? r.bytes_per_session / 1024 : undefined));
   row(`${P.hold.toLocaleString('en-US')} sessions: seconds to open`, 'hold', (r) => r.open_seconds);
+}
+if (has('hold1000m')) {
+  const n = P.pending.toLocaleString('en-US');
+  const inFlight = (f) => (r) => (r.all_in_flight && r.answered_before_all_in_flight === 0 ? f(r) : undefined); // all at once only
+  row(`${n} modern requests: in flight at once (children's count)`, 'hold1000m', (r) => r.in_flight, { noRatio: true });
+  row(`${n} modern requests: answered, each its own result`, 'hold1000m', (r) => r.ok, { noRatio: true });
+  row(`${n} modern requests: pool children`, 'hold1000m', (r) => r.children, { noRatio: true });
+  row(`${n} modern requests: memory per request in flight (KiB, server RSS)`, 'hold1000m', inFlight((r) => (r.bytes_per_request >= 0 ? r.bytes_per_request / 1024 : undefined)), { noRatio: true });
+  row(`${n} modern requests: seconds to get all in flight`, 'hold1000m', inFlight((r) => r.in_flight_seconds), { noRatio: true });
+  row(`${n} modern requests: server CPU per request (µs)`, 'hold1000m', cpuPerReq, { noRatio: true });
 }
 
 const head = ['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'];
@@ -465,6 +548,13 @@ for (const c of ['gateway', 'supergateway']) {
   for (const r of results.disconnect?.[c] || []) {
     if (r.misses && r.samples === 0) notes.push(`${c}: no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of a disconnect (${r.misses} of ${r.runs} runs; the run stops after 2 misses).`);
   }
+  for (const r of results.disconnectm?.[c] || []) {
+    if (r.misses && r.samples === 0) notes.push(`${c} (modern): no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of closing a 2026-07-28 call's connection (${r.misses} of ${r.runs} runs; the run stops after 2 misses)${c === 'supergateway' ? '; supergateway ends a modern request by killing the child it spawned for it' : ''}.`);
+  }
+  for (const r of results.hold1000m?.[c] || []) {
+    if (r.failed) continue;
+    notes.push(`${c} ${r.requests} modern requests at once (delay_ms ${r.delay_ms}, one connection each), RLIMIT_NOFILE ${r.nofile}: ${r.in_flight} in flight at the children ${r.all_in_flight ? `after ${r.in_flight_seconds.toFixed(2)} s` : '(not all: timed out)'}, ${r.answered_before_all_in_flight} answered before that, ${r.ok} answered with their own result, ${r.bad} bad (${r.status_429} with 429), ${r.unanswered} unanswered, ${r.children} pool children, server RSS ${r.server_rss0_kib} → ${r.server_rss_kib} KiB, server alive: ${r.server_alive}.${!r.server_alive && r.stderr_tail ? ` Its last words on stderr: ${r.stderr_tail}` : ''}`);
+  }
   for (const r of results.idle?.[c] || []) notes.push(`${c} idle: ${r.held} of ${r.attempted} sessions held, ${r.refused_503} refused with 503, ${r.failed_other} other failures, ${r.verified} answered an echo afterwards, server alive: ${r.server_alive}.`);
   for (const r of results.hold?.[c] || []) {
     if (r.failed) notes.push(`${c} ${P.hold} sessions: ${r.failed}`);
@@ -475,6 +565,12 @@ for (const c of ['gateway', 'supergateway']) {
   }
 }
 for (const [sc, byC] of Object.entries(results)) for (const [c, rs] of Object.entries(byC)) for (const r of rs) if (r.failed) notes.push(`${sc} ${c}: failed: ${r.failed}`);
+if (['echo1m', 'echo16x4m'].some((sc) => results[sc]?.direct)) {
+  notes.push('modern echo, direct (D): the legacy direct echo, as in echo1/echo16x4 (initialize once, then tools/call over pipes). The example server is a legacy server and the pool child is initialized once by the gateway, so the child\'s work per modern echo is the legacy echo; there is no 2026-07-28 stdio floor for it.');
+}
+if (['echo1m', 'echo16x4m'].some((sc) => results[sc]?.supergateway)) {
+  notes.push(`modern echo, supergateway (S): ${versions.supergateway} serves each 2026-07-28 request with a child it spawns for that request (a tools/list to it, then the call) and stops afterwards; its answers lack resultType (the load generator checks only the id and the result).`);
+}
 
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [])[1] || '?';
 console.log(`mcp-gateway benchmark (${quick ? 'quick' : 'full'}, ${rounds} round${rounds > 1 ? 's' : ''}, ${seconds.toFixed(0)} s)`);
@@ -487,6 +583,8 @@ if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, 
 // Figures are never asserted (shared, noisy machines); a scenario the gateway or the direct floor
 // could not run at all is a broken benchmark, and CI's quick run must say so.
 const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct'].flatMap((c) => (byC[c] || []).filter((r) => r.failed).map((r) => `${sc} ${c}: ${r.failed}`)));
+// A gateway that did not survive its 1,000 modern requests in flight cannot run that scenario.
+for (const r of results.hold1000m?.gateway || []) if (!r.failed && !r.server_alive) broken.push('hold1000m gateway: the gateway died');
 if (broken.length) {
   console.error(`benchmark broken: ${broken.join('; ')}`);
   process.exitCode = 1;
