@@ -54,6 +54,7 @@ struct stream {
     bool attached;     /* an HTTP connection is reading it */
     bool hangup;       /* end the current connection at the next event boundary (SSE polling) */
     unsigned awaiting; /* client requests bound here still waiting for their answer */
+    int answer_code;   /* 2026-07-28: the error code of the answer that ended it; 0: none */
     /* head..cursor: events read (the replay history); cursor..tail: events not yet read */
     struct stream_event *head, *tail, *cursor;
     size_t cursor_off; /* bytes of the cursor event already read */

@@ -155,6 +155,26 @@ static enum MHD_Result
 http_json(struct http_req *rc, struct stream *st)
 {
     size_t head = sizeof http_event_head - 1;
+    int code = st->answer_code;
+    unsigned status = code == JSONRPC_METHOD_NOT_FOUND ? MHD_HTTP_NOT_FOUND
+                      : (code == JSONRPC_INVALID_REQUEST || code == JSONRPC_INVALID_PARAMS
+                         || code == JSONRPC_HEADER_MISMATCH || code == JSONRPC_MISSING_CAPABILITY
+                         || code == JSONRPC_UNSUPPORTED_VERSION)
+                          ? MHD_HTTP_BAD_REQUEST
+                          : MHD_HTTP_OK;
+    struct MHD_Response *r;
+    if (st->pending <= HTTP_COPY_MAX) {
+        /* Small: one buffer, so headers and body leave in one write. */
+        char *body = xmalloc(st->pending + 1);
+        size_t n = stream_read(st, body, st->pending);
+        if (n < head + 2 || memcmp(body, http_event_head, head) != 0) {
+            free(body);
+            return MHD_NO; /* not one event: cannot happen for a stream that ended on its answer */
+        }
+        memmove(body, body + head, n - head - 2);
+        r = http_json_response(body, n - head - 2);
+        return http_queue(rc, status, r);
+    }
     struct iovec iov[HTTP_IOV_MAX];
     struct MHD_IoVec mio[HTTP_IOV_MAX];
     struct http_sent *sent = xmalloc(sizeof(*sent));
@@ -162,30 +182,16 @@ http_json(struct http_req *rc, struct stream *st)
     if (sent->n < 1 || iov[0].iov_len < head || memcmp(iov[0].iov_base, http_event_head, head) != 0
         || iov[sent->n - 1].iov_len < 2) {
         http_sent_free(sent);
-        return MHD_NO; /* not one event: cannot happen for a stream that ended on its answer */
+        return MHD_NO;
     }
     iov[0].iov_base = (char *)iov[0].iov_base + head;
     iov[0].iov_len -= head;
     iov[sent->n - 1].iov_len -= 2; /* the event's blank line */
-    size_t total = 0;
     for (int i = 0; i < sent->n; i++) {
         mio[i] = (struct MHD_IoVec){ iov[i].iov_base, iov[i].iov_len };
-        total += iov[i].iov_len;
+        httpd.bytes_out += iov[i].iov_len;
     }
-    httpd.bytes_out += total;
-    unsigned status = MHD_HTTP_OK;
-    if (sent->n == 1) {
-        int code = 0;
-        if (jsonrpc_error_code(iov[0].iov_base, iov[0].iov_len, &code) == 0)
-            status = code == JSONRPC_METHOD_NOT_FOUND ? MHD_HTTP_NOT_FOUND
-                     : (code == JSONRPC_INVALID_REQUEST || code == JSONRPC_INVALID_PARAMS
-                        || code == JSONRPC_HEADER_MISMATCH || code == JSONRPC_MISSING_CAPABILITY
-                        || code == JSONRPC_UNSUPPORTED_VERSION)
-                         ? MHD_HTTP_BAD_REQUEST
-                         : MHD_HTTP_OK;
-    }
-    struct MHD_Response *r =
-        MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
+    r = MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     return http_queue(rc, status, r);
 }

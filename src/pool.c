@@ -194,7 +194,7 @@ pool_child_start(struct pool *p)
     struct pool_child *c = xcalloc(1, sizeof(*c));
     c->pool = p;
     pending_init(&c->pt);
-    snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++p->next_no);
+    snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
     char **envp = session_child_env(p->srv);
     struct upstream_params up = {
         .argv = p->srv->argv,

@@ -62,7 +62,6 @@ struct pool {
     size_t discover_len;
     struct pool_child *children;
     size_t n_children, n_starting;
-    unsigned next_no;
     struct pool_call *qhead, *qtail; /* waiting for a child to be ready */
     size_t queued;
     uint64_t fail_until_ms; /* a failure within the last minute: starts count as restarts */
@@ -97,6 +96,7 @@ struct pool_globals {
     bool draining;
     struct msg *line; /* the child's large line being routed (pushed by reference) */
     struct pool_counters ctr;
+    unsigned next_child_no; /* "pool:NAME#N": N counts over every pool, old and new */
 };
 extern struct pool_globals pools;
 

@@ -167,6 +167,7 @@ pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, 
     struct iovec iov = { e, len };
     pool_push(call, &iov, 1);
     free(e);
+    call->st->answer_code = code;
     struct pending *p = call->p;
     struct pool_child *c = call->c;
     pool_call_end(call);
@@ -444,6 +445,9 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
     int k = pool_splice(line, len, ed, n, iov);
     pools.ctr.answered++;
     pool_push(call, iov, k);
+    int code;
+    if (info->kind == JSONRPC_ERROR && jsonrpc_error_code(line, len, &code) == 0)
+        call->st->answer_code = code; /* an error is rare: its code is read with jansson */
     pending_del(&c->pt, p);
     call->p = NULL;
     pool_call_end(call);
