@@ -150,7 +150,9 @@ pool_start_timeout(void *arg)
         /* Silence is a legacy server's answer too (checklist S-10): initialize the same child. */
         log_info(c->tag, "no answer to server/discover: the server is legacy (initialize-based)");
         c->pool->era = CONFIG_ERA_LEGACY;
-        pending_del(&c->pt, pending_find_gw(&c->pt, PENDING_TO_CHILD, c->start_id));
+        struct pending *probe = pending_find_gw(&c->pt, PENDING_TO_CHILD, c->start_id);
+        if (probe != NULL)
+            pending_del(&c->pt, probe);
         if (pool_child_hello(c) == 0) {
             c->timer =
                 loop_timer_add(pools.l, c->pool->srv->pool_start_timeout_ms, pool_start_timeout, c);

@@ -293,6 +293,24 @@ pool_arm_timeout(struct pool_call *call)
     p->timer = loop_timer_add(pools.l, deadline > now ? deadline - now : 0, pool_timeout_fired, p);
 }
 
+/*
+ * Cancelled entries linger (POOL_CANCEL_LINGER_MS) only to recognise a late answer. A child's table
+ * holds at most 2 x pool_child_max_inflight entries: past it the oldest lingering ones go first
+ * (their late answers are then dropped as unknown, the same outcome), so clients that drop
+ * request after request cannot grow it.
+ */
+static void
+pool_make_room(struct pool_child *c)
+{
+    size_t max = 2 * c->pool->srv->pool_child_max_inflight;
+    for (struct pending *p = c->pt.head; p != NULL && c->pt.count >= max;) {
+        struct pending *next = p->next;
+        if (p->state == PENDING_CANCELLED)
+            pending_del(&c->pt, p);
+        p = next;
+    }
+}
+
 /* server/discover of a legacy child: the gateway's answer, made from its initialize. */
 static void
 pool_discover_answer(struct pool_call *call, const char *id, size_t idlen)
@@ -329,6 +347,7 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
         pool_discover_answer(call, body + info->id.off, info->id.len);
         return 0;
     }
+    pool_make_room(c);
     struct pending *p = pending_add(&c->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
                                     info->method, 0, util_now_ms());
     if (info->progress_token.len)
