@@ -29,6 +29,9 @@ setup() {
 setup build gcc -Dtests=enabled -Dwerror=true -Dfuzz=false -Db_sanitize=none
 meson compile -C build
 meson test -C build --print-errorlogs --num-processes 2
+# The official conformance suite's tables (0.1.16 for the legacy revisions, 0.2.0-alpha.12's
+# 2026-07-28 requirement set) from the test log into this one.
+sed -n -e '/^# MCP conformance /,/^# TOTAL  /p' build/meson-logs/testlog.txt | sed 's/^# //'
 # The benchmark's short mode, so it keeps working: figures are printed, not asserted (BENCHMARKS.md).
 node tests/bench/run.mjs --quick --no-build --build build
 
