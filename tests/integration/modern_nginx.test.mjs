@@ -15,7 +15,7 @@ import http from 'node:http';
 import { test } from 'node:test';
 
 import { callTool, initSession, request, startGateway, waitFor } from '../lib/gw.mjs';
-import { startNginx } from '../lib/nginx.mjs';
+import { withInstances as withNginxInstances } from '../lib/nginx.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const MODERN = '2026-07-28';
@@ -26,32 +26,10 @@ const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
 
 /**
- * Starts gateways g1 and g2 and nginx with the instances site in front of them, runs
- * fn({gws, via, ng}), and always stops everything; clean gateway exits are asserted when fn passed.
+ * withInstances of tests/lib/nginx.mjs (gateways g1 and g2 behind nginx with the instances site),
+ * nginx's error log holding no alert, emerg or crit line once fn passed.
  */
-async function withInstances(fn) {
-  const gws = {};
-  let ng;
-  let ok = false;
-  try {
-    for (const id of INSTANCES) gws[id] = await startGateway({ gateway: { instance_id: id } });
-    ng = await startNginx({ site: 'mcp-gateway-instances.conf', ports: { 8081: gws.g1.port, 8082: gws.g2.port } });
-    const via = { url: ng.url, base: `http://127.0.0.1:${ng.port}`, logs: () => gws.g1.logs() + gws.g2.logs() };
-    await fn({ gws, via, ng });
-    assert.ok(!/\[(alert|emerg|crit)\]/.test(ng.errorLog()), ng.errorLog());
-    ok = true;
-  } finally {
-    if (!ok && ng) console.log(`nginx error log (tail):\n${ng.errorLog().slice(-4000)}`);
-    if (ng) await ng.stop();
-    for (const [name, gw] of Object.entries(gws)) {
-      if (ok) await gw.stop();
-      else {
-        await gw.stop({ expect: null }).catch(() => {});
-        console.log(`gateway ${name} log (tail):\n${gw.logs().slice(-3000)}`);
-      }
-    }
-  }
-}
+const withInstances = (fn) => withNginxInstances(fn, { quietErrorLog: true });
 
 let nextId = 1;
 

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Starts Debian's real nginx on loopback with a shipped site config (deploy/nginx), pointed
 // at test gateways. Only the ports, the TLS lines and (optionally) the read timeout change.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
-import { tmpdir, waitFor } from './gw.mjs';
+import { startGateway, tmpdir, waitFor } from './gw.mjs';
 
 const NGINX = ['/usr/sbin/nginx', '/usr/local/sbin/nginx'].find((p) => fs.existsSync(p));
 export const haveNginx = Boolean(NGINX);
@@ -94,4 +95,36 @@ ${site}
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
     },
   };
+}
+
+/**
+ * Starts gateways g1 and g2 and nginx with the instances site in front of them, runs
+ * fn({gws: {g1, g2}, via, ng}), and always stops everything; clean gateway exits are asserted
+ * when fn passed (a gateway fn stopped itself has already exited: stop() checks its status).
+ * With quietErrorLog, nginx's error log must also hold no alert, emerg or crit line after fn.
+ */
+export async function withInstances(fn, { quietErrorLog = false } = {}) {
+  const gws = {};
+  let ng;
+  let ok = false;
+  try {
+    gws.g1 = await startGateway({ gateway: { instance_id: 'g1' } });
+    gws.g2 = await startGateway({ gateway: { instance_id: 'g2' } });
+    ng = await startNginx({ site: 'mcp-gateway-instances.conf', ports: { 8081: gws.g1.port, 8082: gws.g2.port } });
+    // Something with a .url (and .logs for initSession) that sends requests through nginx.
+    const via = { url: ng.url, base: `http://127.0.0.1:${ng.port}`, logs: () => gws.g1.logs() + gws.g2.logs() };
+    await fn({ gws, via, ng });
+    if (quietErrorLog) assert.ok(!/\[(alert|emerg|crit)\]/.test(ng.errorLog()), ng.errorLog());
+    ok = true;
+  } finally {
+    if (!ok && ng) console.log(`nginx error log (tail):\n${ng.errorLog().slice(-4000)}`);
+    if (ng) await ng.stop();
+    for (const [name, gw] of Object.entries(gws)) {
+      if (ok) await gw.stop();
+      else {
+        await gw.stop({ expect: null }).catch(() => {});
+        console.log(`gateway ${name} log (tail):\n${gw.logs().slice(-3000)}`);
+      }
+    }
+  }
 }
