@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, test } from 'node:test';
 
 import { everythingServer, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
@@ -207,265 +207,265 @@ const UPSTREAMS = [
 ];
 
 for (const up of UPSTREAMS) {
-  describe(`v2 client through the gateway to ${up.what}`, () => {
-    let gw;
-    let dir;
-    let calls = 0;
-    let t0;
-    const clients = [];
+  // Each upstream's tests, hooks and gateway (the hooks run once for the file: both gateways
+  // are up for every test; the names say which upstream).
+  let gw;
+  let dir;
+  let calls = 0;
+  let t0;
+  const clients = [];
 
-    /** A test whose failure carries the gateway log tail. */
-    const step = (name, fn, opts = {}) => test(name, { timeout: scaled(120000), ...opts }, async () => {
-      try {
-        await fn();
-      } catch (e) {
-        if (e && typeof e === 'object' && gw) {
-          try { e.message = `${e.message}\n--- gateway log (tail) ---\n${gw.logs().split('\n').filter((l) => !/child stderr/.test(l)).slice(-80).join('\n')}`; } catch { /* read-only */ }
+  /** A test whose failure carries the gateway log tail. */
+  const step = (name, fn, opts = {}) => test(`${up.what}: ${name}`, { timeout: scaled(120000), ...opts }, async () => {
+    try {
+      await fn();
+    } catch (e) {
+      if (e && typeof e === 'object' && gw) {
+        try { e.message = `${e.message}\n--- gateway log (tail) ---\n${gw.logs().split('\n').filter((l) => !/child stderr/.test(l)).slice(-80).join('\n')}`; } catch { /* read-only */ }
+      }
+      throw e;
+    }
+  });
+  const open = async (negotiation, opts) => {
+    const c = await connect(gw, negotiation, opts);
+    clients.push(c);
+    return c;
+  };
+  const poolTag = `session=pool:${up.name}#`;
+  const poolChildren = () => new Set([...gw.logs().matchAll(new RegExp(`${esc(poolTag)}(\\d+) pool child started`, 'g'))].map((m) => m[1]));
+
+  before(async () => {
+    t0 = Date.now();
+    dir = tmpdir('mcpgw-sdk2-');
+    gw = await startGateway({ servers: [up.server(dir)] });
+  });
+
+  after(async () => {
+    for (const c of clients) { try { await c.client.close(); } catch { /* already closed */ } }
+    if (!gw) return;
+    console.log(`modern_sdk ${up.name}: ${calls} client calls (connects included) in ${Date.now() - t0} ms, ${poolChildren().size} pool children`);
+    await gw.stop();
+  });
+
+  step('eras: {pin: 2026-07-28} and auto end modern without a session; the default opens a session', async () => {
+    const sessionsBefore = await metric(gw, 'mcpgw_sessions_created_total');
+    const logBefore = gw.logs().length;
+    for (const { label, negotiation } of MODES.filter((m) => m.era === 'modern')) {
+      const c = await open(negotiation);
+      calls++;
+      assert.equal(c.client.getProtocolEra(), 'modern', `${label}: era`);
+      assert.equal(c.client.getNegotiatedProtocolVersion(), MODERN, `${label}: version`);
+      assert.equal(c.transport.sessionId, undefined, `${label}: no session id`);
+      const d = c.client.getDiscoverResult();
+      assert.ok(d?.supportedVersions?.includes(MODERN), `${label}: discover result ${JSON.stringify(d)}`);
+      assert.equal(c.client.getServerVersion()?.name, up.serverName, `${label}: server identity`);
+      const sent = c.wire.methods();
+      assert.deepEqual(sent, ['server/discover'], `${label}: connect sends only the probe`);
+      assert.ok(c.wire.log.every((e) => e.method === 'POST' && !e.headers.has('mcp-session-id') && e.sessionId === null), `${label}: no session header either way`);
+      const probe = c.wire.log[0];
+      assert.equal(probe.headers.get('mcp-protocol-version'), MODERN);
+      assert.equal(probe.msg.params._meta['io.modelcontextprotocol/protocolVersion'], MODERN);
+      assert.equal(probe.status, 200);
+    }
+    assert.equal(await metric(gw, 'mcpgw_sessions_created_total'), sessionsBefore, 'no session created by the modern connects');
+    assert.doesNotMatch(gw.logs().slice(logBefore), /session created/, 'no session in the log');
+    assert.match(gw.logs(), new RegExp(`${esc(poolTag)}\\d+ pool child ready`), 'served by the pool');
+
+    const legacy = await open(undefined);
+    calls++;
+    assert.equal(legacy.client.getProtocolEra(), 'legacy');
+    assert.match(legacy.client.getNegotiatedProtocolVersion(), /^2025-/);
+    assert.ok(legacy.transport.sessionId, 'Mcp-Session-Id received');
+    assert.equal(legacy.wire.methods()[0], 'initialize');
+    assert.ok(!legacy.wire.methods().includes('server/discover'), 'no probe in legacy mode');
+    assert.equal(legacy.client.getServerVersion()?.name, up.serverName);
+    assert.equal(await metric(gw, 'mcpgw_sessions_created_total'), sessionsBefore + 1, 'one session');
+    await gw.waitLog(new RegExp(`session=${esc(legacy.transport.sessionId)} session created: server=${up.name} `));
+    const word = randomUUID();
+    const r = await legacy.client.callTool(up.echo(word));
+    calls++;
+    assert.equal(textOf(r), up.echoed(word));
+    const sid = legacy.transport.sessionId;
+    await legacy.transport.terminateSession();
+    calls++;
+    await gw.waitLog(new RegExp(`session=${esc(sid)} session closed: `), scaled(5000));
+  });
+
+  step('with a ready pool child, connecting (server/discover) takes no wait', async () => {
+    // The pool has a ready child since the test above. For a 2025-era child the gateway answers
+    // server/discover itself (from the child's initialize), for a 2026-07-28 one the child does:
+    // either way nothing should wait for a timer (heartbeat_s is 15 s here).
+    assert.match(gw.logs(), new RegExp(`${esc(poolTag)}\\d+ pool child ready`));
+    const took = [];
+    for (let i = 0; i < 3; i++) {
+      const c = await open(i % 2 ? AUTO : PIN);
+      calls++;
+      assert.equal(c.client.getProtocolEra(), 'modern');
+      took.push(c.connectMs);
+    }
+    assert.ok(took.every((ms) => ms < scaled(2000)), `connect times ${took.join(', ')} ms (server/discover answered late)`);
+  });
+
+  step('tools, resources and prompts in every mode; modern results carry resultType (and cache hints)', async () => {
+    for (const { label, negotiation, era } of MODES) {
+      const c = await open(negotiation);
+      calls++;
+      assert.equal(c.client.getProtocolEra(), era, label);
+      const { tools } = await c.client.listTools();
+      calls++;
+      for (const n of up.tools) assert.ok(tools.some((t) => t.name === n), `${label}: tool ${n} in ${tools.map((t) => t.name)}`);
+      const word = `${label} — ünïcødé ✓ ${randomUUID()}`;
+      const r = await c.client.callTool(up.echo(word));
+      calls++;
+      assert.equal(r.isError, undefined, `${label}: ${JSON.stringify(r)}`);
+      assert.equal(textOf(r), up.echoed(word), label);
+      await up.compute(c.client);
+      calls += 2;
+      await up.resources(c.client);
+      calls += 3;
+      await up.prompts(c.client);
+      calls += 2;
+      if (era !== 'modern') {
+        assert.ok(c.transport.sessionId, `${label}: a session`);
+        await c.transport.terminateSession();
+        continue;
+      }
+      // What went over the wire: every request carried the era's _meta and headers, and every
+      // answer is one result with resultType; the cacheable ones with ttlMs and cacheScope.
+      const reqs = c.wire.requests();
+      assert.ok(reqs.length >= 9, `${label}: ${reqs.length} requests`);
+      for (const e of reqs) {
+        const { method } = e.msg;
+        assert.equal(e.headers.get('mcp-protocol-version'), MODERN, `${label} ${method}: header`);
+        assert.equal(e.headers.get('mcp-method'), method, `${label} ${method}: Mcp-Method`);
+        assert.equal(e.msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'], MODERN, `${label} ${method}: _meta`);
+        assert.equal(e.status, 200, `${label} ${method}: HTTP ${e.status}`);
+        assert.equal(e.sessionId, null, `${label} ${method}: no session`);
+        const msgs = await e.messages;
+        assert.ok(Array.isArray(msgs), `${label} ${method}: body read`);
+        const answers = msgs.filter((m) => 'result' in m || 'error' in m);
+        assert.equal(answers.length, 1, `${label} ${method}: one answer in ${JSON.stringify(msgs).slice(0, 400)}`);
+        assert.equal(answers[0].id, e.msg.id, `${label} ${method}: the request's own id`);
+        const res = answers[0].result;
+        assert.ok(res, `${label} ${method}: a result, not ${JSON.stringify(answers[0]).slice(0, 300)}`);
+        assert.equal(res.resultType, 'complete', `${label} ${method}: resultType`);
+        if (CACHEABLE.has(method) || method === 'server/discover') {
+          assert.equal(typeof res.ttlMs, 'number', `${label} ${method}: ttlMs`);
+          assert.ok(['private', 'public'].includes(res.cacheScope), `${label} ${method}: cacheScope ${res.cacheScope}`);
         }
-        throw e;
+        if (msgs.length === 1) assert.match(e.type, /^application\/json/, `${label} ${method}: a single answer is one JSON object`);
       }
-    });
-    const open = async (negotiation, opts) => {
-      const c = await connect(gw, negotiation, opts);
-      clients.push(c);
-      return c;
-    };
-    const poolTag = `session=pool:${up.name}#`;
-    const poolChildren = () => new Set([...gw.logs().matchAll(new RegExp(`${esc(poolTag)}(\\d+) pool child started`, 'g'))].map((m) => m[1]));
+      assert.ok(!c.wire.methods().includes('initialize'), `${label}: no initialize`);
+    }
+  });
 
-    before(async () => {
-      t0 = Date.now();
-      dir = tmpdir('mcpgw-sdk2-');
-      gw = await startGateway({ servers: [up.server(dir)] });
-    });
-
-    after(async () => {
-      for (const c of clients) { try { await c.client.close(); } catch { /* already closed */ } }
-      if (!gw) return;
-      console.log(`modern_sdk ${up.name}: ${calls} client calls (connects included) in ${Date.now() - t0} ms, ${poolChildren().size} pool children`);
-      await gw.stop();
-    });
-
-    step('eras: {pin: 2026-07-28} and auto end modern without a session; the default opens a session', async () => {
-      const sessionsBefore = await metric(gw, 'mcpgw_sessions_created_total');
-      const logBefore = gw.logs().length;
-      for (const { label, negotiation } of MODES.filter((m) => m.era === 'modern')) {
-        const c = await open(negotiation);
-        calls++;
-        assert.equal(c.client.getProtocolEra(), 'modern', `${label}: era`);
-        assert.equal(c.client.getNegotiatedProtocolVersion(), MODERN, `${label}: version`);
-        assert.equal(c.transport.sessionId, undefined, `${label}: no session id`);
-        const d = c.client.getDiscoverResult();
-        assert.ok(d?.supportedVersions?.includes(MODERN), `${label}: discover result ${JSON.stringify(d)}`);
-        assert.equal(c.client.getServerVersion()?.name, up.serverName, `${label}: server identity`);
-        const sent = c.wire.methods();
-        assert.deepEqual(sent, ['server/discover'], `${label}: connect sends only the probe`);
-        assert.ok(c.wire.log.every((e) => e.method === 'POST' && !e.headers.has('mcp-session-id') && e.sessionId === null), `${label}: no session header either way`);
-        const probe = c.wire.log[0];
-        assert.equal(probe.headers.get('mcp-protocol-version'), MODERN);
-        assert.equal(probe.msg.params._meta['io.modelcontextprotocol/protocolVersion'], MODERN);
-        assert.equal(probe.status, 200);
+  step('progress reaches onprogress on the request\'s own stream, two calls in parallel kept apart', async () => {
+    for (const { label, negotiation } of MODES) {
+      const c = await open(negotiation);
+      calls++;
+      const got = [[], []];
+      const steps = [3, 5];
+      const rs = await Promise.all(steps.map((s, i) => c.client.callTool(up.progressCall(s), { onprogress: (p) => got[i].push(p) })));
+      calls += 2;
+      for (let i = 0; i < 2; i++) {
+        up.progressText(steps[i], rs[i]);
+        assert.deepEqual(got[i], up.progressExpected(steps[i]), `${label}: call ${i} got exactly its own progress`);
       }
-      assert.equal(await metric(gw, 'mcpgw_sessions_created_total'), sessionsBefore, 'no session created by the modern connects');
-      assert.doesNotMatch(gw.logs().slice(logBefore), /session created/, 'no session in the log');
-      assert.match(gw.logs(), new RegExp(`${esc(poolTag)}\\d+ pool child ready`), 'served by the pool');
-
-      const legacy = await open(undefined);
-      calls++;
-      assert.equal(legacy.client.getProtocolEra(), 'legacy');
-      assert.match(legacy.client.getNegotiatedProtocolVersion(), /^2025-/);
-      assert.ok(legacy.transport.sessionId, 'Mcp-Session-Id received');
-      assert.equal(legacy.wire.methods()[0], 'initialize');
-      assert.ok(!legacy.wire.methods().includes('server/discover'), 'no probe in legacy mode');
-      assert.equal(legacy.client.getServerVersion()?.name, up.serverName);
-      assert.equal(await metric(gw, 'mcpgw_sessions_created_total'), sessionsBefore + 1, 'one session');
-      await gw.waitLog(new RegExp(`session=${esc(legacy.transport.sessionId)} session created: server=${up.name} `));
-      const word = randomUUID();
-      const r = await legacy.client.callTool(up.echo(word));
-      calls++;
-      assert.equal(textOf(r), up.echoed(word));
-      const sid = legacy.transport.sessionId;
-      await legacy.transport.terminateSession();
-      calls++;
-      await gw.waitLog(new RegExp(`session=${esc(sid)} session closed: `), scaled(5000));
-    });
-
-    step('with a ready pool child, connecting (server/discover) takes no wait', async () => {
-      // The pool has a ready child since the test above. For a 2025-era child the gateway answers
-      // server/discover itself (from the child's initialize), for a 2026-07-28 one the child does:
-      // either way nothing should wait for a timer (heartbeat_s is 15 s here).
-      assert.match(gw.logs(), new RegExp(`${esc(poolTag)}\\d+ pool child ready`));
-      const took = [];
-      for (let i = 0; i < 3; i++) {
-        const c = await open(i % 2 ? AUTO : PIN);
-        calls++;
-        assert.equal(c.client.getProtocolEra(), 'modern');
-        took.push(c.connectMs);
-      }
-      assert.ok(took.every((ms) => ms < scaled(2000)), `connect times ${took.join(', ')} ms (server/discover answered late)`);
-    });
-
-    step('tools, resources and prompts in every mode; modern results carry resultType (and cache hints)', async () => {
-      for (const { label, negotiation, era } of MODES) {
-        const c = await open(negotiation);
-        calls++;
-        assert.equal(c.client.getProtocolEra(), era, label);
-        const { tools } = await c.client.listTools();
-        calls++;
-        for (const n of up.tools) assert.ok(tools.some((t) => t.name === n), `${label}: tool ${n} in ${tools.map((t) => t.name)}`);
-        const word = `${label} — ünïcødé ✓ ${randomUUID()}`;
-        const r = await c.client.callTool(up.echo(word));
-        calls++;
-        assert.equal(r.isError, undefined, `${label}: ${JSON.stringify(r)}`);
-        assert.equal(textOf(r), up.echoed(word), label);
-        await up.compute(c.client);
-        calls += 2;
-        await up.resources(c.client);
-        calls += 3;
-        await up.prompts(c.client);
-        calls += 2;
-        if (era !== 'modern') {
-          assert.ok(c.transport.sessionId, `${label}: a session`);
-          await c.transport.terminateSession();
-          continue;
-        }
-        // What went over the wire: every request carried the era's _meta and headers, and every
-        // answer is one result with resultType; the cacheable ones with ttlMs and cacheScope.
-        const reqs = c.wire.requests();
-        assert.ok(reqs.length >= 9, `${label}: ${reqs.length} requests`);
-        for (const e of reqs) {
-          const { method } = e.msg;
-          assert.equal(e.headers.get('mcp-protocol-version'), MODERN, `${label} ${method}: header`);
-          assert.equal(e.headers.get('mcp-method'), method, `${label} ${method}: Mcp-Method`);
-          assert.equal(e.msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'], MODERN, `${label} ${method}: _meta`);
-          assert.equal(e.status, 200, `${label} ${method}: HTTP ${e.status}`);
-          assert.equal(e.sessionId, null, `${label} ${method}: no session`);
+      if (c.client.getProtocolEra() === 'modern') {
+        const calls2 = c.wire.requests().filter((e) => e.msg.method === 'tools/call');
+        assert.equal(calls2.length, 2);
+        for (const e of calls2) {
+          assert.match(e.type, /^text\/event-stream/, `${label}: progress makes the answer a stream`);
           const msgs = await e.messages;
-          assert.ok(Array.isArray(msgs), `${label} ${method}: body read`);
-          const answers = msgs.filter((m) => 'result' in m || 'error' in m);
-          assert.equal(answers.length, 1, `${label} ${method}: one answer in ${JSON.stringify(msgs).slice(0, 400)}`);
-          assert.equal(answers[0].id, e.msg.id, `${label} ${method}: the request's own id`);
-          const res = answers[0].result;
-          assert.ok(res, `${label} ${method}: a result, not ${JSON.stringify(answers[0]).slice(0, 300)}`);
-          assert.equal(res.resultType, 'complete', `${label} ${method}: resultType`);
-          if (CACHEABLE.has(method) || method === 'server/discover') {
-            assert.equal(typeof res.ttlMs, 'number', `${label} ${method}: ttlMs`);
-            assert.ok(['private', 'public'].includes(res.cacheScope), `${label} ${method}: cacheScope ${res.cacheScope}`);
-          }
-          if (msgs.length === 1) assert.match(e.type, /^application\/json/, `${label} ${method}: a single answer is one JSON object`);
+          const token = e.msg.params._meta.progressToken;
+          assert.notEqual(token, undefined, 'the client asked for progress');
+          const prog = msgs.filter((m) => m.method === 'notifications/progress');
+          assert.ok(prog.length >= 3, `${label}: progress on the stream: ${JSON.stringify(msgs).slice(0, 300)}`);
+          assert.ok(prog.every((m) => m.params.progressToken === token), `${label}: the client's own token restored`);
+          const last = msgs.at(-1);
+          assert.equal(last.id, e.msg.id, 'the answer ends the stream');
+          assert.equal(last.result.resultType, 'complete');
         }
-        assert.ok(!c.wire.methods().includes('initialize'), `${label}: no initialize`);
+      } else {
+        await c.transport.terminateSession();
       }
-    });
+    }
+  });
 
-    step('progress reaches onprogress on the request\'s own stream, two calls in parallel kept apart', async () => {
-      for (const { label, negotiation } of MODES) {
-        const c = await open(negotiation);
-        calls++;
-        const got = [[], []];
-        const steps = [3, 5];
-        const rs = await Promise.all(steps.map((s, i) => c.client.callTool(up.progressCall(s), { onprogress: (p) => got[i].push(p) })));
-        calls += 2;
-        for (let i = 0; i < 2; i++) {
-          up.progressText(steps[i], rs[i]);
-          assert.deepEqual(got[i], up.progressExpected(steps[i]), `${label}: call ${i} got exactly its own progress`);
-        }
-        if (c.client.getProtocolEra() === 'modern') {
-          const calls2 = c.wire.requests().filter((e) => e.msg.method === 'tools/call');
-          assert.equal(calls2.length, 2);
-          for (const e of calls2) {
-            assert.match(e.type, /^text\/event-stream/, `${label}: progress makes the answer a stream`);
-            const msgs = await e.messages;
-            const token = e.msg.params._meta.progressToken;
-            assert.notEqual(token, undefined, 'the client asked for progress');
-            const prog = msgs.filter((m) => m.method === 'notifications/progress');
-            assert.ok(prog.length >= 3, `${label}: progress on the stream: ${JSON.stringify(msgs).slice(0, 300)}`);
-            assert.ok(prog.every((m) => m.params.progressToken === token), `${label}: the client's own token restored`);
-            const last = msgs.at(-1);
-            assert.equal(last.id, e.msg.id, 'the answer ends the stream');
-            assert.equal(last.result.resultType, 'complete');
-          }
-        } else {
-          await c.transport.terminateSession();
-        }
+  step('an AbortSignal reaches the child as a cancel, promptly; the call rejects; the gateway serves on', async () => {
+    for (const { label, negotiation } of MODES.filter((m) => m.era === 'modern')) {
+      const c = await open(negotiation);
+      calls++;
+      const cancelsBefore = [...gw.logs().matchAll(/cancel sent to child/g)].length;
+      const inflightBefore = await metric(gw, 'mcpgw_pool_inflight_requests');
+      const ac = new AbortController();
+      let progressed = 0;
+      const pending = c.client.callTool(up.slowCall, { signal: ac.signal, timeout: scaled(600000), ...(up.slowHasProgress ? { onprogress: () => { progressed++; } } : {}) });
+      calls++;
+      let settled = null;
+      pending.then(() => { settled = 'resolved'; }, (e) => { settled = e; });
+      // At the child: its first progress, or the gateway counting it in flight.
+      if (up.slowHasProgress) await waitFor(() => progressed > 0 || settled, scaled(10000), 'the first progress of the slow call');
+      else await waitFor(async () => settled || (await metric(gw, 'mcpgw_pool_inflight_requests')) > inflightBefore, scaled(10000), 'the slow call in flight');
+      assert.equal(settled, null, `${label}: the slow call is still running`);
+      const abortedAt = Date.now();
+      ac.abort(new Error(`modern_sdk abort ${label}`));
+      const err = await waitFor(() => settled, scaled(2000), 'the aborted call to reject');
+      assert.ok(err instanceof SdkError, `${label}: rejected with an SdkError, not ${err}`);
+      assert.match(err.message, new RegExp(`modern_sdk abort ${esc(label)}`), `${label}: the abort reason`);
+      const m = await waitFor(() => {
+        const all = [...gw.logs().matchAll(new RegExp(`${esc(poolTag)}\\d+ cancel sent to child: method=tools/call child_id=(\\d+) reason="([^"]*)"`, 'g'))];
+        return all.length > cancelsBefore ? all.at(-1) : null;
+      }, scaled(3000), 'the gateway to send the cancel');
+      assert.equal(m[2], 'client disconnected', `${label}: the stream's close is the cancel`);
+      if (up.name === 'modern') {
+        // The child itself saw it: the fixture logs the id it received (the gateway's minted one).
+        const cancelLog = path.join(dir, 'cancel.log');
+        await waitFor(() => fs.existsSync(cancelLog) && fs.readFileSync(cancelLog, 'utf8').split('\n').includes(`CANCELLED ${m[1]}`), scaled(3000), `CANCELLED ${m[1]} in the fixture's cancel log`);
       }
-    });
+      const reachedMs = Date.now() - abortedAt;
+      assert.ok(reachedMs < scaled(3000), `${label}: cancel took ${reachedMs} ms`);
+      // The 2026 client does not POST notifications/cancelled: it closes the request's stream.
+      assert.ok(!c.wire.methods().includes('notifications/cancelled'), `${label}: no cancel notification posted`);
+      await waitFor(async () => (await metric(gw, 'mcpgw_pool_inflight_requests')) === inflightBefore, scaled(3000), 'the cancelled call out of the pool');
+      // Serving on: the same client, then a new one.
+      const word = randomUUID();
+      assert.equal(textOf(await c.client.callTool(up.echo(word))), up.echoed(word));
+      const fresh = await open(negotiation);
+      assert.equal(textOf(await fresh.client.callTool(up.echo(`${word}-fresh`))), up.echoed(`${word}-fresh`));
+      calls += 3;
+    }
+    assert.doesNotMatch(gw.logs(), /pool child ended/, 'no pool child failed');
+  });
 
-    step('an AbortSignal reaches the child as a cancel, promptly; the call rejects; the gateway serves on', async () => {
-      for (const { label, negotiation } of MODES.filter((m) => m.era === 'modern')) {
-        const c = await open(negotiation);
-        calls++;
-        const cancelsBefore = [...gw.logs().matchAll(/cancel sent to child/g)].length;
-        const inflightBefore = await metric(gw, 'mcpgw_pool_inflight_requests');
-        const ac = new AbortController();
-        let progressed = 0;
-        const pending = c.client.callTool(up.slowCall, { signal: ac.signal, timeout: scaled(600000), ...(up.slowHasProgress ? { onprogress: () => { progressed++; } } : {}) });
-        calls++;
-        let settled = null;
-        pending.then(() => { settled = 'resolved'; }, (e) => { settled = e; });
-        // At the child: its first progress, or the gateway counting it in flight.
-        if (up.slowHasProgress) await waitFor(() => progressed > 0 || settled, scaled(10000), 'the first progress of the slow call');
-        else await waitFor(async () => settled || (await metric(gw, 'mcpgw_pool_inflight_requests')) > inflightBefore, scaled(10000), 'the slow call in flight');
-        assert.equal(settled, null, `${label}: the slow call is still running`);
-        const abortedAt = Date.now();
-        ac.abort(new Error(`modern_sdk abort ${label}`));
-        const err = await waitFor(() => settled, scaled(2000), 'the aborted call to reject');
-        assert.ok(err instanceof SdkError, `${label}: rejected with an SdkError, not ${err}`);
-        assert.match(err.message, new RegExp(`modern_sdk abort ${esc(label)}`), `${label}: the abort reason`);
-        const m = await waitFor(() => {
-          const all = [...gw.logs().matchAll(new RegExp(`${esc(poolTag)}\\d+ cancel sent to child: method=tools/call child_id=(\\d+) reason="([^"]*)"`, 'g'))];
-          return all.length > cancelsBefore ? all.at(-1) : null;
-        }, scaled(3000), 'the gateway to send the cancel');
-        assert.equal(m[2], 'client disconnected', `${label}: the stream's close is the cancel`);
-        if (up.name === 'modern') {
-          // The child itself saw it: the fixture logs the id it received (the gateway's minted one).
-          const cancelLog = path.join(dir, 'cancel.log');
-          await waitFor(() => fs.existsSync(cancelLog) && fs.readFileSync(cancelLog, 'utf8').split('\n').includes(`CANCELLED ${m[1]}`), scaled(3000), `CANCELLED ${m[1]} in the fixture's cancel log`);
-        }
-        const reachedMs = Date.now() - abortedAt;
-        assert.ok(reachedMs < scaled(3000), `${label}: cancel took ${reachedMs} ms`);
-        // The 2026 client does not POST notifications/cancelled: it closes the request's stream.
-        assert.ok(!c.wire.methods().includes('notifications/cancelled'), `${label}: no cancel notification posted`);
-        await waitFor(async () => (await metric(gw, 'mcpgw_pool_inflight_requests')) === inflightBefore, scaled(3000), 'the cancelled call out of the pool');
-        // Serving on: the same client, then a new one.
-        const word = randomUUID();
-        assert.equal(textOf(await c.client.callTool(up.echo(word))), up.echoed(word));
-        const fresh = await open(negotiation);
-        assert.equal(textOf(await fresh.client.callTool(up.echo(`${word}-fresh`))), up.echoed(`${word}-fresh`));
-        calls += 3;
+  step(`${CLIENTS} concurrent clients, ${ROUNDS}x${PARALLEL} parallel echo calls each: every answer is the caller's own`, async () => {
+    const started = Date.now();
+    const cs = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => open(i % 2 ? AUTO : PIN, { name: `modern-sdk-c${i}` })));
+    calls += CLIENTS;
+    for (const c of cs) {
+      assert.equal(c.client.getProtocolEra(), 'modern');
+      assert.equal(c.transport.sessionId, undefined);
+    }
+    const mismatches = [];
+    let n = 0;
+    await Promise.all(cs.map(async (c, i) => {
+      for (let round = 0; round < ROUNDS; round++) {
+        await Promise.all(Array.from({ length: PARALLEL }, async (_, k) => {
+          const word = `client ${i} round ${round} call ${k} ${randomUUID()}`;
+          const r = await c.client.callTool(up.echo(word));
+          n++;
+          if (r.isError || textOf(r) !== up.echoed(word)) mismatches.push({ client: i, sent: word, got: r });
+        }));
       }
-      assert.doesNotMatch(gw.logs(), /pool child ended/, 'no pool child failed');
-    });
-
-    step(`${CLIENTS} concurrent clients, ${ROUNDS}x${PARALLEL} parallel echo calls each: every answer is the caller's own`, async () => {
-      const started = Date.now();
-      const cs = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => open(i % 2 ? AUTO : PIN, { name: `modern-sdk-c${i}` })));
-      calls += CLIENTS;
-      for (const c of cs) {
-        assert.equal(c.client.getProtocolEra(), 'modern');
-        assert.equal(c.transport.sessionId, undefined);
-      }
-      const mismatches = [];
-      let n = 0;
-      await Promise.all(cs.map(async (c, i) => {
-        for (let round = 0; round < ROUNDS; round++) {
-          await Promise.all(Array.from({ length: PARALLEL }, async (_, k) => {
-            const word = `client ${i} round ${round} call ${k} ${randomUUID()}`;
-            const r = await c.client.callTool(up.echo(word));
-            n++;
-            if (r.isError || textOf(r) !== up.echoed(word)) mismatches.push({ client: i, sent: word, got: r });
-          }));
-        }
-      }));
-      calls += n;
-      assert.equal(n, CLIENTS * ROUNDS * PARALLEL);
-      assert.deepEqual(mismatches.slice(0, 5), [], `${mismatches.length} answers not the caller's own`);
-      const children = poolChildren();
-      assert.ok(children.size <= POOL_MAX, `pool_max_children = ${POOL_MAX}: ${children.size} children started`);
-      assert.ok(children.size >= 2, `the pool grew under load: ${children.size} children`);
-      assert.doesNotMatch(gw.logs(), /pool child ended/, 'no child failed');
-      console.log(`modern_sdk ${up.name}: ${CLIENTS} clients, ${n} echo calls in ${Date.now() - started} ms over ${children.size} pool children`);
-      await Promise.all(cs.map((c) => c.client.close()));
-    });
+    }));
+    calls += n;
+    assert.equal(n, CLIENTS * ROUNDS * PARALLEL);
+    assert.deepEqual(mismatches.slice(0, 5), [], `${mismatches.length} answers not the caller's own`);
+    const children = poolChildren();
+    assert.ok(children.size <= POOL_MAX, `pool_max_children = ${POOL_MAX}: ${children.size} children started`);
+    assert.ok(children.size >= 2, `the pool grew under load: ${children.size} children`);
+    assert.doesNotMatch(gw.logs(), /pool child ended/, 'no child failed');
+    console.log(`modern_sdk ${up.name}: ${CLIENTS} clients, ${n} echo calls in ${Date.now() - started} ms over ${children.size} pool children`);
+    await Promise.all(cs.map((c) => c.client.close()));
   });
 }
