@@ -59,9 +59,10 @@ struct config_server {
     uint64_t pool_child_max_inflight; /* requests in flight on one child */
     uint64_t pool_start_timeout_ms;   /* probe and initialize of a new child */
     uint64_t pool_max_restarts_per_min;
-    uint64_t cache_ttl_ms; /* ttlMs stamped where a legacy child's cacheable result lacks it */
-    bool cache_public;     /* cacheScope stamped likewise: "public", else "private" */
-    int line;              /* line of the section header */
+    uint64_t input_hold_ms; /* a bridged call waits this long for the client's retry */
+    uint64_t cache_ttl_ms;  /* ttlMs stamped where a legacy child's cacheable result lacks it */
+    bool cache_public;      /* cacheScope stamped likewise: "public", else "private" */
+    int line;               /* line of the section header */
 };
 
 struct config {
@@ -94,6 +95,7 @@ struct config {
     uint64_t sse_retry_ms;         /* retry field of priming events; 0: none */
     uint64_t sse_close_after_ms;   /* SSE polling: POST connections end after this; 0: never */
     uint64_t legacy_sse;           /* 1: the 2024-11-05 HTTP+SSE transport is served too */
+    char *state_key_file;          /* requestState sealing key; NULL: random at start */
     char **allowed_origins;        /* NULL-terminated */
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;

@@ -17,12 +17,17 @@ int crypto_random(void *buf, size_t n) MUSTCHECK;
  * out, which holds CRYPTO_SESSION_ID_MAX bytes. Only visible ASCII (0x21-0x7E).
  */
 int crypto_session_id(const char *prefix, char out[CRYPTO_SESSION_ID_MAX]) MUSTCHECK;
+/* Overwrites n bytes (secrets) in a way the compiler keeps. */
+void crypto_cleanse(void *p, size_t n);
 /* Constant-time equality of two equal-length byte strings. */
 bool crypto_equal(const void *a, const void *b, size_t n);
 
 #define CRYPTO_SHA256_LEN 32
 
 void crypto_sha256(const void *data, size_t n, unsigned char out[CRYPTO_SHA256_LEN]);
+/* HMAC-SHA-256 of data[0..n) with key[0..klen) (RFC 2104). 0, or -1 (cannot happen in practice). */
+int crypto_hmac_sha256(const void *key, size_t klen, const void *data, size_t n,
+                       unsigned char out[CRYPTO_SHA256_LEN]) MUSTCHECK;
 
 /* The JWS algorithms the gateway verifies (RFC 7518, RFC 8037); each key serves exactly one. */
 enum crypto_alg {

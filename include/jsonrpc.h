@@ -49,10 +49,13 @@ struct jsonrpc_info {
     bool has_task;      /* params.task is present (task-augmented request) */
     bool has_crlf;      /* a raw CR or LF byte occurs (as whitespace) */
     /* Requests and notifications (raw values, quotes included for strings): */
-    struct jsonrpc_span name;    /* params.name (tools/call, prompts/get) */
-    struct jsonrpc_span uri;     /* params.uri (resources/read) */
-    struct jsonrpc_span task_id; /* params.taskId */
-    struct jsonrpc_span level;   /* params.level (notifications/message) */
+    struct jsonrpc_span name;            /* params.name (tools/call, prompts/get) */
+    struct jsonrpc_span uri;             /* params.uri (resources/read) */
+    struct jsonrpc_span task_id;         /* params.taskId */
+    struct jsonrpc_span level;           /* params.level (notifications/message) */
+    struct jsonrpc_span params;          /* params, when it is an object */
+    struct jsonrpc_span request_state;   /* params.requestState (a 2026-07-28 retry) */
+    struct jsonrpc_span input_responses; /* params.inputResponses */
     /* params._meta["io.modelcontextprotocol/..."] of the 2026-07-28 revision: */
     struct jsonrpc_span meta_version;      /* .../protocolVersion */
     struct jsonrpc_span meta_caps;         /* .../clientCapabilities */
@@ -77,7 +80,8 @@ enum jsonrpc_status {
  * object. On JSONRPC_OK *out is filled; otherwise *errstr (if errstr != NULL) gets a static phrase.
  * Duplicate tracked keys (jsonrpc, id, method, params, result, error, and the nested ones above)
  * are JSONRPC_EINVALID, so the gateway and the child can never disagree about which one counts.
- * Tracked inside params: requestId, progressToken, _meta, task, name, uri, taskId and level;
+ * Tracked inside params: requestId, progressToken, _meta, task, name, uri, taskId, level,
+ * requestState and inputResponses;
  * inside params._meta: progressToken and the 2026-07-28 protocolVersion, clientCapabilities,
  * logLevel and subscriptionId; inside result: resultType, ttlMs and cacheScope. On a RESULT or
  * ERROR, params (if any) is validated but its fields are not reported. On any status but JSONRPC_OK
@@ -220,6 +224,11 @@ bool jsonrpc_discover_supports(const char *p, size_t n, const char *version);
  */
 char *jsonrpc_discover_from_init(const char *p, size_t n, const char *version, uint64_t ttl_ms,
                                  bool public_scope, size_t *len);
+/*
+ * The member key of the JSON object p[0..n) as compact JSON (a new string, length in *len), or
+ * NULL when p is not an object or has no such member (2026-07-28 inputResponses).
+ */
+char *jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len);
 /*
  * -32022 UnsupportedProtocolVersionError: data.supported (NULL-terminated list) and
  * data.requested (NULL: null).

@@ -25,8 +25,12 @@
  * stream, a timeout, the child's end and shutdown all end the request through the table: the child
  * gets notifications/cancelled with the id it saw, at once; a late answer is dropped. Nothing a
  * child sends goes to a client it cannot be attributed to (checklist P-09): list changes and log
- * lines with no single owner are dropped and counted; requests the child sends (sampling,
- * elicitation, roots) are answered with an error (not bridged yet).
+ * lines with no single owner are dropped and counted.
+ *
+ * A legacy child's requests to the client (elicitation, sampling, roots) become input_required
+ * rounds of the request they belong to (pool_bridge.c): the child's call is held while the client
+ * answers and retries with a sealed requestState; anything that cannot be attributed to exactly
+ * one request, or that the client did not declare the capability for, gets an error.
  */
 
 /* Outcomes of pool_request; http_modern.c maps them to HTTP statuses. */
@@ -38,11 +42,14 @@ enum pool_status {
     POOL_E_DRAINING,    /* shutting down: 503 */
     POOL_E_ID_TOO_LONG, /* id or progress token longer than max_id_bytes: 400 */
     POOL_E_NO_METHOD,   /* not a method of the revision (or not one a legacy child has): 404 */
+    POOL_E_BAD_STATE,   /* a retry's requestState is not one this gateway holds a call for: 400 */
 };
 
-/* What http_modern.c read from the request's _meta, beyond the scanner's spans. */
+/* What http_modern.c knows of the request beyond the scanner's spans. */
 struct pool_meta {
-    int log_level; /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
+    int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
+    const char *principal; /* who asks (auth's principal name): binds an input round to them */
+    const char *why;       /* out: for POOL_E_BAD_STATE, what is wrong with the requestState */
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);
@@ -64,8 +71,13 @@ size_t pool_inflight(void);
  * gets its own reference and gives it back with pool_stream_detach. NULL with *status otherwise.
  */
 struct stream *pool_request(const struct config_server *srv, char *body, size_t len,
-                            const struct jsonrpc_info *info, const struct pool_meta *meta,
+                            const struct jsonrpc_info *info, struct pool_meta *meta,
                             enum pool_status *status);
+/*
+ * The requestState sealing key: state_key_file's bytes, or a random key when it is empty. 0, or
+ * -1 with err filled (the file cannot be read, or is not 32..4096 bytes); the key in use stays.
+ */
+int pool_load_key(const struct config *cfg, char *err, size_t errlen) MUSTCHECK;
 /* The HTTP side is done with st; when its request is still in flight the client left: cancel. */
 void pool_stream_detach(struct stream *st);
 const char *pool_status_text(enum pool_status status);

@@ -44,5 +44,8 @@ int64_t util_now_unix(void);
  * impossible length (n % 4 == 1), or non-zero bits left in the last character.
  */
 long util_base64url_decode(const char *s, size_t n, unsigned char *out) MUSTCHECK;
+/* The inverse: in[0..n) as base64url without padding into out (room for (n * 4 + 2) / 3 + 1 bytes,
+ * NUL-terminated); returns the length. */
+size_t util_base64url_encode(const unsigned char *in, size_t n, char *out);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include "crypto.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/param_build.h>
 #include <openssl/rand.h>
 
@@ -74,6 +76,23 @@ crypto_sha256(const void *data, size_t n, unsigned char out[CRYPTO_SHA256_LEN])
     unsigned int len = 0;
     if (EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) != 1 || len != CRYPTO_SHA256_LEN)
         memset(out, 0, CRYPTO_SHA256_LEN); /* cannot happen; an all-zero hash matches no entry */
+}
+
+void
+crypto_cleanse(void *p, size_t n)
+{
+    OPENSSL_cleanse(p, n);
+}
+
+int
+crypto_hmac_sha256(const void *key, size_t klen, const void *data, size_t n,
+                   unsigned char out[CRYPTO_SHA256_LEN])
+{
+    unsigned int len = 0;
+    if (klen > INT32_MAX || HMAC(EVP_sha256(), key, (int)klen, data, n, out, &len) == NULL
+        || len != CRYPTO_SHA256_LEN)
+        return -1;
+    return 0;
 }
 
 static struct crypto_key *

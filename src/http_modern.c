@@ -195,7 +195,7 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
         return http_bad_meta(rc, info,
                              "params._meta[\"io.modelcontextprotocol/clientCapabilities\"] "
                              "is required (an object)");
-    struct pool_meta meta = { .log_level = -1 };
+    struct pool_meta meta = { .log_level = -1, .principal = rc->principal->name };
     if (info->meta_log_level.len != 0
         && (meta.log_level = pool_log_level(body, info->meta_log_level)) < 0)
         return http_bad_meta(rc, info,
@@ -215,8 +215,12 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
         } else if (status == POOL_E_NO_METHOD) {
             code = MHD_HTTP_NOT_FOUND;
             rpc = JSONRPC_METHOD_NOT_FOUND;
+        } else if (status == POOL_E_BAD_STATE) {
+            code = MHD_HTTP_BAD_REQUEST;
+            rpc = JSONRPC_INVALID_PARAMS;
         }
-        return http_answer_error(rc, code, info, rpc, pool_status_text(status));
+        return http_answer_error(rc, code, info, rpc,
+                                 meta.why != NULL ? meta.why : pool_status_text(status));
     }
     rc->modern = true;
     return http_hold(rc, st, false);

@@ -49,6 +49,8 @@ enum jsonrpc_key {
     JSONRPC_KEY_URI,
     JSONRPC_KEY_TASK_ID,
     JSONRPC_KEY_LEVEL,
+    JSONRPC_KEY_REQUEST_STATE,
+    JSONRPC_KEY_INPUT_RESPONSES,
     JSONRPC_KEY_META_VERSION,
     JSONRPC_KEY_META_CAPS,
     JSONRPC_KEY_META_LOG_LEVEL,
@@ -81,6 +83,8 @@ static const struct jsonrpc_keydef jsonrpc_keys[] = {
     [JSONRPC_KEY_URI] = { "uri", 3, JSONRPC_LEVEL_PARAMS },
     [JSONRPC_KEY_TASK_ID] = { "taskId", 6, JSONRPC_LEVEL_PARAMS },
     [JSONRPC_KEY_LEVEL] = { "level", 5, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_REQUEST_STATE] = { "requestState", 12, JSONRPC_LEVEL_PARAMS },
+    [JSONRPC_KEY_INPUT_RESPONSES] = { "inputResponses", 14, JSONRPC_LEVEL_PARAMS },
     [JSONRPC_KEY_META_VERSION] = { "io.modelcontextprotocol/protocolVersion", 39,
                                    JSONRPC_LEVEL_META },
     [JSONRPC_KEY_META_CAPS] = { "io.modelcontextprotocol/clientCapabilities", 42,
@@ -650,6 +654,8 @@ static const size_t jsonrpc_key_at[] = {
     [JSONRPC_KEY_URI] = offsetof(struct jsonrpc_info, uri),
     [JSONRPC_KEY_TASK_ID] = offsetof(struct jsonrpc_info, task_id),
     [JSONRPC_KEY_LEVEL] = offsetof(struct jsonrpc_info, level),
+    [JSONRPC_KEY_REQUEST_STATE] = offsetof(struct jsonrpc_info, request_state),
+    [JSONRPC_KEY_INPUT_RESPONSES] = offsetof(struct jsonrpc_info, input_responses),
     [JSONRPC_KEY_META_VERSION] = offsetof(struct jsonrpc_info, meta_version),
     [JSONRPC_KEY_META_CAPS] = offsetof(struct jsonrpc_info, meta_caps),
     [JSONRPC_KEY_META_LOG_LEVEL] = offsetof(struct jsonrpc_info, meta_log_level),
@@ -689,8 +695,12 @@ jsonrpc_member(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_
     case JSONRPC_KEY_METHOD:
         return jsonrpc_member_method(sc, s);
     case JSONRPC_KEY_PARAMS:
-        if (*s == '{')
-            return jsonrpc_object(sc, s + 1, JSONRPC_LEVEL_PARAMS);
+        if (*s == '{') {
+            s = jsonrpc_object(sc, s + 1, JSONRPC_LEVEL_PARAMS);
+            if (s != NULL)
+                sc->info->params = jsonrpc_span_of(sc, start, s);
+            return s;
+        }
         if (*s != '[')
             jsonrpc_invalid(sc, "\"params\" is not an object or array");
         return jsonrpc_value(sc, s, depth);
@@ -721,6 +731,8 @@ jsonrpc_member(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_
     case JSONRPC_KEY_URI:
     case JSONRPC_KEY_TASK_ID:
     case JSONRPC_KEY_LEVEL:
+    case JSONRPC_KEY_REQUEST_STATE:
+    case JSONRPC_KEY_INPUT_RESPONSES:
     case JSONRPC_KEY_META_VERSION:
     case JSONRPC_KEY_META_CAPS:
     case JSONRPC_KEY_META_LOG_LEVEL:
@@ -874,6 +886,9 @@ jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **err
         memset(&out->uri, 0, sizeof out->uri);
         memset(&out->task_id, 0, sizeof out->task_id);
         memset(&out->level, 0, sizeof out->level);
+        memset(&out->params, 0, sizeof out->params);
+        memset(&out->request_state, 0, sizeof out->request_state);
+        memset(&out->input_responses, 0, sizeof out->input_responses);
         memset(&out->meta_version, 0, sizeof out->meta_version);
         memset(&out->meta_caps, 0, sizeof out->meta_caps);
         memset(&out->meta_log_level, 0, sizeof out->meta_log_level);

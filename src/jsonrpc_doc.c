@@ -315,10 +315,12 @@ jsonrpc_probe_new(uint64_t id, const char *version, const char *agent, size_t *l
 char *
 jsonrpc_initialize_new(uint64_t id, const char *version, const char *agent, size_t *len)
 {
-    return jsonrpc_dump_new(json_pack("{s:s,s:I,s:s,s:{s:s,s:{},s:{s:s,s:s}}}", "jsonrpc", "2.0",
-                                      "id", (json_int_t)id, "method", "initialize", "params",
-                                      "protocolVersion", version, "capabilities", "clientInfo",
-                                      "name", "mcp-gateway", "version", agent),
+    /* What the gateway can bridge to 2026-07-28 clients as input rounds (pool_bridge.c). */
+    return jsonrpc_dump_new(json_pack("{s:s,s:I,s:s,s:{s:s,s:{s:{},s:{},s:{}},s:{s:s,s:s}}}",
+                                      "jsonrpc", "2.0", "id", (json_int_t)id, "method",
+                                      "initialize", "params", "protocolVersion", version,
+                                      "capabilities", "elicitation", "sampling", "roots",
+                                      "clientInfo", "name", "mcp-gateway", "version", agent),
                             len);
 }
 
@@ -438,4 +440,22 @@ jsonrpc_error_code(const char *p, size_t n, int *code)
     }
     json_decref(root);
     return rc;
+}
+
+char *
+jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *v = json_is_object(root) ? json_object_get(root, key) : NULL;
+    char *out = NULL;
+    if (v != NULL) {
+        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (s == NULL)
+            abort(); /* jansson failed to allocate: as xmalloc does */
+        out = xstrdup(s);
+        free(s);
+        *len = strlen(out);
+    }
+    json_decref(root);
+    return out;
 }

@@ -185,8 +185,9 @@ main_reload(void)
     }
     main_keep_listener(M.cfg, next);
     struct auth *auth = auth_new(next, err, sizeof(err));
-    if (auth == NULL) {
+    if (auth == NULL || pool_load_key(next, err, sizeof(err)) == -1) {
         log_error(NULL, "SIGHUP: %s; the running configuration stays", err);
+        auth_free(auth);
         config_clear(next);
         free(next);
         return;
@@ -314,6 +315,13 @@ main(int argc, char **argv)
     M.auth = auth_new(M.cfg, err, sizeof(err));
     if (M.auth == NULL) {
         fprintf(stderr, "%s\n", err);
+        config_clear(M.cfg);
+        free(M.cfg);
+        return 1;
+    }
+    if (pool_load_key(M.cfg, err, sizeof(err)) == -1) {
+        fprintf(stderr, "%s\n", err);
+        auth_free(M.auth);
         config_clear(M.cfg);
         free(M.cfg);
         return 1;

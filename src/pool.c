@@ -340,7 +340,9 @@ pool_least_busy(struct pool *p, size_t *active)
         if (c->state != POOL_CHILD_READY)
             continue;
         size_t n = pending_active(&c->pt, PENDING_TO_CHILD);
-        if (n < min && n < p->srv->pool_child_max_inflight) {
+        /* A child that asks its clients things serves one request at a time (pool_bridge.c). */
+        size_t cap = c->asks ? 1 : p->srv->pool_child_max_inflight;
+        if (n < min && n < cap) {
             min = n;
             best = c;
         }
@@ -378,8 +380,7 @@ pool_pick(struct pool *p, enum pool_status *status)
 
 struct stream *
 pool_request(const struct config_server *srv, char *body, size_t len,
-             const struct jsonrpc_info *info, const struct pool_meta *meta,
-             enum pool_status *status)
+             const struct jsonrpc_info *info, struct pool_meta *meta, enum pool_status *status)
 {
     if (pools.draining) {
         *status = POOL_E_DRAINING;
@@ -401,6 +402,18 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_NO_METHOD;
         return NULL;
     }
+    /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
+    if (info->request_state.len != 0 && pool_bridge_ours(body, info->request_state)) {
+        if (info->has_crlf)
+            jsonrpc_flatten(body, len);
+        return pool_bridge_resume(p, body, info, meta, status);
+    }
+    if (info->request_state.len != 0 && p->era == CONFIG_ERA_LEGACY) {
+        pools.ctr.states_refused++;
+        meta->why = "requestState is not one this gateway issued";
+        *status = POOL_E_BAD_STATE;
+        return NULL;
+    }
     *status = POOL_OK;
     struct pool_child *c = pool_pick(p, status);
     if (c == NULL && *status != POOL_OK)
@@ -415,9 +428,11 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     call->st->owner = call;
     call->st->attached = true; /* the HTTP request reads it from now until pool_stream_detach */
     struct stream *st = stream_ref(call->st);
+    pool_bridge_note(call, body, info, meta);
     pools.ctr.requests++;
     if (c != NULL) {
         if (pool_call_start(call, c, body, len, info) == -1) {
+            pool_bridge_forget(call);
             call->st->owner = NULL;
             stream_unref(call->st);
             stream_unref(st);
@@ -453,7 +468,8 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
         struct pool_call *call = e->owner;
         if (e->state == PENDING_FORWARDED) {
             busy |= e->gw_id != c->start_id;
-            if (call != NULL && call->st->attached && now_ms - call->st->last_push_ms >= hb)
+            if (call != NULL && call->st != NULL && call->st->attached
+                && now_ms - call->st->last_push_ms >= hb)
                 stream_push_heartbeat(call->st);
         } else if (now_ms - e->cancelled_ms >= POOL_CANCEL_LINGER_MS) {
             pending_del(&c->pt, e);
@@ -553,6 +569,8 @@ pool_status_text(enum pool_status status)
         return "request id or progress token longer than max_id_bytes";
     case POOL_E_NO_METHOD:
         return "Method not found";
+    case POOL_E_BAD_STATE:
+        return "requestState refused";
     }
     return "internal error";
 }

@@ -35,20 +35,50 @@ struct pool_child {
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
     unsigned over;            /* its streams above stream_queue_bytes (stdout paused while > 0) */
     unsigned invalid_logged;  /* invalid lines logged (a few, then only counted) */
+    bool asks;                /* it asked a client something: one request at a time from now */
     char tag[96];             /* "pool:NAME#N" in logs */
     struct pool_child *prev, *next;
 };
 
-/* One request from arrival to its end. */
+/* A question a legacy child asked the client (elicitation, sampling, roots), in a round. */
+struct pool_ask {
+    char *child_id; /* the child's request id, raw JSON */
+    size_t child_id_len;
+    char method[JSONRPC_METHOD_MAX];
+    char *params; /* raw JSON object, or NULL */
+    size_t params_len;
+    unsigned key;  /* "r<key>" in inputRequests */
+    bool answered; /* the client's response went to the child */
+};
+
+#define POOL_ASKS_MAX 16 /* questions one call may have open; more are answered with an error */
+
+/* One request from arrival to its end; across input rounds, the child's one call. */
 struct pool_call {
     struct pool *pool;
     struct pool_child *c; /* NULL while queued */
     struct pending *p;    /* its entry in c's table; NULL while queued */
-    struct stream *st;    /* one reference; st->owner points back here while the call lives */
+    struct stream *st;    /* one reference; st->owner points back here; NULL while held */
     int log_level;        /* -1: no log lines for this request */
     char *body;           /* queued only: the request, until a child is ready */
     size_t len;
     struct pool_call *qnext;
+    /* Input rounds (pool_bridge.c); all NULL/0 for a call that never asks. */
+    char *caps; /* the request's _meta clientCapabilities (bridgeable methods of legacy pools) */
+    size_t caps_len;
+    char *principal; /* whose call it is (principal name), and the request it was: the binding */
+    char *name;      /* params.name or params.uri, decoded; "" when none */
+    char method[JSONRPC_METHOD_MAX];
+    struct pool_ask *asks; /* room for POOL_ASKS_MAX, made with the first */
+    size_t nasks;
+    unsigned next_key;
+    unsigned round;            /* rounds sent so far; a requestState names the current one */
+    unsigned char held_id[16]; /* names the call in its requestState */
+    bool held;                 /* waiting for the client's retry */
+    bool due;                  /* a round is to be sent at the end of this loop turn */
+    struct loop_timer *hold;   /* input_hold_ms */
+    struct pool_call *dnext;   /* pools.due */
+    struct pool_call *hnext;   /* pools.held */
 };
 
 struct pool {
@@ -70,23 +100,29 @@ struct pool {
     struct pool *next;
 };
 
-struct pool_counters {
-    uint64_t requests, answered;
-    uint64_t cancels[4];     /* client gone, timeout, child gone, shutdown */
-    uint64_t late_dropped;   /* answers and progress after a cancel */
-    uint64_t unattributed;   /* child notifications with no single owner: dropped */
-    uint64_t logs_filtered;  /* log lines below the request's logLevel, or none asked */
-    uint64_t child_requests; /* requests from children, answered with an error */
-    uint64_t child_lines_invalid;
-    uint64_t spawned, start_failed, crashed, idle_stopped;
-    uint64_t refused_restart; /* requests refused: restart budget spent */
-};
-
 enum pool_cancel {
     POOL_CANCEL_CLIENT = 0, /* the client closed the stream */
     POOL_CANCEL_TIMEOUT,
     POOL_CANCEL_CHILD,
     POOL_CANCEL_SHUTDOWN,
+    POOL_CANCEL_HOLD, /* the client did not retry within input_hold_ms */
+    POOL_CANCEL_N,
+};
+
+struct pool_counters {
+    uint64_t requests, answered;
+    uint64_t cancels[POOL_CANCEL_N];
+    uint64_t late_dropped;   /* answers and progress after a cancel */
+    uint64_t unattributed;   /* child notifications with no single owner: dropped */
+    uint64_t logs_filtered;  /* log lines below the request's logLevel, or none asked */
+    uint64_t child_requests; /* requests from children answered with an error (ping excepted) */
+    uint64_t child_lines_invalid;
+    uint64_t spawned, start_failed, crashed, idle_stopped;
+    uint64_t refused_restart; /* requests refused: restart budget spent */
+    uint64_t rounds;          /* input_required answers sent for legacy children */
+    uint64_t asks_bridged;    /* child requests turned into input requests */
+    uint64_t held_expired;    /* held calls cancelled after input_hold_ms */
+    uint64_t states_refused;  /* retries whose requestState was refused */
 };
 
 struct pool_globals {
@@ -97,6 +133,11 @@ struct pool_globals {
     struct msg *line; /* the child's large line being routed (pushed by reference) */
     struct pool_counters ctr;
     unsigned next_child_no; /* "pool:NAME#N": N counts over every pool, old and new */
+    struct pool_call *due;  /* calls with a round to send at the end of this loop turn */
+    struct pool_call *held; /* calls waiting for their client's retry */
+    size_t nheld;
+    unsigned char key[4096]; /* requestState sealing key */
+    size_t key_len;
 };
 extern struct pool_globals pools;
 
@@ -126,5 +167,26 @@ void pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
                              const struct jsonrpc_info *info);
 /* Methods a child of this era serves (false: 404 -32601). */
 bool pool_method_served(const struct pool *p, const char *method);
+/* The end of a call: its stream ends, its rounds are forgotten, the call is freed. */
+void pool_call_end(struct pool_call *call);
+/* One event on the call's stream (nothing while the call is held). */
+void pool_push(struct pool_call *call, const struct iovec *iov, int n);
+
+/* pool_bridge.c: input rounds for legacy children */
+/*
+ * A request from c to its client (elicitation, sampling, roots): a question of the next round of
+ * the one request it belongs to, or an error answer to the child.
+ */
+void pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* A retry carrying one of the gateway's requestStates: the held call goes on, on a new stream. */
+struct stream *pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *info,
+                                  struct pool_meta *meta, enum pool_status *status);
+/* True when the requestState at sp is one the gateway seals (else a modern child's own). */
+bool pool_bridge_ours(const char *body, struct jsonrpc_span sp);
+/* What a new call keeps to bridge rounds later (capabilities, binding). */
+void pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
+                      const struct pool_meta *meta);
+/* Forgets the call's rounds: open questions answered to the child with an error, timers stopped. */
+void pool_bridge_forget(struct pool_call *call);
 
 #endif

@@ -36,9 +36,16 @@ pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
         free(q);
         buf_out_printf(o, ",\"id\":");
         buf_out_raw(o, p->orig_id, p->orig_id_len);
-        buf_out_printf(o, ",\"child_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64,
-                       p->gw_id, p->state == PENDING_FORWARDED ? "forwarded" : "cancelled",
-                       now - p->start_ms);
+        {
+            const struct pool_call *call = p->owner;
+            const char *state = p->state != PENDING_FORWARDED ? "cancelled"
+                                : call != NULL && call->held  ? "held"
+                                                              : "forwarded";
+            buf_out_printf(o, ",\"child_id\":%" PRIu64 ",\"state\":\"%s\",\"age_ms\":%" PRIu64,
+                           p->gw_id, state, now - p->start_ms);
+            if (call != NULL && call->round > 0)
+                buf_out_printf(o, ",\"input_rounds\":%u", call->round);
+        }
         if (p->token != NULL) {
             buf_out_printf(o, ",\"progress_token\":");
             buf_out_raw(o, p->token, p->token_len);
@@ -111,7 +118,8 @@ pool_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_pool_requests_total", NULL, k->requests);
     metrics_family(b, "mcpgw_pool_cancels_total", "counter",
                    "2026-07-28 requests ended before their answer, by reason.");
-    static const char *const why[] = { "client_closed", "timeout", "child_ended", "shutdown" };
+    static const char *const why[POOL_CANCEL_N] = { "client_closed", "timeout", "child_ended",
+                                                    "shutdown", "input_not_provided" };
     for (size_t i = 0; i < ARRAY_LEN(why); i++) {
         snprintf(labels, sizeof(labels), "reason=\"%s\"", why[i]);
         metrics_sample(b, "mcpgw_pool_cancels_total", labels, k->cancels[i]);
@@ -125,9 +133,21 @@ pool_metrics(struct buf *b)
                    k->logs_filtered);
     metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"invalid\"",
                    k->child_lines_invalid);
-    metrics_family(b, "mcpgw_pool_child_requests_refused_total", "counter",
-                   "Requests from pool children answered with an error (not bridged).");
-    metrics_sample(b, "mcpgw_pool_child_requests_refused_total", NULL, k->child_requests);
+    metrics_family(
+        b, "mcpgw_pool_child_requests_total", "counter",
+        "Requests from legacy pool children to the client (elicitation, sampling, roots), "
+        "by outcome.");
+    metrics_sample(b, "mcpgw_pool_child_requests_total", "outcome=\"bridged\"", k->asks_bridged);
+    metrics_sample(b, "mcpgw_pool_child_requests_total", "outcome=\"refused\"", k->child_requests);
+    metrics_family(b, "mcpgw_pool_input_rounds_total", "counter",
+                   "input_required answers sent for legacy children's requests.");
+    metrics_sample(b, "mcpgw_pool_input_rounds_total", NULL, k->rounds);
+    metrics_family(b, "mcpgw_pool_held_calls", "gauge",
+                   "Children's calls held while their client answers an input round.");
+    metrics_sample(b, "mcpgw_pool_held_calls", NULL, pools.nheld);
+    metrics_family(b, "mcpgw_pool_request_states_refused_total", "counter",
+                   "Retries whose requestState was refused (tampered, expired, used, foreign).");
+    metrics_sample(b, "mcpgw_pool_request_states_refused_total", NULL, k->states_refused);
     metrics_family(b, "mcpgw_pool_child_events_total", "counter", "Pool children's lives.");
     metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"started\"", k->spawned);
     metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"start_failed\"", k->start_failed);

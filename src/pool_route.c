@@ -116,7 +116,7 @@ pool_drained(void *arg)
 {
     struct pool_call *call = arg;
     struct stream *st = call->st;
-    if (st->drain == NULL)
+    if (st == NULL || st->drain == NULL)
         return;
     st->drain = NULL;
     struct pool_child *c = call->c;
@@ -125,10 +125,12 @@ pool_drained(void *arg)
 }
 
 /* Pushes one event on the call's stream; a stream over its ceiling pauses the child's stdout. */
-static void
+void
 pool_push(struct pool_call *call, const struct iovec *iov, int n)
 {
     struct stream *st = call->st;
+    if (st == NULL)
+        return; /* held: between its input rounds the call has no stream */
     stream_push_shared(st, iov, n, pools.line);
     struct pool_child *c = call->c;
     if (c != NULL && c->u != NULL && st->drain == NULL && st->attached
@@ -142,18 +144,21 @@ pool_push(struct pool_call *call, const struct iovec *iov, int n)
 }
 
 /* The call is over: its stream ends (everything pushed stays readable), the call is freed. */
-static void
+void
 pool_call_end(struct pool_call *call)
 {
     pool_drained(call);
+    pool_bridge_forget(call);
     if (call->p != NULL) {
         call->p->owner = NULL;
         loop_timer_del(call->p->timer);
         call->p->timer = NULL;
     }
-    call->st->owner = NULL;
-    stream_end(call->st);
-    stream_unref(call->st);
+    if (call->st != NULL) {
+        call->st->owner = NULL;
+        stream_end(call->st);
+        stream_unref(call->st);
+    }
     free(call->body); /* a queued copy, or NULL */
     free(call);
 }
@@ -188,10 +193,8 @@ pool_call_fail(struct pool_call *call, int code, const char *message)
 }
 
 static const char *const pool_cancel_reasons[] = {
-    "client disconnected",
-    "request timed out",
-    "upstream server ended",
-    "gateway shutting down",
+    "client disconnected",   "request timed out",          "upstream server ended",
+    "gateway shutting down", "input not provided in time",
 };
 
 void
@@ -566,37 +569,23 @@ pool_child_subscription(struct pool_child *c, const char *line, size_t len,
         pool_push_retagged(p, line, len, info->meta_subscription, p->orig_id, p->orig_id_len);
 }
 
+/* A request of the child's: ping is answered here; the others may become input rounds. */
 static void
 pool_child_request(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
 {
-    const char *id = line + info->id.off;
-    size_t idlen = info->id.len;
-    if (idlen > pools.cfg->max_id_bytes) {
-        id = NULL;
-        idlen = 0;
+    if (strcmp(info->method, "ping") != 0) {
+        pool_bridge_ask(c, line, info);
+        return;
     }
-    size_t len;
-    char *m;
-    if (strcmp(info->method, "ping") == 0) {
-        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-        len = sizeof head - 1 + idlen + sizeof ",\"result\":{}}" - 1;
-        m = xmalloc(len + 1);
-        snprintf(m, len + 1, "%s%.*s,\"result\":{}}", head, (int)idlen, id ? id : "");
-    } else {
-        pools.ctr.child_requests++;
-        log_info(c->tag,
-                 "child request %s answered with an error: not relayed to 2026-07-28 "
-                 "clients",
-                 info->method);
-        m = jsonrpc_error_new(id, idlen, JSONRPC_METHOD_NOT_FOUND,
-                              "not available: this gateway does not relay requests to 2026-07-28 "
-                              "clients",
-                              &len);
-    }
-    struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
-    if (pool_send(c, iov, 2) == -1)
-        log_warn(c->tag, "answer to the child's %s not delivered", info->method);
-    free(m);
+    size_t idlen = info->id.len <= pools.cfg->max_id_bytes ? info->id.len : 0;
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    struct iovec iov[3] = {
+        { (void *)(uintptr_t)head, sizeof head - 1 },
+        { (void *)(uintptr_t)(idlen ? line + info->id.off : "null"), idlen ? idlen : 4 },
+        { (void *)(uintptr_t) ",\"result\":{}}\n", 14 },
+    };
+    if (pool_send(c, iov, 3) == -1)
+        log_warn(c->tag, "answer to the child's ping not delivered");
 }
 
 static void

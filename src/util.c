@@ -178,3 +178,24 @@ util_base64url_decode(const char *s, size_t n, unsigned char *out)
         return -1;
     return (long)len;
 }
+
+size_t
+util_base64url_encode(const unsigned char *in, size_t n, char *out)
+{
+    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    unsigned acc = 0, bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc = (acc << 8) | in[i];
+        bits += 8;
+        while (bits >= 6) {
+            bits -= 6;
+            out[o++] = b64url[(acc >> bits) & 0x3f];
+        }
+        acc &= (1u << bits) - 1;
+    }
+    if (bits > 0)
+        out[o++] = b64url[(acc << (6 - bits)) & 0x3f];
+    out[o] = '\0';
+    return o;
+}

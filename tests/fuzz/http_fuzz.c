@@ -205,6 +205,9 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     session_module_init(F.l, &F.cfg[0]);
     if (http_start(F.l, &F.cfg[0], F.auth[0]) == -1)
         abort();
+    char err[256];
+    if (pool_load_key(&F.cfg[0], err, sizeof(err)) == -1)
+        abort();
     pool_module_init(F.l, &F.cfg[0]);
     loop_set_hooks(F.l, fuzz_prepare, fuzz_after, NULL);
     return 0;

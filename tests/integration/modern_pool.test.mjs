@@ -133,7 +133,7 @@ const M = {
   requests: 'mcpgw_pool_requests_total',
   cancels: (r) => `mcpgw_pool_cancels_total{reason="${r}"}`,
   dropped: (r) => `mcpgw_pool_messages_dropped_total{reason="${r}"}`,
-  refused: 'mcpgw_pool_child_requests_refused_total',
+  refused: 'mcpgw_pool_child_requests_total{outcome="refused"}',
   events: (e) => `mcpgw_pool_child_events_total{event="${e}"}`,
 };
 const metricIs = async (gw, key, want) => (await metrics(gw))[key] === want;
@@ -562,11 +562,12 @@ test('a log line reaches the one request in flight that asked for its level; oth
   });
 });
 
-test('the child\'s sampling, elicitation and roots requests are answered with an error; the tool call completes; nothing reaches the client', async () => {
+test('the child\'s sampling, elicitation and roots requests, for a request that declared none of these capabilities, are answered with an error; the tool call completes; nothing reaches the client', async () => {
   const dir = tmpdir('mcpgw-pool-');
   await withGateway({ servers: [exampleServer(dir, 'pool_max_children = 1')] }, async (gw) => {
     const m0 = await metrics(gw);
-    const caps = { 'io.modelcontextprotocol/clientCapabilities': { sampling: {}, elicitation: {}, roots: {} } };
+    // Declared, they become input rounds (modern_bridge.test.mjs); undeclared, never (V-04).
+    const caps = { 'io.modelcontextprotocol/clientCapabilities': {} };
     const cases = [['sample', 'sampling', 'sampling/createMessage'], ['elicit', 'elicitation', 'elicitation/create'], ['roots', 'roots', 'roots/list']];
     for (const [tool, what] of cases) {
       const r = await call(gw, tool, {}, { id: tool, meta: caps });

@@ -699,9 +699,9 @@ Test(config, keys_list_the_table)
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
     cr_assert_eq(n, gw + au + sv);
-    cr_assert_eq(gw, 32);
+    cr_assert_eq(gw, 33);
     cr_assert_eq(au, 10);
-    cr_assert_eq(sv, 17);
+    cr_assert_eq(sv, 18);
     cr_assert_eq(config_keys(), keys);
 }
 

@@ -1,0 +1,527 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Input rounds for legacy children (checklist R-05, MRTR). A 2026-07-28 server never sends the
+ * client a request; a legacy child does (elicitation/create, sampling/createMessage, roots/list)
+ * and waits for the answer. While a pool child serves a 2026-07-28 request, such a request of its
+ * becomes one question of an input_required answer to that client:
+ *   {"resultType":"input_required","inputRequests":{"r1":{"method":…,"params":…}},
+ *    "requestState":"mcpgw1.…"}
+ * and the child's call is held. The client answers the questions and sends the same request
+ * again with a new id, inputResponses and the requestState: each answer goes to the child as the
+ * result of its request, and the held call goes on, on the retry's stream, where its own answer
+ * arrives, or the next round (multi-round). A retry that leaves a question unanswered is asked it
+ * again.
+ *
+ * Attribution is exact: a child's request becomes a question only when exactly one request that
+ * may answer input_required (tools/call, prompts/get, resources/read) is in flight on that child.
+ * A child that has asked once is leased to one request at a time from then on (pool.c picks no
+ * other request for it while it has one), so later questions are always attributable; any other
+ * is answered to the child with an error and counted. So is a question the request's own _meta
+ * did not declare the capability for (V-04), or one past POOL_ASKS_MAX.
+ *
+ * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
+ * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
+ * with the key of state_key_file or a random one). A retry is refused (400 -32602, nothing
+ * reaches the child) when the MAC, the expiry, the binding (the same principal, server, method
+ * and name) or the round do not match, or no call is held under that id here: replayed,
+ * expired, or held by another instance. A held call waits input_hold_ms, then it is cancelled at
+ * the child and its questions answered with an error, like one whose client goes away.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crypto.h"
+#include "log.h"
+#include "pool_int.h"
+
+#define POOL_STATE_PREFIX "mcpgw1."
+#define POOL_STATE_RAW    60 /* id 16, expiry 8, round 4, binding 32 */
+
+/* --- the key ------------------------------------------------------------------------------ */
+
+int
+pool_load_key(const struct config *cfg, char *err, size_t errlen)
+{
+    unsigned char key[sizeof pools.key];
+    size_t n = 32;
+    if (cfg->state_key_file == NULL) {
+        if (pools.key_len > 0)
+            return 0; /* a random key made earlier stays: held rounds stay valid */
+        if (crypto_random(key, n) == -1) {
+            snprintf(err, errlen, "state_key_file: no randomness for a random key");
+            return -1;
+        }
+    } else {
+        int fd = open(cfg->state_key_file, O_RDONLY | O_CLOEXEC);
+        ssize_t got = fd == -1 ? -1 : read(fd, key, sizeof key);
+        char extra;
+        bool more = got == (ssize_t)sizeof key && read(fd, &extra, 1) == 1;
+        int e = errno;
+        if (fd != -1)
+            close(fd);
+        if (got < 0) {
+            snprintf(err, errlen, "state_key_file %s: %s", cfg->state_key_file, strerror(e));
+            return -1;
+        }
+        if (got < 32 || more) {
+            snprintf(err, errlen, "state_key_file %s: must hold 32..4096 bytes",
+                     cfg->state_key_file);
+            return -1;
+        }
+        n = (size_t)got;
+    }
+    memcpy(pools.key, key, n);
+    pools.key_len = n;
+    crypto_cleanse(key, sizeof key);
+    return 0;
+}
+
+/* --- sealing -------------------------------------------------------------------------------- */
+
+static void
+pool_binding(const char *server, const char *principal, const char *method, const char *name,
+             unsigned char out[CRYPTO_SHA256_LEN])
+{
+    size_t ls = strlen(server) + 1, lp = strlen(principal) + 1, lm = strlen(method) + 1,
+           ln = strlen(name) + 1;
+    char *b = xmalloc(ls + lp + lm + ln);
+    memcpy(b, server, ls);
+    memcpy(b + ls, principal, lp);
+    memcpy(b + ls + lp, method, lm);
+    memcpy(b + ls + lp + lm, name, ln);
+    crypto_sha256(b, ls + lp + lm + ln, out);
+    free(b);
+}
+
+static void
+pool_put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+static uint64_t
+pool_get_be(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The call's requestState for its current round, into out (room for 192 bytes). */
+static void
+pool_seal(const struct pool_call *call, char *out)
+{
+    unsigned char raw[POOL_STATE_RAW];
+    memcpy(raw, call->held_id, 16);
+    pool_put_be(raw + 16, util_now_ms() + call->pool->srv->input_hold_ms, 8);
+    pool_put_be(raw + 24, call->round, 4);
+    pool_binding(call->pool->name, call->principal, call->method, call->name, raw + 28);
+    size_t o = (size_t)snprintf(out, 16, "%s", POOL_STATE_PREFIX);
+    o += util_base64url_encode(raw, sizeof raw, out + o);
+    unsigned char mac[CRYPTO_SHA256_LEN];
+    if (crypto_hmac_sha256(pools.key, pools.key_len, out, o, mac) == -1)
+        memset(mac, 0, sizeof mac); /* cannot happen; such a state never verifies */
+    out[o++] = '.';
+    util_base64url_encode(mac, sizeof mac, out + o);
+}
+
+bool
+pool_bridge_ours(const char *body, struct jsonrpc_span sp)
+{
+    return sp.len > sizeof POOL_STATE_PREFIX
+           && memcmp(body + sp.off + 1, POOL_STATE_PREFIX, sizeof POOL_STATE_PREFIX - 1) == 0;
+}
+
+/* Opens a requestState; NULL when it is not one this gateway sealed, with *why. */
+static struct pool_call *
+pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *info,
+            const struct pool_meta *meta, const char **why)
+{
+    char state[256];
+    size_t n;
+    *why = "requestState is not one this gateway issued";
+    if (!jsonrpc_string_at(body, info->request_state, state, sizeof(state), &n))
+        return NULL;
+    char *dot = strrchr(state, '.');
+    size_t plen = sizeof POOL_STATE_PREFIX - 1;
+    if (dot == NULL || (size_t)(dot - state) <= plen)
+        return NULL;
+    unsigned char mac[64], want[CRYPTO_SHA256_LEN], raw[64];
+    long maclen = util_base64url_decode(dot + 1, strlen(dot + 1), mac);
+    long rawlen = (size_t)(dot - state) - plen <= 80
+                      ? util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw)
+                      : -1;
+    if (maclen != CRYPTO_SHA256_LEN || rawlen != POOL_STATE_RAW
+        || crypto_hmac_sha256(pools.key, pools.key_len, state, (size_t)(dot - state), want) == -1
+        || !crypto_equal(mac, want, sizeof want)) {
+        *why = "requestState does not verify (tampered, or sealed with another key)";
+        return NULL;
+    }
+    if (pool_get_be(raw + 16, 8) < util_now_ms()) {
+        *why = "requestState has expired (input_hold_ms)";
+        return NULL;
+    }
+    struct pool_call *call = pools.held;
+    while (call != NULL && memcmp(call->held_id, raw, 16) != 0)
+        call = call->hnext;
+    if (call == NULL || call->pool != p) {
+        *why = "requestState names no call held here: already used, ended, or held by another "
+               "gateway instance (keep a client on one instance: README, several instances)";
+        return NULL;
+    }
+    char name[1024] = "";
+    struct jsonrpc_span field =
+        strcmp(info->method, "resources/read") == 0 ? info->uri : info->name;
+    if (field.len > 0 && !jsonrpc_string_at(body, field, name, sizeof(name), NULL))
+        name[0] = '\0';
+    unsigned char bind[CRYPTO_SHA256_LEN];
+    pool_binding(p->name, meta->principal != NULL ? meta->principal : "", info->method, name, bind);
+    if (!crypto_equal(bind, raw + 28, sizeof bind)) {
+        *why = "requestState belongs to another request (principal, server, method or name)";
+        return NULL;
+    }
+    if (pool_get_be(raw + 24, 4) != call->round) {
+        *why = "requestState was already used (a round is answered once)";
+        return NULL;
+    }
+    return call;
+}
+
+/* --- the round ---------------------------------------------------------------------------- */
+
+static const char *const pool_ask_methods[][2] = {
+    { "elicitation/create", "elicitation" },
+    { "sampling/createMessage", "sampling" },
+    { "roots/list", "roots" },
+};
+
+/* The capability a method needs, or NULL when it is not a question that can be bridged. */
+static const char *
+pool_ask_capability(const char *method)
+{
+    for (size_t i = 0; i < ARRAY_LEN(pool_ask_methods); i++)
+        if (strcmp(method, pool_ask_methods[i][0]) == 0)
+            return pool_ask_methods[i][1];
+    return NULL;
+}
+
+/* Methods whose answer may be input_required. */
+static bool
+pool_may_ask(const char *method)
+{
+    return strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0
+           || strcmp(method, "resources/read") == 0;
+}
+
+void
+pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
+                 const struct pool_meta *meta)
+{
+    if (call->pool->era == CONFIG_ERA_MODERN || !pool_may_ask(info->method))
+        return;
+    snprintf(call->method, sizeof(call->method), "%s", info->method);
+    free(call->caps);
+    call->caps = xmemdup(body + info->meta_caps.off, info->meta_caps.len);
+    call->caps_len = info->meta_caps.len;
+    free(call->principal);
+    call->principal = xstrdup(meta->principal != NULL ? meta->principal : "");
+    if (call->name == NULL) {
+        char name[1024] = "";
+        struct jsonrpc_span f =
+            strcmp(info->method, "resources/read") == 0 ? info->uri : info->name;
+        if (f.len > 0 && !jsonrpc_string_at(body, f, name, sizeof(name), NULL))
+            name[0] = '\0';
+        call->name = xstrdup(name);
+    }
+}
+
+static void
+pool_refuse_ask(struct pool_child *c, const char *id, size_t idlen, const char *why)
+{
+    if (c->state == POOL_CHILD_GONE)
+        return; /* its requests end with it */
+    size_t len;
+    char *m = jsonrpc_error_new(id, idlen, JSONRPC_METHOD_NOT_FOUND, why, &len);
+    struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
+    if (pool_send(c, iov, 2) == -1)
+        log_warn(c->tag, "error answer to the child's request not delivered");
+    free(m);
+    pools.ctr.child_requests++;
+}
+
+static void pool_bridge_flush(void *arg);
+
+void
+pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+{
+    const char *id = line + info->id.off;
+    size_t idlen = info->id.len;
+    const char *cap = pool_ask_capability(info->method);
+    c->asks = true; /* from now on one request at a time (pool_pick) */
+    struct pool_call *owner = NULL;
+    size_t candidates = 0;
+    for (struct pending *p = c->pt.head; p != NULL; p = p->next)
+        if (p->state == PENDING_FORWARDED && p->owner != NULL && pool_may_ask(p->method)) {
+            owner = p->owner;
+            candidates++;
+        }
+    const char *why = NULL;
+    if (cap == NULL)
+        why = "not available: this gateway relays only elicitation, sampling and roots requests "
+              "to 2026-07-28 clients";
+    else if (idlen > pools.cfg->max_id_bytes)
+        why = "request id longer than the gateway's max_id_bytes";
+    else if (candidates != 1 || owner->caps == NULL)
+        why = "not available: the gateway cannot tell which client request this belongs to";
+    else if (owner->nasks >= POOL_ASKS_MAX)
+        why = "too many open requests to the client for this call";
+    else {
+        struct jsonrpc_doc *caps = jsonrpc_doc_parse(owner->caps, owner->caps_len);
+        if (caps == NULL || !jsonrpc_doc_has(caps, cap))
+            why = "the client did not declare this capability in its request";
+        jsonrpc_doc_free(caps);
+    }
+    if (why != NULL) {
+        log_info(c->tag, "child request %s answered with an error: %s", info->method, why);
+        pool_refuse_ask(c, idlen <= pools.cfg->max_id_bytes ? id : NULL,
+                        idlen <= pools.cfg->max_id_bytes ? idlen : 0, why);
+        return;
+    }
+    if (owner->asks == NULL)
+        owner->asks = xcalloc(POOL_ASKS_MAX, sizeof(*owner->asks));
+    struct pool_ask *a = &owner->asks[owner->nasks++];
+    a->child_id = xmemdup(id, idlen);
+    a->child_id_len = idlen;
+    snprintf(a->method, sizeof(a->method), "%s", info->method);
+    if (info->params.len > 0) {
+        a->params = xmemdup(line + info->params.off, info->params.len);
+        a->params_len = info->params.len;
+    }
+    a->key = ++owner->next_key;
+    pools.ctr.asks_bridged++;
+    log_debug(c->tag, "child request %s becomes input request r%u of %s", info->method, a->key,
+              owner->method);
+    /* Questions that come in the same loop turn leave in one round. */
+    if (!owner->due && !owner->held) {
+        owner->due = true;
+        owner->dnext = pools.due;
+        if (pools.due == NULL)
+            loop_defer(pools.l, pool_bridge_flush, NULL);
+        pools.due = owner;
+    }
+}
+
+static void
+pool_unlink_due(struct pool_call *call)
+{
+    for (struct pool_call **q = &pools.due; *q != NULL; q = &(*q)->dnext)
+        if (*q == call) {
+            *q = call->dnext;
+            break;
+        }
+    call->due = false;
+    call->dnext = NULL;
+}
+
+static void
+pool_unlink_held(struct pool_call *call)
+{
+    for (struct pool_call **q = &pools.held; *q != NULL; q = &(*q)->hnext)
+        if (*q == call) {
+            *q = call->hnext;
+            pools.nheld--;
+            break;
+        }
+    call->hnext = NULL;
+    call->held = false;
+    loop_timer_del(call->hold);
+    call->hold = NULL;
+}
+
+static void
+pool_hold_over(void *arg)
+{
+    struct pool_call *call = arg;
+    call->hold = NULL;
+    pools.ctr.held_expired++;
+    log_info(call->c != NULL ? call->c->tag : NULL,
+             "held %s: no retry within input_hold_ms: cancelled", call->method);
+    pool_call_cancel(call, POOL_CANCEL_HOLD);
+}
+
+/*
+ * Sends the call's open questions as one input_required answer on its stream, which ends: the
+ * child's call is held until the client's retry (pool_bridge_resume) or input_hold_ms.
+ */
+static void
+pool_round(struct pool_call *call)
+{
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    struct pending *p = call->p;
+    call->round++;
+    if (call->round == 1 && crypto_random(call->held_id, sizeof call->held_id) == -1)
+        memset(call->held_id, 0, sizeof call->held_id); /* cannot happen */
+    char state[192];
+    pool_seal(call, state);
+    int rc = buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    rc |= buf_append(&b, p->orig_id, p->orig_id_len);
+    rc |= buf_printf(&b, ",\"result\":{\"resultType\":\"input_required\",\"inputRequests\":{");
+    bool first = true;
+    for (size_t i = 0; i < call->nasks; i++) {
+        const struct pool_ask *a = &call->asks[i];
+        if (a->answered)
+            continue;
+        rc |= buf_printf(&b, "%s\"r%u\":{\"method\":\"%s\"", first ? "" : ",", a->key, a->method);
+        if (a->params != NULL) {
+            rc |= buf_printf(&b, ",\"params\":");
+            rc |= buf_append(&b, a->params, a->params_len);
+        }
+        rc |= buf_printf(&b, "}");
+        first = false;
+    }
+    rc |= buf_printf(&b, "},\"requestState\":\"%s\"}}", state);
+    if (rc != 0)
+        fatalx("out of memory building an input round");
+    struct iovec iov = { buf_head(&b), buf_used(&b) };
+    pool_push(call, &iov, 1);
+    buf_clear(&b);
+    pools.ctr.rounds++;
+    /* The stream is done; the call waits for the retry, held. */
+    struct stream *st = call->st;
+    call->st = NULL;
+    st->owner = NULL;
+    stream_end(st);
+    stream_unref(st);
+    if (!call->held) {
+        call->held = true;
+        call->hnext = pools.held;
+        pools.held = call;
+        pools.nheld++;
+    }
+    loop_timer_del(call->hold);
+    call->hold = loop_timer_add(pools.l, call->pool->srv->input_hold_ms, pool_hold_over, call);
+    log_info(call->c->tag, "%s held: input round %u sent to the client", call->method, call->round);
+}
+
+static void
+pool_bridge_flush(void *arg)
+{
+    (void)arg;
+    while (pools.due != NULL) {
+        struct pool_call *call = pools.due;
+        pool_unlink_due(call);
+        if (call->st != NULL && call->p != NULL)
+            pool_round(call);
+    }
+}
+
+void
+pool_bridge_forget(struct pool_call *call)
+{
+    if (call->due)
+        pool_unlink_due(call);
+    if (call->held || call->hold != NULL)
+        pool_unlink_held(call);
+    for (size_t i = 0; i < call->nasks; i++) {
+        struct pool_ask *a = &call->asks[i];
+        if (!a->answered && call->c != NULL)
+            pool_refuse_ask(call->c, a->child_id, a->child_id_len,
+                            "the client's request ended before it answered");
+        free(a->child_id);
+        free(a->params);
+    }
+    free(call->asks);
+    free(call->caps);
+    free(call->principal);
+    free(call->name);
+    call->asks = NULL;
+    call->nasks = 0;
+}
+
+/* --- the retry ------------------------------------------------------------------------------ */
+
+/* Sends the client's answer to one question to the child. */
+static void
+pool_answer_ask(struct pool_call *call, struct pool_ask *a, const char *result, size_t len)
+{
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    struct iovec iov[5] = {
+        { (void *)(uintptr_t)head, sizeof head - 1 },
+        { a->child_id, a->child_id_len },
+        { (void *)(uintptr_t) ",\"result\":", 10 },
+        { (void *)(uintptr_t)result, len },
+        { (void *)(uintptr_t) "}\n", 2 },
+    };
+    if (pool_send(call->c, iov, 5) == -1)
+        log_warn(call->c->tag, "the client's answer to %s not delivered: child stdin full",
+                 a->method);
+    a->answered = true;
+}
+
+struct stream *
+pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *info,
+                   struct pool_meta *meta, enum pool_status *status)
+{
+    const char *why = NULL;
+    struct pool_call *call = pool_unseal(p, body, info, meta, &why);
+    if (call == NULL) {
+        pools.ctr.states_refused++;
+        log_info(NULL, "pool %s: retry refused: %s", p->name, why);
+        meta->why = why;
+        *status = POOL_E_BAD_STATE;
+        return NULL;
+    }
+    /* The held call goes on, as this request: its id, token, log level and capabilities. */
+    struct pending *e = call->p;
+    free(e->orig_id);
+    e->orig_id = xmemdup(body + info->id.off, info->id.len);
+    e->orig_id_len = info->id.len;
+    free(e->token);
+    e->token = NULL;
+    e->token_len = 0;
+    if (info->progress_token.len)
+        pending_set_token(e, body + info->progress_token.off, info->progress_token.len);
+    call->log_level = meta->log_level;
+    free(call->caps);
+    call->caps = xmemdup(body + info->meta_caps.off, info->meta_caps.len);
+    call->caps_len = info->meta_caps.len;
+    pool_unlink_held(call);
+    static uint64_t next_stream_id = 1;
+    call->st = stream_new(next_stream_id++, false, 0);
+    call->st->owner = call;
+    call->st->attached = true;
+    struct stream *st = stream_ref(call->st);
+    pools.ctr.requests++;
+    size_t open_asks = 0;
+    for (size_t i = 0; i < call->nasks; i++) {
+        struct pool_ask *a = &call->asks[i];
+        if (a->answered)
+            continue;
+        char key[16];
+        snprintf(key, sizeof(key), "r%u", a->key);
+        size_t len = 0;
+        char *result = info->input_responses.len > 0 ? jsonrpc_member_json(
+                           body + info->input_responses.off, info->input_responses.len, key, &len)
+                                                     : NULL;
+        if (result != NULL && result[0] == '{')
+            pool_answer_ask(call, a, result, len);
+        else
+            open_asks++; /* not answered (or not a result object): asked again */
+        free(result);
+    }
+    log_info(call->c->tag, "%s resumed by the client's retry (round %u)", call->method,
+             call->round);
+    if (open_asks > 0)
+        pool_round(call);
+    return st;
+}
