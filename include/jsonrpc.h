@@ -229,6 +229,24 @@ char *jsonrpc_discover_from_init(const char *p, size_t n, const char *version, u
  * NULL when p is not an object or has no such member (2026-07-28 inputResponses).
  */
 char *jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len);
+/* subscriptions/listen: what a listener asks for, and what a legacy child supports. */
+#define JSONRPC_LISTEN_TOOLS     1u /* toolsListChanged; tools.listChanged */
+#define JSONRPC_LISTEN_PROMPTS   2u /* promptsListChanged; prompts.listChanged */
+#define JSONRPC_LISTEN_RESOURCES 4u /* resourcesListChanged; resources.listChanged */
+#define JSONRPC_LISTEN_UPDATES   8u /* resourceSubscriptions; resources.subscribe */
+/* The JSONRPC_LISTEN_* flags an initialize response p[0..n) declares. */
+unsigned jsonrpc_listen_caps(const char *p, size_t n);
+/*
+ * A listen request's params object p[0..n): the flags asked for, and the resourceSubscriptions
+ * URIs (a new NULL-terminated array of new strings, or NULL). -1 when notifications is missing
+ * or not an object, or the URIs are not an array of at most max_uris non-empty strings of at most
+ * max_uri_bytes.
+ */
+int jsonrpc_listen_parse(const char *p, size_t n, unsigned *flags, char ***uris, size_t *nuris,
+                         size_t max_uris, size_t max_uri_bytes);
+/* notifications/subscriptions/acknowledged with the agreed flags and URIs, for the listen id. */
+char *jsonrpc_listen_ack_new(const char *id_raw, size_t id_len, unsigned flags, char *const *uris,
+                             size_t nuris, size_t *len);
 /*
  * -32022 UnsupportedProtocolVersionError: data.supported (NULL-terminated list) and
  * data.requested (NULL: null).

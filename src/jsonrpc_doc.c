@@ -348,23 +348,119 @@ jsonrpc_discover_supports(const char *p, size_t n, const char *version)
 
 /*
  * Capabilities a legacy child declared that mean nothing to a 2026-07-28 client through this
- * gateway: resource subscriptions and list-change notifications (subscriptions/listen is not
- * served for legacy children yet) and 2025-11-25 tasks (a different protocol than the tasks
- * extension).
+ * gateway: 2025-11-25 tasks (a different protocol than the tasks extension). listChanged and
+ * subscribe stay: the gateway serves subscriptions/listen for legacy children (pool_listen.c).
  */
 static void
 jsonrpc_modern_caps(json_t *caps)
 {
-    const char *key;
-    json_t *v;
     json_object_del(caps, "tasks");
-    json_object_foreach(caps, key, v)
-    {
-        if (json_is_object(v)) {
-            json_object_del(v, "listChanged");
-            json_object_del(v, "subscribe");
+}
+
+unsigned
+jsonrpc_listen_caps(const char *p, size_t n)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *caps = json_object_get(json_object_get(root, "result"), "capabilities");
+    unsigned flags = 0;
+    if (json_is_true(json_object_get(json_object_get(caps, "tools"), "listChanged")))
+        flags |= JSONRPC_LISTEN_TOOLS;
+    if (json_is_true(json_object_get(json_object_get(caps, "prompts"), "listChanged")))
+        flags |= JSONRPC_LISTEN_PROMPTS;
+    if (json_is_true(json_object_get(json_object_get(caps, "resources"), "listChanged")))
+        flags |= JSONRPC_LISTEN_RESOURCES;
+    if (json_is_true(json_object_get(json_object_get(caps, "resources"), "subscribe")))
+        flags |= JSONRPC_LISTEN_UPDATES;
+    json_decref(root);
+    return flags;
+}
+
+int
+jsonrpc_listen_parse(const char *p, size_t n, unsigned *flags, char ***uris, size_t *nuris,
+                     size_t max_uris, size_t max_uri_bytes)
+{
+    static const char *const keys[] = { "toolsListChanged", "promptsListChanged",
+                                        "resourcesListChanged" };
+    static const unsigned bits[] = { JSONRPC_LISTEN_TOOLS, JSONRPC_LISTEN_PROMPTS,
+                                     JSONRPC_LISTEN_RESOURCES };
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *want = json_object_get(root, "notifications");
+    *flags = 0;
+    *uris = NULL;
+    *nuris = 0;
+    if (!json_is_object(want)) {
+        json_decref(root);
+        return -1;
+    }
+    for (size_t i = 0; i < ARRAY_LEN(keys); i++)
+        if (json_is_true(json_object_get(want, keys[i])))
+            *flags |= bits[i];
+    json_t *list = json_object_get(want, "resourceSubscriptions");
+    int rc = 0;
+    if (list != NULL) {
+        if (!json_is_array(list) || json_array_size(list) > max_uris) {
+            rc = -1;
+        } else {
+            size_t i;
+            json_t *v;
+            *uris = xcalloc(json_array_size(list) + 1, sizeof(char *));
+            json_array_foreach(list, i, v)
+            {
+                if (!json_is_string(v) || json_string_length(v) == 0
+                    || json_string_length(v) > max_uri_bytes
+                    || memchr(json_string_value(v), '\0', json_string_length(v)) != NULL) {
+                    rc = -1;
+                    break;
+                }
+                (*uris)[(*nuris)++] = xstrdup(json_string_value(v));
+            }
+            if (*nuris > 0)
+                *flags |= JSONRPC_LISTEN_UPDATES;
         }
     }
+    json_decref(root);
+    if (rc == -1) {
+        for (size_t i = 0; i < *nuris; i++)
+            free((*uris)[i]);
+        free(*uris);
+        *uris = NULL;
+        *nuris = 0;
+    }
+    return rc;
+}
+
+char *
+jsonrpc_listen_ack_new(const char *id_raw, size_t id_len, unsigned flags, char *const *uris,
+                       size_t nuris, size_t *len)
+{
+    json_t *agreed = json_object();
+    if (flags & JSONRPC_LISTEN_TOOLS)
+        json_object_set_new(agreed, "toolsListChanged", json_true());
+    if (flags & JSONRPC_LISTEN_PROMPTS)
+        json_object_set_new(agreed, "promptsListChanged", json_true());
+    if (flags & JSONRPC_LISTEN_RESOURCES)
+        json_object_set_new(agreed, "resourcesListChanged", json_true());
+    if ((flags & JSONRPC_LISTEN_UPDATES) && nuris > 0) {
+        json_t *list = json_array();
+        for (size_t i = 0; i < nuris; i++)
+            json_array_append_new(list, json_string(uris[i]));
+        json_object_set_new(agreed, "resourceSubscriptions", list);
+    }
+    size_t alen;
+    char *a = jsonrpc_dump_new(agreed, &alen);
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/"
+                               "acknowledged\",\"params\":{\"notifications\":";
+    static const char mid[] = ",\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":";
+    char *buf = xmalloc(sizeof head + alen + sizeof mid + id_len + 4);
+    size_t o = jsonrpc_put(buf, 0, head, sizeof head - 1);
+    o = jsonrpc_put(buf, o, a, alen);
+    o = jsonrpc_put(buf, o, mid, sizeof mid - 1);
+    o = jsonrpc_put(buf, o, id_raw, id_len);
+    o = jsonrpc_put(buf, o, "}}}", 3);
+    buf[o] = '\0';
+    free(a);
+    *len = o;
+    return buf;
 }
 
 char *

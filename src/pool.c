@@ -256,6 +256,7 @@ pool_child_ready(struct pool_child *c)
     c->idle_since_ms = util_now_ms();
     log_info(c->tag, "pool child ready (%s)",
              p->era == CONFIG_ERA_MODERN ? "2026-07-28" : "legacy");
+    pool_listen_child_change(c, false);
     while (p->qhead != NULL && c->state == POOL_CHILD_READY
            && pending_active(&c->pt, PENDING_TO_CHILD) < p->srv->pool_child_max_inflight) {
         struct pool_call *call = p->qhead;
@@ -319,6 +320,7 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     if (c->next != NULL)
         c->next->prev = c->prev;
     p->n_children--;
+    pool_listen_child_change(c, true);
     upstream_close(c->u, why);
     c->u = NULL;
     loop_defer(pools.l, pool_child_free, c);
@@ -476,6 +478,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
         }
         e = next;
     }
+    busy |= c->subs > 0; /* it holds listeners' subscriptions */
     if (busy || c->state != POOL_CHILD_READY)
         c->idle_since_ms = now_ms;
     struct pool *p = c->pool;
@@ -507,7 +510,13 @@ pool_sweep(uint64_t now_ms)
         }
         if (!pools.draining && !p->retired && p->n_children < p->srv->pool_warm_children)
             pool_warm(p);
-        if (p->retired && p->children == NULL && p->qhead == NULL) {
+        uint64_t hb = pools.cfg->heartbeat_s * 1000u;
+        for (struct pool_listen *l = p->listeners; l != NULL; l = l->next) {
+            struct stream *st = l->call->st;
+            if (st != NULL && now_ms - st->last_push_ms >= hb)
+                stream_push_heartbeat(st);
+        }
+        if (p->retired && p->children == NULL && p->qhead == NULL && p->listeners == NULL) {
             *pp = p->next;
             log_debug(NULL, "pool %s of an older configuration: ended", p->name);
             pool_free(p);
@@ -529,6 +538,7 @@ pool_close_all(void)
     pools.draining = true;
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         pool_fail_queue(p, "gateway shutting down");
+        pool_listen_end_all(p);
         while (p->children != NULL) {
             struct pool_child *c = p->children;
             for (struct pending *e = c->pt.head; e != NULL; e = e->next)
@@ -625,6 +635,7 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
     free(p->discover);
     p->discover = d;
     p->discover_len = dlen;
+    p->listen_caps = jsonrpc_listen_caps(line, len);
     static const char initialized[] =
         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
     struct iovec iov = { (void *)(uintptr_t)initialized, sizeof initialized - 1 };

@@ -36,8 +36,30 @@ struct pool_child {
     unsigned over;            /* its streams above stream_queue_bytes (stdout paused while > 0) */
     unsigned invalid_logged;  /* invalid lines logged (a few, then only counted) */
     bool asks;                /* it asked a client something: one request at a time from now */
+    unsigned subs;            /* resource URIs subscribed here for listeners (keeps it running) */
     char tag[96];             /* "pool:NAME#N" in logs */
     struct pool_child *prev, *next;
+};
+
+struct pool_call;
+
+/* A subscriptions/listen of a legacy pool, served by the gateway (pool_listen.c). */
+struct pool_listen {
+    struct pool_call *call; /* its stream; the call has no child */
+    unsigned flags;         /* agreed: JSONRPC_LISTEN_* */
+    char **uris;            /* resourceSubscriptions agreed */
+    size_t nuris;
+    char *id; /* the listen request's id (raw JSON): the subscriptionId */
+    size_t id_len;
+    struct pool_listen *next;
+};
+
+/* A resource URI listeners named, subscribed at one child. */
+struct pool_sub {
+    char *uri;
+    size_t refs;          /* listeners naming it */
+    struct pool_child *c; /* where it is subscribed; NULL while no child is ready */
+    struct pool_sub *next;
 };
 
 /* A question a legacy child asked the client (elicitation, sampling, roots), in a round. */
@@ -72,13 +94,14 @@ struct pool_call {
     struct pool_ask *asks; /* room for POOL_ASKS_MAX, made with the first */
     size_t nasks;
     unsigned next_key;
-    unsigned round;            /* rounds sent so far; a requestState names the current one */
-    unsigned char held_id[16]; /* names the call in its requestState */
-    bool held;                 /* waiting for the client's retry */
-    bool due;                  /* a round is to be sent at the end of this loop turn */
-    struct loop_timer *hold;   /* input_hold_ms */
-    struct pool_call *dnext;   /* pools.due */
-    struct pool_call *hnext;   /* pools.held */
+    unsigned round;             /* rounds sent so far; a requestState names the current one */
+    unsigned char held_id[16];  /* names the call in its requestState */
+    bool held;                  /* waiting for the client's retry */
+    bool due;                   /* a round is to be sent at the end of this loop turn */
+    struct loop_timer *hold;    /* input_hold_ms */
+    struct pool_listen *listen; /* a legacy pool's subscriptions/listen: no child, no entry */
+    struct pool_call *dnext;    /* pools.due */
+    struct pool_call *hnext;    /* pools.held */
 };
 
 struct pool {
@@ -93,6 +116,9 @@ struct pool {
     struct pool_child *children;
     size_t n_children, n_starting;
     struct pool_call *qhead, *qtail; /* waiting for a child to be ready */
+    struct pool_listen *listeners;   /* legacy: subscriptions/listen served by the gateway */
+    struct pool_sub *subs;           /* legacy: resource URIs they named */
+    unsigned listen_caps;            /* legacy: JSONRPC_LISTEN_* its initialize declared */
     size_t queued;
     uint64_t fail_until_ms; /* a failure within the last minute: starts count as restarts */
     uint64_t window_ms;     /* the current minute of the restart budget */
@@ -188,5 +214,17 @@ void pool_bridge_note(struct pool_call *call, const char *body, const struct jso
                       const struct pool_meta *meta);
 /* Forgets the call's rounds: open questions answered to the child with an error, timers stopped. */
 void pool_bridge_forget(struct pool_call *call);
+
+/* pool_listen.c: subscriptions/listen for legacy pools */
+/* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */
+bool pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_info *info);
+/* The listener is gone (pool_call_end calls this): its URIs released. */
+void pool_listen_forget(struct pool_call *call);
+/* Shutdown: every listener of p gets its graceful end. */
+void pool_listen_end_all(struct pool *p);
+/* A list change or resources/updated from c: to the listeners that asked; false if none did. */
+bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* c became ready (subscriptions waiting for a child go there) or is gone (its go elsewhere). */
+void pool_listen_child_change(struct pool_child *c, bool gone);
 
 #endif

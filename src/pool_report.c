@@ -55,6 +55,16 @@ pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
     buf_out_printf(o, "]}");
 }
 
+/* Calls of p held for their client's retry. */
+static size_t
+pool_held_in(const struct pool *p)
+{
+    size_t n = 0;
+    for (const struct pool_call *call = pools.held; call != NULL; call = call->hnext)
+        n += call->pool == p;
+    return n;
+}
+
 int
 pool_admin_json(struct buf *b, size_t max)
 {
@@ -64,11 +74,17 @@ pool_admin_json(struct buf *b, size_t max)
     size_t omitted = 0;
     buf_out_printf(&o, "[");
     for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
+        size_t listeners = 0, subs = 0;
+        for (const struct pool_listen *l = p->listeners; l != NULL; l = l->next)
+            listeners++;
+        for (const struct pool_sub *sub = p->subs; sub != NULL; sub = sub->next)
+            subs++;
         buf_out_printf(&o,
                        "%s{\"server\":\"%s\",\"era\":\"%s\",\"retired\":%s,\"queued\":%zu,"
+                       "\"held\":%zu,\"listeners\":%zu,\"resource_subscriptions\":%zu,"
                        "\"children\":[",
                        p == pools.pools ? "" : ",", p->name, pool_eras[p->era],
-                       p->retired ? "true" : "false", p->queued);
+                       p->retired ? "true" : "false", p->queued, pool_held_in(p), listeners, subs);
         bool first = true;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next) {
             /* Each child whole or not at all (room is kept for the closing brackets). */

@@ -48,9 +48,16 @@ static const char *const pool_removed[] = {
 
 /* The revision's core requests a legacy child also serves (server/discover is the gateway's). */
 static const char *const pool_core[] = {
-    "server/discover", "tools/list",     "tools/call",
-    "resources/list",  "resources/read", "resources/templates/list",
-    "prompts/list",    "prompts/get",    "completion/complete",
+    "subscriptions/listen",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
 };
 
 /* Results a shared cache may keep: they get ttlMs and cacheScope where missing. */
@@ -149,6 +156,7 @@ pool_call_end(struct pool_call *call)
 {
     pool_drained(call);
     pool_bridge_forget(call);
+    pool_listen_forget(call);
     if (call->p != NULL) {
         call->p->owner = NULL;
         loop_timer_del(call->p->timer);
@@ -247,7 +255,9 @@ pool_stream_detach(struct stream *st)
         /* Closing the stream is the cancel (checklist C-12): at once, no grace. */
         st->dropped = true;
         stream_discard(st);
-        if (call->c == NULL) {
+        if (call->listen != NULL) {
+            pool_call_end(call); /* a listener: the subscription ends */
+        } else if (call->c == NULL) {
             struct pool *p = call->pool;
             struct pool_call **q = &p->qhead, *prev = NULL;
             while (*q != NULL && *q != call) {
@@ -350,6 +360,13 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
         pool_discover_answer(call, body + info->id.off, info->id.len);
         return 0;
     }
+    if (call->pool->era == CONFIG_ERA_LEGACY && strcmp(info->method, "subscriptions/listen") == 0) {
+        if (!pool_listen_open(call, body, info))
+            pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS,
+                            "params.notifications must be an object; resourceSubscriptions at "
+                            "most 256 URIs of at most 2048 bytes");
+        return 0;
+    }
     pool_make_room(c);
     struct pending *p = pending_add(&c->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
                                     info->method, 0, util_now_ms());
@@ -427,6 +444,13 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         return;
     }
     struct pool_call *call = p->owner;
+    if (call == NULL && p->state == PENDING_FORWARDED) {
+        /* The gateway's own request (a listener's resources/subscribe or unsubscribe). */
+        if (info->kind == JSONRPC_ERROR)
+            log_warn(c->tag, "child refused the gateway's %s", p->method);
+        pending_del(&c->pt, p);
+        return;
+    }
     if (p->state == PENDING_CANCELLED || call == NULL) {
         pools.ctr.late_dropped++;
         pending_del(&c->pt, p);
@@ -621,7 +645,8 @@ pool_child_message(struct pool_child *c, char *line, size_t len)
         pool_child_progress(c, line, len, &info);
     else if (strcmp(info.method, "notifications/message") == 0)
         pool_child_log(c, line, len, &info);
-    else if (strcmp(info.method, "notifications/cancelled") != 0)
+    else if (strcmp(info.method, "notifications/cancelled") != 0
+             && (c->pool->era != CONFIG_ERA_LEGACY || !pool_listen_notify(c, line, &info)))
         pools.ctr.unattributed++;
 }
 

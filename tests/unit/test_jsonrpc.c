@@ -999,8 +999,11 @@ Test(jsonrpc, modern_builders)
                      "2026-07-28");
     json_t *caps = json_object_get(js, "capabilities");
     cr_expect_not_null(json_object_get(caps, "tools"));
-    cr_expect_null(json_object_get(json_object_get(caps, "tools"), "listChanged"));
-    cr_expect_null(json_object_get(json_object_get(caps, "resources"), "subscribe"));
+    /* listChanged and subscribe stay (the gateway serves subscriptions/listen); tasks go. */
+    cr_expect(json_is_true(json_object_get(json_object_get(caps, "tools"), "listChanged")));
+    cr_expect(json_is_true(json_object_get(json_object_get(caps, "resources"), "subscribe")));
+    cr_expect_eq(jsonrpc_listen_caps(init, strlen(init)),
+                 JSONRPC_LISTEN_TOOLS | JSONRPC_LISTEN_UPDATES);
     cr_expect_null(json_object_get(caps, "tasks"));
     cr_expect_eq(json_integer_value(json_object_get(js, "ttlMs")), 5);
     cr_expect_str_eq(json_string_value(json_object_get(js, "cacheScope")), "public");

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * subscriptions/listen (checklist X-06) for legacy pools, served by the gateway itself: a legacy
+ * child knows nothing of it. A listen request becomes a listener of its pool, on the request's
+ * long-lived stream: first notifications/subscriptions/acknowledged with what was agreed (what
+ * was asked, as far as the server's initialize declared it: tools, prompts and resources
+ * listChanged, resources subscribe), then every list change any child of the pool reports, and
+ * notifications/resources/updated for the URIs it named, each carrying
+ * _meta["io.modelcontextprotocol/subscriptionId"] = the listen request's id. A list change goes
+ * to every listener that asked for it: it is a fact about the server, not about a request. A
+ * child that reports the same change as another sends it again: listeners may see it twice.
+ *
+ * A URI is subscribed (resources/subscribe) at one child of the pool, whichever is least busy,
+ * while at least one listener names it (reference-counted); the last listener to leave
+ * unsubscribes it; a child that ends takes its subscriptions to another child. Closing the stream
+ * ends the listener; at shutdown each listener gets the graceful end, a complete result.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "pool_int.h"
+
+#define POOL_LISTEN_URIS_MAX 256  /* resourceSubscriptions of one listen request */
+#define POOL_LISTEN_URI_MAX  2048 /* bytes of one URI */
+
+/* --- subscriptions at the children ----------------------------------------------------------- */
+
+/* Sends c a resources/subscribe or resources/unsubscribe of uri, as the gateway's own request. */
+static void
+pool_sub_send(struct pool_child *c, const char *method, const char *uri)
+{
+    struct pending *e = pending_add(&c->pt, PENDING_TO_CHILD, "0", 1, method, 0, util_now_ms());
+    size_t qlen;
+    char *q = jsonrpc_quote(uri, &qlen);
+    char head[96];
+    int hlen = snprintf(head, sizeof(head),
+                        "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"%s\",\"params\":{"
+                        "\"uri\":",
+                        e->gw_id, method);
+    struct iovec iov[3] = { { head, (size_t)hlen },
+                            { q, qlen },
+                            { (void *)(uintptr_t) "}}\n", 3 } };
+    if (pool_send(c, iov, 3) == -1) {
+        log_warn(c->tag, "%s not delivered: child stdin full", method);
+        pending_del(&c->pt, e);
+    }
+    free(q);
+}
+
+/* Holds sub at a ready child (the least busy); none ready: it waits for the next one. */
+static void
+pool_sub_place(struct pool *p, struct pool_sub *sub)
+{
+    struct pool_child *best = NULL;
+    size_t min = SIZE_MAX;
+    for (struct pool_child *c = p->children; c != NULL; c = c->next)
+        if (c->state == POOL_CHILD_READY && pending_active(&c->pt, PENDING_TO_CHILD) < min) {
+            best = c;
+            min = pending_active(&c->pt, PENDING_TO_CHILD);
+        }
+    sub->c = best;
+    if (best == NULL)
+        return;
+    best->subs++;
+    pool_sub_send(best, "resources/subscribe", sub->uri);
+}
+
+static void
+pool_sub_ref(struct pool *p, const char *uri)
+{
+    for (struct pool_sub *s = p->subs; s != NULL; s = s->next)
+        if (strcmp(s->uri, uri) == 0) {
+            s->refs++;
+            return;
+        }
+    struct pool_sub *s = xcalloc(1, sizeof(*s));
+    s->uri = xstrdup(uri);
+    s->refs = 1;
+    s->next = p->subs;
+    p->subs = s;
+    pool_sub_place(p, s);
+}
+
+static void
+pool_sub_unref(struct pool *p, const char *uri)
+{
+    for (struct pool_sub **q = &p->subs; *q != NULL; q = &(*q)->next) {
+        struct pool_sub *s = *q;
+        if (strcmp(s->uri, uri) != 0)
+            continue;
+        if (--s->refs > 0)
+            return;
+        *q = s->next;
+        if (s->c != NULL) {
+            s->c->subs--;
+            pool_sub_send(s->c, "resources/unsubscribe", s->uri);
+        }
+        free(s->uri);
+        free(s);
+        return;
+    }
+}
+
+void
+pool_listen_child_change(struct pool_child *c, bool gone)
+{
+    struct pool *p = c->pool;
+    for (struct pool_sub *s = p->subs; s != NULL; s = s->next) {
+        if (gone && s->c == c) {
+            s->c = NULL; /* its subscriptions go to another child */
+            pool_sub_place(p, s);
+        } else if (!gone && s->c == NULL) {
+            pool_sub_place(p, s); /* a child is ready for those that waited */
+        }
+    }
+}
+
+/* --- listeners ------------------------------------------------------------------------------ */
+
+bool
+pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_info *info)
+{
+    struct pool *p = call->pool;
+    unsigned asked = 0;
+    char **uris = NULL;
+    size_t nuris = 0;
+    if (info->params.len == 0
+        || jsonrpc_listen_parse(body + info->params.off, info->params.len, &asked, &uris, &nuris,
+                                POOL_LISTEN_URIS_MAX, POOL_LISTEN_URI_MAX)
+               == -1)
+        return false;
+    struct pool_listen *l = xcalloc(1, sizeof(*l));
+    l->flags = asked & p->listen_caps;
+    if (l->flags & JSONRPC_LISTEN_UPDATES) {
+        l->uris = uris;
+        l->nuris = nuris;
+    } else {
+        for (size_t i = 0; i < nuris; i++)
+            free(uris[i]);
+        free(uris);
+    }
+    l->id = xmemdup(body + info->id.off, info->id.len);
+    l->id_len = info->id.len;
+    l->call = call;
+    l->next = p->listeners;
+    p->listeners = l;
+    call->listen = l;
+    size_t len;
+    char *ack = jsonrpc_listen_ack_new(l->id, l->id_len, l->flags, l->uris, l->nuris, &len);
+    struct iovec iov = { ack, len };
+    pool_push(call, &iov, 1);
+    free(ack);
+    for (size_t i = 0; i < l->nuris; i++)
+        pool_sub_ref(p, l->uris[i]);
+    log_info(NULL, "pool %s: listener %.*s: flags %u, %zu resource URIs", p->name,
+             (int)(l->id_len > 64 ? 64 : l->id_len), l->id, l->flags, l->nuris);
+    return true;
+}
+
+void
+pool_listen_forget(struct pool_call *call)
+{
+    struct pool_listen *l = call->listen;
+    if (l == NULL)
+        return;
+    struct pool *p = call->pool;
+    for (struct pool_listen **q = &p->listeners; *q != NULL; q = &(*q)->next)
+        if (*q == l) {
+            *q = l->next;
+            break;
+        }
+    for (size_t i = 0; i < l->nuris; i++) {
+        pool_sub_unref(p, l->uris[i]);
+        free(l->uris[i]);
+    }
+    free(l->uris);
+    free(l->id);
+    free(l);
+    call->listen = NULL;
+}
+
+void
+pool_listen_end_all(struct pool *p)
+{
+    while (p->listeners != NULL) {
+        struct pool_listen *l = p->listeners;
+        /* The graceful end: a complete result naming the subscription. */
+        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+        static const char mid[] = ",\"result\":{\"resultType\":\"complete\",\"_meta\":{"
+                                  "\"io.modelcontextprotocol/subscriptionId\":";
+        struct iovec iov[5] = {
+            { (void *)(uintptr_t)head, sizeof head - 1 },
+            { l->id, l->id_len },
+            { (void *)(uintptr_t)mid, sizeof mid - 1 },
+            { l->id, l->id_len },
+            { (void *)(uintptr_t) "}}}", 3 },
+        };
+        pool_push(l->call, iov, 5);
+        pool_call_end(l->call); /* forgets l */
+    }
+}
+
+/* Pushes a notification carrying the listener's subscription id: head, id, tail. */
+static void
+pool_listen_push(struct pool_listen *l, const char *head, size_t hlen, const char *mid, size_t mlen)
+{
+    struct iovec iov[4] = {
+        { (void *)(uintptr_t)head, hlen },
+        { (void *)(uintptr_t)mid, mlen },
+        { l->id, l->id_len },
+        { (void *)(uintptr_t) "}}}", 3 },
+    };
+    pool_push(l->call, iov, 4);
+}
+
+bool
+pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+{
+    static const struct {
+        const char *method;
+        unsigned flag;
+    } lists[] = {
+        { "notifications/tools/list_changed", JSONRPC_LISTEN_TOOLS },
+        { "notifications/prompts/list_changed", JSONRPC_LISTEN_PROMPTS },
+        { "notifications/resources/list_changed", JSONRPC_LISTEN_RESOURCES },
+    };
+    static const char meta[] = "{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":";
+    struct pool *p = c->pool;
+    size_t sent = 0;
+    for (size_t i = 0; i < ARRAY_LEN(lists); i++) {
+        if (strcmp(info->method, lists[i].method) != 0)
+            continue;
+        char head[96];
+        int hlen = snprintf(head, sizeof(head),
+                            "{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":", lists[i].method);
+        for (struct pool_listen *l = p->listeners; l != NULL; l = l->next)
+            if (l->flags & lists[i].flag) {
+                pool_listen_push(l, head, (size_t)hlen, meta, sizeof meta - 1);
+                sent++;
+            }
+        return sent > 0;
+    }
+    char uri[POOL_LISTEN_URI_MAX + 1];
+    if (strcmp(info->method, "notifications/resources/updated") != 0 || info->uri.len == 0
+        || !jsonrpc_string_at(line, info->uri, uri, sizeof(uri), NULL))
+        return false;
+    /* {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":<raw>,"_meta":…
+     */
+    struct buf b;
+    buf_init(&b, POOL_LISTEN_URI_MAX * 8);
+    if (buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\","
+                       "\"params\":{\"uri\":")
+            == -1
+        || buf_append(&b, line + info->uri.off, info->uri.len) == -1) {
+        buf_clear(&b);
+        return false;
+    }
+    static const char umeta[] = ",\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":";
+    for (struct pool_listen *l = p->listeners; l != NULL; l = l->next)
+        for (size_t i = 0; i < l->nuris; i++)
+            if (strcmp(l->uris[i], uri) == 0) {
+                pool_listen_push(l, buf_head(&b), buf_used(&b), umeta, sizeof umeta - 1);
+                sent++;
+                break;
+            }
+    buf_clear(&b);
+    return sent > 0;
+}
