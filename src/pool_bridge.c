@@ -14,9 +14,9 @@
  *
  * Attribution is exact: a child's request becomes a question only when exactly one request that
  * may answer input_required (tools/call, prompts/get, resources/read) is in flight on that child.
- * A child that has asked once is leased to one request at a time from then on (pool.c picks no
- * other request for it while it has one), so later questions are always attributable; any other
- * is answered to the child with an error and counted. So is a question the request's own _meta
+ * A child that has asked once on behalf of a request is leased to one request at a time from
+ * then on (pool.c picks no other request for it while it has one), so later questions are always
+ * attributable; any other is answered to the child with an error and counted. So is a question the request's own _meta
  * did not declare the capability for (V-04), or one past POOL_ASKS_MAX.
  *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
@@ -266,7 +266,6 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
     const char *id = line + info->id.off;
     size_t idlen = info->id.len;
     const char *cap = pool_ask_capability(info->method);
-    c->asks = true; /* from now on one request at a time (pool_pick) */
     struct pool_call *owner = NULL;
     size_t candidates = 0;
     for (struct pending *p = c->pt.head; p != NULL; p = p->next)
@@ -274,6 +273,13 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
             owner = p->owner;
             candidates++;
         }
+    /*
+     * A question asked on behalf of a request: one request at a time from now (pool_pick), so
+     * the next is attributable. One asked with no request in flight (server-everything asks for
+     * roots right after initialize) says nothing of the requests: no lease.
+     */
+    if (cap != NULL && candidates > 0)
+        c->asks = true;
     const char *why = NULL;
     if (cap == NULL)
         why = "not available: this gateway relays only elicitation, sampling and roots requests "

@@ -362,10 +362,13 @@ test('404 -32601: methods the revision removed, and methods a legacy child canno
     await refused(await mpost(gw, m), { status: 404, code: -32601, id: m.id, what: `removed ${method}` });
   }
   // Not core, so a legacy child has none of them.
-  for (const method of ['no/such/method', 'subscriptions/listen', 'tasks/get']) {
+  for (const method of ['no/such/method', 'tasks/get']) {
     const m = mreq(method, method === 'tasks/get' ? { taskId: 't' } : {});
     await refused(await mpost(gw, m), { status: 404, code: -32601, id: m.id, what: `${method} on a legacy pool` });
   }
+  // subscriptions/listen is the gateway's own for a legacy pool: without params.notifications, -32602.
+  const l = mreq('subscriptions/listen', {});
+  await refused(await mpost(gw, l), { status: 400, code: -32602, id: l.id, what: 'a listen without notifications' });
   assert.ok(!childMsgs().some((x) => x.method === 'no/such/method'), 'not forwarded');
 });
 
