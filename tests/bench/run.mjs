@@ -8,11 +8,12 @@
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
 // --only name,name (scenarios: echo1, echo1m, echo16x4, echo16x4m, init, large, cancel, disconnect,
-// disconnectm, hold1000m, idle, hold; the names ending in m are 2026-07-28 "modern" requests).
+// disconnectm, hold1000m, elicitm, idle, hold; the names ending in m are 2026-07-28 "modern" requests).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,13 +40,17 @@ const jsonOut = value('--json', null);
 
 const P = quick
   ? { dur: 2, warm: 0.5, init: 30, cancel: 30, disc: 30, discTimeout: 1000, idle: 200, idleGw: 1000, overshoot: 50,
-      large: [[1 << 20, 5], [10 << 20, 2]], hold: 0, pending: 1000, pendingPool: 8, pendingDelay: 3000 }
+      large: [[1 << 20, 5], [10 << 20, 2]], hold: 0, pending: 1000, pendingPool: 8, pendingDelay: 3000,
+      elicit: { dur: 2, warm: 0.5, maxRounds: 20000 } }
   : { dur: 5, warm: 1, init: 200, cancel: 200, disc: 100, discTimeout: 2000, idle: 1000, idleGw: 1000, overshoot: 50,
-      large: [[1 << 20, 10], [10 << 20, 5], [100 << 20, 3, 1]], hold: 10000, pending: 1000, pendingPool: 8, pendingDelay: 5000 };
+      large: [[1 << 20, 10], [10 << 20, 5], [100 << 20, 3, 1]], hold: 10000, pending: 1000, pendingPool: 8, pendingDelay: 5000,
+      elicit: { dur: 5, warm: 1, maxRounds: 100000 } };
 // large: [bytes, requests, requests for supergateway (which then runs in the first round only)]:
 // supergateway needs about two minutes for one 100 MB result here.
 // pending: 2026-07-28 requests held in flight at once (hold1000m), on a pool of pendingPool children,
 // each an echo answered pendingDelay ms after the child read it.
+// elicit: one elicitation round at a time for dur seconds after warm seconds (elicitm), at most
+// maxRounds rounds.
 
 // ---- build and locate ----
 const log = (...a) => process.stderr.write(`${a.join(' ')}\n`);
@@ -255,6 +260,164 @@ function loadgen(mode, args, timeoutMs = 600000, pin = false) {
   });
 }
 
+// ---- one elicitation round, driven from here (elicitm) ----
+// The example server's tool `elicit` (no arguments) sends the client one elicitation/create and
+// answers with the client's result as JSON. Two ways through the gateway, each on its own fresh
+// gateway: "bridged" (2026-07-28: the question comes back as an input_required result and the
+// client's retry carries the answer) and "legacy" (a 2025-11-25 session: the question arrives on
+// the call's SSE stream and the client POSTs its response). The client answers at once, so a
+// round's time is gateway + child + HTTP (and this Node driver).
+const CLK_TCK = (() => {
+  try { return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100; } catch { return 100; }
+})();
+/** utime+stime of pid in µs (clock-tick resolution), as the load generator reads it. */
+function cpuUs(pid) {
+  const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK;
+}
+const ELICIT_CONTENT = { name: 'bench' };
+const nowUs = () => Number(process.hrtime.bigint()) / 1000;
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+
+/** One POST of a JSON-RPC body; the answer's messages (one JSON object, or every SSE data event,
+ * each also given to onMsg as it arrives). Rejects on a socket error or after timeoutMs. */
+function rpcPost(agent, url, headers, body, onMsg = null, timeoutMs = 10000) {
+  return new Promise((resolve, reject) => {
+    const data = Buffer.from(JSON.stringify(body));
+    const req = http.request(url, {
+      method: 'POST', agent,
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Content-Length': data.length, ...headers },
+    }, (res) => {
+      const sse = /^text\/event-stream/.test(res.headers['content-type'] || '');
+      const msgs = [];
+      let buf = '';
+      const take = (block) => {
+        const d = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+        if (!d) return; // the priming event, a comment
+        const m = JSON.parse(d);
+        msgs.push(m);
+        if (onMsg) onMsg(m);
+      };
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => {
+        buf = (buf + chunk).replace(/\r\n/g, '\n');
+        if (!sse) return;
+        try {
+          for (let i; (i = buf.indexOf('\n\n')) >= 0;) { take(buf.slice(0, i)); buf = buf.slice(i + 2); }
+        } catch (e) { req.destroy(new Error(`bad SSE event: ${e.message}: ${buf.slice(0, 300)}`)); }
+      });
+      res.on('end', () => {
+        try {
+          if (sse && buf.trim()) take(buf);
+          else if (buf.trim()) { const m = JSON.parse(buf); msgs.push(m); if (onMsg) onMsg(m); }
+        } catch (e) { return reject(new Error(`HTTP ${res.statusCode}, not JSON: ${buf.slice(0, 300)}`)); }
+        resolve({ status: res.statusCode, headers: res.headers, msgs });
+      });
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+/** The final answer's check: the tool's text is the JSON of the result the client gave. */
+function checkElicitAnswer(m, what) {
+  const text = m?.result?.content?.[0]?.text;
+  let ok = false;
+  try { ok = JSON.stringify(JSON.parse(text)) === JSON.stringify({ action: 'accept', content: ELICIT_CONTENT }); } catch { /* not JSON */ }
+  if (!ok || m.result.isError) throw new Error(`${what}: unexpected final answer ${JSON.stringify(m).slice(0, 400)}`);
+}
+
+const MODERN_META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+const MODERN_HEADERS = { 'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'elicit' };
+
+/** A function doing one bridged round (two POSTs), returning its time in µs. */
+function bridgedRounds(agent, url) {
+  let next = 1;
+  return async () => {
+    const id1 = `b${next++}`;
+    const t0 = nowUs();
+    const r1 = await rpcPost(agent, url, MODERN_HEADERS, { jsonrpc: '2.0', id: id1, method: 'tools/call', params: { name: 'elicit', arguments: {}, _meta: MODERN_META } });
+    const a1 = r1.msgs.find((m) => m.id === id1);
+    const reqs = a1?.result?.inputRequests;
+    if (r1.status !== 200 || a1?.result?.resultType !== 'input_required' || !reqs || Object.values(reqs).some((q) => q.method !== 'elicitation/create') || typeof a1.result.requestState !== 'string') {
+      throw new Error(`bridged: expected input_required, got HTTP ${r1.status} ${JSON.stringify(r1.msgs).slice(0, 400)}`);
+    }
+    const inputResponses = Object.fromEntries(Object.keys(reqs).map((k) => [k, { action: 'accept', content: ELICIT_CONTENT }]));
+    const id2 = `b${next++}`;
+    const r2 = await rpcPost(agent, url, MODERN_HEADERS, { jsonrpc: '2.0', id: id2, method: 'tools/call', params: { name: 'elicit', arguments: {}, inputResponses, requestState: a1.result.requestState, _meta: MODERN_META } });
+    const t1 = nowUs();
+    const a2 = r2.msgs.find((m) => m.id === id2);
+    if (r2.status !== 200 || a2?.result?.resultType !== 'complete') throw new Error(`bridged retry: expected complete, got HTTP ${r2.status} ${JSON.stringify(r2.msgs).slice(0, 400)}`);
+    checkElicitAnswer(a2, 'bridged retry');
+    return t1 - t0;
+  };
+}
+
+/** A 2025-11-25 session declaring elicitation; then a function doing one round on it (the call's
+ * stream brings the question, a second POST answers it, the answer comes on the first stream). */
+async function legacyRounds(agent, url) {
+  const V = '2025-11-25';
+  const init = await rpcPost(agent, url, { 'MCP-Protocol-Version': V }, {
+    jsonrpc: '2.0', id: 0, method: 'initialize',
+    params: { protocolVersion: V, capabilities: { elicitation: {} }, clientInfo: { name: 'bench-elicit', version: '1' } },
+  });
+  const sid = init.headers['mcp-session-id'];
+  if (init.status !== 200 || !sid || !init.msgs.some((m) => m.id === 0 && m.result)) throw new Error(`legacy initialize: HTTP ${init.status} ${JSON.stringify(init.msgs).slice(0, 300)}`);
+  const h = { 'MCP-Protocol-Version': V, 'Mcp-Session-Id': sid };
+  const n = await rpcPost(agent, url, h, { jsonrpc: '2.0', method: 'notifications/initialized' });
+  if (n.status !== 202) throw new Error(`legacy notifications/initialized: HTTP ${n.status}`);
+  let next = 1;
+  return async () => {
+    const id = `l${next++}`;
+    let reply = null;
+    let t1 = null;
+    let answer = null;
+    const t0 = nowUs();
+    const r = await rpcPost(agent, url, h, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'elicit', arguments: {} } }, (m) => {
+      if (m.method === 'elicitation/create' && m.id !== undefined && reply === null) {
+        reply = rpcPost(agent, url, h, { jsonrpc: '2.0', id: m.id, result: { action: 'accept', content: ELICIT_CONTENT } }).catch((e) => ({ error: e }));
+      } else if (m.id === id && answer === null) {
+        t1 = nowUs();
+        answer = m;
+      }
+    });
+    const rr = reply ? await reply : null;
+    if (!rr) throw new Error(`legacy: no elicitation/create on the call's stream: HTTP ${r.status} ${JSON.stringify(r.msgs).slice(0, 400)}`);
+    if (rr.error) throw new Error(`legacy: the response POST failed: ${rr.error.message}`);
+    if (rr.status !== 202) throw new Error(`legacy: the response POST got HTTP ${rr.status} ${JSON.stringify(rr.msgs).slice(0, 300)}`);
+    if (!answer) throw new Error(`legacy: no answer on the call's stream: HTTP ${r.status} ${JSON.stringify(r.msgs).slice(0, 400)}`);
+    checkElicitAnswer(answer, 'legacy');
+    return t1 - t0;
+  };
+}
+
+/** Sequential rounds on server s: a warm-up, then the measured window (at most maxRounds). */
+async function elicitRun(s, way, { dur, warm, maxRounds }) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+  try {
+    const round = way === 'bridged' ? bridgedRounds(agent, s.url) : await legacyRounds(agent, s.url);
+    const tw = Date.now();
+    for (let i = 0; i < 3 || Date.now() - tw < warm * 1000; i++) await round();
+    const cpu0 = cpuUs(s.pid);
+    const t0 = nowUs();
+    const lat = [];
+    while (nowUs() - t0 < dur * 1e6 && lat.length < maxRounds) lat.push(await round());
+    const seconds = (nowUs() - t0) / 1e6;
+    const cpu = cpuUs(s.pid) - cpu0;
+    lat.sort((a, b) => a - b);
+    return {
+      way, samples: lat.length, seconds, rounds_per_s: lat.length / seconds,
+      p50_us: pct(lat, 50), p99_us: pct(lat, 99), max_us: lat[lat.length - 1],
+      server_cpu_us: cpu, server_cpu_us_per_round: cpu / lat.length, clk_tck: CLK_TCK,
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
 // ---- scenarios ----
 // Each: contenders it runs for, and run(contender) -> the loadgen result (plus extras).
 // opts.track: snapshot the server's descendants every 2 s, so that children a crashed server
@@ -344,6 +507,14 @@ const scenarios = [
         stderr_tail: s.stderr().split('\n').filter((l) => l.trim() && !l.startsWith('bench-listen')).slice(-6).join(' / ').slice(0, 600),
       }));
     },
+  },
+  {
+    // One elicitation round (tool `elicit`, answered at once), sequential rounds on one keep-alive
+    // agent, each way on its own fresh gateway (era = legacy, one warm pool child, so no probe or
+    // spawn is timed): bridged = 2026-07-28 input_required + retry; legacy = a 2025-11-25 session's
+    // SSE question and response POST. Gateway only (the contenders are the two ways).
+    name: 'elicitm', who: ['bridged', 'legacy'],
+    run: (c) => withServer('gateway', { pool: { warm: 1 } }, (s) => elicitRun(s, c, P.elicit)),
   },
   {
     // Idle sessions: the gateway at max_sessions = N with N + overshoot attempts (expects 503s),
@@ -538,6 +709,21 @@ if (has('hold1000m')) {
   row(`${n} modern requests: seconds to get all in flight`, 'hold1000m', inFlight((r) => r.in_flight_seconds), { noRatio: true });
   row(`${n} modern requests: server CPU per request (µs)`, 'hold1000m', cpuPerReq, { noRatio: true });
 }
+if (has('elicitm')) {
+  // The two ways of one elicitation round, both the gateway's (G column); the ratio rows divide the
+  // bridged median by the legacy median of the same run.
+  const way = (w, f) => stat('elicitm', w, f);
+  const wayRow = (label, f) => {
+    const b = way('bridged', f);
+    const l = way('legacy', f);
+    rows.push([`elicitation round, bridged (2026-07-28 input_required + retry): ${label}`, cell(b), '—', '—', '—', '—', '', '']);
+    rows.push([`elicitation round, legacy session (2025-11-25 SSE + response POST): ${label}`, cell(l), '—', '—', '—', '—', '', '']);
+    rows.push([`elicitation round, bridged/legacy: ${label.replace(/ \(µs[^)]*\)/, '')}`, fmtRatio(ratio(b, l)), '—', '—', '—', '—', '', '']);
+  };
+  wayRow('p50 latency (µs)', lat('p50_us'));
+  wayRow('p99 latency (µs)', lat('p99_us'));
+  wayRow('gateway CPU per round (µs, server process only)', (r) => r.server_cpu_us_per_round);
+}
 
 const head = ['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'];
 const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
@@ -571,6 +757,12 @@ if (['echo1m', 'echo16x4m'].some((sc) => results[sc]?.direct)) {
 if (['echo1m', 'echo16x4m'].some((sc) => results[sc]?.supergateway)) {
   notes.push(`modern echo, supergateway (S): ${versions.supergateway} serves each 2026-07-28 request with a child it spawns for that request (a tools/list to it, then the call) and stops afterwards; its answers lack resultType (the load generator checks only the id and the result).`);
 }
+for (const [i, r] of ['bridged', 'legacy'].flatMap((w) => (results.elicitm?.[w] || []).map((x, k) => [k, x]))) {
+  if (!r.failed) notes.push(`elicitm ${r.way}, round ${i + 1}: ${r.samples} rounds in ${r.seconds.toFixed(1)} s (${r.rounds_per_s.toFixed(0)}/s), p50 ${r.p50_us.toFixed(0)} µs, p99 ${r.p99_us.toFixed(0)} µs, max ${r.max_us.toFixed(0)} µs, gateway CPU ${(r.server_cpu_us / 1000).toFixed(0)} ms (clock ticks of 1/${r.clk_tck} s).`);
+}
+if (results.elicitm) {
+  notes.push('elicitation round (elicitm): tool `elicit` of the example server, one round at a time from run.mjs (Node http, keep-alive), each way on its own fresh gateway (era = legacy, pool_warm_children = 1); the client answers at once, so a round\'s time is gateway + child + HTTP (+ the Node driver), with no client handler time. Bridged: a POST with clientCapabilities.elicitation gets input_required (the child\'s elicitation/create), then the retry (new id, inputResponses, the same requestState) gets the result: two POSTs, two JSON answers. Legacy: a 2025-11-25 session (initialized before the window) POSTs the call, reads the question on its SSE stream, POSTs the response (202), and the answer ends that stream. Gateway CPU: its own process only, children excluded.');
+}
 
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [])[1] || '?';
 console.log(`mcp-gateway benchmark (${quick ? 'quick' : 'full'}, ${rounds} round${rounds > 1 ? 's' : ''}, ${seconds.toFixed(0)} s)`);
@@ -582,7 +774,8 @@ for (const n of [...new Set(notes)]) console.log(`- ${n}`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, versions, params: P, results }, null, 1));
 // Figures are never asserted (shared, noisy machines); a scenario the gateway or the direct floor
 // could not run at all is a broken benchmark, and CI's quick run must say so.
-const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct'].flatMap((c) => (byC[c] || []).filter((r) => r.failed).map((r) => `${sc} ${c}: ${r.failed}`)));
+// (elicitm's contenders, bridged and legacy, are both the gateway.)
+const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct', 'bridged', 'legacy'].flatMap((c) => (byC[c] || []).filter((r) => r.failed).map((r) => `${sc} ${c}: ${r.failed}`)));
 // A gateway that did not survive its 1,000 modern requests in flight cannot run that scenario.
 for (const r of results.hold1000m?.gateway || []) if (!r.failed && !r.server_alive) broken.push('hold1000m gateway: the gateway died');
 if (broken.length) {
