@@ -977,6 +977,7 @@ config_clear(struct config *cfg)
     free(cfg->listen_host);
     free(cfg->instance_id);
     free(cfg->admin_token);
+    free(cfg->state_key_file);
     config_strv_free(cfg->allowed_origins);
     config_strv_free(cfg->allowed_hosts);
     free(cfg->auth.public_url);

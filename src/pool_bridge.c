@@ -16,8 +16,8 @@
  * may answer input_required (tools/call, prompts/get, resources/read) is in flight on that child.
  * A child that has asked once on behalf of a request is leased to one request at a time from
  * then on (pool.c picks no other request for it while it has one), so later questions are always
- * attributable; any other is answered to the child with an error and counted. So is a question the request's own _meta
- * did not declare the capability for (V-04), or one past POOL_ASKS_MAX.
+ * attributable; any other is answered to the child with an error and counted. So is a question the
+ * request's own _meta did not declare the capability for (V-04), or one past POOL_ASKS_MAX.
  *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
  * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
@@ -447,6 +447,8 @@ pool_bridge_forget(struct pool_call *call)
         free(a->params);
     }
     free(call->asks);
+    free(call->final);
+    call->final = NULL;
     free(call->caps);
     free(call->principal);
     free(call->name);
@@ -486,6 +488,22 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
         meta->why = why;
         *status = POOL_E_BAD_STATE;
         return NULL;
+    }
+    if (call->final != NULL) {
+        /* The child answered while the call was held: that answer is this retry's. */
+        pool_unlink_held(call);
+        static uint64_t final_stream_id = 1;
+        call->st = stream_new(final_stream_id++, false, 0);
+        call->st->owner = call;
+        call->st->attached = true;
+        struct stream *st = stream_ref(call->st);
+        struct jsonrpc_info fi;
+        if (jsonrpc_scan(call->final, call->final_len, &fi, NULL) == JSONRPC_OK)
+            pool_deliver(call, call->method, body + info->id.off, info->id.len, call->final,
+                         call->final_len, &fi);
+        pools.ctr.requests++;
+        pool_call_end(call);
+        return st;
     }
     /* The held call goes on, as this request: its id, token, log level and capabilities. */
     struct pending *e = call->p;
@@ -530,4 +548,25 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
     if (open_asks > 0)
         pool_round(call);
     return st;
+}
+
+void
+pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+{
+    if (info->request_id.len == 0)
+        return;
+    for (struct pending *p = c->pt.head; p != NULL; p = p->next) {
+        struct pool_call *call = p->owner;
+        if (call == NULL || p->state != PENDING_FORWARDED)
+            continue;
+        for (size_t i = 0; i < call->nasks; i++) {
+            struct pool_ask *a = &call->asks[i];
+            if (!a->answered && a->child_id_len == info->request_id.len
+                && memcmp(a->child_id, line + info->request_id.off, a->child_id_len) == 0) {
+                a->answered = true; /* withdrawn: not asked again, its answer not sent */
+                log_info(c->tag, "child withdrew its %s (r%u)", a->method, a->key);
+                return;
+            }
+        }
+    }
 }

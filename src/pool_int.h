@@ -100,8 +100,10 @@ struct pool_call {
     bool due;                   /* a round is to be sent at the end of this loop turn */
     struct loop_timer *hold;    /* input_hold_ms */
     struct pool_listen *listen; /* a legacy pool's subscriptions/listen: no child, no entry */
-    struct pool_call *dnext;    /* pools.due */
-    struct pool_call *hnext;    /* pools.held */
+    char *final; /* the child's answer that came while held, for the client's retry */
+    size_t final_len;
+    struct pool_call *dnext; /* pools.due */
+    struct pool_call *hnext; /* pools.held */
 };
 
 struct pool {
@@ -193,6 +195,9 @@ void pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
                              const struct jsonrpc_info *info);
 /* Methods a child of this era serves (false: 404 -32601). */
 bool pool_method_served(const struct pool *p, const char *method);
+/* The child's answer to call (of method) for the client's id: stamped, pushed (not ended). */
+void pool_deliver(struct pool_call *call, const char *method, const char *id, size_t idlen,
+                  const char *line, size_t len, const struct jsonrpc_info *info);
 /* The end of a call: its stream ends, its rounds are forgotten, the call is freed. */
 void pool_call_end(struct pool_call *call);
 /* One event on the call's stream (nothing while the call is held). */
@@ -207,6 +212,8 @@ void pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrp
 /* A retry carrying one of the gateway's requestStates: the held call goes on, on a new stream. */
 struct stream *pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *info,
                                   struct pool_meta *meta, enum pool_status *status);
+/* The child's notifications/cancelled for one of its questions: withdrawn from its round. */
+void pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* True when the requestState at sp is one the gateway seals (else a modern child's own). */
 bool pool_bridge_ours(const char *body, struct jsonrpc_span sp);
 /* What a new call keeps to bridge rounds later (capabilities, binding). */

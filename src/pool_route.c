@@ -428,6 +428,54 @@ pool_minted(struct pool_child *c, const char *line, struct jsonrpc_span sp)
     return pending_find_gw(&c->pt, PENDING_TO_CHILD, n);
 }
 
+/*
+ * The child's answer to a call (of method), to the client's id: resultType, ttlMs and cacheScope
+ * where the result lacks them (J-06, X-07), pushed on the call's stream (which it ends, with the
+ * call, in the caller).
+ */
+void
+pool_deliver(struct pool_call *call, const char *method, const char *id, size_t idlen,
+             const char *line, size_t len, const struct jsonrpc_info *info)
+{
+    char stamp[96];
+    size_t slen = 0;
+    if (info->kind == JSONRPC_RESULT && info->result.len >= 2) {
+        const struct config_server *srv = call->pool->srv;
+        bool cacheable = pool_in(pool_cacheable, ARRAY_LEN(pool_cacheable), method);
+        if (info->result_type.len == 0)
+            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen,
+                                     ",\"resultType\":\"complete\"");
+        if (cacheable && info->result_ttl.len == 0)
+            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"ttlMs\":%" PRIu64,
+                                     srv->cache_ttl_ms);
+        if (cacheable && info->result_scope.len == 0)
+            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"cacheScope\":\"%s\"",
+                                     srv->cache_public ? "public" : "private");
+    }
+    struct pool_edit ed[2] = { { info->id.off, info->id.len, id, idlen } };
+    int n = 1;
+    if (slen > 0) {
+        /* Right after '{': the stamp's leading comma moves to its end unless the object is empty.
+         */
+        size_t at = info->result.off + 1;
+        bool empty = true;
+        for (size_t i = at; i < info->result.off + info->result.len - 1 && empty; i++)
+            empty = line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n';
+        if (!empty) {
+            memmove(stamp, stamp + 1, slen - 1);
+            stamp[slen - 1] = ',';
+        }
+        ed[n++] = (struct pool_edit){ at, 0, stamp, empty ? slen - 1 : slen };
+    }
+    struct iovec iov[6];
+    int k = pool_splice(line, len, ed, n, iov);
+    pools.ctr.answered++;
+    pool_push(call, iov, k);
+    int code;
+    if (info->kind == JSONRPC_ERROR && jsonrpc_error_code(line, len, &code) == 0)
+        call->st->answer_code = code; /* an error is rare: its code is read with jansson */
+}
+
 static void
 pool_child_answer(struct pool_child *c, const char *line, size_t len,
                   const struct jsonrpc_info *info)
@@ -456,44 +504,18 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         pending_del(&c->pt, p);
         return;
     }
-    /* resultType, ttlMs and cacheScope where the result lacks them (J-06, X-07). */
-    char stamp[96];
-    size_t slen = 0;
-    if (info->kind == JSONRPC_RESULT && info->result.len >= 2) {
-        const struct config_server *srv = call->pool->srv;
-        bool cacheable = pool_in(pool_cacheable, ARRAY_LEN(pool_cacheable), p->method);
-        if (info->result_type.len == 0)
-            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen,
-                                     ",\"resultType\":\"complete\"");
-        if (cacheable && info->result_ttl.len == 0)
-            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"ttlMs\":%" PRIu64,
-                                     srv->cache_ttl_ms);
-        if (cacheable && info->result_scope.len == 0)
-            slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"cacheScope\":\"%s\"",
-                                     srv->cache_public ? "public" : "private");
+    if (call->st == NULL) {
+        /* Held between rounds: the answer waits for the client's retry (pool_bridge_resume). */
+        call->final = xmemdup(line, len);
+        call->final_len = len;
+        for (size_t i = 0; i < call->nasks; i++)
+            call->asks[i].answered = true; /* the child waits for none of them any more */
+        log_info(c->tag, "held %s answered by the child: kept for the client's retry", p->method);
+        pending_del(&c->pt, p);
+        call->p = NULL;
+        return;
     }
-    struct pool_edit ed[2] = { { info->id.off, info->id.len, p->orig_id, p->orig_id_len } };
-    int n = 1;
-    if (slen > 0) {
-        /* Right after '{': the stamp's leading comma moves to its end unless the object is empty.
-         */
-        size_t at = info->result.off + 1;
-        bool empty = true;
-        for (size_t i = at; i < info->result.off + info->result.len - 1 && empty; i++)
-            empty = line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n';
-        if (!empty) {
-            memmove(stamp, stamp + 1, slen - 1);
-            stamp[slen - 1] = ',';
-        }
-        ed[n++] = (struct pool_edit){ at, 0, stamp, empty ? slen - 1 : slen };
-    }
-    struct iovec iov[6];
-    int k = pool_splice(line, len, ed, n, iov);
-    pools.ctr.answered++;
-    pool_push(call, iov, k);
-    int code;
-    if (info->kind == JSONRPC_ERROR && jsonrpc_error_code(line, len, &code) == 0)
-        call->st->answer_code = code; /* an error is rare: its code is read with jansson */
+    pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
     pending_del(&c->pt, p);
     call->p = NULL;
     pool_call_end(call);
@@ -645,8 +667,9 @@ pool_child_message(struct pool_child *c, char *line, size_t len)
         pool_child_progress(c, line, len, &info);
     else if (strcmp(info.method, "notifications/message") == 0)
         pool_child_log(c, line, len, &info);
-    else if (strcmp(info.method, "notifications/cancelled") != 0
-             && (c->pool->era != CONFIG_ERA_LEGACY || !pool_listen_notify(c, line, &info)))
+    else if (strcmp(info.method, "notifications/cancelled") == 0)
+        pool_bridge_withdrawn(c, line, &info);
+    else if (c->pool->era != CONFIG_ERA_LEGACY || !pool_listen_notify(c, line, &info))
         pools.ctr.unattributed++;
 }
 
