@@ -102,15 +102,18 @@ ${site}
  * fn({gws: {g1, g2}, via, ng}), and always stops everything; clean gateway exits are asserted
  * when fn passed (a gateway fn stopped itself has already exited: stop() checks its status).
  * With quietErrorLog, nginx's error log must also hold no alert, emerg or crit line after fn.
+ * Optional, for both gateways alike: `gateway` (more [gateway] keys) and `servers` (startGateway's
+ * servers); `site`: another site file for nginx (startNginx's site: a name in deploy/nginx or an
+ * absolute path), default the shipped mcp-gateway-instances.conf.
  */
-export async function withInstances(fn, { quietErrorLog = false } = {}) {
+export async function withInstances(fn, { quietErrorLog = false, gateway = {}, servers, site = 'mcp-gateway-instances.conf' } = {}) {
   const gws = {};
   let ng;
   let ok = false;
   try {
-    gws.g1 = await startGateway({ gateway: { instance_id: 'g1' } });
-    gws.g2 = await startGateway({ gateway: { instance_id: 'g2' } });
-    ng = await startNginx({ site: 'mcp-gateway-instances.conf', ports: { 8081: gws.g1.port, 8082: gws.g2.port } });
+    gws.g1 = await startGateway({ gateway: { ...gateway, instance_id: 'g1' }, ...(servers ? { servers } : {}) });
+    gws.g2 = await startGateway({ gateway: { ...gateway, instance_id: 'g2' }, ...(servers ? { servers } : {}) });
+    ng = await startNginx({ site, ports: { 8081: gws.g1.port, 8082: gws.g2.port } });
     // Something with a .url (and .logs for initSession) that sends requests through nginx.
     const via = { url: ng.url, base: `http://127.0.0.1:${ng.port}`, logs: () => gws.g1.logs() + gws.g2.logs() };
     await fn({ gws, via, ng });
