@@ -136,9 +136,12 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
     rc->with_sid = with_sid;
     rc->held = true;
     stream_set_wake(st, http_wake, rc);
-    if (st->ended)
-        return http_unhold(
-            rc); /* answered already (the gateway's own answer): nothing to wait for */
+    /*
+     * Answered already (the gateway's own answer), or, 2026-07-28, something came before any
+     * answer (a listen's acknowledgement): nothing to wait for.
+     */
+    if (st->ended || (rc->modern && st->pending > 0))
+        return http_unhold(rc);
     rc->hold = loop_timer_add(httpd.l, hold_ms, http_hold_over, rc);
     rc->suspended = true;
     MHD_suspend_connection(rc->c);

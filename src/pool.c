@@ -328,6 +328,8 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         return;
     if (p->qhead != NULL && p->n_starting == 0 && pool_child_start(p) == NULL)
         pool_fail_queue(p, "upstream server cannot be started (pool_max_restarts_per_min)");
+    else if (p->n_starting == 0 && pool_listen_orphans(p))
+        (void)pool_child_start(p); /* listeners' subscriptions need a child to be held at */
     else
         pool_warm(p);
 }

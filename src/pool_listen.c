@@ -104,6 +104,15 @@ pool_sub_unref(struct pool *p, const char *uri)
     }
 }
 
+bool
+pool_listen_orphans(const struct pool *p)
+{
+    for (const struct pool_sub *s = p->subs; s != NULL; s = s->next)
+        if (s->c == NULL)
+            return true;
+    return false;
+}
+
 void
 pool_listen_child_change(struct pool_child *c, bool gone)
 {

@@ -17,8 +17,8 @@
  *     subscriptions/listen, X-06) goes, with the client's id put back, on that listen's stream;
  *   - any other notification (list changes outside a listen, say): dropped and counted; requests
  *     (sampling, elicitation, roots): answered with an error, ping with {}.
- * subscriptions/listen is passed to modern children only (a legacy child's listen is not served
- * yet); it has no timeout, and closing its stream cancels it like any request.
+ * subscriptions/listen is passed to modern children (it has no timeout, and closing its stream
+ * cancels it like any request); for legacy children the gateway serves it (pool_listen.c).
  * A request leaves the table by its answer, a cancel (the client closed its stream, a timeout,
  * shutdown: notifications/cancelled with the minted id, once) or the child's end.
  */
