@@ -23,6 +23,11 @@ int http_prepare(void);
 void http_run(void);
 /* Stops accepting new connections (shutdown). */
 void http_quiesce(void);
+/*
+ * SIGHUP: false when cfg cannot run on the socket already bound ([auth] mode none on a
+ * non-loopback address): the reload must be refused.
+ */
+bool http_config_fits(const struct config *cfg);
 /* SIGHUP: requests from now on see cfg and auth (listen and MHD options stay as started). */
 void http_set_config(const struct config *cfg, struct auth *auth);
 /* Closes connections whose request headers or body are overdue (the janitor tick). */

@@ -33,6 +33,12 @@ bool http_rules_origin_allowed(char *const *allowed, const char *origin);
  * holding a NUL, or too long.
  */
 bool http_rules_mcp_value(const char *h, char *out, size_t cap, size_t *len);
+/*
+ * A browser's request that carries no Origin (a GET by <img>, <script> or a navigation from
+ * another site: finding F7) says where it comes from in Sec-Fetch-Site: refused unless
+ * "same-origin" or "none" (typed by the user). Non-browser clients send neither header.
+ */
+bool http_rules_fetch_site_allowed(const char *origin, const char *fetch_site);
 /* The address is on loopback: 127.0.0.0/8, ::1, or ::ffff:127.x. */
 bool http_rules_loopback(const struct sockaddr *sa);
 

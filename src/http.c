@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "http_int.h"
+#include "http_rules.h"
 #include "jsonrpc.h"
 #include "log.h"
 
@@ -171,6 +172,14 @@ http_begin(struct http_req *rc, const char *url, const char *method)
 {
     http_classify(rc, url, method);
     enum MHD_Result ret = MHD_NO;
+    if (rc->conn != NULL && rc->conn->nul_in_uri)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "a NUL (%00) in the request target");
+    /* Every route checks Host (DNS rebinding reaches /metrics too); the MCP routes Origin too. */
+    if (rc->kind != HTTP_MCP && rc->kind != HTTP_LEGACY_SSE && rc->kind != HTTP_LEGACY_MSG
+        && !http_rules_host_allowed(httpd.cfg->allowed_hosts,
+                                    http_header(rc, MHD_HTTP_HEADER_HOST)))
+        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
     switch (rc->kind) {
     case HTTP_HEALTH:
         return http_health(rc);
@@ -366,6 +375,19 @@ http_listen(const struct config *cfg)
     }
     log_info(NULL, "listening on %s%s%s:%u", ss.ss_family == AF_INET6 ? "[" : "", host,
              ss.ss_family == AF_INET6 ? "]" : "", bound);
+    httpd.bound_loopback = bound != 0 && http_rules_loopback((struct sockaddr *)&ss);
+    /*
+     * [auth] mode none is for loopback only, and the text of listen does not prove it (a host
+     * name such as 127.gw.example may resolve to a public address): the bound address decides.
+     */
+    if (cfg->auth.mode == CONFIG_AUTH_NONE && !httpd.bound_loopback) {
+        log_error(NULL,
+                  "listen %s is bound to a non-loopback address: [auth] mode none is for "
+                  "loopback only; set mode = bearer or jwt",
+                  cfg->listen_host);
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
@@ -490,6 +512,12 @@ http_stop(void)
     if (httpd.listen_fd != -1)
         close(httpd.listen_fd);
     httpd.listen_fd = -1;
+}
+
+bool
+http_config_fits(const struct config *cfg)
+{
+    return cfg->auth.mode != CONFIG_AUTH_NONE || httpd.bound_loopback;
 }
 
 void

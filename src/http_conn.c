@@ -92,12 +92,14 @@ void *
 http_request_line(void *cls, const char *uri, struct MHD_Connection *c)
 {
     (void)cls;
-    (void)uri;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     struct http_conn *conn = ci != NULL ? ci->socket_context : NULL;
-    if (conn != NULL)
+    if (conn != NULL) {
         conn->deadline_ms = util_now_ms() + httpd.cfg->client_header_timeout_ms;
+        /* MHD unescapes %00 into a NUL that ends the path early: "/metrics%00/../mcp". */
+        conn->nul_in_uri = strstr(uri, "%00") != NULL;
+    }
     return NULL; /* the request context is made in http_handler */
 }
 

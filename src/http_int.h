@@ -68,6 +68,7 @@ struct http_conn {
     int fd;
     struct http_req *rc;           /* the request being served */
     bool gone;                     /* the peer hung up */
+    bool nul_in_uri;               /* the current request line holds %00 (refused: 400) */
     uint64_t deadline_ms;          /* the request's headers or body must be in by then; 0: none */
     struct http_conn *prev, *next; /* H.conns */
 };
@@ -113,6 +114,7 @@ struct http_globals {
     uint64_t refused_auth[3];     /* 401 missing, 401 invalid, 403 scope */
     uint64_t rate_limited;        /* 429 from the principal's token bucket */
     uint64_t slow_closed;         /* connections closed at a header or body deadline */
+    bool bound_loopback;          /* the listening socket is bound to a loopback address */
 };
 extern struct http_globals httpd;
 

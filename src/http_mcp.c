@@ -363,6 +363,12 @@ http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Origin not allowed");
         return true;
     }
+    if (!http_rules_fetch_site_allowed(http_header(rc, MHD_HTTP_HEADER_ORIGIN),
+                                       http_header(rc, "Sec-Fetch-Site"))) {
+        *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
+                          "a browser's cross-site request without Origin is not allowed");
+        return true;
+    }
     return false;
 }
 

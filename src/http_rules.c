@@ -192,3 +192,11 @@ http_rules_mcp_value(const char *h, char *out, size_t cap, size_t *len)
     *len = o;
     return true;
 }
+
+bool
+http_rules_fetch_site_allowed(const char *origin, const char *fetch_site)
+{
+    if (origin != NULL || fetch_site == NULL)
+        return true; /* Origin decides (the allow-list), or not a browser */
+    return strcasecmp(fetch_site, "same-origin") == 0 || strcasecmp(fetch_site, "none") == 0;
+}

@@ -184,6 +184,13 @@ main_reload(void)
         return;
     }
     main_keep_listener(M.cfg, next);
+    if (!http_config_fits(next)) {
+        log_error(NULL, "SIGHUP: [auth] mode none needs the loopback listener this process has "
+                        "not got; the running configuration stays");
+        config_clear(next);
+        free(next);
+        return;
+    }
     struct auth *auth = auth_new(next, err, sizeof(err));
     if (auth == NULL || pool_load_key(next, err, sizeof(err)) == -1) {
         log_error(NULL, "SIGHUP: %s; the running configuration stays", err);

@@ -313,3 +313,24 @@ Test(auth, resource_and_metadata_urls, .fini = cleanup)
     cr_assert_str_eq(out, "https://mcp.example.com/.well-known/oauth-protected-resource/mcp");
     cr_assert_eq(auth_resource(&cfg.auth, &s, out, 10), -1, "too small a buffer");
 }
+
+/* Finding F11: an RSA key with e = 1 verifies any "signature" equal to its message: refused. */
+Test(auth, rsa_weak_exponent_refused, .fini = cleanup)
+{
+    unsigned char n[256];
+    memset(n, 0xa5, sizeof(n));
+    n[0] = 0xc3; /* 2048 bits */
+    n[255] |= 1;
+    const unsigned char e1[] = { 1 }, e2[] = { 2 }, e3[] = { 3 }, e65537[] = { 1, 0, 1 };
+    const char *why = NULL;
+    cr_expect_null(crypto_key_rsa(n, sizeof(n), e1, 1, &why));
+    cr_expect(why != NULL && strstr(why, "exponent") != NULL, "%s", why ? why : "(null)");
+    why = NULL;
+    cr_expect_null(crypto_key_rsa(n, sizeof(n), e2, 1, &why), "an even exponent");
+    struct crypto_key *k = crypto_key_rsa(n, sizeof(n), e3, 1, &why);
+    cr_expect_not_null(k, "e = 3 is odd and allowed: %s", why ? why : "");
+    crypto_key_free(k);
+    k = crypto_key_rsa(n, sizeof(n), e65537, 3, &why);
+    cr_expect_not_null(k, "e = 65537: %s", why ? why : "");
+    crypto_key_free(k);
+}

@@ -117,3 +117,16 @@ Test(http_rules, mcp_value)
     cr_assert(http_rules_mcp_value("=?BASE64?YQ==?=", out, sizeof(out), &n));
     cr_expect_str_eq(out, "=?BASE64?YQ==?=");
 }
+
+/* Finding F7: a browser's cross-site request without Origin is told apart by Sec-Fetch-Site. */
+Test(http_rules, fetch_site)
+{
+    cr_expect(http_rules_fetch_site_allowed(NULL, NULL), "not a browser");
+    cr_expect(http_rules_fetch_site_allowed(NULL, "same-origin"));
+    cr_expect(http_rules_fetch_site_allowed(NULL, "none"), "typed by the user");
+    cr_expect_not(http_rules_fetch_site_allowed(NULL, "cross-site"));
+    cr_expect_not(http_rules_fetch_site_allowed(NULL, "same-site"));
+    cr_expect_not(http_rules_fetch_site_allowed(NULL, "Cross-Site"));
+    cr_expect(http_rules_fetch_site_allowed("https://a.example", "cross-site"),
+              "with an Origin, the allow-list decides");
+}
