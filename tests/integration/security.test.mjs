@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: MIT
+// Findings F1/F5, F7, F8, F9 and F11 of issue 16 (SECURITY.md), through the real gateway:
+//   F1/F5  [auth] mode none is checked against the address the listening socket is bound to, so
+//          a SIGHUP that switches a gateway bound to 0.0.0.0 to mode none is refused;
+//   F7     a browser's request without Origin whose Sec-Fetch-Site is cross-site or same-site is
+//          refused (403, no child) on the MCP routes, the 2024-11-05 `GET PATH/sse` included;
+//   F8     Host is checked on every route: /metrics, /healthz, /readyz too;
+//   F9     %00 in the request target is refused with 400 before any route runs;
+//   F11    an RSA key whose public exponent is 1 (every "signature" is its own message: a token
+//          forged with no private key) or even is refused when the JWKS is loaded.
+// Every test here fails on the gateway before the commit that closed these findings.
+// Connections go to 127.0.0.1 only (the F1 gateway binds 0.0.0.0 but is reached on loopback).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import {
+  ACCEPT_BOTH, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir, waitFor, withGateway,
+} from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const PUBLIC_URL = 'https://mcp.test.example';
+const ISSUER = 'https://issuer.test.example';
+const b64u = (b) => Buffer.from(b).toString('base64url');
+const sha256hex = (s) => crypto.createHash('sha256').update(s).digest('hex');
+const now = () => Math.floor(Date.now() / 1000);
+const isAnswer = (j) => j && ('result' in j || 'error' in j);
+const lo = (gw) => `http://127.0.0.1:${gw.port}`;
+const initMsg = (id = 'init') => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'sec-it', version: '1' } }, id);
+
+/** Awaits the whole body; checks status and a JSON-RPC error body (code -32600 unless told). */
+async function assertJsonError(r, status, what, code = -32600) {
+  if (r.status !== status) {
+    // (a stream that opened instead would never end: report what came so far, then drop it)
+    await r.done(scaled(1000)).catch(() => {});
+    r.drop();
+    assert.fail(`${what}: HTTP ${r.status}, expected ${status}; body so far: ${r.text().slice(0, 300)}`);
+  }
+  const text = await r.done();
+  assert.match(r.headers['content-type'] || '', /^application\/json\b/, `${what}: Content-Type`);
+  let body;
+  assert.doesNotThrow(() => { body = JSON.parse(text); }, `${what}: body is JSON: ${text}`);
+  assert.equal(body.jsonrpc, '2.0', text);
+  assert.equal(body.error?.code, code, `${what}: ${text}`);
+  assert.equal(typeof body.error.message, 'string', text);
+  return body;
+}
+
+/** POST initialize to url with headers; resolves with the response, body read. */
+async function postInit(url, headers = {}) {
+  const r = await request(url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers }, body: initMsg() });
+  await r.done();
+  return r;
+}
+
+/** The initialize answer in r's body (JSON or SSE), or undefined. */
+function initAnswer(r) {
+  if (/^application\/json/.test(r.headers['content-type'] || '')) { try { return JSON.parse(r.text()); } catch { return undefined; } }
+  return r.events().map((e) => e.json).find(isAnswer);
+}
+
+/** Samples of /metrics (over 127.0.0.1): {'name{labels}': value}. */
+async function metrics(gw) {
+  const r = await request(`${lo(gw)}/metrics`, { method: 'GET' });
+  await r.done();
+  assert.equal(r.status, 200, r.text());
+  const out = {};
+  for (const line of r.text().split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    out[line.slice(0, i)] = Number(line.slice(i + 1));
+  }
+  return out;
+}
+
+const countMatches = (text, re) => [...text.matchAll(new RegExp(re.source, 'g'))].length;
+
+/**
+ * Sends SIGHUP to the gateway (our child, by pid) and waits for its n-th answer to a SIGHUP:
+ * either "configuration reloaded" or "the running configuration stays". Returns the log after.
+ */
+async function sighup(gw, n) {
+  const re = /SIGHUP: (?:configuration reloaded|.*the running configuration stays)/;
+  gw.proc.kill('SIGHUP');
+  await waitFor(() => countMatches(gw.logs(), re) >= n, scaled(5000), `answer #${n} to SIGHUP`);
+  return gw.logs();
+}
+
+/** `mcp-gateway -t -c <ini text>`: the configuration check. */
+function configCheck(dir, name, ini) {
+  const f = path.join(dir, `${name}.ini`);
+  fs.writeFileSync(f, ini);
+  return spawnSync(GW_BIN, ['-t', '-c', f], { encoding: 'utf8', timeout: scaled(10000) });
+}
+
+/**
+ * Sends text as is over a raw loopback connection (so nothing normalizes the request target) and
+ * resolves with {status, headers, body} once the response is whole (Content-Length or chunked) or
+ * the peer closes; rejects after a deadline.
+ */
+function rawHttp(port, text, ms = scaled(10000)) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0);
+    let settled = false;
+    const timer = setTimeout(() => finish(new Error(`no whole response within ${ms} ms; got: ${buf.toString('latin1')}`)), ms);
+    function parse(closed) {
+      const s = buf.toString('latin1');
+      const he = s.indexOf('\r\n\r\n');
+      if (he < 0) return closed ? { error: `no response head: ${JSON.stringify(s)}` } : null;
+      const lines = s.slice(0, he).split('\r\n');
+      const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0]);
+      if (!m) return { error: `bad status line: ${JSON.stringify(lines[0])}` };
+      const headers = {};
+      for (const l of lines.slice(1)) { const i = l.indexOf(':'); headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim(); }
+      const rest = buf.subarray(Buffer.byteLength(s.slice(0, he + 4), 'latin1'));
+      let body = null;
+      if (headers['content-length'] !== undefined) {
+        const n = Number(headers['content-length']);
+        if (rest.length >= n) body = rest.subarray(0, n).toString('utf8');
+      } else if (/chunked/i.test(headers['transfer-encoding'] || '')) {
+        const parts = [];
+        let off = 0;
+        for (;;) {
+          const e = rest.indexOf('\r\n', off);
+          if (e < 0) break;
+          const size = parseInt(rest.subarray(off, e).toString('latin1'), 16);
+          if (Number.isNaN(size)) break;
+          if (size === 0) { body = Buffer.concat(parts).toString('utf8'); break; }
+          if (rest.length < e + 2 + size + 2) break;
+          parts.push(rest.subarray(e + 2, e + 2 + size));
+          off = e + 2 + size + 2;
+        }
+      } else if (closed) body = rest.toString('utf8');
+      if (body === null && closed) body = rest.toString('utf8');
+      return body === null ? null : { status: Number(m[1]), headers, body };
+    }
+    function finish(err, val) {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      sock.destroy();
+      if (err) reject(err); else resolve(val);
+    }
+    const check = (closed) => {
+      const r = parse(closed);
+      if (r === null) return;
+      if (r.error) finish(new Error(r.error)); else finish(null, r);
+    };
+    sock.on('data', (d) => { buf = Buffer.concat([buf, d]); check(false); });
+    sock.on('end', () => check(true));
+    sock.on('close', () => check(true));
+    sock.on('error', (e) => finish(e));
+    sock.on('connect', () => sock.write(text));
+  });
+}
+
+function assertRawJsonError(r, status, what) {
+  assert.equal(r.status, status, `${what}: HTTP ${r.status} ${r.body.slice(0, 300)}`);
+  assert.match(r.headers['content-type'] || '', /^application\/json\b/, `${what}: Content-Type`);
+  let body;
+  assert.doesNotThrow(() => { body = JSON.parse(r.body); }, `${what}: body is JSON: ${r.body}`);
+  assert.equal(body.jsonrpc, '2.0', r.body);
+  assert.equal(body.error?.code, -32600, `${what}: ${r.body}`);
+  assert.equal(typeof body.error.message, 'string', r.body);
+}
+
+// --- JWKS keys and tokens (as in auth.test.mjs: node:crypto, JWS assembled by hand) -------------
+
+const GOOD = (() => {
+  const pair = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { ...pair, jwk: { ...pair.publicKey.export({ format: 'jwk' }), kid: 'good', use: 'sig', alg: 'RS256' } };
+})();
+// A 2048-bit modulus (of a key nobody keeps the private half of) with the public exponent e = 1.
+const E1 = { jwk: { ...crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ format: 'jwk' }), e: 'AQ', kid: 'e1', use: 'sig', alg: 'RS256' } };
+
+function writeJwks(file, jwks) {
+  fs.writeFileSync(file, JSON.stringify({ keys: jwks }));
+}
+
+function claims(over = {}) {
+  const t = now();
+  return { iss: ISSUER, aud: `${PUBLIC_URL}/mcp`, sub: 'sec', iat: t, exp: t + 600, ...over };
+}
+
+/** A compact JWS with header h; sign(input) gives the raw signature bytes. */
+function jws(h, payload, sign) {
+  const input = `${b64u(JSON.stringify(h))}.${b64u(JSON.stringify(payload))}`;
+  return `${input}.${b64u(sign(input))}`;
+}
+
+const goodToken = (over) => jws({ alg: 'RS256', typ: 'JWT', kid: 'good' }, claims(over), (i) => crypto.sign('sha256', Buffer.from(i), GOOD.privateKey));
+
+/**
+ * The RS256 "signature" made with no private key: the EMSA-PKCS1-v1_5 encoding of the input's
+ * SHA-256 itself (0x00 0x01 FF.. 0x00 DigestInfo), which is what s^e mod n gives back when e = 1.
+ */
+function forgeE1(input, k = 256) {
+  const t = Buffer.concat([Buffer.from('3031300d060960864801650304020105000420', 'hex'), crypto.createHash('sha256').update(input).digest()]);
+  return Buffer.concat([Buffer.from([0x00, 0x01]), Buffer.alloc(k - 3 - t.length, 0xff), Buffer.from([0x00]), t]);
+}
+const forgedToken = (header = { kid: 'e1' }) => jws({ alg: 'RS256', typ: 'JWT', ...header }, claims({ sub: 'forger' }), forgeE1);
+
+// =================================================================================================
+// F1/F5: mode none against the bound address
+// =================================================================================================
+
+test('F1/F5: SIGHUP to mode = none is refused while the listener is bound to 0.0.0.0; the bearer token stays required', async () => {
+  const dir = tmpdir('mcpgw-sec-f1-');
+  const tokensFile = path.join(dir, 'tokens');
+  const tok = `f1-${crypto.randomBytes(18).toString('base64url')}`;
+  fs.writeFileSync(tokensFile, `sha256:${sha256hex(tok)} f1user\n`);
+  // Bound to the non-loopback wildcard; every request below goes to 127.0.0.1 all the same.
+  await withGateway({ gateway: { listen: '0.0.0.0:0' }, auth: { mode: 'bearer', public_url: PUBLIC_URL, tokens_file: tokensFile } }, async (gw) => {
+    assert.equal(gw.host, '0.0.0.0', `bound address: ${gw.logs()}`);
+    const url = `${lo(gw)}/mcp`;
+    const before = await postInit(url);
+    assert.equal(before.status, 401, `no token before the reload: ${before.text()}`);
+
+    // The new INI passes the configuration check: its listen text (127.0.0.1) is loopback, and
+    // listen itself is kept from the running process on SIGHUP. Only the bound address can
+    // refuse it.
+    const ini = fs.readFileSync(gw.conf, 'utf8')
+      .replace(/^listen = .*$/m, `listen = 127.0.0.1:${gw.port}`)
+      .replace(/^\[auth\]\n(?:[^[\n].*\n)*/m, '[auth]\nmode = none\n');
+    assert.match(ini, /^\[auth\]\nmode = none\n\[server:/m, ini);
+    const chk = configCheck(dir, 'none-lo', ini);
+    assert.equal(chk.status, 0, `configuration check of the new INI: ${chk.stdout}${chk.stderr}`);
+    fs.writeFileSync(gw.conf, ini);
+
+    const logs = await sighup(gw, 1);
+    const noTok = await postInit(url);
+    assert.equal(noTok.status, 401, `no token after the reload: ${noTok.text()}`);
+    assert.match(noTok.headers['www-authenticate'] || '', /^Bearer /);
+    assert.match(logs, /SIGHUP: \[auth\] mode none needs the loopback listener this process has not got; the running configuration stays/);
+    assert.doesNotMatch(logs, /SIGHUP: configuration reloaded/);
+    const withTok = await postInit(url, { Authorization: `Bearer ${tok}` });
+    assert.equal(withTok.status, 200, `the token still works: ${withTok.text()}`);
+    assert.ok(initAnswer(withTok)?.result, withTok.text());
+    const sid = withTok.headers['mcp-session-id'];
+    await (await request(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid, Authorization: `Bearer ${tok}` } })).done();
+  });
+
+  // Control: the same switch on a gateway bound to 127.0.0.1 is taken (it was before the fix too).
+  const tokens2 = path.join(dir, 'tokens2');
+  fs.writeFileSync(tokens2, `sha256:${sha256hex(tok)} f1user\n`);
+  await withGateway({ auth: { mode: 'bearer', public_url: PUBLIC_URL, tokens_file: tokens2 } }, async (gw) => {
+    const url = `${lo(gw)}/mcp`;
+    assert.equal((await postInit(url)).status, 401);
+    fs.writeFileSync(gw.conf, fs.readFileSync(gw.conf, 'utf8').replace(/^\[auth\]\n(?:[^[\n].*\n)*/m, '[auth]\nmode = none\n'));
+    assert.match(await sighup(gw, 1), /SIGHUP: configuration reloaded/);
+    const r = await postInit(url);
+    assert.equal(r.status, 200, `mode none on loopback: ${r.text()}`);
+    await (await request(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': r.headers['mcp-session-id'] } })).done();
+  });
+
+  // Started directly with listen = 0.0.0.0 and mode none: the configuration check refuses it
+  // from the text of listen. (This part passed before the fix too; it is here for completeness.)
+  // The bound-address check at start (a host name whose text looks like loopback, such as
+  // 127.gw.example, resolving to a public address) cannot be exercised here without control of
+  // DNS (or of /etc/hosts): the start refusal of a bound non-loopback address is not tested.
+  const server = `[server:example]\npath = /mcp\ncommand = ${EXAMPLE}\n`;
+  const r = configCheck(dir, 'none-any', `[gateway]\nlisten = 0.0.0.0:0\n[auth]\nmode = none\n${server}`);
+  assert.notEqual(r.status, 0, `exit status: ${r.stdout}${r.stderr}`);
+  assert.match(r.stdout + r.stderr, /none needs a loopback listen address/);
+});
+
+// =================================================================================================
+// F7: Sec-Fetch-Site without Origin
+// =================================================================================================
+
+test('F7: GET PATH/sse and POST without Origin but Sec-Fetch-Site cross-site/same-site -> 403, no child; same-origin, none or absent open the stream', async () => {
+  await withGateway({ gateway: { legacy_sse: 1 } }, async (gw) => {
+    const sseUrl = `${lo(gw)}/mcp/sse`;
+    for (const site of ['cross-site', 'same-site', 'Cross-Site']) {
+      const r = await request(sseUrl, { method: 'GET', headers: { Accept: 'text/event-stream', 'Sec-Fetch-Site': site, 'Sec-Fetch-Mode': 'no-cors', 'Sec-Fetch-Dest': 'image' } });
+      await assertJsonError(r, 403, `GET /mcp/sse, Sec-Fetch-Site: ${site}`);
+    }
+    const p = await request(`${lo(gw)}/mcp`, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'Sec-Fetch-Site': 'cross-site' }, body: initMsg() });
+    await assertJsonError(p, 403, 'POST initialize, Sec-Fetch-Site: cross-site');
+    let m = await metrics(gw);
+    assert.equal(m.mcpgw_children_spawned_total, 0, 'no child started by a refused request');
+    assert.equal(m.mcpgw_sessions_created_total, 0);
+    assert.deepEqual(gw.childPids(), []);
+    assert.deepEqual(gw.childLines(), [], 'the example server never ran');
+
+    // A browser's same-origin request or one the user typed, and a non-browser client: allowed.
+    const streams = [];
+    try {
+      for (const site of ['same-origin', 'none', undefined]) {
+        const headers = { Accept: 'text/event-stream', ...(site ? { 'Sec-Fetch-Site': site } : {}) };
+        const s = await request(sseUrl, { method: 'GET', headers });
+        streams.push(s);
+        assert.equal(s.status, 200, `GET /mcp/sse, Sec-Fetch-Site: ${site}: ${s.status}`);
+        assert.match(s.headers['content-type'] || '', /^text\/event-stream\b/);
+        const first = await waitFor(() => s.completeEvents()[0], scaled(5000), `endpoint event (Sec-Fetch-Site: ${site})`);
+        assert.equal(first.event, 'endpoint', s.text());
+      }
+      m = await metrics(gw);
+      assert.equal(m.mcpgw_children_spawned_total, 3, 'one child per opened stream');
+    } finally {
+      for (const s of streams) s.drop();
+    }
+  });
+});
+
+// =================================================================================================
+// F8: Host on the operator endpoints
+// =================================================================================================
+
+test('F8: /metrics, /healthz and /readyz with a foreign Host -> 403; with Host 127.0.0.1:<port> -> 200', async () => {
+  await withGateway({}, async (gw) => {
+    for (const p of ['/metrics', '/healthz', '/readyz']) {
+      for (const host of ['evil.example', `evil.example:${gw.port}`]) {
+        const r = await request(`${lo(gw)}${p}`, { method: 'GET', headers: { Host: host } });
+        await assertJsonError(r, 403, `${p} with Host: ${host}`);
+      }
+      const ok = await request(`${lo(gw)}${p}`, { method: 'GET', headers: { Host: `127.0.0.1:${gw.port}` } });
+      const text = await ok.done();
+      assert.equal(ok.status, 200, `${p} with Host 127.0.0.1:${gw.port}: ${text}`);
+    }
+    assert.equal((await metrics(gw)).mcpgw_ready, 1, 'the refusals left the gateway serving');
+  });
+});
+
+// =================================================================================================
+// F9: %00 in the request target
+// =================================================================================================
+
+test('F9: GET /metrics%00/../mcp and POST /mcp%00x -> 400 with a JSON-RPC error, no child; GET /metrics still 200', async () => {
+  await withGateway({}, async (gw) => {
+    const host = `Host: 127.0.0.1:${gw.port}\r\n`;
+    const g = await rawHttp(gw.port, `GET /metrics%00/../mcp HTTP/1.1\r\n${host}Accept: text/event-stream\r\nConnection: close\r\n\r\n`);
+    assertRawJsonError(g, 400, 'GET /metrics%00/../mcp');
+    const body = JSON.stringify(initMsg());
+    const p = await rawHttp(gw.port, `POST /mcp%00x HTTP/1.1\r\n${host}Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    assertRawJsonError(p, 400, 'POST /mcp%00x');
+    const q = await rawHttp(gw.port, `GET /healthz?x=%00 HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    assertRawJsonError(q, 400, 'GET /healthz?x=%00');
+
+    const ok = await rawHttp(gw.port, `GET /metrics HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    assert.equal(ok.status, 200, ok.body);
+    assert.match(ok.body, /^mcpgw_children_spawned_total 0$/m, 'the refused POST started no child');
+    assert.deepEqual(gw.childPids(), []);
+  });
+});
+
+// =================================================================================================
+// F11: RSA public exponent
+// =================================================================================================
+
+test('F11: a JWKS holding an RSA key with e = 1 (or an even e) is refused at start', async () => {
+  const dir = tmpdir('mcpgw-sec-f11s-');
+  const server = `[server:example]\npath = /mcp\ncommand = ${EXAMPLE}\n`;
+  const iniFor = (jwks) => `[gateway]\nlisten = 127.0.0.1:0\n[auth]\nmode = jwt\npublic_url = ${PUBLIC_URL}\nissuer = ${ISSUER}\njwks_file = ${jwks}\n${server}`;
+  const cases = [
+    ['e = 1 beside a good key', [GOOD.jwk, E1.jwk], /keys\[1\] RSA public exponent must be odd and at least 3/],
+    ['e = 1 alone', [E1.jwk], /keys\[0\] RSA public exponent must be odd and at least 3/],
+    ['e = 65536 (even)', [GOOD.jwk, { ...GOOD.jwk, kid: 'even', e: 'AQAA' }], /keys\[1\] RSA public exponent must be odd and at least 3/],
+  ];
+  for (const [what, keys, re] of cases) {
+    const jwks = path.join(dir, `${what.replace(/\W/g, '')}.json`);
+    writeJwks(jwks, keys);
+    const r = configCheck(dir, what.replace(/\W/g, ''), iniFor(jwks));
+    assert.notEqual(r.status, 0, `${what}: configuration check exit status: ${r.stdout}${r.stderr}`);
+    assert.match(r.stdout + r.stderr, re, what);
+  }
+  // Controls: the good key alone, and e = 3 (odd, >= 3), load.
+  for (const [what, keys] of [['good key', [GOOD.jwk]], ['e = 3', [GOOD.jwk, { ...GOOD.jwk, kid: 'three', e: 'Aw' }]]]) {
+    const jwks = path.join(dir, `${what.replace(/\W/g, '')}.json`);
+    writeJwks(jwks, keys);
+    const r = configCheck(dir, what.replace(/\W/g, ''), iniFor(jwks));
+    assert.equal(r.status, 0, `${what}: ${r.stdout}${r.stderr}`);
+  }
+  // A real start (not only the check) with the e = 1 key refuses to run.
+  const jwks = path.join(dir, 'start.json');
+  writeJwks(jwks, [GOOD.jwk, E1.jwk]);
+  let gw;
+  try {
+    gw = await startGateway({ auth: { mode: 'jwt', public_url: PUBLIC_URL, issuer: ISSUER, jwks_file: jwks } });
+  } catch (e) {
+    assert.match(String(e.message), /gateway exited early/);
+    assert.match(String(e.message), /RSA public exponent must be odd and at least 3/);
+    return;
+  }
+  // Started: the e = 1 key was taken. Show what that allows, then fail.
+  const r = await postInit(`${lo(gw)}/mcp`, { Authorization: `Bearer ${forgedToken()}` });
+  await gw.stop({ expect: null });
+  assert.fail(`the gateway started with an e = 1 key; a token forged with no private key got HTTP ${r.status}`);
+});
+
+test('F11: SIGHUP to a JWKS adding an e = 1 key is refused; a token forged without a private key gets 401, the good key still verifies', async () => {
+  const dir = tmpdir('mcpgw-sec-f11-');
+  const jwks = path.join(dir, 'jwks.json');
+  writeJwks(jwks, [GOOD.jwk]);
+  await withGateway({ auth: { mode: 'jwt', public_url: PUBLIC_URL, issuer: ISSUER, jwks_file: jwks } }, async (gw) => {
+    const url = `${lo(gw)}/mcp`;
+    const sids = [];
+    const assertGood = async (what) => {
+      const r = await postInit(url, { Authorization: `Bearer ${goodToken()}` });
+      assert.equal(r.status, 200, `${what}: good token: ${r.text()}`);
+      assert.ok(initAnswer(r)?.result, r.text());
+      sids.push(r.headers['mcp-session-id']);
+    };
+    const assertForgedRefused = async (what) => {
+      for (const header of [{ kid: 'e1' }, {}]) {
+        const r = await postInit(url, { Authorization: `Bearer ${forgedToken(header)}` });
+        assert.equal(r.status, 401, `${what}: forged token (${JSON.stringify(header)}): HTTP ${r.status} ${r.text()}`);
+        assert.match(r.headers['www-authenticate'] || '', /error="invalid_token"/);
+      }
+    };
+    await assertGood('before');
+    await assertForgedRefused('before');
+
+    writeJwks(jwks, [GOOD.jwk, E1.jwk]);
+    const logs = await sighup(gw, 1);
+    await assertForgedRefused('after the reload');
+    assert.match(logs, /SIGHUP: .*jwks\.json: keys\[1\] RSA public exponent must be odd and at least 3; the running configuration stays/);
+    assert.doesNotMatch(logs, /SIGHUP: configuration reloaded/);
+    await assertGood('after the refused reload');
+    for (const sid of sids) await (await request(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid, Authorization: `Bearer ${goodToken()}` } })).done();
+  });
+});
