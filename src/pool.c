@@ -424,16 +424,11 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         return NULL;
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
-    static uint64_t next_stream_id = 1;
     struct pool_call *call = xcalloc(1, sizeof(*call));
     call->pool = p;
     call->log_level = meta->log_level;
-    call->st = stream_new(next_stream_id++, false, 0);
-    call->st->owner = call;
-    call->st->attached = true; /* the HTTP request reads it from now until pool_stream_detach */
-    struct stream *st = stream_ref(call->st);
+    struct stream *st = pool_call_stream(call);
     pool_bridge_note(call, body, info, meta);
-    pools.ctr.requests++;
     if (c != NULL) {
         if (pool_call_start(call, c, body, len, info) == -1) {
             pool_bridge_forget(call);

@@ -492,16 +492,11 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
     if (call->final != NULL) {
         /* The child answered while the call was held: that answer is this retry's. */
         pool_unlink_held(call);
-        static uint64_t final_stream_id = 1;
-        call->st = stream_new(final_stream_id++, false, 0);
-        call->st->owner = call;
-        call->st->attached = true;
-        struct stream *st = stream_ref(call->st);
+        struct stream *st = pool_call_stream(call);
         struct jsonrpc_info fi;
         if (jsonrpc_scan(call->final, call->final_len, &fi, NULL) == JSONRPC_OK)
             pool_deliver(call, call->method, body + info->id.off, info->id.len, call->final,
                          call->final_len, &fi);
-        pools.ctr.requests++;
         pool_call_end(call);
         return st;
     }
@@ -520,12 +515,7 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
     call->caps = xmemdup(body + info->meta_caps.off, info->meta_caps.len);
     call->caps_len = info->meta_caps.len;
     pool_unlink_held(call);
-    static uint64_t next_stream_id = 1;
-    call->st = stream_new(next_stream_id++, false, 0);
-    call->st->owner = call;
-    call->st->attached = true;
-    struct stream *st = stream_ref(call->st);
-    pools.ctr.requests++;
+    struct stream *st = pool_call_stream(call);
     size_t open_asks = 0;
     for (size_t i = 0; i < call->nasks; i++) {
         struct pool_ask *a = &call->asks[i];

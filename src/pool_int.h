@@ -198,6 +198,8 @@ bool pool_method_served(const struct pool *p, const char *method);
 /* The child's answer to call (of method) for the client's id: stamped, pushed (not ended). */
 void pool_deliver(struct pool_call *call, const char *method, const char *id, size_t idlen,
                   const char *line, size_t len, const struct jsonrpc_info *info);
+/* A new stream for the call (a request, or a retry that carries it on): the caller's reference. */
+struct stream *pool_call_stream(struct pool_call *call);
 /* The end of a call: its stream ends, its rounds are forgotten, the call is freed. */
 void pool_call_end(struct pool_call *call);
 /* One event on the call's stream (nothing while the call is held). */

@@ -118,6 +118,17 @@ pool_splice(const char *msg, size_t len, struct pool_edit *ed, int n, struct iov
 
 /* --- the end of a call ------------------------------------------------------------------ */
 
+struct stream *
+pool_call_stream(struct pool_call *call)
+{
+    static uint64_t next_stream_id = 1;
+    call->st = stream_new(next_stream_id++, false, 0);
+    call->st->owner = call;
+    call->st->attached = true; /* the HTTP request reads it from now until pool_stream_detach */
+    pools.ctr.requests++;
+    return stream_ref(call->st);
+}
+
 static void
 pool_drained(void *arg)
 {
