@@ -64,6 +64,19 @@ http_unauthorized(struct http_req *rc)
     return http_queue(rc, MHD_HTTP_UNAUTHORIZED, r);
 }
 
+/* An operator view (admin, metrics) from b, which is cleared: 200, not to be cached. */
+static enum MHD_Result
+http_view(struct http_req *rc, struct buf *b, const char *content_type)
+{
+    size_t len = buf_used(b);
+    char *body = xstrndup(buf_head(b), len);
+    buf_clear(b);
+    struct MHD_Response *r = http_body_response(body, len);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return http_queue(rc, MHD_HTTP_OK, r);
+}
+
 /*
  * GET /admin/inflight: off unless admin_token is set; then only for loopback peers presenting
  * "Authorization: Bearer <admin_token>".
@@ -84,7 +97,9 @@ http_admin(struct http_req *rc)
         return ret;
     size_t len;
     char *body = session_admin_json(&len);
-    /* The pools join the document as "pools" (and "pools_truncated" when children were left out).
+    /*
+     * The sessions' document, with the pools joined as "pools" ("pools_truncated" when children
+     * were left out) before its closing brace.
      */
     struct buf b;
     buf_init(&b, (size_t)HTTP_ADMIN_POOLS_MAX + len + 64);
@@ -99,13 +114,7 @@ http_admin(struct http_req *rc)
         return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
                           "admin view too large");
     }
-    len = buf_used(&b);
-    body = xstrndup(buf_head(&b), len);
-    buf_clear(&b);
-    struct MHD_Response *r = http_body_response(body, len);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    return http_queue(rc, MHD_HTTP_OK, r);
+    return http_view(rc, &b, "application/json");
 }
 
 /* GET /readyz: 200 while new sessions are taken, 503 while draining or at max_sessions. */
@@ -182,13 +191,7 @@ http_metrics(struct http_req *rc)
     metrics_family(&b, "mcpgw_principals", "gauge",
                    "Principals remembered (holding sessions, requests or a partly used bucket).");
     metrics_sample(&b, "mcpgw_principals", NULL, auth_principal_count());
-    size_t len = buf_used(&b);
-    char *body = xstrndup(buf_head(&b), len);
-    buf_clear(&b);
-    struct MHD_Response *r = http_body_response(body, len);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    return http_queue(rc, MHD_HTTP_OK, r);
+    return http_view(rc, &b, "text/plain; version=0.0.4");
 }
 
 /*
