@@ -232,22 +232,55 @@ http_finish(struct http_req *rc)
                       "Method not allowed");
 }
 
+/* What the first look at a request's headers finds: their size, and what must not be there. */
+struct http_head_scan {
+    size_t bytes;     /* request line and headers as received, near enough */
+    unsigned hosts;   /* Host headers */
+    unsigned lengths; /* Content-Length headers */
+    bool transfer;    /* a Transfer-Encoding header */
+    bool nul;         /* a NUL inside a header value */
+};
+
 static enum MHD_Result
-http_header_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+http_head_value(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                const char *value, size_t value_size)
 {
     (void)kind;
-    size_t *n = cls;
-    *n += strlen(key) + (value != NULL ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    struct http_head_scan *h = cls;
+    h->bytes += key_size + value_size + 4; /* ": " and CRLF */
+    h->hosts += util_span_ieq(key, key_size, MHD_HTTP_HEADER_HOST);
+    h->lengths += util_span_ieq(key, key_size, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    h->transfer |= util_span_ieq(key, key_size, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    h->nul |= value != NULL && memchr(value, '\0', value_size) != NULL;
     return MHD_YES;
 }
 
-/* The request line and headers as received, near enough: names, values and separators. */
-static size_t
-http_request_bytes(struct MHD_Connection *c, const char *url, const char *method)
+/* The request line and headers: their size, and what must not be in them. */
+static void
+http_head_scan(struct MHD_Connection *c, const char *url, const char *method,
+               struct http_head_scan *h)
 {
-    size_t n = strlen(method) + strlen(url) + 12;
-    MHD_get_connection_values(c, MHD_HEADER_KIND, http_header_bytes, &n);
-    return n;
+    *h = (struct http_head_scan){ .bytes = strlen(method) + strlen(url) + 12 };
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_head_value, h);
+}
+
+/*
+ * Headers that two parsers could read two ways are refused before any handler runs (finding
+ * F10, request smuggling behind a proxy): two Host headers, two Content-Length headers, a
+ * Content-Length beside Transfer-Encoding, a NUL inside a value. NULL when none is there.
+ */
+static const char *
+http_head_refusal(const struct http_head_scan *h)
+{
+    if (h->hosts > 1)
+        return "more than one Host header";
+    if (h->lengths > 1)
+        return "more than one Content-Length header";
+    if (h->lengths > 0 && h->transfer)
+        return "Content-Length together with Transfer-Encoding";
+    if (h->nul)
+        return "a NUL in a header value";
+    return NULL;
 }
 
 static enum MHD_Result
@@ -271,9 +304,14 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         httpd.live++;
         if (rc->conn != NULL)
             rc->conn->deadline_ms = util_now_ms() + httpd.cfg->client_body_timeout_ms;
-        if (http_request_bytes(c, url, method) > httpd.cfg->max_header_bytes)
+        struct http_head_scan h;
+        http_head_scan(c, url, method, &h);
+        if (h.bytes > httpd.cfg->max_header_bytes)
             return http_error(rc, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, JSONRPC_INVALID_REQUEST,
                               "request headers exceed max_header_bytes");
+        const char *bad = http_head_refusal(&h);
+        if (bad != NULL)
+            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, bad);
         return http_begin(rc, url, method);
     }
     if (*upload_data_size > 0) {

@@ -350,6 +350,33 @@ test('F9: GET /metrics%00/../mcp and POST /mcp%00x -> 400 with a JSON-RPC error,
 });
 
 // =================================================================================================
+// F10: headers two parsers could read two ways
+// =================================================================================================
+
+test('F10: two Host headers, two Content-Length headers, Content-Length with Transfer-Encoding -> 400 with a JSON-RPC error before any handler, no child', async () => {
+  await withGateway({}, async (gw) => {
+    const body = JSON.stringify(initMsg());
+    const len = Buffer.byteLength(body);
+    const head = `Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nConnection: close\r\n`;
+    const host = `Host: 127.0.0.1:${gw.port}\r\n`;
+    const cases = [
+      ['two Host headers', `POST /mcp HTTP/1.1\r\n${host}Host: evil.example\r\n${head}Content-Length: ${len}\r\n\r\n${body}`, /Host/],
+      ['two Content-Length headers', `POST /mcp HTTP/1.1\r\n${host}${head}Content-Length: ${len}\r\nContent-Length: 5\r\n\r\n${body}`, /Content-Length/],
+      ['Content-Length with Transfer-Encoding', `POST /mcp HTTP/1.1\r\n${host}${head}Content-Length: ${len}\r\nTransfer-Encoding: chunked\r\n\r\n${body}`, /Transfer-Encoding/],
+    ];
+    for (const [what, text, re] of cases) {
+      const r = await rawHttp(gw.port, text);
+      assertRawJsonError(r, 400, what);
+      assert.match(JSON.parse(r.body).error.message, re, what);
+    }
+    // The same request, well formed, is served.
+    const ok = await rawHttp(gw.port, `POST /mcp HTTP/1.1\r\n${host}${head}Content-Length: ${len}\r\n\r\n${body}`);
+    assert.equal(ok.status, 200, ok.body);
+    assert.equal(gw.childPids().length, 1, 'only the well-formed initialize started a child');
+  });
+});
+
+// =================================================================================================
 // F11: RSA public exponent
 // =================================================================================================
 
