@@ -44,6 +44,11 @@ int64_t util_now_unix(void);
  * impossible length (n % 4 == 1), or non-zero bits left in the last character.
  */
 long util_base64url_decode(const char *s, size_t n, unsigned char *out) MUSTCHECK;
+/*
+ * Finding F6 (as sshd does): a file anyone may write steers the gateway, and a secret anyone may
+ * read is no secret. NULL when the open file fd is neither; else a static reason.
+ */
+const char *util_file_unsafe(int fd, bool secret);
 /* The inverse: in[0..n) as base64url without padding into out (room for (n * 4 + 2) / 3 + 1 bytes,
  * NUL-terminated); returns the length. */
 size_t util_base64url_encode(const unsigned char *in, size_t n, char *out);

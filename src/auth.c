@@ -102,6 +102,12 @@ auth_slurp(const char *path, size_t *len, char *err, size_t errlen)
         auth_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
+    const char *unsafe = util_file_unsafe(fileno(fp), false);
+    if (unsafe != NULL) {
+        fclose(fp);
+        auth_fail(err, errlen, "%s %s", path, unsafe);
+        return NULL;
+    }
     char *text = xmalloc(AUTH_FILE_MAX + 1);
     size_t n = fread(text, 1, AUTH_FILE_MAX + 1, fp);
     bool bad = ferror(fp) != 0;

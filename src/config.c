@@ -761,6 +761,11 @@ config_load(const char *path, struct config *cfg, char *err, size_t errlen)
     ps.fp = fopen(path, "re");
     if (ps.fp == NULL)
         return config_fail(&ps, 0, "-", "cannot open: %s", strerror(errno));
+    const char *unsafe = util_file_unsafe(fileno(ps.fp), false);
+    if (unsafe != NULL) {
+        fclose(ps.fp);
+        return config_fail(&ps, 0, "-", "the file %s", unsafe);
+    }
     int rc = config_run(&ps, cfg);
     fclose(ps.fp);
     return rc;

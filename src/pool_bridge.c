@@ -58,6 +58,12 @@ pool_load_key(const struct config *cfg, char *err, size_t errlen)
         }
     } else {
         int fd = open(cfg->state_key_file, O_RDONLY | O_CLOEXEC);
+        const char *unsafe = fd == -1 ? NULL : util_file_unsafe(fd, true);
+        if (unsafe != NULL) {
+            close(fd);
+            snprintf(err, errlen, "state_key_file %s %s", cfg->state_key_file, unsafe);
+            return -1;
+        }
         ssize_t got = fd == -1 ? -1 : read(fd, key, sizeof key);
         char extra;
         bool more = got == (ssize_t)sizeof key && read(fd, &extra, 1) == 1;

@@ -5,6 +5,8 @@
  */
 #include "util.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -198,4 +200,17 @@ util_base64url_encode(const unsigned char *in, size_t n, char *out)
         out[o++] = b64url[(acc << (6 - bits)) & 0x3f];
     out[o] = '\0';
     return o;
+}
+
+const char *
+util_file_unsafe(int fd, bool secret)
+{
+    struct stat st;
+    if (fstat(fd, &st) == -1)
+        return "cannot be examined (fstat)";
+    if (st.st_mode & S_IWOTH)
+        return "is writable by others (chmod o-w)";
+    if (secret && (st.st_mode & S_IROTH))
+        return "holds a secret and is readable by others (chmod o-r)";
+    return NULL;
 }

@@ -377,6 +377,64 @@ test('F10: two Host headers, two Content-Length headers, Content-Length with Tra
 });
 
 // =================================================================================================
+// F6: files others may write, and secrets others may read
+// =================================================================================================
+
+test('F6: a configuration, tokens file or JWKS writable by others, or a state_key_file readable by others, is refused; the same files with safe modes are taken', async () => {
+  const dir = tmpdir('mcpgw-sec-f6-');
+  const ex = process.env.GW_EXAMPLE;
+  const base = `[gateway]\nlisten = 127.0.0.1:0\n[server:example]\npath = /mcp\ncommand = ${ex}\n`;
+  const check = (name, ini, mode) => {
+    const f = path.join(dir, `${name}.ini`);
+    fs.writeFileSync(f, ini);
+    fs.chmodSync(f, mode);
+    return spawnSync(GW_BIN, ['-t', '-c', f], { encoding: 'utf8', timeout: scaled(10000) });
+  };
+  const out = (r) => `${r.stdout}${r.stderr}`;
+  // The configuration file itself.
+  let r = check('writable', base, 0o666);
+  assert.notEqual(r.status, 0, out(r));
+  assert.match(out(r), /writable by others/);
+  r = check('safe', base, 0o644);
+  assert.equal(r.status, 0, out(r));
+  // A tokens file others may write.
+  const tokens = path.join(dir, 'tokens');
+  fs.writeFileSync(tokens, `sha256:${sha256hex('t')} p\n`);
+  fs.chmodSync(tokens, 0o666);
+  const bearer = `${base}[auth]\nmode = bearer\npublic_url = ${PUBLIC_URL}\ntokens_file = ${tokens}\n`;
+  r = check('tokens', bearer, 0o644);
+  assert.notEqual(r.status, 0, out(r));
+  assert.match(out(r), /tokens.*writable by others/);
+  fs.chmodSync(tokens, 0o644);
+  r = check('tokens-ok', bearer, 0o644);
+  assert.equal(r.status, 0, out(r));
+  // A JWKS others may write.
+  const jwks = path.join(dir, 'jwks.json');
+  writeJwks(jwks, [GOOD.jwk]);
+  fs.chmodSync(jwks, 0o666);
+  const jwt = `${base}[auth]\nmode = jwt\npublic_url = ${PUBLIC_URL}\nissuer = ${ISSUER}\njwks_file = ${jwks}\n`;
+  r = check('jwks', jwt, 0o644);
+  assert.notEqual(r.status, 0, out(r));
+  assert.match(out(r), /jwks\.json.*writable by others/);
+  fs.chmodSync(jwks, 0o644);
+  r = check('jwks-ok', jwt, 0o644);
+  assert.equal(r.status, 0, out(r));
+  // The requestState key: a secret, so readable by others is refused too.
+  const key = path.join(dir, 'state.key');
+  fs.writeFileSync(key, crypto.randomBytes(48));
+  const keyed = base.replace('[gateway]\n', `[gateway]\nstate_key_file = ${key}\n`);
+  for (const mode of [0o644, 0o606]) {
+    fs.chmodSync(key, mode);
+    r = check(`key-${mode.toString(8)}`, keyed, 0o644);
+    assert.notEqual(r.status, 0, `mode ${mode.toString(8)}: ${out(r)}`);
+    assert.match(out(r), /state_key_file .* by others/);
+  }
+  fs.chmodSync(key, 0o600);
+  r = check('key-ok', keyed, 0o644);
+  assert.equal(r.status, 0, out(r));
+});
+
+// =================================================================================================
 // F11: RSA public exponent
 // =================================================================================================
 

@@ -8,6 +8,10 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 
+// Files the tests write must not be writable by others, or the gateway refuses them (F6):
+// whatever umask the runner has, the usual one applies here.
+process.umask(0o022);
+
 export const GW_BIN = process.env.GW_BIN;
 export const EXAMPLE = process.env.GW_EXAMPLE;
 if (!GW_BIN || !EXAMPLE) throw new Error('GW_BIN and GW_EXAMPLE must be set (meson test sets them)');
