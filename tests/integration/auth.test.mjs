@@ -14,7 +14,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import {
-  ACCEPT_BOTH, EXAMPLE, GW_BIN, parseSse, request, rpc, startGateway, tmpdir, waitFor, withGateway,
+  ACCEPT_BOTH, EXAMPLE, GW_BIN, parseSse, request, rpc, startGateway, tmpdir, waitFor, withGateway, metricSamples,
 } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -206,13 +206,7 @@ async function fetchPath(gw, p, { method = 'GET', headers = {}, body } = {}) {
 async function metrics(gw) {
   const r = await fetchPath(gw, '/metrics');
   assert.equal(r.status, 200, r.text());
-  const out = {};
-  for (const line of r.text().split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    out[line.slice(0, i)] = Number(line.slice(i + 1));
-  }
-  return out;
+  return metricSamples(r.text());
 }
 
 const countMatches = (text, re) => [...text.matchAll(new RegExp(re.source, 'g'))].length;

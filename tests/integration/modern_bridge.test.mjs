@@ -27,7 +27,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { ACCEPT_BOTH, everythingServer, request, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { ACCEPT_BOTH, everythingServer, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 // Resolved from tests/node_modules; a missing package throws.
@@ -136,13 +136,7 @@ async function metrics(gw) {
   const r = await request(`${gw.base}/metrics`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN}` } });
   const text = await r.done(scaled(5000));
   assert.equal(r.status, 200, text);
-  const m = {};
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    m[line.slice(0, i)] = Number(line.slice(i + 1));
-  }
-  return m;
+  return metricSamples(text);
 }
 const M = {
   held: 'mcpgw_pool_held_calls',

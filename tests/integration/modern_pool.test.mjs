@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, del, initSession, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { EXAMPLE, del, initSession, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const V = '2026-07-28';
@@ -118,13 +118,7 @@ async function metrics(gw) {
   const r = await request(`${gw.base}/metrics`, { method: 'GET' });
   const text = await r.done(scaled(5000));
   assert.equal(r.status, 200, text);
-  const m = {};
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    m[line.slice(0, i)] = Number(line.slice(i + 1));
-  }
-  return m;
+  return metricSamples(text);
 }
 const M = {
   ready: (s = 'example') => `mcpgw_pool_children{server="${s}",state="ready"}`,

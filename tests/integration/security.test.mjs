@@ -19,7 +19,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import {
-  ACCEPT_BOTH, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir, waitFor, withGateway,
+  ACCEPT_BOTH, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir, waitFor, withGateway, metricSamples,
 } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -68,13 +68,7 @@ async function metrics(gw) {
   const r = await request(`${lo(gw)}/metrics`, { method: 'GET' });
   await r.done();
   assert.equal(r.status, 200, r.text());
-  const out = {};
-  for (const line of r.text().split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    out[line.slice(0, i)] = Number(line.slice(i + 1));
-  }
-  return out;
+  return metricSamples(r.text());
 }
 
 const countMatches = (text, re) => [...text.matchAll(new RegExp(re.source, 'g'))].length;

@@ -33,6 +33,17 @@ export function everythingServer({ name = 'everything', path: p = '/mcp', extra 
   return { name, path: p, command: `${process.execPath} ${js} stdio`, ...(extra ? { extra } : {}) };
 }
 
+/** The samples of a Prometheus text from /metrics: {'name{labels}': value}. */
+export function metricSamples(text) {
+  const m = {};
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    m[line.slice(0, i)] = Number(line.slice(i + 1));
+  }
+  return m;
+}
+
 export function tmpdir(prefix = 'mcpgw-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
