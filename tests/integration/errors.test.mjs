@@ -598,7 +598,7 @@ test('a child line over max_message_bytes ends the session: error on the stream,
     assert.ok(r.text().length < 65536, 'the oversized line was not relayed');
     await assertJsonError(await post(gw, rpc('ping'), { sid: s.sid }), 404);
     await waitFor(() => !pidAlive(s.pid), 8000, 'child reaped');
-    assert.match(gw.logs(), /over max_message_bytes/);
+    await gw.waitLog(/over max_message_bytes/);
     await assertServes(gw);
   } finally {
     await gw.stop();

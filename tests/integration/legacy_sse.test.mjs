@@ -459,7 +459,10 @@ test('dropping the SSE connection mid-call: the child reads "client disconnected
         `cancel of ${id} handled before stdin closed`);
     }
     assert.match(logs, new RegExp(`session=${esc(c.sid)} session closed: client disconnected \\(2 in-flight requests cancelled\\)`));
-    assert.match(logs, new RegExp(`child ${c.pid} exited with status 0`), 'the child left on stdin EOF, before any signal');
+    // The child left on stdin EOF, before any signal. The gateway logs the exit when it reaps; the
+    // log pipe may be read after the pid is gone, so the line is waited for.
+    await gw.waitLog(new RegExp(`child ${c.pid} exited with status 0`));
+    assert.doesNotMatch(gw.logs(), new RegExp(`child ${c.pid} (exited with status [1-9]|killed by signal)`));
     // The cancels were the last lines it read.
     assert.deepEqual(gw.childMessages().slice(-2).map((m) => m.method), ['notifications/cancelled', 'notifications/cancelled']);
     // The session is gone.
