@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 # systemd: systemd-analyze, which deploy.test.mjs needs to verify the unit (installing the package
 # in a container does not start it).
+# libcurl4-openssl-dev: the gateway's outgoing HTTPS (issuer keys, introspection); openssl: the CLI
+# the tests make a throwaway CA and certificate for the loopback authorization server with.
 pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
-      libcriterion-dev libssl-dev nginx-light curl systemd"
+      libcriterion-dev libssl-dev libcurl4-openssl-dev openssl nginx-light curl systemd"
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 
