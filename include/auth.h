@@ -37,10 +37,27 @@ struct auth_principal {
 
 enum auth_status {
     AUTH_OK = 0,
-    AUTH_MISSING, /* no "Authorization: Bearer" header: 401, no error code */
-    AUTH_INVALID, /* a token that does not verify: 401 error="invalid_token" */
-    AUTH_SCOPE,   /* valid, but lacks a scope the server requires: 403 insufficient_scope */
+    AUTH_MISSING,     /* no "Authorization: Bearer" header: 401, no error code */
+    AUTH_INVALID,     /* a token that does not verify: 401 error="invalid_token" */
+    AUTH_SCOPE,       /* valid, but lacks a scope the server requires: 403 insufficient_scope */
+    AUTH_PENDING,     /* keys or an introspection answer are on their way: auth_wait, then again */
+    AUTH_UNAVAILABLE, /* the authorization server failed and nothing remembered answers: 503 */
 };
+
+/* A request waiting for the authorization server (AUTH_PENDING). */
+struct auth_wait;
+typedef void auth_wake_cb(void *arg);
+
+/* What came from the authorization server, across configurations (for /metrics). */
+struct auth_counters {
+    uint64_t jwks_fetches;   /* discovery and JWK Set fetches started */
+    uint64_t jwks_failures;  /* of those, failed (the last good set stayed) */
+    uint64_t jwks_keys;      /* keys in the last fetched set */
+    uint64_t introspections; /* RFC 7662 requests sent */
+    uint64_t introspection_failures;
+    uint64_t waits; /* requests that waited for keys or an introspection */
+};
+void auth_counters_get(struct auth_counters *out);
 
 /*
  * Loads what cfg->auth's mode needs (nothing for none). NULL with "file: reason" in err when a
@@ -57,6 +74,23 @@ void auth_free(struct auth *a);
  */
 enum auth_status auth_check(struct auth *a, const char *header, const struct config_server *srv,
                             int64_t now_s, struct auth_principal **principal, const char **why);
+
+/*
+ * After AUTH_PENDING: cb(arg) runs once, from the loop, when what the check waited for came (or
+ * failed, or a and its configuration were retired): then call auth_check again, with the current
+ * struct auth. The wait is gone by the time cb runs; auth_wait_cancel abandons it before that.
+ */
+struct auth_wait *auth_wait(struct auth *a, auth_wake_cb *cb, void *arg);
+void auth_wait_cancel(struct auth_wait *w);
+
+/*
+ * A reload: next takes over prev's fetched JWK Set and discovered URLs when both fetch them from
+ * the same issuer, so requests do not wait for keys after SIGHUP. prev keeps the rest.
+ */
+void auth_adopt(struct auth *next, struct auth *prev);
+
+/* Starts fetching the issuer's keys (discovery, JWK Set) now, so the first request finds them. */
+void auth_start(struct auth *a);
 
 /*
  * The token of an "Authorization: Bearer <token>" value (scheme case-insensitive, blanks around

@@ -26,9 +26,18 @@ struct config_auth {
     char *public_url;             /* "https://host[:port]" as clients see it; NULL in mode none */
     char *issuer;                 /* the iss every JWT must carry; NULL unless jwt */
     char *jwks_file;              /* NULL unless jwt */
-    char *tokens_file;            /* NULL unless bearer */
-    char **authorization_servers; /* NULL-terminated; jwt: defaults to the issuer */
-    uint64_t clock_skew_s;        /* leeway on exp and nbf */
+    char *jwks_uri;               /* jwt: NULL for jwks_file, or from discovery */
+    char *introspection_endpoint; /* jwt: NULL unless set (else from discovery) */
+    char *introspection_credentials_file; /* jwt: NULL: no introspection */
+    char *tls_ca_file;                    /* NULL: the system's CA store */
+    uint64_t fetch_timeout_ms;
+    uint64_t jwks_cache_min_s, jwks_cache_max_s;
+    uint64_t jwks_refetch_interval_ms; /* unknown kid: refetch at most once per this */
+    uint64_t introspection_cache_max_s;
+    uint64_t introspection_max_pending;
+    char *tokens_file;                   /* NULL unless bearer */
+    char **authorization_servers;        /* NULL-terminated; jwt: defaults to the issuer */
+    uint64_t clock_skew_s;               /* leeway on exp and nbf */
     uint64_t max_sessions_per_principal; /* 0: only max_sessions applies */
     uint64_t rate_limit_per_s;           /* requests per second per principal; 0: no limit */
     uint64_t rate_limit_burst;           /* token bucket size */

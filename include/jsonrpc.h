@@ -175,6 +175,8 @@ struct jsonrpc_doc;
 struct jsonrpc_doc *jsonrpc_doc_parse(const char *p, size_t n);
 void jsonrpc_doc_free(struct jsonrpc_doc *d);
 bool jsonrpc_doc_has(const struct jsonrpc_doc *d, const char *key);
+/* The member key is JSON true (not merely truthy). */
+bool jsonrpc_doc_true(const struct jsonrpc_doc *d, const char *key);
 /* The string member key, or NULL when absent or not a string. */
 const char *jsonrpc_doc_str(const struct jsonrpc_doc *d, const char *key);
 /* The member key as an integer (a real is truncated toward zero). 0, or -1: absent or not a number.

@@ -20,8 +20,6 @@
  * count of sessions it holds; an unreferenced entry stays until its bucket is full again, so
  * dropping every session does not reset a principal's rate.
  */
-#include "auth.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -30,17 +28,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include "crypto.h"
-#include "jsonrpc.h"
+#include "auth_int.h"
 #include "log.h"
 
-#define AUTH_FILE_MAX   (1024 * 1024) /* tokens_file or jwks_file */
-#define AUTH_TOKEN_MAX  16384         /* a bearer token or a whole JWT */
-#define AUTH_KEYS_MAX   64            /* keys kept from a JWKS */
-#define AUTH_SCOPES_MAX 64            /* scopes read from one token */
-#define AUTH_AUD_MAX    64            /* audiences read from one token */
-#define AUTH_NAME_MAX   256           /* bytes of a principal's name */
-#define AUTH_BUCKETS    1024          /* principal table */
+#define AUTH_TOKEN_MAX  16384 /* a bearer token or a whole JWT */
+#define AUTH_SCOPES_MAX 64    /* scopes read from one token */
+#define AUTH_AUD_MAX    64    /* audiences read from one token */
+#define AUTH_NAME_MAX   256   /* bytes of a principal's name */
+#define AUTH_BUCKETS    1024  /* principal table */
 #define AUTH_ANONYMOUS  "anonymous"
 #define AUTH_CACHE      256 /* verified JWTs remembered, direct-mapped by hash */
 
@@ -50,17 +45,13 @@ struct auth_token {
     char **scopes; /* NULL-terminated */
 };
 
-struct auth_jwk {
-    char *kid; /* NULL: none */
-    struct crypto_key *key;
-};
-
 /* A JWT that verified for srv: valid again while now is inside [nbf - skew, exp + skew]. */
 struct auth_cached {
     unsigned char hash[CRYPTO_SHA256_LEN];
     const struct config_server *srv;
     struct auth_principal *principal; /* a reference; NULL: the slot is free */
     int64_t exp, nbf;
+    uint64_t until_ms; /* an introspected token: reused until then (0: a JWT, no such bound) */
 };
 
 struct auth {
@@ -68,8 +59,8 @@ struct auth {
     struct auth_cached cache[AUTH_CACHE];
     struct auth_token *tokens;
     size_t ntokens;
-    struct auth_jwk keys[AUTH_KEYS_MAX];
-    size_t nkeys;
+    struct auth_keyset keys;    /* from jwks_file */
+    struct auth_remote *remote; /* what is fetched; NULL: nothing */
 };
 
 static struct {
@@ -79,9 +70,7 @@ static struct {
 
 /* --- files ------------------------------------------------------------------------------- */
 
-static int auth_fail(char *err, size_t errlen, const char *fmt, ...) PRINTF(3, 4);
-
-static int
+int
 auth_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err != NULL && errlen > 0) {
@@ -93,16 +82,15 @@ auth_fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-/* The whole file, NUL-terminated, or NULL with the reason in err. */
-static char *
-auth_slurp(const char *path, size_t *len, char *err, size_t errlen)
+char *
+auth_slurp(const char *path, bool secret, size_t *len, char *err, size_t errlen)
 {
     FILE *fp = fopen(path, "re");
     if (fp == NULL) {
         auth_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    const char *unsafe = util_file_unsafe(fileno(fp), false);
+    const char *unsafe = util_file_unsafe(fileno(fp), secret);
     if (unsafe != NULL) {
         fclose(fp);
         auth_fail(err, errlen, "%s %s", path, unsafe);
@@ -177,7 +165,7 @@ static int
 auth_load_tokens(struct auth *a, const char *path, char *err, size_t errlen)
 {
     size_t len;
-    char *text = auth_slurp(path, &len, err, errlen);
+    char *text = auth_slurp(path, false, &len, err, errlen);
     if (text == NULL)
         return -1;
     if (memchr(text, '\0', len) != NULL) {
@@ -281,42 +269,66 @@ auth_jwk_key(const struct jsonrpc_doc *k, const char **why)
     return key;
 }
 
-static int
-auth_load_jwks(struct auth *a, const char *path, char *err, size_t errlen)
+void
+auth_keyset_clear(struct auth_keyset *ks)
 {
-    size_t len;
-    char *text = auth_slurp(path, &len, err, errlen);
-    if (text == NULL)
-        return -1;
+    for (size_t i = 0; i < ks->n; i++) {
+        free(ks->k[i].kid);
+        crypto_key_free(ks->k[i].key);
+    }
+    ks->n = 0;
+}
+
+int
+auth_keyset_parse(struct auth_keyset *ks, const char *text, size_t len, size_t *skipped, char *err,
+                  size_t errlen)
+{
     struct jsonrpc_doc *doc = jsonrpc_doc_parse(text, len);
-    free(text);
     if (doc == NULL)
-        return auth_fail(err, errlen, "%s: not a JSON object", path);
+        return auth_fail(err, errlen, "not a JSON object");
     int rc = 0;
-    size_t n = jsonrpc_doc_len(doc, "keys"), skipped = 0;
+    size_t n = jsonrpc_doc_len(doc, "keys");
+    *skipped = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct jsonrpc_doc *k = jsonrpc_doc_at(doc, "keys", i);
         const char *why = k == NULL ? "is not an object" : NULL;
         struct crypto_key *key = k != NULL ? auth_jwk_key(k, &why) : NULL;
+        const char *kid = k != NULL ? jsonrpc_doc_str(k, "kid") : NULL;
         if (why != NULL) {
-            rc = auth_fail(err, errlen, "%s: keys[%zu] %s", path, i, why);
+            rc = auth_fail(err, errlen, "keys[%zu] %s", i, why);
         } else if (key == NULL) {
-            skipped++;
-        } else if (a->nkeys == AUTH_KEYS_MAX) {
+            (*skipped)++;
+        } else if (ks->n == AUTH_KEYS_MAX) {
             crypto_key_free(key);
-            rc = auth_fail(err, errlen, "%s: more than %d usable keys", path, AUTH_KEYS_MAX);
+            rc = auth_fail(err, errlen, "more than %d usable keys", AUTH_KEYS_MAX);
         } else {
-            const char *kid = jsonrpc_doc_str(k, "kid");
-            a->keys[a->nkeys].kid = kid != NULL ? xstrdup(kid) : NULL;
-            a->keys[a->nkeys++].key = key;
+            ks->k[ks->n].kid = kid != NULL ? xstrdup(kid) : NULL;
+            ks->k[ks->n++].key = key;
         }
     }
     jsonrpc_doc_free(doc);
-    if (rc == 0 && a->nkeys == 0)
-        rc = auth_fail(err, errlen, "%s: no RS256, ES256 or EdDSA signing key in \"keys\"", path);
-    if (rc == 0 && skipped > 0)
-        log_info(NULL, "%s: %zu keys of other types or uses skipped", path, skipped);
+    if (rc == 0 && ks->n == 0)
+        rc = auth_fail(err, errlen, "no RS256, ES256 or EdDSA signing key in \"keys\"");
+    if (rc == -1)
+        auth_keyset_clear(ks);
     return rc;
+}
+
+static int
+auth_load_jwks(struct auth *a, const char *path, char *err, size_t errlen)
+{
+    size_t len, skipped;
+    char *text = auth_slurp(path, false, &len, err, errlen);
+    if (text == NULL)
+        return -1;
+    char why[256];
+    int rc = auth_keyset_parse(&a->keys, text, len, &skipped, why, sizeof(why));
+    free(text);
+    if (rc == -1)
+        return auth_fail(err, errlen, "%s: %s", path, why);
+    if (skipped > 0)
+        log_info(NULL, "%s: %zu keys of other types or uses skipped", path, skipped);
+    return 0;
 }
 
 struct auth *
@@ -327,8 +339,10 @@ auth_new(const struct config *cfg, char *err, size_t errlen)
     int rc = 0;
     if (cfg->auth.mode == CONFIG_AUTH_BEARER)
         rc = auth_load_tokens(a, cfg->auth.tokens_file, err, errlen);
-    else if (cfg->auth.mode == CONFIG_AUTH_JWT)
+    else if (cfg->auth.mode == CONFIG_AUTH_JWT && cfg->auth.jwks_file != NULL)
         rc = auth_load_jwks(a, cfg->auth.jwks_file, err, errlen);
+    if (rc == 0)
+        rc = auth_remote_new(&cfg->auth, &a->remote, err, errlen);
     if (rc == -1) {
         auth_free(a);
         return NULL;
@@ -347,10 +361,8 @@ auth_free(struct auth *a)
         auth_strv_free(a->tokens[i].scopes);
     }
     free(a->tokens);
-    for (size_t i = 0; i < a->nkeys; i++) {
-        free(a->keys[i].kid);
-        crypto_key_free(a->keys[i].key);
-    }
+    auth_remote_free(a->remote);
+    auth_keyset_clear(&a->keys);
     for (size_t i = 0; i < AUTH_CACHE; i++)
         auth_principal_unref(a->cache[i].principal);
     free(a);
@@ -550,17 +562,23 @@ auth_jwt_alg(const char *alg)
                                        : -1;
 }
 
-/* The signature over tok[0..signed_len) checks out with some key of the header's alg and kid. */
+/*
+ * The signature over tok[0..signed_len) checks out with some key of ks of the header's alg and
+ * kid. *kid_known: the token names no kid, or ks has a key of that kid.
+ */
 static bool
-auth_jwt_signed(const struct auth *a, const char *tok, size_t signed_len, const char *sig_b64,
-                size_t sig_len, int alg, const char *kid)
+auth_jwt_signed(const struct auth_keyset *ks, const char *tok, size_t signed_len,
+                const char *sig_b64, size_t sig_len, int alg, const char *kid, bool *kid_known)
 {
     size_t n = 0;
     unsigned char *sig = auth_b64_new(sig_b64, sig_len, &n);
     bool ok = false;
-    for (size_t i = 0; sig != NULL && i < a->nkeys && !ok; i++) {
-        const struct auth_jwk *k = &a->keys[i];
-        if ((int)crypto_key_alg(k->key) != alg
+    *kid_known = kid == NULL;
+    for (size_t i = 0; i < ks->n && !ok; i++) {
+        const struct auth_jwk *k = &ks->k[i];
+        if (kid != NULL && k->kid != NULL && strcmp(kid, k->kid) == 0)
+            *kid_known = true;
+        if (sig == NULL || (int)crypto_key_alg(k->key) != alg
             || (kid != NULL && k->kid != NULL && strcmp(kid, k->kid) != 0))
             continue;
         ok = crypto_verify(k->key, tok, signed_len, sig, n);
@@ -585,22 +603,29 @@ auth_early(int64_t nbf, int64_t now_s, int64_t skew)
     return nbf > now_s + skew;
 }
 
-/* The claims of a verified token: time, issuer, audience, subject. */
+/*
+ * The claims of a verified token, or of an introspection answer (RFC 7662 section 2.2, where exp
+ * and iss are optional and the principal may be named by username or client_id): time, issuer,
+ * audience, subject. The principal's name in *name.
+ */
 static const char *
-auth_jwt_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct config_server *srv,
-                int64_t now_s)
+auth_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct config_server *srv,
+            int64_t now_s, bool introspected, const char **name)
 {
     const struct config_auth *ca = a->ca;
     int64_t exp, nbf, skew = (int64_t)ca->clock_skew_s;
-    if (jsonrpc_doc_int(c, "exp", &exp) == -1)
+    if (introspected && !jsonrpc_doc_true(c, "active"))
+        return "the token is not active (introspection)";
+    if (jsonrpc_doc_int(c, "exp", &exp) == -1 && (!introspected || jsonrpc_doc_has(c, "exp")))
         return "the token has no exp";
-    if (auth_expired(exp, now_s, skew))
+    if (jsonrpc_doc_has(c, "exp") && auth_expired(exp, now_s, skew))
         return "the token has expired";
     if (jsonrpc_doc_has(c, "nbf")
         && (jsonrpc_doc_int(c, "nbf", &nbf) == -1 || auth_early(nbf, now_s, skew)))
         return "the token is not valid yet (nbf)";
     const char *iss = jsonrpc_doc_str(c, "iss");
-    if (iss == NULL || strcmp(iss, ca->issuer) != 0)
+    if ((iss == NULL && (!introspected || jsonrpc_doc_has(c, "iss")))
+        || (iss != NULL && strcmp(iss, ca->issuer) != 0))
         return "the token's issuer is not the configured issuer";
     char resource[1024];
     const char *aud[AUTH_AUD_MAX];
@@ -612,6 +637,11 @@ auth_jwt_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct 
     if (!aud_ok)
         return "the token's audience is not this server";
     const char *sub = jsonrpc_doc_str(c, "sub");
+    if (sub == NULL && introspected)
+        sub = jsonrpc_doc_str(c, "username");
+    if (sub == NULL && introspected)
+        sub = jsonrpc_doc_str(c, "client_id");
+    *name = sub;
     size_t sublen = sub != NULL ? strlen(sub) : 0;
     if (sublen == 0 || sublen > AUTH_NAME_MAX)
         return "the token has no sub (1..256 bytes)";
@@ -653,24 +683,105 @@ auth_cache_find(struct auth *a, const unsigned char *hash, const struct config_s
     const struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
     int64_t skew = (int64_t)a->ca->clock_skew_s;
     if (c->principal == NULL || c->srv != srv || !crypto_equal(c->hash, hash, CRYPTO_SHA256_LEN)
-        || auth_expired(c->exp, now_s, skew) || auth_early(c->nbf, now_s, skew))
+        || auth_expired(c->exp, now_s, skew) || auth_early(c->nbf, now_s, skew)
+        || (c->until_ms != 0 && util_now_ms() >= c->until_ms))
         return NULL;
     return auth_principal_ref(c->principal);
 }
 
 static void
 auth_cache_put(struct auth *a, const unsigned char *hash, const struct config_server *srv,
-               const struct jsonrpc_doc *claims, struct auth_principal *p)
+               const struct jsonrpc_doc *claims, struct auth_principal *p, uint64_t until_ms)
 {
     struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
     auth_principal_unref(c->principal);
     memcpy(c->hash, hash, CRYPTO_SHA256_LEN);
     c->srv = srv;
     c->principal = auth_principal_ref(p);
-    if (jsonrpc_doc_int(claims, "exp", &c->exp) == -1) /* checked before: cannot happen */
-        c->exp = INT64_MIN / 2;
+    c->until_ms = until_ms;
+    if (jsonrpc_doc_int(claims, "exp", &c->exp) == -1) /* introspected without exp */
+        c->exp = INT64_MAX / 2;
     if (jsonrpc_doc_int(claims, "nbf", &c->nbf) == -1)
         c->nbf = INT64_MIN / 2;
+}
+
+/*
+ * Verified claims c (a JWT's, or an introspection answer) grant srv: the principal, or why not.
+ * Remembered for the next request with the same token.
+ */
+static enum auth_status
+auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *c,
+           const struct config_server *srv, int64_t now_s, bool introspected, uint64_t until_ms,
+           struct auth_principal **principal, const char **why)
+{
+    const char *name = NULL;
+    *why = auth_claims(a, c, srv, now_s, introspected, &name);
+    if (*why != NULL)
+        return AUTH_INVALID;
+    char copy[4096];
+    const char *scopes[AUTH_SCOPES_MAX];
+    size_t n = auth_jwt_scopes(c, copy, sizeof(copy), scopes, AUTH_SCOPES_MAX);
+    if (!auth_scopes_ok(srv, scopes, n)) {
+        *why = "the token lacks a required scope";
+        return AUTH_SCOPE;
+    }
+    *principal = auth_principal_get(name, strlen(name));
+    auth_cache_put(a, hash, srv, c, *principal, until_ms);
+    return AUTH_OK;
+}
+
+/* An opaque token: what the issuer's introspection endpoint says of it. */
+static enum auth_status
+auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned char *hash,
+                  const struct config_server *srv, int64_t now_s, struct auth_principal **principal,
+                  const char **why)
+{
+    const struct jsonrpc_doc *answer = NULL;
+    uint64_t until_ms = 0;
+    enum auth_status st =
+        auth_remote_introspect(a->remote, tok, len, hash, util_now_ms(), &answer, &until_ms);
+    if (st == AUTH_PENDING)
+        *why = "waiting for the introspection endpoint";
+    else if (st == AUTH_UNAVAILABLE)
+        *why = "the introspection endpoint cannot be reached";
+    if (st != AUTH_OK)
+        return st;
+    return auth_grant(a, hash, answer, srv, now_s, true, until_ms, principal, why);
+}
+
+/*
+ * The keys a JWT is checked with: jwks_file's, or the issuer's JWK Set (AUTH_PENDING while the
+ * first one is on its way).
+ */
+static enum auth_status
+auth_keys(struct auth *a, const struct auth_keyset **ks, const char **why)
+{
+    *ks = &a->keys;
+    if (!auth_remote_has_keys(a->remote))
+        return AUTH_OK;
+    enum auth_status st = auth_remote_keys(a->remote, util_now_ms(), ks);
+    *why = st == AUTH_PENDING ? "waiting for the issuer's JWK Set"
+           : st == AUTH_OK    ? NULL
+                              : "the issuer's JWK Set cannot be fetched";
+    return st;
+}
+
+/* Why the JOSE header h is refused, or NULL; its alg in *alg. */
+static const char *
+auth_jwt_header(const struct jsonrpc_doc *h, int *alg)
+{
+    *alg = h != NULL ? auth_jwt_alg(jsonrpc_doc_str(h, "alg")) : -1;
+    const char *typ = h != NULL ? jsonrpc_doc_str(h, "typ") : NULL;
+    if (h == NULL)
+        return "the token's header is not JSON";
+    if (*alg < 0)
+        return "the token's alg is not RS256, ES256 or EdDSA";
+    if (jsonrpc_doc_has(h, "crit"))
+        return "the token has crit header parameters";
+    if (typ != NULL && strcasecmp(typ, "JWT") != 0 && strcasecmp(typ, "at+jwt") != 0
+        && strcasecmp(typ, "application/at+jwt") != 0)
+        return "the token's typ is not JWT or at+jwt";
+    return NULL;
 }
 
 static enum auth_status
@@ -685,46 +796,40 @@ auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server
     const char *d1 = memchr(tok, '.', len);
     const char *d2 = d1 != NULL ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok)) : NULL;
     if (d2 == NULL || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - tok)) != NULL) {
+        if (auth_remote_introspects(a->remote))
+            return auth_introspected(a, tok, len, hash, srv, now_s, principal, why);
         *why = "not a JWS compact token";
         return AUTH_INVALID;
     }
+    const struct auth_keyset *ks;
+    enum auth_status st = auth_keys(a, &ks, why);
+    if (st != AUTH_OK)
+        return st;
+    int alg;
     struct jsonrpc_doc *h = auth_jwt_part(tok, (size_t)(d1 - tok));
-    int alg = h != NULL ? auth_jwt_alg(jsonrpc_doc_str(h, "alg")) : -1;
-    const char *typ = h != NULL ? jsonrpc_doc_str(h, "typ") : NULL;
-    if (h == NULL)
-        *why = "the token's header is not JSON";
-    else if (alg < 0)
-        *why = "the token's alg is not RS256, ES256 or EdDSA";
-    else if (jsonrpc_doc_has(h, "crit"))
-        *why = "the token has crit header parameters";
-    else if (typ != NULL && strcasecmp(typ, "JWT") != 0 && strcasecmp(typ, "at+jwt") != 0
-             && strcasecmp(typ, "application/at+jwt") != 0)
-        *why = "the token's typ is not JWT or at+jwt";
-    else if (!auth_jwt_signed(a, tok, (size_t)(d2 - tok), d2 + 1, len - (size_t)(d2 + 1 - tok), alg,
-                              jsonrpc_doc_str(h, "kid")))
-        *why = "the token's signature does not verify with any key of jwks_file";
-    else
-        *why = NULL;
+    *why = auth_jwt_header(h, &alg);
+    bool kid_known = true;
+    if (*why == NULL
+        && !auth_jwt_signed(ks, tok, (size_t)(d2 - tok), d2 + 1, len - (size_t)(d2 + 1 - tok), alg,
+                            jsonrpc_doc_str(h, "kid"), &kid_known)) {
+        /* A key the set lacks: the issuer may have rotated its keys since the set was fetched. */
+        if (!kid_known && auth_remote_has_keys(a->remote)
+            && auth_remote_unknown_kid(a->remote, util_now_ms()) == AUTH_PENDING)
+            st = AUTH_PENDING;
+        *why = st == AUTH_PENDING ? "waiting for the issuer's JWK Set (a new kid)"
+               : auth_remote_has_keys(a->remote)
+                   ? "the token's signature does not verify with any key of the issuer's JWK Set"
+                   : "the token's signature does not verify with any key of jwks_file";
+    }
     jsonrpc_doc_free(h);
     if (*why != NULL)
-        return AUTH_INVALID;
+        return st == AUTH_PENDING ? AUTH_PENDING : AUTH_INVALID;
     struct jsonrpc_doc *c = auth_jwt_part(d1 + 1, (size_t)(d2 - d1 - 1));
-    *why =
-        c == NULL ? "the token's claims are not a JSON object" : auth_jwt_claims(a, c, srv, now_s);
-    enum auth_status st = *why != NULL ? AUTH_INVALID : AUTH_OK;
-    if (st == AUTH_OK) {
-        char copy[4096];
-        const char *scopes[AUTH_SCOPES_MAX];
-        size_t n = auth_jwt_scopes(c, copy, sizeof(copy), scopes, AUTH_SCOPES_MAX);
-        if (!auth_scopes_ok(srv, scopes, n)) {
-            *why = "the token lacks a required scope";
-            st = AUTH_SCOPE;
-        } else {
-            const char *sub = jsonrpc_doc_str(c, "sub");
-            *principal = auth_principal_get(sub, strlen(sub));
-            auth_cache_put(a, hash, srv, c, *principal);
-        }
+    if (c == NULL) {
+        *why = "the token's claims are not a JSON object";
+        return AUTH_INVALID;
     }
+    st = auth_grant(a, hash, c, srv, now_s, false, 0, principal, why);
     jsonrpc_doc_free(c);
     return st;
 }
@@ -767,4 +872,25 @@ auth_check(struct auth *a, const char *header, const struct config_server *srv, 
     if (a->ca->mode == CONFIG_AUTH_BEARER)
         return auth_bearer(a, tok, len, srv, principal, why);
     return auth_jwt(a, tok, len, srv, now_s, principal, why);
+}
+
+/* --- waiting for the authorization server ------------------------------------------------ */
+
+struct auth_wait *
+auth_wait(struct auth *a, auth_wake_cb *cb, void *arg)
+{
+    return auth_remote_wait(a->remote, cb, arg);
+}
+
+void
+auth_adopt(struct auth *next, struct auth *prev)
+{
+    if (next->remote != NULL && prev->remote != NULL)
+        auth_remote_adopt(next->remote, prev->remote);
+}
+
+void
+auth_start(struct auth *a)
+{
+    auth_remote_start(a->remote);
 }

@@ -601,6 +601,60 @@ config_loopback_host(const char *h)
 }
 
 /* The [auth] values and what each mode needs. */
+/* An https:// URL with a host: where keys and token answers come from (no plain http). */
+static bool
+config_https_url(const char *s)
+{
+    const char *errstr;
+    return s != NULL && util_has_prefix_i(s, "https://") && s[8] != '\0' && s[8] != '/'
+           && config_check_text(s, &errstr) == 0;
+}
+
+/*
+ * mode = jwt: keys from jwks_file, from jwks_uri, or from the issuer's discovery document; opaque
+ * tokens introspected when credentials are given, at introspection_endpoint or the discovered one.
+ */
+static int
+config_check_jwt(struct config_parse *ps, struct config_auth *a)
+{
+    int line;
+    if (a->jwks_file != NULL && a->jwks_uri != NULL) {
+        config_raw_get(&ps->auth, "jwks_uri", CONFIG_SEC_AUTH, &line);
+        return config_fail(ps, line, "jwks_uri", "and jwks_file exclude each other: set one");
+    }
+    const char *bad =
+        a->jwks_uri != NULL && !config_https_url(a->jwks_uri) ? "jwks_uri"
+        : a->introspection_endpoint != NULL && !config_https_url(a->introspection_endpoint)
+            ? "introspection_endpoint"
+            : NULL;
+    if (bad != NULL) {
+        config_raw_get(&ps->auth, bad, CONFIG_SEC_AUTH, &line);
+        return config_fail(ps, line, bad, "must be an https:// URL");
+    }
+    if (a->introspection_endpoint != NULL && a->introspection_credentials_file == NULL) {
+        config_raw_get(&ps->auth, "introspection_endpoint", CONFIG_SEC_AUTH, &line);
+        return config_fail(ps, line, "introspection_credentials_file",
+                           "is required with introspection_endpoint (RFC 7662: the gateway "
+                           "authenticates itself)");
+    }
+    bool discover =
+        (a->jwks_file == NULL && a->jwks_uri == NULL)
+        || (a->introspection_credentials_file != NULL && a->introspection_endpoint == NULL);
+    if (discover && !config_https_url(a->issuer)) {
+        config_raw_get(&ps->auth, "issuer", CONFIG_SEC_AUTH, &line);
+        return config_fail(
+            ps, line, "issuer", "must be an https:// URL to discover %s from (or set %s)",
+            a->jwks_file == NULL && a->jwks_uri == NULL ? "its keys" : "its introspection endpoint",
+            a->jwks_file == NULL && a->jwks_uri == NULL ? "jwks_file or jwks_uri"
+                                                        : "introspection_endpoint");
+    }
+    if (a->jwks_cache_min_s > a->jwks_cache_max_s) {
+        config_raw_get(&ps->auth, "jwks_cache_min_s", CONFIG_SEC_AUTH, &line);
+        return config_fail(ps, line, "jwks_cache_min_s", "exceeds jwks_cache_max_s");
+    }
+    return 0;
+}
+
 static int
 config_build_auth(struct config_parse *ps, struct config *cfg)
 {
@@ -630,12 +684,13 @@ config_build_auth(struct config_parse *ps, struct config *cfg)
     }
     const char *missing = a->public_url == NULL                              ? "public_url"
                           : a->mode == CONFIG_AUTH_BEARER && !a->tokens_file ? "tokens_file"
-                          : a->mode == CONFIG_AUTH_JWT && !a->jwks_file      ? "jwks_file"
                           : a->mode == CONFIG_AUTH_JWT && !a->issuer         ? "issuer"
                                                                              : NULL;
     if (missing != NULL)
         return config_fail(ps, line, missing, "is required with mode = %s",
                            a->mode == CONFIG_AUTH_JWT ? "jwt" : "bearer");
+    if (a->mode == CONFIG_AUTH_JWT && config_check_jwt(ps, a) == -1)
+        return -1;
     if (a->mode == CONFIG_AUTH_JWT && a->authorization_servers[0] == NULL) {
         config_strv_free(a->authorization_servers);
         a->authorization_servers = xcalloc(2, sizeof(char *));
@@ -793,6 +848,10 @@ config_clear(struct config *cfg)
     free(cfg->auth.public_url);
     free(cfg->auth.issuer);
     free(cfg->auth.jwks_file);
+    free(cfg->auth.jwks_uri);
+    free(cfg->auth.introspection_endpoint);
+    free(cfg->auth.introspection_credentials_file);
+    free(cfg->auth.tls_ca_file);
     free(cfg->auth.tokens_file);
     config_strv_free(cfg->auth.authorization_servers);
     for (size_t i = 0; i < cfg->n_servers; i++) {

@@ -314,6 +314,17 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
             return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, bad);
         return http_begin(rc, url, method);
     }
+    if (rc->auth_again) {
+        /*
+         * Resumed after waiting for the authorization server. A connection suspended in MHD's
+         * first call gets the first call again (MHD 0.9.75, connection.c: the state stays
+         * HEADERS_PROCESSED), so every check runs again here and the body follows.
+         */
+        if (rc->dropped)
+            return MHD_NO;
+        rc->auth_again = false;
+        return http_begin(rc, url, method);
+    }
     if (*upload_data_size > 0) {
         httpd.bytes_in += *upload_data_size;
         if (!rc->responded && !rc->too_big
@@ -352,6 +363,7 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (rc == NULL)
         return;
     http_detach(rc);
+    auth_wait_cancel(rc->auth_wait);
     if (rc->conn != NULL && rc->conn->rc == rc) {
         rc->conn->rc = NULL;
         rc->conn->deadline_ms = 0; /* idle keep-alive: connection_timeout_s applies */

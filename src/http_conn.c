@@ -44,6 +44,8 @@ http_conn_event(int fd, uint32_t events, void *arg)
     httpd.need_run = true; /* MHD reads the end itself where it is not suspended */
     if (conn->rc != NULL && conn->rc->st != NULL)
         http_drop(conn->rc);
+    else if (conn->rc != NULL)
+        http_auth_abandon(conn->rc);
 }
 
 void
@@ -120,5 +122,7 @@ http_sweep(uint64_t now_ms)
                  conn->rc != NULL ? "body" : "line and headers");
         shutdown(conn->fd, SHUT_RDWR);
         httpd.need_run = true;
+        if (conn->rc != NULL)
+            http_auth_abandon(conn->rc); /* MHD does not look at a suspended connection */
     }
 }

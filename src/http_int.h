@@ -95,6 +95,8 @@ struct http_req {
     bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
     bool options;            /* OPTIONS: answered (CORS) only on the metadata routes */
     struct auth_principal *principal; /* who is asking (a reference), once authenticated */
+    struct auth_wait *auth_wait;      /* suspended until the authorization server answers */
+    bool auth_again;                  /* the checks run again at the next call (after the wait) */
 };
 
 struct http_globals {
@@ -113,6 +115,7 @@ struct http_globals {
     uint64_t bytes_in, bytes_out; /* request bodies; response bodies (SSE included) */
     uint64_t refused_auth[3];     /* 401 missing, 401 invalid, 403 scope */
     uint64_t rate_limited;        /* 429 from the principal's token bucket */
+    uint64_t auth_unavailable;    /* 503: the authorization server could not answer */
     uint64_t slow_closed;         /* connections closed at a header or body deadline */
     bool bound_loopback;          /* the listening socket is bound to a loopback address */
 };
@@ -132,11 +135,15 @@ const char *http_header(const struct http_req *rc, const char *name);
 /* http_sse.c */
 void http_detach(struct http_req *rc);
 void http_drop(struct http_req *rc);
+/* Lets MHD run a suspended request again (this loop turn). */
+void http_resume(struct http_req *rc);
 enum MHD_Result http_sse(struct http_req *rc, struct stream *st, bool with_sid);
 enum MHD_Result http_hold(struct http_req *rc, struct stream *st, bool with_sid);
 enum MHD_Result http_unhold(struct http_req *rc);
 
 /* http_mcp.c */
+/* A request waiting for the authorization server whose client left: the wait ends, MHD closes. */
+void http_auth_abandon(struct http_req *rc);
 bool http_read_sid(struct http_req *rc);
 bool http_refuse_early(struct http_req *rc, enum MHD_Result *ret);
 bool http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret);

@@ -404,13 +404,59 @@ http_auth_refusal(struct http_req *rc, enum auth_status st, const char *why)
     return http_queue(rc, status, r);
 }
 
-/* Who is asking, and whether their bucket has a request left. True when refused. */
+static void
+http_auth_wake(void *arg)
+{
+    struct http_req *rc = arg;
+    rc->auth_wait = NULL;
+    http_resume(rc);
+}
+
+void
+http_auth_abandon(struct http_req *rc)
+{
+    if (rc->auth_wait == NULL)
+        return;
+    auth_wait_cancel(rc->auth_wait);
+    rc->auth_wait = NULL;
+    http_drop(rc);
+}
+
+/*
+ * The token needs keys or an introspection answer still on their way: the request waits alone,
+ * its connection suspended, and every check runs again when the wait ends (http.c).
+ */
+static enum MHD_Result
+http_auth_wait(struct http_req *rc)
+{
+    rc->auth_wait = auth_wait(httpd.auth, http_auth_wake, rc);
+    rc->auth_again = true;
+    rc->suspended = true;
+    MHD_suspend_connection(rc->c);
+    return MHD_YES;
+}
+
+/* Who is asking, and whether their bucket has a request left. True when refused or waiting. */
 static bool
 http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
 {
     const char *why = NULL;
     enum auth_status st = auth_check(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION),
                                      rc->srv, util_now_unix(), &rc->principal, &why);
+    if (st == AUTH_PENDING) {
+        *ret = http_auth_wait(rc);
+        return true;
+    }
+    if (st == AUTH_UNAVAILABLE) {
+        httpd.auth_unavailable++;
+        struct MHD_Response *r =
+            http_error_response(JSONRPC_INTERNAL_ERROR,
+                                "Service unavailable: the authorization server cannot be reached");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        log_info(NULL, "request refused: 503 %s", why);
+        *ret = http_queue(rc, MHD_HTTP_SERVICE_UNAVAILABLE, r);
+        return true;
+    }
     if (st != AUTH_OK) {
         *ret = http_auth_refusal(rc, st, why);
         return true;

@@ -13,7 +13,7 @@
 #include "http_int.h"
 #include "pool.h"
 
-static void
+void
 http_resume(struct http_req *rc)
 {
     if (!rc->suspended)

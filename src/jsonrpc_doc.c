@@ -194,6 +194,12 @@ jsonrpc_doc_has(const struct jsonrpc_doc *d, const char *key)
     return jsonrpc_doc_get(d, key) != NULL;
 }
 
+bool
+jsonrpc_doc_true(const struct jsonrpc_doc *d, const char *key)
+{
+    return json_is_true(jsonrpc_doc_get(d, key));
+}
+
 const char *
 jsonrpc_doc_str(const struct jsonrpc_doc *d, const char *key)
 {

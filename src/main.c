@@ -26,6 +26,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "fetch.h"
 #include "http.h"
 #include "log.h"
 #include "loop.h"
@@ -203,8 +204,10 @@ main_reload(void)
     session_set_config(next);
     pool_set_config(next);
     http_set_config(next, auth);
-    auth_free(M.auth); /* it only read the retired configuration's [auth] */
+    auth_adopt(auth, M.auth); /* keys fetched for the same issuer stay in use */
+    auth_free(M.auth);        /* it only read the retired configuration's [auth] */
     M.auth = auth;
+    auth_start(M.auth);
     M.retired = xrealloc(M.retired, (M.n_retired + 1) * sizeof(*M.retired));
     M.retired[M.n_retired++] = M.cfg;
     M.cfg = next;
@@ -352,6 +355,8 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);
     M.l = loop_new();
+    if (fetch_module_init(M.l) == -1)
+        fatal("libcurl");
     session_module_init(M.l, M.cfg);
     if (loop_signal_add(M.l, SIGTERM, main_signal, NULL) == -1
         || loop_signal_add(M.l, SIGINT, main_signal, NULL) == -1
@@ -360,6 +365,7 @@ main(int argc, char **argv)
     if (http_start(M.l, M.cfg, M.auth) == -1)
         return 1;
     pool_module_init(M.l, M.cfg); /* warm children: after the listener, which may fail */
+    auth_start(M.auth);           /* the issuer's keys, before the first request needs them */
     loop_set_hooks(M.l, main_prepare, main_after, NULL);
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
     log_info(NULL, "mcp-gateway %s started (%zu servers, config %s)", MCPGW_VERSION,
@@ -371,6 +377,7 @@ main(int argc, char **argv)
     pool_module_free();
     auth_free(M.auth);
     auth_module_free();
+    fetch_module_free();
     loop_free(M.l);
     M.n_retired += 1;
     M.retired = xrealloc(M.retired, M.n_retired * sizeof(*M.retired));

@@ -270,8 +270,46 @@ Test(config, auth_modes_and_what_they_need)
     auth_err("mode = bearer", "t.ini:2: public_url: is required with mode = bearer");
     auth_err("mode = bearer\npublic_url = https://a",
              "t.ini:2: tokens_file: is required with mode = bearer");
+    /* Keys from the issuer's discovery document need an https issuer to discover them from. */
     auth_err("mode = jwt\npublic_url = https://a\nissuer = i",
-             "t.ini:2: jwks_file: is required with mode = jwt");
+             "t.ini:4: issuer: must be an https:// URL to discover its keys from (or set jwks_file "
+             "or jwks_uri)");
+    load_ok("[auth]\nmode = jwt\npublic_url = https://a\nissuer = https://idp.example/r\n" SERVER,
+            &cfg);
+    cr_assert_null(cfg.auth.jwks_file);
+    cr_assert_null(cfg.auth.jwks_uri);
+    cr_assert_null(cfg.auth.introspection_credentials_file);
+    cr_assert_eq(cfg.auth.fetch_timeout_ms, 5000);
+    cr_assert_eq(cfg.auth.jwks_cache_min_s, 60);
+    cr_assert_eq(cfg.auth.jwks_cache_max_s, 3600);
+    cr_assert_eq(cfg.auth.jwks_refetch_interval_ms, 10000);
+    cr_assert_eq(cfg.auth.introspection_cache_max_s, 300);
+    cr_assert_eq(cfg.auth.introspection_max_pending, 64);
+    config_clear(&cfg);
+    load_ok("[auth]\nmode = jwt\npublic_url = https://a\nissuer = i\n"
+            "jwks_uri = https://idp.example/keys\nintrospection_endpoint = https://idp.example/i\n"
+            "introspection_credentials_file = /c\ntls_ca_file = /ca.pem\n" SERVER,
+            &cfg);
+    cr_assert_str_eq(cfg.auth.jwks_uri, "https://idp.example/keys");
+    cr_assert_str_eq(cfg.auth.introspection_endpoint, "https://idp.example/i");
+    cr_assert_str_eq(cfg.auth.introspection_credentials_file, "/c");
+    cr_assert_str_eq(cfg.auth.tls_ca_file, "/ca.pem");
+    config_clear(&cfg);
+    auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\njwks_uri = https://x/k",
+             "t.ini:6: jwks_uri: and jwks_file exclude each other: set one");
+    auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_uri = http://x/k",
+             "t.ini:5: jwks_uri: must be an https:// URL");
+    auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\n"
+             "introspection_endpoint = https://x/i",
+             "t.ini:6: introspection_credentials_file: is required with introspection_endpoint "
+             "(RFC 7662: the gateway authenticates itself)");
+    auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\n"
+             "introspection_credentials_file = c",
+             "t.ini:4: issuer: must be an https:// URL to discover its introspection endpoint from "
+             "(or set introspection_endpoint)");
+    auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\n"
+             "jwks_cache_min_s = 100\njwks_cache_max_s = 99",
+             "t.ini:6: jwks_cache_min_s: exceeds jwks_cache_max_s");
     auth_err("mode = jwt\npublic_url = https://a\njwks_file = k",
              "t.ini:2: issuer: is required with mode = jwt");
     auth_err("public_url = https://a/mcp",
@@ -700,7 +738,7 @@ Test(config, keys_list_the_table)
     }
     cr_assert_eq(n, gw + au + sv);
     cr_assert_eq(gw, 33);
-    cr_assert_eq(au, 10);
+    cr_assert_eq(au, 20);
     cr_assert_eq(sv, 18);
     cr_assert_eq(config_keys(), keys);
 }

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the auth module: auth.c (files, principals, checking a request) and auth_remote.c (what
+ * comes from the authorization server over HTTPS: discovery, the JWK Set, introspection).
+ */
+#ifndef MCPGW_AUTH_INT_H
+#define MCPGW_AUTH_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "crypto.h"
+#include "jsonrpc.h"
+
+#define AUTH_KEYS_MAX 64            /* keys kept from a JWK Set */
+#define AUTH_FILE_MAX (1024 * 1024) /* tokens_file, jwks_file, or a fetched JWK Set */
+
+struct auth_jwk {
+    char *kid; /* NULL: none */
+    struct crypto_key *key;
+};
+
+/* The verification keys of one JWK Set. */
+struct auth_keyset {
+    struct auth_jwk k[AUTH_KEYS_MAX];
+    size_t n;
+};
+
+/*
+ * Fills ks (empty) from the JWK Set text[0..len): RS256, ES256 and EdDSA public keys; keys of
+ * other types or uses are counted in *skipped. -1 with the reason in err ("keys[2] ...") when one
+ * is malformed, weak or private, when there are too many, or when none is usable; ks is then
+ * empty.
+ */
+int auth_keyset_parse(struct auth_keyset *ks, const char *text, size_t len, size_t *skipped,
+                      char *err, size_t errlen);
+void auth_keyset_clear(struct auth_keyset *ks);
+
+/* The whole file (at most AUTH_FILE_MAX), NUL-terminated, or NULL with the reason in err. A file
+ * others may write (or, secret, read) is refused (finding F6). */
+char *auth_slurp(const char *path, bool secret, size_t *len, char *err, size_t errlen);
+int auth_fail(char *err, size_t errlen, const char *fmt, ...) PRINTF(3, 4);
+
+/* --- auth_remote.c ------------------------------------------------------------------------ */
+
+struct auth_remote;
+
+/*
+ * What [auth] fetches (mode jwt): the JWK Set unless jwks_file is set, and introspection when
+ * introspection_credentials_file is. *r is NULL when nothing is fetched. -1 with err when the
+ * credentials file cannot be read. Nothing is fetched until auth_remote_start or the first check.
+ */
+int auth_remote_new(const struct config_auth *ca, struct auth_remote **r, char *err, size_t errlen);
+/* Cancels what is in flight and wakes every waiter (they check again, with the next struct auth).
+ */
+void auth_remote_free(struct auth_remote *r);
+/* next takes prev's keys and discovered URLs when both have the same issuer and sources. */
+void auth_remote_adopt(struct auth_remote *next, struct auth_remote *prev);
+/* Starts discovery and the key fetch now, so the first request finds keys. */
+void auth_remote_start(struct auth_remote *r);
+bool auth_remote_has_keys(const struct auth_remote *r);
+bool auth_remote_introspects(const struct auth_remote *r);
+
+/*
+ * The keys to verify with. AUTH_OK with *ks (a set past its cache time is still used while a
+ * refetch runs); AUTH_PENDING while the first set is on its way; AUTH_UNAVAILABLE when there is
+ * none and the last attempt failed less than jwks_refetch_interval_ms ago.
+ */
+enum auth_status auth_remote_keys(struct auth_remote *r, uint64_t now_ms,
+                                  const struct auth_keyset **ks);
+/*
+ * A token names a kid the set lacks: AUTH_PENDING when a refetch runs (started now, or already);
+ * AUTH_OK when none may start (the last was less than jwks_refetch_interval_ms ago): judge with
+ * the keys there are.
+ */
+enum auth_status auth_remote_unknown_kid(struct auth_remote *r, uint64_t now_ms);
+
+/*
+ * The introspection answer for the token (hash is its SHA-256). AUTH_OK with *answer (owned by r,
+ * valid until the loop runs again) and *until_ms, the end of its reuse; AUTH_PENDING while it is
+ * on its way (this call may have sent it); AUTH_UNAVAILABLE when the endpoint failed lately or
+ * introspection_max_pending are in flight.
+ */
+enum auth_status auth_remote_introspect(struct auth_remote *r, const char *tok, size_t len,
+                                        const unsigned char *hash, uint64_t now_ms,
+                                        const struct jsonrpc_doc **answer, uint64_t *until_ms);
+
+/* An introspection answer's shape: a JSON object with "active"; NULL with *why otherwise. */
+struct jsonrpc_doc *auth_intro_parse(const char *body, size_t len, const char **why);
+
+struct auth_wait *auth_remote_wait(struct auth_remote *r, auth_wake_cb *cb, void *arg);
+
+#endif
