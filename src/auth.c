@@ -749,6 +749,23 @@ auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned ch
     return auth_grant(a, hash, answer, srv, now_s, true, until_ms, principal, why);
 }
 
+enum auth_status
+auth_judge_introspection(struct auth *a, const char *body, size_t len,
+                         const struct config_server *srv, int64_t now_s,
+                         struct auth_principal **principal, const char **why)
+{
+    *principal = NULL;
+    struct jsonrpc_doc *d = auth_intro_parse(body, len, why);
+    if (d == NULL)
+        return AUTH_UNAVAILABLE;
+    unsigned char hash[CRYPTO_SHA256_LEN];
+    crypto_sha256(body, len, hash);
+    enum auth_status st =
+        auth_grant(a, hash, d, srv, now_s, true, util_now_ms() + 1, principal, why);
+    jsonrpc_doc_free(d);
+    return st;
+}
+
 /*
  * The keys a JWT is checked with: jwks_file's, or the issuer's JWK Set (AUTH_PENDING while the
  * first one is on its way).

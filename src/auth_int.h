@@ -90,6 +90,15 @@ enum auth_status auth_remote_introspect(struct auth_remote *r, const char *tok, 
 /* An introspection answer's shape: a JSON object with "active"; NULL with *why otherwise. */
 struct jsonrpc_doc *auth_intro_parse(const char *body, size_t len, const char **why);
 
+/*
+ * Judges body as the introspection answer for a token presented to srv, as a request would
+ * (shape, active, exp, nbf, iss, aud, scopes, principal): the fuzz target and unit tests' way in,
+ * with no network. AUTH_UNAVAILABLE for a body that is not an answer at all.
+ */
+enum auth_status auth_judge_introspection(struct auth *a, const char *body, size_t len,
+                                          const struct config_server *srv, int64_t now_s,
+                                          struct auth_principal **principal, const char **why);
+
 struct auth_wait *auth_remote_wait(struct auth_remote *r, auth_wake_cb *cb, void *arg);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "crypto.h"
+#include "src/auth_int.h"
 
 TestSuite(auth, .timeout = 30);
 
@@ -333,4 +334,68 @@ Test(auth, rsa_weak_exponent_refused, .fini = cleanup)
     k = crypto_key_rsa(n, sizeof(n), e65537, 3, &why);
     cr_expect_not_null(k, "e = 65537: %s", why ? why : "");
     crypto_key_free(k);
+}
+
+/*
+ * RFC 7662 answers as the introspection endpoint would send them, judged for /mcp (the network
+ * part is in tests/integration/oauth.test.mjs): active, audience, expiry, issuer, principal.
+ */
+Test(auth, introspection_answers, .fini = cleanup)
+{
+    struct config cfg;
+    config_mode(&cfg, CONFIG_AUTH_JWT, NULL);
+    cfg.auth.jwks_file = NULL; /* keys from discovery: nothing loaded, nothing fetched here */
+    char err[256];
+    struct auth *a = auth_new(&cfg, err, sizeof(err));
+    cr_assert_not_null(a, "%s", err);
+    struct config_server srv = server(scopes_tools);
+    int64_t now = 1800000000;
+    struct {
+        const char *answer;
+        enum auth_status want;
+        const char *principal_or_why;
+    } cases[] = {
+        { "{\"active\":true,\"client_id\":\"cli\",\"scope\":\"mcp:tools\",\"exp\":1800000600,"
+          "\"iss\":\"https://idp.example.com\",\"aud\":\"https://mcp.example.com/mcp\"}",
+          AUTH_OK, "cli" },
+        { "{\"active\":true,\"sub\":\"alice\",\"client_id\":\"cli\",\"scope\":\"x mcp:tools\","
+          "\"aud\":[\"https://other.example/mcp\",\"https://mcp.example.com/mcp\"]}",
+          AUTH_OK, "alice" },
+        { "{\"active\":true,\"username\":\"bob\",\"scope\":\"mcp:tools\","
+          "\"aud\":\"https://mcp.example.com/mcp\"}",
+          AUTH_OK, "bob" },
+        { "{\"active\":false}", AUTH_INVALID, "the token is not active (introspection)" },
+        { "{\"active\":\"true\",\"sub\":\"a\",\"aud\":\"https://mcp.example.com/mcp\"}",
+          AUTH_INVALID, "the token is not active (introspection)" },
+        { "{\"active\":true,\"sub\":\"a\",\"scope\":\"mcp:tools\",\"aud\":\"https://other/mcp\"}",
+          AUTH_INVALID, "the token's audience is not this server" },
+        { "{\"active\":true,\"sub\":\"a\",\"scope\":\"mcp:tools\"}", AUTH_INVALID,
+          "the token's audience is not this server" },
+        { "{\"active\":true,\"sub\":\"a\",\"scope\":\"mcp:tools\",\"exp\":1799990000,"
+          "\"aud\":\"https://mcp.example.com/mcp\"}",
+          AUTH_INVALID, "the token has expired" },
+        { "{\"active\":true,\"sub\":\"a\",\"scope\":\"mcp:tools\",\"iss\":\"https://evil\","
+          "\"aud\":\"https://mcp.example.com/mcp\"}",
+          AUTH_INVALID, "the token's issuer is not the configured issuer" },
+        { "{\"active\":true,\"sub\":\"a\",\"scope\":\"other\","
+          "\"aud\":\"https://mcp.example.com/mcp\"}",
+          AUTH_SCOPE, "the token lacks a required scope" },
+        { "{\"active\":true,\"scope\":\"mcp:tools\",\"aud\":\"https://mcp.example.com/mcp\"}",
+          AUTH_INVALID, "the token has no sub (1..256 bytes)" },
+        { "[1]", AUTH_UNAVAILABLE, "the answer is not a JSON object" },
+        { "{\"sub\":\"a\"}", AUTH_UNAVAILABLE, "the answer has no \"active\"" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct auth_principal *p = NULL;
+        const char *why = NULL;
+        enum auth_status st = auth_judge_introspection(a, cases[i].answer, strlen(cases[i].answer),
+                                                       &srv, now, &p, &why);
+        cr_expect_eq(st, cases[i].want, "case %zu: status %d, %s", i, (int)st, why ? why : "-");
+        if (st == AUTH_OK)
+            cr_expect_str_eq(p->name, cases[i].principal_or_why, "case %zu", i);
+        else
+            cr_expect_str_eq(why, cases[i].principal_or_why, "case %zu", i);
+        auth_principal_unref(p);
+    }
+    auth_free(a);
 }
