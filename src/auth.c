@@ -818,17 +818,19 @@ auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server
         *why = "not a JWS compact token";
         return AUTH_INVALID;
     }
-    const struct auth_keyset *ks;
-    enum auth_status st = auth_keys(a, &ks, why);
-    if (st != AUTH_OK)
-        return st;
     int alg;
     struct jsonrpc_doc *h = auth_jwt_part(tok, (size_t)(d1 - tok));
     *why = auth_jwt_header(h, &alg);
+    const struct auth_keyset *ks = NULL;
+    /* A malformed header is refused before anything waits for keys. */
+    enum auth_status st = *why == NULL ? auth_keys(a, &ks, why) : AUTH_INVALID;
+    if (st != AUTH_OK) {
+        jsonrpc_doc_free(h);
+        return st;
+    }
     bool kid_known = true;
-    if (*why == NULL
-        && !auth_jwt_signed(ks, tok, (size_t)(d2 - tok), d2 + 1, len - (size_t)(d2 + 1 - tok), alg,
-                            jsonrpc_doc_str(h, "kid"), &kid_known)) {
+    if (!auth_jwt_signed(ks, tok, (size_t)(d2 - tok), d2 + 1, len - (size_t)(d2 + 1 - tok), alg,
+                         jsonrpc_doc_str(h, "kid"), &kid_known)) {
         /* A key the set lacks: the issuer may have rotated its keys since the set was fetched. */
         if (!kid_known && auth_remote_has_keys(a->remote)
             && auth_remote_unknown_kid(a->remote, util_now_ms()) == AUTH_PENDING)
