@@ -5,9 +5,10 @@ set -eu
 cd "$(dirname "$0")/.."
 
 # systemd: systemd-analyze, which deploy.test.mjs needs to verify the unit (installing the package
-# in a container does not start it).
+# in a container does not start it). openssl: the CLI with which tests/lib/oidc.mjs makes the
+# throwaway CA and server certificate of its HTTPS authorization server.
 pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
-      libcriterion-dev libssl-dev nginx-light curl systemd"
+      libcriterion-dev libssl-dev nginx-light curl systemd openssl"
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 
