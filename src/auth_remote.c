@@ -611,7 +611,7 @@ auth_remote_start(struct auth_remote *r)
     if (r == NULL)
         return;
     uint64_t now = util_now_ms();
-    if (auth_discovered(r, now) == AUTH_OK && r->want_keys)
+    if (auth_discovered(r, now) == AUTH_OK && r->want_keys && !r->have_keys)
         auth_keys_fetch(r, now);
 }
 
