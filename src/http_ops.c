@@ -184,26 +184,32 @@ http_metrics(struct http_req *rc)
         metrics_sample(&b, "mcpgw_auth_refused_total", refusals[i], httpd.refused_auth[i]);
     struct auth_counters ac;
     auth_counters_get(&ac);
-    metrics_family(&b, "mcpgw_auth_unavailable_total", "counter",
-                   "Requests answered 503: the authorization server could not answer for them.");
-    metrics_sample(&b, "mcpgw_auth_unavailable_total", NULL, httpd.auth_unavailable);
-    metrics_family(&b, "mcpgw_auth_waits_total", "counter",
-                   "Requests that waited for the issuer's keys or an introspection answer.");
-    metrics_sample(&b, "mcpgw_auth_waits_total", NULL, ac.waits);
-    metrics_family(&b, "mcpgw_auth_fetches_total", "counter",
-                   "Discovery documents and JWK Sets fetched from the authorization server.");
-    metrics_sample(&b, "mcpgw_auth_fetches_total", NULL, ac.jwks_fetches);
-    metrics_family(&b, "mcpgw_auth_fetch_failures_total", "counter",
-                   "Of those, failed ones (the last good key set stayed in use).");
-    metrics_sample(&b, "mcpgw_auth_fetch_failures_total", NULL, ac.jwks_failures);
-    metrics_family(&b, "mcpgw_auth_jwks_keys", "gauge", "Keys in the last JWK Set fetched.");
-    metrics_sample(&b, "mcpgw_auth_jwks_keys", NULL, ac.jwks_keys);
-    metrics_family(&b, "mcpgw_auth_introspections_total", "counter",
-                   "RFC 7662 introspection requests sent (answers are reused until exp).");
-    metrics_sample(&b, "mcpgw_auth_introspections_total", NULL, ac.introspections);
-    metrics_family(&b, "mcpgw_auth_introspection_failures_total", "counter",
-                   "Of those, failed ones (no answer, a status other than 2xx, or not JSON).");
-    metrics_sample(&b, "mcpgw_auth_introspection_failures_total", NULL, ac.introspection_failures);
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } authsrv[] = {
+        { "mcpgw_auth_unavailable_total", "counter",
+          "Requests answered 503: the authorization server could not answer for them.",
+          httpd.auth_unavailable },
+        { "mcpgw_auth_waits_total", "counter",
+          "Requests that waited for the issuer's keys or an introspection answer.", ac.waits },
+        { "mcpgw_auth_fetches_total", "counter",
+          "Discovery documents and JWK Sets fetched from the authorization server.",
+          ac.jwks_fetches },
+        { "mcpgw_auth_fetch_failures_total", "counter",
+          "Of those, failed ones (the last good key set stayed in use).", ac.jwks_failures },
+        { "mcpgw_auth_jwks_keys", "gauge", "Keys in the last JWK Set fetched.", ac.jwks_keys },
+        { "mcpgw_auth_introspections_total", "counter",
+          "RFC 7662 introspection requests sent (answers are reused until exp).",
+          ac.introspections },
+        { "mcpgw_auth_introspection_failures_total", "counter",
+          "Of those, failed ones (no answer, a status other than 2xx, or not JSON).",
+          ac.introspection_failures },
+    };
+    for (size_t i = 0; i < ARRAY_LEN(authsrv); i++) {
+        metrics_family(&b, authsrv[i].name, authsrv[i].type, authsrv[i].help);
+        metrics_sample(&b, authsrv[i].name, NULL, authsrv[i].value);
+    }
     metrics_family(&b, "mcpgw_rate_limited_total", "counter",
                    "Requests refused with 429 by a principal's rate_limit_per_s.");
     metrics_sample(&b, "mcpgw_rate_limited_total", NULL, httpd.rate_limited);
