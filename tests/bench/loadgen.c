@@ -22,6 +22,9 @@
  * _meta envelope (protocolVersion, clientCapabilities) in its params. Connections stay open
  * (keep-alive) and every request has its own id.
  *
+ * --tokens FILE: each request carries `Authorization: LINE`, the file's lines taken round-robin
+ * (run.mjs's auth scenarios: the same token every request, or a different one each).
+ *
  * With --pid, the server process's utime+stime (/proc/PID/stat) is read at the edges of the
  * measured window, and its VmRSS/VmHWM (/proc/PID/status) where the mode needs them.
  */
@@ -77,6 +80,7 @@ struct options {
     const char *cmd;       /* direct: the stdio server's command line (split on spaces) */
     const char *label;     /* copied into the output */
     const char *header;    /* one more request header line ("Authorization: Bearer ..."), or NULL */
+    const char *tokens;    /* a file of Authorization values, one a line, used round-robin */
     const char *child_log; /* cancel, disconnect: the child's --log --log-times file */
     long sessions;
     long inflight;
@@ -114,6 +118,9 @@ static char target_host[96];
 static char target_path[256];
 static int ep = -1;
 static uint64_t tick_ns; /* one clock tick of /proc/PID/stat */
+static char **tokens;    /* --tokens: the Authorization values */
+static size_t ntokens, token_next;
+static long tokens_sent; /* requests that carried one */
 
 /* ---- small helpers ---- */
 
@@ -576,6 +583,11 @@ conn_request(struct conn *c, const char *method, const char *sid, const char *bo
         out_append(c, "Mcp-Name: %s\r\n", c->mcp_name);
     if (opt.header != NULL)
         out_append(c, "%s\r\n", opt.header);
+    if (ntokens > 0) {
+        out_append(c, "Authorization: %s\r\n", tokens[token_next]);
+        token_next = (token_next + 1) % ntokens;
+        tokens_sent++;
+    }
     out_append(c, "\r\n%s", body ? body : "");
     conn_reset_response(c);
     c->busy = true;
@@ -1297,6 +1309,8 @@ echo_loop(double warmup, double duration, long max_count)
                window ? (double)(cpu1 - cpu0) / 1e3 / (double)window : -1.0);
     printf("\"client_cpu_util\":%.3f,\"body_bytes\":%" PRIu64 ",",
            (double)(self1 - self0) / (double)(t_end - run.t_start), run.body_bytes);
+    if (ntokens > 0)
+        printf("\"tokens\":%zu,\"tokens_sent\":%ld,", ntokens, tokens_sent);
     print_quantiles(&run.lat);
 }
 
@@ -1989,6 +2003,7 @@ usage(int status)
         "  --give-up N       stop after N misses in a row                       [3]\n"
         "  --label TEXT      copied into the output\n"
         "  --header LINE     one more request header, e.g. 'Authorization: Bearer T'\n"
+        "  --tokens FILE     Authorization values, one a line, one per request round-robin\n"
         "  --modern          2026-07-28 requests: no session (echo, large, disconnect, pending)\n"
         "  --delay-ms D      the echo's delay_ms (pending)                      [5000]\n"
         "  --children N      wait for N initialized children first (pending)    [0]\n");
@@ -2010,6 +2025,35 @@ parse_url(void)
     target.sin_port = htons((uint16_t)port);
     if (inet_pton(AF_INET, host, &target.sin_addr) != 1)
         die("bad address %s", host);
+}
+
+/* --tokens: every non-empty line of the file (a trailing CR dropped), kept for the whole run. */
+static void
+load_tokens(const char *path)
+{
+    FILE *fp = fopen(path, "re");
+    char *line = NULL;
+    size_t cap = 0, have = 0;
+    ssize_t n;
+
+    if (fp == NULL)
+        die("%s: %s", path, strerror(errno));
+    while ((n = getline(&line, &cap, fp)) != -1) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        if (ntokens == have) {
+            have = have ? have * 2 : 1024;
+            tokens = xrealloc(tokens, have * sizeof(*tokens));
+        }
+        tokens[ntokens] = xrealloc(NULL, (size_t)n + 1);
+        memcpy(tokens[ntokens++], line, (size_t)n + 1);
+    }
+    free(line);
+    fclose(fp);
+    if (ntokens == 0)
+        die("%s: no tokens", path);
 }
 
 static long
@@ -2042,6 +2086,7 @@ main(int argc, char **argv)
         { "give-up", required_argument, NULL, 'g' },
         { "label", required_argument, NULL, 'L' },
         { "header", required_argument, NULL, 'H' },
+        { "tokens", required_argument, NULL, 'K' },
         { "modern", no_argument, NULL, 'M' },
         { "delay-ms", required_argument, NULL, 'D' },
         { "children", required_argument, NULL, 'C' },
@@ -2094,6 +2139,9 @@ main(int argc, char **argv)
         case 'H':
             opt.header = optarg;
             break;
+        case 'K':
+            opt.tokens = optarg;
+            break;
         case 'L':
             opt.label = optarg;
             break;
@@ -2129,6 +2177,10 @@ main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
+    if (opt.tokens != NULL && opt.url == NULL)
+        die("--tokens needs --url");
+    if (opt.tokens != NULL)
+        load_tokens(opt.tokens);
     if (opt.url != NULL)
         parse_url();
     else

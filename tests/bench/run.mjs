@@ -8,12 +8,16 @@
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
 // --only name,name (scenarios: echo1, echo1m, echo16x4, echo16x4m, init, large, cancel, disconnect,
-// disconnectm, hold1000m, elicitm, idle, hold; the names ending in m are 2026-07-28 "modern" requests).
+// disconnectm, hold1000m, elicitm, idle, hold; the names ending in m are 2026-07-28 "modern" requests;
+// auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
+// The auth scenarios also run tests/bench/authserver.mjs (HTTPS, a certificate made with openssl).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,7 +33,7 @@ const value = (name, def) => {
   return i >= 0 && i + 1 < argv.length ? argv[i + 1] : def;
 };
 if (flag('--help') || flag('-h')) {
-  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 13).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 15).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 const quick = flag('--quick');
@@ -49,6 +53,11 @@ const P = quick
 // supergateway needs about two minutes for one 100 MB result here.
 // pending: 2026-07-28 requests held in flight at once (hold1000m), on a pool of pendingPool children,
 // each an echo answered pendingDelay ms after the child read it.
+// auth: the auth scenarios' 1x1 echo (warm-up and measured seconds; quick keeps them short, since
+// they add to CI's run), the RS256 JWTs minted for authjwtnew (used round-robin: far more than the
+// gateway's 256 remembered tokens, so a token comes back only long after it was forgotten) and the
+// opaque tokens of authintronew (likewise, against 1,024 remembered introspection answers).
+P.auth = quick ? { dur: 0.5, warm: 0.25, jwts: 2048, opaque: 16384 } : { dur: 5, warm: 1, jwts: 8192, opaque: 65536 };
 // elicit: one elicitation round at a time for dur seconds after warm seconds (elicitm), at most
 // maxRounds rounds.
 
@@ -157,7 +166,8 @@ function within(p, ms) {
 
 // pool: for 2026-07-28 requests, the [server:example] pool keys ({ warm, max, inflight }; era is
 // always legacy there: the example server is a legacy server, so the gateway skips its probe).
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null } = {}) {
+// auth: lines of an [auth] section (the auth scenarios); none: mode none, the default.
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null } = {}) {
   const exampleCmd = [BIN.example, ...childArgs].join(' ');
   let cmd;
   let args;
@@ -171,6 +181,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       `max_connections = ${Math.max(4096, 64)}`,
       'shutdown_drain_ms = 0',
       'child_stdin_grace_ms = 2000',
+      ...(auth ? ['[auth]', ...auth] : []),
       '[server:example]',
       'path = /mcp',
       `command = ${exampleCmd}`,
@@ -258,6 +269,120 @@ function loadgen(mode, args, timeoutMs = 600000, pin = false) {
       resolve(JSON.parse(line));
     });
   });
+}
+
+// ---- the authorization server of the auth scenarios ----
+// One per run (the issuer's URL holds its port, and the tokens are minted for that issuer):
+// tests/bench/authserver.mjs as its own process, HTTPS on 127.0.0.1 with a certificate for IP
+// 127.0.0.1 signed by a CA made here with the openssl CLI (the gateway trusts it by tls_ca_file).
+// It serves discovery, the JWK Set of one RSA key (made here with node's crypto, which mints the
+// RS256 tokens) and introspection (HTTP Basic, the client secret in a 0600 file). Every gateway of
+// an auth scenario gets the same [auth] section: mode jwt, that issuer (keys and the introspection
+// endpoint discovered), public_url AUTH.public (so aud = AUTH.public + /mcp); only the tokens differ.
+const AUTH = { public: 'https://mcp.bench.example', sub: 'bench', scope: 'mcp:tools', clientId: 'mcp-gateway-bench' };
+let authSrv = null; // the promise of authSetupOnce(): made once, a failure included
+function openssl(args) {
+  const r = spawnSync('openssl', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  if (r.status !== 0) throw new Error(`openssl ${args.join(' ')} failed (${r.status ?? r.signal ?? r.error?.message}): ${(r.stderr || '').trim().slice(0, 300)}`);
+}
+const authSetup = () => (authSrv ??= authSetupOnce());
+async function authSetupOnce() {
+  const t = Date.now();
+  const dir = path.join(tmp, 'auth');
+  fs.mkdirSync(dir, { mode: 0o700 });
+  const f = (n) => path.join(dir, n);
+  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.crt'),
+    '-days', '2', '-subj', '/CN=mcp-gateway bench CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign']);
+  openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=127.0.0.1']);
+  fs.writeFileSync(f('server.ext'), 'subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n');
+  openssl(['x509', '-req', '-in', f('server.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('server.crt'), '-days', '2', '-extfile', f('server.ext')]);
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const kid = 'bench-rs256';
+  fs.writeFileSync(f('jwks.json'), JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid, alg: 'RS256', use: 'sig' }] }));
+  const secret = crypto.randomBytes(24).toString('base64url');
+  fs.writeFileSync(f('credentials'), `${AUTH.clientId}:${secret}\n`, { mode: 0o600 });
+  const opaque = Array.from({ length: P.auth.opaque + 1 }, () => `Bearer ${crypto.randomBytes(32).toString('base64url')}`);
+  fs.writeFileSync(f('opaque-active'), `${opaque.join('\n')}\n`);
+  const aud = `${AUTH.public}/mcp`;
+  fs.writeFileSync(f('authserver.json'), JSON.stringify({ key: f('server.key'), cert: f('server.crt'), jwks: f('jwks.json'), opaque: f('opaque-active'),
+    client_id: AUTH.clientId, client_secret: secret, aud, sub: AUTH.sub, scope: AUTH.scope }));
+  const proc = spawn(process.execPath, [path.join(here, 'authserver.mjs'), f('authserver.json')], { stdio: ['pipe', 'pipe', 'pipe'] });
+  started.set(proc.pid, proc);
+  proc.on('exit', () => started.delete(proc.pid));
+  let errText = '';
+  proc.stderr.on('data', (d) => { if (errText.length < 20000) errText += d; });
+  const listening = new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(JSON.parse(out.split('\n')[0]).port); });
+    proc.on('exit', (code, sig) => reject(new Error(`authserver.mjs exited at start (${code ?? sig}): ${errText.slice(0, 500)}`)));
+  });
+  listening.catch(() => {}); // its exit after the wait below gave up (cleanupAll) is no error
+  const port = await within(listening, 15000);
+  if (!port) throw new Error(`authserver.mjs did not listen within 15 s: ${errText.slice(0, 500)}`);
+  const issuer = `https://127.0.0.1:${port}`;
+  const ca = fs.readFileSync(f('ca.crt'));
+  // The tokens: RS256 JWTs as the gateway wants them (iss, aud, exp, sub; each its own jti).
+  const now = Math.floor(Date.now() / 1000);
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const head = b64({ alg: 'RS256', typ: 'at+jwt', kid });
+  const jwt = (i) => {
+    const input = `${head}.${b64({ iss: issuer, sub: AUTH.sub, aud, scope: AUTH.scope, client_id: AUTH.clientId, iat: now, exp: now + 6 * 3600, jti: `bench-${i}-${crypto.randomBytes(6).toString('hex')}` })}`;
+    return `Bearer ${input}.${crypto.sign('sha256', Buffer.from(input), privateKey).toString('base64url')}`;
+  };
+  fs.writeFileSync(f('jwt-one'), `${jwt(0)}\n`);
+  fs.writeFileSync(f('jwt-many'), `${Array.from({ length: P.auth.jwts }, (_, i) => jwt(i + 1)).join('\n')}\n`);
+  fs.writeFileSync(f('opaque-one'), `${opaque[P.auth.opaque]}\n`);
+  fs.writeFileSync(f('opaque-many'), `${opaque.slice(0, P.auth.opaque).join('\n')}\n`);
+  const srv = {
+    pid: proc.pid, issuer,
+    tokens: { authjwt: f('jwt-one'), authjwtnew: f('jwt-many'), authintro: f('opaque-one'), authintronew: f('opaque-many') },
+    ini: ['mode = jwt', `public_url = ${AUTH.public}`, `issuer = ${issuer}`, `tls_ca_file = ${f('ca.crt')}`, `introspection_credentials_file = ${f('credentials')}`],
+    /** What it has served so far (its own /bench/stats, on a connection of its own). */
+    stats: () => new Promise((resolve, reject) => {
+      const req = https.get(`${issuer}/bench/stats`, { ca, agent: false }, (res) => {
+        let b = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => { b += d; });
+        res.on('end', () => { try { resolve(JSON.parse(b)); } catch (e) { reject(e); } });
+      });
+      req.setTimeout(5000, () => req.destroy(new Error('authserver stats: no answer in 5 s')));
+      req.on('error', reject);
+    }),
+  };
+  log(`  auth: authorization server ${issuer} (pid ${proc.pid}), ${P.auth.jwts} JWTs and ${P.auth.opaque} opaque tokens made in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  return srv;
+}
+
+/** One auth scenario: echo1's load (1 session, 1 in flight) on a fresh gateway with the [auth]
+ * section, each request carrying the next token of the scenario's file. The authorization server's
+ * counts are read around the gateway's life (discovery, JWK Set) and around the load generator's run
+ * (introspections, connections, its CPU). */
+async function authRun(sc) {
+  const a = await authSetup();
+  const s0 = await a.stats();
+  let s1;
+  let s2;
+  let cpu1;
+  let cpu2;
+  const r = await withServer('gateway', { auth: a.ini }, async (s) => {
+    s1 = await a.stats();
+    cpu1 = cpuUs(a.pid);
+    const out = await loadgen('echo', ['--url', s.url, '--pid', s.pid, '--tokens', a.tokens[sc], '--sessions', 1, '--inflight', 1, '--duration', P.auth.dur, '--warmup', P.auth.warm]);
+    cpu2 = cpuUs(a.pid);
+    s2 = await a.stats();
+    return out;
+  });
+  const s3 = await a.stats();
+  const d = (x, y, k) => y[k] - x[k];
+  const intro = d(s1, s2, 'introspections');
+  return {
+    ...r,
+    as_discovery: d(s0, s3, 'discovery'), as_jwks: d(s0, s3, 'jwks'), as_not_found: d(s0, s3, 'not_found'),
+    as_introspections: intro, as_active: d(s1, s2, 'active'), as_inactive: d(s1, s2, 'inactive'), as_unauthorized: d(s1, s2, 'unauthorized'),
+    as_connections: d(s1, s2, 'connections') - 1, // less the one of the second stats request
+    as_cpu_us: cpu2 - cpu1, as_cpu_us_per_introspection: intro > 0 ? (cpu2 - cpu1) / intro : undefined,
+    as_introspections_per_request: intro / r.tokens_sent,
+  };
 }
 
 // ---- one elicitation round, driven from here (elicitm) ----
@@ -457,6 +582,8 @@ const all = ['gateway', 'supergateway', 'direct'];
 const modern = (s) => (s ? ['--url', s.url, '--pid', s.pid, '--modern'] : direct());
 const scenarios = [
   { name: 'echo1', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  // [auth] mode = jwt, keys and introspection from authserver.mjs (authSetup); gateway only, after echo1.
+  ...['authjwt', 'authjwtnew', 'authintro', 'authintronew'].map((name) => ({ name, group: 'auth', who: ['gateway'], run: () => authRun(name) })),
   { name: 'echo1m', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...modern(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   ...(canPin ? [{ name: 'echo1pin', who: all, run: (c) => viaServer(c, { pin: true }, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   { name: 'echo16x4', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
@@ -725,6 +852,37 @@ if (has('elicitm')) {
   wayRow('gateway CPU per round (µs, server process only)', (r) => r.server_cpu_us_per_round);
 }
 
+// The auth scenarios: a table of their own (gateway only), each beside echo1's gateway figures of
+// the same run (mode none, the same 1×1 load): ratios, and the CPU difference, which is what a
+// token costs the gateway per request.
+const AUTH_ROWS = [
+  ['authjwt', 'the same RS256 JWT (verified once, then remembered)'],
+  ['authjwtnew', `a new RS256 JWT each request (${P.auth.jwts.toLocaleString('en-US')} round-robin: a signature check each)`],
+  ['authintro', 'the same opaque token (introspected once, the answer reused)'],
+  ['authintronew', 'a new opaque token each request (an introspection each)'],
+];
+const authLines = [];
+if (AUTH_ROWS.some(([sc]) => has(sc))) {
+  const base = (f) => stat('echo1', 'gateway', f);
+  const rps = (r) => r.rps;
+  // Per introspection only where there were many (authintro has one, in its warm-up).
+  const perIntro = (r) => (r.as_introspections >= 100 ? r.as_cpu_us_per_introspection : undefined);
+  const introPerReq = (r) => r.as_introspections_per_request;
+  const fmtPer = (x) => (x.none ? '—' : x.med === 0 ? '0' : x.med < 0.01 ? `1/${Math.round(1 / x.med).toLocaleString('en-US')}` : cell(x));
+  const ah = ['scenario (1×1, as echo1)', 'token', 'gateway CPU per request (µs)', '× echo1', 'CPU − echo1 (µs)', 'req/s', '× echo1', 'p50 (µs)', 'p99 (µs)', 'introspections per request', 'auth server CPU per introspection (µs)'];
+  authLines.push('', `auth: [auth] mode = jwt against tests/bench/authserver.mjs (HTTPS on loopback); gateway only; × and − over echo1's gateway medians of this run (mode none)`,
+    `| ${ah.join(' | ')} |`, `|${ah.map(() => '---').join('|')}|`);
+  if (has('echo1')) authLines.push(`| echo1 (mode none) | none | ${cell(base(cpuPerReq))} | 1 | 0 | ${cell(base(rps))} | 1 | ${cell(stat('echo1', 'gateway', lat('p50_us')))} | ${cell(stat('echo1', 'gateway', lat('p99_us')))} | — | — |`);
+  for (const [sc, what] of AUTH_ROWS) {
+    if (!has(sc)) continue;
+    const c = stat(sc, 'gateway', cpuPerReq);
+    const b = base(cpuPerReq);
+    const diff = c.none || b.none ? '—' : `${c.med - b.med >= 0 ? '+' : ''}${fmtNum(c.med - b.med)}`;
+    const pi = stat(sc, 'gateway', perIntro);
+    authLines.push(`| ${sc} | ${what} | ${cell(c)} | ${fmtRatio(ratio(c, b))} | ${diff} | ${cell(stat(sc, 'gateway', rps))} | ${fmtRatio(ratio(stat(sc, 'gateway', rps), base(rps)))} | ${cell(stat(sc, 'gateway', lat('p50_us')))} | ${cell(stat(sc, 'gateway', lat('p99_us')))} | ${fmtPer(stat(sc, 'gateway', introPerReq))} | ${cell(pi)} |`);
+  }
+}
+
 const head = ['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'];
 const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 
@@ -760,6 +918,12 @@ if (['echo1m', 'echo16x4m'].some((sc) => results[sc]?.supergateway)) {
 for (const [i, r] of ['bridged', 'legacy'].flatMap((w) => (results.elicitm?.[w] || []).map((x, k) => [k, x]))) {
   if (!r.failed) notes.push(`elicitm ${r.way}, round ${i + 1}: ${r.samples} rounds in ${r.seconds.toFixed(1)} s (${r.rounds_per_s.toFixed(0)}/s), p50 ${r.p50_us.toFixed(0)} µs, p99 ${r.p99_us.toFixed(0)} µs, max ${r.max_us.toFixed(0)} µs, gateway CPU ${(r.server_cpu_us / 1000).toFixed(0)} ms (clock ticks of 1/${r.clk_tck} s).`);
 }
+for (const [sc] of AUTH_ROWS) {
+  const rs = (results[sc]?.gateway || []).filter((r) => !r.failed);
+  if (!rs.length) continue;
+  const sum = (k) => rs.reduce((a, r) => a + (r[k] || 0), 0);
+  notes.push(`${sc}: ${rs.length} run${rs.length > 1 ? 's' : ''}, ${sum('tokens_sent').toLocaleString('en-US')} requests sent (${rs[0].tokens.toLocaleString('en-US')} token${rs[0].tokens > 1 ? 's' : ''} round-robin), ${sum('errors')} failed; the authorization server served ${sum('as_discovery')} discovery document${sum('as_discovery') === 1 ? '' : 's'} (and ${sum('as_not_found')} 404 for RFC 8414's), ${sum('as_jwks')} JWK Set${sum('as_jwks') === 1 ? '' : 's'}, ${sum('as_introspections').toLocaleString('en-US')} introspections (${sum('as_active').toLocaleString('en-US')} active, ${sum('as_inactive')} inactive, ${sum('as_unauthorized')} refused) on ${sum('as_connections')} new connections while the load ran, with ${(sum('as_cpu_us') / 1000).toFixed(0)} ms of its CPU (its own process, not counted in the gateway's).`);
+}
 if (results.elicitm) {
   notes.push('elicitation round (elicitm): tool `elicit` of the example server, one round at a time from run.mjs (Node http, keep-alive), each way on its own fresh gateway (era = legacy, pool_warm_children = 1); the client answers at once, so a round\'s time is gateway + child + HTTP (+ the Node driver), with no client handler time. Bridged: a POST with clientCapabilities.elicitation gets input_required (the child\'s elicitation/create), then the retry (new id, inputResponses, the same requestState) gets the result: two POSTs, two JSON answers. Legacy: a 2025-11-25 session (initialized before the window) POSTs the call, reads the question on its SSE stream, POSTs the response (202), and the answer ends that stream. Gateway CPU: its own process only, children excluded.');
 }
@@ -770,6 +934,7 @@ console.log(`machine: ${os.cpus().length} CPUs (${cpu}), Linux ${os.release()}, 
 console.log(`versions: ${versions.gateway}; supergateway ${versions.supergateway} (its MCP SDK ${versions.sdk_in_supergateway}) on Node ${versions.node_supergateway}; driver Node ${versions.node_driver}`);
 console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" is G/D, or G − D for latencies`);
 console.log(lines.join('\n'));
+if (authLines.length) console.log(authLines.join('\n'));
 for (const n of [...new Set(notes)]) console.log(`- ${n}`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, versions, params: P, results }, null, 1));
 // Figures are never asserted (shared, noisy machines); a scenario the gateway or the direct floor
@@ -778,6 +943,8 @@ if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, 
 const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct', 'bridged', 'legacy'].flatMap((c) => (byC[c] || []).filter((r) => r.failed).map((r) => `${sc} ${c}: ${r.failed}`)));
 // A gateway that did not survive its 1,000 modern requests in flight cannot run that scenario.
 for (const r of results.hold1000m?.gateway || []) if (!r.failed && !r.server_alive) broken.push('hold1000m gateway: the gateway died');
+// An auth scenario with a refused or failed request: a valid token was not served.
+for (const [sc] of AUTH_ROWS) for (const r of results[sc]?.gateway || []) if (!r.failed && r.errors) broken.push(`${sc} gateway: ${r.errors} failed requests`);
 if (broken.length) {
   console.error(`benchmark broken: ${broken.join('; ')}`);
   process.exitCode = 1;
