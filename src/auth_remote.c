@@ -461,7 +461,10 @@ auth_intro_done(void *arg, const struct fetch_result *res)
                  r->intro_uri, why);
         slot->until_ms = now + AUTH_INTRO_RETRY_MS;
     } else {
-        /* Until exp, at most introspection_cache_max_s; the waiters read it once in any case. */
+        /*
+         * Until exp, at most introspection_cache_max_s; an answer already past its exp only for
+         * the requests that waited for it (their check refuses it).
+         */
         int64_t exp, now_s = util_now_unix();
         uint64_t keep_ms = r->ca->introspection_cache_max_s * 1000u;
         if (jsonrpc_doc_int(d, "exp", &exp) == 0 && exp < now_s)
