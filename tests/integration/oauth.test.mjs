@@ -77,6 +77,17 @@ function authOf(op, more = {}) {
   };
 }
 
+/**
+ * Waits until jwks_refetch_interval_ms (200 here) has passed since the gateway last fetched the
+ * set (the time its log line carries): a new kid may refetch only then, by design.
+ */
+async function pastRefetchInterval(gw, ms = 200) {
+  const lines = gw.logs().split('\n').filter((l) => /auth: (JWK Set|a token names a key)/.test(l));
+  assert.ok(lines.length > 0, 'the gateway fetched the set');
+  const at = Date.parse(lines[lines.length - 1].split(' ')[0]);
+  await waitFor(() => Date.now() >= at + ms + 20, ms + 1000, 'the refetch interval');
+}
+
 async function withOidc(opts, fn) {
   const op = await startOidc({ quiet: true, ...opts });
   try {
@@ -123,6 +134,7 @@ test('a key rotation mid-test: sessions opened before it keep working, tokens si
       await echo(gw, before, sid, 'before the rotation');
       assert.equal(op.requests.jwks, 1);
       // The issuer drops its old key entirely.
+      await pastRefetchInterval(gw);
       const { RS256: kid } = op.rotateKeys({ keepOld: false });
       assert.notEqual(kid, 'rs256-1');
       const after = await op.token({ resource: RESOURCE });
@@ -186,6 +198,7 @@ test('a failing JWK Set endpoint: the last good set stays in use, the failure is
     await withGateway({ auth: authOf(op) }, async (gw) => {
       await gw.waitLog(/auth: JWK Set/, scaled(10000));
       const old = await op.token({ resource: RESOURCE });
+      await pastRefetchInterval(gw);
       op.fail('jwks', 500);
       op.rotateKeys({ keepOld: true });
       const fresh = await op.token({ resource: RESOURCE });
