@@ -69,6 +69,8 @@ struct http_conn {
     struct http_req *rc;           /* the request being served */
     bool gone;                     /* the peer hung up */
     bool nul_in_uri;               /* the current request line holds %00 (refused: 400) */
+    const char *target;            /* its target, in MHD's buffer (compared, never read) */
+    size_t target_len;             /* the target's strlen when the line was read */
     uint64_t deadline_ms;          /* the request's headers or body must be in by then; 0: none */
     struct http_conn *prev, *next; /* H.conns */
 };

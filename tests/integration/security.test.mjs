@@ -7,7 +7,10 @@
 //   F8     Host is checked on every route: /metrics, /healthz, /readyz too;
 //   F9     %00 in the request target is refused with 400 before any route runs;
 //   F11    an RSA key whose public exponent is 1 (every "signature" is its own message: a token
-//          forged with no private key) or even is refused when the JWKS is loaded.
+//          forged with no private key) or even is refused when the JWKS is loaded;
+//   F10    a head two parsers could read two ways (two Host or Content-Length headers, both
+//          Content-Length and Transfer-Encoding, a NUL in a header value or the request line, a
+//          folded header, whitespace before a colon) is refused with 400 before any handler.
 // Every test here fails on the gateway before the commit that closed these findings.
 // Connections go to 127.0.0.1 only (the F1 gateway binds 0.0.0.0 but is reached on loopback).
 import assert from 'node:assert/strict';
@@ -502,5 +505,41 @@ test('F11: SIGHUP to a JWKS adding an e = 1 key is refused; a token forged witho
     assert.doesNotMatch(logs, /SIGHUP: configuration reloaded/);
     await assertGood('after the refused reload');
     for (const sid of sids) await (await request(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid, Authorization: `Bearer ${goodToken()}` } })).done();
+  });
+});
+
+// =================================================================================================
+// F10 (rest): a NUL inside a header value, and other heads two parsers could read two ways
+// =================================================================================================
+
+test('F10: a NUL inside a header value (the Host one too), a folded header, whitespace before a colon -> 400 with a JSON-RPC error before any handler, no child', async () => {
+  await withGateway({}, async (gw) => {
+    const body = JSON.stringify(initMsg());
+    const len = Buffer.byteLength(body);
+    const hostv = `127.0.0.1:${gw.port}`;
+    const host = `Host: ${hostv}\r\n`;
+    const post = (headers) => `POST /mcp HTTP/1.1\r\n${headers}Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nContent-Length: ${len}\r\nConnection: close\r\n\r\n${body}`;
+    const cases = [
+      // libmicrohttpd 0.9.75 ends each of these values at the NUL: the gateway saw "a", its Host, "close"
+      ['a NUL inside a value', post(`${host}X-Note: a\0b\r\n`), /NUL in a header value/],
+      ['a NUL after an allowed Host', post(`Host: ${hostv}\0.evil.example\r\n`), /NUL in a header value/],
+      ['a NUL just before the line end', `GET /healthz HTTP/1.1\r\n${host}Connection: close\0\r\n\r\n`, /NUL in a header value/],
+      ['a NUL on a probe route', `GET /healthz HTTP/1.1\r\n${host}X-A: \0x\r\nConnection: close\r\n\r\n`, /NUL in a header value/],
+      ['a raw NUL in the target', `GET /healthz\0/../mcp HTTP/1.1\r\n${host}Connection: close\r\n\r\n`, /NUL in the request line/],
+      ['a folded header (obs-fold)', `GET /healthz HTTP/1.1\r\n${host}X-A: b\r\n c\r\nConnection: close\r\n\r\n`, /folded/],
+      ['whitespace before a colon', `GET /healthz HTTP/1.1\r\n${host}Content-Length : 0\r\nConnection: close\r\n\r\n`, /whitespace between a header name and its colon/],
+    ];
+    for (const [what, text, re] of cases) {
+      const r = await rawHttp(gw.port, text);
+      assertRawJsonError(r, 400, what);
+      assert.match(JSON.parse(r.body).error.message, re, what);
+    }
+    assert.deepEqual(gw.childPids(), [], 'no refused request started a child');
+    // The same requests, well formed, are served.
+    const ok = await rawHttp(gw.port, post(host));
+    assert.equal(ok.status, 200, ok.body);
+    const probe = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\n${host}X-A: b c\r\nConnection: close\r\n\r\n`);
+    assert.equal(probe.status, 200, probe.body);
+    assert.equal(gw.childPids().length, 1, 'only the well-formed initialize started a child');
   });
 });
