@@ -425,8 +425,13 @@ http_start(struct loop *l, const struct config *cfg, struct auth *auth)
     httpd.l = l;
     httpd.cfg = cfg;
     httpd.auth = auth;
-    /* MHD's per-connection pool holds the headers plus read and write buffers. */
-    size_t pool = cfg->max_header_bytes + 16384 > 32768 ? cfg->max_header_bytes + 16384 : 32768;
+    /*
+     * MHD's per-connection pool holds the head, a record per header line, and the read and write
+     * buffers. Twice max_header_bytes: a head over max_header_bytes still fits, so the gateway
+     * answers its 431 (JSON) rather than MHD (HTML) unless it is over twice that.
+     */
+    size_t pool =
+        2 * cfg->max_header_bytes + 16384 > 32768 ? 2 * cfg->max_header_bytes + 16384 : 32768;
     httpd.listen_fd = http_listen(cfg);
     if (httpd.listen_fd == -1)
         return -1;

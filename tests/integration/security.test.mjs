@@ -10,7 +10,9 @@
 //          forged with no private key) or even is refused when the JWKS is loaded;
 //   F10    a head two parsers could read two ways (two Host or Content-Length headers, both
 //          Content-Length and Transfer-Encoding, a NUL in a header value or the request line, a
-//          folded header, whitespace before a colon) is refused with 400 before any handler.
+//          folded header, whitespace before a colon) is refused with 400 before any handler;
+//   and answers a client can read (issue 16, item 6): 431 as JSON for a head up to twice
+//   max_header_bytes.
 // Every test here fails on the gateway before the commit that closed these findings.
 // Connections go to 127.0.0.1 only (the F1 gateway binds 0.0.0.0 but is reached on loopback).
 import assert from 'node:assert/strict';
@@ -541,5 +543,27 @@ test('F10: a NUL inside a header value (the Host one too), a folded header, whit
     const probe = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\n${host}X-A: b c\r\nConnection: close\r\n\r\n`);
     assert.equal(probe.status, 200, probe.body);
     assert.equal(gw.childPids().length, 1, 'only the well-formed initialize started a child');
+  });
+});
+
+// =================================================================================================
+// Answers a client can read: 431 and 413 as JSON-RPC errors, a 413 read before the body is all sent
+// =================================================================================================
+
+test('431: a head over max_header_bytes (a long header, a long target) gets the JSON-RPC error, not libmicrohttpd\'s HTML, up to twice the limit', async () => {
+  await withGateway({}, async (gw) => {
+    const host = `Host: 127.0.0.1:${gw.port}\r\n`;
+    // max_header_bytes is 16384 by default; both heads are about 40 KB
+    const cases = [
+      ['a 40 KB header', `GET /healthz HTTP/1.1\r\n${host}X-Big: ${'a'.repeat(40000)}\r\nConnection: close\r\n\r\n`],
+      ['a 40 KB target', `GET /healthz?${'a'.repeat(40000)} HTTP/1.1\r\n${host}Connection: close\r\n\r\n`],
+    ];
+    for (const [what, text] of cases) {
+      const r = await rawHttp(gw.port, text);
+      assertRawJsonError(r, 431, what);
+      assert.match(JSON.parse(r.body).error.message, /max_header_bytes/, what);
+    }
+    const ok = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    assert.equal(ok.status, 200, ok.body);
   });
 });
