@@ -83,4 +83,20 @@ void http_rules_head_field(struct http_rules_head *h, const char *name, size_t n
  */
 const char *http_rules_head_refusal(struct http_rules_head *h);
 
+/* Bytes of a refused body read past max_body_bytes, at most: see http_rules_drain. */
+#define HTTP_RULES_DRAIN_EXTRA_BYTES (16u * 1024u * 1024u)
+
+/*
+ * A refused body (over max_body_bytes) is read and discarded up to this many bytes in all, so that
+ * a client still sending it can then read the 413: max_body_bytes + HTTP_RULES_DRAIN_EXTRA_BYTES.
+ * Beyond it the connection is closed.
+ */
+uint64_t http_rules_drain_bytes(uint64_t max_body_bytes);
+/*
+ * A body whose Content-Length (length) exceeds max_body_bytes is drained before the 413 (true), or
+ * refused at once (false) when the client waits for an answer before it sends (expect, the Expect
+ * header, is 100-continue) or when the body is longer than http_rules_drain_bytes.
+ */
+bool http_rules_drain(uint64_t length, const char *expect, uint64_t max_body_bytes);
+
 #endif

@@ -94,6 +94,20 @@ http_empty(struct http_req *rc, unsigned status)
     return http_queue(rc, status, http_static_response(""));
 }
 
+/*
+ * 413 for a body over max_body_bytes, with Connection: close: a client that sent more than it may
+ * does not reuse the connection (answered from its headers, what it still sends is not read).
+ */
+enum MHD_Result
+http_too_big(struct http_req *rc)
+{
+    struct MHD_Response *r =
+        http_error_response(JSONRPC_INVALID_REQUEST, "request body exceeds max_body_bytes");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    log_info(rc->sid[0] ? rc->sid : NULL, "request refused: 413 body over max_body_bytes");
+    return http_queue(rc, MHD_HTTP_CONTENT_TOO_LARGE, r);
+}
+
 const char *
 http_header(const struct http_req *rc, const char *name)
 {
@@ -270,6 +284,28 @@ http_refuse_head(struct http_req *rc, const char *method, const char *version, e
     return true;
 }
 
+/*
+ * A body chunk. One over max_body_bytes is discarded, the rest of it too, and answered 413 once it
+ * is in, so that a client still sending reads the answer instead of a reset; past
+ * http_rules_drain_bytes the connection is closed (false).
+ */
+static bool
+http_body(struct http_req *rc, const char *data, size_t size)
+{
+    httpd.bytes_in += size;
+    rc->body_bytes += size;
+    if (!rc->responded && !rc->too_big && buf_append(&rc->body, data, size) == -1) {
+        rc->too_big = true;
+        buf_clear(&rc->body);
+    }
+    if (!rc->too_big || rc->body_bytes <= http_rules_drain_bytes(httpd.cfg->max_body_bytes))
+        return true;
+    log_info(rc->sid[0] ? rc->sid : NULL,
+             "closing a connection: its request body went on past max_body_bytes + %u",
+             HTTP_RULES_DRAIN_EXTRA_BYTES);
+    return false;
+}
+
 static enum MHD_Result
 http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
              const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -296,14 +332,9 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         return http_begin(rc, url, method);
     }
     if (*upload_data_size > 0) {
-        httpd.bytes_in += *upload_data_size;
-        if (!rc->responded && !rc->too_big
-            && buf_append(&rc->body, upload_data, *upload_data_size) == -1) {
-            rc->too_big = true;
-            buf_clear(&rc->body);
-        }
+        bool more = http_body(rc, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        return MHD_YES;
+        return more ? MHD_YES : MHD_NO;
     }
     if (rc->conn != NULL)
         rc->conn->deadline_ms = 0; /* the request is in: the response may take its time */
@@ -311,6 +342,8 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         return MHD_YES;
     if (rc->held)
         return http_unhold(rc);
+    if (rc->too_big)
+        return http_too_big(rc);
     if (rc->gen != httpd.gen) {
         /* A reload came while the body arrived: rc->srv may name a retired definition. */
         enum http_kind kind = rc->kind;

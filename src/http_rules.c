@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Header rules as pure functions of strings and addresses: Accept, Content-Type, Host and Origin
- * allow-lists, loopback peers, the layout of a parsed request head. No MHD, no config object:
- * unit-tested in tests/unit/test_http_rules.c.
+ * allow-lists, loopback peers, the layout of a parsed request head, how much of a refused body is
+ * drained. No MHD, no config object: unit-tested in tests/unit/test_http_rules.c.
  */
 #include "http_rules.h"
 
@@ -295,4 +295,18 @@ http_rules_head_refusal(struct http_rules_head *h)
     if (h->lengths > 0 && h->transfer)
         return "Content-Length together with Transfer-Encoding";
     return h->refusal;
+}
+
+uint64_t
+http_rules_drain_bytes(uint64_t max_body_bytes)
+{
+    return max_body_bytes + HTTP_RULES_DRAIN_EXTRA_BYTES;
+}
+
+bool
+http_rules_drain(uint64_t length, const char *expect, uint64_t max_body_bytes)
+{
+    if (expect != NULL && strcasecmp(expect, "100-continue") == 0)
+        return false;
+    return length <= http_rules_drain_bytes(max_body_bytes);
 }

@@ -12,13 +12,15 @@
 //          Content-Length and Transfer-Encoding, a NUL in a header value or the request line, a
 //          folded header, whitespace before a colon) is refused with 400 before any handler;
 //   and answers a client can read (issue 16, item 6): 431 as JSON for a head up to twice
-//   max_header_bytes.
+//   max_header_bytes, 413 as JSON after the body is drained (Content-Length or chunked, up to
+//   max_body_bytes + 16 MiB), at once for Expect: 100-continue.
 // Every test here fails on the gateway before the commit that closed these findings.
 // Connections go to 127.0.0.1 only (the F1 gateway binds 0.0.0.0 but is reached on loopback).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -564,6 +566,98 @@ test('431: a head over max_header_bytes (a long header, a long target) gets the 
       assert.match(JSON.parse(r.body).error.message, /max_header_bytes/, what);
     }
     const ok = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    assert.equal(ok.status, 200, ok.body);
+  });
+});
+
+/** POSTs body with node:http; resolves with {status, headers, body} or {error} (EPIPE, ECONNRESET...). */
+function nodePost(port, headers, body) {
+  return new Promise((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/mcp', method: 'POST', agent: false, headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers } });
+    req.on('response', (res) => {
+      const parts = [];
+      res.on('data', (d) => parts.push(d));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts).toString('utf8') }));
+      res.on('error', (e) => resolve({ error: e.code || String(e) }));
+    });
+    req.on('error', (e) => resolve({ error: e.code || String(e) }));
+    if (Array.isArray(body)) {
+      for (const b of body) req.write(b);
+      req.end();
+    } else req.end(body);
+  });
+}
+
+function assertRead413(r, what) {
+  assert.ok(!r.error, `${what}: the client saw ${r.error} instead of the 413`);
+  assertRawJsonError(r, 413, what);
+  assert.match(JSON.parse(r.body).error.message, /max_body_bytes/, what);
+  assert.equal(r.headers.connection, 'close', `${what}: Connection`);
+}
+
+test('413 a client reads: an 8 MiB body over max_body_bytes (1 MiB) is read to its end and answered, not cut off (EPIPE); with Expect: 100-continue the 413 comes before the body', async () => {
+  await withGateway({ gateway: { max_body_bytes: 1048576 } }, async (gw) => {
+    const big = Buffer.alloc(8 * 1048576, 0x20);
+    for (let i = 0; i < 2; i++) assertRead413(await nodePost(gw.port, { 'Content-Length': big.length }, big), `8 MiB, attempt ${i + 1}`);
+    // Expect: 100-continue: the client sends nothing before the answer; it is the 413, not 100 Continue
+    const host = `Host: 127.0.0.1:${gw.port}\r\n`;
+    const r = await rawHttp(gw.port, `POST /mcp HTTP/1.1\r\n${host}Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nContent-Length: ${big.length}\r\nExpect: 100-continue\r\n\r\n`);
+    assertRawJsonError(r, 413, 'Expect: 100-continue');
+    assert.deepEqual(gw.childPids(), [], 'no refused body started a child');
+    const ok = await postInit(`${lo(gw)}/mcp`);
+    assert.equal(ok.status, 200, ok.text());
+    await (await request(`${lo(gw)}/mcp`, { method: 'DELETE', headers: { 'Mcp-Session-Id': ok.headers['mcp-session-id'] } })).done();
+  });
+});
+
+/**
+ * Sends a chunked POST whose body never ends, 64 KiB chunks up to limit bytes, and resolves with
+ * {sent, ended}: ended says how it stopped (the peer closed or reset the connection, or
+ * 'all sent' when the whole limit went out and the peer then kept it open past the deadline).
+ */
+function endlessChunked(port, limit, ms = scaled(20000)) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const chunk = Buffer.concat([Buffer.from('10000\r\n'), Buffer.alloc(65536, 0x20), Buffer.from('\r\n')]);
+    let sent = 0;
+    let settled = false;
+    const finish = (ended) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ sent, ended });
+    };
+    const timer = setTimeout(() => finish('all sent'), ms);
+    const pump = () => {
+      while (!settled && sent < limit) {
+        sent += 65536;
+        if (!sock.write(chunk)) return; // resumed on 'drain'
+      }
+    };
+    sock.on('drain', pump);
+    sock.on('error', (e) => finish(e.code || String(e)));
+    sock.on('close', () => finish('closed'));
+    sock.on('connect', () => {
+      sock.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nTransfer-Encoding: chunked\r\n\r\n`);
+      pump();
+    });
+  });
+}
+
+test('413 for a chunked body: 8 MiB over max_body_bytes is read to its end and answered (Connection: close); one going on past max_body_bytes + 16 MiB is cut off there', async () => {
+  await withGateway({ gateway: { max_body_bytes: 1048576 } }, async (gw) => {
+    const chunks = Array.from({ length: 128 }, () => Buffer.alloc(65536, 0x20));
+    assertRead413(await nodePost(gw.port, { 'Transfer-Encoding': 'chunked' }, chunks), 'chunked 8 MiB');
+    const before = (await metrics(gw)).mcpgw_http_received_bytes_total;
+    const bound = 1048576 + 16 * 1048576;
+    const r = await endlessChunked(gw.port, 48 * 1048576);
+    assert.notEqual(r.ended, 'all sent', `the gateway read all ${r.sent} bytes (it should stop past ${bound})`);
+    await gw.waitLog(/closing a connection: its request body went on past max_body_bytes \+ 16777216/);
+    const read = (await metrics(gw)).mcpgw_http_received_bytes_total - before;
+    assert.ok(read > 1048576 && read <= bound + 1048576, `bytes read of the endless body: ${read} (bound ${bound})`);
+    assert.deepEqual(gw.childPids(), [], 'no refused body started a child');
+    const ok = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${gw.port}\r\nConnection: close\r\n\r\n`);
     assert.equal(ok.status, 200, ok.body);
   });
 });

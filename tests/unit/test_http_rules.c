@@ -275,3 +275,17 @@ Test(http_rules, head_duplicates)
         "Content-Length together with Transfer-Encoding");
     cr_expect_null(HEAD("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
 }
+
+/* A body over max_body_bytes: drained up to max_body_bytes + 16 MiB, unless answered at once. */
+Test(http_rules, drain)
+{
+    uint64_t max = 4194304;
+    cr_expect_eq(http_rules_drain_bytes(max), max + 16u * 1024u * 1024u);
+    cr_expect(http_rules_drain(max + 1, NULL, max));
+    cr_expect(http_rules_drain(http_rules_drain_bytes(max), NULL, max));
+    cr_expect_not(http_rules_drain(http_rules_drain_bytes(max) + 1, NULL, max),
+                  "longer than the drain: answered at once, then closed");
+    cr_expect_not(http_rules_drain(max + 1, "100-continue", max), "the client waits for it");
+    cr_expect_not(http_rules_drain(max + 1, "100-Continue", max));
+    cr_expect(http_rules_drain(max + 1, "something-else", max));
+}
