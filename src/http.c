@@ -94,6 +94,20 @@ http_empty(struct http_req *rc, unsigned status)
     return http_queue(rc, status, http_static_response(""));
 }
 
+/*
+ * 413 for a body over max_body_bytes, with Connection: close: a client that sent more than it may
+ * does not reuse the connection (answered from its headers, what it still sends is not read).
+ */
+enum MHD_Result
+http_too_big(struct http_req *rc)
+{
+    struct MHD_Response *r =
+        http_error_response(JSONRPC_INVALID_REQUEST, "request body exceeds max_body_bytes");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    log_info(rc->sid[0] ? rc->sid : NULL, "request refused: 413 body over max_body_bytes");
+    return http_queue(rc, MHD_HTTP_CONTENT_TOO_LARGE, r);
+}
+
 const char *
 http_header(const struct http_req *rc, const char *name)
 {
@@ -232,55 +246,64 @@ http_finish(struct http_req *rc)
                       "Method not allowed");
 }
 
-/* What the first look at a request's headers finds: their size, and what must not be there. */
-struct http_head_scan {
-    size_t bytes;     /* request line and headers as received, near enough */
-    unsigned hosts;   /* Host headers */
-    unsigned lengths; /* Content-Length headers */
-    bool transfer;    /* a Transfer-Encoding header */
-    bool nul;         /* a NUL inside a header value */
-};
-
 static enum MHD_Result
 http_head_value(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
                 const char *value, size_t value_size)
 {
     (void)kind;
-    struct http_head_scan *h = cls;
-    h->bytes += key_size + value_size + 4; /* ": " and CRLF */
-    h->hosts += util_span_ieq(key, key_size, MHD_HTTP_HEADER_HOST);
-    h->lengths += util_span_ieq(key, key_size, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    h->transfer |= util_span_ieq(key, key_size, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    h->nul |= value != NULL && memchr(value, '\0', value_size) != NULL;
+    http_rules_head_field(cls, key, key_size, value, value_size);
     return MHD_YES;
 }
 
-/* The request line and headers: their size, and what must not be in them. */
-static void
-http_head_scan(struct MHD_Connection *c, const char *url, const char *method,
-               struct http_head_scan *h)
+/*
+ * The first look at a request, before any handler runs: the head's size (431 over
+ * max_header_bytes), then what two parsers could read two ways (finding F10, request smuggling
+ * behind a proxy), refused with 400: see http_rules_head_refusal. The head is read where MHD 0.9.75
+ * parsed it, in place (http_rules.h); the target's raw length comes from the request-line hook.
+ * True when refused (*ret is the answer).
+ */
+static bool
+http_refuse_head(struct http_req *rc, const char *method, const char *version, enum MHD_Result *ret)
 {
-    *h = (struct http_head_scan){ .bytes = strlen(method) + strlen(url) + 12 };
-    MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_head_value, h);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rc->c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t size = ci != NULL ? ci->header_size : 0;
+    if (size > httpd.cfg->max_header_bytes) {
+        *ret = http_error(rc, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, JSONRPC_INVALID_REQUEST,
+                          "request headers exceed max_header_bytes");
+        return true;
+    }
+    struct http_rules_head h;
+    http_rules_head_start(&h, method, rc->conn != NULL ? rc->conn->target : NULL,
+                          rc->conn != NULL ? rc->conn->target_len : 0, version, size);
+    MHD_get_connection_values_n(rc->c, MHD_HEADER_KIND, http_head_value, &h);
+    const char *bad = http_rules_head_refusal(&h);
+    if (bad == NULL)
+        return false;
+    *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, bad);
+    return true;
 }
 
 /*
- * Headers that two parsers could read two ways are refused before any handler runs (finding
- * F10, request smuggling behind a proxy): two Host headers, two Content-Length headers, a
- * Content-Length beside Transfer-Encoding, a NUL inside a value. NULL when none is there.
+ * A body chunk. One over max_body_bytes is discarded, the rest of it too, and answered 413 once it
+ * is in, so that a client still sending reads the answer instead of a reset; past
+ * http_rules_drain_bytes the connection is closed (false).
  */
-static const char *
-http_head_refusal(const struct http_head_scan *h)
+static bool
+http_body(struct http_req *rc, const char *data, size_t size)
 {
-    if (h->hosts > 1)
-        return "more than one Host header";
-    if (h->lengths > 1)
-        return "more than one Content-Length header";
-    if (h->lengths > 0 && h->transfer)
-        return "Content-Length together with Transfer-Encoding";
-    if (h->nul)
-        return "a NUL in a header value";
-    return NULL;
+    httpd.bytes_in += size;
+    rc->body_bytes += size;
+    if (!rc->responded && !rc->too_big && buf_append(&rc->body, data, size) == -1) {
+        rc->too_big = true;
+        buf_clear(&rc->body);
+    }
+    if (!rc->too_big || rc->body_bytes <= http_rules_drain_bytes(httpd.cfg->max_body_bytes))
+        return true;
+    log_info(rc->sid[0] ? rc->sid : NULL,
+             "closing a connection: its request body went on past max_body_bytes + %u",
+             HTTP_RULES_DRAIN_EXTRA_BYTES);
+    return false;
 }
 
 static enum MHD_Result
@@ -288,7 +311,6 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
              const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
     (void)cls;
-    (void)version;
     struct http_req *rc = *con_cls;
     if (rc == NULL) {
         rc = xcalloc(1, sizeof(*rc));
@@ -304,14 +326,9 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         httpd.live++;
         if (rc->conn != NULL)
             rc->conn->deadline_ms = util_now_ms() + httpd.cfg->client_body_timeout_ms;
-        struct http_head_scan h;
-        http_head_scan(c, url, method, &h);
-        if (h.bytes > httpd.cfg->max_header_bytes)
-            return http_error(rc, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, JSONRPC_INVALID_REQUEST,
-                              "request headers exceed max_header_bytes");
-        const char *bad = http_head_refusal(&h);
-        if (bad != NULL)
-            return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, bad);
+        enum MHD_Result ret;
+        if (http_refuse_head(rc, method, version, &ret))
+            return ret;
         return http_begin(rc, url, method);
     }
     if (rc->auth_again) {
@@ -326,14 +343,9 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         return http_begin(rc, url, method);
     }
     if (*upload_data_size > 0) {
-        httpd.bytes_in += *upload_data_size;
-        if (!rc->responded && !rc->too_big
-            && buf_append(&rc->body, upload_data, *upload_data_size) == -1) {
-            rc->too_big = true;
-            buf_clear(&rc->body);
-        }
+        bool more = http_body(rc, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        return MHD_YES;
+        return more ? MHD_YES : MHD_NO;
     }
     if (rc->conn != NULL)
         rc->conn->deadline_ms = 0; /* the request is in: the response may take its time */
@@ -341,6 +353,8 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         return MHD_YES;
     if (rc->held)
         return http_unhold(rc);
+    if (rc->too_big)
+        return http_too_big(rc);
     if (rc->gen != httpd.gen) {
         /* A reload came while the body arrived: rc->srv may name a retired definition. */
         enum http_kind kind = rc->kind;
@@ -456,8 +470,13 @@ http_start(struct loop *l, const struct config *cfg, struct auth *auth)
     httpd.l = l;
     httpd.cfg = cfg;
     httpd.auth = auth;
-    /* MHD's per-connection pool holds the headers plus read and write buffers. */
-    size_t pool = cfg->max_header_bytes + 16384 > 32768 ? cfg->max_header_bytes + 16384 : 32768;
+    /*
+     * MHD's per-connection pool holds the head, a record per header line, and the read and write
+     * buffers. Twice max_header_bytes: a head over max_header_bytes still fits, so the gateway
+     * answers its 431 (JSON) rather than MHD (HTML) unless it is over twice that.
+     */
+    size_t pool =
+        2 * cfg->max_header_bytes + 16384 > 32768 ? 2 * cfg->max_header_bytes + 16384 : 32768;
     httpd.listen_fd = http_listen(cfg);
     if (httpd.listen_fd == -1)
         return -1;

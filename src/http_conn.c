@@ -101,6 +101,9 @@ http_request_line(void *cls, const char *uri, struct MHD_Connection *c)
         conn->deadline_ms = util_now_ms() + httpd.cfg->client_header_timeout_ms;
         /* MHD unescapes %00 into a NUL that ends the path early: "/metrics%00/../mcp". */
         conn->nul_in_uri = strstr(uri, "%00") != NULL;
+        /* Where the raw target lies, for the head check (http_rules_head_start) to find a NUL. */
+        conn->target = uri;
+        conn->target_len = strlen(uri);
     }
     return NULL; /* the request context is made in http_handler */
 }

@@ -69,6 +69,8 @@ struct http_conn {
     struct http_req *rc;           /* the request being served */
     bool gone;                     /* the peer hung up */
     bool nul_in_uri;               /* the current request line holds %00 (refused: 400) */
+    const char *target;            /* its target, in MHD's buffer (compared, never read) */
+    size_t target_len;             /* the target's strlen when the line was read */
     uint64_t deadline_ms;          /* the request's headers or body must be in by then; 0: none */
     struct http_conn *prev, *next; /* H.conns */
 };
@@ -80,8 +82,9 @@ struct http_req {
     enum http_method method;
     const struct config_server *srv;
     struct buf body;
-    bool too_big;
-    bool responded; /* a response is queued */
+    bool too_big;        /* the body is over max_body_bytes: drained, then 413 */
+    uint64_t body_bytes; /* body bytes received, kept or not */
+    bool responded;      /* a response is queued */
     char sid[CRYPTO_SESSION_ID_MAX];
     struct stream *st;
     bool suspended;
@@ -130,6 +133,8 @@ struct MHD_Response *http_static_response(const char *text);
 struct MHD_Response *http_error_response(int code, const char *message);
 enum MHD_Result http_error(struct http_req *rc, unsigned status, int code, const char *message);
 enum MHD_Result http_empty(struct http_req *rc, unsigned status);
+/* 413 with Connection: close, for a body over max_body_bytes. */
+enum MHD_Result http_too_big(struct http_req *rc);
 const char *http_header(const struct http_req *rc, const char *name);
 
 /* http_sse.c */

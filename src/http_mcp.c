@@ -202,18 +202,14 @@ http_post_batch(struct http_req *rc)
 }
 
 /*
- * Scans a POST body as one message. The refusals every POST shares are answered here (413 too
- * big, 400 -32700 not JSON): the caller returns *ret when rc->responded is set.
+ * Scans a POST body as one message (one over max_body_bytes never gets here: http.c answers 413).
+ * A refusal every POST shares is answered here (400 -32700 not JSON): the caller returns *ret when
+ * rc->responded is set.
  */
 static int
 http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
                enum MHD_Result *ret)
 {
-    if (rc->too_big) {
-        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
-                          "request body exceeds max_body_bytes");
-        return JSONRPC_EPARSE;
-    }
     int st = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), info, err);
     if (st == JSONRPC_EPARSE)
         *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
@@ -486,13 +482,15 @@ http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
     const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
     uint64_t n;
     const char *why;
-    if (clen != NULL && util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == 0
-        && n > httpd.cfg->max_body_bytes) {
-        *ret = http_error(rc, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_INVALID_REQUEST,
-                          "request body exceeds max_body_bytes");
-        return true;
-    }
-    return false;
+    if (clen == NULL || util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == -1
+        || n <= httpd.cfg->max_body_bytes)
+        return false;
+    /* Drained first (http.c answers once it is in), unless the client waits for this answer. */
+    rc->too_big = true;
+    *ret = http_rules_drain(n, http_header(rc, MHD_HTTP_HEADER_EXPECT), httpd.cfg->max_body_bytes)
+               ? MHD_YES
+               : http_too_big(rc);
+    return true;
 }
 
 /* The 2024-11-05 paths: the same Host and Origin rules; GET on /sse, POST on /messages. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Header rules as pure functions of strings and addresses: Accept, Content-Type, Host and Origin
- * allow-lists, loopback peers. No MHD, no config object: unit-tested in
- * tests/unit/test_http_rules.c.
+ * allow-lists, loopback peers, the layout of a parsed request head, how much of a refused body is
+ * drained. No MHD, no config object: unit-tested in tests/unit/test_http_rules.c.
  */
 #include "http_rules.h"
 
@@ -199,4 +199,114 @@ http_rules_fetch_site_allowed(const char *origin, const char *fetch_site)
     if (origin != NULL || fetch_site == NULL)
         return true; /* Origin decides (the allow-list), or not a browser */
     return strcasecmp(fetch_site, "same-origin") == 0 || strcasecmp(fetch_site, "none") == 0;
+}
+
+/*
+ * The head's bytes [from, to) are line ends and nothing else: lines of them, each LF or CR LF,
+ * which the parser overwrote with one or two NULs. Read only when short enough to be that.
+ */
+static bool
+http_rules_head_gap(const struct http_rules_head *h, uintptr_t from, uintptr_t to, unsigned lines)
+{
+    if (from < h->start || to > h->end || to < from + lines || to > from + 2u * lines)
+        return false;
+    for (const char *p = (const char *)from; p < (const char *)to; p++)
+        if (*p != '\0')
+            return false;
+    return true;
+}
+
+static bool
+http_rules_head_inside(const struct http_rules_head *h, const char *p)
+{
+    return (uintptr_t)p >= h->start && (uintptr_t)p < h->end;
+}
+
+void
+http_rules_head_start(struct http_rules_head *h, const char *method, const char *target,
+                      size_t target_len, const char *version, size_t size)
+{
+    *h = (struct http_rules_head){ .start = (uintptr_t)method, .end = (uintptr_t)method + size };
+    if (size == 0 || !http_rules_head_inside(h, version) || !http_rules_head_inside(h, target)) {
+        h->refusal = "a request head that cannot be checked";
+        return;
+    }
+    /* "METHOD SP+ target SP version": a space became the method's NUL, the others were skipped. */
+    const char *p = method + strlen(method);
+    const char *v = version;
+    if ((uintptr_t)p >= (uintptr_t)target || (uintptr_t)target + target_len + 1 != (uintptr_t)v) {
+        h->refusal = "a NUL in the request line";
+        return;
+    }
+    for (p++; p < target; p++)
+        if (*p != ' ') {
+            h->refusal = "a NUL in the request line";
+            return;
+        }
+    h->at = (uintptr_t)version + strlen(version);
+}
+
+void
+http_rules_head_field(struct http_rules_head *h, const char *name, size_t name_len,
+                      const char *value, size_t value_len)
+{
+    h->hosts += util_span_ieq(name, name_len, "Host");
+    h->lengths += util_span_ieq(name, name_len, "Content-Length");
+    h->transfer |= util_span_ieq(name, name_len, "Transfer-Encoding");
+    if (h->refusal != NULL)
+        return;
+    if (!http_rules_head_inside(h, name)) {
+        /* 0.9.75 copies a folded header elsewhere (and joins the next line to its name). */
+        h->refusal = "a header folded over more than one line";
+        return;
+    }
+    if (!http_rules_head_gap(h, h->at, (uintptr_t)name, 1)) {
+        h->refusal = "a NUL in a header value"; /* bytes hidden behind the previous line's NUL */
+        return;
+    }
+    if (memchr(name, ' ', name_len) != NULL || memchr(name, '\t', name_len) != NULL) {
+        h->refusal = "whitespace between a header name and its colon";
+        return;
+    }
+    /* "name:" then blanks, skipped: the colon became the name's NUL. */
+    const char *p = name + name_len;
+    if (!http_rules_head_inside(h, value) || (uintptr_t)value <= (uintptr_t)p) {
+        h->refusal = "a header folded over more than one line";
+        return;
+    }
+    for (p++; p < value; p++)
+        if (*p != ' ' && *p != '\t') {
+            h->refusal = "a malformed header line";
+            return;
+        }
+    h->at = (uintptr_t)value + value_len;
+}
+
+const char *
+http_rules_head_refusal(struct http_rules_head *h)
+{
+    /* The last line's end, then the empty line's. */
+    if (h->refusal == NULL && !http_rules_head_gap(h, h->at, h->end, 2))
+        h->refusal = "a NUL in a header value";
+    if (h->hosts > 1)
+        return "more than one Host header";
+    if (h->lengths > 1)
+        return "more than one Content-Length header";
+    if (h->lengths > 0 && h->transfer)
+        return "Content-Length together with Transfer-Encoding";
+    return h->refusal;
+}
+
+uint64_t
+http_rules_drain_bytes(uint64_t max_body_bytes)
+{
+    return max_body_bytes + HTTP_RULES_DRAIN_EXTRA_BYTES;
+}
+
+bool
+http_rules_drain(uint64_t length, const char *expect, uint64_t max_body_bytes)
+{
+    if (expect != NULL && strcasecmp(expect, "100-continue") == 0)
+        return false;
+    return length <= http_rules_drain_bytes(max_body_bytes);
 }

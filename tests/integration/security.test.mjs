@@ -7,13 +7,20 @@
 //   F8     Host is checked on every route: /metrics, /healthz, /readyz too;
 //   F9     %00 in the request target is refused with 400 before any route runs;
 //   F11    an RSA key whose public exponent is 1 (every "signature" is its own message: a token
-//          forged with no private key) or even is refused when the JWKS is loaded.
+//          forged with no private key) or even is refused when the JWKS is loaded;
+//   F10    a head two parsers could read two ways (two Host or Content-Length headers, both
+//          Content-Length and Transfer-Encoding, a NUL in a header value or the request line, a
+//          folded header, whitespace before a colon) is refused with 400 before any handler;
+//   and answers a client can read (issue 16, item 6): 431 as JSON for a head up to twice
+//   max_header_bytes, 413 as JSON after the body is drained (Content-Length or chunked, up to
+//   max_body_bytes + 16 MiB), at once for Expect: 100-continue.
 // Every test here fails on the gateway before the commit that closed these findings.
 // Connections go to 127.0.0.1 only (the F1 gateway binds 0.0.0.0 but is reached on loopback).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -502,5 +509,155 @@ test('F11: SIGHUP to a JWKS adding an e = 1 key is refused; a token forged witho
     assert.doesNotMatch(logs, /SIGHUP: configuration reloaded/);
     await assertGood('after the refused reload');
     for (const sid of sids) await (await request(url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid, Authorization: `Bearer ${goodToken()}` } })).done();
+  });
+});
+
+// =================================================================================================
+// F10 (rest): a NUL inside a header value, and other heads two parsers could read two ways
+// =================================================================================================
+
+test('F10: a NUL inside a header value (the Host one too), a folded header, whitespace before a colon -> 400 with a JSON-RPC error before any handler, no child', async () => {
+  await withGateway({}, async (gw) => {
+    const body = JSON.stringify(initMsg());
+    const len = Buffer.byteLength(body);
+    const hostv = `127.0.0.1:${gw.port}`;
+    const host = `Host: ${hostv}\r\n`;
+    const post = (headers) => `POST /mcp HTTP/1.1\r\n${headers}Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nContent-Length: ${len}\r\nConnection: close\r\n\r\n${body}`;
+    const cases = [
+      // libmicrohttpd 0.9.75 ends each of these values at the NUL: the gateway saw "a", its Host, "close"
+      ['a NUL inside a value', post(`${host}X-Note: a\0b\r\n`), /NUL in a header value/],
+      ['a NUL after an allowed Host', post(`Host: ${hostv}\0.evil.example\r\n`), /NUL in a header value/],
+      ['a NUL just before the line end', `GET /healthz HTTP/1.1\r\n${host}Connection: close\0\r\n\r\n`, /NUL in a header value/],
+      ['a NUL on a probe route', `GET /healthz HTTP/1.1\r\n${host}X-A: \0x\r\nConnection: close\r\n\r\n`, /NUL in a header value/],
+      ['a raw NUL in the target', `GET /healthz\0/../mcp HTTP/1.1\r\n${host}Connection: close\r\n\r\n`, /NUL in the request line/],
+      ['a folded header (obs-fold)', `GET /healthz HTTP/1.1\r\n${host}X-A: b\r\n c\r\nConnection: close\r\n\r\n`, /folded/],
+      ['whitespace before a colon', `GET /healthz HTTP/1.1\r\n${host}Content-Length : 0\r\nConnection: close\r\n\r\n`, /whitespace between a header name and its colon/],
+    ];
+    for (const [what, text, re] of cases) {
+      const r = await rawHttp(gw.port, text);
+      assertRawJsonError(r, 400, what);
+      assert.match(JSON.parse(r.body).error.message, re, what);
+    }
+    assert.deepEqual(gw.childPids(), [], 'no refused request started a child');
+    // The same requests, well formed, are served.
+    const ok = await rawHttp(gw.port, post(host));
+    assert.equal(ok.status, 200, ok.body);
+    const probe = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\n${host}X-A: b c\r\nConnection: close\r\n\r\n`);
+    assert.equal(probe.status, 200, probe.body);
+    assert.equal(gw.childPids().length, 1, 'only the well-formed initialize started a child');
+  });
+});
+
+// =================================================================================================
+// Answers a client can read: 431 and 413 as JSON-RPC errors, a 413 read before the body is all sent
+// =================================================================================================
+
+test('431: a head over max_header_bytes (a long header, a long target) gets the JSON-RPC error, not libmicrohttpd\'s HTML, up to twice the limit', async () => {
+  await withGateway({}, async (gw) => {
+    const host = `Host: 127.0.0.1:${gw.port}\r\n`;
+    // max_header_bytes is 16384 by default; both heads are about 40 KB
+    const cases = [
+      ['a 40 KB header', `GET /healthz HTTP/1.1\r\n${host}X-Big: ${'a'.repeat(40000)}\r\nConnection: close\r\n\r\n`],
+      ['a 40 KB target', `GET /healthz?${'a'.repeat(40000)} HTTP/1.1\r\n${host}Connection: close\r\n\r\n`],
+    ];
+    for (const [what, text] of cases) {
+      const r = await rawHttp(gw.port, text);
+      assertRawJsonError(r, 431, what);
+      assert.match(JSON.parse(r.body).error.message, /max_header_bytes/, what);
+    }
+    const ok = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    assert.equal(ok.status, 200, ok.body);
+  });
+});
+
+/** POSTs body with node:http; resolves with {status, headers, body} or {error} (EPIPE, ECONNRESET...). */
+function nodePost(port, headers, body) {
+  return new Promise((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/mcp', method: 'POST', agent: false, headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers } });
+    req.on('response', (res) => {
+      const parts = [];
+      res.on('data', (d) => parts.push(d));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts).toString('utf8') }));
+      res.on('error', (e) => resolve({ error: e.code || String(e) }));
+    });
+    req.on('error', (e) => resolve({ error: e.code || String(e) }));
+    if (Array.isArray(body)) {
+      for (const b of body) req.write(b);
+      req.end();
+    } else req.end(body);
+  });
+}
+
+function assertRead413(r, what) {
+  assert.ok(!r.error, `${what}: the client saw ${r.error} instead of the 413`);
+  assertRawJsonError(r, 413, what);
+  assert.match(JSON.parse(r.body).error.message, /max_body_bytes/, what);
+  assert.equal(r.headers.connection, 'close', `${what}: Connection`);
+}
+
+test('413 a client reads: an 8 MiB body over max_body_bytes (1 MiB) is read to its end and answered, not cut off (EPIPE); with Expect: 100-continue the 413 comes before the body', async () => {
+  await withGateway({ gateway: { max_body_bytes: 1048576 } }, async (gw) => {
+    const big = Buffer.alloc(8 * 1048576, 0x20);
+    for (let i = 0; i < 2; i++) assertRead413(await nodePost(gw.port, { 'Content-Length': big.length }, big), `8 MiB, attempt ${i + 1}`);
+    // Expect: 100-continue: the client sends nothing before the answer; it is the 413, not 100 Continue
+    const host = `Host: 127.0.0.1:${gw.port}\r\n`;
+    const r = await rawHttp(gw.port, `POST /mcp HTTP/1.1\r\n${host}Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nContent-Length: ${big.length}\r\nExpect: 100-continue\r\n\r\n`);
+    assertRawJsonError(r, 413, 'Expect: 100-continue');
+    assert.deepEqual(gw.childPids(), [], 'no refused body started a child');
+    const ok = await postInit(`${lo(gw)}/mcp`);
+    assert.equal(ok.status, 200, ok.text());
+    await (await request(`${lo(gw)}/mcp`, { method: 'DELETE', headers: { 'Mcp-Session-Id': ok.headers['mcp-session-id'] } })).done();
+  });
+});
+
+/**
+ * Sends a chunked POST whose body never ends, 64 KiB chunks up to limit bytes, and resolves with
+ * {sent, ended}: ended says how it stopped (the peer closed or reset the connection, or
+ * 'all sent' when the whole limit went out and the peer then kept it open past the deadline).
+ */
+function endlessChunked(port, limit, ms = scaled(20000)) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const chunk = Buffer.concat([Buffer.from('10000\r\n'), Buffer.alloc(65536, 0x20), Buffer.from('\r\n')]);
+    let sent = 0;
+    let settled = false;
+    const finish = (ended) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ sent, ended });
+    };
+    const timer = setTimeout(() => finish('all sent'), ms);
+    const pump = () => {
+      while (!settled && sent < limit) {
+        sent += 65536;
+        if (!sock.write(chunk)) return; // resumed on 'drain'
+      }
+    };
+    sock.on('drain', pump);
+    sock.on('error', (e) => finish(e.code || String(e)));
+    sock.on('close', () => finish('closed'));
+    sock.on('connect', () => {
+      sock.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nTransfer-Encoding: chunked\r\n\r\n`);
+      pump();
+    });
+  });
+}
+
+test('413 for a chunked body: 8 MiB over max_body_bytes is read to its end and answered (Connection: close); one going on past max_body_bytes + 16 MiB is cut off there', async () => {
+  await withGateway({ gateway: { max_body_bytes: 1048576 } }, async (gw) => {
+    const chunks = Array.from({ length: 128 }, () => Buffer.alloc(65536, 0x20));
+    assertRead413(await nodePost(gw.port, { 'Transfer-Encoding': 'chunked' }, chunks), 'chunked 8 MiB');
+    const before = (await metrics(gw)).mcpgw_http_received_bytes_total;
+    const bound = 1048576 + 16 * 1048576;
+    const r = await endlessChunked(gw.port, 48 * 1048576);
+    assert.notEqual(r.ended, 'all sent', `the gateway read all ${r.sent} bytes (it should stop past ${bound})`);
+    await gw.waitLog(/closing a connection: its request body went on past max_body_bytes \+ 16777216/);
+    const read = (await metrics(gw)).mcpgw_http_received_bytes_total - before;
+    assert.ok(read > 1048576 && read <= bound + 1048576, `bytes read of the endless body: ${read} (bound ${bound})`);
+    assert.deepEqual(gw.childPids(), [], 'no refused body started a child');
+    const ok = await rawHttp(gw.port, `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${gw.port}\r\nConnection: close\r\n\r\n`);
+    assert.equal(ok.status, 200, ok.body);
   });
 });
