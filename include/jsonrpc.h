@@ -98,6 +98,14 @@ int jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char *
 int jsonrpc_batch_split(const char *p, size_t n, struct jsonrpc_span *el, size_t max,
                         size_t *count) MUSTCHECK;
 
+/*
+ * The value of member key of the JSON object at obj (a span of a text jsonrpc_scan accepted, or
+ * of one of its elements): 0 with *val its span (len 0: absent), or -1 when obj is not an object
+ * or names key twice (then which one counts is anyone's guess). Keys are compared unescaped.
+ */
+int jsonrpc_member_at(const char *p, struct jsonrpc_span obj, const char *key,
+                      struct jsonrpc_span *val) MUSTCHECK;
+
 /* Replaces every raw CR and LF with a space. Only for input that jsonrpc_scan accepted. */
 void jsonrpc_flatten(char *p, size_t n);
 

@@ -937,6 +937,56 @@ jsonrpc_batch_split(const char *p, size_t n, struct jsonrpc_span *el, size_t max
     return -1;
 }
 
+int
+jsonrpc_member_at(const char *p, struct jsonrpc_span obj, const char *key, struct jsonrpc_span *val)
+{
+    struct jsonrpc_scanner sc;
+    struct jsonrpc_info scratch;
+    size_t klen = strlen(key);
+    const unsigned char *s;
+
+    memset(&sc, 0, sizeof sc);
+    memset(&scratch, 0, sizeof scratch);
+    sc.base = (const unsigned char *)p;
+    sc.end = sc.base + obj.off + obj.len;
+    sc.info = &scratch;
+    *val = (struct jsonrpc_span){ 0, 0 };
+    s = jsonrpc_ws(&sc, sc.base + obj.off);
+    if (s == sc.end || *s != '{')
+        return -1;
+    s = jsonrpc_ws(&sc, s + 1);
+    if (s < sc.end && *s == '}')
+        return 0;
+    while (s < sc.end && *s == '"') {
+        const unsigned char *k = s + 1, *start;
+        char buf[JSONRPC_KEY_BUF];
+        size_t len;
+        bool esc, match;
+
+        if ((s = jsonrpc_string(&sc, k, &esc)) == NULL)
+            return -1;
+        len = (size_t)(s - 1 - k);
+        match = esc ? jsonrpc_unescape(k, len, buf, sizeof buf, &len) && len == klen
+                          && memcmp(buf, key, klen) == 0
+                    : len == klen && memcmp(k, key, klen) == 0;
+        s = jsonrpc_ws(&sc, s);
+        if (s == sc.end || *s != ':')
+            return -1;
+        start = s = jsonrpc_ws(&sc, s + 1);
+        if ((s = jsonrpc_value(&sc, s, 1)) == NULL || (match && val->len != 0))
+            return -1;
+        if (match)
+            *val = jsonrpc_span_of(&sc, start, s);
+        s = jsonrpc_ws(&sc, s);
+        if (s < sc.end && *s == '}')
+            return 0;
+        if (s == sc.end || *s != ',')
+            return -1;
+        s = jsonrpc_ws(&sc, s + 1);
+    }
+    return -1;
+}
+
 void
 jsonrpc_flatten(char *p, size_t n)
 {

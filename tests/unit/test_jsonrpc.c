@@ -845,6 +845,49 @@ Test(jsonrpc, batch_split_refuses_what_is_not_an_array)
     cr_assert_eq(jsonrpc_batch_split("[1,", 3, el, 4, &n), -1);
 }
 
+/* The member's value span in text, or "" when absent; NULL when member_at refuses. */
+static const char *
+member(const char *text, const char *key, char *out, size_t cap)
+{
+    struct jsonrpc_info info;
+    struct jsonrpc_span sp;
+    cr_assert_eq(scan(text, &info), JSONRPC_OK, "%s", text);
+    if (jsonrpc_member_at(text, info.result, key, &sp) == -1)
+        return NULL;
+    cr_assert_lt(sp.len, cap);
+    memcpy(out, text + sp.off, sp.len);
+    out[sp.len] = '\0';
+    return out;
+}
+
+Test(jsonrpc, member_at)
+{
+    char v[128];
+    const char *r = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{ \"a\" : {\"tools\":1}, \"tools\" :"
+                    " [ {} ] , \"z\":\"tools\"}}";
+    cr_assert_str_eq(member(r, "tools", v, sizeof(v)), "[ {} ]", "not the nested one");
+    cr_assert_str_eq(member(r, "a", v, sizeof(v)), "{\"tools\":1}");
+    cr_assert_str_eq(member(r, "nope", v, sizeof(v)), "", "absent");
+    cr_assert_str_eq(member("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", "tools", v, sizeof(v)),
+                     "");
+    cr_assert_str_eq(member("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"t\\u006fols\":2}}",
+                            "tools", v, sizeof(v)),
+                     "2", "keys are compared unescaped");
+    cr_assert_null(
+        member("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":1,\"x\":0,\"tools\":2}}",
+               "tools", v, sizeof(v)),
+        "named twice: which one counts is anyone's guess");
+    /* Element spans of an array work too, as the tool policy uses them. */
+    const char *list = "[{\"name\":\"echo\"}, 3]";
+    struct jsonrpc_span el[2], sp;
+    size_t n;
+    cr_assert_eq(jsonrpc_batch_split(list, strlen(list), el, 2, &n), 0);
+    cr_assert_eq(jsonrpc_member_at(list, el[0], "name", &sp), 0);
+    cr_assert_eq(sp.len, 6);
+    cr_assert(memcmp(list + sp.off, "\"echo\"", 6) == 0);
+    cr_assert_eq(jsonrpc_member_at(list, el[1], "name", &sp), -1, "not an object");
+}
+
 Test(jsonrpc, task_state_from_each_message_kind)
 {
     struct jsonrpc_task t;
