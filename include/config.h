@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "policy.h"
 #include "util.h"
 
 /*
@@ -58,6 +59,10 @@ struct config_server {
     char **inherit_env;     /* names copied from the gateway's environment, NULL-terminated */
     char *cwd;              /* NULL: the gateway's working directory */
     char **required_scopes; /* every one must be granted to the token; NULL-terminated */
+    char **allowed_tools;   /* globs (policy.h); NULL-terminated */
+    char **denied_tools;    /* globs; NULL-terminated */
+    char **tool_scopes;     /* GLOB:SCOPE[+SCOPE...] rules; NULL-terminated */
+    struct policy *policy;  /* made from the three above; NULL when all are empty */
     uint64_t request_timeout_ms;     /* 0: none */
     uint64_t request_timeout_max_ms; /* > 0: progress restarts the clock, up to this total */
     /* The pool of children that serves 2026-07-28 requests (no sessions there). */

@@ -699,6 +699,31 @@ config_build_auth(struct config_parse *ps, struct config *cfg)
     return 0;
 }
 
+/* allowed_tools, denied_tools, tool_scopes: the server's tool policy; NULL when all are empty. */
+static int
+config_build_policy(struct config_parse *ps, const struct config_raw_server *rs,
+                    struct config_server *srv)
+{
+    static const char *const keys[] = { "allowed_tools", "denied_tools", "tool_scopes" };
+    char **lists[] = { srv->allowed_tools, srv->denied_tools, srv->tool_scopes };
+    struct policy *pol = policy_new(srv->name);
+    for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
+        const char *bad = NULL, *why = NULL;
+        if (policy_add(pol, (enum policy_list)i, (const char *const *)lists[i], &bad, &why) == -1) {
+            policy_free(pol);
+            int line;
+            config_raw_get(&rs->raw, keys[i], CONFIG_SEC_SERVER, &line);
+            return config_fail(ps, line ? line : rs->line, keys[i], "%s %s", bad, why);
+        }
+    }
+    if (policy_empty(pol)) {
+        policy_free(pol);
+        pol = NULL;
+    }
+    srv->policy = pol;
+    return 0;
+}
+
 static int
 config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
 {
@@ -724,7 +749,8 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
     }
     int scopes_line;
     config_raw_get(&rs->raw, "required_scopes", CONFIG_SEC_SERVER, &scopes_line);
-    if (config_check_scopes(ps, srv->required_scopes, scopes_line ? scopes_line : rs->line) == -1)
+    if (config_check_scopes(ps, srv->required_scopes, scopes_line ? scopes_line : rs->line) == -1
+        || config_build_policy(ps, rs, srv) == -1)
         return -1;
     if (srv->request_timeout_max_ms != 0 && srv->request_timeout_max_ms < srv->request_timeout_ms) {
         int line;
@@ -863,6 +889,10 @@ config_clear(struct config *cfg)
         config_strv_free(srv->inherit_env);
         free(srv->cwd);
         config_strv_free(srv->required_scopes);
+        config_strv_free(srv->allowed_tools);
+        config_strv_free(srv->denied_tools);
+        config_strv_free(srv->tool_scopes);
+        policy_free(srv->policy);
     }
     free(cfg->servers);
     memset(cfg, 0, sizeof *cfg);

@@ -144,8 +144,10 @@ expect_defaults(const struct config *cfg)
     cr_assert_eq(cfg->auth.max_sessions_per_principal, 0);
     cr_assert_eq(cfg->auth.rate_limit_per_s, 0);
     cr_assert_eq(cfg->auth.rate_limit_burst, 100);
-    for (size_t i = 0; i < cfg->n_servers; i++)
+    for (size_t i = 0; i < cfg->n_servers; i++) {
         expect_strv(cfg->servers[i].required_scopes, (const char *[]){ NULL });
+        cr_assert_null(cfg->servers[i].policy, "no tool policy unless one is configured");
+    }
 }
 
 Test(config, defaults_with_one_server)
@@ -410,6 +412,44 @@ Test(config, request_timeouts)
     sv_err("request_timeout_ms = 86400001", "t.ini:3: request_timeout_ms: must be 0..86400000");
     load_err(SERVER "request_timeout_ms = 5000\nrequest_timeout_max_ms = 4000\n",
              "t.ini:4: request_timeout_max_ms: must be 0 or at least request_timeout_ms");
+}
+
+Test(config, tool_policy)
+{
+    struct config cfg;
+    load_ok(SERVER "allowed_tools = read_*, search\ndenied_tools = *_admin\n"
+                   "tool_scopes = write_*:files.write, delete_*:files.admin+audit\n"
+                   "  , \\[x]:y\n",
+            &cfg);
+    const struct config_server *srv = &cfg.servers[0];
+    expect_strv(srv->allowed_tools, (const char *[]){ "read_*", "search", NULL });
+    expect_strv(srv->denied_tools, (const char *[]){ "*_admin", NULL });
+    expect_strv(
+        srv->tool_scopes,
+        (const char *[]){ "write_*:files.write", "delete_*:files.admin+audit", "\\[x]:y", NULL });
+    cr_assert_not_null(srv->policy);
+    cr_assert(policy_per_token(srv->policy));
+    const char *scope = NULL;
+    cr_assert_eq(policy_judge(srv->policy, 0, "read_file", &scope), POLICY_VISIBLE);
+    cr_assert_eq(policy_judge(srv->policy, 0, "read_admin", &scope), POLICY_DENIED);
+    cr_assert_eq(policy_judge(srv->policy, 0, "echo", &scope), POLICY_NOT_ALLOWED);
+    config_clear(&cfg);
+    load_ok(SERVER "denied_tools = crash\n", &cfg);
+    cr_assert_not_null(cfg.servers[0].policy);
+    cr_assert_not(policy_per_token(cfg.servers[0].policy));
+    config_clear(&cfg);
+    load_ok(SERVER "allowed_tools =\n", &cfg);
+    cr_assert_null(cfg.servers[0].policy, "empty lists: no policy");
+    config_clear(&cfg);
+    sv_err("allowed_tools = ok, bad[", "t.ini:3: allowed_tools: bad[ has a '[' without its ']'");
+    sv_err("denied_tools = caf\xc3\xa9",
+           "t.ini:3: denied_tools: caf\xc3\xa9 must be visible ASCII");
+    sv_err("tool_scopes = write_*", "t.ini:3: tool_scopes: write_* must be GLOB:SCOPE[+SCOPE...]");
+    sv_err("tool_scopes = w:a+",
+           "t.ini:3: tool_scopes: w:a+ has an empty scope (GLOB:SCOPE[+SCOPE...])");
+    sv_err("tool_scopes = w:a\"b",
+           "t.ini:3: tool_scopes: w:a\"b has a scope that is not a scope token");
+    sv_err("allowed_tools = read file", "t.ini:3: allowed_tools: entries must not contain spaces");
 }
 
 Test(config, listen)
@@ -739,7 +779,7 @@ Test(config, keys_list_the_table)
     cr_assert_eq(n, gw + au + sv);
     cr_assert_eq(gw, 33);
     cr_assert_eq(au, 20);
-    cr_assert_eq(sv, 18);
+    cr_assert_eq(sv, 21);
     cr_assert_eq(config_keys(), keys);
 }
 
