@@ -68,12 +68,14 @@ void auth_free(struct auth *a);
 
 /*
  * Checks a request to srv carrying the Authorization header value header (NULL when absent). On
- * AUTH_OK *principal is a new reference; otherwise *why names the reason (static storage).
+ * AUTH_OK *principal is a new reference and *grants says which scopes of srv's tool policy the
+ * token grants (none in mode none); otherwise *why names the reason (static storage).
  * now_s is the wall clock (exp, nbf). A JWT that verified is remembered in a cache keyed by its
  * SHA-256 and srv, until its slot is reused.
  */
 enum auth_status auth_check(struct auth *a, const char *header, const struct config_server *srv,
-                            int64_t now_s, struct auth_principal **principal, const char **why);
+                            int64_t now_s, struct auth_principal **principal,
+                            struct policy_grants *grants, const char **why);
 
 /*
  * After AUTH_PENDING: cb(arg) runs once, from the loop, when what the check waited for came (or

@@ -11,10 +11,11 @@
  * aud naming this server's resource URI (public_url + path, RFC 8707), sub the principal; scopes
  * from "scope" (space separated) or "scp".
  *
- * A JWT that verified is remembered (by its SHA-256, per server) with its principal and lifetime
- * until another token takes its slot, so a client that sends the same token on every request pays
- * for one signature check, not one per request; exp and nbf are checked again each time. Keys
- * change only with a new struct auth, whose cache starts empty.
+ * A JWT that verified is remembered (by its SHA-256, per server) with its principal, its scopes (as
+ * the bits of the server's tool policy, policy.h) and lifetime until another token takes its slot,
+ * so a client that sends the same token on every request pays for one signature check, not one per
+ * request; exp and nbf are checked again each time. Keys change only with a new struct auth, whose
+ * cache starts empty.
  *
  * Principals are interned in one table. Each carries a token bucket for rate_limit_per_s and the
  * count of sessions it holds; an unreferenced entry stays until its bucket is full again, so
@@ -50,6 +51,7 @@ struct auth_cached {
     unsigned char hash[CRYPTO_SHA256_LEN];
     const struct config_server *srv;
     struct auth_principal *principal; /* a reference; NULL: the slot is free */
+    uint64_t grants;                  /* its scopes as srv's tool policy numbers them */
     int64_t exp, nbf;
     uint64_t until_ms; /* an introspected token: reused until then (0: a JWT, no such bound) */
 };
@@ -516,7 +518,7 @@ auth_scopes_ok(const struct config_server *srv, const char *const *have, size_t 
 
 static enum auth_status
 auth_bearer(const struct auth *a, const char *tok, size_t len, const struct config_server *srv,
-            struct auth_principal **principal, const char **why)
+            struct auth_principal **principal, uint64_t *grants, const char **why)
 {
     unsigned char h[CRYPTO_SHA256_LEN];
     crypto_sha256(tok, len, h);
@@ -536,6 +538,7 @@ auth_bearer(const struct auth *a, const char *tok, size_t len, const struct conf
         return AUTH_SCOPE;
     }
     *principal = auth_principal_get(match->principal, strlen(match->principal));
+    *grants = policy_grants(srv->policy, (const char *const *)match->scopes, n);
     return AUTH_OK;
 }
 
@@ -678,7 +681,7 @@ auth_jwt_scopes(const struct jsonrpc_doc *c, char *copy, size_t copylen, const c
 /* The remembered verification of this token for srv, if it is still inside its lifetime. */
 static struct auth_principal *
 auth_cache_find(struct auth *a, const unsigned char *hash, const struct config_server *srv,
-                int64_t now_s)
+                int64_t now_s, uint64_t *grants)
 {
     const struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
     int64_t skew = (int64_t)a->ca->clock_skew_s;
@@ -686,18 +689,21 @@ auth_cache_find(struct auth *a, const unsigned char *hash, const struct config_s
         || auth_expired(c->exp, now_s, skew) || auth_early(c->nbf, now_s, skew)
         || (c->until_ms != 0 && util_now_ms() >= c->until_ms))
         return NULL;
+    *grants = c->grants;
     return auth_principal_ref(c->principal);
 }
 
 static void
 auth_cache_put(struct auth *a, const unsigned char *hash, const struct config_server *srv,
-               const struct jsonrpc_doc *claims, struct auth_principal *p, uint64_t until_ms)
+               const struct jsonrpc_doc *claims, struct auth_principal *p, uint64_t grants,
+               uint64_t until_ms)
 {
     struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
     auth_principal_unref(c->principal);
     memcpy(c->hash, hash, CRYPTO_SHA256_LEN);
     c->srv = srv;
     c->principal = auth_principal_ref(p);
+    c->grants = grants;
     c->until_ms = until_ms;
     if (jsonrpc_doc_int(claims, "exp", &c->exp) == -1) /* introspected without exp */
         c->exp = INT64_MAX / 2;
@@ -712,7 +718,7 @@ auth_cache_put(struct auth *a, const unsigned char *hash, const struct config_se
 static enum auth_status
 auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *c,
            const struct config_server *srv, int64_t now_s, bool introspected, uint64_t until_ms,
-           struct auth_principal **principal, const char **why)
+           struct auth_principal **principal, uint64_t *grants, const char **why)
 {
     const char *name = NULL;
     *why = auth_claims(a, c, srv, now_s, introspected, &name);
@@ -726,7 +732,8 @@ auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *
         return AUTH_SCOPE;
     }
     *principal = auth_principal_get(name, strlen(name));
-    auth_cache_put(a, hash, srv, c, *principal, until_ms);
+    *grants = policy_grants(srv->policy, scopes, n);
+    auth_cache_put(a, hash, srv, c, *principal, *grants, until_ms);
     return AUTH_OK;
 }
 
@@ -734,7 +741,7 @@ auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *
 static enum auth_status
 auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned char *hash,
                   const struct config_server *srv, int64_t now_s, struct auth_principal **principal,
-                  const char **why)
+                  uint64_t *grants, const char **why)
 {
     const struct jsonrpc_doc *answer = NULL;
     uint64_t until_ms = 0;
@@ -746,7 +753,7 @@ auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned ch
         *why = "the introspection endpoint cannot be reached";
     if (st != AUTH_OK)
         return st;
-    return auth_grant(a, hash, answer, srv, now_s, true, until_ms, principal, why);
+    return auth_grant(a, hash, answer, srv, now_s, true, until_ms, principal, grants, why);
 }
 
 enum auth_status
@@ -760,8 +767,9 @@ auth_judge_introspection(struct auth *a, const char *body, size_t len,
         return AUTH_UNAVAILABLE;
     unsigned char hash[CRYPTO_SHA256_LEN];
     crypto_sha256(body, len, hash);
+    uint64_t grants;
     enum auth_status st =
-        auth_grant(a, hash, d, srv, now_s, true, util_now_ms() + 1, principal, why);
+        auth_grant(a, hash, d, srv, now_s, true, util_now_ms() + 1, principal, &grants, why);
     jsonrpc_doc_free(d);
     return st;
 }
@@ -803,18 +811,18 @@ auth_jwt_header(const struct jsonrpc_doc *h, int *alg)
 
 static enum auth_status
 auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server *srv,
-         int64_t now_s, struct auth_principal **principal, const char **why)
+         int64_t now_s, struct auth_principal **principal, uint64_t *grants, const char **why)
 {
     unsigned char hash[CRYPTO_SHA256_LEN];
     crypto_sha256(tok, len, hash);
-    *principal = auth_cache_find(a, hash, srv, now_s);
+    *principal = auth_cache_find(a, hash, srv, now_s, grants);
     if (*principal != NULL)
         return AUTH_OK;
     const char *d1 = memchr(tok, '.', len);
     const char *d2 = d1 != NULL ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok)) : NULL;
     if (d2 == NULL || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - tok)) != NULL) {
         if (auth_remote_introspects(a->remote))
-            return auth_introspected(a, tok, len, hash, srv, now_s, principal, why);
+            return auth_introspected(a, tok, len, hash, srv, now_s, principal, grants, why);
         *why = "not a JWS compact token";
         return AUTH_INVALID;
     }
@@ -848,7 +856,7 @@ auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server
         *why = "the token's claims are not a JSON object";
         return AUTH_INVALID;
     }
-    st = auth_grant(a, hash, c, srv, now_s, false, 0, principal, why);
+    st = auth_grant(a, hash, c, srv, now_s, false, 0, principal, grants, why);
     jsonrpc_doc_free(c);
     return st;
 }
@@ -870,9 +878,10 @@ auth_bearer_token(const char *header, size_t *len)
 
 enum auth_status
 auth_check(struct auth *a, const char *header, const struct config_server *srv, int64_t now_s,
-           struct auth_principal **principal, const char **why)
+           struct auth_principal **principal, struct policy_grants *grants, const char **why)
 {
     *principal = NULL;
+    *grants = (struct policy_grants){ srv->policy, 0 };
     *why = NULL;
     if (a->ca->mode == CONFIG_AUTH_NONE) {
         *principal = auth_principal_get(AUTH_ANONYMOUS, strlen(AUTH_ANONYMOUS));
@@ -889,8 +898,8 @@ auth_check(struct auth *a, const char *header, const struct config_server *srv, 
         return len == 0 ? AUTH_MISSING : AUTH_INVALID;
     }
     if (a->ca->mode == CONFIG_AUTH_BEARER)
-        return auth_bearer(a, tok, len, srv, principal, why);
-    return auth_jwt(a, tok, len, srv, now_s, principal, why);
+        return auth_bearer(a, tok, len, srv, principal, &grants->bits, why);
+    return auth_jwt(a, tok, len, srv, now_s, principal, &grants->bits, why);
 }
 
 /* --- waiting for the authorization server ------------------------------------------------ */

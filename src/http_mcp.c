@@ -438,7 +438,7 @@ http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
 {
     const char *why = NULL;
     enum auth_status st = auth_check(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION),
-                                     rc->srv, util_now_unix(), &rc->principal, &why);
+                                     rc->srv, util_now_unix(), &rc->principal, &rc->grants, &why);
     if (st == AUTH_PENDING) {
         *ret = http_auth_wait(rc);
         return true;

@@ -40,6 +40,7 @@ static struct {
 } F;
 
 static char *scopes_none[] = { NULL };
+static struct policy_grants grants;
 static char scope_s[] = "s";
 static char *scopes_s[] = { scope_s, NULL };
 static char name_a[] = "a", name_b[] = "b", path_a[] = "/mcp", path_b[] = "/scoped";
@@ -127,7 +128,7 @@ check_token(const char *header, bool *accepted)
     for (int i = 0; i < 2; i++) {
         struct auth_principal *p = NULL;
         const char *why = NULL;
-        enum auth_status st = auth_check(F.auth, header, &F.srv[i], NOW_S, &p, &why);
+        enum auth_status st = auth_check(F.auth, header, &F.srv[i], NOW_S, &p, &grants, &why);
         FUZZ_CHECK((st == AUTH_OK) == (p != NULL), "principal iff accepted (status %d)", (int)st);
         FUZZ_CHECK(st == AUTH_OK || why != NULL, "a refusal has a reason");
         if (p != NULL) {
@@ -210,7 +211,7 @@ fuzz_jwks(const uint8_t *data, size_t size)
     if (a != NULL) {
         struct auth_principal *p = NULL;
         const char *why;
-        if (auth_check(a, "Bearer e30.e30.AAAA", &F.srv[0], NOW_S, &p, &why) == AUTH_OK)
+        if (auth_check(a, "Bearer e30.e30.AAAA", &F.srv[0], NOW_S, &p, &grants, &why) == AUTH_OK)
             FUZZ_CHECK(false, "an unsigned token passed a fuzzed JWKS");
         auth_free(a);
     }

@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "crypto.h"
+#include "policy.h"
 #include "src/auth_int.h"
 
 TestSuite(auth, .timeout = 30);
@@ -25,6 +26,7 @@ TestSuite(auth, .timeout = 30);
     "Mg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg"
 
 static char tmpdir_path[64];
+static struct policy_grants grants; /* what auth_check says the token grants */
 
 static const char *
 write_file(const char *name, const char *text)
@@ -111,8 +113,8 @@ Test(auth, mode_none_is_the_anonymous_principal, .fini = cleanup)
     struct config_server s = server(scopes_tools);
     struct auth_principal *p1, *p2;
     const char *why;
-    cr_assert_eq(auth_check(a, NULL, &s, 0, &p1, &why), AUTH_OK);
-    cr_assert_eq(auth_check(a, "Bearer whatever", &s, 0, &p2, &why), AUTH_OK);
+    cr_assert_eq(auth_check(a, NULL, &s, 0, &p1, &grants, &why), AUTH_OK);
+    cr_assert_eq(auth_check(a, "Bearer whatever", &s, 0, &p2, &grants, &why), AUTH_OK);
     cr_assert_eq(p1, p2, "one interned principal");
     cr_assert_str_eq(p1->name, "anonymous");
     cr_assert_eq(p1->refs, 2);
@@ -146,24 +148,63 @@ Test(auth, bearer_tokens_file, .fini = cleanup)
     struct config_server plain = server(scopes_none), scoped = server(scopes_tools);
     struct auth_principal *p = NULL;
     const char *why;
-    cr_assert_eq(auth_check(a, "Bearer s3cret-token-1", &scoped, 0, &p, &why), AUTH_OK);
+    cr_assert_eq(auth_check(a, "Bearer s3cret-token-1", &scoped, 0, &p, &grants, &why), AUTH_OK);
     cr_assert_str_eq(p->name, "alice");
     auth_principal_unref(p);
-    cr_assert_eq(auth_check(a, "bearer   s3cret-token-1  ", &plain, 0, &p, &why), AUTH_OK,
+    cr_assert_eq(auth_check(a, "bearer   s3cret-token-1  ", &plain, 0, &p, &grants, &why), AUTH_OK,
                  "scheme case-insensitive, blanks around the token");
     auth_principal_unref(p);
-    cr_assert_eq(auth_check(a, "Bearer token-two", &plain, 0, &p, &why), AUTH_OK);
+    cr_assert_eq(auth_check(a, "Bearer token-two", &plain, 0, &p, &grants, &why), AUTH_OK);
     cr_assert_str_eq(p->name, "bob");
     auth_principal_unref(p);
     p = NULL;
-    cr_assert_eq(auth_check(a, "Bearer token-two", &scoped, 0, &p, &why), AUTH_SCOPE);
+    cr_assert_eq(auth_check(a, "Bearer token-two", &scoped, 0, &p, &grants, &why), AUTH_SCOPE);
     cr_assert_null(p);
-    cr_assert_eq(auth_check(a, "Bearer s3cret-token-2", &plain, 0, &p, &why), AUTH_INVALID);
+    cr_assert_eq(auth_check(a, "Bearer s3cret-token-2", &plain, 0, &p, &grants, &why),
+                 AUTH_INVALID);
     cr_assert_str_eq(why, "unknown token");
-    cr_assert_eq(auth_check(a, NULL, &plain, 0, &p, &why), AUTH_MISSING);
-    cr_assert_eq(auth_check(a, "Basic YTpi", &plain, 0, &p, &why), AUTH_MISSING);
-    cr_assert_eq(auth_check(a, "Bearer ", &plain, 0, &p, &why), AUTH_MISSING);
+    cr_assert_eq(auth_check(a, NULL, &plain, 0, &p, &grants, &why), AUTH_MISSING);
+    cr_assert_eq(auth_check(a, "Basic YTpi", &plain, 0, &p, &grants, &why), AUTH_MISSING);
+    cr_assert_eq(auth_check(a, "Bearer ", &plain, 0, &p, &grants, &why), AUTH_MISSING);
     auth_free(a);
+}
+
+/* The token's scopes reach the caller as the bits of the server's tool policy (policy.h). */
+Test(auth, bearer_grants_for_the_tool_policy, .fini = cleanup)
+{
+    char h1[65], h2[65], text[512];
+    hex_hash("s3cret-token-1", h1);
+    hex_hash("token-two", h2);
+    snprintf(text, sizeof text, "sha256:%s alice mcp:tools other\nsha256:%s bob\n", h1, h2);
+    struct config cfg;
+    config_mode(&cfg, CONFIG_AUTH_BEARER, write_file("tokens", text));
+    char err[256] = "";
+    struct auth *a = auth_new(&cfg, err, sizeof err);
+    cr_assert_not_null(a, "%s", err);
+    struct config_server srv = server(scopes_none);
+    srv.policy = policy_new("a");
+    const char *bad, *w;
+    cr_assert_eq(policy_add(srv.policy, POLICY_SCOPES,
+                            (const char *[]){ "w*:nothing", "x*:other+mcp:tools", NULL }, &bad, &w),
+                 0);
+    struct auth_principal *p = NULL;
+    const char *why, *scope = NULL;
+    cr_assert_eq(auth_check(a, "Bearer s3cret-token-1", &srv, 0, &p, &grants, &why), AUTH_OK);
+    cr_assert_eq(grants.of, srv.policy);
+    cr_assert_eq(grants.bits, 0x6, "other and mcp:tools, not nothing");
+    cr_assert_eq(policy_judge(srv.policy, grants.bits, "xray", &scope), POLICY_VISIBLE);
+    cr_assert_eq(policy_judge(srv.policy, grants.bits, "wave", &scope), POLICY_NO_SCOPE);
+    auth_principal_unref(p);
+    cr_assert_eq(auth_check(a, "Bearer token-two", &srv, 0, &p, &grants, &why), AUTH_OK);
+    cr_assert_eq(grants.bits, 0);
+    auth_principal_unref(p);
+    struct config_server open = server(scopes_none);
+    cr_assert_eq(auth_check(a, "Bearer s3cret-token-1", &open, 0, &p, &grants, &why), AUTH_OK);
+    cr_assert_null(grants.of, "no policy: nothing to number");
+    cr_assert_eq(grants.bits, 0);
+    auth_principal_unref(p);
+    auth_free(a);
+    policy_free(srv.policy);
 }
 
 static void
@@ -251,18 +292,19 @@ Test(auth, jws_signature_of_rfc8037, .fini = cleanup)
     struct auth_principal *p = NULL;
     const char *why;
     /* The signature verifies; its payload is text, not claims. */
-    cr_assert_eq(auth_check(a, "Bearer " RFC8037_JWS, &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_eq(auth_check(a, "Bearer " RFC8037_JWS, &s, 0, &p, &grants, &why), AUTH_INVALID);
     cr_assert_str_eq(why, "the token's claims are not a JSON object");
     char tampered[] = "Bearer " RFC8037_JWS;
     cr_assert_eq(tampered[strlen(tampered) - 3], 'K');
     tampered[strlen(tampered) - 3] ^= 1; /* 'K' <-> 'J': another signature */
-    cr_assert_eq(auth_check(a, tampered, &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_eq(auth_check(a, tampered, &s, 0, &p, &grants, &why), AUTH_INVALID);
     cr_assert_str_eq(why, "the token's signature does not verify with any key of jwks_file");
-    cr_assert_eq(auth_check(a, "Bearer eyJhbGciOiJub25lIn0.e30.", &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_eq(auth_check(a, "Bearer eyJhbGciOiJub25lIn0.e30.", &s, 0, &p, &grants, &why),
+                 AUTH_INVALID);
     cr_assert_str_eq(why, "the token's alg is not RS256, ES256 or EdDSA");
-    cr_assert_eq(auth_check(a, "Bearer a.b", &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_eq(auth_check(a, "Bearer a.b", &s, 0, &p, &grants, &why), AUTH_INVALID);
     cr_assert_str_eq(why, "not a JWS compact token");
-    cr_assert_eq(auth_check(a, "Bearer a.b.c.d", &s, 0, &p, &why), AUTH_INVALID);
+    cr_assert_eq(auth_check(a, "Bearer a.b.c.d", &s, 0, &p, &grants, &why), AUTH_INVALID);
     cr_assert_null(p);
     auth_free(a);
 }
@@ -277,7 +319,7 @@ Test(auth, principals_and_buckets, .fini = cleanup)
     struct config_server s = server(scopes_none);
     struct auth_principal *p;
     const char *why;
-    cr_assert_eq(auth_check(a, NULL, &s, 0, &p, &why), AUTH_OK);
+    cr_assert_eq(auth_check(a, NULL, &s, 0, &p, &grants, &why), AUTH_OK);
     uint64_t retry = 0, t = 1000;
     for (int i = 0; i < 3; i++)
         cr_assert(auth_rate_take(p, &cfg.auth, t, &retry), "burst request %d", i);
@@ -295,7 +337,7 @@ Test(auth, principals_and_buckets, .fini = cleanup)
     auth_sweep(&cfg.auth, t + 100100);
     cr_assert_eq(auth_principal_count(), 0);
     cfg.auth.rate_limit_per_s = 0;
-    cr_assert_eq(auth_check(a, NULL, &s, 0, &p, &why), AUTH_OK);
+    cr_assert_eq(auth_check(a, NULL, &s, 0, &p, &grants, &why), AUTH_OK);
     for (int i = 0; i < 1000; i++)
         cr_assert(auth_rate_take(p, &cfg.auth, t, &retry), "no limit when rate_limit_per_s = 0");
     auth_principal_unref(p);

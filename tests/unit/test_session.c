@@ -57,6 +57,7 @@ static struct loop *L;
 static struct config CFG;
 static struct auth *A;
 static struct auth_principal *P;
+static struct policy_grants grants; /* the token's, for the server's tool policy */
 static bool started;
 static bool (*until)(void);
 static bool deadline_hit;
@@ -99,7 +100,7 @@ start(const char *ini)
     A = auth_new(&CFG, err, sizeof err);
     cr_assert_not_null(A, "%s", err);
     const char *why = NULL;
-    cr_assert_eq(auth_check(A, NULL, &CFG.servers[0], util_now_unix(), &P, &why), AUTH_OK);
+    cr_assert_eq(auth_check(A, NULL, &CFG.servers[0], util_now_unix(), &P, &grants, &why), AUTH_OK);
     started = true;
 }
 
