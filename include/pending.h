@@ -41,6 +41,7 @@ struct pending {
     uint64_t deadline_ms;  /* 0: none */
     uint64_t cancelled_ms; /* when it entered PENDING_CANCELLED */
     bool task;             /* task-augmented: never cancelled by a disconnect */
+    uint64_t grants;       /* its token's scopes, numbered by the tool policy */
     void *timer;           /* owned by the session layer (its request timeout), else NULL */
     void *owner;           /* the session layer's back pointer for that timer */
 };

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "jsonrpc.h"
 #include "loop.h"
+#include "policy.h"
 #include "stream.h"
 
 /*
@@ -50,6 +51,8 @@ struct pool_meta {
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
     const char *principal; /* who asks (auth's principal name): binds an input round to them */
     const char *why;       /* out: for POOL_E_BAD_STATE, what is wrong with the requestState */
+    /* The token's scopes, for the server's tool policy (policy.h). */
+    struct policy_grants grants;
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);

@@ -13,6 +13,7 @@
 #include "jsonrpc.h"
 #include "loop.h"
 #include "pending.h"
+#include "policy.h"
 #include "stream.h"
 #include "upstream.h"
 
@@ -145,9 +146,14 @@ struct stream *session_stream_resume(struct session *s, const char *last_event_i
  */
 void session_stream_detach(const char *sid, struct stream *st);
 
-/* A client request (body is ours and may be rewritten in place), answered on st. */
+/*
+ * A client request (body is ours and may be rewritten in place), answered on st. grants: the
+ * token's scopes for the server's tool policy (policy.h); a tools/call of a tool hidden from them
+ * never reaches the child and is answered on st as an unknown tool.
+ */
 enum session_status session_client_request(struct session *s, struct stream *st, char *body,
-                                           size_t len, const struct jsonrpc_info *info);
+                                           size_t len, const struct jsonrpc_info *info,
+                                           struct policy_grants grants);
 /* A client notification or response. */
 enum session_status session_client_other(struct session *s, char *body, size_t len,
                                          const struct jsonrpc_info *info);
@@ -165,7 +171,8 @@ const char *session_status_text(enum session_status status);
  */
 enum session_status session_client_batch(struct session *s, struct stream *st, char *body,
                                          size_t len, const struct jsonrpc_span *el,
-                                         const struct jsonrpc_info *info, size_t n);
+                                         const struct jsonrpc_info *info, size_t n,
+                                         struct policy_grants grants);
 /* Batches are part of 2025-03-26 only. */
 bool session_batches(const struct session *s);
 

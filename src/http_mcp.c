@@ -122,7 +122,8 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
     struct stream *st = session_stream_open(s, false, &status);
     if (st == NULL)
         return http_session_error(rc, status);
-    status = session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info);
+    status =
+        session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info, rc->grants);
     if (status != SESSION_OK) {
         session_stream_detach(rc->sid, st);
         if (created)
@@ -191,7 +192,8 @@ http_post_batch(struct http_req *rc)
         free(info);
         return http_session_error(rc, status);
     }
-    status = session_client_batch(s, st, buf_head(&rc->body), buf_used(&rc->body), el, info, n);
+    status = session_client_batch(s, st, buf_head(&rc->body), buf_used(&rc->body), el, info, n,
+                                  rc->grants);
     free(info);
     if (status != SESSION_OK) {
         if (st != NULL)
@@ -337,7 +339,8 @@ http_legacy_post(struct http_req *rc)
         if (strcmp(info.method, "initialize") == 0 && s->init_gw_id != 0)
             return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                               "session is already initialized");
-        status = session_client_request(s, s->get, buf_head(&rc->body), buf_used(&rc->body), &info);
+        status = session_client_request(s, s->get, buf_head(&rc->body), buf_used(&rc->body), &info,
+                                        rc->grants);
     } else {
         status = session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
     }

@@ -195,7 +195,9 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
         return http_bad_meta(rc, info,
                              "params._meta[\"io.modelcontextprotocol/clientCapabilities\"] "
                              "is required (an object)");
-    struct pool_meta meta = { .log_level = -1, .principal = rc->principal->name };
+    struct pool_meta meta = { .log_level = -1,
+                              .principal = rc->principal->name,
+                              .grants = rc->grants };
     if (info->meta_log_level.len != 0
         && (meta.log_level = pool_log_level(body, info->meta_log_level)) < 0)
         return http_bad_meta(rc, info,

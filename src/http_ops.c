@@ -12,6 +12,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "policy.h"
 #include "pool.h"
 
 #define HTTP_ADMIN_POOLS_MAX ((size_t)16 << 20) /* the pools' part of the admin view */
@@ -159,6 +160,7 @@ http_metrics(struct http_req *rc)
     buf_init(&b, (size_t)1 << 24);
     session_metrics(&b);
     pool_metrics(&b);
+    policy_metrics(&b);
     metrics_family(&b, "mcpgw_ready", "gauge", "1 while new sessions are taken (/readyz).");
     metrics_sample(&b, "mcpgw_ready", NULL,
                    !session_draining() && session_count() < httpd.cfg->max_sessions);

@@ -406,6 +406,13 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_NO_METHOD;
         return NULL;
     }
+    struct stream *hidden = p->srv->policy != NULL && strcmp(info->method, "tools/call") == 0
+                                ? pool_refuse_hidden(p, body, info, meta)
+                                : NULL;
+    if (hidden != NULL) {
+        *status = POOL_OK;
+        return hidden;
+    }
     /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
     if (info->request_state.len != 0 && pool_bridge_ours(body, info->request_state)) {
         if (info->has_crlf)
@@ -427,6 +434,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     struct pool_call *call = xcalloc(1, sizeof(*call));
     call->pool = p;
     call->log_level = meta->log_level;
+    call->grants = p->srv->policy != NULL ? policy_bits(p->srv->policy, meta->grants) : 0;
     struct stream *st = pool_call_stream(call);
     pool_bridge_note(call, body, info, meta);
     if (c != NULL) {

@@ -82,6 +82,7 @@ struct pool_call {
     struct pending *p;    /* its entry in c's table; NULL while queued */
     struct stream *st;    /* one reference; st->owner points back here; NULL while held */
     int log_level;        /* -1: no log lines for this request */
+    uint64_t grants;      /* the token's scopes as the server's tool policy numbers them */
     char *body;           /* queued only: the request, until a child is ready */
     size_t len;
     struct pool_call *qnext;
@@ -179,6 +180,12 @@ void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 int pool_send(struct pool_child *c, const struct iovec *iov, int n);
 
 /* pool_route.c */
+/*
+ * A tools/call of a tool p's policy hides from the request's token: a stream already carrying the
+ * unknown tool error (-32602), nothing sent to a child. NULL when the tool is visible.
+ */
+struct stream *pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *info,
+                                  const struct pool_meta *meta);
 /* Sends a queued call to c; on failure ends the call with an error. */
 void pool_call_dispatch(struct pool_call *call, struct pool_child *c);
 /* Sends a new call's request (the HTTP request's body) to c; -1: its stdin is full. */

@@ -292,6 +292,33 @@ pool_stream_detach(struct stream *st)
 
 /* --- client -> child ------------------------------------------------------------------------ */
 
+/* Answered as the MCP specification answers an unknown tool: hidden and missing look the same. */
+struct stream *
+pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *info,
+                   const struct pool_meta *meta)
+{
+    char name[POLICY_NAME_MAX + 1];
+    const char *scope = NULL;
+    enum policy_verdict v =
+        policy_judge_call(p->srv->policy, policy_bits(p->srv->policy, meta->grants), body, info,
+                          name, sizeof(name), &scope);
+    if (v == POLICY_VISIBLE)
+        return NULL;
+    char message[POLICY_NAME_MAX + 16] = "Unknown tool";
+    if (name[0] != '\0')
+        snprintf(message, sizeof(message), "Unknown tool: %s", name);
+    struct pool_call *call = xcalloc(1, sizeof(*call));
+    call->pool = p;
+    call->log_level = -1;
+    struct stream *st = pool_call_stream(call);
+    pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message);
+    policy_count_denied(p->srv->policy);
+    log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", p->name, name,
+              meta->principal != NULL ? meta->principal : "-", policy_verdict_text(v),
+              scope != NULL ? ": " : "", scope != NULL ? scope : "");
+    return st;
+}
+
 static void
 pool_timeout_fired(void *arg)
 {
@@ -440,6 +467,42 @@ pool_minted(struct pool_child *c, const char *line, struct jsonrpc_span sp)
 }
 
 /*
+ * A tools/list result through the server's tool policy: *line and *info become the filtered copy
+ * (returned, for the caller to free) when tools were left out. -1 when the answer cannot be
+ * filtered: an error went on the call's stream instead.
+ */
+static int
+pool_filter_tools(struct pool_call *call, const char *id, size_t idlen, const char **line,
+                  size_t *len, const struct jsonrpc_info **info, struct jsonrpc_info *finfo,
+                  char **copy)
+{
+    const struct policy *pol = call->pool->srv->policy;
+    size_t dropped = 0;
+    const char *err = NULL;
+    *copy = policy_filter_tools(pol, call->grants, *line, *len, *info, len, &dropped, &err);
+    if (*copy == NULL && err == NULL)
+        return 0;
+    if (*copy == NULL || jsonrpc_scan(*copy, *len, finfo, NULL) != JSONRPC_OK) {
+        log_warn(NULL, "pool %s: a child's tools/list answer refused: %s (tool policy)",
+                 call->pool->name, err != NULL ? err : "filtered answer does not scan");
+        free(*copy);
+        *copy = NULL;
+        size_t elen;
+        char *e = jsonrpc_error_new(id, idlen, JSONRPC_INTERNAL_ERROR,
+                                    "the server's tools/list answer cannot be filtered", &elen);
+        struct iovec iov = { e, elen };
+        pool_push(call, &iov, 1);
+        free(e);
+        call->st->answer_code = JSONRPC_INTERNAL_ERROR;
+        return -1;
+    }
+    policy_count_hidden(pol, dropped);
+    *line = *copy;
+    *info = finfo;
+    return 0;
+}
+
+/*
  * The child's answer to a call (of method), to the client's id: resultType, ttlMs and cacheScope
  * where the result lacks them (J-06, X-07), pushed on the call's stream (which it ends, with the
  * call, in the caller).
@@ -448,10 +511,18 @@ void
 pool_deliver(struct pool_call *call, const char *method, const char *id, size_t idlen,
              const char *line, size_t len, const struct jsonrpc_info *info)
 {
+    const struct config_server *srv = call->pool->srv;
+    char *copy = NULL;
+    struct jsonrpc_info finfo;
+    bool tools =
+        srv->policy != NULL && info->kind == JSONRPC_RESULT && strcmp(method, "tools/list") == 0;
+    if (tools && pool_filter_tools(call, id, idlen, &line, &len, &info, &finfo, &copy) == -1)
+        return;
+    /* What a token may see differs by token: such a list is never for a shared cache. */
+    bool private_list = tools && policy_per_token(srv->policy);
     char stamp[96];
     size_t slen = 0;
     if (info->kind == JSONRPC_RESULT && info->result.len >= 2) {
-        const struct config_server *srv = call->pool->srv;
         bool cacheable = pool_in(pool_cacheable, ARRAY_LEN(pool_cacheable), method);
         if (info->result_type.len == 0)
             slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen,
@@ -461,10 +532,13 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
                                      srv->cache_ttl_ms);
         if (cacheable && info->result_scope.len == 0)
             slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"cacheScope\":\"%s\"",
-                                     srv->cache_public ? "public" : "private");
+                                     srv->cache_public && !private_list ? "public" : "private");
     }
-    struct pool_edit ed[2] = { { info->id.off, info->id.len, id, idlen } };
+    struct pool_edit ed[3] = { { info->id.off, info->id.len, id, idlen } };
     int n = 1;
+    if (private_list && info->result_scope.len != 0)
+        ed[n++] =
+            (struct pool_edit){ info->result_scope.off, info->result_scope.len, "\"private\"", 9 };
     if (slen > 0) {
         /* Right after '{': the stamp's leading comma moves to its end unless the object is empty.
          */
@@ -478,13 +552,14 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
         }
         ed[n++] = (struct pool_edit){ at, 0, stamp, empty ? slen - 1 : slen };
     }
-    struct iovec iov[6];
+    struct iovec iov[7];
     int k = pool_splice(line, len, ed, n, iov);
     pools.ctr.answered++;
     pool_push(call, iov, k);
     int code;
     if (info->kind == JSONRPC_ERROR && jsonrpc_error_code(line, len, &code) == 0)
         call->st->answer_code = code; /* an error is rare: its code is read with jansson */
+    free(copy);
 }
 
 static void

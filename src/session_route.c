@@ -239,6 +239,37 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
     return 0;
 }
 
+/*
+ * A tools/list result through the server's tool policy, on st: without the tools p's token may not
+ * see (policy.h). One that cannot be filtered becomes an error: nothing passes unjudged.
+ */
+static void
+session_push_tools(struct session *s, struct stream *st, const struct pending *p, const char *line,
+                   size_t len, const struct jsonrpc_info *info)
+{
+    size_t flen = 0, dropped = 0;
+    const char *err = NULL;
+    char *f =
+        policy_filter_tools(s->srv->policy, p->grants, line, len, info, &flen, &dropped, &err);
+    struct jsonrpc_info finfo;
+    if (f == NULL && err == NULL) {
+        session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
+        return;
+    }
+    if (f == NULL || jsonrpc_scan(f, flen, &finfo, NULL) != JSONRPC_OK) {
+        log_warn(s->id, "child's tools/list answer refused: %s (tool policy)",
+                 err != NULL ? err : "filtered answer does not scan");
+        session_push_error(s, st, p, "the server's tools/list answer cannot be filtered");
+        free(f);
+        return;
+    }
+    policy_count_hidden(s->srv->policy, dropped);
+    log_debug(s->id, "tools/list answer: %zu hidden from %s by the tool policy", dropped,
+              s->owner != NULL ? s->owner->name : "-");
+    session_splice_push(s, st, f, flen, finfo.id, p->orig_id, p->orig_id_len);
+    free(f);
+}
+
 static void
 session_child_answer(struct session *s, const char *line, size_t len,
                      const struct jsonrpc_info *info)
@@ -265,7 +296,10 @@ session_child_answer(struct session *s, const char *line, size_t len,
         && (p->task || strcmp(p->method, "tasks/get") == 0
             || strcmp(p->method, "tasks/cancel") == 0))
         session_task_seen(s, line, len);
-    if (st != NULL)
+    if (st != NULL && s->srv->policy != NULL && info->kind == JSONRPC_RESULT
+        && strcmp(p->method, "tools/list") == 0)
+        session_push_tools(s, st, p, line, len, info);
+    else if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
     metrics_observe(&sessions.latency, util_now_us() - p->start_us);
     session_pending_del(s, p);
@@ -492,9 +526,40 @@ session_child_gone(const char *reason, void *arg)
 
 /* --- client -> child --------------------------------------------------------------------- */
 
+/*
+ * A tools/call of a tool the server's policy hides from a token granting bits: answered on st as
+ * the MCP specification answers an unknown tool (-32602, "Unknown tool: NAME"), so a client cannot
+ * tell a hidden tool from a missing one, and never sent to the child. True when answered.
+ */
+static bool
+session_refuse_hidden(struct session *s, struct stream *st, const char *body,
+                      const struct jsonrpc_info *info, uint64_t bits)
+{
+    char name[POLICY_NAME_MAX + 1];
+    const char *scope = NULL;
+    enum policy_verdict v =
+        policy_judge_call(s->srv->policy, bits, body, info, name, sizeof(name), &scope);
+    if (v == POLICY_VISIBLE)
+        return false;
+    char message[POLICY_NAME_MAX + 16] = "Unknown tool";
+    if (name[0] != '\0')
+        snprintf(message, sizeof(message), "Unknown tool: %s", name);
+    size_t elen;
+    char *e = jsonrpc_error_new(body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message,
+                                &elen);
+    struct iovec iov = { e, elen };
+    session_push(s, st, &iov, 1);
+    free(e);
+    policy_count_denied(s->srv->policy);
+    log_debug(s->id, "tools/call of %s refused for %s: %s%s%s", name,
+              s->owner != NULL ? s->owner->name : "-", policy_verdict_text(v),
+              scope != NULL ? ": " : "", scope != NULL ? scope : "");
+    return true;
+}
+
 enum session_status
 session_client_request(struct session *s, struct stream *st, char *body, size_t len,
-                       const struct jsonrpc_info *info)
+                       const struct jsonrpc_info *info, struct policy_grants grants)
 {
     if (s->state == SESSION_CLOSED || s->u == NULL)
         return SESSION_E_GONE;
@@ -509,6 +574,14 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         return SESSION_E_TOO_MANY;
     if (sessions.draining)
         return SESSION_E_DRAINING;
+    /* Grants come relative to the request's server: its definition may be newer than s's. */
+    uint64_t bits = s->srv->policy != NULL ? policy_bits(s->srv->policy, grants) : 0;
+    if (s->srv->policy != NULL && strcmp(info->method, "tools/call") == 0
+        && session_refuse_hidden(s, st, body, info, bits)) {
+        st->awaiting++; /* answered at once, as the child would: the stream ends as it would */
+        session_stream_answered(s, st);
+        return SESSION_OK;
+    }
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
     session_pending_make_room(s);
@@ -520,6 +593,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
     p->task = info->has_task;
+    p->grants = bits;
     if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0)
         s->init_gw_id = p->gw_id;
     char idbuf[24];
@@ -607,6 +681,11 @@ session_client_other(struct session *s, char *body, size_t len, const struct jso
             session_client_cancel(s, body, len, info);
             return SESSION_OK;
         }
+        if (s->srv->policy != NULL && strcmp(info->method, "tools/call") == 0) {
+            /* No id, so no answer: but a lax child might run it, unjudged. */
+            log_debug(s->id, "tools/call without an id dropped (tool policy)");
+            return SESSION_OK;
+        }
         break;
     case JSONRPC_REQUEST:
         return SESSION_E_GONE; /* not reached: requests go through session_client_request */
@@ -643,13 +722,16 @@ session_status_text(enum session_status status)
 
 enum session_status
 session_client_batch(struct session *s, struct stream *st, char *body, size_t len,
-                     const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n)
+                     const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n,
+                     struct policy_grants grants)
 {
     if (s->state == SESSION_CLOSED || s->u == NULL)
         return SESSION_E_GONE;
     /* Toward stdin it is all or nothing: room for every element (ids may grow) or a 503. */
     if (upstream_queued_bytes(s->u) + len + n * 24 > sessions.cfg->stdin_queue_bytes)
         return SESSION_E_BUSY;
+    if (st != NULL)
+        st->awaiting++; /* the batch's own hold: a request answered at once must not end st */
     for (size_t i = 0; i < n; i++) {
         char *m = body + el[i].off;
         if (info[i].kind != JSONRPC_REQUEST) {
@@ -657,7 +739,7 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
                 log_warn(s->id, "batch element %zu not delivered", i);
             continue;
         }
-        enum session_status rc = session_client_request(s, st, m, el[i].len, &info[i]);
+        enum session_status rc = session_client_request(s, st, m, el[i].len, &info[i], grants);
         if (rc != SESSION_OK) {
             /* Each request of a batch gets its own answer: this one an error, at once. */
             size_t elen;
@@ -668,7 +750,6 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
             free(e);
         }
     }
-    if (st != NULL && st->awaiting == 0 && !st->ended)
-        stream_end(st); /* every request of the batch was refused */
+    session_stream_answered(s, st); /* ends st when every request was answered or refused */
     return SESSION_OK;
 }

@@ -287,7 +287,7 @@ request(struct fx *f, struct stream *st, const char *json)
     struct jsonrpc_info info;
     cr_assert_eq(jsonrpc_scan(body, len, &info, NULL), JSONRPC_OK, "%s", json);
     cr_assert_eq(info.kind, JSONRPC_REQUEST, "%s", json);
-    enum session_status rc = session_client_request(f->s, st, body, len, &info);
+    enum session_status rc = session_client_request(f->s, st, body, len, &info, grants);
     free(body);
     return rc;
 }
@@ -317,7 +317,7 @@ batch(struct fx *f, struct stream *st, const char *json)
     cr_assert_eq(jsonrpc_batch_split(body, len, el, SESSION_BATCH_MAX, &n), 0);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(jsonrpc_scan(body + el[i].off, el[i].len, &info[i], NULL), JSONRPC_OK);
-    enum session_status rc = session_client_batch(f->s, st, body, len, el, info, n);
+    enum session_status rc = session_client_batch(f->s, st, body, len, el, info, n, grants);
     free(body);
     return rc;
 }
@@ -1523,4 +1523,90 @@ Test(session, close_all_ends_every_session)
     turn();
     for (int i = 0; i < 3; i++)
         detach(st[i]);
+}
+
+/* ========================================================================================= */
+/* the per-tool policy                                                                        */
+
+#define POLICY_SERVER SERVER "denied_tools = t\ntool_scopes = s*:big\n"
+
+Test(session, tool_policy_answers_a_hidden_call_itself_and_filters_lists)
+{
+    start(GATEWAY POLICY_SERVER);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    size_t before = nsent(&f);
+    struct stream *st = open_stream(&f, false);
+    cr_assert_eq(request(&f, st, "{\"jsonrpc\":\"2.0\",\"id\":5," TOOL_CALL), SESSION_OK);
+    cr_assert_eq(nsent(&f), before, "a hidden tool's call reached the child");
+    char ev[EV_MAX][EV_LEN];
+    cr_assert_eq(events(st, ev, EV_MAX), 1);
+    cr_assert_str_eq(ev[0], "{\"jsonrpc\":\"2.0\",\"id\":5,\"error\":{\"code\":-32602,\"message\":"
+                            "\"Unknown tool: t\"}}");
+    cr_assert(stream_finished(st), "answered, so the stream ends as after the child's answer");
+    detach(st);
+    /* A tools/call without an id gets no answer, and does not reach the child either. */
+    cr_assert_eq(other(&f, "{\"jsonrpc\":\"2.0\"," TOOL_CALL), SESSION_OK);
+    cr_assert_eq(nsent(&f), before);
+
+    static const char *const list =
+        "{\"tools\":[{\"name\":\"t\"},{\"name\":\"s1\",\"x\":[1]},{\"name\":\"u\"}],"
+        "\"nextCursor\":\"n\"}";
+    st = open_stream(&f, false);
+    cr_assert_eq(request(&f, st, "{\"jsonrpc\":\"2.0\",\"id\":\"l\",\"method\":\"tools/list\"}"),
+                 SESSION_OK);
+    child_answers(&f, sent_id(&f, nsent(&f) - 1), list);
+    expect_event(st, "{\"jsonrpc\":\"2.0\",\"id\":\"l\",\"result\":{\"tools\":[{\"name\":\"u\"}],"
+                     "\"nextCursor\":\"n\"}}");
+    detach(st);
+    /* A token granting big sees s1: its grants went with the request to its answer. */
+    grants = (struct policy_grants){
+        CFG.servers[0].policy, policy_grants(CFG.servers[0].policy, (const char *[]){ "big" }, 1)
+    };
+    st = open_stream(&f, false);
+    cr_assert_eq(request(&f, st, "{\"jsonrpc\":\"2.0\",\"id\":\"m\",\"method\":\"tools/list\"}"),
+                 SESSION_OK);
+    uint64_t id = sent_id(&f, nsent(&f) - 1);
+    grants =
+        (struct policy_grants){ NULL, 0 }; /* what a later request's token says changes nothing */
+    child_answers(&f, id, list);
+    expect_event(st, "{\"jsonrpc\":\"2.0\",\"id\":\"m\",\"result\":{\"tools\":[{\"name\":\"s1\","
+                     "\"x\":[1]},{\"name\":\"u\"}],\"nextCursor\":\"n\"}}");
+    detach(st);
+}
+
+Test(session, tool_policy_in_a_batch_answers_the_hidden_call_and_waits_for_the_rest)
+{
+    start(GATEWAY POLICY_SERVER);
+    struct fx f;
+    ready_session(&f, V_BATCHES);
+    size_t before = nsent(&f);
+    struct stream *st = open_stream(&f, false);
+    cr_assert_eq(batch(&f, st,
+                       "[{\"jsonrpc\":\"2.0\",\"id\":1," TOOL_CALL ","
+                       "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                       "\"name\":\"u\"}}]"),
+                 SESSION_OK);
+    cr_assert_eq(nsent(&f), before + 1, "only u reached the child");
+    char ev[EV_MAX][EV_LEN];
+    cr_assert_eq(events(st, ev, EV_MAX), 1);
+    expect_error(ev[0], "1", JSONRPC_INVALID_PARAMS, "Unknown tool: t");
+    cr_assert_not(stream_finished(st), "u is still waited for");
+    child_answers(&f, sent_id(&f, before), "{}");
+    expect_event(st, "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}");
+    cr_assert(stream_finished(st));
+    detach(st);
+    /* A batch of hidden calls only: each answered, and the stream ends. */
+    st = open_stream(&f, false);
+    cr_assert_eq(batch(&f, st,
+                       "[{\"jsonrpc\":\"2.0\",\"id\":3," TOOL_CALL ","
+                       "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{"
+                       "\"name\":\"s2\"}}]"),
+                 SESSION_OK);
+    cr_assert_eq(events(st, ev, EV_MAX), 2);
+    expect_error(ev[0], "3", JSONRPC_INVALID_PARAMS, "Unknown tool: t");
+    expect_error(ev[1], "4", JSONRPC_INVALID_PARAMS, "Unknown tool: s2");
+    cr_assert(stream_finished(st));
+    cr_assert_eq(nsent(&f), before + 1);
+    detach(st);
 }
