@@ -13,8 +13,9 @@
  *     the verdict open, the second is decided on a copy with "\u0001" in its place.
  * Then the helpers that take message text: flatten, batch split (elements are checked the same
  * way), the id splicing of jsonrpc_error_new and jsonrpc_cancel_new (the result must re-scan with
- * the very same id bytes), jsonrpc_id_u64, jsonrpc_quote, jsonrpc_protocol_version and
- * jsonrpc_task_state. Any mismatch aborts.
+ * the very same id bytes), jsonrpc_id_u64, jsonrpc_quote, jsonrpc_protocol_version,
+ * jsonrpc_task_state, and jsonrpc_member_at on a result (against the walker) with the tool policy's
+ * filtering of result.tools built on it. Any mismatch aborts.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@
 
 #include "fuzz.h"
 #include "jsonrpc.h"
+#include "policy.h"
 
 #define FZ_DEPTH_MAX   64  /* the scanner's nesting cap */
 #define FZ_BATCH_MAX   256 /* as SESSION_BATCH_MAX: what the gateway passes */
@@ -688,6 +690,53 @@ fz_check_quote(const uint8_t *data, size_t size)
     free(q);
 }
 
+/*
+ * result.tools as jsonrpc_member_at finds it, against the walker; then the tool policy's filter: a
+ * filtered answer is shorter, scans as the same result with the same id bytes, and filtering it
+ * again leaves it as it is (every tool kept is one the policy shows).
+ */
+static void
+fz_check_tools(const char *p, size_t n, const struct jsonrpc_info *info, bool known)
+{
+    static const char *const key[1] = { "tools" };
+    static struct policy *pol;
+    struct fz_found found = { 0 };
+    struct jsonrpc_span val;
+    int rc = jsonrpc_member_at(p, info->result, "tools", &val);
+    const char *bad, *why, *err = NULL;
+    size_t len = 0, dropped = 0;
+
+    if (known) {
+        fz_collect(p, n, info->result.off, key, 1, &found);
+        FUZZ_CHECK(rc == (found.count > 1 ? -1 : 0), "member_at: %d for %u \"tools\"", rc,
+                   found.count);
+        FUZZ_CHECK(rc != 0 || fz_span_eq(val, found.val), "member_at: span %zu+%zu, want %zu+%zu",
+                   val.off, val.len, found.val.off, found.val.len);
+    }
+    if (pol == NULL) {
+        pol = policy_new("fuzz");
+        int denied =
+            policy_add(pol, POLICY_DENY, (const char *[]){ "[a-m]*", "?", NULL }, &bad, &why);
+        int scoped = policy_add(pol, POLICY_SCOPES, (const char *[]){ "*z*:s", NULL }, &bad, &why);
+        FUZZ_CHECK(denied == 0 && scoped == 0, "fuzz policy");
+    }
+    char *f = policy_filter_tools(pol, 0, p, n, info, &len, &dropped, &err);
+    FUZZ_CHECK(f == NULL ? dropped == 0 : dropped > 0 && err == NULL && len < n,
+               "filter: %zu dropped, %zu of %zu bytes", dropped, len, n);
+    FUZZ_CHECK(rc == 0 || err != NULL, "filter: \"tools\" twice passed");
+    if (f == NULL)
+        return;
+    struct jsonrpc_info fi;
+    FUZZ_CHECK(jsonrpc_scan(f, len, &fi, NULL) == JSONRPC_OK && fi.kind == JSONRPC_RESULT
+                   && fi.id.len == info->id.len
+                   && memcmp(f + fi.id.off, p + info->id.off, fi.id.len) == 0,
+               "filtered answer: %.*s", (int)len, f);
+    size_t len2 = 0, dropped2 = 0;
+    char *again = policy_filter_tools(pol, 0, f, len, &fi, &len2, &dropped2, &err);
+    FUZZ_CHECK(again == NULL && err == NULL, "filtering twice drops more: %.*s", (int)len, f);
+    free(f);
+}
+
 /* Everything that may be done with text the scanner accepted. */
 static void
 fz_check_accepted(const char *p, size_t n, int rc, const struct jsonrpc_info *info, bool known,
@@ -706,6 +755,8 @@ fz_check_accepted(const char *p, size_t n, int rc, const struct jsonrpc_info *in
     fz_check_id_u64(p, info->request_id);
     fz_check_id_u64(p, info->progress_token);
     fz_check_error_new(p, info, code);
+    if (info->kind == JSONRPC_RESULT && info->result.len != 0)
+        fz_check_tools(p, n, info, known);
     if (info->kind == JSONRPC_REQUEST)
         fz_check_cancel_new(p, info->id, code & 1 ? info->method : NULL);
     if (info->request_id.len != 0)
