@@ -19,12 +19,13 @@
 #include <jansson.h>
 
 #include "fuzz.h"
+#include "fuzz_auth.h"
 #include "log.h"
 #include "src/auth_int.h"
 
-#define ISSUER     "https://idp.fuzz.example"
-#define PUBLIC_URL "https://mcp.fuzz.example"
-#define NOW_S      1800000000
+#define ISSUER     FUZZ_ISSUER
+#define PUBLIC_URL FUZZ_PUBLIC_URL
+#define NOW_S      FUZZ_NOW_S
 
 static struct {
     struct config cfg;
@@ -32,28 +33,13 @@ static struct {
     struct auth *auth;
 } F;
 
-static char *scopes_none[] = { NULL };
-static char scope_s[] = "s";
-static char *scopes_s[] = { scope_s, NULL };
-static char name_a[] = "a", name_b[] = "b", path_a[] = "/mcp", path_b[] = "/scoped";
-static char issuer[] = ISSUER, public_url[] = PUBLIC_URL;
-
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     log_init(LOG_ERROR, LOG_FORMAT_TEXT);
-    F.cfg.auth.mode = CONFIG_AUTH_JWT;
-    F.cfg.auth.public_url = public_url;
-    F.cfg.auth.issuer = issuer;
-    F.cfg.auth.clock_skew_s = 60;
-    F.cfg.auth.rate_limit_burst = 1;
-    F.cfg.auth.introspection_cache_max_s = 300;
-    F.srv[0] =
-        (struct config_server){ .name = name_a, .path = path_a, .required_scopes = scopes_none };
-    F.srv[1] =
-        (struct config_server){ .name = name_b, .path = path_b, .required_scopes = scopes_s };
+    fuzz_auth_config(&F.cfg, F.srv);
     char err[256];
     /* No jwks_file and no credentials: keys would come from discovery, never fetched here. */
     F.auth = auth_new(&F.cfg, err, sizeof(err));

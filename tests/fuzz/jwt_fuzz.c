@@ -24,12 +24,13 @@
 
 #include "auth.h"
 #include "fuzz.h"
+#include "fuzz_auth.h"
 #include "log.h"
 #include "util.h"
 
-#define ISSUER     "https://idp.fuzz.example"
-#define PUBLIC_URL "https://mcp.fuzz.example"
-#define NOW_S      1800000000
+#define ISSUER     FUZZ_ISSUER
+#define PUBLIC_URL FUZZ_PUBLIC_URL
+#define NOW_S      FUZZ_NOW_S
 
 static struct {
     EVP_PKEY *key;
@@ -39,12 +40,7 @@ static struct {
     char jwks_path[64];
 } F;
 
-static char *scopes_none[] = { NULL };
 static struct policy_grants grants;
-static char scope_s[] = "s";
-static char *scopes_s[] = { scope_s, NULL };
-static char name_a[] = "a", name_b[] = "b", path_a[] = "/mcp", path_b[] = "/scoped";
-static char issuer[] = ISSUER, public_url[] = PUBLIC_URL;
 
 static size_t
 b64url(const unsigned char *in, size_t n, char *out)
@@ -102,16 +98,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
              "{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"kid\":\"k1\",\"x\":\"%s\"}]}", x);
     if (fuzz_memfile(jwks, strlen(jwks), F.jwks_path, sizeof(F.jwks_path)) == -1)
         abort();
-    F.cfg.auth.mode = CONFIG_AUTH_JWT;
-    F.cfg.auth.public_url = public_url;
-    F.cfg.auth.issuer = issuer;
+    fuzz_auth_config(&F.cfg, F.srv);
     F.cfg.auth.jwks_file = F.jwks_path;
-    F.cfg.auth.clock_skew_s = 60;
-    F.cfg.auth.rate_limit_burst = 1;
-    F.srv[0] =
-        (struct config_server){ .name = name_a, .path = path_a, .required_scopes = scopes_none };
-    F.srv[1] =
-        (struct config_server){ .name = name_b, .path = path_b, .required_scopes = scopes_s };
     char err[256];
     F.auth = auth_new(&F.cfg, err, sizeof(err));
     if (F.auth == NULL) {
