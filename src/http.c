@@ -28,9 +28,41 @@
 
 struct http_globals httpd = { .listen_fd = -1, .run_due_ms = UINT64_MAX };
 
+/*
+ * A body follows the head of rc's request, and the gateway may read it to its end before
+ * answering: a Content-Length within http_rules_drain_bytes, or chunked; not when the client
+ * waits for 100 Continue (then the answer goes at once, before any body).
+ */
+static bool
+http_body_follows(const struct http_req *rc)
+{
+    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = http_header(rc, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    uint64_t n = 0;
+    const char *why;
+    if (clen != NULL && util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == -1)
+        return false;
+    if (n == 0 && te == NULL)
+        return false;
+    return http_rules_drain(n, http_header(rc, MHD_HTTP_HEADER_EXPECT), httpd.cfg->max_body_bytes);
+}
+
 enum MHD_Result
 http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
 {
+    if (rc->first_call && rc->deferred == NULL && http_body_follows(rc)) {
+        /*
+         * Refused from its headers while the client still sends a body: answering now would
+         * have MHD close the socket under the client (EPIPE instead of the answer). The body is
+         * read and discarded first (bounded, http_body), then this answer goes (issue 16 item 6).
+         */
+        rc->deferred = r;
+        rc->deferred_status = status;
+        rc->responded = true;
+        httpd.responses[status / 100 < 6 ? status / 100 : 0]++;
+        log_debug(rc->sid[0] ? rc->sid : NULL, "http %u (once the body is read)", status);
+        return MHD_YES;
+    }
     enum MHD_Result ret = MHD_queue_response(rc->c, status, r);
     httpd.responses[status / 100 < 6 ? status / 100 : 0]++;
     MHD_destroy_response(r);
@@ -298,7 +330,8 @@ http_body(struct http_req *rc, const char *data, size_t size)
         rc->too_big = true;
         buf_clear(&rc->body);
     }
-    if (!rc->too_big || rc->body_bytes <= http_rules_drain_bytes(httpd.cfg->max_body_bytes))
+    if ((!rc->too_big && rc->deferred == NULL)
+        || rc->body_bytes <= http_rules_drain_bytes(httpd.cfg->max_body_bytes))
         return true;
     log_info(rc->sid[0] ? rc->sid : NULL,
              "closing a connection: its request body went on past max_body_bytes + %u",
@@ -327,9 +360,13 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         if (rc->conn != NULL)
             rc->conn->deadline_ms = util_now_ms() + httpd.cfg->client_body_timeout_ms;
         enum MHD_Result ret;
+        /* A head refused here has no body worth reading (its framing may be what is wrong). */
         if (http_refuse_head(rc, method, version, &ret))
             return ret;
-        return http_begin(rc, url, method);
+        rc->first_call = true;
+        ret = http_begin(rc, url, method);
+        rc->first_call = false;
+        return ret;
     }
     if (rc->auth_again) {
         /*
@@ -340,7 +377,10 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         if (rc->dropped)
             return MHD_NO;
         rc->auth_again = false;
-        return http_begin(rc, url, method);
+        rc->first_call = true;
+        enum MHD_Result ret = http_begin(rc, url, method);
+        rc->first_call = false;
+        return ret;
     }
     if (*upload_data_size > 0) {
         bool more = http_body(rc, upload_data, *upload_data_size);
@@ -349,6 +389,13 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
     }
     if (rc->conn != NULL)
         rc->conn->deadline_ms = 0; /* the request is in: the response may take its time */
+    if (rc->deferred != NULL) {
+        struct MHD_Response *r = rc->deferred;
+        rc->deferred = NULL;
+        enum MHD_Result ret = MHD_queue_response(rc->c, rc->deferred_status, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
     if (rc->responded)
         return MHD_YES;
     if (rc->held)
@@ -378,6 +425,8 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         return;
     http_detach(rc);
     auth_wait_cancel(rc->auth_wait);
+    if (rc->deferred != NULL)
+        MHD_destroy_response(rc->deferred); /* the client left before its body was in */
     if (rc->conn != NULL && rc->conn->rc == rc) {
         rc->conn->rc = NULL;
         rc->conn->deadline_ms = 0; /* idle keep-alive: connection_timeout_s applies */

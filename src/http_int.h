@@ -82,9 +82,12 @@ struct http_req {
     enum http_method method;
     const struct config_server *srv;
     struct buf body;
-    bool too_big;        /* the body is over max_body_bytes: drained, then 413 */
-    uint64_t body_bytes; /* body bytes received, kept or not */
-    bool responded;      /* a response is queued */
+    bool too_big;                  /* the body is over max_body_bytes: drained, then 413 */
+    uint64_t body_bytes;           /* body bytes received, kept or not */
+    bool first_call;               /* inside MHD's first call: the body, if any, is still to come */
+    struct MHD_Response *deferred; /* a refusal sent once the body is drained */
+    unsigned deferred_status;
+    bool responded; /* a response is queued */
     char sid[CRYPTO_SESSION_ID_MAX];
     struct stream *st;
     bool suspended;

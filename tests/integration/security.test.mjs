@@ -661,3 +661,36 @@ test('413 for a chunked body: 8 MiB over max_body_bytes is read to its end and a
     assert.equal(ok.status, 200, ok.body);
   });
 });
+
+test('every refusal a client reads: 401 (no token) and 415 (wrong Content-Type) with a 3 MiB body still being sent are answered once the body is read, not cut off (EPIPE); the connection stays usable', async () => {
+  const dir = tmpdir('mcpgw-refusal-');
+  const tokens = path.join(dir, 'tokens');
+  fs.writeFileSync(tokens, `sha256:${crypto.createHash('sha256').update('good-token-0123456789').digest('hex')} alice\n`);
+  await withGateway({ auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokens } }, async (gw) => {
+    const big = Buffer.alloc(3 * 1048576, 0x20);
+    const r401 = await nodePost(gw.port, { 'Content-Length': big.length }, big);
+    assert.ok(!r401.error, `no token: the client saw ${r401.error} instead of the 401`);
+    assertRawJsonError(r401, 401, 'no token');
+    assert.match(r401.headers['www-authenticate'] || '', /^Bearer /);
+    const r415 = await nodePost(gw.port, { 'Content-Length': big.length, 'Content-Type': 'text/plain', Authorization: 'Bearer good-token-0123456789' }, big);
+    assert.ok(!r415.error, `wrong Content-Type: the client saw ${r415.error} instead of the 415`);
+    assertRawJsonError(r415, 415, 'wrong Content-Type');
+    // Refused from its headers, answered after its body, on a connection that goes on: a second
+    // request on the same socket is served.
+    const host = `Host: 127.0.0.1:${gw.port}\r\n`;
+    const body = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
+    const all = await new Promise((resolve, reject) => {
+      const sock = net.connect(gw.port, '127.0.0.1');
+      let got = '';
+      const timer = setTimeout(() => { sock.destroy(); reject(new Error(`no close within the deadline: ${got}`)); }, scaled(10000));
+      sock.on('data', (d) => { got += d.toString('latin1'); });
+      sock.on('close', () => { clearTimeout(timer); resolve(got); });
+      sock.on('error', () => {});
+      sock.write(`POST /mcp HTTP/1.1\r\n${host}Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+        + `GET /healthz HTTP/1.1\r\n${host}Connection: close\r\n\r\n`);
+    });
+    assert.deepEqual([...all.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]), ['401', '200'], all);
+    assert.deepEqual(gw.childPids(), [], 'nothing refused started a child');
+  });
+  fs.rmSync(dir, { recursive: true, force: true });
+});
