@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "log.h"
 #include "policy.h"
@@ -131,5 +132,11 @@ void config_clear(struct config *cfg);
 
 /* Every key as "gateway.KEY", "auth.KEY" or "server.KEY", NULL-terminated (static storage). */
 const char *const *config_keys(void);
+
+/*
+ * Writes a man page in roff to f: section 8, mcp-gateway(8), from usage (the text --help prints);
+ * section 5, mcp-gateway.ini(5), from the option table. Returns -1 for another section.
+ */
+int config_man(FILE *f, int section, const char *version, const char *usage) MUSTCHECK;
 
 #endif

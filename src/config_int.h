@@ -3,9 +3,9 @@
 #define MCPGW_CONFIG_INT_H
 
 /*
- * Private to the config module (config.c, config_table.c, config_value.c): the option table's
- * shape and the value parsers config.c applies to each raw value. Each parser returns 0, or -1
- * with a static phrase in *errstr.
+ * Private to the config module (config.c, config_table.c, config_value.c, config_man.c): the
+ * option table's shape and the value parsers config.c applies to each raw value. Each parser
+ * returns 0, or -1 with a static phrase in *errstr.
  */
 
 #include <stdbool.h>

@@ -49,21 +49,25 @@ static struct {
     uint64_t drain_deadline_ms, stop_deadline_ms;
 } M;
 
+/* --help prints this; mcp-gateway(8) is made from it (config_man), so the two cannot disagree. */
+static const char main_usage_text[] =
+    "usage: mcp-gateway [--config FILE] [--check-config] [--version] [--help]\n"
+    "\n"
+    "Streamable HTTP front end for stdio MCP servers: one child process per session.\n"
+    "\n"
+    "  -c, --config FILE    INI configuration (default: conf/gateway.ini)\n"
+    "  -t, --check-config   validate the configuration, print the result, exit 0 or 1\n"
+    "  -V, --version        print the version and exit\n"
+    "  -h, --help           print this help and exit\n"
+    "\n"
+    "Signals: SIGTERM drains (shutdown_drain_ms), then stops; SIGINT or a second\n"
+    "SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
+    "SIGHUP reloads the configuration (new sessions use it).\n";
+
 static void
 main_usage(FILE *f)
 {
-    fprintf(f, "usage: mcp-gateway [--config FILE] [--check-config] [--version] [--help]\n"
-               "\n"
-               "Streamable HTTP front end for stdio MCP servers: one child process per session.\n"
-               "\n"
-               "  -c, --config FILE    INI configuration (default: conf/gateway.ini)\n"
-               "  -t, --check-config   validate the configuration, print the result, exit 0 or 1\n"
-               "  -V, --version        print the version and exit\n"
-               "  -h, --help           print this help and exit\n"
-               "\n"
-               "Signals: SIGTERM drains (shutdown_drain_ms), then stops; SIGINT or a second\n"
-               "SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
-               "SIGHUP reloads the configuration (new sessions use it).\n");
+    fputs(main_usage_text, f);
 }
 
 static void
@@ -286,6 +290,8 @@ main(int argc, char **argv)
         { "check-config", no_argument, NULL, 't' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
+        /* Not in --help: meson writes the man pages with it at build time. */
+        { "man", required_argument, NULL, 'M' },
         { NULL, 0, NULL, 0 },
     };
     const char *path = "conf/gateway.ini";
@@ -305,6 +311,8 @@ main(int argc, char **argv)
         case 'h':
             main_usage(stdout);
             return 0;
+        case 'M':
+            return config_man(stdout, atoi(optarg), MCPGW_VERSION, main_usage_text) == 0 ? 0 : 2;
         default:
             main_usage(stderr);
             return 2;

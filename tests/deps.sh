@@ -8,8 +8,11 @@ cd "$(dirname "$0")/.."
 # in a container does not start it).
 # libcurl4-openssl-dev: the gateway's outgoing HTTPS (issuer keys, introspection); openssl: the CLI
 # the tests make a throwaway CA and certificate for the loopback authorization server with.
+# dpkg-dev, debhelper, build-essential, lintian, man-db: building and checking the Debian package
+# (deploy/debian/build.sh); procps: ps for tests/package/run.sh, and a dependency of the package.
 pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
-      libcriterion-dev libssl-dev libcurl4-openssl-dev openssl nginx-light curl systemd"
+      libcriterion-dev libssl-dev libcurl4-openssl-dev openssl nginx-light curl systemd
+      dpkg-dev debhelper build-essential lintian man-db procps"
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

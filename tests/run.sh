@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds and runs every test: a gcc build (warnings are errors) and the benchmark's quick mode
-# against it, the same suites again under AddressSanitizer + UndefinedBehaviorSanitizer, a
-# warning-free clang compile, and a short run of every libFuzzer target.
+# against it, the Debian package end to end (tests/package/run.sh), the same suites again under
+# AddressSanitizer + UndefinedBehaviorSanitizer, a warning-free clang compile, and a short run of
+# every libFuzzer target.
 # meson prints the count of tests run, passed and failed for each build.
 # -Dtests=enabled: a missing criterion or node fails the setup instead of leaving suites out.
 set -eu
@@ -34,6 +35,11 @@ meson test -C build --print-errorlogs --num-processes 2
 sed -n -e '/^# MCP conformance /,/^# TOTAL  /p' build/meson-logs/testlog.txt | sed 's/^# //'
 # The benchmark's short mode, so it keeps working: figures are printed, not asserted (BENCHMARKS.md).
 node tests/bench/run.mjs --quick --no-build --build build
+# The Debian package end to end (as root, so in CI; skipped otherwise, saying so): build with
+# dpkg-buildpackage, lintian, install, the SDK client and the SDK interop tests against the
+# installed binary started as its unit would, an upgrade with requests in flight (the drain),
+# purge, nothing left behind (tests/package/run.sh).
+sh tests/package/run.sh
 
 setup build-asan gcc -Dtests=enabled -Dwerror=true -Dfuzz=false -Db_sanitize=address,undefined
 meson compile -C build-asan

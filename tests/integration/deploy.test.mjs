@@ -88,14 +88,20 @@ test('systemd-analyze verify accepts the unit', () => {
   const text = orig.replaceAll('/usr/local/bin/mcp-gateway', GW_BIN);
   const f = path.join(dir, 'mcp-gateway.service');
   fs.writeFileSync(f, text);
-  const r = spawnSync(analyze, ['verify', f], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_LEVEL: 'warning' } });
+  // verify also runs man(1) for each Documentation=man: page: the pages meson built, on MANPATH.
+  for (const [page, sec] of [['mcp-gateway.8', '8'], ['mcp-gateway.ini.5', '5']]) {
+    fs.mkdirSync(path.join(dir, 'man', `man${sec}`), { recursive: true });
+    fs.copyFileSync(path.join(process.env.GW_BUILD_ROOT, 'src', page), path.join(dir, 'man', `man${sec}`, page));
+  }
+  const env = { ...process.env, SYSTEMD_LOG_LEVEL: 'warning', MANPATH: path.join(dir, 'man') };
+  const r = spawnSync(analyze, ['verify', f], { encoding: 'utf8', env });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr.split('\n').filter((l) => l.includes('mcp-gateway.service')).join('\n'), '', 'no complaint about the unit');
   // The same check sees a fault (verify really parsed the file): a bad KillMode= is reported.
   const bad = path.join(dir, 'broken', 'mcp-gateway.service');
   fs.mkdirSync(path.dirname(bad));
   fs.writeFileSync(bad, text.replace(/^KillMode=.*$/m, 'KillMode=bogus'));
-  const rb = spawnSync(analyze, ['verify', bad], { encoding: 'utf8', env: { ...process.env, SYSTEMD_LOG_LEVEL: 'warning' } });
+  const rb = spawnSync(analyze, ['verify', bad], { encoding: 'utf8', env });
   assert.match(rb.stderr, /mcp-gateway\.service:\d+: .*kill mode.*bogus/i, 'verify reports the bad KillMode=');
 });
 

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The man pages, in roff, from the texts the program already has: mcp-gateway(8) from the usage
+ * text --help prints, mcp-gateway.ini(5) from the option table. meson runs the binary with the
+ * hidden --man option at build time, and a test compares the pages with --help and the README,
+ * so there is no second copy of either to drift.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "config_int.h"
+
+/* Writes s[0..len) escaped for roff: backslashes, minus signs, and a leading control character. */
+static void
+config_man_text(FILE *f, const char *s, size_t len)
+{
+    if (len > 0 && (s[0] == '.' || s[0] == '\''))
+        fputs("\\&", f);
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\\')
+            fputs("\\e", f);
+        else if (s[i] == '-')
+            fputs("\\-", f);
+        else
+            fputc(s[i], f);
+    }
+}
+
+static void
+config_man_line(FILE *f, const char *s)
+{
+    config_man_text(f, s, strlen(s));
+    fputc('\n', f);
+}
+
+/* The allowed values of a key, as the parser checks them; "" when the type has no simple bound. */
+static void
+config_man_bound(FILE *f, const struct config_option *o)
+{
+    char b[128];
+    switch (o->type) {
+    case CONFIG_U64:
+        snprintf(b, sizeof(b), "%llu..%llu", (unsigned long long)o->min,
+                 (unsigned long long)o->max);
+        break;
+    case CONFIG_LISTEN:
+        snprintf(b, sizeof(b), "port %llu..%llu", (unsigned long long)o->min,
+                 (unsigned long long)o->max);
+        break;
+    case CONFIG_IDENT:
+        snprintf(b, sizeof(b), "%llu..%llu characters of [A-Za-z0-9_-]", (unsigned long long)o->min,
+                 (unsigned long long)o->max);
+        break;
+    case CONFIG_LOG_LEVEL:
+        snprintf(b, sizeof(b), "error, warn, info, debug");
+        break;
+    case CONFIG_LOG_FORMAT:
+        snprintf(b, sizeof(b), "text, json, journal");
+        break;
+    case CONFIG_AUTH_MODE:
+        snprintf(b, sizeof(b), "none, bearer, jwt");
+        break;
+    case CONFIG_ERA:
+        snprintf(b, sizeof(b), "auto, modern, legacy");
+        break;
+    case CONFIG_SCOPE:
+        snprintf(b, sizeof(b), "private, public");
+        break;
+    case CONFIG_PATH:
+    case CONFIG_DIR:
+    case CONFIG_URL:
+    case CONFIG_TEXT:
+    case CONFIG_ARGV:
+    case CONFIG_ENV:
+    case CONFIG_NAMES:
+    case CONFIG_LIST:
+        return;
+    }
+    fputs("bound: ", f);
+    config_man_text(f, b, strlen(b));
+    fputs("\n.br\n", f);
+}
+
+static void
+config_man_section(FILE *f, enum config_section sec, const char *title, const char *intro)
+{
+    fprintf(f, ".SH \"%s\"\n", title);
+    config_man_line(f, intro);
+    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+        const struct config_option *o = &config_options[i];
+        if (o->section != sec)
+            continue;
+        const char *name = strchr(o->key, '.') + 1;
+        fputs(".TP\n.B ", f);
+        config_man_line(f, name);
+        fputs("default: ", f);
+        config_man_line(f, o->def == NULL ? "(none)" : *o->def == '\0' ? "(empty)" : o->def);
+        fputs(".br\n", f);
+        config_man_bound(f, o);
+        config_man_line(f, o->doc);
+    }
+}
+
+static void
+config_man_ini(FILE *f, const char *version)
+{
+    fprintf(f, ".TH MCP\\-GATEWAY.INI 5 \"\" \"mcp\\-gateway %s\" \"File Formats\"\n", version);
+    fputs(".SH NAME\nmcp\\-gateway.ini \\- configuration file of mcp\\-gateway\n"
+          ".SH SYNOPSIS\n/etc/mcp\\-gateway/gateway.ini\n"
+          ".SH DESCRIPTION\n"
+          "One INI file configures the gateway: a [gateway] section, an optional [auth] section "
+          "and one or more [server:NAME] sections, one per stdio MCP server. "
+          "Lines are limited to 198 bytes; a longer value is split over indented continuation "
+          "lines, which for list keys are joined. A blank followed by ; starts a comment.\n"
+          ".PP\n"
+          "Every key below is listed with its default and, where the parser checks one, its "
+          "bound. Numeric keys carry their unit in their name (_ms, _s, _bytes).\n"
+          ".B mcp\\-gateway \\-\\-check\\-config\n"
+          "validates a file and prints file:line: key: reason for the first error.\n",
+          f);
+    config_man_section(f, CONFIG_SEC_GATEWAY, "[gateway] SECTION",
+                       "The listener, limits, timeouts and logging; the section may be left out.");
+    config_man_section(f, CONFIG_SEC_AUTH, "[auth] SECTION",
+                       "Who may use the gateway. mode none is accepted on a loopback listener "
+                       "only.");
+    config_man_section(f, CONFIG_SEC_SERVER, "[server:NAME] SECTIONS",
+                       "One per stdio MCP server; NAME is the server's name in logs and metrics.");
+    fputs(".SH FILES\n/etc/mcp\\-gateway/gateway.ini\n"
+          ".SH \"SEE ALSO\"\n.BR mcp\\-gateway (8),\n.BR systemd.service (5)\n",
+          f);
+}
+
+/*
+ * mcp-gateway(8) from the usage text: its paragraphs are the synopsis ("usage: ..."), the
+ * description, the options (lines "  -c, --config FILE    what it does") and the signals.
+ */
+static void
+config_man_program(FILE *f, const char *version, const char *usage)
+{
+    static const char *const heads[] = { "SYNOPSIS", "DESCRIPTION", "OPTIONS", "SIGNALS" };
+    fprintf(f, ".TH MCP\\-GATEWAY 8 \"\" \"mcp\\-gateway %s\" \"System Administration\"\n",
+            version);
+    fputs(".SH NAME\nmcp\\-gateway \\- Streamable HTTP gateway for stdio MCP servers\n", f);
+    size_t para = 0;
+    bool head = true;
+    for (const char *p = usage; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - p) : strlen(p);
+        const char *end = p + len;
+        if (len == 0) {
+            para += para + 1 < ARRAY_LEN(heads) ? 1 : 0;
+            head = true;
+        } else {
+            if (head)
+                fprintf(f, ".SH %s\n", heads[para]);
+            head = false;
+            if (para == 0 && strncmp(p, "usage: ", 7) == 0) {
+                p += 7;
+            } else if (para == 2 && strncmp(p, "  ", 2) == 0) {
+                const char *flags = p + 2;
+                const char *gap = strstr(flags, "  ");
+                if (gap == NULL || gap > end)
+                    gap = end;
+                fputs(".TP\n.B ", f);
+                config_man_text(f, flags, (size_t)(gap - flags));
+                fputc('\n', f);
+                for (p = gap; p < end && *p == ' '; p++)
+                    ;
+            }
+            config_man_text(f, p, (size_t)(end - p));
+            fputc('\n', f);
+        }
+        p = nl != NULL ? nl + 1 : end;
+    }
+    fputs(".SH FILES\n.TP\n/etc/mcp\\-gateway/gateway.ini\nthe configuration, see\n"
+          ".BR mcp\\-gateway.ini (5)\n"
+          ".SH \"SEE ALSO\"\n.BR mcp\\-gateway.ini (5),\n.BR systemctl (1)\n",
+          f);
+}
+
+int
+config_man(FILE *f, int section, const char *version, const char *usage)
+{
+    if (section == 5)
+        config_man_ini(f, version);
+    else if (section == 8)
+        config_man_program(f, version, usage);
+    else
+        return -1;
+    return 0;
+}

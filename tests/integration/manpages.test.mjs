@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+// The man pages meson generated (the binary's hidden --man option) against --help and the README:
+// mcp-gateway(8) says what --help says, and mcp-gateway.ini(5), written from the option table,
+// agrees with the README's Configuration tables on every key, default and bound.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { GW_BIN } from '../lib/gw.mjs';
+
+const ROOT = process.env.GW_SOURCE_ROOT;
+const BUILD = process.env.GW_BUILD_ROOT;
+if (!ROOT || !BUILD) throw new Error('GW_SOURCE_ROOT and GW_BUILD_ROOT must be set (meson test sets them)');
+
+const page = (name) => fs.readFileSync(path.join(BUILD, 'src', name), 'utf8');
+const run = (...args) => {
+  const r = spawnSync(GW_BIN, args, { encoding: 'utf8' });
+  assert.equal(r.status, 0, `${GW_BIN} ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+};
+/** roff text back to plain text: escapes undone, the argument of .B/.BR kept, other requests dropped. */
+const plain = (roff) => (Array.isArray(roff) ? roff : roff.split('\n'))
+  .map((l) => (/^\.BR? /.test(l) ? l.replace(/^\.BR? /, '') : l))
+  .filter((l) => !l.startsWith('.'))
+  .map((l) => l.replaceAll('\\-', '-').replaceAll('\\e', '\\').replaceAll('\\&', ''));
+
+/** mcp-gateway.ini(5) entries: {section, key, def, bound} in page order. */
+function iniEntries(roff) {
+  const out = [];
+  let section = null;
+  const lines = roff.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const sh = /^\.SH "\[(gateway|auth|server):?[A-Z]*\] SECTIONS?"$/.exec(lines[i]);
+    if (sh) section = sh[1];
+    if (lines[i] !== '.TP' || !lines[i + 1].startsWith('.B ')) continue;
+    const [key] = plain([lines[i + 1]]);
+    const def = plain([lines[i + 2]])[0].replace(/^default: /, '');
+    const b = plain([lines[i + 4]])[0];
+    const bound = b.startsWith('bound: ') ? b.slice(7) : null;
+    out.push({ section, key, def, bound, doc: bound === null ? b : plain([lines[i + 6]])[0] });
+  }
+  return out;
+}
+
+/** The README's Configuration tables: {'gateway.listen': {def, bound}, ...}. */
+function readmeRows() {
+  const md = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const conf = md.slice(md.indexOf('\n## Configuration'), md.indexOf('\n## ', md.indexOf('\n## Configuration') + 1));
+  const rows = {};
+  let section = null;
+  for (const line of conf.split('\n')) {
+    const h = /^### `\[(gateway|auth|server)/.exec(line);
+    if (h) section = h[1];
+    const m = /^\| `([a-z_]+)` \| ([^|]*) \| ((?:[^|\\]|\\\|)*) \|/.exec(line);
+    if (m && section) rows[`${section}.${m[1]}`] = { def: m[2], bound: m[3] };
+  }
+  return rows;
+}
+
+const UNITS = { KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+/** "1,024–1 GiB" -> "1024..1073741824": the README's readable numbers, spelled as the page does. */
+const normalize = (s) => s
+  .replace(/(\d),(?=\d{3})/g, '$1')
+  .replace(/(\d+) (KiB|MiB|GiB)/g, (_, n, u) => String(Number(n) * UNITS[u]))
+  .replaceAll('–', '..');
+
+test('mcp-gateway(8) is what --man 8 writes, and says everything --help says', () => {
+  const roff = page('mcp-gateway.8');
+  assert.equal(roff, run('--man', '8'), 'the built page is stale');
+  const man = plain(roff).join('\n');
+  const help = run('--help');
+  for (const line of help.split('\n').filter(Boolean)) {
+    const opt = /^ {2}(\S.*?) {2,}(.*)$/.exec(line);
+    const parts = opt ? [opt[1], opt[2]] : [line.replace(/^usage: /, '')];
+    for (const p of parts) assert.ok(man.includes(p), `mcp-gateway.8 lacks --help's "${p}"`);
+  }
+});
+
+test('mcp-gateway.ini(5) is what --man 5 writes, one entry per key of the option table', () => {
+  const roff = page('mcp-gateway.ini.5');
+  assert.equal(roff, run('--man', '5'), 'the built page is stale');
+  const entries = iniEntries(roff);
+  assert.ok(entries.length > 50, `only ${entries.length} entries parsed`);
+  for (const e of entries) assert.ok(e.section, `${e.key} outside a section`);
+});
+
+test('the README tables agree with mcp-gateway.ini(5) on every key, default and bound', () => {
+  const rows = readmeRows();
+  const entries = iniEntries(page('mcp-gateway.ini.5'));
+  const problems = [];
+  for (const e of entries) {
+    const id = `${e.section}.${e.key}`;
+    const row = rows[id];
+    if (!row) { problems.push(`${id}: no README row`); continue; }
+    if (e.def !== '(empty)' && e.def !== '(none)' && !row.def.includes(`\`${e.def}\``)) problems.push(`${id}: default ${e.def}, README says ${row.def}`);
+    if (e.bound === null) continue;
+    const enumValues = /^[a-z]+(, [a-z]+)+$/.test(e.bound) ? e.bound.split(', ') : null;
+    if (enumValues) {
+      for (const v of enumValues) if (!row.bound.includes(`\`${v}\``)) problems.push(`${id}: value ${v} not in README's ${row.bound}`);
+      continue;
+    }
+    const [lo, hi] = /(\d+)\.\.(\d+)/.exec(e.bound).slice(1);
+    const readme = normalize(row.bound);
+    // A README bound may name another key for its upper end (pool_warm_children: 0–`pool_max_children`),
+    // or, for a key that may be empty, the cross-check config.c adds, which the page's text states too
+    // (admin_token: "empty or 32–256").
+    const orEmpty = lo === '0' && new RegExp(`^empty or (\\d+\\.\\.${hi})\\b`).exec(readme);
+    if (orEmpty && e.doc.includes(orEmpty[1])) continue;
+    if (!readme.includes(`${lo}..${hi}`) && !new RegExp(`^${lo}\\.\\.\``).test(readme)) problems.push(`${id}: bound ${lo}..${hi}, README says ${row.bound}`);
+  }
+  for (const id of Object.keys(rows)) if (!entries.some((e) => `${e.section}.${e.key}` === id)) problems.push(`${id}: in the README, not in the page`);
+  assert.deepEqual(problems, []);
+});
