@@ -35,7 +35,7 @@ meson test -C build --print-errorlogs --num-processes 2
 sed -n -e '/^# MCP conformance /,/^# TOTAL  /p' build/meson-logs/testlog.txt | sed 's/^# //'
 # The benchmark's short mode, so it keeps working: figures are printed, not asserted (BENCHMARKS.md).
 node tests/bench/run.mjs --quick --no-build --build build
-# The Debian package end to end (as root, so in CI; skipped otherwise, saying so): build with
+# The Debian package end to end (as root, or through sudo like tests/deps.sh): build with
 # dpkg-buildpackage, lintian, install, the SDK client and the SDK interop tests against the
 # installed binary started as its unit would, an upgrade with requests in flight (the drain),
 # purge, nothing left behind (tests/package/run.sh).
