@@ -36,13 +36,9 @@ struct http_globals httpd = { .listen_fd = -1, .run_due_ms = UINT64_MAX };
 static bool
 http_body_follows(const struct http_req *rc)
 {
-    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    const char *te = http_header(rc, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    uint64_t n = 0;
-    const char *why;
-    if (clen != NULL && util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == -1)
-        return false;
-    if (n == 0 && te == NULL)
+    uint64_t n;
+    if (http_content_length(rc, &n) == -1
+        || (n == 0 && http_header(rc, MHD_HTTP_HEADER_TRANSFER_ENCODING) == NULL))
         return false;
     return http_rules_drain(n, http_header(rc, MHD_HTTP_HEADER_EXPECT), httpd.cfg->max_body_bytes);
 }
@@ -138,6 +134,15 @@ http_too_big(struct http_req *rc)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     log_info(rc->sid[0] ? rc->sid : NULL, "request refused: 413 body over max_body_bytes");
     return http_queue(rc, MHD_HTTP_CONTENT_TOO_LARGE, r);
+}
+
+int
+http_content_length(const struct http_req *rc, uint64_t *n)
+{
+    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *why;
+    *n = 0;
+    return clen == NULL ? 0 : util_parse_u64(clen, 0, UINT64_MAX, n, &why);
 }
 
 const char *

@@ -140,6 +140,8 @@ enum MHD_Result http_empty(struct http_req *rc, unsigned status);
 /* 413 with Connection: close, for a body over max_body_bytes. */
 enum MHD_Result http_too_big(struct http_req *rc);
 const char *http_header(const struct http_req *rc, const char *name);
+/* The request's Content-Length in *n (0 when absent): 0, or -1 when it is not a number. */
+int http_content_length(const struct http_req *rc, uint64_t *n);
 
 /* http_sse.c */
 void http_detach(struct http_req *rc);

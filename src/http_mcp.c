@@ -482,11 +482,8 @@ http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
                           "Content-Type must be application/json");
         return true;
     }
-    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
     uint64_t n;
-    const char *why;
-    if (clen == NULL || util_parse_u64(clen, 0, UINT64_MAX, &n, &why) == -1
-        || n <= httpd.cfg->max_body_bytes)
+    if (http_content_length(rc, &n) == -1 || n <= httpd.cfg->max_body_bytes)
         return false;
     /* Drained first (http.c answers once it is in), unless the client waits for this answer. */
     rc->too_big = true;
