@@ -42,27 +42,6 @@ static struct {
 
 static struct policy_grants grants;
 
-static size_t
-b64url(const unsigned char *in, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t o = 0;
-    unsigned acc = 0, bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        acc = (acc << 8) | in[i];
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            out[o++] = tab[(acc >> bits) & 63];
-        }
-        acc &= (1u << bits) - 1;
-    }
-    if (bits > 0)
-        out[o++] = tab[(acc << (6 - bits)) & 63];
-    out[o] = '\0';
-    return o;
-}
-
 /* A memfd holding text, reachable by path as /proc/self/fd/N; -1 on failure. */
 static int
 fuzz_memfile(const void *text, size_t n, char *path, size_t pathlen)
@@ -93,7 +72,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     if (F.key == NULL || EVP_PKEY_get_raw_public_key(F.key, pub, &publen) != 1)
         abort();
     char x[64], jwks[256];
-    b64url(pub, publen, x);
+    util_base64url_encode(pub, publen, x);
     snprintf(jwks, sizeof(jwks),
              "{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"kid\":\"k1\",\"x\":\"%s\"}]}", x);
     if (fuzz_memfile(jwks, strlen(jwks), F.jwks_path, sizeof(F.jwks_path)) == -1)
@@ -163,9 +142,9 @@ fuzz_signed(const uint8_t *data, size_t size)
     char *tok = malloc(32 + (size + 64) * 4 / 3 + 128);
     size_t o = (size_t)sprintf(tok, "Bearer ");
     size_t start = o;
-    o += b64url(data, hlen, tok + o);
+    o += util_base64url_encode(data, hlen, tok + o);
     tok[o++] = '.';
-    o += b64url(nl + 1, clen, tok + o);
+    o += util_base64url_encode(nl + 1, clen, tok + o);
     unsigned char sig[64];
     size_t siglen = sizeof(sig);
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -174,7 +153,7 @@ fuzz_signed(const uint8_t *data, size_t size)
         abort();
     EVP_MD_CTX_free(md);
     tok[o++] = '.';
-    b64url(sig, siglen, tok + o);
+    util_base64url_encode(sig, siglen, tok + o);
     bool accepted[2];
     check_token(tok, accepted);
     check_claims_agree((const char *)nl + 1, clen, accepted);
