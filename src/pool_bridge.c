@@ -210,14 +210,36 @@ static const char *const pool_ask_methods[][2] = {
     { "roots/list", "roots" },
 };
 
-/* The capability a method needs, or NULL when it is not a question that can be bridged. */
+/*
+ * The capability a method needs, with its bit (pool_caps_declared), or NULL (bit 0) when it is not
+ * a question that can be bridged.
+ */
 static const char *
-pool_ask_capability(const char *method)
+pool_ask_capability(const char *method, unsigned *bit)
 {
     for (size_t i = 0; i < ARRAY_LEN(pool_ask_methods); i++)
-        if (strcmp(method, pool_ask_methods[i][0]) == 0)
+        if (strcmp(method, pool_ask_methods[i][0]) == 0) {
+            *bit = 1u << i;
             return pool_ask_methods[i][1];
+        }
+    *bit = 0;
     return NULL;
+}
+
+/*
+ * The bridgeable capabilities the clientCapabilities object at sp declares: bit i for
+ * pool_ask_methods[i]. Read with the scanner (no allocation: every call to a legacy pool comes by).
+ */
+static unsigned
+pool_caps_declared(const char *body, struct jsonrpc_span sp)
+{
+    unsigned bits = 0;
+    for (size_t i = 0; i < ARRAY_LEN(pool_ask_methods); i++) {
+        struct jsonrpc_span v;
+        if (jsonrpc_member_at(body, sp, pool_ask_methods[i][1], &v) == 0 && v.len != 0)
+            bits |= 1u << i;
+    }
+    return bits;
 }
 
 /* Methods whose answer may be input_required. */
@@ -235,9 +257,10 @@ pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_
     if (call->pool->era == CONFIG_ERA_MODERN || !pool_may_ask(info->method))
         return;
     snprintf(call->method, sizeof(call->method), "%s", info->method);
-    free(call->caps);
-    call->caps = xmemdup(body + info->meta_caps.off, info->meta_caps.len);
-    call->caps_len = info->meta_caps.len;
+    call->noted = true;
+    call->caps = pool_caps_declared(body, info->meta_caps);
+    if (call->caps == 0)
+        return; /* it can ask nothing: no round, so nothing to bind a requestState to */
     free(call->principal);
     call->principal = xstrdup(meta->principal != NULL ? meta->principal : "");
     if (call->name == NULL) {
@@ -271,7 +294,8 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
 {
     const char *id = line + info->id.off;
     size_t idlen = info->id.len;
-    const char *cap = pool_ask_capability(info->method);
+    unsigned bit;
+    const char *cap = pool_ask_capability(info->method, &bit);
     struct pool_call *owner = NULL;
     size_t candidates = 0;
     for (struct pending *p = c->pt.head; p != NULL; p = p->next)
@@ -292,16 +316,12 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
               "to 2026-07-28 clients";
     else if (idlen > pools.cfg->max_id_bytes)
         why = "request id longer than the gateway's max_id_bytes";
-    else if (candidates != 1 || owner->caps == NULL)
+    else if (candidates != 1 || !owner->noted)
         why = "not available: the gateway cannot tell which client request this belongs to";
     else if (owner->nasks >= POOL_ASKS_MAX)
         why = "too many open requests to the client for this call";
-    else {
-        struct jsonrpc_doc *caps = jsonrpc_doc_parse(owner->caps, owner->caps_len);
-        if (caps == NULL || !jsonrpc_doc_has(caps, cap))
-            why = "the client did not declare this capability in its request";
-        jsonrpc_doc_free(caps);
-    }
+    else if ((owner->caps & bit) == 0)
+        why = "the client did not declare this capability in its request";
     if (why != NULL) {
         log_info(c->tag, "child request %s answered with an error: %s", info->method, why);
         pool_refuse_ask(c, idlen <= pools.cfg->max_id_bytes ? id : NULL,
@@ -455,9 +475,9 @@ pool_bridge_forget(struct pool_call *call)
     free(call->asks);
     free(call->final);
     call->final = NULL;
-    free(call->caps);
     free(call->principal);
     free(call->name);
+    call->principal = call->name = NULL;
     call->asks = NULL;
     call->nasks = 0;
 }
@@ -517,9 +537,7 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
     if (info->progress_token.len)
         pending_set_token(e, body + info->progress_token.off, info->progress_token.len);
     call->log_level = meta->log_level;
-    free(call->caps);
-    call->caps = xmemdup(body + info->meta_caps.off, info->meta_caps.len);
-    call->caps_len = info->meta_caps.len;
+    call->caps = pool_caps_declared(body, info->meta_caps);
     pool_unlink_held(call);
     struct stream *st = pool_call_stream(call);
     size_t open_asks = 0;

@@ -9,6 +9,7 @@
 
 #include <sys/uio.h>
 
+#include "metrics.h"
 #include "pending.h"
 #include "pool.h"
 #include "upstream.h"
@@ -87,10 +88,10 @@ struct pool_call {
     size_t len;
     struct pool_call *qnext;
     /* Input rounds (pool_bridge.c); all NULL/0 for a call that never asks. */
-    char *caps; /* the request's _meta clientCapabilities (bridgeable methods of legacy pools) */
-    size_t caps_len;
-    char *principal; /* whose call it is (principal name), and the request it was: the binding */
-    char *name;      /* params.name or params.uri, decoded; "" when none */
+    bool noted;      /* a request that may ask, to a legacy pool (pool_bridge_note) */
+    unsigned caps;   /* the bridgeable capabilities its _meta clientCapabilities declares */
+    char *principal; /* whose call it is (principal name), and the request it was: the binding; */
+    char *name; /* params.name or params.uri, decoded, "" when none; both NULL when caps is 0 */
     char method[JSONRPC_METHOD_MAX];
     struct pool_ask *asks; /* room for POOL_ASKS_MAX, made with the first */
     size_t nasks;
@@ -161,9 +162,10 @@ struct pool_globals {
     bool draining;
     struct msg *line; /* the child's large line being routed (pushed by reference) */
     struct pool_counters ctr;
-    unsigned next_child_no; /* "pool:NAME#N": N counts over every pool, old and new */
-    struct pool_call *due;  /* calls with a round to send at the end of this loop turn */
-    struct pool_call *held; /* calls waiting for their client's retry */
+    struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
+    unsigned next_child_no;      /* "pool:NAME#N": N counts over every pool, old and new */
+    struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
+    struct pool_call *held;      /* calls waiting for their client's retry */
     size_t nheld;
     unsigned char key[4096]; /* requestState sealing key */
     size_t key_len;

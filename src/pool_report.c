@@ -171,4 +171,8 @@ pool_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"idle_stopped\"", k->idle_stopped);
     metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"refused_restart\"",
                    k->refused_restart);
+    metrics_histogram(b, "mcpgw_pool_request_duration_seconds",
+                      "2026-07-28 request sent to a pool child to the child's answer, through the "
+                      "gateway.",
+                      &pools.latency);
 }

@@ -48,16 +48,9 @@ static const char *const pool_removed[] = {
 
 /* The revision's core requests a legacy child also serves (server/discover is the gateway's). */
 static const char *const pool_core[] = {
-    "subscriptions/listen",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
+    "tools/call",     "tools/list",          "subscriptions/listen",     "server/discover",
+    "resources/list", "resources/read",      "resources/templates/list", "prompts/list",
+    "prompts/get",    "completion/complete",
 };
 
 /* Results a shared cache may keep: they get ttlMs and cacheScope where missing. */
@@ -77,13 +70,14 @@ pool_in(const char *const *list, size_t n, const char *method)
 bool
 pool_method_served(const struct pool *p, const char *method)
 {
-    if (pool_in(pool_removed, ARRAY_LEN(pool_removed), method))
-        return false;
+    /* The core first: the common requests are there, and none of it is removed. */
+    if (pool_in(pool_core, ARRAY_LEN(pool_core), method))
+        return true;
     /*
-     * A modern child may serve extensions (the tasks extension, say); a legacy one only these.
+     * A modern child may serve extensions (the tasks extension, say); a legacy one only the core.
      * While the era is unknown anything not removed is taken, and judged again at dispatch.
      */
-    return p->era != CONFIG_ERA_LEGACY || pool_in(pool_core, ARRAY_LEN(pool_core), method);
+    return p->era != CONFIG_ERA_LEGACY && !pool_in(pool_removed, ARRAY_LEN(pool_removed), method);
 }
 
 /* --- splicing ------------------------------------------------------------------------------ */
@@ -426,6 +420,7 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
     call->c = c;
     call->p = p;
     p->owner = call;
+    p->start_us = util_now_us();
     pool_arm_timeout(call);
     return 0;
 }
@@ -601,6 +596,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         call->p = NULL;
         return;
     }
+    metrics_observe(&pools.latency, util_now_us() - p->start_us);
     pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
     pending_del(&c->pt, p);
     call->p = NULL;

@@ -7,8 +7,9 @@
 //   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
-// --only name,name (scenarios: echo1, echo1m, echo16x4, echo16x4m, init, large, cancel, disconnect,
-// disconnectm, hold1000m, elicitm, idle, hold; the names ending in m are 2026-07-28 "modern" requests;
+// --only name,name (scenarios: echo1, echo1m, echo1pin, echo1pinm, echo16x4, echo16x4m, init,
+// large, cancel, disconnect, disconnectm, hold1000m, elicitm, idle, hold; the names ending in m are
+// 2026-07-28 "modern" requests;
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
@@ -586,6 +587,9 @@ const scenarios = [
   ...['authjwt', 'authjwtnew', 'authintro', 'authintronew'].map((name) => ({ name, group: 'auth', who: ['gateway'], run: () => authRun(name) })),
   { name: 'echo1m', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...modern(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   ...(canPin ? [{ name: 'echo1pin', who: all, run: (c) => viaServer(c, { pin: true }, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
+  // The same modern load pinned to CPU 0 with the gateway and its pool child, as echo1pin: the
+  // steadiest modern/legacy comparison on a shared VM (no cross-CPU wake-ups in either figure).
+  ...(canPin ? [{ name: 'echo1pinm', who: all, run: (c) => viaServer(c, { pin: true, pool: {} }, (s) => [...modern(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   { name: 'echo16x4', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4m', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...modern(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'init', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url] : direct()), '--count', P.init], 'init') },
@@ -783,6 +787,12 @@ if (has('echo1m')) {
   row('1×1 modern echo: req/s', 'echo1m', (r) => r.rps);
   row('1×1 modern echo: p50 latency (µs)', 'echo1m', lat('p50_us'), { gd: 'diff' });
   row('1×1 modern echo: p99 latency (µs)', 'echo1m', lat('p99_us'), { gd: 'diff' });
+}
+if (has('echo1pinm')) {
+  row('modern 1×1 echo, all on CPU 0: CPU per echo (µs)', 'echo1pinm', cpuPerReq);
+  if (has('echo1pin')) ratioRow('modern/legacy CPU per echo, 1×1 all on CPU 0 (G: gateway, S: supergateway)', 'echo1pinm', 'echo1pin', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
+  row('modern 1×1 echo, all on CPU 0: req/s', 'echo1pinm', (r) => r.rps);
+  row('modern 1×1 echo, all on CPU 0: p50 latency (µs)', 'echo1pinm', lat('p50_us'), { gd: 'diff' });
 }
 if (has('echo16x4m')) {
   row('modern CPU per echo, 16×4 (µs, server process only)', 'echo16x4m', cpuPerReq);

@@ -125,6 +125,7 @@ const M = {
   starting: (s = 'example') => `mcpgw_pool_children{server="${s}",state="starting"}`,
   inflight: 'mcpgw_pool_inflight_requests',
   requests: 'mcpgw_pool_requests_total',
+  answered: 'mcpgw_pool_request_duration_seconds_count',
   cancels: (r) => `mcpgw_pool_cancels_total{reason="${r}"}`,
   dropped: (r) => `mcpgw_pool_messages_dropped_total{reason="${r}"}`,
   refused: 'mcpgw_pool_child_requests_total{outcome="refused"}',
@@ -412,6 +413,7 @@ test('warm children before any request; growth up to pool_max_children; 429 when
     assert.equal(m1[M.ready()], 3);
     assert.equal(m1[M.inflight], 6);
     assert.equal(m1[M.requests], 6);
+    assert.equal(m1[M.answered], 0, 'none answered yet (the histogram counts answers)');
     assert.equal(m1[M.events('started')], 3);
 
     for (const pid of pids) go(pid);
@@ -435,6 +437,8 @@ test('warm children before any request; growth up to pool_max_children; 429 when
     assert.deepEqual(kids(gw.proc.pid), left.sort((x, y) => x - y));
     const m2 = await metrics(gw);
     assert.equal(m2[M.events('idle_stopped')], 1);
+    assert.equal(m2[M.answered], 6, 'the six answers in mcpgw_pool_request_duration_seconds; not the 429');
+    assert.equal(m2['mcpgw_pool_request_duration_seconds_bucket{le="+Inf"}'], 6);
     assert.equal(m2[M.ready()], 2);
     assert.equal(m2[M.inflight], 0);
     assert.equal(m2[M.events('failed')], 0);

@@ -247,6 +247,7 @@ const FAMILIES = {
   mcpgw_pool_held_calls: ['gauge', [{}]],
   mcpgw_pool_request_states_refused_total: ['counter', [{}]],
   mcpgw_pool_child_events_total: ['counter', LABELS('event', ['started', 'start_failed', 'failed', 'idle_stopped', 'refused_restart'])],
+  mcpgw_pool_request_duration_seconds: ['histogram', null],
   // The per-tool policy: a server's series appear with its first event (no policy in these tests).
   mcpgw_policy_denied_total: ['counter', []],
   mcpgw_policy_tools_hidden_total: ['counter', []],
