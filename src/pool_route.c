@@ -155,6 +155,17 @@ pool_push(struct pool_call *call, const struct iovec *iov, int n)
     }
 }
 
+/*
+ * The JSON-RPC error code of the answer just pushed, for the HTTP status of a one-object answer.
+ * A held call has no stream (between its input rounds): nothing to record.
+ */
+static void
+pool_answer_code(struct pool_call *call, int code)
+{
+    if (call->st != NULL)
+        call->st->answer_code = code;
+}
+
 /* The call is over: its stream ends (everything pushed stays readable), the call is freed. */
 void
 pool_call_end(struct pool_call *call)
@@ -185,7 +196,7 @@ pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, 
     struct iovec iov = { e, len };
     pool_push(call, &iov, 1);
     free(e);
-    call->st->answer_code = code;
+    pool_answer_code(call, code);
     struct pending *p = call->p;
     struct pool_child *c = call->c;
     pool_call_end(call);
@@ -488,7 +499,7 @@ pool_filter_tools(struct pool_call *call, const char *id, size_t idlen, const ch
         struct iovec iov = { e, elen };
         pool_push(call, &iov, 1);
         free(e);
-        call->st->answer_code = JSONRPC_INTERNAL_ERROR;
+        pool_answer_code(call, JSONRPC_INTERNAL_ERROR);
         return -1;
     }
     policy_count_hidden(pol, dropped);
@@ -553,7 +564,7 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
     pool_push(call, iov, k);
     int code;
     if (info->kind == JSONRPC_ERROR && jsonrpc_error_code(line, len, &code) == 0)
-        call->st->answer_code = code; /* an error is rare: its code is read with jansson */
+        pool_answer_code(call, code); /* an error is rare: its code is read with jansson */
     free(copy);
 }
 
