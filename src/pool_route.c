@@ -605,6 +605,11 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         log_info(c->tag, "held %s answered by the child: kept for the client's retry", p->method);
         pending_del(&c->pt, p);
         call->p = NULL;
+        /*
+         * Done with its child: out of the child's table, the call is not ended with it (which
+         * frees the child while the call waits for its retry), so it must not point at it.
+         */
+        call->c = NULL;
         return;
     }
     metrics_observe(&pools.latency, util_now_us() - p->start_us);
