@@ -56,7 +56,7 @@ const SETTLE_MS = scaled(10000);
 const POOL = ['era = legacy', 'pool_warm_children = 0', 'pool_idle_timeout_s = 1'];
 
 const hostileServer = (mode, extra = []) => ({ name: 'hostile', path: '/mcp', command: `${process.execPath} ${FIXTURE} ${mode}`, extra: [...POOL, 'pool_max_children = 1', ...extra].join('\n') });
-const exampleServer = { name: 'example', path: '/example', command: EXAMPLE, extra: POOL.join('\n') };
+const exampleServer = (extra = []) => ({ name: 'example', path: '/example', command: EXAMPLE, extra: [...POOL, ...extra].join('\n') });
 
 const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&');
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
@@ -208,6 +208,22 @@ async function assertAlive(gw) {
   assert.ok(gw.proc.exitCode === null && gw.proc.signalCode === null && pidAlive(gw.proc.pid), 'the gateway is still running');
 }
 
+/** x's reply; when there is none, whether the gateway is still there is asserted first. */
+async function replyOrCrash(gw, x, ms) {
+  try {
+    return await replyOf(x, ms);
+  } catch (e) {
+    await assertAlive(gw);
+    throw e;
+  }
+}
+
+/** Waits for re in the gateway's log, or for the gateway to exit; then asserts it still runs. */
+async function logOrExit(gw, re, ms) {
+  await waitFor(() => re.test(gw.logs()) || gw.proc.exitCode !== null || gw.proc.signalCode !== null, ms, `log ${re}`);
+  await assertAlive(gw);
+}
+
 /** Every pool child the gateway started is reaped (idle ones stop after pool_idle_timeout_s). */
 const idledOut = (gw) => waitFor(() => poolStarts(gw).every((s) => reaped(s.pid)), SETTLE_MS, 'every pool child idled out and reaped');
 
@@ -268,14 +284,14 @@ async function stopClean(gw) {
 }
 
 /**
- * Runs fn(ctx) against a gateway serving the hostile child's pool at /mcp and the example
- * server's at /example, after a warm-up request of the example pool whose child then idles out
+ * Runs fn(ctx) against a gateway serving the hostile child's pool at /mcp (extra: its INI keys) and
+ * the example server's at /example (exampleExtra), after a warm-up request of the example pool whose child then idles out
  * (so descriptors opened lazily are in the baseline). Afterwards assertSettled, ctx's deferred
  * checks, and a clean stop. ctx.settle() runs those checks early (a case that goes on to stop the
  * gateway itself with ctx.stop()).
  */
-async function withPool({ mode, extra = [], gateway = {} }, fn) {
-  const gw = await startGateway({ gateway: { ...BASE, ...gateway }, servers: [hostileServer(mode, extra), exampleServer], env: gatewayEnv });
+async function withPool({ mode, extra = [], exampleExtra = [], gateway = {} }, fn) {
+  const gw = await startGateway({ gateway: { ...BASE, ...gateway }, servers: [hostileServer(mode, extra), exampleServer(exampleExtra)], env: gatewayEnv });
   const deferred = [];
   let settled = false;
   let stopped = false;
@@ -426,8 +442,8 @@ async function askedRoots(gw) {
 }
 
 /** A retry the gateway holds no call for (it ended): 400 -32602, the retry's own id. */
-async function retryRefused(gw, retry) {
-  const r = await replyOf(send(gw, '/mcp', retry));
+async function retryRefused(gw, retry, path = '/mcp') {
+  const r = await replyOrCrash(gw, send(gw, path, retry));
   assert.equal(r.status, 400, r.text);
   assert.equal(r.answer?.id, retry.id, r.text);
   assert.equal(r.answer.error?.code, -32602, r.text);
@@ -468,6 +484,47 @@ test('a child killed while its call is held in an input round: no crash, the chi
     await logged(gw, c.tag, 'pool child ended: ');
     await assertAlive(gw);
     await retryRefused(gw, retryOf(msg, state, { r1: { roots: [] } }, 'after-kill'));
+  });
+});
+
+/**
+ * The example server's child_cancel declaring sampling: the child asks sampling/createMessage (an
+ * input round), gives up 100 ms later and answers its call while the call is held, which keeps
+ * that answer for the client's retry; then the child is SIGKILLed. Returns {msg, state}.
+ */
+async function answeredWhileHeldThenKilled(gw, gpid) {
+  const msg = mreq('tools/call', { name: 'child_cancel', arguments: { delay_ms: 100 } }, { id: 'gives-up', caps: { sampling: {} } });
+  const r = await replyOf(send(gw, '/example', msg), scaled(10000));
+  assert.equal(r.answer?.result?.resultType, 'input_required', r.text);
+  const [, c] = await startsOf(gw, 'example', 2); // the first was the warm-up's
+  await logged(gw, c.tag, 'held tools/call answered by the child: kept for the client\'s retry');
+  assert.ok(kids(gpid).includes(c.pid), 'the child is the gateway\'s');
+  process.kill(c.pid, 'SIGKILL');
+  await logged(gw, c.tag, 'pool child ended: ');
+  await waitFor(() => reaped(c.pid), LADDER_MS, 'the killed child reaped');
+  return { msg, state: r.answer.result.requestState };
+}
+
+test('a child that answered its held call, then died: the client\'s retry gets the kept answer', async () => {
+  await withPool({ mode: 'close-stdin' }, async ({ gw, gpid }) => {
+    const { msg, state } = await answeredWhileHeldThenKilled(gw, gpid);
+    const retry = retryOf(msg, state, { r1: { model: 'm', role: 'assistant', content: { type: 'text', text: 'too late' } } }, 'retry');
+    const r = await replyOrCrash(gw, send(gw, '/example', retry));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.answer?.id, 'retry', r.text);
+    assert.equal(textOf(r.answer), 'gave up', r.text);
+  });
+});
+
+test('a child that answered its held call, then died; the client never retries: input_hold_ms ends the call without touching the gone child', async () => {
+  const HOLD = 2000; // ends well after the kill is seen (asserted)
+  await withPool({ mode: 'close-stdin', exampleExtra: [`input_hold_ms = ${HOLD}`] }, async ({ gw, gpid }) => {
+    const m0 = await metrics(gw);
+    const { msg, state } = await answeredWhileHeldThenKilled(gw, gpid);
+    assert.doesNotMatch(gw.logs(), /no retry within input_hold_ms/, 'the child was gone before the hold ended');
+    await logOrExit(gw, /held tools\/call: no retry within input_hold_ms: cancelled/, scaled(HOLD + 5000));
+    assert.equal(grew(m0, await metrics(gw), M.cancels('input_not_provided')), 1);
+    await retryRefused(gw, retryOf(msg, state, { r1: {} }, 'too-late'), '/example');
   });
 });
 
