@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
 import { GW_BIN, del, get, initSession, pidAlive, post, reaped, request, rpc, stdoutBlocked, waitFor, withGateway } from '../lib/gw.mjs';
+import { fdList, groupMembers, rssSampler, zombiesOf } from '../lib/procs.mjs';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/hostile.mjs', import.meta.url));
 
@@ -46,37 +47,6 @@ const BASE = {
   child_stdin_grace_ms: 200,
   child_term_grace_ms: 300,
 };
-
-// --- /proc ------------------------------------------------------------------------------------
-
-const rssKb = (pid) => Number(/VmRSS:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
-const fdList = (pid) => fs.readdirSync(`/proc/${pid}/fd`);
-
-/** [pid, state, ppid, pgrp] of every process, from /proc/<pid>/stat. */
-function processes() {
-  const out = [];
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    let st;
-    try { st = fs.readFileSync(`/proc/${d}/stat`, 'utf8'); } catch { continue; }
-    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    out.push({ pid: Number(d), state: f[0], ppid: Number(f[1]), pgrp: Number(f[2]) });
-  }
-  return out;
-}
-/** Live (non-zombie) members of process group pgid. */
-const groupMembers = (pgid) => processes().filter((p) => p.pgrp === pgid && p.state !== 'Z').map((p) => p.pid);
-/** Zombie children of pid: exited, never reaped. */
-const zombiesOf = (pid) => processes().filter((p) => p.ppid === pid && p.state === 'Z').map((p) => p.pid);
-
-/** Samples a process's VmRSS every 20 ms; stop() gives the growth over the first sample, in kB. */
-function rssSampler(pid) {
-  const s = { base: rssKb(pid), max: 0 };
-  s.max = s.base;
-  const t = setInterval(() => { try { s.max = Math.max(s.max, rssKb(pid)); } catch { /* gone */ } }, 20).unref();
-  s.stop = () => { clearInterval(t); try { s.max = Math.max(s.max, rssKb(pid)); } catch { /* gone */ } return s.max - s.base; };
-  return s;
-}
 
 // --- the gateway --------------------------------------------------------------------------------
 

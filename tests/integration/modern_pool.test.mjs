@@ -21,6 +21,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { EXAMPLE, del, initSession, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
+import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const V = '2026-07-28';
@@ -52,19 +53,6 @@ const methodsOf = (msgs) => msgs.filter((m) => m.method).map((m) => m.method);
 const count = (arr, x) => arr.filter((y) => y === x).length;
 
 // ---- processes -----------------------------------------------------------------------------
-
-/** Live (non-zombie) direct children of ppid, from /proc. */
-function kids(ppid) {
-  const out = [];
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    let st;
-    try { st = fs.readFileSync(`/proc/${d}/stat`, 'utf8'); } catch { continue; }
-    const f = st.slice(st.lastIndexOf(')') + 2).split(' '); // state ppid ...
-    if (f[0] !== 'Z' && Number(f[1]) === ppid) out.push(Number(d));
-  }
-  return out.sort((a, b) => a - b);
-}
 
 /** Pool children the gateway started for server `name`, from its log: [{no, pid}] in order. */
 const poolStarts = (gw, name = 'example') => [...gw.logs().matchAll(new RegExp(`session=pool:${name}#(\\d+) pool child started: pid (\\d+)`, 'g'))]
