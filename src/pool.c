@@ -521,7 +521,9 @@ pool_sweep(uint64_t now_ms)
             if (st != NULL && now_ms - st->last_push_ms >= hb)
                 stream_push_heartbeat(st);
         }
-        if (p->retired && p->children == NULL && p->qhead == NULL && p->listeners == NULL) {
+        /* A held call whose child answered is in no child's table, yet it is the pool's. */
+        if (p->retired && p->children == NULL && p->qhead == NULL && p->listeners == NULL
+            && pool_held_in(p) == 0) {
             *pp = p->next;
             log_debug(NULL, "pool %s of an older configuration: ended", p->name);
             pool_free(p);
@@ -551,6 +553,7 @@ pool_close_all(void)
                     pool_call_cancel(e->owner, POOL_CANCEL_SHUTDOWN);
             pool_child_retire(c, "gateway shutting down", false);
         }
+        pool_bridge_end_held(p);
     }
 }
 

@@ -457,6 +457,26 @@ pool_bridge_flush(void *arg)
     }
 }
 
+size_t
+pool_held_in(const struct pool *p)
+{
+    size_t n = 0;
+    for (const struct pool_call *call = pools.held; call != NULL; call = call->hnext)
+        n += call->pool == p;
+    return n;
+}
+
+void
+pool_bridge_end_held(struct pool *p)
+{
+    struct pool_call **q = &pools.held;
+    while (*q != NULL)
+        if ((*q)->pool == p)
+            pool_call_cancel(*q, POOL_CANCEL_SHUTDOWN); /* unlinks it */
+        else
+            q = &(*q)->hnext;
+}
+
 void
 pool_bridge_forget(struct pool_call *call)
 {

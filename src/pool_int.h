@@ -232,6 +232,10 @@ void pool_bridge_note(struct pool_call *call, const char *body, const struct jso
                       const struct pool_meta *meta);
 /* Forgets the call's rounds: open questions answered to the child with an error, timers stopped. */
 void pool_bridge_forget(struct pool_call *call);
+/* Calls of p held for their client's retry. */
+size_t pool_held_in(const struct pool *p);
+/* Shutdown: every call of p still held (one its child already answered is in no table) ends. */
+void pool_bridge_end_held(struct pool *p);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

@@ -55,16 +55,6 @@ pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
     buf_out_printf(o, "]}");
 }
 
-/* Calls of p held for their client's retry. */
-static size_t
-pool_held_in(const struct pool *p)
-{
-    size_t n = 0;
-    for (const struct pool_call *call = pools.held; call != NULL; call = call->hnext)
-        n += call->pool == p;
-    return n;
-}
-
 int
 pool_admin_json(struct buf *b, size_t max)
 {
