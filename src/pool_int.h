@@ -88,10 +88,11 @@ struct pool_call {
     size_t len;
     struct pool_call *qnext;
     /* Input rounds (pool_bridge.c); all NULL/0 for a call that never asks. */
-    bool noted;      /* a request that may ask, to a legacy pool (pool_bridge_note) */
-    unsigned caps;   /* the bridgeable capabilities its _meta clientCapabilities declares */
-    char *principal; /* whose call it is (principal name), and the request it was: the binding; */
-    char *name; /* params.name or params.uri, decoded, "" when none; both NULL when caps is 0 */
+    bool noted;    /* a request that may ask, to a legacy pool (pool_bridge_note) */
+    unsigned caps; /* the bridgeable capabilities its _meta clientCapabilities declares */
+    /* The binding of its requestState; both NULL while caps is 0 (no round can happen). */
+    char *principal; /* whose call it is (principal name) */
+    char *name;      /* params.name or params.uri, decoded; "" when none */
     char method[JSONRPC_METHOD_MAX];
     struct pool_ask *asks; /* room for POOL_ASKS_MAX, made with the first */
     size_t nasks;
