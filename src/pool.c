@@ -343,8 +343,13 @@ pool_least_busy(struct pool *p, size_t *active)
     for (struct pool_child *c = p->children; c != NULL; c = c->next) {
         if (c->state != POOL_CHILD_READY)
             continue;
+        /*
+         * A child that asks its clients things serves one request at a time (pool_bridge.c), and
+         * none while a question of a cancelled one may still come.
+         */
+        if (c->asks && pool_bridge_unfenced(c))
+            continue;
         size_t n = pending_active(&c->pt, PENDING_TO_CHILD);
-        /* A child that asks its clients things serves one request at a time (pool_bridge.c). */
         size_t cap = c->asks ? 1 : p->srv->pool_child_max_inflight;
         if (n < min && n < cap) {
             min = n;
@@ -473,6 +478,12 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
     while (e != NULL) {
         struct pending *next = e->next;
         struct pool_call *call = e->owner;
+        /* A fence (ping) unanswered as long as a cancelled entry lingers is given up (freed). */
+        if (e->state == PENDING_FORWARDED && now_ms - e->start_ms >= POOL_CANCEL_LINGER_MS
+            && pool_bridge_fence_done(c, e, true)) {
+            e = next;
+            continue;
+        }
         if (e->state == PENDING_FORWARDED) {
             busy |= e->gw_id != c->start_id;
             if (call != NULL && call->st != NULL && call->st->attached
@@ -564,7 +575,8 @@ pool_inflight(void)
     for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
         n += p->queued;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            n += pending_active(&c->pt, PENDING_TO_CHILD) - (c->start_id != 0);
+            n += pending_active(&c->pt, PENDING_TO_CHILD) - (c->start_id != 0)
+                 - (c->fence_id != 0); /* the gateway's own probe or initialize, and fence */
     }
     return n;
 }

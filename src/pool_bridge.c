@@ -18,6 +18,10 @@
  * then on (pool.c picks no other request for it while it has one), so later questions are always
  * attributable; any other is answered to the child with an error and counted. So is a question the
  * request's own _meta did not declare the capability for (V-04), or one past POOL_ASKS_MAX.
+ * After a call that may ask is cancelled, a question the child wrote before reading the cancel may
+ * still arrive, and would look like the next call's: the cancel is followed by a ping (the fence),
+ * and no question of that child is attributed, nor a child that asks given a new request, until
+ * the ping is answered (or given up after POOL_CANCEL_LINGER_MS).
  *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
  * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
@@ -273,6 +277,54 @@ pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_
     }
 }
 
+/* --- the fence ------------------------------------------------------------------------------ */
+
+static void
+pool_fence_send(struct pool_child *c)
+{
+    struct pending *e = pending_add(&c->pt, PENDING_TO_CHILD, "0", 1, "ping", 0, util_now_ms());
+    char m[64];
+    int len = snprintf(m, sizeof(m),
+                       "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n", e->gw_id);
+    struct iovec iov = { m, (size_t)len };
+    if (pool_send(c, &iov, 1) == -1) {
+        pending_del(&c->pt,
+                    e); /* stdin full or closed: it stays unfenced (its questions refused) */
+        return;
+    }
+    c->fence_id = e->gw_id;
+    c->fence_seq = c->cancel_seq;
+}
+
+void
+pool_bridge_cancelled(struct pool_child *c)
+{
+    c->cancel_seq++;
+    if (c->fence_id == 0)
+        pool_fence_send(c);
+}
+
+bool
+pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed)
+{
+    if (c->fence_id == 0 || p->gw_id != c->fence_id)
+        return false;
+    if (lapsed)
+        log_warn(c->tag, "no answer to the gateway's ping: questions are attributed again");
+    c->fenced_seq = c->fence_seq;
+    c->fence_id = 0;
+    pending_del(&c->pt, p);
+    if (c->cancel_seq != c->fenced_seq)
+        pool_fence_send(c); /* cancels came after this fence was sent */
+    return true;
+}
+
+bool
+pool_bridge_unfenced(const struct pool_child *c)
+{
+    return c->cancel_seq != c->fenced_seq;
+}
+
 static void
 pool_refuse_ask(struct pool_child *c, const char *id, size_t idlen, const char *why)
 {
@@ -316,6 +368,8 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
               "to 2026-07-28 clients";
     else if (idlen > pools.cfg->max_id_bytes)
         why = "request id longer than the gateway's max_id_bytes";
+    else if (pool_bridge_unfenced(c))
+        why = "not available: a request cancelled on this server may have asked it";
     else if (candidates != 1 || !owner->noted)
         why = "not available: the gateway cannot tell which client request this belongs to";
     else if (owner->nasks >= POOL_ASKS_MAX)

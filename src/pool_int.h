@@ -37,8 +37,16 @@ struct pool_child {
     unsigned over;            /* its streams above stream_queue_bytes (stdout paused while > 0) */
     unsigned invalid_logged;  /* invalid lines logged (a few, then only counted) */
     bool asks;                /* it asked a client something: one request at a time from now */
-    unsigned subs;            /* resource URIs subscribed here for listeners (keeps it running) */
-    char tag[96];             /* "pool:NAME#N" in logs */
+    /*
+     * The fence (pool_bridge.c): a call that may ask was cancelled here, and a question it wrote
+     * before reading its cancel may still come. cancel_seq counts such cancels, a ping (fence_id)
+     * follows them, and its answer says the child read them all: fenced_seq takes the fence_seq
+     * the ping was sent at. Questions are attributed only while fenced_seq == cancel_seq.
+     */
+    uint64_t fence_id; /* gw id of the ping in flight; 0: none */
+    unsigned cancel_seq, fence_seq, fenced_seq;
+    unsigned subs; /* resource URIs subscribed here for listeners (keeps it running) */
+    char tag[96];  /* "pool:NAME#N" in logs */
     struct pool_child *prev, *next;
 };
 
@@ -233,6 +241,12 @@ void pool_bridge_note(struct pool_call *call, const char *body, const struct jso
                       const struct pool_meta *meta);
 /* Forgets the call's rounds: open questions answered to the child with an error, timers stopped. */
 void pool_bridge_forget(struct pool_call *call);
+/* A call of c that may ask was cancelled: questions wait for a fence (a ping) to be attributed. */
+void pool_bridge_cancelled(struct pool_child *c);
+/* True when p (a request of the gateway's own) is c's fence, now answered or lapsed: handled. */
+bool pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed);
+/* True while a cancelled call of c may still ask (its fence has not come back). */
+bool pool_bridge_unfenced(const struct pool_child *c);
 /* Calls of p held for their client's retry. */
 size_t pool_held_in(const struct pool *p);
 /* Shutdown: every call of p still held (one its child already answered is in no table) ends. */

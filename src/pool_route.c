@@ -242,6 +242,8 @@ pool_call_cancel(struct pool_call *call, enum pool_cancel why)
         free(m);
         p->state = PENDING_CANCELLED;
         p->cancelled_ms = util_now_ms();
+        if (call->noted && why != POOL_CANCEL_SHUTDOWN)
+            pool_bridge_cancelled(c); /* a question it wrote before reading the cancel may come */
     }
     if (why == POOL_CANCEL_CLIENT) {
         pool_call_end(call);
@@ -585,6 +587,8 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
     }
     struct pool_call *call = p->owner;
     if (call == NULL && p->state == PENDING_FORWARDED) {
+        if (pool_bridge_fence_done(c, p, false))
+            return;
         /* The gateway's own request (a listener's resources/subscribe or unsubscribe). */
         if (info->kind == JSONRPC_ERROR)
             log_warn(c->tag, "child refused the gateway's %s", p->method);
