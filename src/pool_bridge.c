@@ -506,7 +506,11 @@ pool_bridge_flush(void *arg)
     while (pools.due != NULL) {
         struct pool_call *call = pools.due;
         pool_unlink_due(call);
-        if (call->st != NULL && call->p != NULL)
+        size_t open = 0;
+        for (size_t i = 0; i < call->nasks; i++)
+            open += !call->asks[i].answered;
+        /* Every question withdrawn before the round left: no round, the call goes on. */
+        if (call->st != NULL && call->p != NULL && open > 0)
             pool_round(call);
     }
 }
