@@ -895,7 +895,7 @@ const BRIDGE_MS = scaled(100 * Math.max(600, BRIDGE_CHURN));
 const BRIDGE_BUSY_TRIES = 50;
 const BRIDGE_CAPS = { elicitation: {}, sampling: {}, roots: {} };
 /** Each branch with its weight. */
-const BRIDGE_BRANCHES = { complete: 4, partial: 2, abandon: 2, drop: 2, tamper: 2, replay: 2, late: 1, child_cancel: 2 };
+const BRIDGE_BRANCHES = { complete: 4, partial: 2, abandon: 2, drop: 2, vanish: 2, tamper: 2, replay: 2, late: 1, child_cancel: 2 };
 /** The tool's own error for a question the gateway could not attribute (two calls in flight on its child). */
 const UNATTRIBUTED = /^\w+ error: not available: the gateway cannot tell/;
 
@@ -1116,6 +1116,28 @@ async function converse(cv) {
       assert.ok(c.kind !== 'answer' || UNATTRIBUTED.test(textOf((await x.reply).answer)), `${c.what}: a waiting call answered`);
       return c.kind === 'answer' ? 'unattributed' : c.kind;
     }
+    case 'vanish': {
+      // A leg (the opening, or a retry after some rounds) whose client vanishes at a random
+      // moment within 5 ms of sending it: the call is cancelled at the child, or held until
+      // input_hold_ms when its next round was out already. A reply that came first is checked.
+      const n = int(0, 2);
+      let msg;
+      if (n === 0) {
+        cv.tool = 'sample';
+        msg = mreq('tools/call', { name: cv.tool, arguments: { prompt: cv.tag } }, { id: `${cv.tag}-0`, caps: BRIDGE_CAPS });
+      } else {
+        let o = await anyTool();
+        for (let k = 1; k < n && o.kind === 'round'; k++) o = await leg(cv, retryMsg(cv));
+        if (o.kind !== 'round') return endOf(o);
+        msg = retryMsg(cv);
+      }
+      const x = send(cv.gw, '/example', msg);
+      await new Promise((r) => setTimeout(r, rnd() * 5));
+      x.drop();
+      const r = await x.reply.catch(() => null);
+      if (r) classify(cv, msg, r, { since: cv.cur?.at });
+      return 'vanished';
+    }
     case 'tamper': {
       // A changed requestState is refused; the call goes on (or is left to its hold).
       let o = await anyTool();
@@ -1197,7 +1219,7 @@ async function bridgeChurn(gw, deadline) {
   return tally;
 }
 
-test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} workers (complete, partial, abandoned, dropped, tampered, replayed, late, child_cancel) while pool children are SIGKILLed: each reply is its own leg's and an expected one, nothing left held or in flight, children bounded and reaped, fds back`, async (t) => {
+test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} workers (complete, partial, abandoned, dropped, vanished, tampered, replayed, late, child_cancel) while pool children are SIGKILLed: each reply is its own leg's and an expected one, nothing left held or in flight, children bounded and reaped, fds back`, async (t) => {
   const servers = [exampleServer([`pool_max_children = ${BRIDGE_MAX_CHILDREN}`, `input_hold_ms = ${BRIDGE_HOLD_MS}`, 'pool_max_restarts_per_min = 1000'])];
   const gw = await startGateway({ gateway: { ...BASE, ...QUIET }, servers, env: gatewayEnv });
   let ok = false;
@@ -1230,15 +1252,21 @@ test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} work
     assert.ok(kills >= Math.floor(BRIDGE_CHURN / BRIDGE_KILL_EVERY) - 1, `children were killed: ${kills}`);
     assert.equal(grew(m0, m1, M.events('failed')), kills, 'each kill is one failed child');
     assert.ok(byEnd(/: completed$/) > 0, 'conversations completed');
-    // Every call left held is cancelled for it at input_hold_ms, unless a kill ended it first.
+    const vanished = byEnd(/: vanished$/);
+    // Every call left held is cancelled for it at input_hold_ms, unless a kill ended it first (a
+    // vanished client may have left one too).
     const left = byEnd(/: (abandoned|late|expired)$/);
     const notProvided = grew(m0, m1, M.cancels('input_not_provided'));
-    assert.ok(notProvided <= left && notProvided + kills * BRIDGE_WORKERS >= left, `${left} calls left held, ${notProvided} cancelled at input_hold_ms`);
-    // Every refusal is counted: the tampered, replayed and late states, and retries whose held call ended.
-    assert.equal(grew(m0, m1, 'mcpgw_pool_request_states_refused_total'), tally.refusals + byEnd(/: (refused|expired)$/), 'requestStates refused');
+    assert.ok(notProvided <= left + vanished && notProvided + kills * BRIDGE_WORKERS >= left, `${left} calls left held (and ${vanished} vanished), ${notProvided} cancelled at input_hold_ms`);
+    // Every refusal is counted: the tampered, replayed and late states, retries whose held call
+    // ended, and maybe those whose client vanished.
+    const refusals = tally.refusals + byEnd(/: (refused|expired)$/);
+    const statesRefused = grew(m0, m1, 'mcpgw_pool_request_states_refused_total');
+    assert.ok(statesRefused >= refusals && statesRefused <= refusals + vanished, `${statesRefused} requestStates refused, ${refusals} seen`);
+    // A dropped call (or a vanished client's) is cancelled for it, unless a kill ended it first.
     const dropped = byEnd(/: dropped$/);
     const closed = grew(m0, m1, M.cancels('client_closed'));
-    assert.ok(closed <= dropped && closed + grew(m0, m1, M.cancels('child_ended')) >= dropped, `${dropped} calls dropped, ${closed} cancelled for it`);
+    assert.ok(closed <= dropped + vanished && closed + grew(m0, m1, M.cancels('child_ended')) >= dropped, `${dropped} calls dropped, ${closed} cancelled for it`);
     if (byEnd(/^child_cancel: completed$/) >= 10) assert.ok(kept > 0, 'some child_cancel answered its call while it was held');
     assert.ok(byEnd(/: (ended|refused)$/) <= kills * BRIDGE_WORKERS, 'conversations ended by kills');
     assert.ok(sampler.seen.maxChildren <= BRIDGE_MAX_CHILDREN, `at most pool_max_children at once: ${sampler.seen.maxChildren}`);
