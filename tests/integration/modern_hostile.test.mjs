@@ -16,11 +16,12 @@
 //   - input-round churn: hundreds of conversations through the bridge of the example server's
 //     pool (src/pool_bridge.c), each picked at random from a seeded PRNG (GW_BRIDGE_SEED replays
 //     the choices): completed over several rounds, partly answered (asked again), abandoned to
-//     input_hold_ms, the retry's stream dropped mid-call, a tampered, replayed or late
-//     requestState (400 -32602), child_cancel's answer kept while held; children SIGKILLed now
-//     and then, so held calls, retries and kept answers meet dying children. Each reply must be
-//     its own leg's and one that leg may get; a kill explains only -32603 "upstream server
-//     ended" and the refusal of a retry whose held call died.
+//     input_hold_ms, the retry's stream dropped mid-call, a client that vanishes right after
+//     sending a leg, a tampered, replayed or late requestState (400 -32602), child_cancel's
+//     answer kept while held; children SIGKILLed now and then, so held calls, retries and kept
+//     answers meet dying children. Each reply must be its own leg's and one that leg may get; a
+//     kill explains only -32603 "upstream server ended" and the refusal of a retry whose held
+//     call died.
 // After each case: the gateway runs and answers /healthz, every pool child it started is reaped
 // (its process group empty), no zombie child is left, nothing is in flight, and the gateway's
 // descriptor count is back at its baseline, taken with no pool child running (pools here keep no
@@ -890,7 +891,7 @@ const BRIDGE_MAX_CHILDREN = 4;
 const BRIDGE_KILL_EVERY = 50; // i % 50 === 25
 /** input_hold_ms: abandoned rounds expire during the run; a retry sent at once is well within it. */
 const BRIDGE_HOLD_MS = scaled(400);
-/** The whole loop: 100 ms a conversation, at least a minute (measured: see the README). */
+/** The whole loop: 100 ms a conversation, at least a minute (measured at 600: 10 to 13 s plain, loaded or not; 26 to 37 s ASan). */
 const BRIDGE_MS = scaled(100 * Math.max(600, BRIDGE_CHURN));
 const BRIDGE_BUSY_TRIES = 50;
 const BRIDGE_CAPS = { elicitation: {}, sampling: {}, roots: {} };
