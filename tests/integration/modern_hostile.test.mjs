@@ -961,8 +961,8 @@ function finalOf(cv, r, what) {
 /**
  * The reply r to leg msg of conversation cv (sent at `at`), which must carry msg's id, as
  * {kind, res}: round (input_required), answer, busy (429: a first leg, the pool full), refused
- * (400 -32602) or ended (-32603 "upstream server ended": only once a child was killed since the
- * conversation began). refusal: the leg's requestState is one the gateway must refuse (counted);
+ * (400 -32602) or ended (-32603 "upstream server ended": only once a child was killed that was
+ * not reaped yet when the conversation began). refusal: the leg's requestState is one the gateway must refuse (counted);
  * a valid one may be refused only once a child was killed (kind refused) or input_hold_ms has
  * passed since the round's request left (kind expired).
  */
@@ -1198,7 +1198,9 @@ async function bridgeChurn(gw, deadline) {
     for (let i = next++; i < BRIDGE_CHURN; i = next++) {
       if (Date.now() > deadline) throw new Error(`bridge churn: still at conversation ${i} after ${BRIDGE_MS} ms`);
       const rnd = prng((BRIDGE_SEED ^ Math.imul(i + 1, 0x9e3779b1)) >>> 0);
-      const kills0 = tally.killed.length; // this conversation's own kill, too: it may meet that child
+      // Kills the gateway may not have seen yet (its victim not reaped), this conversation's own
+      // too: a request may still be routed to that child.
+      const kills0 = tally.killed.filter((p) => reaped(p)).length;
       if (i % BRIDGE_KILL_EVERY === BRIDGE_KILL_EVERY / 2) {
         // A live child of this gateway's pool (from its log, checked in /proc).
         const live = new Set(kids(gpid));
