@@ -12,7 +12,16 @@
 //   - stdout and stdin closed at different moments, a line that never ends, a stdout flood of log
 //     lines nobody asked for, a child that never reads, a stderr flood;
 //   - churn: thousands of requests of the example server's pool (echo, calls the client drops,
-//     calls that time out) while its children are SIGKILLed now and then.
+//     calls that time out) while its children are SIGKILLed now and then;
+//   - input-round churn: hundreds of conversations through the bridge of the example server's
+//     pool (src/pool_bridge.c), each picked at random from a seeded PRNG (GW_BRIDGE_SEED replays
+//     the choices): completed over several rounds, partly answered (asked again), abandoned to
+//     input_hold_ms, the retry's stream dropped mid-call, a client that vanishes right after
+//     sending a leg, a tampered, replayed or late requestState (400 -32602), child_cancel's
+//     answer kept while held; children SIGKILLed now and then, so held calls, retries and kept
+//     answers meet dying children. Each reply must be its own leg's and one that leg may get; a
+//     kill explains only -32603 "upstream server ended" and the refusal of a retry whose held
+//     call died.
 // After each case: the gateway runs and answers /healthz, every pool child it started is reaped
 // (its process group empty), no zombie child is left, nothing is in flight, and the gateway's
 // descriptor count is back at its baseline, taken with no pool child running (pools here keep no
@@ -726,6 +735,28 @@ const WARMUP = 200;
 // request.
 const RSS_GROWTH_MAX_KB = 2048;
 
+/**
+ * Samples while a churn runs (every 100 ms, bounded in count): the most children pool server
+ * counted at once (ready or starting), and any live child the log names that is not the
+ * gateway's. stop() ends it; seen is {maxChildren, foreign}.
+ */
+function childSampler(gw, server) {
+  const gpid = gw.proc.pid;
+  const seen = { maxChildren: 0, foreign: [] };
+  let sampling = true;
+  const done = (async () => {
+    for (let n = 0; sampling && n < 10000; n++) {
+      const m = await metrics(gw);
+      seen.maxChildren = Math.max(seen.maxChildren, (m[M.children(server, 'ready')] ?? 0) + (m[M.children(server, 'starting')] ?? 0));
+      const starts = poolStarts(gw); // before kids(): a child in the log is one already spawned
+      const live = new Set(kids(gpid));
+      for (const s of starts) if (pidAlive(s.pid) && !live.has(s.pid)) seen.foreign.push(s.pid);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return { seen, async stop() { sampling = false; await done; } };
+}
+
 /** One request of the churn, by its number: an echo, a dropped call, or a timed-out one; checks its reply. */
 async function churnOne(gw, i, tally) {
   if (i % DROP_EVERY === 3) {
@@ -808,28 +839,15 @@ test(`churn: ${CHURN} 2026-07-28 requests on ${CHURN_WORKERS} workers (echo, dro
     const rss0 = rssKb(gpid);
     const m0 = await metrics(gw);
 
-    // Samples while it runs: the example pool never counts more than pool_max_children, and every
-    // live child the log names is the gateway's.
-    const seen = { maxChildren: 0, foreign: [] };
-    let sampling = true;
-    const sampler = (async () => {
-      for (let n = 0; sampling && n < 10000; n++) {
-        const m = await metrics(gw);
-        seen.maxChildren = Math.max(seen.maxChildren, (m[M.children('example', 'ready')] ?? 0) + (m[M.children('example', 'starting')] ?? 0));
-        const starts = poolStarts(gw); // before kids(): a child in the log is one already spawned
-        const live = new Set(kids(gpid));
-        for (const s of starts) if (pidAlive(s.pid) && !live.has(s.pid)) seen.foreign.push(s.pid);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    })();
+    const sampler = childSampler(gw, 'example');
     const t0 = performance.now();
     let tally;
     try {
       tally = await churn(gw, WARMUP, WARMUP + CHURN, { kill: true, deadline });
     } finally {
-      sampling = false;
-      await sampler;
+      await sampler.stop();
     }
+    const seen = sampler.seen;
     const secs = (performance.now() - t0) / 1000;
     const m1 = await metrics(gw);
     await assertSettled(gw, fds0);
@@ -847,6 +865,415 @@ test(`churn: ${CHURN} 2026-07-28 requests on ${CHURN_WORKERS} workers (echo, dro
     assert.ok(seen.maxChildren <= CHURN_MAX_CHILDREN, `at most pool_max_children at once: ${seen.maxChildren}`);
     assert.deepEqual(seen.foreign, [], 'every live pool child is the gateway\'s');
     if (!ASAN) assert.ok(rss1 - rss0 < RSS_GROWTH_MAX_KB, `gateway RSS grew by ${rss1 - rss0} kB over ${CHURN} requests (bound ${RSS_GROWTH_MAX_KB} kB)`);
+    await stopClean(gw);
+    ok = true;
+  } finally {
+    if (!ok) {
+      await gw.stop({ expect: null }).catch(() => {});
+      console.log(`gateway log (tail):\n${gw.logs().slice(-6000)}`);
+    }
+    killLeftovers(gw);
+  }
+});
+
+// --- 7. input-round churn ------------------------------------------------------------------------
+
+// Conversations through the input-round bridge of the example server's legacy pool, each one of
+// BRIDGE_BRANCHES, picked at random (a seeded PRNG per conversation: GW_BRIDGE_SEED replays the
+// choices; the interleaving is the scheduler's); every BRIDGE_KILL_EVERY conversations one live
+// child of the pool is SIGKILLed, so held calls, retries and kept answers meet dying children.
+const BRIDGE_CHURN = Number(process.env.GW_BRIDGE_CHURN || 600);
+assert.ok(Number.isInteger(BRIDGE_CHURN) && BRIDGE_CHURN > 0, `GW_BRIDGE_CHURN=${process.env.GW_BRIDGE_CHURN}`);
+const BRIDGE_SEED = process.env.GW_BRIDGE_SEED === undefined ? Math.floor(Math.random() * 2 ** 32) : Number(process.env.GW_BRIDGE_SEED);
+assert.ok(Number.isInteger(BRIDGE_SEED) && BRIDGE_SEED >= 0 && BRIDGE_SEED < 2 ** 32, `GW_BRIDGE_SEED=${process.env.GW_BRIDGE_SEED}`);
+const BRIDGE_WORKERS = 8;
+const BRIDGE_MAX_CHILDREN = 4;
+const BRIDGE_KILL_EVERY = 50; // i % 50 === 25
+/** input_hold_ms: abandoned rounds expire during the run; a retry sent at once is well within it. */
+const BRIDGE_HOLD_MS = scaled(400);
+/** The whole loop: 100 ms a conversation, at least a minute (measured at 600: 10 to 13 s plain, loaded or not; 26 to 37 s ASan). */
+const BRIDGE_MS = scaled(100 * Math.max(600, BRIDGE_CHURN));
+const BRIDGE_BUSY_TRIES = 50;
+const BRIDGE_CAPS = { elicitation: {}, sampling: {}, roots: {} };
+/** Each branch with its weight. */
+const BRIDGE_BRANCHES = { complete: 4, partial: 2, abandon: 2, drop: 2, vanish: 2, tamper: 2, replay: 2, late: 1, child_cancel: 2 };
+/** The tool's own error for a question the gateway could not attribute (two calls in flight on its child). */
+const UNATTRIBUTED = /^\w+ error: not available: the gateway cannot tell/;
+
+/** mulberry32: a PRNG of floats in [0, 1) from a 32-bit seed. */
+function prng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The client's answer to a question of conversation cv (elicitation answers name the question). */
+function answerTo(cv, q) {
+  if (q.method === 'elicitation/create') return { action: 'accept', content: { name: `answer to ${q.params.message}` } };
+  if (q.method === 'sampling/createMessage') return { model: 'm', role: 'assistant', content: { type: 'text', text: `sampled ${q.params.messages[0].content.text}` } };
+  return { roots: [{ uri: `file:///${cv.tag}`, name: cv.tag }] };
+}
+
+/** "<tag> #<round>.<i>" of an elicitation question ("<tag>" alone: one question): [round, i]. */
+const roundOf = (message) => (message.split(' #')[1] ?? '1.1').split('.').map(Number);
+
+/** A round's questions are the conversation's own: its tool's method, its tag in what they ask. */
+function checkRound(cv, res, what) {
+  assert.match(res.requestState, /^mcpgw1\./, what);
+  const qs = Object.entries(res.inputRequests ?? {});
+  assert.ok(qs.length > 0, `${what}: a round asks something`);
+  for (const [, q] of qs) {
+    if (cv.tool === 'elicit') {
+      assert.equal(q.method, 'elicitation/create', what);
+      assert.match(q.params.message, new RegExp(`^${cv.tag}( #\\d+\\.\\d+)?$`), `${what}: its own question`);
+    } else if (cv.tool === 'roots') {
+      assert.equal(q.method, 'roots/list', what);
+    } else {
+      assert.equal(q.method, 'sampling/createMessage', what);
+      assert.equal(q.params.messages[0].content.text, cv.tool === 'sample' ? cv.tag : 'child_cancel', `${what}: its own question`);
+    }
+  }
+}
+
+/** The tool's final text: "completed" when it is what the answers given make, "unattributed" for the tool's own error of a question the gateway refused. */
+function finalOf(cv, r, what) {
+  const text = textOf(r.answer);
+  if (r.answer.result.isError && UNATTRIBUTED.test(text)) return 'unattributed';
+  assert.equal(r.answer.result.isError, undefined, what);
+  if (cv.tool === 'elicit') {
+    const all = [...cv.given].sort(([a], [b]) => { const [ra, ia] = roundOf(a); const [rb, ib] = roundOf(b); return ra - rb || ia - ib; }).map(([, v]) => v);
+    assert.equal(all.length, cv.rounds * cv.parallel, `${what}: every question answered once`);
+    assert.deepEqual(JSON.parse(text), cv.rounds > 1 || cv.parallel > 1 || cv.wait ? all : all[0], `${what}: its own answers`);
+  } else if (cv.tool === 'sample') {
+    assert.equal(text, `sampled ${cv.tag}`, what);
+  } else if (cv.tool === 'roots') {
+    assert.deepEqual(JSON.parse(text), answerTo(cv, {}), what);
+  } else {
+    assert.equal(text, 'gave up', what);
+  }
+  return 'completed';
+}
+
+/**
+ * The reply r to leg msg of conversation cv (sent at `at`), which must carry msg's id, as
+ * {kind, res}: round (input_required), answer, busy (429: a first leg, the pool full), refused
+ * (400 -32602) or ended (-32603 "upstream server ended": only once a child was killed that was
+ * not reaped yet when the conversation began). refusal: the leg's requestState is one the gateway must refuse (counted);
+ * a valid one may be refused only once a child was killed (kind refused) or input_hold_ms has
+ * passed since the round's request left (kind expired).
+ */
+function classify(cv, msg, r, { refusal = false, since } = {}) {
+  const what = `${msg.id}: HTTP ${r.status} ${r.text}`;
+  assert.deepEqual(r.answer?.id, msg.id, `${what}: its own id`);
+  let kind;
+  if (r.status === 429) kind = 'busy';
+  else if (r.status === 400) {
+    assert.equal(r.answer.error?.code, -32602, what);
+    kind = 'refused';
+  } else {
+    assert.equal(r.status, 200, what);
+    if (r.answer.error) {
+      assert.match(r.answer.error.message, /upstream server ended/, what);
+      kind = 'ended';
+    } else kind = r.answer.result?.resultType === 'input_required' ? 'round' : 'answer';
+  }
+  const first = msg.params.requestState === undefined;
+  if (refusal) {
+    assert.equal(kind, 'refused', `${what}: a requestState to refuse`);
+    cv.refused();
+  }
+  else if (kind === 'busy') assert.ok(first, `${what}: 429 for a retry`);
+  else if (kind === 'ended') assert.ok(cv.killed(), `${what}: ended, with no child killed`);
+  else if (kind === 'refused') {
+    assert.ok(!first, what);
+    const over = performance.now() - since >= BRIDGE_HOLD_MS;
+    assert.ok(cv.killed() || over, `${what}: a valid requestState refused, with no child killed and input_hold_ms not over`);
+    kind = over ? 'expired' : 'refused';
+  }
+  if (kind === 'round') checkRound(cv, r.answer.result, what);
+  return { kind, res: r.answer.result, what };
+}
+
+/**
+ * Sends leg msg of conversation cv and classifies its reply (classify); a round becomes the
+ * current one (cv.cur: its result, when its request left and when it came back).
+ */
+async function leg(cv, msg, opts = {}) {
+  const at = performance.now();
+  const r = await replyOrCrash(cv.gw, send(cv.gw, '/example', msg), scaled(10000));
+  const out = classify(cv, msg, r, { since: cv.cur?.at, ...opts });
+  if (out.kind === 'round') cv.cur = { msg, res: out.res, at, back: performance.now() };
+  if (out.kind === 'answer') out.final = finalOf(cv, r, out.what);
+  return out;
+}
+
+/**
+ * The first leg of cv: a tools/call of cv.tool with args, declaring every capability (meta: more
+ * _meta). A full pool
+ * answers 429 (held calls keep their children leased): like a client, it tries again after a
+ * short back-off, BRIDGE_BUSY_TRIES times at most (each 429 counted), each time with a new id.
+ */
+async function opening(cv, args, meta = {}) {
+  for (let n = 0; ; n++) {
+    cv.msg = mreq('tools/call', { name: cv.tool, arguments: args }, { id: `${cv.tag}-0${n ? `-${n}` : ''}`, caps: BRIDGE_CAPS, meta });
+    const o = await leg(cv, cv.msg);
+    if (o.kind !== 'busy' || n + 1 >= BRIDGE_BUSY_TRIES) return o;
+    cv.busy();
+    await new Promise((r) => setTimeout(r, scaled(10 + cv.rnd() * 20)));
+  }
+}
+
+/** The retry of cv's current round answering its questions (those keys only, when given); its state may be replaced. */
+function retryMsg(cv, keys, state = cv.cur.res.requestState) {
+  const qs = cv.cur.res.inputRequests;
+  const answers = Object.fromEntries((keys ?? Object.keys(qs)).map((k) => [k, answerTo(cv, qs[k])]));
+  for (const k of Object.keys(answers)) if (qs[k].method === 'elicitation/create') cv.given.set(qs[k].params.message, answers[k]);
+  return retryOf(cv.msg, state, answers, `${cv.tag}-${++cv.legs}`);
+}
+
+/** How a conversation ended with leg outcome o: a label for the tally. */
+const endOf = (o) => (o.kind === 'answer' ? o.final : o.kind);
+
+/** Answers cv's rounds until the final answer; how it ended. */
+async function finish(cv, o) {
+  for (let n = 0; o.kind === 'round' && n < 64; n++) o = await leg(cv, retryMsg(cv));
+  assert.notEqual(o.kind, 'round', `${cv.tag}: still asked after 64 rounds`);
+  return endOf(o);
+}
+
+/** A copy of requestState with one character changed in its payload or its MAC. */
+function tampered(state, rnd) {
+  const pieces = state.split('.');
+  const part = rnd() < 0.5 ? 1 : 2;
+  // Not the last character: a MAC's last one carries bits its decoding drops.
+  const i = Math.floor(rnd() * (pieces[part].length - 1));
+  pieces[part] = pieces[part].slice(0, i) + (pieces[part][i] === 'A' ? 'B' : 'A') + pieces[part].slice(i + 1);
+  return pieces.join('.');
+}
+
+/** One conversation of the churn, by cv.branch; how it ended (a label for the tally). */
+async function converse(cv) {
+  const { rnd } = cv;
+  const int = (lo, hi) => lo + Math.floor(rnd() * (hi - lo + 1));
+  const elicit = (extra = {}) => {
+    cv.tool = 'elicit';
+    cv.rounds = extra.rounds ?? int(1, 3);
+    cv.parallel = extra.parallel ?? int(1, 2);
+    cv.wait = Boolean(extra.wait);
+    // With wait the child sends progress once every answer is in: for a call with a token.
+    const args = { message: cv.tag, rounds: cv.rounds, parallel: cv.parallel, ...(cv.wait ? { wait: true } : {}) };
+    return opening(cv, args, cv.wait ? { progressToken: `${cv.tag}-p0` } : {});
+  };
+  /** elicit, sample or roots. */
+  const anyTool = () => {
+    const x = rnd();
+    if (x < 0.6) return elicit();
+    cv.tool = x < 0.8 ? 'sample' : 'roots';
+    return opening(cv, cv.tool === 'sample' ? { prompt: cv.tag } : {});
+  };
+  switch (cv.branch) {
+    case 'complete':
+      return finish(cv, await anyTool());
+    case 'partial': {
+      // At a random round, a retry answering only some of its questions (maybe none): the same
+      // round is asked again with exactly the others; then the rest is answered.
+      let o = await elicit();
+      const at = int(1, cv.rounds);
+      for (let n = 1; n < at && o.kind === 'round'; n++) o = await leg(cv, retryMsg(cv));
+      if (o.kind !== 'round') return endOf(o);
+      const keys = Object.keys(cv.cur.res.inputRequests);
+      const some = keys.slice(0, int(0, keys.length - 1));
+      o = await leg(cv, retryMsg(cv, some));
+      if (o.kind === 'round') assert.deepEqual(Object.keys(o.res.inputRequests).sort(), keys.filter((k) => !some.includes(k)).sort(), `${cv.tag}: asked again what was left out`);
+      return finish(cv, o);
+    }
+    case 'abandon': {
+      // Some rounds answered, then no retry: input_hold_ms cancels the call at the child.
+      let o = await anyTool();
+      for (let n = int(0, 2); n > 0 && o.kind === 'round'; n--) o = await leg(cv, retryMsg(cv));
+      return o.kind === 'round' ? 'abandoned' : endOf(o);
+    }
+    case 'drop': {
+      // The retry answering the last round (the call then waits, with progress) is dropped.
+      let o = await elicit({ rounds: int(1, 2), wait: true });
+      while (o.kind === 'round' && roundOf(Object.values(o.res.inputRequests)[0].params.message)[0] < cv.rounds) o = await leg(cv, retryMsg(cv));
+      if (o.kind !== 'round') return endOf(o);
+      const retry = retryMsg(cv);
+      retry.params._meta.progressToken = `${cv.tag}-p`;
+      const x = send(cv.gw, '/example', retry);
+      await waitFor(() => x.settled || x.msgs().some((m) => m.method === 'notifications/progress'), scaled(10000), `${retry.id} under way`);
+      if (!x.settled) {
+        const prog = x.msgs().filter((m) => m.method === 'notifications/progress');
+        assert.deepEqual(prog.map((m) => m.params.progressToken), [`${cv.tag}-p`], `${retry.id}: its own progress: ${x.text}`);
+        x.drop();
+        return 'dropped';
+      }
+      const c = classify(cv, retry, await x.reply, { since: cv.cur.at });
+      assert.notEqual(c.kind, 'round', c.what);
+      assert.ok(c.kind !== 'answer' || UNATTRIBUTED.test(textOf((await x.reply).answer)), `${c.what}: a waiting call answered`);
+      return c.kind === 'answer' ? 'unattributed' : c.kind;
+    }
+    case 'vanish': {
+      // A leg (the opening, or a retry after some rounds) whose client vanishes at a random
+      // moment within 5 ms of sending it: the call is cancelled at the child, or held until
+      // input_hold_ms when its next round was out already. A reply that came first is checked.
+      const n = int(0, 2);
+      let msg;
+      if (n === 0) {
+        cv.tool = 'sample';
+        msg = mreq('tools/call', { name: cv.tool, arguments: { prompt: cv.tag } }, { id: `${cv.tag}-0`, caps: BRIDGE_CAPS });
+      } else {
+        let o = await anyTool();
+        for (let k = 1; k < n && o.kind === 'round'; k++) o = await leg(cv, retryMsg(cv));
+        if (o.kind !== 'round') return endOf(o);
+        msg = retryMsg(cv);
+      }
+      const x = send(cv.gw, '/example', msg);
+      await new Promise((r) => setTimeout(r, rnd() * 5));
+      x.drop();
+      const r = await x.reply.catch(() => null);
+      if (r) classify(cv, msg, r, { since: cv.cur?.at });
+      return 'vanished';
+    }
+    case 'tamper': {
+      // A changed requestState is refused; the call goes on (or is left to its hold).
+      let o = await anyTool();
+      for (let n = int(0, 2); n > 0 && o.kind === 'round'; n--) o = await leg(cv, retryMsg(cv));
+      if (o.kind !== 'round') return endOf(o);
+      await leg(cv, retryOf(cv.msg, tampered(cv.cur.res.requestState, rnd), {}, `${cv.tag}-${++cv.legs}`), { refusal: true });
+      return rnd() < 0.5 ? finish(cv, o) : 'abandoned';
+    }
+    case 'replay': {
+      // A round's state used again once the next round came (and, after the end, the last one).
+      let o = await elicit({ rounds: int(2, 3) });
+      if (o.kind !== 'round') return endOf(o);
+      const old = cv.cur;
+      o = await leg(cv, retryMsg(cv));
+      if (o.kind === 'round') {
+        await leg(cv, retryOf(cv.msg, old.res.requestState, {}, `${cv.tag}-${++cv.legs}`), { refusal: true });
+        if (rnd() < 0.3) return 'abandoned';
+      }
+      const last = cv.cur;
+      const end = await finish(cv, o);
+      if (end === 'completed') await leg(cv, retryOf(cv.msg, last.res.requestState, {}, `${cv.tag}-${++cv.legs}`), { refusal: true });
+      return end;
+    }
+    case 'late': {
+      // input_hold_ms after the round reached the client its state has expired (it was sealed
+      // before the round left): late by definition, so this waits that long.
+      const o = await anyTool();
+      if (o.kind !== 'round') return endOf(o);
+      await new Promise((r) => setTimeout(r, Math.max(0, cv.cur.back + BRIDGE_HOLD_MS + 2 - performance.now())));
+      await leg(cv, retryMsg(cv), { refusal: true });
+      return 'late';
+    }
+    case 'child_cancel': {
+      // The child gives up on its question after delay_ms and answers its call while the call is
+      // held; the retry comes at a random moment, before or after that: its answer is "gave up".
+      cv.tool = 'child_cancel';
+      const delay = int(5, 40);
+      const o = await opening(cv, { delay_ms: delay });
+      if (o.kind !== 'round') return endOf(o);
+      await new Promise((r) => setTimeout(r, rnd() * 3 * delay));
+      return endOf(await leg(cv, retryMsg(cv)));
+    }
+    default:
+      throw new Error(`no branch ${cv.branch}`);
+  }
+}
+
+/** Conversations [0, BRIDGE_CHURN) on BRIDGE_WORKERS workers, killing a live child every BRIDGE_KILL_EVERY; the tally. */
+async function bridgeChurn(gw, deadline) {
+  const gpid = gw.proc.pid;
+  const tally = { branches: {}, ends: {}, killed: [], busy: 0, refusals: 0 };
+  const count = (o, k) => { o[k] = (o[k] ?? 0) + 1; };
+  const names = Object.keys(BRIDGE_BRANCHES);
+  const total = Object.values(BRIDGE_BRANCHES).reduce((a, b) => a + b, 0);
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < BRIDGE_CHURN; i = next++) {
+      if (Date.now() > deadline) throw new Error(`bridge churn: still at conversation ${i} after ${BRIDGE_MS} ms`);
+      const rnd = prng((BRIDGE_SEED ^ Math.imul(i + 1, 0x9e3779b1)) >>> 0);
+      // Kills the gateway may not have seen yet (its victim not reaped), this conversation's own
+      // too: a request may still be routed to that child.
+      const kills0 = tally.killed.filter((p) => reaped(p)).length;
+      if (i % BRIDGE_KILL_EVERY === BRIDGE_KILL_EVERY / 2) {
+        // A live child of this gateway's pool (from its log, checked in /proc).
+        const live = new Set(kids(gpid));
+        const alive = poolStarts(gw, 'example').map((s) => s.pid).filter((p) => live.has(p));
+        if (alive.length > 0) {
+          const victim = alive[Math.floor(rnd() * alive.length)];
+          tally.killed.push(victim);
+          process.kill(victim, 'SIGKILL');
+        }
+      }
+      let w = rnd() * total;
+      const branch = names.find((b) => (w -= BRIDGE_BRANCHES[b]) < 0) ?? names.at(-1);
+      const cv = { gw, tag: `bc${i}`, branch, rnd, legs: 0, given: new Map(), killed: () => tally.killed.length > kills0, busy: () => { tally.busy++; }, refused: () => { tally.refusals++; } };
+      count(tally.branches, branch);
+      count(tally.ends, `${branch}: ${await converse(cv)}`);
+    }
+  };
+  await Promise.all(Array.from({ length: BRIDGE_WORKERS }, worker));
+  return tally;
+}
+
+test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} workers (complete, partial, abandoned, dropped, vanished, tampered, replayed, late, child_cancel) while pool children are SIGKILLed: each reply is its own leg's and an expected one, nothing left held or in flight, children bounded and reaped, fds back`, async (t) => {
+  const servers = [exampleServer([`pool_max_children = ${BRIDGE_MAX_CHILDREN}`, `input_hold_ms = ${BRIDGE_HOLD_MS}`, 'pool_max_restarts_per_min = 1000'])];
+  const gw = await startGateway({ gateway: { ...BASE, ...QUIET }, servers, env: gatewayEnv });
+  let ok = false;
+  try {
+    t.diagnostic(`GW_BRIDGE_SEED=${BRIDGE_SEED}`);
+    await echo(gw, 'warm-up', scaled(10000));
+    await idledOut(gw);
+    const fds0 = await stableFds(gw.proc.pid);
+    const m0 = await metrics(gw);
+    const sampler = childSampler(gw, 'example');
+    const t0 = performance.now();
+    let tally;
+    try {
+      tally = await bridgeChurn(gw, Date.now() + BRIDGE_MS);
+    } finally {
+      await sampler.stop();
+    }
+    const secs = (performance.now() - t0) / 1000;
+    // The last hold ends input_hold_ms after the last round at most.
+    await waitFor(async () => { const m = await metrics(gw); return m[M.held] === 0 && m[M.inflight] === 0; }, scaled(BRIDGE_HOLD_MS + 5000), 'nothing held or in flight');
+    const m1 = await metrics(gw);
+    await assertSettled(gw, fds0);
+    const kills = tally.killed.length;
+    const ends = Object.entries(tally.ends).sort(([a], [b]) => a.localeCompare(b));
+    const byEnd = (re) => ends.filter(([k]) => re.test(k)).reduce((a, [, n]) => a + n, 0);
+    const kept = gw.logs().split('\n').filter((l) => l.includes('answered by the child: kept for the client\'s retry')).length;
+    t.diagnostic(`${BRIDGE_CHURN} conversations in ${secs.toFixed(1)} s (${tally.busy} openings tried again after a 429); ${kills} children SIGKILLed; branches ${JSON.stringify(tally.branches)}`);
+    t.diagnostic(`ends: ${ends.map(([k, n]) => `${k} ${n}`).join(', ')}`);
+    t.diagnostic(`rounds ${grew(m0, m1, 'mcpgw_pool_input_rounds_total')}, states refused ${grew(m0, m1, 'mcpgw_pool_request_states_refused_total')}, held answers kept ${kept}; cancels: input_not_provided ${grew(m0, m1, M.cancels('input_not_provided'))}, client_closed ${grew(m0, m1, M.cancels('client_closed'))}, child_ended ${grew(m0, m1, M.cancels('child_ended'))}; children started ${grew(m0, m1, M.events('started'))}, most at once ${sampler.seen.maxChildren}`);
+    assert.ok(kills >= Math.floor(BRIDGE_CHURN / BRIDGE_KILL_EVERY) - 1, `children were killed: ${kills}`);
+    assert.equal(grew(m0, m1, M.events('failed')), kills, 'each kill is one failed child');
+    assert.ok(byEnd(/: completed$/) > 0, 'conversations completed');
+    const vanished = byEnd(/: vanished$/);
+    // Every call left held is cancelled for it at input_hold_ms, unless a kill ended it first (a
+    // vanished client may have left one too).
+    const left = byEnd(/: (abandoned|late|expired)$/);
+    const notProvided = grew(m0, m1, M.cancels('input_not_provided'));
+    assert.ok(notProvided <= left + vanished && notProvided + kills * BRIDGE_WORKERS >= left, `${left} calls left held (and ${vanished} vanished), ${notProvided} cancelled at input_hold_ms`);
+    // Every refusal is counted: the tampered, replayed and late states, retries whose held call
+    // ended, and maybe those whose client vanished.
+    const refusals = tally.refusals + byEnd(/: (refused|expired)$/);
+    const statesRefused = grew(m0, m1, 'mcpgw_pool_request_states_refused_total');
+    assert.ok(statesRefused >= refusals && statesRefused <= refusals + vanished, `${statesRefused} requestStates refused, ${refusals} seen`);
+    // A dropped call (or a vanished client's) is cancelled for it, unless a kill ended it first.
+    const dropped = byEnd(/: dropped$/);
+    const closed = grew(m0, m1, M.cancels('client_closed'));
+    assert.ok(closed <= dropped + vanished && closed + grew(m0, m1, M.cancels('child_ended')) >= dropped, `${dropped} calls dropped, ${closed} cancelled for it`);
+    if (byEnd(/^child_cancel: completed$/) >= 10) assert.ok(kept > 0, 'some child_cancel answered its call while it was held');
+    assert.ok(byEnd(/: (ended|refused)$/) <= kills * BRIDGE_WORKERS, 'conversations ended by kills');
+    assert.ok(sampler.seen.maxChildren <= BRIDGE_MAX_CHILDREN, `at most pool_max_children at once: ${sampler.seen.maxChildren}`);
+    assert.deepEqual(sampler.seen.foreign, [], 'every live pool child is the gateway\'s');
     await stopClean(gw);
     ok = true;
   } finally {
