@@ -3,12 +3,12 @@
 // JSON-RPC error body, never spawns or leaves a child, and never takes the gateway down: after
 // each one a normal request on the same gateway still works.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { test } from 'node:test';
 
 import {
   ACCEPT_BOTH, callTool, del, get, initSession, pidAlive, post, request, rpc, startGateway, waitFor,
 } from '../lib/gw.mjs';
+import { kids } from '../lib/procs.mjs';
 
 /** Awaits the whole body and checks status, Content-Type and the JSON-RPC error shape. */
 async function assertJsonError(r, status, code) {
@@ -39,18 +39,7 @@ async function assertServes(gw, sid) {
 }
 
 /** Live (non-zombie) processes whose parent is the gateway, read from /proc. */
-function gatewayChildren(gw) {
-  const out = [];
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    let st;
-    try { st = fs.readFileSync(`/proc/${d}/stat`, 'utf8'); } catch { continue; }
-    // pid (comm) state ppid ...; comm may hold spaces or parentheses, so split after the last ')'
-    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    if (Number(f[1]) === gw.proc.pid && f[0] !== 'Z') out.push(Number(d));
-  }
-  return out;
-}
+const gatewayChildren = (gw) => kids(gw.proc.pid);
 
 function initMsg(id = 'init') {
   return rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, id);
