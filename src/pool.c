@@ -485,7 +485,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
             continue;
         }
         if (e->state == PENDING_FORWARDED) {
-            busy |= e->gw_id != c->start_id;
+            busy |= e->gw_id != c->start_id && e->gw_id != c->fence_id; /* not the gateway's */
             if (call != NULL && call->st != NULL && call->st->attached
                 && now_ms - call->st->last_push_ms >= hb)
                 stream_push_heartbeat(call->st);
