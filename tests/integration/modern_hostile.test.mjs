@@ -591,6 +591,20 @@ test('a line that never ends (max_message_bytes at its minimum): the call gets a
 
 // --- 5. floods -------------------------------------------------------------------------------------------
 
+/**
+ * A second hostile child gets a call (tool) and, once ready(child) resolves, the gateway stops:
+ * the call gets a "gateway shutting down" error and the child is reaped before the gateway exits.
+ */
+async function stopWithCallInFlight(ctx, tool, ready) {
+  const y = call(ctx.gw, '/mcp', tool, {}, { id: 'at-stop' });
+  const [, c2] = await startsOf(ctx.gw, 'hostile', 2);
+  await ready(c2);
+  await ctx.stop();
+  const r = await errorAnswer(y, scaled(5000));
+  assert.match(r.answer.error.message, /gateway shutting down/);
+  assert.ok(reaped(c2.pid), 'the second child reaped before the gateway exited');
+}
+
 test('a stdout flood of log lines no request asked for: dropped and counted, memory bounded, the other pool served; the idle child is stopped, and the gateway\'s stop reaps another', async () => {
   await withPool({ mode: 'flood', gateway: QUIET }, async (ctx) => {
     const { gw, gpid } = ctx;
@@ -617,13 +631,7 @@ test('a stdout flood of log lines no request asked for: dropped and counted, mem
     await ctx.settle();
 
     // Another flooding child with a call in flight, and the gateway stops: the call gets an error.
-    const y = call(gw, '/mcp', 'anything', {}, { id: 'at-stop' });
-    const [, c2] = await startsOf(gw, 'hostile', 2);
-    await reported(gw, c2.tag, 'misbehaving');
-    await ctx.stop();
-    const r = await errorAnswer(y, scaled(5000));
-    assert.match(r.answer.error.message, /gateway shutting down/);
-    assert.ok(reaped(c2.pid), 'the flooding child reaped before the gateway exited');
+    await stopWithCallInFlight(ctx, 'anything', (c2) => reported(gw, c2.tag, 'misbehaving'));
   });
 });
 
@@ -677,13 +685,7 @@ test('a child that never reads its stdin: requests are refused (503, a JSON-RPC 
     await ctx.settle();
 
     // Another such child with a call in flight, and the gateway stops: the call gets an error.
-    const y = call(gw, '/mcp', 'slow', {}, { id: 'at-stop' });
-    const [, c2] = await startsOf(gw, 'hostile', 2);
-    await logged(gw, c2.tag, 'pool child ready');
-    await ctx.stop();
-    const rs = await errorAnswer(y, scaled(5000));
-    assert.match(rs.answer.error.message, /gateway shutting down/);
-    assert.ok(reaped(c2.pid), 'the child reaped before the gateway exited');
+    await stopWithCallInFlight(ctx, 'slow', (c2) => logged(gw, c2.tag, 'pool child ready'));
   });
 });
 
