@@ -286,6 +286,18 @@ function killLeftovers(gw) {
   }
 }
 
+/**
+ * The end of every case (in its finally): after a failure (ok false) the gateway is stopped
+ * whatever its state and its log's tail printed; then its leftover children are killed.
+ */
+async function cleanUp(gw, ok) {
+  if (!ok) {
+    await gw.stop({ expect: null }).catch(() => {});
+    console.log(`gateway log (tail):\n${gw.logs().slice(-6000)}`);
+  }
+  killLeftovers(gw);
+}
+
 /** Stops the gateway (a clean exit asserted) and checks it did not leave children to a deadline. */
 async function stopClean(gw) {
   await gw.stop();
@@ -328,11 +340,7 @@ async function withPool({ mode, extra = [], exampleExtra = [], gateway = {} }, f
     }
     ok = true;
   } finally {
-    if (!ok) {
-      await gw.stop({ expect: null }).catch(() => {});
-      console.log(`gateway log (tail):\n${gw.logs().slice(-6000)}`);
-    }
-    killLeftovers(gw);
+    await cleanUp(gw, ok);
   }
 }
 
@@ -870,11 +878,7 @@ test(`churn: ${CHURN} 2026-07-28 requests on ${CHURN_WORKERS} workers (echo, dro
     await stopClean(gw);
     ok = true;
   } finally {
-    if (!ok) {
-      await gw.stop({ expect: null }).catch(() => {});
-      console.log(`gateway log (tail):\n${gw.logs().slice(-6000)}`);
-    }
-    killLeftovers(gw);
+    await cleanUp(gw, ok);
   }
 });
 
@@ -1279,10 +1283,6 @@ test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} work
     await stopClean(gw);
     ok = true;
   } finally {
-    if (!ok) {
-      await gw.stop({ expect: null }).catch(() => {});
-      console.log(`gateway log (tail):\n${gw.logs().slice(-6000)}`);
-    }
-    killLeftovers(gw);
+    await cleanUp(gw, ok);
   }
 });
