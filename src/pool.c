@@ -257,8 +257,22 @@ pool_child_ready(struct pool_child *c)
     log_info(c->tag, "pool child ready (%s)",
              p->era == CONFIG_ERA_MODERN ? "2026-07-28" : "legacy");
     pool_listen_child_change(c, false);
-    while (p->qhead != NULL && c->state == POOL_CHILD_READY
-           && pending_active(&c->pt, PENDING_TO_CHILD) < p->srv->pool_child_max_inflight) {
+    pool_child_take_queue(c);
+}
+
+/* How many requests c may have in flight: one while it asks its clients things (a lease). */
+static size_t
+pool_child_cap(const struct pool_child *c)
+{
+    return c->asks ? 1 : c->pool->srv->pool_child_max_inflight;
+}
+
+void
+pool_child_take_queue(struct pool_child *c)
+{
+    struct pool *p = c->pool;
+    while (p->qhead != NULL && c->state == POOL_CHILD_READY && !pool_bridge_unfenced(c)
+           && pending_active(&c->pt, PENDING_TO_CHILD) < pool_child_cap(c)) {
         struct pool_call *call = p->qhead;
         p->qhead = call->qnext;
         if (p->qhead == NULL)
@@ -334,24 +348,29 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         pool_warm(p);
 }
 
-/* The least busy ready child with room; NULL if none. */
+/*
+ * The least busy ready child with room; NULL if none. *fenced counts the children left out only
+ * because their fence is out: requests may wait for them (pool_child_take_queue).
+ */
 static struct pool_child *
-pool_least_busy(struct pool *p, size_t *active)
+pool_least_busy(struct pool *p, size_t *active, size_t *fenced)
 {
     struct pool_child *best = NULL;
     size_t min = SIZE_MAX;
+    *fenced = 0;
     for (struct pool_child *c = p->children; c != NULL; c = c->next) {
         if (c->state != POOL_CHILD_READY)
             continue;
-        /*
-         * A child that asks its clients things serves one request at a time (pool_bridge.c), and
-         * none while a question of a cancelled one may still come.
-         */
-        if (c->asks && pool_bridge_unfenced(c))
-            continue;
         size_t n = pending_active(&c->pt, PENDING_TO_CHILD);
-        size_t cap = c->asks ? 1 : p->srv->pool_child_max_inflight;
-        if (n < min && n < cap) {
+        /*
+         * A child that asks its clients things serves one request at a time, and no child gets a
+         * request while a question of a cancelled one may still come (the fence, pool_bridge.c).
+         */
+        if (pool_bridge_unfenced(c)) {
+            *fenced += n < pool_child_cap(c);
+            continue;
+        }
+        if (n < min && n < pool_child_cap(c)) {
             min = n;
             best = c;
         }
@@ -363,8 +382,8 @@ pool_least_busy(struct pool *p, size_t *active)
 struct pool_child *
 pool_pick(struct pool *p, enum pool_status *status)
 {
-    size_t active;
-    struct pool_child *c = pool_least_busy(p, &active);
+    size_t active, fenced;
+    struct pool_child *c = pool_least_busy(p, &active, &fenced);
     /* Grow one child at a time while every ready child is busy. */
     if ((c == NULL || active > 0) && p->n_children < p->srv->pool_max_children
         && p->n_starting == 0) {
@@ -374,8 +393,9 @@ pool_pick(struct pool *p, enum pool_status *status)
     }
     if (c != NULL)
         return c;
-    if (p->n_starting > 0 && p->queued < p->srv->pool_child_max_inflight * (size_t)p->n_starting) {
-        *status = POOL_OK; /* queued until a child is ready */
+    size_t coming = p->n_starting + fenced;
+    if (coming > 0 && p->queued < p->srv->pool_child_max_inflight * coming) {
+        *status = POOL_OK; /* queued until a child is ready, or its fence is back */
         return NULL;
     }
     if (p->n_children >= p->srv->pool_max_children)

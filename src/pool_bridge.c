@@ -12,16 +12,25 @@
  * arrives, or the next round (multi-round). A retry that leaves a question unanswered is asked it
  * again.
  *
- * Attribution is exact: a child's request becomes a question only when exactly one request that
- * may answer input_required (tools/call, prompts/get, resources/read) is in flight on that child.
- * A child that has asked once on behalf of a request is leased to one request at a time from
- * then on (pool.c picks no other request for it while it has one), so later questions are always
- * attributable; any other is answered to the child with an error and counted. So is a question the
- * request's own _meta did not declare the capability for (V-04), or one past POOL_ASKS_MAX.
- * After a call that may ask is cancelled, a question the child wrote before reading the cancel may
- * still arrive, and would look like the next call's: the cancel is followed by a ping (the fence),
- * and no question of that child is attributed, nor a child that asks given a new request, until
- * the ping is answered (or given up after POOL_CANCEL_LINGER_MS).
+ * Attribution is exact: a child's request becomes a question only when exactly one client request
+ * (of any method) is in flight on that child and it is one that may answer input_required
+ * (tools/call, prompts/get, resources/read). A child that has asked once on behalf of a request is
+ * leased to one request at a time from then on (pool.c picks no other request for it while it has
+ * one), so later questions are always attributable; any other is answered to the child with an
+ * error that says why, and counted. So is a question the request's own _meta did not declare the
+ * capability for (V-04), or one past POOL_ASKS_MAX.
+ *
+ * The fence. After a call that may ask is cancelled, a question the child wrote before it read the
+ * cancel may still arrive, and would look like the next call's. So the cancel is followed by a
+ * ping (the fence), and until the ping is answered (or given up after POOL_CANCEL_LINGER_MS) the
+ * child gets no new request at all (pool.c). Every question written before the child read the
+ * cancel arrives before the ping's answer, since the child reads the cancel first; a question of
+ * a request sent after the ping might too (a child may answer its ping after a handler it started
+ * later has asked), which is why none is sent. So a question that arrives while the fence is out
+ * belongs to the cancelled request or to one that was in flight beside it: never to a request
+ * that came later, and waiting for the fence could not tell which. It is refused at once, with
+ * that reason: "the request that asked it was cancelled" when nothing else is in flight, "cannot
+ * tell which" when something is.
  *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
  * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
@@ -316,6 +325,8 @@ pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed)
     pending_del(&c->pt, p);
     if (c->cancel_seq != c->fenced_seq)
         pool_fence_send(c); /* cancels came after this fence was sent */
+    else
+        pool_child_take_queue(c); /* requests that waited for the fence */
     return true;
 }
 
@@ -350,8 +361,9 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
     const char *cap = pool_ask_capability(info->method, &bit);
     struct pool_call *owner = NULL;
     size_t candidates = 0;
+    /* Every client request in flight may be the one asking; the gateway's own have no owner. */
     for (struct pending *p = c->pt.head; p != NULL; p = p->next)
-        if (p->state == PENDING_FORWARDED && p->owner != NULL && pool_may_ask(p->method)) {
+        if (p->state == PENDING_FORWARDED && p->owner != NULL) {
             owner = p->owner;
             candidates++;
         }
@@ -368,10 +380,16 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
               "to 2026-07-28 clients";
     else if (idlen > pools.cfg->max_id_bytes)
         why = "request id longer than the gateway's max_id_bytes";
+    else if (pool_bridge_unfenced(c) && candidates == 0)
+        why = "not available: the request that asked it was cancelled";
     else if (pool_bridge_unfenced(c))
-        why = "not available: a request cancelled on this server may have asked it";
-    else if (candidates != 1 || !owner->noted)
+        why = "not available: the gateway cannot tell which client request this belongs to (a "
+              "request cancelled on this server may have asked it)";
+    else if (candidates != 1)
         why = "not available: the gateway cannot tell which client request this belongs to";
+    else if (!owner->noted)
+        why = "not available: the request in flight on this server cannot take input (only "
+              "tools/call, prompts/get and resources/read can)";
     else if (owner->nasks >= POOL_ASKS_MAX)
         why = "too many open requests to the client for this call";
     else if ((owner->caps & bit) == 0)

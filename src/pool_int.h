@@ -186,6 +186,8 @@ extern struct pool_globals pools;
 struct pool_child *pool_pick(struct pool *p, enum pool_status *status);
 /* The child can serve: what waited for it is dispatched. */
 void pool_child_ready(struct pool_child *c);
+/* Requests waiting in c's pool go to c while it has room (and no fence out). */
+void pool_child_take_queue(struct pool_child *c);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 int pool_send(struct pool_child *c, const struct iovec *iov, int n);

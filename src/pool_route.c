@@ -242,8 +242,9 @@ pool_call_cancel(struct pool_call *call, enum pool_cancel why)
         free(m);
         p->state = PENDING_CANCELLED;
         p->cancelled_ms = util_now_ms();
-        if (call->noted && why != POOL_CANCEL_SHUTDOWN)
-            pool_bridge_cancelled(c); /* a question it wrote before reading the cancel may come */
+        /* A legacy child's question it wrote before reading the cancel may still come. */
+        if (call->pool->era != CONFIG_ERA_MODERN && why != POOL_CANCEL_SHUTDOWN)
+            pool_bridge_cancelled(c);
     }
     if (why == POOL_CANCEL_CLIENT) {
         pool_call_end(call);
