@@ -7,11 +7,15 @@
 #include <stdint.h>
 
 /*
- * The per-session in-flight table, both directions. Each entry knows the sender's id
- * byte-for-byte, the id the gateway gave the receiver, the method, the stream its answer (or its
- * related traffic) is bound for, the progress token, times and an internal state. Streams are
- * named by id, never by pointer. The state names never appear on the wire.
+ * The in-flight table of one child (a session's, or a pool child's: relay.h), both directions.
+ * Each entry knows the sender's id byte-for-byte, the id the gateway gave the receiver, the
+ * method, the stream its answer (or its related traffic) is bound for, the progress token, times
+ * and an internal state. Streams are named by id, never by pointer. The state names never appear
+ * on the wire. An entry owns its timer: deleting the entry deletes the timer.
  */
+
+struct loop_timer;
+struct relay;
 
 enum pending_dir {
     PENDING_TO_CHILD = 0, /* a client request forwarded to the child */
@@ -37,13 +41,14 @@ struct pending {
     char *token; /* raw progress token, NULL if none */
     size_t token_len;
     uint64_t start_ms;
-    uint64_t start_us;     /* set by the session layer for the latency histogram */
-    uint64_t deadline_ms;  /* 0: none */
-    uint64_t cancelled_ms; /* when it entered PENDING_CANCELLED */
-    bool task;             /* task-augmented: never cancelled by a disconnect */
-    uint64_t grants;       /* its token's scopes, numbered by the tool policy */
-    void *timer;           /* owned by the session layer (its request timeout), else NULL */
-    void *owner;           /* the session layer's back pointer for that timer */
+    uint64_t start_us;        /* set by the session layer for the latency histogram */
+    uint64_t deadline_ms;     /* 0: none */
+    uint64_t cancelled_ms;    /* when it entered PENDING_CANCELLED */
+    bool task;                /* task-augmented: never cancelled by a disconnect */
+    uint64_t grants;          /* its token's scopes, numbered by the tool policy */
+    struct loop_timer *timer; /* its request timeout (relay_arm_timeout); goes with the entry */
+    struct relay *relay;      /* the relay the timer reports to */
+    void *owner; /* the owner's back pointer (a pool call); NULL: none or the gateway's */
 };
 
 struct pending_table {
@@ -53,6 +58,7 @@ struct pending_table {
 };
 
 void pending_init(struct pending_table *t);
+/* Frees every entry (and its timer). */
 void pending_clear(struct pending_table *t);
 /* Adds an entry with a fresh gw_id; orig_id and method are copied. */
 struct pending *pending_add(struct pending_table *t, enum pending_dir dir, const char *orig_id,
@@ -65,6 +71,7 @@ struct pending *pending_find_orig(const struct pending_table *t, enum pending_di
                                   const char *id, size_t len);
 /* A client request (TO_CHILD) holding this progress token. */
 struct pending *pending_find_token(const struct pending_table *t, const char *token, size_t len);
+/* Unlinks and frees p, and deletes its timer. */
 void pending_del(struct pending_table *t, struct pending *p);
 /* Entries still waiting (state FORWARDED) in one direction. */
 size_t pending_active(const struct pending_table *t, enum pending_dir dir);

@@ -14,6 +14,7 @@
 #include "loop.h"
 #include "pending.h"
 #include "policy.h"
+#include "relay.h"
 #include "stream.h"
 #include "upstream.h"
 
@@ -42,7 +43,7 @@ struct session {
     const struct config_server *srv;
     struct auth_principal *owner; /* who created it; only they may use it (a reference) */
     struct upstream *u;
-    struct pending_table pt;
+    struct relay r;         /* its in-flight table and the writes that go with it */
     struct stream *streams; /* every stream of the session (one reference each) */
     struct stream *get;     /* the standalone GET stream, also in streams */
     struct msgq backlog;    /* child notifications waiting for a stream */

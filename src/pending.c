@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The in-flight table of one session. A session holds a handful of entries (bounded by
- * max_inflight_per_session), so a list with linear lookups beats a hash here; ids the gateway
- * mints grow monotonically and are never reused within a session.
+ * The in-flight table of one child. A child holds a handful of entries (bounded by
+ * max_inflight_per_session or pool_child_max_inflight, lingering ones twice that), so a list with
+ * linear lookups beats a hash here; ids the gateway mints grow monotonically and are never reused
+ * within a table.
  */
 #include "pending.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "loop.h"
 #include "util.h"
 
 void
@@ -21,6 +23,7 @@ pending_init(struct pending_table *t)
 static void
 pending_free(struct pending *p)
 {
+    loop_timer_del(p->timer);
     free(p->orig_id);
     free(p->token);
     free(p);

@@ -111,11 +111,17 @@ pool_send(struct pool_child *c, const struct iovec *iov, int n)
     return c->u == NULL || c->state == POOL_CHILD_GONE ? -1 : upstream_send_iov(c->u, iov, n);
 }
 
+int
+pool_relay_send(void *arg, const struct iovec *iov, int n)
+{
+    return pool_send(arg, iov, n);
+}
+
 static void
 pool_child_free(void *arg)
 {
     struct pool_child *c = arg;
-    pending_clear(&c->pt);
+    relay_clear(&c->r);
     free(c);
 }
 
@@ -126,8 +132,8 @@ pool_child_hello(struct pool_child *c)
     struct pool *p = c->pool;
     c->probing = p->era == CONFIG_ERA_AUTO;
     struct pending *e =
-        pending_add(&c->pt, PENDING_TO_CHILD, "0", 1, c->probing ? "server/discover" : "initialize",
-                    0, util_now_ms());
+        pending_add(&c->r.pt, PENDING_TO_CHILD, "0", 1,
+                    c->probing ? "server/discover" : "initialize", 0, util_now_ms());
     c->start_id = e->gw_id;
     size_t len;
     char *m = c->probing ? jsonrpc_probe_new(e->gw_id, POOL_MODERN_VERSION, MCPGW_VERSION, &len)
@@ -150,9 +156,9 @@ pool_start_timeout(void *arg)
         /* Silence is a legacy server's answer too (checklist S-10): initialize the same child. */
         log_info(c->tag, "no answer to server/discover: the server is legacy (initialize-based)");
         c->pool->era = CONFIG_ERA_LEGACY;
-        struct pending *probe = pending_find_gw(&c->pt, PENDING_TO_CHILD, c->start_id);
+        struct pending *probe = pending_find_gw(&c->r.pt, PENDING_TO_CHILD, c->start_id);
         if (probe != NULL)
-            pending_del(&c->pt, probe);
+            pending_del(&c->r.pt, probe);
         if (pool_child_hello(c) == 0) {
             c->timer =
                 loop_timer_add(pools.l, c->pool->srv->pool_start_timeout_ms, pool_start_timeout, c);
@@ -195,8 +201,8 @@ pool_child_start(struct pool *p)
     }
     struct pool_child *c = xcalloc(1, sizeof(*c));
     c->pool = p;
-    pending_init(&c->pt);
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
+    relay_init(&c->r, pools.l, c->tag, pool_relay_send, pool_expired, c);
     char **envp = session_child_env(p->srv);
     struct upstream_params up = {
         .argv = p->srv->argv,
@@ -272,7 +278,7 @@ pool_child_take_queue(struct pool_child *c)
 {
     struct pool *p = c->pool;
     while (p->qhead != NULL && c->state == POOL_CHILD_READY && !pool_bridge_unfenced(c)
-           && pending_active(&c->pt, PENDING_TO_CHILD) < pool_child_cap(c)) {
+           && pending_active(&c->r.pt, PENDING_TO_CHILD) < pool_child_cap(c)) {
         struct pool_call *call = p->qhead;
         p->qhead = call->qnext;
         if (p->qhead == NULL)
@@ -318,7 +324,7 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     /* What it had in flight fails now (each entry leaves the table); the rest goes with c. */
     char message[160];
     snprintf(message, sizeof(message), "upstream server ended: %s", why);
-    struct pending *e = c->pt.head;
+    struct pending *e = c->r.pt.head;
     while (e != NULL) {
         struct pending *next = e->next;
         if (e->state == PENDING_FORWARDED && e->owner != NULL) {
@@ -361,7 +367,7 @@ pool_least_busy(struct pool *p, size_t *active, size_t *fenced)
     for (struct pool_child *c = p->children; c != NULL; c = c->next) {
         if (c->state != POOL_CHILD_READY)
             continue;
-        size_t n = pending_active(&c->pt, PENDING_TO_CHILD);
+        size_t n = pending_active(&c->r.pt, PENDING_TO_CHILD);
         /*
          * A child that asks its clients things serves one request at a time, and no child gets a
          * request while a question of a cancelled one may still come (the fence, pool_bridge.c).
@@ -494,7 +500,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
 {
     uint64_t hb = pools.cfg->heartbeat_s * 1000u;
     bool busy = false;
-    struct pending *e = c->pt.head;
+    struct pending *e = c->r.pt.head;
     while (e != NULL) {
         struct pending *next = e->next;
         struct pool_call *call = e->owner;
@@ -510,7 +516,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
                 && now_ms - call->st->last_push_ms >= hb)
                 stream_push_heartbeat(call->st);
         } else if (now_ms - e->cancelled_ms >= POOL_CANCEL_LINGER_MS) {
-            pending_del(&c->pt, e);
+            pending_del(&c->r.pt, e);
         }
         e = next;
     }
@@ -579,7 +585,7 @@ pool_close_all(void)
         pool_listen_end_all(p);
         while (p->children != NULL) {
             struct pool_child *c = p->children;
-            for (struct pending *e = c->pt.head; e != NULL; e = e->next)
+            for (struct pending *e = c->r.pt.head; e != NULL; e = e->next)
                 if (e->state == PENDING_FORWARDED && e->owner != NULL)
                     pool_call_cancel(e->owner, POOL_CANCEL_SHUTDOWN);
             pool_child_retire(c, "gateway shutting down", false);
@@ -595,7 +601,7 @@ pool_inflight(void)
     for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
         n += p->queued;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            n += pending_active(&c->pt, PENDING_TO_CHILD) - (c->start_id != 0)
+            n += pending_active(&c->r.pt, PENDING_TO_CHILD) - (c->start_id != 0)
                  - (c->fence_id != 0); /* the gateway's own probe or initialize, and fence */
     }
     return n;
@@ -632,9 +638,9 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
                         const struct jsonrpc_info *info)
 {
     struct pool *p = c->pool;
-    struct pending *e = pending_find_gw(&c->pt, PENDING_TO_CHILD, c->start_id);
+    struct pending *e = pending_find_gw(&c->r.pt, PENDING_TO_CHILD, c->start_id);
     if (e != NULL)
-        pending_del(&c->pt, e);
+        pending_del(&c->r.pt, e);
     c->start_id = 0;
     loop_timer_del(c->timer);
     c->timer = NULL;

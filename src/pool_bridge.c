@@ -291,13 +291,13 @@ pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_
 static void
 pool_fence_send(struct pool_child *c)
 {
-    struct pending *e = pending_add(&c->pt, PENDING_TO_CHILD, "0", 1, "ping", 0, util_now_ms());
+    struct pending *e = pending_add(&c->r.pt, PENDING_TO_CHILD, "0", 1, "ping", 0, util_now_ms());
     char m[64];
     int len = snprintf(m, sizeof(m),
                        "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n", e->gw_id);
     struct iovec iov = { m, (size_t)len };
     if (pool_send(c, &iov, 1) == -1) {
-        pending_del(&c->pt,
+        pending_del(&c->r.pt,
                     e); /* stdin full or closed: it stays unfenced (its questions refused) */
         return;
     }
@@ -322,7 +322,7 @@ pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed)
         log_warn(c->tag, "no answer to the gateway's ping: questions are attributed again");
     c->fenced_seq = c->fence_seq;
     c->fence_id = 0;
-    pending_del(&c->pt, p);
+    pending_del(&c->r.pt, p);
     if (c->cancel_seq != c->fenced_seq)
         pool_fence_send(c); /* cancels came after this fence was sent */
     else
@@ -341,12 +341,7 @@ pool_refuse_ask(struct pool_child *c, const char *id, size_t idlen, const char *
 {
     if (c->state == POOL_CHILD_GONE)
         return; /* its requests end with it */
-    size_t len;
-    char *m = jsonrpc_error_new(id, idlen, JSONRPC_METHOD_NOT_FOUND, why, &len);
-    struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
-    if (pool_send(c, iov, 2) == -1)
-        log_warn(c->tag, "error answer to the child's request not delivered");
-    free(m);
+    relay_error_to_child(&c->r, id, idlen, JSONRPC_METHOD_NOT_FOUND, why);
     pools.ctr.child_requests++;
 }
 
@@ -362,7 +357,7 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
     struct pool_call *owner = NULL;
     size_t candidates = 0;
     /* Every client request in flight may be the one asking; the gateway's own have no owner. */
-    for (struct pending *p = c->pt.head; p != NULL; p = p->next)
+    for (struct pending *p = c->r.pt.head; p != NULL; p = p->next)
         if (p->state == PENDING_FORWARDED && p->owner != NULL) {
             owner = p->owner;
             candidates++;
@@ -665,7 +660,7 @@ pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonr
 {
     if (info->request_id.len == 0)
         return;
-    for (struct pending *p = c->pt.head; p != NULL; p = p->next) {
+    for (struct pending *p = c->r.pt.head; p != NULL; p = p->next) {
         struct pool_call *call = p->owner;
         if (call == NULL || p->state != PENDING_FORWARDED)
             continue;

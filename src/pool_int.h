@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "pending.h"
 #include "pool.h"
+#include "relay.h"
 #include "upstream.h"
 
 #define POOL_CANCEL_LINGER_MS 60000
@@ -29,7 +30,7 @@ struct pool_child {
     struct pool *pool;
     struct upstream *u;
     enum pool_child_state state;
-    struct pending_table pt;  /* its requests: ids and tokens minted per child */
+    struct relay r;           /* its requests: ids and tokens minted per child */
     uint64_t start_id;        /* gw id of the probe or initialize in flight; 0: none */
     bool probing;             /* start_id is a server/discover probe (else an initialize) */
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
@@ -191,6 +192,8 @@ void pool_child_take_queue(struct pool_child *c);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 int pool_send(struct pool_child *c, const struct iovec *iov, int n);
+/* The same, as the relay's writer (relay.h). */
+int pool_relay_send(void *arg, const struct iovec *iov, int n);
 
 /* pool_route.c */
 /*
@@ -208,6 +211,8 @@ int pool_call_start(struct pool_call *call, struct pool_child *c, const char *bo
 void pool_call_fail(struct pool_call *call, int code, const char *message);
 /* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
 void pool_call_cancel(struct pool_call *call, enum pool_cancel why);
+/* The relay's timeout: p's deadline passed, its call is cancelled. */
+void pool_expired(struct relay *r, struct pending *p);
 /* The upstream's line callback. */
 void pool_child_line(char *line, size_t len, struct msg *shared, void *arg);
 /* The probe or initialize of a starting child was answered. */

@@ -32,7 +32,7 @@
 static void
 pool_sub_send(struct pool_child *c, const char *method, const char *uri)
 {
-    struct pending *e = pending_add(&c->pt, PENDING_TO_CHILD, "0", 1, method, 0, util_now_ms());
+    struct pending *e = pending_add(&c->r.pt, PENDING_TO_CHILD, "0", 1, method, 0, util_now_ms());
     size_t qlen;
     char *q = jsonrpc_quote(uri, &qlen);
     char head[96];
@@ -45,7 +45,7 @@ pool_sub_send(struct pool_child *c, const char *method, const char *uri)
                             { (void *)(uintptr_t) "}}\n", 3 } };
     if (pool_send(c, iov, 3) == -1) {
         log_warn(c->tag, "%s not delivered: child stdin full", method);
-        pending_del(&c->pt, e);
+        pending_del(&c->r.pt, e);
     }
     free(q);
 }
@@ -57,9 +57,9 @@ pool_sub_place(struct pool *p, struct pool_sub *sub)
     struct pool_child *best = NULL;
     size_t min = SIZE_MAX;
     for (struct pool_child *c = p->children; c != NULL; c = c->next)
-        if (c->state == POOL_CHILD_READY && pending_active(&c->pt, PENDING_TO_CHILD) < min) {
+        if (c->state == POOL_CHILD_READY && pending_active(&c->r.pt, PENDING_TO_CHILD) < min) {
             best = c;
-            min = pending_active(&c->pt, PENDING_TO_CHILD);
+            min = pending_active(&c->r.pt, PENDING_TO_CHILD);
         }
     sub->c = best;
     if (best == NULL)

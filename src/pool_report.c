@@ -26,7 +26,7 @@ pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
                    c->u != NULL ? (int)upstream_pid(c->u) : 0, states[c->state],
                    now - c->idle_since_ms);
     bool first = true;
-    for (const struct pending *p = c->pt.head; p != NULL; p = p->next) {
+    for (const struct pending *p = c->r.pt.head; p != NULL; p = p->next) {
         if (p->gw_id == c->start_id)
             continue; /* the gateway's own probe or initialize */
         buf_out_printf(o, "%s{\"method\":", first ? "" : ",");

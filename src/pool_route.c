@@ -80,36 +80,6 @@ pool_method_served(const struct pool *p, const char *method)
     return p->era != CONFIG_ERA_LEGACY && !pool_in(pool_removed, ARRAY_LEN(pool_removed), method);
 }
 
-/* --- splicing ------------------------------------------------------------------------------ */
-
-/* One replacement of msg[off, off + len) by with[0..with_len) (len 0: an insertion). */
-struct pool_edit {
-    size_t off, len;
-    const char *with;
-    size_t with_len;
-};
-
-/* msg with up to three edits (in any order, not overlapping) as iovecs; returns the count. */
-static int
-pool_splice(const char *msg, size_t len, struct pool_edit *ed, int n, struct iovec *iov)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && ed[j].off < ed[j - 1].off; j--) {
-            struct pool_edit t = ed[j];
-            ed[j] = ed[j - 1];
-            ed[j - 1] = t;
-        }
-    int k = 0;
-    size_t at = 0;
-    for (int i = 0; i < n; i++) {
-        iov[k++] = (struct iovec){ (void *)(uintptr_t)(msg + at), ed[i].off - at };
-        iov[k++] = (struct iovec){ (void *)(uintptr_t)ed[i].with, ed[i].with_len };
-        at = ed[i].off + ed[i].len;
-    }
-    iov[k++] = (struct iovec){ (void *)(uintptr_t)(msg + at), len - at };
-    return k;
-}
-
 /* --- the end of a call ------------------------------------------------------------------ */
 
 struct stream *
@@ -201,7 +171,7 @@ pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, 
     struct pool_child *c = call->c;
     pool_call_end(call);
     if (p != NULL && p->state == PENDING_FORWARDED)
-        pending_del(&c->pt, p);
+        pending_del(&c->r.pt, p);
 }
 
 void
@@ -227,21 +197,7 @@ pool_call_cancel(struct pool_call *call, enum pool_cancel why)
     struct pending *p = call->p;
     struct pool_child *c = call->c;
     pools.ctr.cancels[why]++;
-    if (p != NULL && p->state == PENDING_FORWARDED) {
-        char idbuf[24];
-        int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-        size_t len;
-        char *m = jsonrpc_cancel_new(idbuf, (size_t)idlen, pool_cancel_reasons[why], &len);
-        struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
-        if (pool_send(c, iov, 2) == -1)
-            log_warn(c->tag, "cancel for %s (%s) not delivered: child stdin full or closed",
-                     p->method, pool_cancel_reasons[why]);
-        else
-            log_info(c->tag, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
-                     p->method, p->gw_id, pool_cancel_reasons[why]);
-        free(m);
-        p->state = PENDING_CANCELLED;
-        p->cancelled_ms = util_now_ms();
+    if (p != NULL && relay_cancel(&c->r, p, pool_cancel_reasons[why])) {
         /* A legacy child's question it wrote before reading the cancel may still come. */
         if (call->pool->era != CONFIG_ERA_MODERN && why != POOL_CANCEL_SHUTDOWN)
             pool_bridge_cancelled(c);
@@ -327,12 +283,11 @@ pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *
     return st;
 }
 
-static void
-pool_timeout_fired(void *arg)
+void
+pool_expired(struct relay *r, struct pending *p)
 {
-    struct pending *p = arg;
-    p->timer = NULL;
-    if (p->state == PENDING_FORWARDED && p->owner != NULL)
+    (void)r;
+    if (p->owner != NULL)
         pool_call_cancel(p->owner, POOL_CANCEL_TIMEOUT);
 }
 
@@ -340,34 +295,9 @@ static void
 pool_arm_timeout(struct pool_call *call)
 {
     const struct config_server *srv = call->pool->srv;
-    struct pending *p = call->p;
-    if (srv->request_timeout_ms == 0 || strcmp(p->method, "subscriptions/listen") == 0)
-        return;
-    uint64_t now = util_now_ms();
-    uint64_t deadline = now + srv->request_timeout_ms;
-    if (srv->request_timeout_max_ms > 0 && deadline > p->start_ms + srv->request_timeout_max_ms)
-        deadline = p->start_ms + srv->request_timeout_max_ms;
-    loop_timer_del(p->timer);
-    p->deadline_ms = deadline;
-    p->timer = loop_timer_add(pools.l, deadline > now ? deadline - now : 0, pool_timeout_fired, p);
-}
-
-/*
- * Cancelled entries linger (POOL_CANCEL_LINGER_MS) only to recognise a late answer. A child's table
- * holds at most 2 x pool_child_max_inflight entries: past it the oldest lingering ones go first
- * (their late answers are then dropped as unknown, the same outcome), so clients that drop
- * request after request cannot grow it.
- */
-static void
-pool_make_room(struct pool_child *c)
-{
-    size_t max = 2 * c->pool->srv->pool_child_max_inflight;
-    for (struct pending *p = c->pt.head; p != NULL && c->pt.count >= max;) {
-        struct pending *next = p->next;
-        if (p->state == PENDING_CANCELLED)
-            pending_del(&c->pt, p);
-        p = next;
-    }
+    if (strcmp(call->p->method, "subscriptions/listen") != 0)
+        relay_arm_timeout(&call->c->r, call->p, srv->request_timeout_ms,
+                          srv->request_timeout_max_ms);
 }
 
 /* server/discover of a legacy child: the gateway's answer, made from its initialize. */
@@ -413,22 +343,19 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                             "most 256 URIs of at most 2048 bytes");
         return 0;
     }
-    pool_make_room(c);
-    struct pending *p = pending_add(&c->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
+    relay_make_room(&c->r, 2 * c->pool->srv->pool_child_max_inflight);
+    struct pending *p = pending_add(&c->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
                                     info->method, 0, util_now_ms());
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
     char idbuf[24];
-    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    struct pool_edit ed[2] = {
-        { info->id.off, info->id.len, idbuf, (size_t)idlen },
-        { info->progress_token.off, info->progress_token.len, idbuf, (size_t)idlen },
+    size_t idlen = relay_id_text(p, idbuf);
+    struct relay_edit ed[2] = {
+        { info->id.off, info->id.len, idbuf, idlen },
+        { info->progress_token.off, info->progress_token.len, idbuf, idlen },
     };
-    struct iovec iov[6];
-    int n = pool_splice(body, len, ed, info->progress_token.len ? 2 : 1, iov);
-    iov[n++] = (struct iovec){ (void *)(uintptr_t) "\n", 1 };
-    if (pool_send(c, iov, n) == -1) {
-        pending_del(&c->pt, p);
+    if (relay_send_spliced(&c->r, body, len, ed, info->progress_token.len ? 2 : 1) == -1) {
+        pending_del(&c->r.pt, p);
         return -1;
     }
     call->c = c;
@@ -466,51 +393,6 @@ pool_call_start(struct pool_call *call, struct pool_child *c, const char *body, 
 
 /* --- child -> client ------------------------------------------------------------------------- */
 
-static struct pending *
-pool_minted(struct pool_child *c, const char *line, struct jsonrpc_span sp)
-{
-    uint64_t n;
-    if (sp.len == 0 || !jsonrpc_id_u64(line, sp, &n))
-        return NULL;
-    return pending_find_gw(&c->pt, PENDING_TO_CHILD, n);
-}
-
-/*
- * A tools/list result through the server's tool policy: *line and *info become the filtered copy
- * (returned, for the caller to free) when tools were left out. -1 when the answer cannot be
- * filtered: an error went on the call's stream instead.
- */
-static int
-pool_filter_tools(struct pool_call *call, const char *id, size_t idlen, const char **line,
-                  size_t *len, const struct jsonrpc_info **info, struct jsonrpc_info *finfo,
-                  char **copy)
-{
-    const struct policy *pol = call->pool->srv->policy;
-    size_t dropped = 0;
-    const char *err = NULL;
-    *copy = policy_filter_tools(pol, call->grants, *line, *len, *info, len, &dropped, &err);
-    if (*copy == NULL && err == NULL)
-        return 0;
-    if (*copy == NULL || jsonrpc_scan(*copy, *len, finfo, NULL) != JSONRPC_OK) {
-        log_warn(NULL, "pool %s: a child's tools/list answer refused: %s (tool policy)",
-                 call->pool->name, err != NULL ? err : "filtered answer does not scan");
-        free(*copy);
-        *copy = NULL;
-        size_t elen;
-        char *e = jsonrpc_error_new(id, idlen, JSONRPC_INTERNAL_ERROR,
-                                    "the server's tools/list answer cannot be filtered", &elen);
-        struct iovec iov = { e, elen };
-        pool_push(call, &iov, 1);
-        free(e);
-        pool_answer_code(call, JSONRPC_INTERNAL_ERROR);
-        return -1;
-    }
-    policy_count_hidden(pol, dropped);
-    *line = *copy;
-    *info = finfo;
-    return 0;
-}
-
 /*
  * The child's answer to a call (of method), to the client's id: resultType, ttlMs and cacheScope
  * where the result lacks them (J-06, X-07), pushed on the call's stream (which it ends, with the
@@ -525,8 +407,18 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
     struct jsonrpc_info finfo;
     bool tools =
         srv->policy != NULL && info->kind == JSONRPC_RESULT && strcmp(method, "tools/list") == 0;
-    if (tools && pool_filter_tools(call, id, idlen, &line, &len, &info, &finfo, &copy) == -1)
+    if (tools
+        && relay_filter_tools(call->pool->name, srv->policy, call->grants, &line, &len, &info,
+                              &finfo, &copy)
+               == RELAY_FILTER_REFUSED) {
+        size_t elen;
+        char *e = jsonrpc_error_new(id, idlen, JSONRPC_INTERNAL_ERROR, RELAY_FILTER_REFUSAL, &elen);
+        struct iovec iov = { e, elen };
+        pool_push(call, &iov, 1);
+        free(e);
+        pool_answer_code(call, JSONRPC_INTERNAL_ERROR);
         return;
+    }
     /* What a token may see differs by token: such a list is never for a shared cache. */
     bool private_list = tools && policy_per_token(srv->policy);
     char stamp[96];
@@ -543,11 +435,11 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
             slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen, ",\"cacheScope\":\"%s\"",
                                      srv->cache_public && !private_list ? "public" : "private");
     }
-    struct pool_edit ed[3] = { { info->id.off, info->id.len, id, idlen } };
+    struct relay_edit ed[3] = { { info->id.off, info->id.len, id, idlen } };
     int n = 1;
     if (private_list && info->result_scope.len != 0)
         ed[n++] =
-            (struct pool_edit){ info->result_scope.off, info->result_scope.len, "\"private\"", 9 };
+            (struct relay_edit){ info->result_scope.off, info->result_scope.len, "\"private\"", 9 };
     if (slen > 0) {
         /* Right after '{': the stamp's leading comma moves to its end unless the object is empty.
          */
@@ -559,10 +451,10 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
             memmove(stamp, stamp + 1, slen - 1);
             stamp[slen - 1] = ',';
         }
-        ed[n++] = (struct pool_edit){ at, 0, stamp, empty ? slen - 1 : slen };
+        ed[n++] = (struct relay_edit){ at, 0, stamp, empty ? slen - 1 : slen };
     }
     struct iovec iov[7];
-    int k = pool_splice(line, len, ed, n, iov);
+    int k = relay_splice(line, len, ed, n, iov);
     pools.ctr.answered++;
     pool_push(call, iov, k);
     int code;
@@ -575,13 +467,9 @@ static void
 pool_child_answer(struct pool_child *c, const char *line, size_t len,
                   const struct jsonrpc_info *info)
 {
-    struct pending *p = NULL;
-    if (info->id_type == JSONRPC_ID_NUMBER)
-        p = pool_minted(c, line, info->id);
-    if (p == NULL) {
-        log_debug(c->tag, "child answered an unknown id: dropped");
+    struct pending *p = relay_answered(&c->r, PENDING_TO_CHILD, line, info);
+    if (p == NULL)
         return;
-    }
     if (p->gw_id == c->start_id) {
         pool_child_start_answer(c, line, len, info);
         return;
@@ -593,12 +481,12 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         /* The gateway's own request (a listener's resources/subscribe or unsubscribe). */
         if (info->kind == JSONRPC_ERROR)
             log_warn(c->tag, "child refused the gateway's %s", p->method);
-        pending_del(&c->pt, p);
+        pending_del(&c->r.pt, p);
         return;
     }
     if (p->state == PENDING_CANCELLED || call == NULL) {
         pools.ctr.late_dropped++;
-        pending_del(&c->pt, p);
+        pending_del(&c->r.pt, p);
         return;
     }
     if (call->st == NULL) {
@@ -608,7 +496,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         for (size_t i = 0; i < call->nasks; i++)
             call->asks[i].answered = true; /* the child waits for none of them any more */
         log_info(c->tag, "held %s answered by the child: kept for the client's retry", p->method);
-        pending_del(&c->pt, p);
+        pending_del(&c->r.pt, p);
         call->p = NULL;
         /*
          * Done with its child: out of the child's table, the call is not ended with it (which
@@ -619,7 +507,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
     }
     metrics_observe(&pools.latency, util_now_us() - p->start_us);
     pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
-    pending_del(&c->pt, p);
+    pending_del(&c->r.pt, p);
     call->p = NULL;
     pool_call_end(call);
 }
@@ -632,7 +520,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
 static struct pending *
 pool_related(struct pool_child *c, const char *line, struct jsonrpc_span sp, bool listen)
 {
-    struct pending *p = pool_minted(c, line, sp);
+    struct pending *p = relay_minted(&c->r, PENDING_TO_CHILD, line, sp);
     if (p == NULL || (listen ? strcmp(p->method, "subscriptions/listen") != 0 : p->token == NULL)) {
         pools.ctr.unattributed++;
         return NULL;
@@ -649,9 +537,9 @@ static void
 pool_push_retagged(struct pending *p, const char *line, size_t len, struct jsonrpc_span sp,
                    const char *with, size_t with_len)
 {
-    struct pool_edit ed = { sp.off, sp.len, with, with_len };
+    struct relay_edit ed = { sp.off, sp.len, with, with_len };
     struct iovec iov[3];
-    int k = pool_splice(line, len, &ed, 1, iov);
+    int k = relay_splice(line, len, &ed, 1, iov);
     pool_push(p->owner, iov, k);
 }
 
@@ -689,7 +577,7 @@ pool_child_log(struct pool_child *c, const char *line, size_t len, const struct 
 {
     struct pending *only = NULL;
     size_t active = 0;
-    for (struct pending *p = c->pt.head; p != NULL; p = p->next)
+    for (struct pending *p = c->r.pt.head; p != NULL; p = p->next)
         if (p->state == PENDING_FORWARDED && p->owner != NULL) {
             only = p;
             active++;

@@ -215,7 +215,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         *err = "no randomness for a session id";
         return NULL;
     }
-    pending_init(&s->pt);
+    relay_init(&s->r, sessions.l, s->id, session_relay_send, session_expired, s);
     msgq_init(&s->backlog);
     s->srv = srv;
     char **envp = session_child_env(srv);
@@ -277,7 +277,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
     char message[160];
     snprintf(message, sizeof(message), "session ended: %s", reason);
     unsigned cancelled = 0;
-    for (struct pending *p = s->pt.head; p != NULL; p = p->next) {
+    for (struct pending *p = s->r.pt.head; p != NULL; p = p->next) {
         if (p->dir != PENDING_TO_CHILD || p->state != PENDING_FORWARDED)
             continue;
         if (child_alive && p->gw_id != s->init_gw_id) {
@@ -288,7 +288,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
         if (st != NULL)
             session_push_error(s, st, p, message);
     }
-    session_pending_clear(s);
+    relay_clear(&s->r);
     while (s->streams != NULL) {
         struct stream *st = s->streams;
         stream_end(st);
@@ -342,14 +342,14 @@ session_sweep(uint64_t now_ms)
                     stream_push_heartbeat(st);
             }
             session_retire(s, now_ms);
-            struct pending *p = s->pt.head;
+            struct pending *p = s->r.pt.head;
             bool tasks = false;
             while (p != NULL) {
                 struct pending *pn = p->next;
                 tasks |= p->task && p->state == PENDING_FORWARDED;
                 if (p->state == PENDING_CANCELLED
                     && now_ms - p->cancelled_ms >= SESSION_CANCEL_LINGER_MS)
-                    session_pending_del(s, p);
+                    pending_del(&s->r.pt, p);
                 p = pn;
             }
             /*
@@ -386,6 +386,6 @@ session_inflight(enum pending_dir dir)
     size_t n = 0;
     for (size_t i = 0; i < sessions.nbuckets; i++)
         for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext)
-            n += pending_active(&s->pt, dir);
+            n += pending_active(&s->r.pt, dir);
     return n;
 }

@@ -69,11 +69,10 @@ struct stream *session_route_unrelated(const struct session *s);
 void session_stream_abandon(struct session *s, struct stream *st, const char *why);
 
 /* session_route.c */
-/* Every deletion from the in-flight table goes through here (timers go with their entry). */
-void session_pending_del(struct session *s, struct pending *p);
-void session_pending_clear(struct session *s);
-/* Forgets the oldest lingering cancelled entries while the table is at its ceiling. */
-void session_pending_make_room(struct session *s);
+/* The relay's writer (relay.h): the session's child, -1 once it is gone. */
+int session_relay_send(void *arg, const struct iovec *iov, int n);
+/* The relay's timeout: p's deadline passed (initialize ends the session). */
+void session_expired(struct relay *r, struct pending *p);
 /* notifications/cancelled for p to the child, at most once; p is marked cancelled. */
 void session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why);
 /* Answers a request of the child's (its raw id) with a JSON-RPC error. */

@@ -75,8 +75,8 @@ session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
                        st->attached ? "true" : "false", st->ended ? "true" : "false", st->awaiting,
                        st->pending, st->history);
     buf_out_printf(o, "],\"inflight\":[");
-    for (const struct pending *p = s->pt.head; p != NULL; p = p->next)
-        session_admin_entry(o, p, now, p == s->pt.head);
+    for (const struct pending *p = s->r.pt.head; p != NULL; p = p->next)
+        session_admin_entry(o, p, now, p == s->r.pt.head);
     buf_out_printf(o, "]}");
 }
 

@@ -24,46 +24,12 @@
 #include "session_int.h"
 #include "upstream.h"
 
-/* --- the in-flight table: every deletion goes through here (timers go with their entry) --- */
+/* --- writing to the child (through the relay) -------------------------------------------- */
 
-void
-session_pending_del(struct session *s, struct pending *p)
+int
+session_relay_send(void *arg, const struct iovec *iov, int n)
 {
-    loop_timer_del(p->timer);
-    p->timer = NULL;
-    pending_del(&s->pt, p);
-}
-
-/*
- * Cancelled entries linger (SESSION_CANCEL_LINGER_MS) only to recognise and drop a late answer.
- * They count toward the table's ceiling, 2 x max_inflight_per_session entries of at most
- * max_id_bytes of id and token each: past it the oldest lingering entry goes first (a late answer
- * for it is then dropped as unknown, the same outcome).
- */
-void
-session_pending_make_room(struct session *s)
-{
-    size_t max = 2 * sessions.cfg->max_inflight_per_session;
-    for (struct pending *p = s->pt.head; p != NULL && s->pt.count >= max;) {
-        struct pending *next = p->next;
-        if (p->state == PENDING_CANCELLED)
-            session_pending_del(s, p);
-        p = next;
-    }
-}
-
-void
-session_pending_clear(struct session *s)
-{
-    while (s->pt.head != NULL)
-        session_pending_del(s, s->pt.head);
-}
-
-/* --- writing to the child ---------------------------------------------------------------- */
-
-static int
-session_send_iov(struct session *s, struct iovec *iov, int n)
-{
+    struct session *s = arg;
     return s->u == NULL ? -1 : upstream_send_iov(s->u, iov, n);
 }
 
@@ -72,72 +38,30 @@ static int
 session_splice_send(struct session *s, const char *msg, size_t len, struct jsonrpc_span at,
                     const char *id, size_t idlen)
 {
-    struct iovec iov[4] = {
-        { (void *)(uintptr_t)msg, at.off },
-        { (void *)(uintptr_t)id, idlen },
-        { (void *)(uintptr_t)(msg + at.off + at.len), len - at.off - at.len },
-        { (void *)(uintptr_t) "\n", 1 },
-    };
-    return session_send_iov(s, iov, 4);
+    struct relay_edit ed = { at.off, at.len, id, idlen };
+    return relay_send_spliced(&s->r, msg, len, &ed, 1);
 }
 
 /* Sends the child a notifications/cancelled for p and marks p cancelled (at most once). */
 void
 session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why)
 {
-    const char *reason = session_reasons[why];
-    if (p->state != PENDING_FORWARDED)
-        return;
-    if (p->task) {
-        /* Never notifications/cancelled for a task-augmented request (checklist C-04, K-31). */
-        log_info(s->id, "task-augmented %s not cancelled (%s): tasks/cancel is the client's",
-                 p->method, reason);
-        p->state = PENDING_CANCELLED;
-        p->cancelled_ms = util_now_ms();
-        loop_timer_del(p->timer);
-        p->timer = NULL;
-        return;
-    }
-    char idbuf[24];
-    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    size_t len;
-    char *c = jsonrpc_cancel_new(idbuf, (size_t)idlen, reason, &len);
-    struct iovec iov[2] = { { c, len }, { (void *)(uintptr_t) "\n", 1 } };
-    if (session_send_iov(s, iov, 2) == -1)
-        log_warn(s->id, "cancel for %s (%s) not delivered: child stdin full or closed", p->method,
-                 reason);
-    else
-        log_info(s->id, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
-                 p->method, p->gw_id, reason);
-    free(c);
-    sessions.ctr.cancels_to_child[why]++;
-    p->state = PENDING_CANCELLED;
-    p->cancelled_ms = util_now_ms();
-    loop_timer_del(p->timer);
-    p->timer = NULL;
+    if (relay_cancel(&s->r, p, session_reasons[why]))
+        sessions.ctr.cancels_to_child[why]++;
 }
 
 void
 session_error_to_child(struct session *s, const char *id, size_t idlen, const char *message)
 {
-    size_t elen;
-    char *e = jsonrpc_error_new(id, idlen, JSONRPC_INTERNAL_ERROR, message, &elen);
-    struct iovec iov[2] = { { e, elen }, { (void *)(uintptr_t) "\n", 1 } };
-    if (session_send_iov(s, iov, 2) == -1)
-        log_warn(s->id, "error answer to the child not delivered");
-    free(e);
+    relay_error_to_child(&s->r, id, idlen, JSONRPC_INTERNAL_ERROR, message);
 }
 
 /* --- request timeouts ------------------------------------------------------------------- */
 
-static void
-session_timeout_fired(void *arg)
+void
+session_expired(struct relay *r, struct pending *p)
 {
-    struct pending *p = arg;
-    struct session *s = p->owner;
-    p->timer = NULL;
-    if (p->state != PENDING_FORWARDED)
-        return;
+    struct session *s = r->arg;
     sessions.ctr.timeouts++;
     uint64_t waited = util_now_ms() - p->start_ms;
     char message[128];
@@ -148,7 +72,7 @@ session_timeout_fired(void *arg)
         session_push_error(s, st, p, message);
     if (p->gw_id == s->init_gw_id) {
         /* initialize is never cancelled (checklist C-03): the session goes instead. */
-        session_pending_del(s, p);
+        pending_del(&s->r.pt, p);
         session_stream_answered(s, st);
         session_close(s, SESSION_END_INIT, "initialize timed out");
         return;
@@ -161,19 +85,9 @@ session_timeout_fired(void *arg)
 static void
 session_arm_timeout(struct session *s, struct pending *p)
 {
-    uint64_t timeout = s->srv->request_timeout_ms;
-    if (timeout == 0 || strcmp(p->method, "tasks/result") == 0)
+    if (strcmp(p->method, "tasks/result") == 0)
         return;
-    uint64_t now = util_now_ms();
-    uint64_t deadline = now + timeout;
-    if (s->srv->request_timeout_max_ms > 0
-        && deadline > p->start_ms + s->srv->request_timeout_max_ms)
-        deadline = p->start_ms + s->srv->request_timeout_max_ms;
-    loop_timer_del(p->timer);
-    p->deadline_ms = deadline;
-    p->owner = s;
-    p->timer =
-        loop_timer_add(sessions.l, deadline > now ? deadline - now : 0, session_timeout_fired, p);
+    relay_arm_timeout(&s->r, p, s->srv->request_timeout_ms, s->srv->request_timeout_max_ms);
 }
 
 /* --- child -> client --------------------------------------------------------------------- */
@@ -182,12 +96,9 @@ static void
 session_splice_push(struct session *s, struct stream *st, const char *line, size_t len,
                     struct jsonrpc_span at, const char *id, size_t idlen)
 {
-    struct iovec iov[3] = {
-        { (void *)(uintptr_t)line, at.off },
-        { (void *)(uintptr_t)id, idlen },
-        { (void *)(uintptr_t)(line + at.off + at.len), len - at.off - at.len },
-    };
-    session_push(s, st, iov, 3);
+    struct relay_edit ed = { at.off, at.len, id, idlen };
+    struct iovec iov[3];
+    session_push(s, st, iov, relay_splice(line, len, &ed, 1, iov));
 }
 
 void
@@ -210,7 +121,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
         log_warn(s->id, "child refused initialize");
         if (st != NULL)
             session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
-        session_pending_del(s, p);
+        pending_del(&s->r.pt, p);
         session_stream_answered(s, st);
         session_close(s, SESSION_END_INIT, "initialize failed");
         return -1;
@@ -228,7 +139,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
                                          : "upstream server negotiated a protocol version this "
                                            "gateway does not serve over Streamable HTTP "
                                            "(2025-03-26, 2025-06-18, 2025-11-25)");
-        session_pending_del(s, p);
+        pending_del(&s->r.pt, p);
         session_stream_answered(s, st);
         session_close(s, SESSION_END_INIT, "unsupported protocol version");
         return -1;
@@ -247,46 +158,27 @@ static void
 session_push_tools(struct session *s, struct stream *st, const struct pending *p, const char *line,
                    size_t len, const struct jsonrpc_info *info)
 {
-    size_t flen = 0, dropped = 0;
-    const char *err = NULL;
-    char *f =
-        policy_filter_tools(s->srv->policy, p->grants, line, len, info, &flen, &dropped, &err);
     struct jsonrpc_info finfo;
-    if (f == NULL && err == NULL) {
+    char *copy = NULL;
+    if (relay_filter_tools(s->id, s->srv->policy, p->grants, &line, &len, &info, &finfo, &copy)
+        == RELAY_FILTER_REFUSED)
+        session_push_error(s, st, p, RELAY_FILTER_REFUSAL);
+    else
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
-        return;
-    }
-    if (f == NULL || jsonrpc_scan(f, flen, &finfo, NULL) != JSONRPC_OK) {
-        log_warn(s->id, "child's tools/list answer refused: %s (tool policy)",
-                 err != NULL ? err : "filtered answer does not scan");
-        session_push_error(s, st, p, "the server's tools/list answer cannot be filtered");
-        free(f);
-        return;
-    }
-    policy_count_hidden(s->srv->policy, dropped);
-    log_debug(s->id, "tools/list answer: %zu hidden from %s by the tool policy", dropped,
-              s->owner != NULL ? s->owner->name : "-");
-    session_splice_push(s, st, f, flen, finfo.id, p->orig_id, p->orig_id_len);
-    free(f);
+    free(copy);
 }
 
 static void
 session_child_answer(struct session *s, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
-    uint64_t id;
-    struct pending *p = NULL;
-    if (info->id_type == JSONRPC_ID_NUMBER && jsonrpc_id_u64(line, info->id, &id))
-        p = pending_find_gw(&s->pt, PENDING_TO_CHILD, id);
-    if (p == NULL) {
-        log_debug(s->id, "child answered an unknown id %.*s: dropped", (int)info->id.len,
-                  line + info->id.off);
+    struct pending *p = relay_answered(&s->r, PENDING_TO_CHILD, line, info);
+    if (p == NULL)
         return;
-    }
     if (p->state == PENDING_CANCELLED) {
         sessions.ctr.late_dropped++;
         log_debug(s->id, "late answer for cancelled %s dropped", p->method);
-        session_pending_del(s, p);
+        pending_del(&s->r.pt, p);
         return;
     }
     struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -302,7 +194,7 @@ session_child_answer(struct session *s, const char *line, size_t len,
     else if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
     metrics_observe(&sessions.latency, util_now_us() - p->start_us);
-    session_pending_del(s, p);
+    pending_del(&s->r.pt, p);
     session_stream_answered(s, st);
 }
 
@@ -311,20 +203,20 @@ session_child_request(struct session *s, const char *line, size_t len,
                       const struct jsonrpc_info *info)
 {
     struct stream *st = session_route_unrelated(s);
-    session_pending_make_room(s);
+    relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     const char *refusal = NULL;
     if (info->id.len > sessions.cfg->max_id_bytes)
         refusal = "request id longer than the gateway's max_id_bytes";
     else if (st == NULL)
         refusal = "no client stream is open to deliver this request";
-    else if (s->pt.count >= 2 * sessions.cfg->max_inflight_per_session)
+    else if (s->r.pt.count >= 2 * sessions.cfg->max_inflight_per_session)
         refusal = "too many requests in flight for this session";
     if (refusal != NULL) {
         log_warn(s->id, "child request %s answered with an error: %s", info->method, refusal);
         session_error_to_child(s, line + info->id.off, info->id.len, refusal);
         return;
     }
-    struct pending *p = pending_add(&s->pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
+    struct pending *p = pending_add(&s->r.pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
                                     info->method, st->id, util_now_ms());
     sessions.requests[1][session_class(info->method)]++;
     char idbuf[24];
@@ -340,7 +232,7 @@ session_child_progress(struct session *s, const char *line, size_t len,
 {
     struct pending *p = NULL;
     if (info->progress_token.len)
-        p = pending_find_token(&s->pt, line + info->progress_token.off, info->progress_token.len);
+        p = pending_find_token(&s->r.pt, line + info->progress_token.off, info->progress_token.len);
     if (p == NULL || p->state != PENDING_FORWARDED) {
         if (p != NULL)
             sessions.ctr.late_dropped++;
@@ -362,14 +254,13 @@ session_child_cancel(struct session *s, const char *line, size_t len,
 {
     struct pending *p = NULL;
     if (info->request_id.len)
-        p = pending_find_orig(&s->pt, PENDING_TO_CLIENT, line + info->request_id.off,
+        p = pending_find_orig(&s->r.pt, PENDING_TO_CLIENT, line + info->request_id.off,
                               info->request_id.len);
     if (p == NULL || p->state != PENDING_FORWARDED) {
         log_debug(s->id, "child cancel for no active request ignored");
         return;
     }
-    p->state = PENDING_CANCELLED;
-    p->cancelled_ms = util_now_ms();
+    relay_mark_cancelled(p);
     sessions.ctr.cancels_to_client++;
     log_info(s->id, "child cancelled its %s request", p->method);
     struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -567,10 +458,10 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         || info->progress_token.len > sessions.cfg->max_id_bytes)
         return SESSION_E_ID_TOO_LONG;
     struct pending *dup =
-        pending_find_orig(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len);
+        pending_find_orig(&s->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len);
     if (dup != NULL && dup->state == PENDING_FORWARDED)
         return SESSION_E_DUPLICATE;
-    if (pending_active(&s->pt, PENDING_TO_CHILD) >= sessions.cfg->max_inflight_per_session)
+    if (pending_active(&s->r.pt, PENDING_TO_CHILD) >= sessions.cfg->max_inflight_per_session)
         return SESSION_E_TOO_MANY;
     if (sessions.draining)
         return SESSION_E_DRAINING;
@@ -584,9 +475,9 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     }
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
-    session_pending_make_room(s);
+    relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     uint64_t now_us = util_now_us();
-    struct pending *p = pending_add(&s->pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
+    struct pending *p = pending_add(&s->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
                                     info->method, st->id, now_us / 1000u);
     p->start_us = now_us;
     sessions.requests[0][session_class(info->method)]++;
@@ -599,7 +490,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     if (session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen) == -1) {
-        session_pending_del(s, p);
+        pending_del(&s->r.pt, p);
         return SESSION_E_BUSY;
     }
     st->awaiting++;
@@ -614,7 +505,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
 {
     struct pending *p = NULL;
     if (info->request_id.len)
-        p = pending_find_orig(&s->pt, PENDING_TO_CHILD, body + info->request_id.off,
+        p = pending_find_orig(&s->r.pt, PENDING_TO_CHILD, body + info->request_id.off,
                               info->request_id.len);
     if (p == NULL || p->state != PENDING_FORWARDED) {
         log_debug(s->id, "cancel for an unknown or finished request ignored");
@@ -631,10 +522,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
     else
         log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,
                  p->gw_id);
-    p->state = PENDING_CANCELLED;
-    p->cancelled_ms = util_now_ms();
-    loop_timer_del(p->timer);
-    p->timer = NULL;
+    relay_mark_cancelled(p);
     sessions.ctr.cancels_to_child[SESSION_CANCEL_CLIENT]++;
     /* The request's stream ends without a response. */
     session_stream_answered(s, session_stream_by_id(s, p->stream_id));
@@ -643,24 +531,19 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
 static enum session_status
 session_client_answer(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
 {
-    uint64_t id;
-    struct pending *p = NULL;
-    if (info->id_type == JSONRPC_ID_NUMBER && jsonrpc_id_u64(body, info->id, &id))
-        p = pending_find_gw(&s->pt, PENDING_TO_CLIENT, id);
-    if (p == NULL) {
-        log_debug(s->id, "client answered an unknown request: dropped");
+    struct pending *p = relay_answered(&s->r, PENDING_TO_CLIENT, body, info);
+    if (p == NULL)
         return SESSION_OK;
-    }
     if (p->state == PENDING_CANCELLED) {
         sessions.ctr.late_dropped++;
         log_debug(s->id, "client answer to a cancelled %s dropped", p->method);
-        session_pending_del(s, p);
+        pending_del(&s->r.pt, p);
         return SESSION_OK;
     }
     /* Refused (stdin full): the entry stays, so the 503's retry still finds it. */
     if (session_splice_send(s, body, len, info->id, p->orig_id, p->orig_id_len) == -1)
         return SESSION_E_BUSY;
-    session_pending_del(s, p);
+    pending_del(&s->r.pt, p);
     return SESSION_OK;
 }
 
@@ -691,7 +574,7 @@ session_client_other(struct session *s, char *body, size_t len, const struct jso
         return SESSION_E_GONE; /* not reached: requests go through session_client_request */
     }
     struct iovec iov[2] = { { body, len }, { (void *)(uintptr_t) "\n", 1 } };
-    return session_send_iov(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
+    return session_relay_send(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
 }
 
 const char *

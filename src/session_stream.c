@@ -269,7 +269,7 @@ void
 session_stream_abandon(struct session *s, struct stream *st, const char *why)
 {
     unsigned n = 0;
-    for (struct pending *p = s->pt.head, *next; p != NULL; p = next) {
+    for (struct pending *p = s->r.pt.head, *next; p != NULL; p = next) {
         next = p->next;
         if (p->stream_id != st->id || p->state != PENDING_FORWARDED)
             continue;
@@ -277,7 +277,7 @@ session_stream_abandon(struct session *s, struct stream *st, const char *why)
             /* The child's own request went out on st: nobody can answer it now. */
             session_error_to_child(s, p->orig_id, p->orig_id_len,
                                    "client disconnected before answering");
-            session_pending_del(s, p);
+            pending_del(&s->r.pt, p);
             continue;
         }
         if (p->gw_id == s->init_gw_id || p->task)

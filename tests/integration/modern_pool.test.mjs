@@ -343,6 +343,38 @@ test('closing the response stream cancels the call at its child at once (minted 
   });
 });
 
+test('request_timeout_ms on calls that are answered at once: no timer outlives its answer (the gateway lives past the deadline, nothing is cancelled, the child is untouched)', async () => {
+  const tdir = tmpdir('mcpgw-pool-answered-');
+  const TIMEOUT = scaled(300);
+  const servers = [{ name: 'timed', path: '/timed', command: perChild(tdir), extra: `request_timeout_ms = ${TIMEOUT}` }];
+  await withGateway({ servers }, async (gw) => {
+    const url = `${gw.base}/timed`;
+    const t0 = Date.now();
+    for (let i = 0; i < 4; i++) {
+      const c = await call(gw, 'echo', { text: `answered ${i}` }, { id: `a${i}`, url });
+      assert.equal(textOf(c.answer), `answered ${i}`, c.r.text());
+    }
+    const list = await mpost(gw, 'tools/list', {}, { id: 'l', url });
+    await list.done(scaled(5000));
+    assert.equal(list.status, 200, list.text());
+    const [pid] = await nPids(gw, 1, 'timed');
+    // Past every deadline the answered calls had (3 x request_timeout_ms): an armed timer would
+    // have fired on its freed entry by then (SIGSEGV in the plain build, ASan's report).
+    await waitFor(async () => {
+      const r = await request(`${gw.base}/healthz`, { method: 'GET' });
+      await r.done(scaled(2000));
+      assert.equal(r.status, 200);
+      return Date.now() - t0 >= 3 * TIMEOUT;
+    }, scaled(10000), 'three request_timeout_ms past the answers');
+    const m = await metrics(gw);
+    assert.equal(m[M.cancels('timeout')] ?? 0, 0, 'no answered call timed out');
+    assert.equal(m[M.inflight], 0);
+    assert.equal(childMsgs(tdir, pid).filter((x) => x.method === 'notifications/cancelled').length, 0, 'no cancel reached the child');
+    const after = await call(gw, 'echo', { text: 'still here' }, { id: 'after', url });
+    assert.equal(textOf(after.answer), 'still here');
+  });
+});
+
 test('a modern child: closing the stream of its slow call cancels it there (the fixture logs CANCELLED with the minted id)', async () => {
   const dir = tmpdir('mcpgw-pool-');
   const cancelLog = path.join(dir, 'cancel.log');

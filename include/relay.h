@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_RELAY_H
+#define MCPGW_RELAY_H
+
+#include <sys/uio.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jsonrpc.h"
+#include "loop.h"
+#include "pending.h"
+#include "policy.h"
+
+/*
+ * The conversation with one child, the part a session (which owns its child) and a pool child
+ * (which many clients share) have in common: the in-flight table, the ids the gateway mints and
+ * splices in, cancels sent at most once, timers that belong to their entry, lingering cancelled
+ * entries and their ceiling, errors written to the child. Who owns the child, how a child's
+ * question is attributed and how an answer travels to its client stay with the owner.
+ *
+ * Lifetimes: an entry belongs to the table; its timer belongs to the entry and goes with it
+ * (pending_del), so a timer can never fire on a freed entry, whoever deletes it. An entry's
+ * `owner` is the owner's back pointer (a pool call); the relay never follows it.
+ */
+
+struct relay;
+
+/* Writes one message (iovecs, newline included) to the child's stdin; -1 when it refuses. */
+typedef int relay_send_cb(void *arg, const struct iovec *iov, int n);
+/* p's deadline passed (its timer is already gone): the owner ends the request. */
+typedef void relay_expired_cb(struct relay *r, struct pending *p);
+
+struct relay {
+    struct pending_table pt;
+    struct loop *l;
+    const char *tag;           /* log lines: the session id, or "pool:NAME#N" */
+    relay_send_cb *send;       /* the owner's writer (it knows whether the child is gone) */
+    relay_expired_cb *expired; /* NULL: no request timeouts */
+    void *arg;                 /* the owner, for send */
+};
+
+void relay_init(struct relay *r, struct loop *l, const char *tag, relay_send_cb *send,
+                relay_expired_cb *expired, void *arg);
+/* Every entry goes, with its timer. */
+void relay_clear(struct relay *r);
+
+/* One replacement of msg[off, off + len) by with[0..with_len) (len 0: an insertion). */
+struct relay_edit {
+    size_t off, len;
+    const char *with;
+    size_t with_len;
+};
+#define RELAY_EDITS_MAX 3
+/*
+ * msg with up to RELAY_EDITS_MAX edits (any order, not overlapping; ed is sorted in place) as
+ * iovecs into iov (room for 2 * n + 1); returns the count.
+ */
+int relay_splice(const char *msg, size_t len, struct relay_edit *ed, int n, struct iovec *iov);
+/* The same, sent to the child as one line. */
+int relay_send_spliced(struct relay *r, const char *msg, size_t len, struct relay_edit *ed, int n);
+
+/*
+ * Cancelled entries linger only to recognise a late answer. While the table holds max entries or
+ * more, the oldest lingering ones go first (a late answer for one is then dropped as unknown,
+ * the same outcome), so clients that cancel request after request cannot grow it.
+ */
+void relay_make_room(struct relay *r, size_t max);
+/* The entry of dir whose minted id is the JSON number at sp; NULL if none. */
+struct pending *relay_minted(const struct relay *r, enum pending_dir dir, const char *line,
+                             struct jsonrpc_span sp);
+/* The entry a child's (or client's) answer names by its minted id; NULL (logged) if none. */
+struct pending *relay_answered(const struct relay *r, enum pending_dir dir, const char *line,
+                               const struct jsonrpc_info *info);
+/* The minted id of p as text into buf (room for 24 bytes); its length. */
+size_t relay_id_text(const struct pending *p, char *buf);
+
+/*
+ * Sends the child notifications/cancelled for p (the id it saw) with reason, and marks p
+ * cancelled: once. True when the cancel was written (or refused by a full or closed stdin:
+ * logged); false when p was no longer waiting (nothing changes), or is task-augmented (marked,
+ * never sent a cancel: tasks outlive their requests).
+ */
+bool relay_cancel(struct relay *r, struct pending *p, const char *reason);
+/* p was cancelled by other means (the client's own cancel went through): marked, timer gone. */
+void relay_mark_cancelled(struct pending *p);
+/* Answers a request of the child's (its raw id; NULL: null) with a JSON-RPC error. */
+void relay_error_to_child(struct relay *r, const char *id, size_t idlen, int code,
+                          const char *message);
+
+/*
+ * The policy hook: a tools/list result of the child's through pol for a token granting bits.
+ * RELAY_FILTER_ASIS: nothing hidden, pass *line as it is; RELAY_FILTER_COPY: *line, *len and
+ * *info now name the filtered copy (*copy, the caller frees it); RELAY_FILTER_REFUSED: the answer
+ * cannot be filtered (logged): the client gets an error instead, nothing passes unjudged.
+ */
+enum relay_filter { RELAY_FILTER_ASIS = 0, RELAY_FILTER_COPY, RELAY_FILTER_REFUSED };
+#define RELAY_FILTER_REFUSAL "the server's tools/list answer cannot be filtered"
+enum relay_filter relay_filter_tools(const char *tag, const struct policy *pol, uint64_t bits,
+                                     const char **line, size_t *len,
+                                     const struct jsonrpc_info **info, struct jsonrpc_info *finfo,
+                                     char **copy);
+
+/*
+ * (Re)arms p's timer: timeout_ms from now, never past max_ms from its start (0: no ceiling);
+ * timeout_ms 0 arms nothing. When it fires, r's expired callback ends the request.
+ */
+void relay_arm_timeout(struct relay *r, struct pending *p, uint64_t timeout_ms, uint64_t max_ms);
+
+#endif

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The conversation with one child that sessions and pool children share (relay.h): the table,
+ * the splice of minted ids, cancels at most once, timers owned by their entry, the ceiling of
+ * lingering entries, errors to the child. No routing to clients here, and no knowledge of who
+ * owns the child: the owner writes through its send callback and ends expired requests itself.
+ */
+#include "relay.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+
+void
+relay_init(struct relay *r, struct loop *l, const char *tag, relay_send_cb *send,
+           relay_expired_cb *expired, void *arg)
+{
+    pending_init(&r->pt);
+    r->l = l;
+    r->tag = tag;
+    r->send = send;
+    r->expired = expired;
+    r->arg = arg;
+}
+
+void
+relay_clear(struct relay *r)
+{
+    pending_clear(&r->pt);
+}
+
+/* --- splicing ------------------------------------------------------------------------------ */
+
+int
+relay_splice(const char *msg, size_t len, struct relay_edit *ed, int n, struct iovec *iov)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && ed[j].off < ed[j - 1].off; j--) {
+            struct relay_edit t = ed[j];
+            ed[j] = ed[j - 1];
+            ed[j - 1] = t;
+        }
+    int k = 0;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        iov[k++] = (struct iovec){ (void *)(uintptr_t)(msg + at), ed[i].off - at };
+        iov[k++] = (struct iovec){ (void *)(uintptr_t)ed[i].with, ed[i].with_len };
+        at = ed[i].off + ed[i].len;
+    }
+    iov[k++] = (struct iovec){ (void *)(uintptr_t)(msg + at), len - at };
+    return k;
+}
+
+int
+relay_send_spliced(struct relay *r, const char *msg, size_t len, struct relay_edit *ed, int n)
+{
+    struct iovec iov[2 * RELAY_EDITS_MAX + 2];
+    int k = relay_splice(msg, len, ed, n, iov);
+    iov[k++] = (struct iovec){ (void *)(uintptr_t) "\n", 1 };
+    return r->send(r->arg, iov, k);
+}
+
+/* --- the table ----------------------------------------------------------------------------- */
+
+void
+relay_make_room(struct relay *r, size_t max)
+{
+    for (struct pending *p = r->pt.head; p != NULL && r->pt.count >= max;) {
+        struct pending *next = p->next;
+        if (p->state == PENDING_CANCELLED)
+            pending_del(&r->pt, p);
+        p = next;
+    }
+}
+
+struct pending *
+relay_minted(const struct relay *r, enum pending_dir dir, const char *line, struct jsonrpc_span sp)
+{
+    uint64_t n;
+    if (sp.len == 0 || !jsonrpc_id_u64(line, sp, &n))
+        return NULL;
+    return pending_find_gw(&r->pt, dir, n);
+}
+
+struct pending *
+relay_answered(const struct relay *r, enum pending_dir dir, const char *line,
+               const struct jsonrpc_info *info)
+{
+    struct pending *p = NULL;
+    if (info->id_type == JSONRPC_ID_NUMBER)
+        p = relay_minted(r, dir, line, info->id);
+    if (p == NULL)
+        log_debug(r->tag, "%s answered an unknown id %.*s: dropped",
+                  dir == PENDING_TO_CHILD ? "child" : "client", (int)info->id.len,
+                  line + info->id.off);
+    return p;
+}
+
+size_t
+relay_id_text(const struct pending *p, char *buf)
+{
+    return (size_t)snprintf(buf, 24, "%" PRIu64, p->gw_id);
+}
+
+/* --- cancels and errors ---------------------------------------------------------------------- */
+
+void
+relay_mark_cancelled(struct pending *p)
+{
+    p->state = PENDING_CANCELLED;
+    p->cancelled_ms = util_now_ms();
+    loop_timer_del(p->timer);
+    p->timer = NULL;
+}
+
+bool
+relay_cancel(struct relay *r, struct pending *p, const char *reason)
+{
+    if (p->state != PENDING_FORWARDED)
+        return false;
+    if (p->task) {
+        /* Never notifications/cancelled for a task-augmented request (checklist C-04, K-31). */
+        log_info(r->tag, "task-augmented %s not cancelled (%s): tasks/cancel is the client's",
+                 p->method, reason);
+        relay_mark_cancelled(p);
+        return false;
+    }
+    char idbuf[24];
+    size_t idlen = relay_id_text(p, idbuf);
+    size_t len;
+    char *m = jsonrpc_cancel_new(idbuf, idlen, reason, &len);
+    struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
+    if (r->send(r->arg, iov, 2) == -1)
+        log_warn(r->tag, "cancel for %s (%s) not delivered: child stdin full or closed", p->method,
+                 reason);
+    else
+        log_info(r->tag, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
+                 p->method, p->gw_id, reason);
+    free(m);
+    relay_mark_cancelled(p);
+    return true;
+}
+
+void
+relay_error_to_child(struct relay *r, const char *id, size_t idlen, int code, const char *message)
+{
+    size_t len;
+    char *e = jsonrpc_error_new(id, idlen, code, message, &len);
+    struct iovec iov[2] = { { e, len }, { (void *)(uintptr_t) "\n", 1 } };
+    if (r->send(r->arg, iov, 2) == -1)
+        log_warn(r->tag, "error answer to the child's request not delivered");
+    free(e);
+}
+
+/* --- the policy hook ------------------------------------------------------------------------- */
+
+enum relay_filter
+relay_filter_tools(const char *tag, const struct policy *pol, uint64_t bits, const char **line,
+                   size_t *len, const struct jsonrpc_info **info, struct jsonrpc_info *finfo,
+                   char **copy)
+{
+    size_t dropped = 0;
+    const char *err = NULL;
+    *copy = policy_filter_tools(pol, bits, *line, *len, *info, len, &dropped, &err);
+    if (*copy == NULL && err == NULL)
+        return RELAY_FILTER_ASIS;
+    if (*copy == NULL || jsonrpc_scan(*copy, *len, finfo, NULL) != JSONRPC_OK) {
+        log_warn(tag, "child's tools/list answer refused: %s (tool policy)",
+                 err != NULL ? err : "filtered answer does not scan");
+        free(*copy);
+        *copy = NULL;
+        return RELAY_FILTER_REFUSED;
+    }
+    policy_count_hidden(pol, dropped);
+    log_debug(tag, "tools/list answer: %zu tools hidden by the tool policy", dropped);
+    *line = *copy;
+    *info = finfo;
+    return RELAY_FILTER_COPY;
+}
+
+/* --- timeouts -------------------------------------------------------------------------------- */
+
+static void
+relay_timer_fired(void *arg)
+{
+    struct pending *p = arg;
+    p->timer = NULL; /* the loop frees a timer before it fires */
+    if (p->state == PENDING_FORWARDED && p->relay->expired != NULL)
+        p->relay->expired(p->relay, p);
+}
+
+void
+relay_arm_timeout(struct relay *r, struct pending *p, uint64_t timeout_ms, uint64_t max_ms)
+{
+    if (timeout_ms == 0)
+        return;
+    uint64_t now = util_now_ms();
+    uint64_t deadline = now + timeout_ms;
+    if (max_ms > 0 && deadline > p->start_ms + max_ms)
+        deadline = p->start_ms + max_ms;
+    loop_timer_del(p->timer);
+    p->deadline_ms = deadline;
+    p->relay = r;
+    p->timer = loop_timer_add(r->l, deadline > now ? deadline - now : 0, relay_timer_fired, p);
+}

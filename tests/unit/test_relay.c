@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay: the conversation with one child that sessions and pool children share. An entry's timer
+ * goes with the entry, whoever deletes it (the answered call that left a timer armed on a freed
+ * entry); a cancel is written once and marks the entry; a task-augmented request is marked, never
+ * sent a cancel; lingering cancelled entries make room oldest first and only past the ceiling;
+ * splices replace and insert in any order; answers are found by the minted id only, per
+ * direction; the timer fires once for a waiting entry and never for a cancelled one. The child is
+ * the send callback's list of lines. Through relay.h only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "relay.h"
+
+TestSuite(relay, .timeout = 30);
+
+static struct loop *L;
+static struct relay R;
+static char sent[8][256]; /* what the child read, a line each */
+static int nsent;
+static bool refuse; /* the child's stdin refuses */
+static struct pending *expired[8];
+static int nexpired;
+
+static int
+child_send(void *arg, const struct iovec *iov, int n)
+{
+    cr_assert_eq(arg, &R);
+    if (refuse)
+        return -1;
+    cr_assert_lt(nsent, 8);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        cr_assert_lt(at + iov[i].iov_len, sizeof sent[0]);
+        memcpy(sent[nsent] + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    sent[nsent++][at] = '\0';
+    return 0;
+}
+
+static void
+on_expired(struct relay *r, struct pending *p)
+{
+    cr_assert_eq(r, &R);
+    cr_assert_null(p->timer, "the timer is gone before the owner hears of it");
+    expired[nexpired++] = p;
+}
+
+static void
+setup(void)
+{
+    L = loop_new();
+    relay_init(&R, L, "test", child_send, on_expired, &R);
+    nsent = nexpired = 0;
+    refuse = false;
+}
+
+static void
+teardown(void)
+{
+    relay_clear(&R);
+    loop_free(L);
+}
+
+static struct pending *
+add(const char *id)
+{
+    return pending_add(&R.pt, PENDING_TO_CHILD, id, strlen(id), "tools/call", 1, util_now_ms());
+}
+
+static void
+stop(void *arg)
+{
+    (void)arg;
+    loop_stop(L);
+}
+
+/* Runs the loop for ms: every timer due by then fires. */
+static void
+run_for(uint64_t ms)
+{
+    loop_timer_add(L, ms, stop, NULL);
+    loop_run(L);
+}
+
+Test(relay, timer_goes_with_its_entry, .init = setup, .fini = teardown)
+{
+    struct pending *answered = add("\"a\"");
+    struct pending *waiting = add("\"b\"");
+    relay_arm_timeout(&R, answered, 20, 0);
+    relay_arm_timeout(&R, waiting, 20, 0);
+    cr_assert_not_null(answered->timer);
+    pending_del(&R.pt, answered); /* its answer came: the timer must not fire on freed memory */
+    run_for(60);
+    cr_assert_eq(nexpired, 1);
+    cr_assert_eq(expired[0], waiting);
+}
+
+Test(relay, timer_never_fires_for_a_cancelled_entry, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("1");
+    relay_arm_timeout(&R, p, 20, 0);
+    cr_assert(relay_cancel(&R, p, "client disconnected"));
+    cr_assert_null(p->timer);
+    run_for(60);
+    cr_assert_eq(nexpired, 0);
+}
+
+Test(relay, clear_takes_timers_too, .init = setup, .fini = teardown)
+{
+    for (int i = 0; i < 4; i++)
+        relay_arm_timeout(&R, add("7"), 20, 0);
+    relay_clear(&R);
+    cr_assert_eq(R.pt.count, 0);
+    run_for(60);
+    cr_assert_eq(nexpired, 0);
+}
+
+Test(relay, timeout_capped_by_max_from_start, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("1");
+    p->start_ms = util_now_ms();
+    relay_arm_timeout(&R, p, 100000, 30);
+    cr_assert_leq(p->deadline_ms, p->start_ms + 30);
+    relay_arm_timeout(&R, add("2"), 0, 0);
+    run_for(80);
+    cr_assert_eq(nexpired, 1, "timeout 0 arms nothing; the capped one fired");
+}
+
+Test(relay, cancel_is_written_once, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("\"x\"");
+    cr_assert(relay_cancel(&R, p, "request timed out"));
+    cr_assert_not(relay_cancel(&R, p, "client disconnected"));
+    cr_assert_eq(nsent, 1);
+    cr_assert_eq(p->state, PENDING_CANCELLED);
+    cr_assert(strstr(sent[0], "\"method\":\"notifications/cancelled\"") != NULL, "%s", sent[0]);
+    cr_assert(strstr(sent[0], "\"requestId\":1") != NULL, "the id the child saw: %s", sent[0]);
+    cr_assert(strstr(sent[0], "request timed out") != NULL, "%s", sent[0]);
+    cr_assert_eq(sent[0][strlen(sent[0]) - 1], '\n');
+}
+
+Test(relay, cancel_refused_by_stdin_still_marks, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("1");
+    refuse = true;
+    cr_assert(relay_cancel(&R, p, "gateway shutting down"));
+    cr_assert_eq(p->state, PENDING_CANCELLED, "a late answer must still be dropped");
+}
+
+Test(relay, task_is_marked_never_cancelled, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("1");
+    p->task = true;
+    cr_assert_not(relay_cancel(&R, p, "client disconnected"));
+    cr_assert_eq(nsent, 0);
+    cr_assert_eq(p->state, PENDING_CANCELLED);
+}
+
+Test(relay, make_room_drops_oldest_lingering_only, .init = setup, .fini = teardown)
+{
+    struct pending *a = add("1"), *b = add("2"), *c = add("3"), *d = add("4");
+    relay_cancel(&R, b, "x");
+    relay_cancel(&R, d, "x");
+    relay_make_room(&R, 10);
+    cr_assert_eq(R.pt.count, 4, "under the ceiling: nothing goes");
+    relay_make_room(&R, 3);
+    cr_assert_eq(R.pt.count, 2, "at the ceiling: lingering entries go until below it");
+    cr_assert_eq(R.pt.head, a);
+    cr_assert_eq(R.pt.tail, c);
+    relay_make_room(&R, 1);
+    cr_assert_eq(R.pt.count, 2, "waiting entries never go");
+}
+
+Test(relay, splice_in_any_order, .init = setup, .fini = teardown)
+{
+    const char *m = "{\"id\":\"abc\",\"params\":{\"_meta\":{\"progressToken\":\"t\"}}}";
+    const char *id = strstr(m, "\"abc\""), *tok = strstr(m, "\"t\"");
+    struct relay_edit ed[3] = {
+        { (size_t)(tok - m), 3, "9", 1 },
+        { (size_t)(id - m), 5, "9", 1 },
+        { 1, 0, "\"x\":1,", 6 },
+    };
+    cr_assert_eq(relay_send_spliced(&R, m, strlen(m), ed, 3), 0);
+    cr_assert_str_eq(sent[0], "{\"x\":1,\"id\":9,\"params\":{\"_meta\":{\"progressToken\":9}}}\n");
+}
+
+Test(relay, answers_found_by_minted_id_per_direction, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("\"client-id\"");
+    struct pending *q = pending_add(&R.pt, PENDING_TO_CLIENT, "5", 1, "roots/list", 1, 0);
+    char line[64];
+    struct jsonrpc_info info;
+    snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}",
+             (unsigned long long)p->gw_id);
+    cr_assert_eq(jsonrpc_scan(line, strlen(line), &info, NULL), JSONRPC_OK);
+    cr_assert_eq(relay_answered(&R, PENDING_TO_CHILD, line, &info), p);
+    cr_assert_null(relay_answered(&R, PENDING_TO_CLIENT, line, &info), "other direction");
+    snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":\"%llu\",\"result\":{}}",
+             (unsigned long long)q->gw_id);
+    cr_assert_eq(jsonrpc_scan(line, strlen(line), &info, NULL), JSONRPC_OK);
+    cr_assert_null(relay_answered(&R, PENDING_TO_CLIENT, line, &info), "a string is not minted");
+}
+
+Test(relay, error_to_child, .init = setup, .fini = teardown)
+{
+    relay_error_to_child(&R, "\"q1\"", 4, -32601, "not available");
+    relay_error_to_child(&R, NULL, 0, -32603, "x");
+    cr_assert_eq(nsent, 2);
+    cr_assert(strstr(sent[0], "\"id\":\"q1\"") != NULL, "%s", sent[0]);
+    cr_assert(strstr(sent[0], "-32601") != NULL, "%s", sent[0]);
+    cr_assert(strstr(sent[1], "\"id\":null") != NULL, "%s", sent[1]);
+}
