@@ -35,7 +35,6 @@ struct pool_child {
     bool probing;             /* start_id is a server/discover probe (else an initialize) */
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
-    unsigned over;            /* its streams above stream_queue_bytes (stdout paused while > 0) */
     unsigned invalid_logged;  /* invalid lines logged (a few, then only counted) */
     bool asks;                /* it asked a client something: one request at a time from now */
     /*
@@ -153,6 +152,7 @@ struct pool_counters {
     uint64_t requests, answered;
     uint64_t cancels[POOL_CANCEL_N];
     uint64_t late_dropped;   /* answers and progress after a cancel */
+    uint64_t slow_dropped;   /* notifications for a stream over stream_queue_bytes */
     uint64_t unattributed;   /* child notifications with no single owner: dropped */
     uint64_t logs_filtered;  /* log lines below the request's logLevel, or none asked */
     uint64_t child_requests; /* requests from children answered with an error (ping excepted) */
@@ -227,8 +227,10 @@ void pool_deliver(struct pool_call *call, const char *method, const char *id, si
 struct stream *pool_call_stream(struct pool_call *call);
 /* The end of a call: its stream ends, its rounds are forgotten, the call is freed. */
 void pool_call_end(struct pool_call *call);
-/* One event on the call's stream (nothing while the call is held). */
+/* One event on the call's stream (nothing while the call is held): an answer, never dropped. */
 void pool_push(struct pool_call *call, const struct iovec *iov, int n);
+/* A notification for the call: dropped (counted) while its stream is over stream_queue_bytes. */
+void pool_push_note(struct pool_call *call, const struct iovec *iov, int n);
 
 /* pool_bridge.c: input rounds for legacy children */
 /*

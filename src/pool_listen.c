@@ -222,7 +222,7 @@ pool_listen_push(struct pool_listen *l, const char *head, size_t hlen, const cha
         { l->id, l->id_len },
         { (void *)(uintptr_t) "}}}", 3 },
     };
-    pool_push(l->call, iov, 4);
+    pool_push_note(l->call, iov, 4);
 }
 
 bool

@@ -133,6 +133,8 @@ pool_metrics(struct buf *b)
     metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
                    "Pool children's messages not delivered, by reason.");
     metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"late\"", k->late_dropped);
+    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"slow_reader\"",
+                   k->slow_dropped);
     metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"unattributed\"",
                    k->unattributed);
     metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"log_level\"",

@@ -93,20 +93,12 @@ pool_call_stream(struct pool_call *call)
     return stream_ref(call->st);
 }
 
-static void
-pool_drained(void *arg)
-{
-    struct pool_call *call = arg;
-    struct stream *st = call->st;
-    if (st == NULL || st->drain == NULL)
-        return;
-    st->drain = NULL;
-    struct pool_child *c = call->c;
-    if (c != NULL && --c->over == 0 && c->u != NULL)
-        upstream_pause(c->u, false);
-}
-
-/* Pushes one event on the call's stream; a stream over its ceiling pauses the child's stdout. */
+/*
+ * Pushes one event on the call's stream. A pool child is shared, so a slow reader never pauses it
+ * (every other client of that child would wait): its stream takes what the call must get (the
+ * answer, an error, an input round) whatever its length, and pool_push_note drops notifications
+ * past stream_queue_bytes. So one stream holds at most the ceiling plus one answer.
+ */
 void
 pool_push(struct pool_call *call, const struct iovec *iov, int n)
 {
@@ -114,15 +106,17 @@ pool_push(struct pool_call *call, const struct iovec *iov, int n)
     if (st == NULL)
         return; /* held: between its input rounds the call has no stream */
     stream_push_shared(st, iov, n, pools.line);
-    struct pool_child *c = call->c;
-    if (c != NULL && c->u != NULL && st->drain == NULL && st->attached
-        && st->pending > pools.cfg->stream_queue_bytes) {
-        st->drain = pool_drained;
-        st->drain_arg = call;
-        st->low_water = pools.cfg->stream_queue_bytes / 2;
-        if (c->over++ == 0)
-            upstream_pause(c->u, true);
+}
+
+void
+pool_push_note(struct pool_call *call, const struct iovec *iov, int n)
+{
+    struct stream *st = call->st;
+    if (st != NULL && st->pending > pools.cfg->stream_queue_bytes) {
+        pools.ctr.slow_dropped++;
+        return;
     }
+    pool_push(call, iov, n);
 }
 
 /*
@@ -140,7 +134,6 @@ pool_answer_code(struct pool_call *call, int code)
 void
 pool_call_end(struct pool_call *call)
 {
-    pool_drained(call);
     pool_bridge_forget(call);
     pool_listen_forget(call);
     if (call->p != NULL) {
@@ -540,7 +533,7 @@ pool_push_retagged(struct pending *p, const char *line, size_t len, struct jsonr
     struct relay_edit ed = { sp.off, sp.len, with, with_len };
     struct iovec iov[3];
     int k = relay_splice(line, len, &ed, 1, iov);
-    pool_push(p->owner, iov, k);
+    pool_push_note(p->owner, iov, k);
 }
 
 /* Progress (P-07): on the request's stream, with the client's own token. */
@@ -593,7 +586,7 @@ pool_child_log(struct pool_child *c, const char *line, size_t len, const struct 
         return;
     }
     struct iovec iov = { (void *)(uintptr_t)line, len };
-    pool_push(call, &iov, 1);
+    pool_push_note(call, &iov, 1);
 }
 
 /* A listen's notification: on the listen's stream, with the client's id. */

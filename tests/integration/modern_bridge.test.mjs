@@ -24,6 +24,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
@@ -681,5 +682,49 @@ test('attribution: a question from a child with two tools/call in flight is answ
     assert.ok(!waiting.ended, 'the first call is still in flight');
     waiting.drop();
     await waitFor(() => cancelsIn(fileMsgs(log)).length === 1, scaled(5000), 'cancel_self cancelled');
+  });
+});
+
+// ---- back-pressure on a shared child: stream_queue_bytes at its minimum ------------------------
+
+/** POSTs msg on a raw socket that never reads its response: a client that stopped reading. */
+async function unread(gw, msg, p = '/mcp') {
+  const body = JSON.stringify(msg);
+  const sock = net.connect(Number(new URL(gw.base).port), '127.0.0.1');
+  await new Promise((resolve, reject) => { sock.once('connect', resolve); sock.once('error', reject); });
+  sock.pause(); // nothing is read: the gateway's writes stop once the socket buffers are full
+  sock.write(`POST ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\n`
+    + `MCP-Protocol-Version: ${V}\r\nMcp-Method: tools/call\r\nMcp-Name: ${msg.params.name}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  return sock;
+}
+
+test('a shared child is never paused for one slow reader: a call whose answer its client does not read leaves the child serving others; an input round larger than stream_queue_bytes still gets its retry answered', async () => {
+  const QUEUE = 65536; // the minimum
+  await withGateway({
+    gateway: { stream_queue_bytes: QUEUE, max_message_bytes: 64 * 1024 * 1024 },
+    servers: ['mcp', 'shared'].map((n) => ({ name: n, path: `/${n}`, extra: 'era = legacy\npool_max_children = 1\npool_child_max_inflight = 4' })),
+  }, async (g) => {
+    // A round of about three stream ceilings (the child's question carries the message).
+    const big = 'q'.repeat(3 * QUEUE);
+    const msg = mreq('tools/call', { name: 'elicit', arguments: { message: big } });
+    const res = await round(g, msg);
+    assert.equal(res.inputRequests.r1.params.message, big);
+    const done = await complete(g, retryOf(msg, res.requestState, { r1: accept('big') }));
+    assert.equal(textOf(done), JSON.stringify(accept('big')), 'the retry of a round past stream_queue_bytes is answered');
+    // On a child that never asked (so it serves several at once): a client asks for 32 MiB and
+    // reads none of it, far more than the socket buffers take.
+    const sock = await unread(g, mreq('tools/call', { name: 'large', arguments: { bytes: 32 * 1024 * 1024 } }), '/shared');
+    try {
+      // The child has read the big call before the others: its answer comes first on stdout.
+      await waitFor(() => fileMsgs(g.childLog).some((m) => m.method === 'tools/call' && m.params?.name === 'large'), scaled(5000), 'the child read the large call');
+      for (let i = 0; i < 3; i++) {
+        const t0 = Date.now();
+        const other = await complete(g, mreq('tools/call', { name: 'echo', arguments: { text: `other ${i}` } }), { path: '/shared' });
+        assert.equal(textOf(other), `other ${i}`);
+        assert.ok(Date.now() - t0 < scaled(5000), `answered while the slow reader waits (${Date.now() - t0} ms)`);
+      }
+    } finally {
+      sock.destroy();
+    }
   });
 });

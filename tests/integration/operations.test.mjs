@@ -241,7 +241,7 @@ const FAMILIES = {
   mcpgw_pool_inflight_requests: ['gauge', [{}]],
   mcpgw_pool_requests_total: ['counter', [{}]],
   mcpgw_pool_cancels_total: ['counter', LABELS('reason', ['client_closed', 'timeout', 'child_ended', 'shutdown', 'input_not_provided'])],
-  mcpgw_pool_messages_dropped_total: ['counter', LABELS('reason', ['late', 'unattributed', 'log_level', 'invalid'])],
+  mcpgw_pool_messages_dropped_total: ['counter', LABELS('reason', ['late', 'slow_reader', 'unattributed', 'log_level', 'invalid'])],
   mcpgw_pool_child_requests_total: ['counter', LABELS('outcome', ['bridged', 'refused'])],
   mcpgw_pool_input_rounds_total: ['counter', [{}]],
   mcpgw_pool_held_calls: ['gauge', [{}]],
