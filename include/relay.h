@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "jsonrpc.h"
 #include "loop.h"
 #include "pending.h"
@@ -27,6 +28,47 @@
 
 struct relay;
 
+/*
+ * Why the gateway ended a request before its answer: one vocabulary for both eras. Each has one
+ * text (the reason of the notifications/cancelled sent to the child, logs, errors) and one label
+ * (mcpgw_cancels_total{reason}). The child is sent a cancel for every reason but CHILD (it is
+ * gone) and CLIENT (the client's own notifications/cancelled is forwarded as it came).
+ */
+enum relay_reason {
+    RELAY_CANCEL_CLIENT = 0, /* the client's own notifications/cancelled */
+    RELAY_CANCEL_DISCONNECT, /* the client closed the stream the answer was bound for */
+    RELAY_CANCEL_TIMEOUT,    /* request_timeout_ms (or its max) passed */
+    RELAY_CANCEL_DELETED,    /* DELETE of its session */
+    RELAY_CANCEL_EXPIRED,    /* its session's idle expiry */
+    RELAY_CANCEL_SHUTDOWN,   /* the gateway is stopping */
+    RELAY_CANCEL_RELOAD,     /* a configuration reload ended it */
+    RELAY_CANCEL_HOLD,       /* a held call's client did not retry within input_hold_ms */
+    RELAY_CANCEL_CHILD,      /* the child ended: nothing can be sent to it */
+    RELAY_CANCEL_OTHER,      /* anything else (a session whose initialize failed) */
+    RELAY_CANCEL_N,
+};
+struct relay_reason_info {
+    const char *text;
+    const char *label;
+};
+extern const struct relay_reason_info relay_reasons[RELAY_CANCEL_N];
+
+/*
+ * Counters of one server (by name), kept for the life of the process so that /metrics stays
+ * monotonic across reloads: requests ended by reason, the child's cancels of its own requests.
+ */
+struct relay_stats;
+/* The row of server (made on first use). */
+struct relay_stats *relay_stats_of(const char *server);
+void relay_count(struct relay_stats *st, enum relay_reason why);
+void relay_count_to_client(struct relay_stats *st);
+/* Over every server: requests ended for why, and the children's cancels (the admin view). */
+uint64_t relay_cancels(enum relay_reason why);
+uint64_t relay_cancels_to_client(void);
+/* mcpgw_cancels_total{server, direction, reason} for every server seen. */
+void relay_metrics(struct buf *b);
+void relay_module_free(void);
+
 /* Writes one message (iovecs, newline included) to the child's stdin; -1 when it refuses. */
 typedef int relay_send_cb(void *arg, const struct iovec *iov, int n);
 /* p's deadline passed (its timer is already gone): the owner ends the request. */
@@ -36,13 +78,14 @@ struct relay {
     struct pending_table pt;
     struct loop *l;
     const char *tag;           /* log lines: the session id, or "pool:NAME#N" */
+    struct relay_stats *stats; /* its server's counters */
     relay_send_cb *send;       /* the owner's writer (it knows whether the child is gone) */
     relay_expired_cb *expired; /* NULL: no request timeouts */
     void *arg;                 /* the owner, for send */
 };
 
-void relay_init(struct relay *r, struct loop *l, const char *tag, relay_send_cb *send,
-                relay_expired_cb *expired, void *arg);
+void relay_init(struct relay *r, struct loop *l, const char *tag, const char *server,
+                relay_send_cb *send, relay_expired_cb *expired, void *arg);
 /* Every entry goes, with its timer. */
 void relay_clear(struct relay *r);
 
@@ -77,12 +120,12 @@ struct pending *relay_answered(const struct relay *r, enum pending_dir dir, cons
 size_t relay_id_text(const struct pending *p, char *buf);
 
 /*
- * Sends the child notifications/cancelled for p (the id it saw) with reason, and marks p
- * cancelled: once. True when the cancel was written (or refused by a full or closed stdin:
- * logged); false when p was no longer waiting (nothing changes), or is task-augmented (marked,
- * never sent a cancel: tasks outlive their requests).
+ * Sends the child notifications/cancelled for p (the id it saw) with why's text, marks p
+ * cancelled and counts it: once. True when the cancel was written (or refused by a full or
+ * closed stdin: logged); false when p was no longer waiting (nothing changes), or is
+ * task-augmented (marked, never sent a cancel, not counted: tasks outlive their requests).
  */
-bool relay_cancel(struct relay *r, struct pending *p, const char *reason);
+bool relay_cancel(struct relay *r, struct pending *p, enum relay_reason why);
 /* p was cancelled by other means (the client's own cancel went through): marked, timer gone. */
 void relay_mark_cancelled(struct pending *p);
 /* Answers a request of the child's (its raw id; NULL: null) with a JSON-RPC error. */

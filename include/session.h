@@ -180,24 +180,10 @@ bool session_batches(const struct session *s);
 /* Protocol versions served over Streamable HTTP. */
 bool session_version_supported(const char *v, size_t len);
 
-/* Why the child was told to cancel a request; indexes session_counters.cancels_to_child. */
-enum session_cancel_reason {
-    SESSION_CANCEL_CLIENT = 0, /* the client's own notifications/cancelled */
-    SESSION_CANCEL_DISCONNECT, /* "client disconnected" */
-    SESSION_CANCEL_TIMEOUT,    /* "request timed out" */
-    SESSION_CANCEL_DELETED,    /* "session deleted" */
-    SESSION_CANCEL_EXPIRED,    /* "session expired" */
-    SESSION_CANCEL_SHUTDOWN,   /* "gateway shutting down" */
-    SESSION_CANCEL_OTHER,
-    SESSION_CANCEL_N,
-};
-
 /* Counters since start (the admin view; /metrics later). */
 struct session_counters {
     uint64_t created, closed;
-    uint64_t cancels_to_child[SESSION_CANCEL_N];
-    uint64_t cancels_to_client; /* the child cancelled a request it had sent the client */
-    uint64_t late_dropped;      /* answers or progress that came after a cancel */
+    uint64_t late_dropped; /* answers or progress that came after a cancel */
     uint64_t timeouts;
     uint64_t child_lines_invalid, notifications_dropped;
 };
@@ -208,8 +194,6 @@ struct session_counters {
  */
 char *session_admin_json(size_t *len);
 
-/* "client", "client disconnected", ... for a reason index. */
-const char *session_cancel_reason_name(enum session_cancel_reason r);
 const struct session_counters *session_counters(void);
 
 /*

@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "policy.h"
 #include "pool.h"
+#include "relay.h"
 
 #define HTTP_ADMIN_POOLS_MAX ((size_t)16 << 20) /* the pools' part of the admin view */
 
@@ -159,6 +160,7 @@ http_metrics(struct http_req *rc)
     struct buf b;
     buf_init(&b, (size_t)1 << 24);
     session_metrics(&b);
+    relay_metrics(&b);
     pool_metrics(&b);
     policy_metrics(&b);
     metrics_family(&b, "mcpgw_ready", "gauge", "1 while new sessions are taken (/readyz).");

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pool.h"
+#include "relay.h"
 #include "session.h"
 #include "upstream.h"
 #include "version.h"
@@ -383,6 +384,7 @@ main(int argc, char **argv)
     session_reap();
     session_module_free();
     pool_module_free();
+    relay_module_free();
     auth_free(M.auth);
     auth_module_free();
     fetch_module_free();

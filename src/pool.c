@@ -47,6 +47,7 @@ pool_new(const struct config *cfg, const struct config_server *srv)
 {
     struct pool *p = xcalloc(1, sizeof(*p));
     p->name = xstrdup(srv->name);
+    p->stats = relay_stats_of(srv->name);
     p->srv = srv;
     p->cfg = cfg;
     p->era = srv->era;
@@ -71,9 +72,11 @@ pool_set_config(const struct config *cfg)
         if (p->cfg != cfg)
             p->retired = true;
     pools.cfg = cfg;
-    for (size_t i = 0; i < cfg->n_servers; i++)
+    for (size_t i = 0; i < cfg->n_servers; i++) {
+        (void)relay_stats_of(cfg->servers[i].name); /* its series exist before any traffic */
         if (cfg->servers[i].pool_warm_children > 0 && pool_find(&cfg->servers[i]) == NULL)
             pool_warm(pool_new(cfg, &cfg->servers[i]));
+    }
 }
 
 bool
@@ -202,7 +205,7 @@ pool_child_start(struct pool *p)
     struct pool_child *c = xcalloc(1, sizeof(*c));
     c->pool = p;
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
-    relay_init(&c->r, pools.l, c->tag, pool_relay_send, pool_expired, c);
+    relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
     char **envp = session_child_env(p->srv);
     struct upstream_params up = {
         .argv = p->srv->argv,
@@ -328,7 +331,7 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     while (e != NULL) {
         struct pending *next = e->next;
         if (e->state == PENDING_FORWARDED && e->owner != NULL) {
-            pools.ctr.cancels[POOL_CANCEL_CHILD]++;
+            relay_count(p->stats, RELAY_CANCEL_CHILD);
             pool_call_fail(e->owner, JSONRPC_INTERNAL_ERROR, message);
         }
         e = next;
@@ -587,7 +590,7 @@ pool_close_all(void)
             struct pool_child *c = p->children;
             for (struct pending *e = c->r.pt.head; e != NULL; e = e->next)
                 if (e->state == PENDING_FORWARDED && e->owner != NULL)
-                    pool_call_cancel(e->owner, POOL_CANCEL_SHUTDOWN);
+                    pool_call_cancel(e->owner, RELAY_CANCEL_SHUTDOWN);
             pool_child_retire(c, "gateway shutting down", false);
         }
         pool_bridge_end_held(p);

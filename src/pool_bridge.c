@@ -454,7 +454,7 @@ pool_hold_over(void *arg)
     pools.ctr.held_expired++;
     log_info(call->c != NULL ? call->c->tag : NULL,
              "held %s: no retry within input_hold_ms: cancelled", call->method);
-    pool_call_cancel(call, POOL_CANCEL_HOLD);
+    pool_call_cancel(call, RELAY_CANCEL_HOLD);
 }
 
 /*
@@ -543,7 +543,7 @@ pool_bridge_end_held(struct pool *p)
     struct pool_call **q = &pools.held;
     while (*q != NULL)
         if ((*q)->pool == p)
-            pool_call_cancel(*q, POOL_CANCEL_SHUTDOWN); /* unlinks it */
+            pool_call_cancel(*q, RELAY_CANCEL_SHUTDOWN); /* unlinks it */
         else
             q = &(*q)->hnext;
 }

@@ -126,6 +126,7 @@ struct pool {
     bool retired;        /* an older configuration's: no new request, ends once idle */
     char *discover;      /* legacy: the DiscoverResult object made from initialize */
     size_t discover_len;
+    struct relay_stats *stats; /* its server's counters (relay.h) */
     struct pool_child *children;
     size_t n_children, n_starting;
     struct pool_call *qhead, *qtail; /* waiting for a child to be ready */
@@ -139,18 +140,8 @@ struct pool {
     struct pool *next;
 };
 
-enum pool_cancel {
-    POOL_CANCEL_CLIENT = 0, /* the client closed the stream */
-    POOL_CANCEL_TIMEOUT,
-    POOL_CANCEL_CHILD,
-    POOL_CANCEL_SHUTDOWN,
-    POOL_CANCEL_HOLD, /* the client did not retry within input_hold_ms */
-    POOL_CANCEL_N,
-};
-
 struct pool_counters {
     uint64_t requests, answered;
-    uint64_t cancels[POOL_CANCEL_N];
     uint64_t late_dropped;   /* answers and progress after a cancel */
     uint64_t slow_dropped;   /* notifications for a stream over stream_queue_bytes */
     uint64_t unattributed;   /* child notifications with no single owner: dropped */
@@ -210,7 +201,7 @@ int pool_call_start(struct pool_call *call, struct pool_child *c, const char *bo
 /* Ends call with a JSON-RPC error on its stream (call is freed). */
 void pool_call_fail(struct pool_call *call, int code, const char *message);
 /* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
-void pool_call_cancel(struct pool_call *call, enum pool_cancel why);
+void pool_call_cancel(struct pool_call *call, enum relay_reason why);
 /* The relay's timeout: p's deadline passed, its call is cancelled. */
 void pool_expired(struct relay *r, struct pending *p);
 /* The upstream's line callback. */

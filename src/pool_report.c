@@ -122,14 +122,6 @@ pool_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_pool_inflight_requests", NULL, pool_inflight());
     metrics_family(b, "mcpgw_pool_requests_total", "counter", "2026-07-28 requests accepted.");
     metrics_sample(b, "mcpgw_pool_requests_total", NULL, k->requests);
-    metrics_family(b, "mcpgw_pool_cancels_total", "counter",
-                   "2026-07-28 requests ended before their answer, by reason.");
-    static const char *const why[POOL_CANCEL_N] = { "client_closed", "timeout", "child_ended",
-                                                    "shutdown", "input_not_provided" };
-    for (size_t i = 0; i < ARRAY_LEN(why); i++) {
-        snprintf(labels, sizeof(labels), "reason=\"%s\"", why[i]);
-        metrics_sample(b, "mcpgw_pool_cancels_total", labels, k->cancels[i]);
-    }
     metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
                    "Pool children's messages not delivered, by reason.");
     metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"late\"", k->late_dropped);

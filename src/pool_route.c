@@ -179,32 +179,29 @@ pool_call_fail(struct pool_call *call, int code, const char *message)
         pool_call_error(call, NULL, 0, code, message);
 }
 
-static const char *const pool_cancel_reasons[] = {
-    "client disconnected",   "request timed out",          "upstream server ended",
-    "gateway shutting down", "input not provided in time",
-};
-
 void
-pool_call_cancel(struct pool_call *call, enum pool_cancel why)
+pool_call_cancel(struct pool_call *call, enum relay_reason why)
 {
     struct pending *p = call->p;
     struct pool_child *c = call->c;
-    pools.ctr.cancels[why]++;
-    if (p != NULL && relay_cancel(&c->r, p, pool_cancel_reasons[why])) {
+    if (p != NULL && relay_cancel(&c->r, p, why)) {
         /* A legacy child's question it wrote before reading the cancel may still come. */
-        if (call->pool->era != CONFIG_ERA_MODERN && why != POOL_CANCEL_SHUTDOWN)
+        if (call->pool->era != CONFIG_ERA_MODERN && why != RELAY_CANCEL_SHUTDOWN)
             pool_bridge_cancelled(c);
+    } else {
+        relay_count(call->pool->stats,
+                    why); /* nothing at a child: queued, or answered while held */
     }
-    if (why == POOL_CANCEL_CLIENT) {
+    if (why == RELAY_CANCEL_DISCONNECT) {
         pool_call_end(call);
         return;
     }
     char message[128];
-    if (why == POOL_CANCEL_TIMEOUT && p != NULL)
+    if (why == RELAY_CANCEL_TIMEOUT && p != NULL)
         snprintf(message, sizeof(message), "request timed out after %" PRIu64 " ms at the gateway",
                  util_now_ms() - p->start_ms);
     else
-        snprintf(message, sizeof(message), "%s", pool_cancel_reasons[why]);
+        snprintf(message, sizeof(message), "%s", relay_reasons[why].text);
     size_t len;
     char *e = jsonrpc_error_new(p != NULL ? p->orig_id : NULL, p != NULL ? p->orig_id_len : 0,
                                 JSONRPC_INTERNAL_ERROR, message, &len);
@@ -238,10 +235,10 @@ pool_stream_detach(struct stream *st)
                     p->qtail = prev;
                 p->queued--;
             }
-            pools.ctr.cancels[POOL_CANCEL_CLIENT]++;
+            relay_count(p->stats, RELAY_CANCEL_DISCONNECT);
             pool_call_end(call);
         } else {
-            pool_call_cancel(call, POOL_CANCEL_CLIENT);
+            pool_call_cancel(call, RELAY_CANCEL_DISCONNECT);
         }
     }
     stream_unref(st);
@@ -281,7 +278,7 @@ pool_expired(struct relay *r, struct pending *p)
 {
     (void)r;
     if (p->owner != NULL)
-        pool_call_cancel(p->owner, POOL_CANCEL_TIMEOUT);
+        pool_call_cancel(p->owner, RELAY_CANCEL_TIMEOUT);
 }
 
 static void

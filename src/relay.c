@@ -13,15 +13,115 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
+/* --- reasons and counters -------------------------------------------------------------------- */
+
+const struct relay_reason_info relay_reasons[RELAY_CANCEL_N] = {
+    [RELAY_CANCEL_CLIENT] = { "client", "client" },
+    [RELAY_CANCEL_DISCONNECT] = { "client disconnected", "client_disconnected" },
+    [RELAY_CANCEL_TIMEOUT] = { "request timed out", "timeout" },
+    [RELAY_CANCEL_DELETED] = { "session deleted", "deleted" },
+    [RELAY_CANCEL_EXPIRED] = { "session expired", "expired" },
+    [RELAY_CANCEL_SHUTDOWN] = { "gateway shutting down", "shutdown" },
+    [RELAY_CANCEL_RELOAD] = { "configuration reloaded", "reload" },
+    [RELAY_CANCEL_HOLD] = { "input not provided in time", "input_not_provided" },
+    [RELAY_CANCEL_CHILD] = { "upstream server ended", "child_ended" },
+    [RELAY_CANCEL_OTHER] = { "other", "other" },
+};
+
+struct relay_stats {
+    char *server;
+    uint64_t cancels[RELAY_CANCEL_N];
+    uint64_t to_client; /* the child cancelled a request it had sent the client */
+    struct relay_stats *next;
+};
+
+/* Servers are few and a row is looked up when a child starts, not per message: a list. */
+static struct relay_stats *relay_rows;
+
+struct relay_stats *
+relay_stats_of(const char *server)
+{
+    struct relay_stats **pp = &relay_rows;
+    for (; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->server, server) == 0)
+            return *pp;
+    *pp = xcalloc(1, sizeof(**pp)); /* appended: /metrics lists servers as they came */
+    (*pp)->server = xstrdup(server);
+    return *pp;
+}
+
 void
-relay_init(struct relay *r, struct loop *l, const char *tag, relay_send_cb *send,
-           relay_expired_cb *expired, void *arg)
+relay_count(struct relay_stats *st, enum relay_reason why)
+{
+    st->cancels[why]++;
+}
+
+void
+relay_count_to_client(struct relay_stats *st)
+{
+    st->to_client++;
+}
+
+uint64_t
+relay_cancels(enum relay_reason why)
+{
+    uint64_t n = 0;
+    for (const struct relay_stats *st = relay_rows; st != NULL; st = st->next)
+        n += st->cancels[why];
+    return n;
+}
+
+uint64_t
+relay_cancels_to_client(void)
+{
+    uint64_t n = 0;
+    for (const struct relay_stats *st = relay_rows; st != NULL; st = st->next)
+        n += st->to_client;
+    return n;
+}
+
+void
+relay_metrics(struct buf *b)
+{
+    char labels[256];
+    metrics_family(b, "mcpgw_cancels_total", "counter",
+                   "Requests the gateway ended before their answer, by server and reason (a "
+                   "notifications/cancelled went to the child unless child_ended or client, the "
+                   "client's own, forwarded), and the children's cancels of their own requests.");
+    for (const struct relay_stats *st = relay_rows; st != NULL; st = st->next) {
+        for (size_t r = 0; r < RELAY_CANCEL_N; r++) {
+            snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"to_child\",reason=\"%s\"",
+                     st->server, relay_reasons[r].label);
+            metrics_sample(b, "mcpgw_cancels_total", labels, st->cancels[r]);
+        }
+        snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"to_client\",reason=\"child\"",
+                 st->server);
+        metrics_sample(b, "mcpgw_cancels_total", labels, st->to_client);
+    }
+}
+
+void
+relay_module_free(void)
+{
+    while (relay_rows != NULL) {
+        struct relay_stats *next = relay_rows->next;
+        free(relay_rows->server);
+        free(relay_rows);
+        relay_rows = next;
+    }
+}
+
+void
+relay_init(struct relay *r, struct loop *l, const char *tag, const char *server,
+           relay_send_cb *send, relay_expired_cb *expired, void *arg)
 {
     pending_init(&r->pt);
     r->l = l;
     r->tag = tag;
+    r->stats = relay_stats_of(server);
     r->send = send;
     r->expired = expired;
     r->arg = arg;
@@ -118,8 +218,9 @@ relay_mark_cancelled(struct pending *p)
 }
 
 bool
-relay_cancel(struct relay *r, struct pending *p, const char *reason)
+relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
 {
+    const char *reason = relay_reasons[why].text;
     if (p->state != PENDING_FORWARDED)
         return false;
     if (p->task) {
@@ -142,6 +243,7 @@ relay_cancel(struct relay *r, struct pending *p, const char *reason)
                  p->method, p->gw_id, reason);
     free(m);
     relay_mark_cancelled(p);
+    relay_count(r->stats, why);
     return true;
 }
 

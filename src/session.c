@@ -20,19 +20,6 @@ struct session_globals sessions;
 
 static const char *const session_versions[] = { "2025-03-26", "2025-06-18", "2025-11-25" };
 
-/* Reason strings sent to children, indexed by enum session_cancel_reason. */
-const char *const session_reasons[SESSION_CANCEL_N] = {
-    "client",          "client disconnected", "request timed out",
-    "session deleted", "session expired",     "gateway shutting down",
-    "other",
-};
-
-const char *
-session_cancel_reason_name(enum session_cancel_reason r)
-{
-    return (unsigned)r < SESSION_CANCEL_N ? session_reasons[r] : "other";
-}
-
 /* Method classes of the requests counter: the part of the method before '/'; "other" last. */
 const char *const session_classes[SESSION_CLASS_N] = {
     "initialize", "ping",  "tools",    "resources",   "prompts", "completion",
@@ -45,13 +32,13 @@ const char *const session_classes[SESSION_CLASS_N] = {
  * counted for each cancel. A child that is gone is sent nothing.
  */
 const struct session_end_info session_ends[SESSION_END_N] = {
-    [SESSION_END_DELETED] = { "session deleted", "deleted", SESSION_CANCEL_DELETED },
-    [SESSION_END_EXPIRED] = { "session expired", "expired", SESSION_CANCEL_EXPIRED },
+    [SESSION_END_DELETED] = { "session deleted", "deleted", RELAY_CANCEL_DELETED },
+    [SESSION_END_EXPIRED] = { "session expired", "expired", RELAY_CANCEL_EXPIRED },
     [SESSION_END_DISCONNECTED] = { "client disconnected", "client_disconnected",
-                                   SESSION_CANCEL_DISCONNECT },
-    [SESSION_END_CHILD] = { "child ended", "child_exited", SESSION_CANCEL_OTHER },
-    [SESSION_END_SHUTDOWN] = { "gateway shutting down", "shutdown", SESSION_CANCEL_SHUTDOWN },
-    [SESSION_END_INIT] = { "initialize did not complete", "other", SESSION_CANCEL_OTHER },
+                                   RELAY_CANCEL_DISCONNECT },
+    [SESSION_END_CHILD] = { "child ended", "child_exited", RELAY_CANCEL_CHILD },
+    [SESSION_END_SHUTDOWN] = { "gateway shutting down", "shutdown", RELAY_CANCEL_SHUTDOWN },
+    [SESSION_END_INIT] = { "initialize did not complete", "other", RELAY_CANCEL_OTHER },
 };
 
 size_t
@@ -215,7 +202,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         *err = "no randomness for a session id";
         return NULL;
     }
-    relay_init(&s->r, sessions.l, s->id, session_relay_send, session_expired, s);
+    relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, session_expired, s);
     msgq_init(&s->backlog);
     s->srv = srv;
     char **envp = session_child_env(srv);
@@ -281,8 +268,10 @@ session_close(struct session *s, enum session_end why, const char *detail)
         if (p->dir != PENDING_TO_CHILD || p->state != PENDING_FORWARDED)
             continue;
         if (child_alive && p->gw_id != s->init_gw_id) {
-            session_cancel_to_child(s, p, session_ends[why].cancel);
+            relay_cancel(&s->r, p, session_ends[why].cancel);
             cancelled++;
+        } else if (!child_alive) {
+            relay_count(s->r.stats, RELAY_CANCEL_CHILD); /* ended with it: nothing to send */
         }
         struct stream *st = session_stream_by_id(s, p->stream_id);
         if (st != NULL)

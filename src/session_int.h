@@ -17,15 +17,13 @@
 #define SESSION_CANCEL_LINGER_MS 60000
 #define SESSION_CLASS_N          12
 
-/* Reason strings sent to children, indexed by enum session_cancel_reason. */
-extern const char *const session_reasons[SESSION_CANCEL_N];
 /* Method classes of the requests counter (the part before '/'), "other" last. */
 extern const char *const session_classes[SESSION_CLASS_N];
 
 struct session_end_info {
-    const char *text;  /* logs, errors to what was in flight, cancels to the child */
-    const char *label; /* mcpgw_sessions_closed_total{reason} */
-    enum session_cancel_reason cancel;
+    const char *text;         /* logs, errors to what was in flight, cancels to the child */
+    const char *label;        /* mcpgw_sessions_closed_total{reason} */
+    enum relay_reason cancel; /* its cancels (child_ended: counted, nothing sent) */
 };
 extern const struct session_end_info session_ends[SESSION_END_N];
 
@@ -73,8 +71,6 @@ void session_stream_abandon(struct session *s, struct stream *st, const char *wh
 int session_relay_send(void *arg, const struct iovec *iov, int n);
 /* The relay's timeout: p's deadline passed (initialize ends the session). */
 void session_expired(struct relay *r, struct pending *p);
-/* notifications/cancelled for p to the child, at most once; p is marked cancelled. */
-void session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why);
 /* Answers a request of the child's (its raw id) with a JSON-RPC error. */
 void session_error_to_child(struct session *s, const char *id, size_t idlen, const char *message);
 /* A JSON-RPC error for p's client id on st. */

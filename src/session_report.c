@@ -113,14 +113,14 @@ session_admin_json(size_t *len)
         "],\"truncated\":%s,\"sessions_omitted\":%zu,\"counters\":{\"sessions_open\":%zu,"
         "\"sessions_created\":%" PRIu64 ",\"sessions_closed\":%" PRIu64 ",\"cancels_to_child\":{",
         omitted ? "true" : "false", omitted, sessions.count, c->created, c->closed);
-    for (size_t r = 0; r < SESSION_CANCEL_N; r++)
-        buf_out_printf(&o, "%s\"%s\":%" PRIu64, r ? "," : "", session_reasons[r],
-                       c->cancels_to_child[r]);
+    for (size_t r = 0; r < RELAY_CANCEL_N; r++)
+        buf_out_printf(&o, "%s\"%s\":%" PRIu64, r ? "," : "", relay_reasons[r].text,
+                       relay_cancels((enum relay_reason)r));
     buf_out_printf(&o,
                    "},\"cancels_to_client\":%" PRIu64 ",\"late_dropped\":%" PRIu64
                    ",\"timeouts\":%" PRIu64 ",\"child_lines_invalid\":%" PRIu64
                    ",\"notifications_dropped\":%" PRIu64 "}}",
-                   c->cancels_to_client, c->late_dropped, c->timeouts, c->child_lines_invalid,
+                   relay_cancels_to_client(), c->late_dropped, c->timeouts, c->child_lines_invalid,
                    c->notifications_dropped);
     assert(!o.full); /* the counters fit in SESSION_ADMIN_TAIL */
     *len = buf_used(&o.b);
@@ -128,11 +128,6 @@ session_admin_json(size_t *len)
     buf_clear(&o.b);
     return out;
 }
-
-/* Label values of the cancel reasons, indexed by enum session_cancel_reason. */
-static const char *const session_cancel_labels[SESSION_CANCEL_N] = {
-    "client", "client_disconnected", "timeout", "deleted", "expired", "shutdown", "other",
-};
 
 void
 session_metrics(struct buf *b)
@@ -176,15 +171,6 @@ session_metrics(struct buf *b)
                      d == 0 ? "to_child" : "to_client", session_classes[i]);
             metrics_sample(b, "mcpgw_requests_total", labels, sessions.requests[d][i]);
         }
-    metrics_family(b, "mcpgw_cancels_total", "counter",
-                   "notifications/cancelled forwarded or sent, by direction and reason.");
-    for (size_t r = 0; r < SESSION_CANCEL_N; r++) {
-        snprintf(labels, sizeof(labels), "direction=\"to_child\",reason=\"%s\"",
-                 session_cancel_labels[r]);
-        metrics_sample(b, "mcpgw_cancels_total", labels, c->cancels_to_child[r]);
-    }
-    metrics_sample(b, "mcpgw_cancels_total", "direction=\"to_client\",reason=\"child\"",
-                   c->cancels_to_client);
     metrics_family(b, "mcpgw_late_messages_dropped_total", "counter",
                    "Answers and progress that arrived after their request was cancelled.");
     metrics_sample(b, "mcpgw_late_messages_dropped_total", NULL, c->late_dropped);

@@ -42,14 +42,6 @@ session_splice_send(struct session *s, const char *msg, size_t len, struct jsonr
     return relay_send_spliced(&s->r, msg, len, &ed, 1);
 }
 
-/* Sends the child a notifications/cancelled for p and marks p cancelled (at most once). */
-void
-session_cancel_to_child(struct session *s, struct pending *p, enum session_cancel_reason why)
-{
-    if (relay_cancel(&s->r, p, session_reasons[why]))
-        sessions.ctr.cancels_to_child[why]++;
-}
-
 void
 session_error_to_child(struct session *s, const char *id, size_t idlen, const char *message)
 {
@@ -77,7 +69,7 @@ session_expired(struct relay *r, struct pending *p)
         session_close(s, SESSION_END_INIT, "initialize timed out");
         return;
     }
-    session_cancel_to_child(s, p, SESSION_CANCEL_TIMEOUT);
+    relay_cancel(&s->r, p, RELAY_CANCEL_TIMEOUT);
     session_stream_answered(s, st);
 }
 
@@ -261,7 +253,7 @@ session_child_cancel(struct session *s, const char *line, size_t len,
         return;
     }
     relay_mark_cancelled(p);
-    sessions.ctr.cancels_to_client++;
+    relay_count_to_client(s->r.stats);
     log_info(s->id, "child cancelled its %s request", p->method);
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (st == NULL || st->ended || st->dropped)
@@ -523,7 +515,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
         log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,
                  p->gw_id);
     relay_mark_cancelled(p);
-    sessions.ctr.cancels_to_child[SESSION_CANCEL_CLIENT]++;
+    relay_count(s->r.stats, RELAY_CANCEL_CLIENT);
     /* The request's stream ends without a response. */
     session_stream_answered(s, session_stream_by_id(s, p->stream_id));
 }

@@ -282,7 +282,7 @@ session_stream_abandon(struct session *s, struct stream *st, const char *why)
         }
         if (p->gw_id == s->init_gw_id || p->task)
             continue;
-        session_cancel_to_child(s, p, SESSION_CANCEL_DISCONNECT);
+        relay_cancel(&s->r, p, RELAY_CANCEL_DISCONNECT);
         n++;
     }
     log_info(s->id, "%s POST stream %" PRIu64 ": %u requests cancelled", why, st->id, n);

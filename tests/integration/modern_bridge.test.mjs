@@ -145,7 +145,7 @@ const M = {
   bridged: 'mcpgw_pool_child_requests_total{outcome="bridged"}',
   refused: 'mcpgw_pool_child_requests_total{outcome="refused"}',
   statesRefused: 'mcpgw_pool_request_states_refused_total',
-  cancels: (r) => `mcpgw_pool_cancels_total{reason="${r}"}`,
+  cancels: (r) => `mcpgw_cancels_total{direction="to_child",reason="${r}"}`,
 };
 /** m1 - m0 for each key. */
 const delta = (m0, m1, keys) => Object.fromEntries(keys.map((k) => [k, (m1[k] ?? 0) - (m0[k] ?? 0)]));
@@ -454,7 +454,7 @@ test('raw: the held call goes on on the retry\'s stream: progress with the retry
   const cancel = await waitFor(() => cancelsIn(since(gw.childLog, n)).find((m) => m.params.requestId === call.id), scaled(5000), 'the cancel at the child');
   assert.equal(cancel.params.reason, 'client disconnected');
   const m1 = await metrics(gw);
-  assert.equal(m1[M.cancels('client_closed')] - (m0[M.cancels('client_closed')] ?? 0), 1);
+  assert.equal(m1[M.cancels('client_disconnected')] - (m0[M.cancels('client_disconnected')] ?? 0), 1);
   assert.equal(m1[M.cancels('input_not_provided')], m0[M.cancels('input_not_provided')] ?? 0);
 });
 
@@ -698,25 +698,35 @@ async function unread(gw, msg, p = '/mcp') {
   return sock;
 }
 
-test('a shared child is never paused for one slow reader: a call whose answer its client does not read leaves the child serving others; an input round larger than stream_queue_bytes still gets its retry answered', async () => {
-  const QUEUE = 65536; // the minimum
-  await withGateway({
-    gateway: { stream_queue_bytes: QUEUE, max_message_bytes: 64 * 1024 * 1024 },
-    servers: ['mcp', 'shared'].map((n) => ({ name: n, path: `/${n}`, extra: 'era = legacy\npool_max_children = 1\npool_child_max_inflight = 4' })),
-  }, async (g) => {
-    // A round of about three stream ceilings (the child's question carries the message).
-    const big = 'q'.repeat(3 * QUEUE);
+const SMALL_QUEUE = 65536; // stream_queue_bytes at its minimum
+const smallQueueGateway = (fn) => withGateway({
+  gateway: { stream_queue_bytes: SMALL_QUEUE, max_message_bytes: 64 * 1024 * 1024 },
+  servers: ['mcp', 'shared'].map((n) => ({ name: n, path: `/${n}`, extra: 'era = legacy\npool_max_children = 1\npool_child_max_inflight = 4' })),
+}, fn);
+
+test('an input round larger than stream_queue_bytes: the retry is answered (the child is not left paused, the call not freed under its stream)', async () => {
+  await smallQueueGateway(async (g) => {
+    const big = 'q'.repeat(3 * SMALL_QUEUE); // the child's question carries the message
     const msg = mreq('tools/call', { name: 'elicit', arguments: { message: big } });
     const res = await round(g, msg);
     assert.equal(res.inputRequests.r1.params.message, big);
     const done = await complete(g, retryOf(msg, res.requestState, { r1: accept('big') }));
-    assert.equal(textOf(done), JSON.stringify(accept('big')), 'the retry of a round past stream_queue_bytes is answered');
-    // On a child that never asked (so it serves several at once): a client asks for 32 MiB and
-    // reads none of it, far more than the socket buffers take.
-    const sock = await unread(g, mreq('tools/call', { name: 'large', arguments: { bytes: 32 * 1024 * 1024 } }), '/shared');
+    assert.equal(textOf(done), JSON.stringify(accept('big')));
+    const after = await complete(g, mreq('tools/call', { name: 'echo', arguments: { text: 'after' } }));
+    assert.equal(textOf(after), 'after');
+  });
+});
+
+test('a shared child is never paused for one slow reader: a call whose answer its client does not read leaves the child serving the others', async () => {
+  await smallQueueGateway(async (g) => {
+    // On a child that never asked (so it serves several at once): a call that asked for log lines
+    // gets 32 MiB of them (far more than the socket buffers take) while its client reads nothing.
+    // They are its own (the one request in flight when they start); once its stream holds
+    // stream_queue_bytes the rest are dropped, and the child is never paused for it.
+    const flood = mreq('tools/call', { name: 'flood', arguments: { count: 32 * 1024, bytes: 1024 } }, { meta: { [`${META}logLevel`]: 'debug' } });
+    const sock = await unread(g, flood, '/shared');
     try {
-      // The child has read the big call before the others: its answer comes first on stdout.
-      await waitFor(() => fileMsgs(g.childLog).some((m) => m.method === 'tools/call' && m.params?.name === 'large'), scaled(5000), 'the child read the large call');
+      await waitFor(() => fileMsgs(g.childLog).some((m) => m.method === 'tools/call' && m.params?.name === 'flood'), scaled(5000), 'the child read the flood call');
       for (let i = 0; i < 3; i++) {
         const t0 = Date.now();
         const other = await complete(g, mreq('tools/call', { name: 'echo', arguments: { text: `other ${i}` } }), { path: '/shared' });

@@ -165,7 +165,7 @@ const M = {
   inflight: 'mcpgw_pool_inflight_requests',
   held: 'mcpgw_pool_held_calls',
   children: (s, state) => `mcpgw_pool_children{server="${s}",state="${state}"}`,
-  cancels: (r) => `mcpgw_pool_cancels_total{reason="${r}"}`,
+  cancels: (r) => `mcpgw_cancels_total{direction="to_child",reason="${r}"}`,
   dropped: (r) => `mcpgw_pool_messages_dropped_total{reason="${r}"}`,
   events: (e) => `mcpgw_pool_child_events_total{event="${e}"}`,
   stdout: 'mcpgw_child_stdout_bytes_total',
@@ -398,7 +398,7 @@ test('close-stdin, a call in flight, the client drops the connection: the cancel
     await epipe(gw, c2);
     await retiredForStdin(gw, c2);
     const m1 = await metrics(gw);
-    assert.equal(grew(m0, m1, M.cancels('client_closed')), 2);
+    assert.equal(grew(m0, m1, M.cancels('client_disconnected')), 2);
     assert.equal(grew(m0, m1, M.events('failed')), 2);
     assert.equal(poolStarts(gw, 'hostile').length, 2, 'one child, then its replacement');
   });
@@ -687,7 +687,7 @@ test('a child that never reads its stdin: requests are refused (503, a JSON-RPC 
     const m0 = await metrics(gw);
     for (const x of accepted) x.drop();
     await waitFor(async () => (await metrics(gw))[M.inflight] === 0, scaled(5000), 'nothing in flight');
-    assert.equal(grew(m0, await metrics(gw), M.cancels('client_closed')), accepted.length, 'each call cancelled');
+    assert.equal(grew(m0, await metrics(gw), M.cancels('client_disconnected')), accepted.length, 'each call cancelled');
     await logged(gw, c.tag, 'pool child stopped: idle for pool_idle_timeout_s', SETTLE_MS);
     await waitFor(() => reaped(c.pid), LADDER_MS, 'the child reaped');
     await ctx.settle();
@@ -868,7 +868,7 @@ test(`churn: ${CHURN} 2026-07-28 requests on ${CHURN_WORKERS} workers (echo, dro
     assert.ok(kills >= Math.floor(CHURN / KILL_EVERY) - 1, `children were killed: ${kills}`);
     assert.equal(grew(m0, m1, M.events('failed')), kills, 'each kill is one failed child');
     // A dropped call is cancelled for it, unless a kill ended it first.
-    const closed = grew(m0, m1, M.cancels('client_closed'));
+    const closed = grew(m0, m1, M.cancels('client_disconnected'));
     assert.ok(closed <= tally.dropped && closed + grew(m0, m1, M.cancels('child_ended')) >= tally.dropped, `${tally.dropped} calls dropped, ${closed} cancelled for it`);
     assert.equal(grew(m0, m1, M.cancels('timeout')), tally.timedOut, 'each timeout cancelled');
     assert.ok(tally.killedCalls <= kills * CHURN_WORKERS, `${tally.killedCalls} calls ended by ${kills} kills`);
@@ -1257,7 +1257,7 @@ test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} work
     const kept = gw.logs().split('\n').filter((l) => l.includes('answered by the child: kept for the client\'s retry')).length;
     t.diagnostic(`${BRIDGE_CHURN} conversations in ${secs.toFixed(1)} s (${tally.busy} openings tried again after a 429); ${kills} children SIGKILLed; branches ${JSON.stringify(tally.branches)}`);
     t.diagnostic(`ends: ${ends.map(([k, n]) => `${k} ${n}`).join(', ')}`);
-    t.diagnostic(`rounds ${grew(m0, m1, 'mcpgw_pool_input_rounds_total')}, states refused ${grew(m0, m1, 'mcpgw_pool_request_states_refused_total')}, held answers kept ${kept}; cancels: input_not_provided ${grew(m0, m1, M.cancels('input_not_provided'))}, client_closed ${grew(m0, m1, M.cancels('client_closed'))}, child_ended ${grew(m0, m1, M.cancels('child_ended'))}; children started ${grew(m0, m1, M.events('started'))}, most at once ${sampler.seen.maxChildren}`);
+    t.diagnostic(`rounds ${grew(m0, m1, 'mcpgw_pool_input_rounds_total')}, states refused ${grew(m0, m1, 'mcpgw_pool_request_states_refused_total')}, held answers kept ${kept}; cancels: input_not_provided ${grew(m0, m1, M.cancels('input_not_provided'))}, client_disconnected ${grew(m0, m1, M.cancels('client_disconnected'))}, child_ended ${grew(m0, m1, M.cancels('child_ended'))}; children started ${grew(m0, m1, M.events('started'))}, most at once ${sampler.seen.maxChildren}`);
     assert.ok(kills >= Math.floor(BRIDGE_CHURN / BRIDGE_KILL_EVERY) - 1, `children were killed: ${kills}`);
     assert.equal(grew(m0, m1, M.events('failed')), kills, 'each kill is one failed child');
     assert.ok(byEnd(/: completed$/) > 0, 'conversations completed');
@@ -1274,7 +1274,7 @@ test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} work
     assert.ok(statesRefused >= refusals && statesRefused <= refusals + vanished, `${statesRefused} requestStates refused, ${refusals} seen`);
     // A dropped call (or a vanished client's) is cancelled for it, unless a kill ended it first.
     const dropped = byEnd(/: dropped$/);
-    const closed = grew(m0, m1, M.cancels('client_closed'));
+    const closed = grew(m0, m1, M.cancels('client_disconnected'));
     assert.ok(closed <= dropped + vanished && closed + grew(m0, m1, M.cancels('child_ended')) >= dropped, `${dropped} calls dropped, ${closed} cancelled for it`);
     if (byEnd(/^child_cancel: completed$/) >= 10) assert.ok(kept > 0, 'some child_cancel answered its call while it was held');
     assert.ok(byEnd(/: (ended|refused)$/) <= kills * BRIDGE_WORKERS, 'conversations ended by kills');

@@ -22,7 +22,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { ACCEPT_BOTH, initSession, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { ACCEPT_BOTH, initSession, metricSamples, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const V = '2026-07-28';
@@ -112,15 +112,15 @@ async function mcall(gw, msg, opts = {}) {
   return body;
 }
 
-/** A counter of /metrics (labels as written there, e.g. 'reason="client_closed"'). */
+/** A counter of /metrics (labels as written there, e.g. 'direction="to_child",reason="timeout"'). */
 async function metric(gw, name, labels) {
   const r = await request(`${gw.base}/metrics`, { method: 'GET' });
   const text = await r.done();
   assert.equal(r.status, 200, text);
   const key = labels ? `${name}{${labels}}` : name;
-  const line = text.split('\n').find((l) => l.startsWith(`${key} `));
-  assert.ok(line, `${key} in /metrics:\n${text}`);
-  return Number(line.slice(key.length + 1));
+  const m = metricSamples(text);
+  assert.ok(key in m, `${key} in /metrics:\n${text}`);
+  return m[key];
 }
 
 /** Lines of a file, complete ones only ([] while it does not exist). */
@@ -578,7 +578,7 @@ test('Mcp-Name through base64 to the modern child: a non-ASCII template uri is s
 // --- cancellation ----------------------------------------------------------------------------------
 
 test('a client that drops a legacy-child call (nothing written): notifications/cancelled for the child\'s id at once', async () => {
-  const before = await metric(gw, 'mcpgw_pool_cancels_total', 'reason="client_closed"');
+  const before = await metric(gw, 'mcpgw_cancels_total', 'direction="to_child",reason="client_disconnected"');
   const tag = `drop-${crypto.randomUUID()}`;
   const m = mreq('tools/call', { name: 'echo', arguments: { text: tag, delay_ms: 60000 } });
   const { req, response } = await openPost(`${gw.base}/mcp`, mheaders(m), m);
@@ -591,14 +591,14 @@ test('a client that drops a legacy-child call (nothing written): notifications/c
   assert.ok(ms < scaled(1000), `cancel after ${ms.toFixed(0)} ms (heartbeat ${HEARTBEAT_S} s: not found by a write)`);
   assert.equal(c.params.reason, 'client disconnected');
   assert.equal(await response, null, 'no response was ever started');
-  await waitFor(async () => (await metric(gw, 'mcpgw_pool_cancels_total', 'reason="client_closed"')) === before + 1, scaled(2000), 'client_closed counted');
+  await waitFor(async () => (await metric(gw, 'mcpgw_cancels_total', 'direction="to_child",reason="client_disconnected"')) === before + 1, scaled(2000), 'client_disconnected counted');
   // Exactly one cancel for it.
   await mcall(gw, mreq('tools/list'));
   assert.equal(childMsgs().filter((x) => x.method === 'notifications/cancelled' && x.params?.requestId === seen.id).length, 1);
 });
 
 test('a client that drops a modern-child call: the fixture\'s slow is cancelled under the child-facing id', async () => {
-  const before = await metric(gw, 'mcpgw_pool_cancels_total', 'reason="client_closed"');
+  const before = await metric(gw, 'mcpgw_cancels_total', 'direction="to_child",reason="client_disconnected"');
   const m = mreq('tools/call', { name: 'slow', arguments: { ms: 60000 } });
   await mcall(gw, mreq('tools/list'), { path: '/modern' }); // its child is up and ready
   assert.equal(await metric(gw, 'mcpgw_pool_inflight_requests'), 0);
@@ -614,11 +614,11 @@ test('a client that drops a modern-child call: the fixture\'s slow is cancelled 
   assert.ok(line);
   assert.ok(ms < scaled(2000), `cancelled after ${ms.toFixed(0)} ms`);
   assert.equal(await response, null, 'no response was ever started');
-  await waitFor(async () => (await metric(gw, 'mcpgw_pool_cancels_total', 'reason="client_closed"')) === before + 1, scaled(2000), 'client_closed counted');
+  await waitFor(async () => (await metric(gw, 'mcpgw_cancels_total', 'direction="to_child",reason="client_disconnected"')) === before + 1, scaled(2000), 'client_disconnected counted');
 });
 
 test('request_timeout_ms: a JSON-RPC error to the client, a cancel at the child with reason "request timed out"', async () => {
-  const before = await metric(gw, 'mcpgw_pool_cancels_total', 'reason="timeout"');
+  const before = await metric(gw, 'mcpgw_cancels_total', 'direction="to_child",reason="timeout"');
   const tag = `timeout-${crypto.randomUUID()}`;
   const m = mreq('tools/call', { name: 'echo', arguments: { text: tag, delay_ms: 60000 } });
   const t0 = performance.now();
@@ -632,7 +632,7 @@ test('request_timeout_ms: a JSON-RPC error to the client, a cancel at the child 
   assert.ok(seen, 'the timed child read the call');
   const c = await waitFor(() => msgs().find((x) => x.method === 'notifications/cancelled' && x.params?.requestId === seen.id), scaled(3000), 'cancel at the child');
   assert.equal(c.params.reason, 'request timed out');
-  assert.equal(await metric(gw, 'mcpgw_pool_cancels_total', 'reason="timeout"'), before + 1);
+  assert.equal(await metric(gw, 'mcpgw_cancels_total', 'direction="to_child",reason="timeout"'), before + 1);
 });
 
 // =================================================================================================

@@ -213,8 +213,8 @@ test('a 2026-07-28 client that drops mid-call behind nginx gets its request canc
 
     // Both counted as client closes; the instances serve on.
     let closed = 0;
-    for (const gw of Object.values(gws)) closed += await metric(gw, 'mcpgw_pool_cancels_total{reason="client_closed"}');
-    assert.equal(closed, 2, 'mcpgw_pool_cancels_total{reason="client_closed"} over both instances');
+    for (const gw of Object.values(gws)) closed += await metric(gw, 'mcpgw_cancels_total{server="example",direction="to_child",reason="client_disconnected"}');
+    assert.equal(closed, 2, 'mcpgw_cancels_total{reason="client_disconnected"} over both instances');
     for (let i = 0; i < 2; i++) await modernEcho(via.url, `after the drops ${i}`);
   });
 });
@@ -409,8 +409,8 @@ test('round-robin nginx, shared state_key_file: an input round\'s retry that lan
       scaled(HOLD_MS + 10_000), `the cancel of the held call at ${home}'s child`);
     assert.equal(cancel.params.reason, 'input not provided in time', JSON.stringify(cancel));
     await waitFor(async () => (await metric(gws[home], 'mcpgw_pool_held_calls')) === 0, scaled(5000), `${home} holds nothing once the call ended`);
-    assert.equal(await metric(gws[home], 'mcpgw_pool_cancels_total{reason="input_not_provided"}'), 1);
-    assert.equal(await metric(gws[other], 'mcpgw_pool_cancels_total{reason="input_not_provided"}'), 0);
+    assert.equal(await metric(gws[home], 'mcpgw_cancels_total{server="example",direction="to_child",reason="input_not_provided"}'), 1);
+    assert.equal(await metric(gws[other], 'mcpgw_cancels_total{server="example",direction="to_child",reason="input_not_provided"}'), 0);
     // Not before input_hold_ms: the holder's own log times of its last round and of the cancel.
     const sent = lastLogTime(gws[home], /^(\S+) \S+ session=pool:example#\d+ tools\/call held: input round \d+ sent/gm);
     const cancelled = lastLogTime(gws[home], /^(\S+) \S+ session=pool:example#\d+ cancel sent to child: method=tools\/call .*reason="input not provided in time"/gm);

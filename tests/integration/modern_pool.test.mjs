@@ -114,7 +114,7 @@ const M = {
   inflight: 'mcpgw_pool_inflight_requests',
   requests: 'mcpgw_pool_requests_total',
   answered: 'mcpgw_pool_request_duration_seconds_count',
-  cancels: (r) => `mcpgw_pool_cancels_total{reason="${r}"}`,
+  cancels: (r) => `mcpgw_cancels_total{direction="to_child",reason="${r}"}`,
   dropped: (r) => `mcpgw_pool_messages_dropped_total{reason="${r}"}`,
   refused: 'mcpgw_pool_child_requests_total{outcome="refused"}',
   events: (e) => `mcpgw_pool_child_events_total{event="${e}"}`,
@@ -318,7 +318,7 @@ test('closing the response stream cancels the call at its child at once (minted 
     await gw.waitLog(new RegExp(`session=pool:example#1 cancel sent to child: method=tools/call child_id=${callId} reason="client disconnected"`));
     await waitFor(async () => (await metrics(gw))[M.inflight] === 0, scaled(5000), 'nothing in flight');
     const m1 = await metrics(gw);
-    assert.equal(m1[M.cancels('client_closed')], 1);
+    assert.equal(m1[M.cancels('client_disconnected')], 1);
     assert.ok(pidAlive(pid), 'the child stays');
     const after = await call(gw, 'echo', { text: 'same child' }, { id: 'after' });
     assert.equal(textOf(after.answer), 'same child');
@@ -339,7 +339,7 @@ test('closing the response stream cancels the call at its child at once (minted 
     assert.deepEqual(tc.params, { requestId: tId, reason: 'request timed out' });
     const m2 = await metrics(gw);
     assert.equal(m2[M.cancels('timeout')], 1);
-    assert.equal(m2[M.cancels('client_closed')], 1);
+    assert.equal(m2[M.cancels('client_disconnected')], 1);
   });
 });
 

@@ -200,7 +200,7 @@ async function metrics(gw, headers = {}) {
 const LABELS = (key, values) => values.map((v) => ({ [key]: v }));
 const CLOSE_REASONS = ['deleted', 'expired', 'client_disconnected', 'child_exited', 'shutdown', 'other'];
 const CLASSES = ['initialize', 'ping', 'tools', 'resources', 'prompts', 'completion', 'logging', 'tasks', 'sampling', 'elicitation', 'roots', 'other'];
-const CANCEL_REASONS = ['client', 'client_disconnected', 'timeout', 'deleted', 'expired', 'shutdown', 'other'];
+const CANCEL_REASONS = ['client', 'client_disconnected', 'timeout', 'deleted', 'expired', 'shutdown', 'reload', 'input_not_provided', 'child_ended', 'other'];
 const FAMILIES = {
   mcpgw_sessions_open: ['gauge', [{}]],
   mcpgw_sessions_created_total: ['counter', [{}]],
@@ -211,7 +211,8 @@ const FAMILIES = {
   mcpgw_children_exited_total: ['counter', LABELS('status', ['exit_zero', 'exit_nonzero', 'signal'])],
   mcpgw_inflight_requests: ['gauge', LABELS('direction', ['to_child', 'to_client'])],
   mcpgw_requests_total: ['counter', ['to_child', 'to_client'].flatMap((d) => CLASSES.map((c) => ({ direction: d, class: c })))],
-  mcpgw_cancels_total: ['counter', [...CANCEL_REASONS.map((r) => ({ direction: 'to_child', reason: r })), { direction: 'to_client', reason: 'child' }]],
+  // One series per configured server for each reason (both eras): a function of the servers.
+  mcpgw_cancels_total: ['counter', (servers) => servers.flatMap((server) => [...CANCEL_REASONS.map((r) => ({ server, direction: 'to_child', reason: r })), { server, direction: 'to_client', reason: 'child' }])],
   mcpgw_late_messages_dropped_total: ['counter', [{}]],
   mcpgw_request_timeouts_total: ['counter', [{}]],
   mcpgw_child_lines_invalid_total: ['counter', [{}]],
@@ -240,7 +241,6 @@ const FAMILIES = {
   mcpgw_pool_children: ['gauge', []],
   mcpgw_pool_inflight_requests: ['gauge', [{}]],
   mcpgw_pool_requests_total: ['counter', [{}]],
-  mcpgw_pool_cancels_total: ['counter', LABELS('reason', ['client_closed', 'timeout', 'child_ended', 'shutdown', 'input_not_provided'])],
   mcpgw_pool_messages_dropped_total: ['counter', LABELS('reason', ['late', 'slow_reader', 'unattributed', 'log_level', 'invalid'])],
   mcpgw_pool_child_requests_total: ['counter', LABELS('outcome', ['bridged', 'refused'])],
   mcpgw_pool_input_rounds_total: ['counter', [{}]],
@@ -253,9 +253,10 @@ const FAMILIES = {
   mcpgw_policy_tools_hidden_total: ['counter', []],
 };
 
-/** Every family with HELP, TYPE and its series; histograms consistent. */
-function checkShape(m) {
-  for (const [name, [type, labelSets]] of Object.entries(FAMILIES)) {
+/** Every family with HELP, TYPE and its series (for the configured servers); histograms consistent. */
+function checkShape(m, servers = ['example']) {
+  for (const [name, [type, sets]] of Object.entries(FAMILIES)) {
+    const labelSets = typeof sets === 'function' ? sets(servers) : sets;
     const f = m.families.get(name);
     assert.ok(f, `family ${name} present`);
     assert.ok(f.help.length > 0, `${name} has a HELP text`);
@@ -414,8 +415,8 @@ test('metrics follow real traffic: sessions, tools calls, in-flight gauge, a cli
     const m4 = await metrics(gw);
     checkShape(m4);
     assert.equal(m4.get('mcpgw_inflight_requests', { direction: 'to_child' }), 0, 'nothing in flight after the cancel');
-    assert.equal(m4.get('mcpgw_cancels_total', { direction: 'to_child', reason: 'client' }), 1);
-    for (const reason of CANCEL_REASONS.slice(1)) assert.equal(m4.get('mcpgw_cancels_total', { direction: 'to_child', reason }), 0, reason);
+    assert.equal(m4.get('mcpgw_cancels_total', { server: 'example', direction: 'to_child', reason: 'client' }), 1);
+    for (const reason of CANCEL_REASONS.slice(1)) assert.equal(m4.get('mcpgw_cancels_total', { server: 'example', direction: 'to_child', reason }), 0, reason);
     assert.equal(m4.get('mcpgw_request_duration_seconds_count'), 5, 'a cancelled call is not an answered one');
     assert.equal(m4.get('mcpgw_request_timeouts_total'), 0);
     assert.equal(m4.get('mcpgw_child_lines_invalid_total'), 0);
@@ -500,7 +501,7 @@ test('metrics: a server whose command does not exist counts a spawn failure, not
     assert.ok(r.status >= 500, `initialize on /bad: HTTP ${r.status} ${r.text()}`);
     assert.ok(!r.headers['mcp-session-id'], 'no session id');
     const m = await metrics(gw);
-    checkShape(m);
+    checkShape(m, ['example', 'bad']);
     assert.equal(m.get('mcpgw_children_spawn_failures_total'), 1);
     assert.equal(m.get('mcpgw_children_spawned_total'), 0);
     assert.equal(m.get('mcpgw_sessions_created_total'), 0);

@@ -39,7 +39,12 @@ export function metricSamples(text) {
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     const i = line.lastIndexOf(' ');
-    m[line.slice(0, i)] = Number(line.slice(i + 1));
+    const key = line.slice(0, i);
+    m[key] = Number(line.slice(i + 1));
+    // mcpgw_cancels_total has one series per server: its sum over servers, with the server
+    // label left out, is a key too (tests that count cancels over a gateway read that).
+    const s = /^mcpgw_cancels_total\{server="[^"]*",(.*)\}$/.exec(key);
+    if (s) m[`mcpgw_cancels_total{${s[1]}}`] = (m[`mcpgw_cancels_total{${s[1]}}`] ?? 0) + m[key];
   }
   return m;
 }

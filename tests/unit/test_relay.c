@@ -55,7 +55,7 @@ static void
 setup(void)
 {
     L = loop_new();
-    relay_init(&R, L, "test", child_send, on_expired, &R);
+    relay_init(&R, L, "test", "srv", child_send, on_expired, &R);
     nsent = nexpired = 0;
     refuse = false;
 }
@@ -105,7 +105,7 @@ Test(relay, timer_never_fires_for_a_cancelled_entry, .init = setup, .fini = tear
 {
     struct pending *p = add("1");
     relay_arm_timeout(&R, p, 20, 0);
-    cr_assert(relay_cancel(&R, p, "client disconnected"));
+    cr_assert(relay_cancel(&R, p, RELAY_CANCEL_DISCONNECT));
     cr_assert_null(p->timer);
     run_for(60);
     cr_assert_eq(nexpired, 0);
@@ -135,9 +135,12 @@ Test(relay, timeout_capped_by_max_from_start, .init = setup, .fini = teardown)
 Test(relay, cancel_is_written_once, .init = setup, .fini = teardown)
 {
     struct pending *p = add("\"x\"");
-    cr_assert(relay_cancel(&R, p, "request timed out"));
-    cr_assert_not(relay_cancel(&R, p, "client disconnected"));
+    uint64_t timeouts = relay_cancels(RELAY_CANCEL_TIMEOUT);
+    cr_assert(relay_cancel(&R, p, RELAY_CANCEL_TIMEOUT));
+    cr_assert_not(relay_cancel(&R, p, RELAY_CANCEL_DISCONNECT));
     cr_assert_eq(nsent, 1);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_TIMEOUT), timeouts + 1, "counted once");
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), 0);
     cr_assert_eq(p->state, PENDING_CANCELLED);
     cr_assert(strstr(sent[0], "\"method\":\"notifications/cancelled\"") != NULL, "%s", sent[0]);
     cr_assert(strstr(sent[0], "\"requestId\":1") != NULL, "the id the child saw: %s", sent[0]);
@@ -149,7 +152,7 @@ Test(relay, cancel_refused_by_stdin_still_marks, .init = setup, .fini = teardown
 {
     struct pending *p = add("1");
     refuse = true;
-    cr_assert(relay_cancel(&R, p, "gateway shutting down"));
+    cr_assert(relay_cancel(&R, p, RELAY_CANCEL_SHUTDOWN));
     cr_assert_eq(p->state, PENDING_CANCELLED, "a late answer must still be dropped");
 }
 
@@ -157,16 +160,51 @@ Test(relay, task_is_marked_never_cancelled, .init = setup, .fini = teardown)
 {
     struct pending *p = add("1");
     p->task = true;
-    cr_assert_not(relay_cancel(&R, p, "client disconnected"));
+    cr_assert_not(relay_cancel(&R, p, RELAY_CANCEL_DISCONNECT));
     cr_assert_eq(nsent, 0);
     cr_assert_eq(p->state, PENDING_CANCELLED);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), 0, "a task is not counted");
+}
+
+Test(relay, counters_per_server_in_metrics, .init = setup, .fini = teardown)
+{
+    relay_cancel(&R, add("1"), RELAY_CANCEL_HOLD);
+    relay_count(relay_stats_of("other"), RELAY_CANCEL_CHILD);
+    relay_count_to_client(R.stats);
+    cr_assert_eq(relay_stats_of("srv"), R.stats, "one row per server name");
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    relay_metrics(&b);
+    cr_assert_eq(buf_append(&b, "", 1), 0);
+    const char *m = buf_head(&b);
+    cr_assert(strstr(m, "# TYPE mcpgw_cancels_total counter\n") != NULL, "%s", m);
+    cr_assert(strstr(m, "mcpgw_cancels_total{server=\"srv\",direction=\"to_child\",reason=\"input_"
+                        "not_provided\"} 1\n")
+                  != NULL,
+              "%s", m);
+    cr_assert(strstr(m, "mcpgw_cancels_total{server=\"other\",direction=\"to_child\",reason="
+                        "\"child_ended\"} 1\n")
+                  != NULL,
+              "%s", m);
+    cr_assert(
+        strstr(m,
+               "mcpgw_cancels_total{server=\"srv\",direction=\"to_client\",reason=\"child\"} 1\n")
+            != NULL,
+        "%s", m);
+    cr_assert(
+        strstr(m,
+               "mcpgw_cancels_total{server=\"other\",direction=\"to_child\",reason=\"reload\"} 0\n")
+            != NULL,
+        "%s", m);
+    buf_clear(&b);
+    relay_module_free();
 }
 
 Test(relay, make_room_drops_oldest_lingering_only, .init = setup, .fini = teardown)
 {
     struct pending *a = add("1"), *b = add("2"), *c = add("3"), *d = add("4");
-    relay_cancel(&R, b, "x");
-    relay_cancel(&R, d, "x");
+    relay_cancel(&R, b, RELAY_CANCEL_OTHER);
+    relay_cancel(&R, d, RELAY_CANCEL_OTHER);
     relay_make_room(&R, 10);
     cr_assert_eq(R.pt.count, 4, "under the ceiling: nothing goes");
     relay_make_room(&R, 3);

@@ -814,9 +814,9 @@ Test(session, notifications_with_no_stream_wait_for_the_next_get_stream)
         cr_assert_str_eq(ev[i], n[i], "event %d out of order", i);
     cr_assert_eq(f.s->backlog.count, 0);
     /* A dropped GET stream keeps what comes meanwhile for the next GET, and cancels nothing. */
-    uint64_t cancels = session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT];
+    uint64_t cancels = relay_cancels(RELAY_CANCEL_DISCONNECT);
     detach(get);
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT], cancels);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), cancels);
     child_says(&f, "%s", n[3]);
     get = open_stream(&f, true);
     cr_assert_eq(events(get, ev, EV_MAX), 1);
@@ -872,7 +872,7 @@ Test(session, child_cancel_of_its_request_goes_to_the_stream_that_carried_it)
              id);
     expect_event(st, want);
     cr_assert_eq(count_events(get) + count_events(older), 0);
-    cr_assert_eq(session_counters()->cancels_to_client, 1);
+    cr_assert_eq(relay_cancels_to_client(), 1);
     /* The client's answer to it comes late: dropped, and the child does not hear of it. */
     size_t before = nsent(&f);
     char answer[128];
@@ -958,7 +958,7 @@ Test(session, task_augmented_request_is_not_cancelled_by_a_drop)
     size_t before = nsent(&f);
     detach(st);
     cr_assert_eq(nsent(&f), before, "a task-augmented request got notifications/cancelled");
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT], 0);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), 0);
 }
 
 Test(session, sweep_expires_an_idle_session_and_cancels_what_it_held)
@@ -999,7 +999,7 @@ Test(session, client_cancel_is_forwarded_with_the_child_id_and_ends_the_stream)
              "\"params\":{\"requestId\":%" PRIu64 ",\"reason\":\"user\"}}",
              cid);
     cr_assert_str_eq(last_sent(&f), want);
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_CLIENT], 1);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_CLIENT), 1);
     cr_assert_eq(count_events(st), 0, "a cancelled request gets no answer");
     cr_assert(stream_finished(st), "the cancelled request's stream did not end");
     cr_assert_not(stream_finished(st2));
@@ -1028,7 +1028,7 @@ Test(session, dropped_post_stream_cancels_its_requests_as_client_disconnected)
     detach(st1);
     cr_assert_eq(nsent(&f), before + 1);
     expect_cancel(&f, before, c1, "client disconnected");
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT], 1);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), 1);
     /* The other stream's request is untouched; the dropped one's answer is late. */
     child_answers(&f, c1, "{}");
     cr_assert_eq(session_counters()->late_dropped, 1);
@@ -1064,7 +1064,7 @@ Test(session, dropped_post_stream_answers_the_child_request_it_carried_with_an_e
 static bool
 disconnect_cancelled(void)
 {
-    return session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT] > 0;
+    return relay_cancels(RELAY_CANCEL_DISCONNECT) > 0;
 }
 
 Test(session, dropped_post_stream_cancels_after_the_grace_period)
@@ -1095,7 +1095,7 @@ Test(session, initialize_is_never_cancelled)
                  SESSION_OK);
     detach(st);
     cr_assert_eq(nsent(&f), 1, "the child got more than initialize: %s", last_sent(&f));
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT], 0);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), 0);
     child_initialized(&f, cid, V_CURRENT);
     cr_assert_eq(f.s->state, SESSION_READY);
     /* DELETE while initialize is in flight: no cancel for it either, the client gets an error. */
@@ -1129,7 +1129,7 @@ Test(session, delete_cancels_what_is_in_flight_and_errors_each_waiting_stream)
     bool first_is_c1 = strtoull(rid + strlen("\"requestId\":"), NULL, 10) == c1;
     expect_cancel(&f, before, first_is_c1 ? c1 : c2, "session deleted");
     expect_cancel(&f, before + 1, first_is_c1 ? c2 : c1, "session deleted");
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_DELETED], 2);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DELETED), 2);
     expect_only_error(st1, "\"a\"", "session ended: session deleted");
     expect_only_error(st2, "2", "session ended: session deleted");
     cr_assert_eq(count_events(get), 0);
@@ -1166,7 +1166,7 @@ Test(session, child_gone_fails_what_is_in_flight_and_sends_the_child_nothing)
     cr_assert_str_eq(fake_upstream_close_reason(f.u), "child exited");
     expect_only_error(st1, "\"a\"", "session ended: child exited");
     expect_only_error(st2, "2", "session ended: child exited");
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_OTHER], 0);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_OTHER), 0);
     detach(st1);
     detach(st2);
 }
@@ -1217,7 +1217,7 @@ Test(session, reentry_client_drop_whose_cancel_write_fails)
     fake_upstream_fail_next_write(f.u);
     detach(st1);
     expect_still_open(&f);
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT], 2);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), 2);
     expect_child_end(&f, before);
     expect_only_error(st2, "\"b\"", "session ended: " STDIN_GONE);
     detach(st2);
@@ -1393,7 +1393,7 @@ Test(session, reentry_grace_expiry_whose_cancel_write_fails)
     fake_upstream_fail_next_write(f.u);
     timeout_fx = &f;
     cr_assert(run_until(timeout_session_gone, 2000), "the session outlived its child");
-    cr_assert_eq(session_counters()->cancels_to_child[SESSION_CANCEL_DISCONNECT], 1);
+    cr_assert_eq(relay_cancels(RELAY_CANCEL_DISCONNECT), 1);
     cr_assert_eq(closed_by("child_exited"), 1);
     cr_assert_eq(nsent(&f), before);
     cr_assert_eq(fake_upstream_misuse(), 0);
