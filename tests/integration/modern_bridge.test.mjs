@@ -727,12 +727,17 @@ test('a shared child is never paused for one slow reader: a call whose answer it
     const sock = await unread(g, flood, '/shared');
     try {
       await waitFor(() => fileMsgs(g.childLog).some((m) => m.method === 'tools/call' && m.params?.name === 'flood'), scaled(5000), 'the child read the flood call');
+      // Well past stream_queue_bytes and what the socket buffers take at first: a gateway that
+      // pauses the child for this reader stops short of it, or stalls the calls below.
+      const FLOODED = 1024 * 1024;
+      await waitFor(async () => (await metrics(g))['mcpgw_child_stdout_bytes_total'] >= FLOODED, scaled(10000), `${FLOODED} bytes of the flood read from the child`);
       for (let i = 0; i < 3; i++) {
         const t0 = Date.now();
         const other = await complete(g, mreq('tools/call', { name: 'echo', arguments: { text: `other ${i}` } }), { path: '/shared' });
         assert.equal(textOf(other), `other ${i}`);
         assert.ok(Date.now() - t0 < scaled(5000), `answered while the slow reader waits (${Date.now() - t0} ms)`);
       }
+      assert.ok((await metrics(g))['mcpgw_pool_messages_dropped_total{reason="slow_reader"}'] > 0, 'the slow reader\'s log lines past its ceiling were dropped');
     } finally {
       sock.destroy();
     }
