@@ -69,8 +69,15 @@ void
 pool_set_config(const struct config *cfg)
 {
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
-        if (p->cfg != cfg)
+        if (p->cfg != cfg && !p->retired) {
             p->retired = true;
+            /*
+             * A listener would stay on the old pool and hear nothing once its children idle out:
+             * it ends, saying why, and listens again on the new one. Held input rounds stay on
+             * the old pool until they end (pool_bridge.c).
+             */
+            pool_listen_end_all(p, "configuration reloaded: send subscriptions/listen again");
+        }
     pools.cfg = cfg;
     for (size_t i = 0; i < cfg->n_servers; i++) {
         (void)relay_stats_of(cfg->servers[i].name); /* its series exist before any traffic */
@@ -585,7 +592,7 @@ pool_close_all(void)
     pools.draining = true;
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         pool_fail_queue(p, "gateway shutting down");
-        pool_listen_end_all(p);
+        pool_listen_end_all(p, NULL);
         while (p->children != NULL) {
             struct pool_child *c = p->children;
             for (struct pending *e = c->r.pt.head; e != NULL; e = e->next)

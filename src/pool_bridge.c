@@ -192,7 +192,9 @@ pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *i
     struct pool_call *call = pools.held;
     while (call != NULL && memcmp(call->held_id, raw, 16) != 0)
         call = call->hnext;
-    if (call == NULL || call->pool != p) {
+    /* After a reload the call stays on its (retired) pool of the same server until it ends. */
+    if (call == NULL
+        || (call->pool != p && !(call->pool->retired && strcmp(call->pool->name, p->name) == 0))) {
         *why = "requestState names no call held here: already used, ended, or held by another "
                "gateway instance (keep a client on one instance: README, several instances)";
         return NULL;

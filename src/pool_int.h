@@ -257,8 +257,8 @@ void pool_bridge_end_held(struct pool *p);
 bool pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_info *info);
 /* The listener is gone (pool_call_end calls this): its URIs released. */
 void pool_listen_forget(struct pool_call *call);
-/* Shutdown: every listener of p gets its graceful end. */
-void pool_listen_end_all(struct pool *p);
+/* Shutdown (error NULL): every listener of p gets its graceful end; else that JSON-RPC error. */
+void pool_listen_end_all(struct pool *p, const char *error);
 /* A list change or resources/updated from c: to the listeners that asked; false if none did. */
 bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* Subscriptions that wait for a child (none is ready). */

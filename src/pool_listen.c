@@ -192,10 +192,20 @@ pool_listen_forget(struct pool_call *call)
 }
 
 void
-pool_listen_end_all(struct pool *p)
+pool_listen_end_all(struct pool *p, const char *error)
 {
     while (p->listeners != NULL) {
         struct pool_listen *l = p->listeners;
+        if (error != NULL) {
+            size_t len;
+            char *e = jsonrpc_error_new(l->id, l->id_len, JSONRPC_INTERNAL_ERROR, error, &len);
+            struct iovec iov = { e, len };
+            pool_push(l->call, &iov, 1);
+            free(e);
+            relay_count(p->stats, RELAY_CANCEL_RELOAD);
+            pool_call_end(l->call);
+            continue;
+        }
         /* The graceful end: a complete result naming the subscription. */
         static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
         static const char mid[] = ",\"result\":{\"resultType\":\"complete\",\"_meta\":{"

@@ -634,3 +634,19 @@ test('the child holding a subscription crashes (no warm children): a child is st
     }
   });
 });
+
+test('SIGHUP: a legacy listener is ended with a JSON-RPC error that says to listen again (not left on the old pool to hear nothing); a new listen works on the new pool', { timeout: scaled(60000) }, async () => {
+  await withGw({ servers: (dir) => [listenServer(path.join(dir, 'subs.log'))] }, async (gw) => {
+    const l = await rawListen(gw, { toolsListChanged: true }, { id: 'before-reload' });
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/SIGHUP: configuration reloaded/, T);
+    await waitFor(() => l.ended, T, 'the old listen stream ends');
+    const end = l.msgs().find((m) => m.id === 'before-reload');
+    assert.equal(end?.error?.code, -32603, l.text());
+    assert.match(end.error.message, /configuration reloaded: send subscriptions\/listen again/);
+    const again = await rawListen(gw, { toolsListChanged: true }, { id: 'after-reload' });
+    assert.equal(await rawCall(gw, 'change_tools'), 'tools changed');
+    await waitFor(() => rawGot(again, 'notifications/tools/list_changed').length === 1, T, 'the change on the new listen');
+    again.drop();
+  });
+});
