@@ -212,8 +212,9 @@ auth_load_tokens(struct auth *a, const char *path, char *err, size_t errlen)
 static unsigned char *
 auth_b64_new(const char *s, size_t n, size_t *len)
 {
-    unsigned char *out = xmalloc(n / 4 * 3 + 3);
-    long r = util_base64url_decode(s, n, out);
+    size_t cap = n / 4 * 3 + 3;
+    unsigned char *out = xmalloc(cap);
+    long r = util_base64url_decode(s, n, out, cap);
     if (r <= 0) {
         free(out);
         return NULL;

@@ -530,6 +530,22 @@ test('refused: a requestState with a changed character in its MAC or in its payl
   assert.equal(m1[M.statesRefused] - (m0[M.statesRefused] ?? 0), 3);
 });
 
+test('refused: a forged requestState whose MAC part decodes to 183 bytes (the MAC is 32) gets 400 -32602 before any call is looked up, and the gateway goes on', async () => {
+  const n = mark();
+  const msg = elicit({ message: 'oversized mac' });
+  // As long as the gateway reads a requestState (255 characters): 2 of payload, 244 of "MAC".
+  const forged = `mcpgw1.AA.${crypto.randomBytes(183).toString('base64url')}`;
+  assert.equal(forged.length, 254);
+  const why = await refusedState(gw, retryOf(msg, forged, { r1: accept('forged') }), A, 'oversized MAC');
+  assert.match(why, /does not verify/);
+  // Its payload part over-long instead (a 60-byte buffer): refused the same way.
+  const long = `mcpgw1.${crypto.randomBytes(120).toString('base64url')}.${crypto.randomBytes(32).toString('base64url')}`;
+  assert.match(await refusedState(gw, retryOf(msg, long, { r1: accept('forged') }), A, 'oversized payload'), /does not verify/);
+  assert.equal(since(gw.childLog, n).filter((m) => m.method === 'tools/call').length, 0, 'nothing reached the child');
+  const marker = await complete(gw, mreq('tools/call', { name: 'echo', arguments: { text: 'after the forged state' } }), A);
+  assert.equal(textOf(marker), 'after the forged state');
+});
+
 test('refused: a replayed requestState, while the call is held in its next round and after it ended', async () => {
   const n = mark();
   const m0 = await metrics(gw);

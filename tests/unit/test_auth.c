@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * auth: base64url, the tokens file, the JWKS loader, bearer and JWT checks, principals and their
+ * auth: the tokens file, the JWKS loader, bearer and JWT checks, principals and their
  * token buckets. Signed-token cases with generated RSA, P-256 and Ed25519 keys, and every refusal
  * the issue lists, are in tests/integration/auth.test.mjs; here the JWS check is pinned to the
  * Ed25519 example of RFC 8037 appendix A.
@@ -85,23 +85,6 @@ config_mode(struct config *cfg, enum config_auth_mode mode, const char *file)
         cfg->auth.tokens_file = file_path;
     else
         cfg->auth.jwks_file = file_path;
-}
-
-Test(auth, base64url_decode, .fini = cleanup)
-{
-    unsigned char out[64];
-    cr_assert_eq(util_base64url_decode("", 0, out), 0);
-    cr_assert_eq(util_base64url_decode("TWE", 3, out), 2);
-    cr_assert_eq(memcmp(out, "Ma", 2), 0);
-    cr_assert_eq(util_base64url_decode("TWFu", 4, out), 3);
-    cr_assert_eq(memcmp(out, "Man", 3), 0);
-    cr_assert_eq(util_base64url_decode("-_8", 3, out), 2);
-    cr_assert_eq(out[0], 0xfb);
-    cr_assert_eq(out[1], 0xff);
-    cr_assert_eq(util_base64url_decode("TWE=", 4, out), -1, "padding is not base64url");
-    cr_assert_eq(util_base64url_decode("T+E", 3, out), -1, "'+' is base64, not base64url");
-    cr_assert_eq(util_base64url_decode("T", 1, out), -1, "one character cannot be a byte");
-    cr_assert_eq(util_base64url_decode("TWF", 3, out), -1, "leftover bits must be zero");
 }
 
 Test(auth, mode_none_is_the_anonymous_principal, .fini = cleanup)
