@@ -11,7 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, metricSamples, request, rpc, withGateway, waitFor } from '../lib/gw.mjs';
+import { ACCEPT_BOTH, metricSamples, request, rpc, splitPost, withGateway, waitFor } from '../lib/gw.mjs';
 import { startOidc } from '../lib/oidc.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -351,6 +351,32 @@ test('SIGHUP keeps the fetched keys when the issuer is unchanged: no request wai
       await initAuth(gw, await op.token({ resource: RESOURCE }));
       assert.equal(op.requests.jwks, 1, 'no refetch after the reload');
       assert.equal((await metrics(gw)).mcpgw_auth_waits_total, waitsBefore, 'nothing waited');
+    });
+  });
+});
+
+test('SIGHUP between a request\'s head and its body: its opaque token is introspected again for the new configuration (the request waits, then is served)', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const cred = op.writeCredentials();
+    await withGateway({ auth: authOf(op, { introspection_credentials_file: cred }) }, async (gw) => {
+      await gw.waitLog(/discovered jwks_uri \S+ introspection_endpoint/, scaled(10000));
+      const token = await op.token({ resource: RESOURCE, format: 'opaque', scope: 'mcp:tools' });
+      const sid = await initAuth(gw, token);
+      assert.equal(op.requests.introspection, 1);
+      // The head of a call on the session, authenticated from the remembered answer; no body yet.
+      const call = splitPost(gw, '/mcp', rpc('tools/call', { name: 'echo', arguments: { text: 'after the reload' } }, 'split'), {
+        Authorization: `Bearer ${token}`, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-06-18',
+      });
+      await waitFor(async () => (await metrics(gw)).mcpgw_http_requests_open >= 2, scaled(10000), 'the head read');
+      const waits = (await metrics(gw)).mcpgw_auth_waits_total;
+      gw.proc.kill('SIGHUP');
+      await gw.waitLog(/SIGHUP: configuration reloaded/, scaled(10000));
+      call.send();
+      const r = await call.done(scaled(20000));
+      assert.equal(r.status, 200, r.text);
+      assert.equal(textOf(r.answers[0]), 'after the reload', r.text);
+      assert.equal(op.requests.introspection, 2, 'introspected again: the reload dropped what the old configuration knew');
+      assert.equal((await metrics(gw)).mcpgw_auth_waits_total, waits + 1, 'the body\'s request waited for it');
     });
   });
 });
