@@ -7,6 +7,7 @@
 // waiting for the authorization server waits alone; one whose client leaves is dropped cleanly.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -266,6 +267,37 @@ test('a request waiting for keys waits alone: others are served meanwhile; a cli
       assert.equal(r.status, 200, r.text());
       assert.ok(Date.now() - t0 >= 1400, 'the waiting request was served after the keys');
       assert.equal(op.requests.jwks, 1);
+    });
+  });
+});
+
+test('a discovery document over 64 KiB is refused (503, logged); one of 64 KiB is used', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const doc = JSON.parse(await new Promise((resolve, reject) => {
+      https.get(op.discoveryUrl, { ca: fs.readFileSync(op.caFile) }, (res) => {
+        let b = '';
+        res.on('data', (d) => { b += d; });
+        res.on('end', () => resolve(b));
+      }).on('error', reject);
+    }));
+    assert.equal(doc.issuer, op.issuer);
+    const padded = (bytes) => {
+      const text = JSON.stringify({ ...doc, x_padding: 'x'.repeat(bytes - JSON.stringify({ ...doc, x_padding: '' }).length) });
+      assert.equal(text.length, bytes);
+      return text;
+    };
+    op.serve('discovery', padded(64 * 1024 + 1));
+    await withGateway({ auth: authOf(op) }, async (gw) => {
+      const r = await initStatus(gw, await op.token({ resource: RESOURCE }));
+      assert.equal(r.status, 503, r.body);
+      await gw.waitLog(/auth: discovery at \S+openid-configuration failed: the answer exceeds its size bound/, scaled(10000));
+      assert.doesNotMatch(gw.logs(), /auth: discovered/);
+    });
+    op.serve('discovery', padded(64 * 1024));
+    await withGateway({ auth: authOf(op) }, async (gw) => {
+      const r = await initStatus(gw, await op.token({ resource: RESOURCE }));
+      assert.equal(r.status, 200, r.body);
+      assert.match(gw.logs(), /auth: discovered jwks_uri/);
     });
   });
 });
