@@ -315,7 +315,7 @@ test('opaque tokens: introspected at the discovered endpoint with the gateway\'s
       for (let i = 0; i < 3; i++) await echo(gw, token, sid, `opaque ${i}`);
       assert.equal(op.requests.introspection, 1, 'one introspection, then the answer is reused');
       // The principal of a client_credentials token without sub: its client_id.
-      assert.match(gw.logs(), /session=\S+ session created: server=example child=\d+ owner=mcp-client\b/);
+      assert.match(gw.logs(), /session=\S+ session created: server=example child=\d+ owner=client_id:mcp-client\b/);
       // A token the server never issued.
       let r = await initStatus(gw, 'not-a-token-at-all');
       assert.equal(r.status, 401);
@@ -333,6 +333,27 @@ test('opaque tokens: introspected at the discovered endpoint with the gateway\'s
       const m = await metrics(gw);
       assert.equal(m.mcpgw_auth_introspections_total, 3);
       assert.equal(m.mcpgw_auth_introspection_failures_total, 0);
+    });
+  });
+});
+
+test('a client_id is not a sub: an opaque token introspected as client_id mcp-client cannot use the session of the JWT whose sub is mcp-client', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const cred = op.writeCredentials();
+    await withGateway({ auth: authOf(op, { introspection_credentials_file: cred }) }, async (gw) => {
+      await gw.waitLog(/discovered jwks_uri \S+ introspection_endpoint/, scaled(10000));
+      const jwt = await op.token({ resource: RESOURCE, format: 'jwt' });
+      assert.equal(JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url')).sub, 'mcp-client');
+      const sid = await initAuth(gw, jwt);
+      const opaque = await op.token({ resource: RESOURCE, format: 'opaque', scope: 'mcp:tools' });
+      assert.equal((await op.introspect(opaque)).client_id, 'mcp-client');
+      const r = await authPost(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'not yours' } }), opaque, { sid });
+      const body = await r.done(scaled(10000));
+      assert.equal(r.status, 404, `another principal's session: ${body}`);
+      await echo(gw, jwt, sid, 'the owner carries on');
+      await gw.waitLog(new RegExp(`session=${sid} session created: server=example child=\\d+ owner=sub:mcp-client\\b`));
+      await initAuth(gw, opaque); // a session of its own
+      await gw.waitLog(/session created: server=example child=\d+ owner=client_id:mcp-client\b/);
     });
   });
 });

@@ -382,13 +382,13 @@ Test(auth, introspection_answers, .fini = cleanup)
     } cases[] = {
         { "{\"active\":true,\"client_id\":\"cli\",\"scope\":\"mcp:tools\",\"exp\":1800000600,"
           "\"iss\":\"https://idp.example.com\",\"aud\":\"https://mcp.example.com/mcp\"}",
-          AUTH_OK, "cli" },
+          AUTH_OK, "client_id:cli" },
         { "{\"active\":true,\"sub\":\"alice\",\"client_id\":\"cli\",\"scope\":\"x mcp:tools\","
           "\"aud\":[\"https://other.example/mcp\",\"https://mcp.example.com/mcp\"]}",
-          AUTH_OK, "alice" },
+          AUTH_OK, "sub:alice" },
         { "{\"active\":true,\"username\":\"bob\",\"scope\":\"mcp:tools\","
           "\"aud\":\"https://mcp.example.com/mcp\"}",
-          AUTH_OK, "bob" },
+          AUTH_OK, "username:bob" },
         { "{\"active\":false}", AUTH_INVALID, "the token is not active (introspection)" },
         { "{\"active\":\"true\",\"sub\":\"a\",\"aud\":\"https://mcp.example.com/mcp\"}",
           AUTH_INVALID, "the token is not active (introspection)" },
@@ -422,5 +422,23 @@ Test(auth, introspection_answers, .fini = cleanup)
             cr_expect_str_eq(why, cases[i].principal_or_why, "case %zu", i);
         auth_principal_unref(p);
     }
+    /* The same word as a client_id, a username and a sub: three principals, never one. */
+    static const char *const named[] = { "\"client_id\":\"alice\"", "\"username\":\"alice\"",
+                                         "\"sub\":\"alice\"" };
+    struct auth_principal *seen[3];
+    for (size_t i = 0; i < 3; i++) {
+        char answer[256];
+        snprintf(
+            answer, sizeof(answer),
+            "{\"active\":true,%s,\"scope\":\"mcp:tools\",\"aud\":\"https://mcp.example.com/mcp\"}",
+            named[i]);
+        const char *why = NULL;
+        cr_assert_eq(auth_judge_introspection(a, answer, strlen(answer), &srv, now, &seen[i], &why),
+                     AUTH_OK, "%s", why ? why : "-");
+        for (size_t j = 0; j < i; j++)
+            cr_expect_neq(seen[i], seen[j], "%s and %s are one principal", named[i], named[j]);
+    }
+    for (size_t i = 0; i < 3; i++)
+        auth_principal_unref(seen[i]);
     auth_free(a);
 }
