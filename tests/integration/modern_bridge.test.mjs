@@ -10,9 +10,10 @@
 //   - raw HTTP: the round's shape, several questions in one round, a retry that leaves one out
 //     (asked again), /admin/inflight and the mcpgw_pool_* series;
 //   - refusals (400, -32602, the request's own id, nothing reaches the child): a tampered MAC or
-//     payload, an expired state, a replayed one (while the call is held in a later round, and
-//     after it ended), another principal, tool name, method or server, a state sealed by another
-//     gateway sharing state_key_file ("another gateway instance") or by one with another key;
+//     payload, a MAC or payload longer than any the gateway seals, an expired state, a replayed
+//     one (while the call is held in a later round, and after it ended), another principal, tool
+//     name, method or server, a state sealed by another gateway sharing state_key_file ("another
+//     gateway instance") or by one with another key;
 //   - endings: no retry within input_hold_ms (the child gets notifications/cancelled and an error
 //     for its open question), the retry's stream closed mid-call (cancelled at once), the child's
 //     answer to its call arriving while the call is held (delivered on the retry);

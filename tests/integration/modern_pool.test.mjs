@@ -11,7 +11,9 @@
 //   - a child that dies mid-call, a child that keeps dying (restart budget, then 503);
 //   - attribution (P-09): log lines, the child's own requests;
 //   - SIGTERM drain, SIGINT, SIGHUP with a changed command;
-//   - a legacy session beside the pool.
+//   - a legacy session beside the pool;
+//   - what the gateway adds to a result (resultType; ttlMs and cacheScope when cacheable), spliced
+//     into a child's own text, empty objects included (tests/fixtures/raw_results.mjs, each era).
 // Calls that must still be in flight when a test acts are cancel_self calls (they end only by a
 // cancel or SIGUSR1 to their child) with a progressToken: their progress 0 shows they are under
 // way. Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.

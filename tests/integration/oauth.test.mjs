@@ -5,6 +5,8 @@
 // its caching headers, refetches it when a token names a new key (a rotation mid-test), keeps the
 // last good set when a fetch fails, and checks opaque tokens by RFC 7662 introspection. A request
 // waiting for the authorization server waits alone; one whose client leaves is dropped cleanly.
+// A discovery document is bounded at 64 KiB; an introspected client_id is not a JWT's sub; a
+// request whose body comes after a SIGHUP has its token judged again (and waits for it).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import https from 'node:https';

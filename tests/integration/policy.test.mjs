@@ -5,7 +5,8 @@
 // legacy child bridged; and the modern fixture, whose own cacheScope "public" turns "private"),
 // bearer tokens with scopes and JWTs whose scope/scp claims are remembered with them; a hidden
 // tool's call never reaches the child and gets the unknown tool error (-32602); the log line and
-// the counters; a server without a policy is untouched; --check-config names a bad entry.
+// the counters; a server without a policy is untouched; --check-config names a bad entry; a
+// request whose body comes after a SIGHUP is judged by the new tokens and policy.
 //
 // One gateway in bearer mode fronts the example server at /mcp with a policy, the same server at
 // /open with none, and the modern fixture at /modern. The example child logs every line it
