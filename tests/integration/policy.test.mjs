@@ -340,6 +340,42 @@ test('SIGHUP between a request\'s head and its body: the request is judged by th
   });
 });
 
+test('SIGHUP between the head and the body of a call on a session opened two configurations ago: the call is judged, and answered', async () => {
+  const dir = tmpdir('mcpgw-policy-reload-');
+  const tokensFile = path.join(dir, 'tokens');
+  const token = `alice-${crypto.randomBytes(12).toString('hex')}`;
+  fs.writeFileSync(tokensFile, `sha256:${sha256hex(token)} alice tools.old\n`);
+  const opts = {
+    auth: { mode: 'bearer', public_url: PUBLIC_URL, tokens_file: tokensFile },
+    servers: [{ name: 'example', path: '/mcp', log: path.join(dir, 'child.log'), extra: 'tool_scopes = echo:tools.old' }],
+  };
+  await withGateway(opts, async (g) => {
+    const auth = { Authorization: `Bearer ${token}` };
+    const init = await request(g.url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...auth }, body: rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'policy-it', version: '1' } }) });
+    await init.done(scaled(10000));
+    assert.equal(init.status, 200, init.text());
+    const sid = init.headers['mcp-session-id'];
+    const reloads = () => [...g.logs().matchAll(/SIGHUP: configuration reloaded/g)].length;
+    // The session keeps the first configuration; the second is the one the head is read under.
+    g.proc.kill('SIGHUP');
+    await waitFor(() => reloads() === 1, scaled(10000), 'the first reload');
+    const call = splitPost(g, '/mcp', rpc('tools/call', { name: 'echo', arguments: { text: 'on the old session' } }, 'split'), {
+      ...auth, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-06-18',
+    });
+    await waitFor(async () => {
+      const r = await request(`${g.base}/metrics`, { method: 'GET' });
+      return metricSamples(await r.done(scaled(5000))).mcpgw_http_requests_open >= 2;
+    }, scaled(10000), 'the head read');
+    // The third: the second is freed at once (no session or pool uses it).
+    g.proc.kill('SIGHUP');
+    await waitFor(() => reloads() === 2, scaled(10000), 'the second reload');
+    call.send();
+    const r = await call.done(scaled(20000));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(textOf(r.answers[0]), 'on the old session', r.text);
+  });
+});
+
 // --- jwt: scopes from the scope or scp claim, remembered with the token --------------------------
 
 test('jwt: the scope claim (or scp) decides, and a token remembered from an earlier request keeps its scopes', async () => {
