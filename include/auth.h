@@ -21,7 +21,9 @@
 struct auth;
 
 /*
- * One identity: the token's principal name (bearer), its sub (jwt), or "anonymous" (mode none).
+ * One identity: the token's principal name (bearer); for an issuer's token the claim that names
+ * it and its value, "sub:alice" (a JWT, or an introspection answer, which may name it by
+ * "username:..." or "client_id:..." instead); or "anonymous" (mode none).
  * Interned by name, so two requests of one principal hold the same pointer. Sessions, requests
  * and remembered JWTs hold references; an entry with none lives on until its token bucket is full
  * again.

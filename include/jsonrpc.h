@@ -106,6 +106,15 @@ int jsonrpc_batch_split(const char *p, size_t n, struct jsonrpc_span *el, size_t
 int jsonrpc_member_at(const char *p, struct jsonrpc_span obj, const char *key,
                       struct jsonrpc_span *val) MUSTCHECK;
 
+/*
+ * Members to insert as the first of the JSON object at obj (a span of a text jsonrpc_scan accepted
+ * that starts with '{'): members[0..len) holds them each with a leading comma (",\"a\":1,\"b\":2"),
+ * and is rearranged in place into the text that goes right after the object's '{':
+ * "\"a\":1,\"b\":2" when the object is empty (blanks inside it or not), "\"a\":1,\"b\":2,"
+ * otherwise. Returns that text's length.
+ */
+size_t jsonrpc_members_first(const char *p, struct jsonrpc_span obj, char *members, size_t len);
+
 /* Replaces every raw CR and LF with a space. Only for input that jsonrpc_scan accepted. */
 void jsonrpc_flatten(char *p, size_t n);
 

@@ -39,11 +39,12 @@ bool util_has_prefix_i(const char *s, const char *prefix);
 int64_t util_now_unix(void);
 
 /*
- * base64url without padding (RFC 7515 section 2) of s[0..n) into out (room for n * 3 / 4 bytes).
- * Returns the decoded length, or -1 on a character outside the alphabet, '=' padding, or an
- * impossible length (n % 4 == 1), or non-zero bits left in the last character.
+ * base64url without padding (RFC 7515 section 2) of s[0..n) into out, which has room for cap bytes.
+ * Returns the decoded length, or -1 on a character outside the alphabet, '=' padding, an
+ * impossible length (n % 4 == 1), non-zero bits left in the last character, or an input that
+ * decodes to more than cap bytes (refused whole: nothing is written past cap, nothing truncated).
  */
-long util_base64url_decode(const char *s, size_t n, unsigned char *out) MUSTCHECK;
+long util_base64url_decode(const char *s, size_t n, unsigned char *out, size_t cap) MUSTCHECK;
 /*
  * Finding F6 (as sshd does): a file anyone may write steers the gateway, and a secret anyone may
  * read is no secret. NULL when the open file fd is neither; else a static reason.

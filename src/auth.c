@@ -212,8 +212,9 @@ auth_load_tokens(struct auth *a, const char *path, char *err, size_t errlen)
 static unsigned char *
 auth_b64_new(const char *s, size_t n, size_t *len)
 {
-    unsigned char *out = xmalloc(n / 4 * 3 + 3);
-    long r = util_base64url_decode(s, n, out);
+    size_t cap = n / 4 * 3 + 3;
+    unsigned char *out = xmalloc(cap);
+    long r = util_base64url_decode(s, n, out, cap);
     if (r <= 0) {
         free(out);
         return NULL;
@@ -609,11 +610,11 @@ auth_early(int64_t nbf, int64_t now_s, int64_t skew)
 /*
  * The claims of a verified token, or of an introspection answer (RFC 7662 section 2.2, where exp
  * and iss are optional and the principal may be named by username or client_id): time, issuer,
- * audience, subject. The principal's name in *name.
+ * audience, subject. The principal's name in *name, and the claim that gave it in *claim.
  */
 static const char *
 auth_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct config_server *srv,
-            int64_t now_s, bool introspected, const char **name)
+            int64_t now_s, bool introspected, const char **name, const char **claim)
 {
     const struct config_auth *ca = a->ca;
     int64_t exp, nbf, skew = (int64_t)ca->clock_skew_s;
@@ -639,11 +640,13 @@ auth_claims(const struct auth *a, const struct jsonrpc_doc *c, const struct conf
             aud_ok = strcmp(aud[i], resource) == 0;
     if (!aud_ok)
         return "the token's audience is not this server";
-    const char *sub = jsonrpc_doc_str(c, "sub");
-    if (sub == NULL && introspected)
-        sub = jsonrpc_doc_str(c, "username");
-    if (sub == NULL && introspected)
-        sub = jsonrpc_doc_str(c, "client_id");
+    /* A JWT names its principal by sub; an introspection answer may by the others instead. */
+    static const char *const claims[] = { "sub", "username", "client_id" };
+    const char *sub = NULL;
+    for (size_t i = 0; sub == NULL && i < (introspected ? ARRAY_LEN(claims) : 1); i++) {
+        *claim = claims[i];
+        sub = jsonrpc_doc_str(c, claims[i]);
+    }
     *name = sub;
     size_t sublen = sub != NULL ? strlen(sub) : 0;
     if (sublen == 0 || sublen > AUTH_NAME_MAX)
@@ -720,10 +723,18 @@ auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *
            const struct config_server *srv, int64_t now_s, bool introspected, uint64_t until_ms,
            struct auth_principal **principal, uint64_t *grants, const char **why)
 {
-    const char *name = NULL;
-    *why = auth_claims(a, c, srv, now_s, introspected, &name);
+    const char *name = NULL, *claim = NULL;
+    *why = auth_claims(a, c, srv, now_s, introspected, &name, &claim);
     if (*why != NULL)
         return AUTH_INVALID;
+    /*
+     * A sub, a username and a client_id are names of different things: "alice" the client is not
+     * "alice" the subject. The principal's name says which it is ("sub:alice"), so that sessions
+     * and held calls bound to one are never another's. A sub is the issuer's subject identifier in
+     * a JWT and in an introspection answer alike (RFC 7662 section 2.2): one principal.
+     */
+    char qualified[AUTH_NAME_MAX + 16];
+    int qlen = snprintf(qualified, sizeof(qualified), "%s:%s", claim, name);
     char copy[4096];
     const char *scopes[AUTH_SCOPES_MAX];
     size_t n = auth_jwt_scopes(c, copy, sizeof(copy), scopes, AUTH_SCOPES_MAX);
@@ -731,7 +742,7 @@ auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *
         *why = "the token lacks a required scope";
         return AUTH_SCOPE;
     }
-    *principal = auth_principal_get(name, strlen(name));
+    *principal = auth_principal_get(qualified, (size_t)qlen);
     *grants = policy_grants(srv->policy, scopes, n);
     auth_cache_put(a, hash, srv, c, *principal, *grants, until_ms);
     return AUTH_OK;

@@ -137,8 +137,10 @@ auth_wake_all(struct auth_remote *r)
 
 /* --- fetching ------------------------------------------------------------------------------ */
 
+/* A GET of url (a POST of form, with the client's credentials), its answer at most max bytes. */
 static struct fetch *
-auth_fetch(struct auth_remote *r, const char *url, const char *form, fetch_done_cb *cb, void *arg)
+auth_fetch(struct auth_remote *r, const char *url, const char *form, size_t max, fetch_done_cb *cb,
+           void *arg)
 {
     struct fetch_request q = {
         .url = url,
@@ -147,7 +149,7 @@ auth_fetch(struct auth_remote *r, const char *url, const char *form, fetch_done_
         .password = form != NULL ? r->client_secret : NULL,
         .ca_file = r->ca->tls_ca_file,
         .timeout_ms = r->ca->fetch_timeout_ms,
-        .max_body_bytes = form != NULL ? AUTH_DOC_MAX : AUTH_FILE_MAX,
+        .max_body_bytes = max,
     };
     return fetch_start(&q, cb, arg);
 }
@@ -271,7 +273,7 @@ auth_discover(struct auth_remote *r)
         return;
     C.jwks_fetches++;
     r->disc = AUTH_DISC_RUNNING;
-    r->disc_fetch = auth_fetch(r, url, NULL, auth_disc_done, r);
+    r->disc_fetch = auth_fetch(r, url, NULL, AUTH_DOC_MAX, auth_disc_done, r);
     if (r->disc_fetch == NULL) {
         r->disc = AUTH_DISC_FAILED;
         r->disc_failed_ms = util_now_ms();
@@ -341,7 +343,7 @@ auth_keys_fetch(struct auth_remote *r, uint64_t now_ms)
         return;
     r->keys_tried_ms = now_ms;
     C.jwks_fetches++;
-    r->keys_fetch = auth_fetch(r, r->jwks_uri, NULL, auth_keys_done, r);
+    r->keys_fetch = auth_fetch(r, r->jwks_uri, NULL, AUTH_FILE_MAX, auth_keys_done, r);
     if (r->keys_fetch == NULL)
         r->keys_failed = true;
 }
@@ -491,7 +493,7 @@ auth_intro_send(struct auth_remote *r, const char *tok, size_t len, const unsign
     memcpy(p->hash, hash, sizeof(p->hash));
     p->r = r;
     C.introspections++;
-    p->f = auth_fetch(r, r->intro_uri, form, auth_intro_done, p);
+    p->f = auth_fetch(r, r->intro_uri, form, AUTH_DOC_MAX, auth_intro_done, p);
     crypto_cleanse(form, o);
     free(form);
     if (p->f == NULL) {

@@ -180,6 +180,7 @@ http_classify(struct http_req *rc, const char *url, const char *method)
     rc->head = strcmp(method, "HEAD") == 0;
     rc->options = strcmp(method, "OPTIONS") == 0;
     rc->kind = HTTP_NOT_FOUND;
+    rc->gen = httpd.gen;
     if (strcmp(url, "/healthz") == 0) {
         rc->kind = HTTP_HEALTH;
         return;
@@ -254,6 +255,30 @@ http_begin(struct http_req *rc, const char *url, const char *method)
     if (http_refuse_early(rc, &ret))
         return ret;
     return MHD_YES;
+}
+
+/*
+ * A reload came while the body arrived (or while the request waited, in here, for the
+ * authorization server): rc->srv names a definition of a retired configuration, and rc->grants
+ * index its tool policy, which is freed once no session or pool uses it. The request is judged
+ * again, by the configuration now in force, as if it had just come: its route, then Origin and
+ * its token (a reload is how tokens files and keys rotate: the old judgement no longer holds, and
+ * scopes the old policy did not number cannot be carried over). True when refused or waiting
+ * (*ret).
+ */
+static bool
+http_rejudge(struct http_req *rc, const char *url, const char *method, enum MHD_Result *ret)
+{
+    enum http_kind kind = rc->kind;
+    rc->judge_again = false;
+    http_classify(rc, url, method);
+    if (rc->kind != kind) {
+        *ret = http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST,
+                          "Not found (the configuration was reloaded)");
+        return true;
+    }
+    return (kind == HTTP_MCP || kind == HTTP_LEGACY_SSE || kind == HTTP_LEGACY_MSG)
+           && http_refuse_again(rc, ret);
 }
 
 static enum MHD_Result
@@ -353,7 +378,6 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
     if (rc == NULL) {
         rc = xcalloc(1, sizeof(*rc));
         rc->c = c;
-        rc->gen = httpd.gen;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         rc->conn = ci != NULL ? ci->socket_context : NULL;
@@ -377,21 +401,27 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         /*
          * Resumed after waiting for the authorization server. A connection suspended in MHD's
          * first call gets the first call again (MHD 0.9.75, connection.c: the state stays
-         * HEADERS_PROCESSED), so every check runs again here and the body follows.
+         * HEADERS_PROCESSED), so every check runs again here and the body follows. One suspended
+         * in the final call (http_rejudge) gets the final call again: judged again below.
          */
         if (rc->dropped)
             return MHD_NO;
         rc->auth_again = false;
-        rc->first_call = true;
-        enum MHD_Result ret = http_begin(rc, url, method);
-        rc->first_call = false;
-        return ret;
+        if (rc->body_in) {
+            rc->judge_again = true;
+        } else {
+            rc->first_call = true;
+            enum MHD_Result ret = http_begin(rc, url, method);
+            rc->first_call = false;
+            return ret;
+        }
     }
     if (*upload_data_size > 0) {
         bool more = http_body(rc, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return more ? MHD_YES : MHD_NO;
     }
+    rc->body_in = true;
     if (rc->conn != NULL)
         rc->conn->deadline_ms = 0; /* the request is in: the response may take its time */
     if (rc->deferred != NULL) {
@@ -407,14 +437,9 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
         return http_unhold(rc);
     if (rc->too_big)
         return http_too_big(rc);
-    if (rc->gen != httpd.gen) {
-        /* A reload came while the body arrived: rc->srv may name a retired definition. */
-        enum http_kind kind = rc->kind;
-        http_classify(rc, url, method);
-        if (rc->kind != kind)
-            return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST,
-                              "Not found (the configuration was reloaded)");
-    }
+    enum MHD_Result ret;
+    if ((rc->gen != httpd.gen || rc->judge_again) && http_rejudge(rc, url, method, &ret))
+        return ret;
     return http_finish(rc);
 }
 

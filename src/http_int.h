@@ -97,13 +97,15 @@ struct http_req {
     bool modern;             /* st is a 2026-07-28 request's (the pool's), not a session's */
     struct loop_timer *hold; /* ends the hold */
     struct http_conn *conn;  /* NULL once MHD closed the connection */
-    unsigned gen;            /* H.gen when the request began */
+    unsigned gen;            /* httpd.gen when the request was last classified */
     bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
     bool options;            /* OPTIONS: answered (CORS) only on the metadata routes */
     struct auth_principal *principal; /* who is asking (a reference), once authenticated */
     struct policy_grants grants;      /* and which of srv's tool policy scopes its token grants */
     struct auth_wait *auth_wait;      /* suspended until the authorization server answers */
     bool auth_again;                  /* the checks run again at the next call (after the wait) */
+    bool body_in;                     /* MHD's final call came: the body, if any, is in */
+    bool judge_again;                 /* waited in the final call: judged again (http_rejudge) */
 };
 
 struct http_globals {
@@ -158,6 +160,12 @@ void http_auth_abandon(struct http_req *rc);
 bool http_read_sid(struct http_req *rc);
 bool http_refuse_early(struct http_req *rc, enum MHD_Result *ret);
 bool http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret);
+/*
+ * Origin and the token judged again, by the configuration now in force (rc->srv is already of it):
+ * the principal and grants found before are dropped. The rate limit is not charged twice. True
+ * when refused or waiting for the authorization server (then the request is judged again).
+ */
+bool http_refuse_again(struct http_req *rc, enum MHD_Result *ret);
 enum MHD_Result http_post(struct http_req *rc);
 enum MHD_Result http_get(struct http_req *rc);
 enum MHD_Result http_delete(struct http_req *rc);

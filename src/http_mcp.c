@@ -435,9 +435,9 @@ http_auth_wait(struct http_req *rc)
     return MHD_YES;
 }
 
-/* Who is asking, and whether their bucket has a request left. True when refused or waiting. */
+/* Who is asking, and what their token grants on rc->srv. True when refused or waiting. */
 static bool
-http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
+http_refuse_token(struct http_req *rc, enum MHD_Result *ret)
 {
     const char *why = NULL;
     enum auth_status st = auth_check(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION),
@@ -460,6 +460,15 @@ http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
         *ret = http_auth_refusal(rc, st, why);
         return true;
     }
+    return false;
+}
+
+/* Who is asking, and whether their bucket has a request left. True when refused or waiting. */
+static bool
+http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (http_refuse_token(rc, ret))
+        return true;
     uint64_t retry_ms = 0;
     if (auth_rate_take(rc->principal, &httpd.cfg->auth, util_now_ms(), &retry_ms))
         return false;
@@ -525,6 +534,15 @@ http_refuse_version(struct http_req *rc, enum MHD_Result *ret)
                       "Unsupported MCP-Protocol-Version (supported: 2025-03-26, 2025-06-18, "
                       "2025-11-25)");
     return true;
+}
+
+bool
+http_refuse_again(struct http_req *rc, enum MHD_Result *ret)
+{
+    auth_principal_unref(rc->principal);
+    rc->principal = NULL;
+    rc->grants = (struct policy_grants){ NULL, 0 };
+    return http_refuse_origin(rc, ret) || http_refuse_token(rc, ret);
 }
 
 bool

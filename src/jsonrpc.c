@@ -879,6 +879,22 @@ jsonrpc_member_at(const char *p, struct jsonrpc_span obj, const char *key, struc
     return -1;
 }
 
+size_t
+jsonrpc_members_first(const char *p, struct jsonrpc_span obj, char *members, size_t len)
+{
+    if (len == 0)
+        return 0;
+    const char *s = p + obj.off + 1, *end = p + obj.off + obj.len;
+    while (s < end && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
+        s++;
+    /* Each member's leading comma becomes a trailing one; an empty object takes none. */
+    memmove(members, members + 1, len - 1);
+    if (s < end && *s == '}')
+        return len - 1;
+    members[len - 1] = ',';
+    return len;
+}
+
 void
 jsonrpc_flatten(char *p, size_t n)
 {

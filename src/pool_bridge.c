@@ -175,10 +175,10 @@ pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *i
     if (dot == NULL || (size_t)(dot - state) <= plen)
         return NULL;
     unsigned char mac[64], want[CRYPTO_SHA256_LEN], raw[64];
-    long maclen = util_base64url_decode(dot + 1, strlen(dot + 1), mac);
-    long rawlen = (size_t)(dot - state) - plen <= 80
-                      ? util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw)
-                      : -1;
+    /* Both parts are the client's: bounded by the buffers, a longer one does not verify. */
+    long maclen = util_base64url_decode(dot + 1, strlen(dot + 1), mac, sizeof mac);
+    long rawlen =
+        util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw, sizeof raw);
     if (maclen != CRYPTO_SHA256_LEN || rawlen != POOL_STATE_RAW
         || crypto_hmac_sha256(pools.key, pools.key_len, state, (size_t)(dot - state), want) == -1
         || !crypto_equal(mac, want, sizeof want)) {

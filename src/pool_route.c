@@ -413,7 +413,7 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
     bool private_list = tools && policy_per_token(srv->policy);
     char stamp[96];
     size_t slen = 0;
-    if (info->kind == JSONRPC_RESULT && info->result.len >= 2) {
+    if (info->kind == JSONRPC_RESULT && info->result.len >= 2 && line[info->result.off] == '{') {
         bool cacheable = pool_in(pool_cacheable, ARRAY_LEN(pool_cacheable), method);
         if (info->result_type.len == 0)
             slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen,
@@ -430,19 +430,9 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
     if (private_list && info->result_scope.len != 0)
         ed[n++] =
             (struct relay_edit){ info->result_scope.off, info->result_scope.len, "\"private\"", 9 };
-    if (slen > 0) {
-        /* Right after '{': the stamp's leading comma moves to its end unless the object is empty.
-         */
-        size_t at = info->result.off + 1;
-        bool empty = true;
-        for (size_t i = at; i < info->result.off + info->result.len - 1 && empty; i++)
-            empty = line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n';
-        if (!empty) {
-            memmove(stamp, stamp + 1, slen - 1);
-            stamp[slen - 1] = ',';
-        }
-        ed[n++] = (struct relay_edit){ at, 0, stamp, empty ? slen - 1 : slen };
-    }
+    if (slen > 0)
+        ed[n++] = (struct relay_edit){ info->result.off + 1, 0, stamp,
+                                       jsonrpc_members_first(line, info->result, stamp, slen) };
     struct iovec iov[7];
     int k = relay_splice(line, len, ed, n, iov);
     pools.ctr.answered++;

@@ -158,9 +158,10 @@ util_b64url_value(char c)
 }
 
 long
-util_base64url_decode(const char *s, size_t n, unsigned char *out)
+util_base64url_decode(const char *s, size_t n, unsigned char *out, size_t cap)
 {
-    if (n % 4 == 1 || n > (size_t)LONG_MAX / 3)
+    /* Every 4 characters are 3 bytes, a last 2 or 3 are 1 or 2: refused whole when over cap. */
+    if (n % 4 == 1 || n > (size_t)LONG_MAX / 3 || n / 4 * 3 + (n % 4 != 0 ? n % 4 - 1 : 0) > cap)
         return -1;
     unsigned acc = 0, bits = 0;
     size_t len = 0;

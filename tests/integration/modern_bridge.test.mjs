@@ -10,9 +10,10 @@
 //   - raw HTTP: the round's shape, several questions in one round, a retry that leaves one out
 //     (asked again), /admin/inflight and the mcpgw_pool_* series;
 //   - refusals (400, -32602, the request's own id, nothing reaches the child): a tampered MAC or
-//     payload, an expired state, a replayed one (while the call is held in a later round, and
-//     after it ended), another principal, tool name, method or server, a state sealed by another
-//     gateway sharing state_key_file ("another gateway instance") or by one with another key;
+//     payload, a MAC or payload longer than any the gateway seals, an expired state, a replayed
+//     one (while the call is held in a later round, and after it ended), another principal, tool
+//     name, method or server, a state sealed by another gateway sharing state_key_file ("another
+//     gateway instance") or by one with another key;
 //   - endings: no retry within input_hold_ms (the child gets notifications/cancelled and an error
 //     for its open question), the retry's stream closed mid-call (cancelled at once), the child's
 //     answer to its call arriving while the call is held (delivered on the retry);
@@ -529,6 +530,22 @@ test('refused: a requestState with a changed character in its MAC or in its payl
   assert.deepEqual(got[0].result, accept('real'));
   const m1 = await metrics(gw);
   assert.equal(m1[M.statesRefused] - (m0[M.statesRefused] ?? 0), 3);
+});
+
+test('refused: a forged requestState whose MAC part decodes to 183 bytes (the MAC is 32) gets 400 -32602 before any call is looked up, and the gateway goes on', async () => {
+  const n = mark();
+  const msg = elicit({ message: 'oversized mac' });
+  // As long as the gateway reads a requestState (255 characters): 2 of payload, 244 of "MAC".
+  const forged = `mcpgw1.AA.${crypto.randomBytes(183).toString('base64url')}`;
+  assert.equal(forged.length, 254);
+  const why = await refusedState(gw, retryOf(msg, forged, { r1: accept('forged') }), A, 'oversized MAC');
+  assert.match(why, /does not verify/);
+  // Its payload part over-long instead (a 60-byte buffer): refused the same way.
+  const long = `mcpgw1.${crypto.randomBytes(120).toString('base64url')}.${crypto.randomBytes(32).toString('base64url')}`;
+  assert.match(await refusedState(gw, retryOf(msg, long, { r1: accept('forged') }), A, 'oversized payload'), /does not verify/);
+  assert.equal(since(gw.childLog, n).filter((m) => m.method === 'tools/call').length, 0, 'nothing reached the child');
+  const marker = await complete(gw, mreq('tools/call', { name: 'echo', arguments: { text: 'after the forged state' } }), A);
+  assert.equal(textOf(marker), 'after the forged state');
 });
 
 test('refused: a replayed requestState, while the call is held in its next round and after it ended', async () => {

@@ -11,7 +11,9 @@
 //   - a child that dies mid-call, a child that keeps dying (restart budget, then 503);
 //   - attribution (P-09): log lines, the child's own requests;
 //   - SIGTERM drain, SIGINT, SIGHUP with a changed command;
-//   - a legacy session beside the pool.
+//   - a legacy session beside the pool;
+//   - what the gateway adds to a result (resultType; ttlMs and cacheScope when cacheable), spliced
+//     into a child's own text, empty objects included (tests/fixtures/raw_results.mjs, each era).
 // Calls that must still be in flight when a test acts are cancel_self calls (they end only by a
 // cancel or SIGUSR1 to their child) with a progressToken: their progress 0 shows they are under
 // way. Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
@@ -226,6 +228,44 @@ test('era = legacy: no probe, initialize and notifications/initialized once; cac
     assert.doesNotMatch(gw.logs(), /server\/discover probe sent/);
   });
 });
+
+/** The answer of r (a JSON body or an SSE event) as the gateway wrote it, parsed: it must be valid JSON. */
+function answerJson(r, what) {
+  const raw = /^application\/json/.test(r.headers['content-type'] ?? '') ? [r.text()] : r.events().map((e) => e.data);
+  const texts = raw.filter((t) => /"(result|error)"/.test(t));
+  assert.equal(texts.length, 1, `${what}: one answer in ${r.text()}`);
+  try {
+    return JSON.parse(texts[0]);
+  } catch (e) {
+    assert.fail(`${what}: the answer is not JSON (${e.message}): ${texts[0]}`);
+  }
+}
+
+for (const era of ['legacy', 'modern']) {
+  test(`era = ${era}: a child's empty result ({}, { }) and a non-empty one get resultType (and ttlMs, cacheScope when cacheable) as valid JSON`, async () => {
+    const cmd = `${process.execPath} ${path.join(process.env.GW_SOURCE_ROOT, 'tests/fixtures/raw_results.mjs')}`;
+    await withGateway({ servers: [{ name: 'raw', path: '/mcp', command: cmd, extra: `era = ${era}\ncache_ttl_ms = 4321` }] }, async (gw) => {
+      const CACHE = { resultType: 'complete', ttlMs: 4321, cacheScope: 'private' };
+      const cases = [
+        ['tools/call', { name: 'empty' }, { resultType: 'complete' }],
+        ['tools/call', { name: 'blank' }, { resultType: 'complete' }],
+        ['tools/call', { name: 'full' }, { content: [{ type: 'text', text: 'full' }], resultType: 'complete' }],
+        ['prompts/list', {}, CACHE],
+        ['resources/templates/list', {}, CACHE],
+        ['resources/list', {}, { resources: [], ...CACHE }],
+      ];
+      for (const [i, [method, params, want]] of cases.entries()) {
+        const what = `${era} ${method} ${params.name ?? ''}`;
+        const r = await mpost(gw, method, params, { id: `e-${i}` });
+        await r.done(scaled(10000));
+        assert.equal(r.status, 200, `${what}: ${r.text()}`);
+        const a = answerJson(r, what);
+        assert.equal(a.id, `e-${i}`, what);
+        assert.deepEqual(a.result, want, what);
+      }
+    });
+  });
+}
 
 test('era auto, modern server: the probe finds 2026-07-28; initialize is never sent; requests reach the child with minted ids', async () => {
   const dir = tmpdir('mcpgw-pool-');

@@ -5,13 +5,16 @@
 // its caching headers, refetches it when a token names a new key (a rotation mid-test), keeps the
 // last good set when a fetch fails, and checks opaque tokens by RFC 7662 introspection. A request
 // waiting for the authorization server waits alone; one whose client leaves is dropped cleanly.
+// A discovery document is bounded at 64 KiB; an introspected client_id is not a JWT's sub; a
+// request whose body comes after a SIGHUP has its token judged again (and waits for it).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, metricSamples, request, rpc, withGateway, waitFor } from '../lib/gw.mjs';
+import { ACCEPT_BOTH, metricSamples, request, rpc, splitPost, withGateway, waitFor } from '../lib/gw.mjs';
 import { startOidc } from '../lib/oidc.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -270,6 +273,37 @@ test('a request waiting for keys waits alone: others are served meanwhile; a cli
   });
 });
 
+test('a discovery document over 64 KiB is refused (503, logged); one of 64 KiB is used', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const doc = JSON.parse(await new Promise((resolve, reject) => {
+      https.get(op.discoveryUrl, { ca: fs.readFileSync(op.caFile) }, (res) => {
+        let b = '';
+        res.on('data', (d) => { b += d; });
+        res.on('end', () => resolve(b));
+      }).on('error', reject);
+    }));
+    assert.equal(doc.issuer, op.issuer);
+    const padded = (bytes) => {
+      const text = JSON.stringify({ ...doc, x_padding: 'x'.repeat(bytes - JSON.stringify({ ...doc, x_padding: '' }).length) });
+      assert.equal(text.length, bytes);
+      return text;
+    };
+    op.serve('discovery', padded(64 * 1024 + 1));
+    await withGateway({ auth: authOf(op) }, async (gw) => {
+      const r = await initStatus(gw, await op.token({ resource: RESOURCE }));
+      assert.equal(r.status, 503, r.body);
+      await gw.waitLog(/auth: discovery at \S+openid-configuration failed: the answer exceeds its size bound/, scaled(10000));
+      assert.doesNotMatch(gw.logs(), /auth: discovered/);
+    });
+    op.serve('discovery', padded(64 * 1024));
+    await withGateway({ auth: authOf(op) }, async (gw) => {
+      const r = await initStatus(gw, await op.token({ resource: RESOURCE }));
+      assert.equal(r.status, 200, r.body);
+      assert.match(gw.logs(), /auth: discovered jwks_uri/);
+    });
+  });
+});
+
 // --- introspection ------------------------------------------------------------------------------
 
 test('opaque tokens: introspected at the discovered endpoint with the gateway\'s credentials; answers reused; inactive and foreign tokens refused', async () => {
@@ -283,7 +317,7 @@ test('opaque tokens: introspected at the discovered endpoint with the gateway\'s
       for (let i = 0; i < 3; i++) await echo(gw, token, sid, `opaque ${i}`);
       assert.equal(op.requests.introspection, 1, 'one introspection, then the answer is reused');
       // The principal of a client_credentials token without sub: its client_id.
-      assert.match(gw.logs(), /session=\S+ session created: server=example child=\d+ owner=mcp-client\b/);
+      assert.match(gw.logs(), /session=\S+ session created: server=example child=\d+ owner=client_id:mcp-client\b/);
       // A token the server never issued.
       let r = await initStatus(gw, 'not-a-token-at-all');
       assert.equal(r.status, 401);
@@ -301,6 +335,27 @@ test('opaque tokens: introspected at the discovered endpoint with the gateway\'s
       const m = await metrics(gw);
       assert.equal(m.mcpgw_auth_introspections_total, 3);
       assert.equal(m.mcpgw_auth_introspection_failures_total, 0);
+    });
+  });
+});
+
+test('a client_id is not a sub: an opaque token introspected as client_id mcp-client cannot use the session of the JWT whose sub is mcp-client', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const cred = op.writeCredentials();
+    await withGateway({ auth: authOf(op, { introspection_credentials_file: cred }) }, async (gw) => {
+      await gw.waitLog(/discovered jwks_uri \S+ introspection_endpoint/, scaled(10000));
+      const jwt = await op.token({ resource: RESOURCE, format: 'jwt' });
+      assert.equal(JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url')).sub, 'mcp-client');
+      const sid = await initAuth(gw, jwt);
+      const opaque = await op.token({ resource: RESOURCE, format: 'opaque', scope: 'mcp:tools' });
+      assert.equal((await op.introspect(opaque)).client_id, 'mcp-client');
+      const r = await authPost(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'not yours' } }), opaque, { sid });
+      const body = await r.done(scaled(10000));
+      assert.equal(r.status, 404, `another principal's session: ${body}`);
+      await echo(gw, jwt, sid, 'the owner carries on');
+      await gw.waitLog(new RegExp(`session=${sid} session created: server=example child=\\d+ owner=sub:mcp-client\\b`));
+      await initAuth(gw, opaque); // a session of its own
+      await gw.waitLog(/session created: server=example child=\d+ owner=client_id:mcp-client\b/);
     });
   });
 });
@@ -351,6 +406,32 @@ test('SIGHUP keeps the fetched keys when the issuer is unchanged: no request wai
       await initAuth(gw, await op.token({ resource: RESOURCE }));
       assert.equal(op.requests.jwks, 1, 'no refetch after the reload');
       assert.equal((await metrics(gw)).mcpgw_auth_waits_total, waitsBefore, 'nothing waited');
+    });
+  });
+});
+
+test('SIGHUP between a request\'s head and its body: its opaque token is introspected again for the new configuration (the request waits, then is served)', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const cred = op.writeCredentials();
+    await withGateway({ auth: authOf(op, { introspection_credentials_file: cred }) }, async (gw) => {
+      await gw.waitLog(/discovered jwks_uri \S+ introspection_endpoint/, scaled(10000));
+      const token = await op.token({ resource: RESOURCE, format: 'opaque', scope: 'mcp:tools' });
+      const sid = await initAuth(gw, token);
+      assert.equal(op.requests.introspection, 1);
+      // The head of a call on the session, authenticated from the remembered answer; no body yet.
+      const call = splitPost(gw, '/mcp', rpc('tools/call', { name: 'echo', arguments: { text: 'after the reload' } }, 'split'), {
+        Authorization: `Bearer ${token}`, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-06-18',
+      });
+      await waitFor(async () => (await metrics(gw)).mcpgw_http_requests_open >= 2, scaled(10000), 'the head read');
+      const waits = (await metrics(gw)).mcpgw_auth_waits_total;
+      gw.proc.kill('SIGHUP');
+      await gw.waitLog(/SIGHUP: configuration reloaded/, scaled(10000));
+      call.send();
+      const r = await call.done(scaled(20000));
+      assert.equal(r.status, 200, r.text);
+      assert.equal(textOf(r.answers[0]), 'after the reload', r.text);
+      assert.equal(op.requests.introspection, 2, 'introspected again: the reload dropped what the old configuration knew');
+      assert.equal((await metrics(gw)).mcpgw_auth_waits_total, waits + 1, 'the body\'s request waited for it');
     });
   });
 });

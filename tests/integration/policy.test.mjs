@@ -5,7 +5,8 @@
 // legacy child bridged; and the modern fixture, whose own cacheScope "public" turns "private"),
 // bearer tokens with scopes and JWTs whose scope/scp claims are remembered with them; a hidden
 // tool's call never reaches the child and gets the unknown tool error (-32602); the log line and
-// the counters; a server without a policy is untouched; --check-config names a bad entry.
+// the counters; a server without a policy is untouched; --check-config names a bad entry; a
+// request whose body comes after a SIGHUP is judged by the new tokens and policy.
 //
 // One gateway in bearer mode fronts the example server at /mcp with a policy, the same server at
 // /open with none, and the modern fixture at /modern. The example child logs every line it
@@ -18,7 +19,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import {
-  ACCEPT_BOTH, GW_BIN, metricSamples, request, rpc, startGateway, tmpdir, waitFor, withGateway,
+  ACCEPT_BOTH, GW_BIN, metricSamples, request, rpc, splitPost, startGateway, tmpdir, waitFor, withGateway,
 } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -299,6 +300,80 @@ test('/metrics: refusals and hidden tools counted per server; none for a server 
   assert.ok(samples['mcpgw_policy_denied_total{server="example"}'] >= 1);
   assert.ok(samples['mcpgw_policy_tools_hidden_total{server="example"}'] >= 1);
   assert.equal(samples['mcpgw_policy_denied_total{server="open"}'], undefined);
+});
+
+// --- a reload between a request's head and its body ----------------------------------------------
+
+test('SIGHUP between a request\'s head and its body: the request is judged by the new configuration (its tokens and tool policy)', async () => {
+  const dir = tmpdir('mcpgw-policy-reload-');
+  const tokensFile = path.join(dir, 'tokens');
+  const T = { alice: `alice-${crypto.randomBytes(12).toString('hex')}`, bob: `bob-${crypto.randomBytes(12).toString('hex')}` };
+  // alice holds both scopes, bob only the one the old policy asks for.
+  fs.writeFileSync(tokensFile, `sha256:${sha256hex(T.alice)} alice tools.old tools.new\nsha256:${sha256hex(T.bob)} bob tools.old\n`);
+  const opts = {
+    auth: { mode: 'bearer', public_url: PUBLIC_URL, tokens_file: tokensFile },
+    servers: [{ name: 'example', path: '/mcp', log: path.join(dir, 'child.log'), extra: 'era = legacy\ntool_scopes = echo:tools.old' }],
+  };
+  await withGateway(opts, async (g) => {
+    const call = (who) => ({ jsonrpc: '2.0', id: `reload-${who}`, method: 'tools/call', params: { name: 'echo', arguments: { text: `hi ${who}` }, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {} } } });
+    const split = (who) => splitPost(g, '/mcp', call(who), {
+      'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo', Authorization: `Bearer ${T[who]}`,
+    });
+    const reqs = { alice: split('alice'), bob: split('bob') };
+    // Both heads are in (and authenticated) once /metrics counts them with itself.
+    await waitFor(async () => {
+      const r = await request(`${g.base}/metrics`, { method: 'GET' });
+      return metricSamples(await r.done(scaled(5000))).mcpgw_http_requests_open >= 3;
+    }, scaled(10000), 'both heads read');
+    // The new policy asks for the other scope; the configuration the heads were read under is freed
+    // at once (no session or pool uses it).
+    fs.writeFileSync(g.conf, fs.readFileSync(g.conf, 'utf8').replace('tool_scopes = echo:tools.old', 'tool_scopes = echo:tools.new'));
+    g.proc.kill('SIGHUP');
+    await g.waitLog(/SIGHUP: configuration reloaded/, scaled(10000));
+    for (const r of Object.values(reqs)) r.send();
+    const alice = await reqs.alice.done(scaled(20000));
+    assert.equal(alice.status, 200, alice.text);
+    assert.equal(textOf(alice.answers[0]), 'hi alice', `tools.new grants echo now: ${alice.text}`);
+    const bob = await reqs.bob.done(scaled(20000));
+    assert.equal(bob.answers[0]?.error?.code, -32602, `tools.old no longer does: ${bob.text}`);
+    assert.equal(bob.answers[0].error.message, 'Unknown tool: echo');
+  });
+});
+
+test('SIGHUP between the head and the body of a call on a session opened two configurations ago: the call is judged, and answered', async () => {
+  const dir = tmpdir('mcpgw-policy-reload-');
+  const tokensFile = path.join(dir, 'tokens');
+  const token = `alice-${crypto.randomBytes(12).toString('hex')}`;
+  fs.writeFileSync(tokensFile, `sha256:${sha256hex(token)} alice tools.old\n`);
+  const opts = {
+    auth: { mode: 'bearer', public_url: PUBLIC_URL, tokens_file: tokensFile },
+    servers: [{ name: 'example', path: '/mcp', log: path.join(dir, 'child.log'), extra: 'tool_scopes = echo:tools.old' }],
+  };
+  await withGateway(opts, async (g) => {
+    const auth = { Authorization: `Bearer ${token}` };
+    const init = await request(g.url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...auth }, body: rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'policy-it', version: '1' } }) });
+    await init.done(scaled(10000));
+    assert.equal(init.status, 200, init.text());
+    const sid = init.headers['mcp-session-id'];
+    const reloads = () => [...g.logs().matchAll(/SIGHUP: configuration reloaded/g)].length;
+    // The session keeps the first configuration; the second is the one the head is read under.
+    g.proc.kill('SIGHUP');
+    await waitFor(() => reloads() === 1, scaled(10000), 'the first reload');
+    const call = splitPost(g, '/mcp', rpc('tools/call', { name: 'echo', arguments: { text: 'on the old session' } }, 'split'), {
+      ...auth, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-06-18',
+    });
+    await waitFor(async () => {
+      const r = await request(`${g.base}/metrics`, { method: 'GET' });
+      return metricSamples(await r.done(scaled(5000))).mcpgw_http_requests_open >= 2;
+    }, scaled(10000), 'the head read');
+    // The third: the second is freed at once (no session or pool uses it).
+    g.proc.kill('SIGHUP');
+    await waitFor(() => reloads() === 2, scaled(10000), 'the second reload');
+    call.send();
+    const r = await call.done(scaled(20000));
+    assert.equal(r.status, 200, r.text);
+    assert.equal(textOf(r.answers[0]), 'on the old session', r.text);
+  });
 });
 
 // --- jwt: scopes from the scope or scp claim, remembered with the token --------------------------

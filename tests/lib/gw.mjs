@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -284,6 +285,50 @@ export function post(gw, msg, { sid, headers = {}, url } = {}) {
   const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers };
   if (sid) h['Mcp-Session-Id'] = sid;
   return request(url || gw.url, { method: 'POST', headers: h, body: msg });
+}
+
+/**
+ * A POST of msg to gw's path p over a raw socket, in two steps: the head (the usual MCP headers,
+ * then `headers`, Connection: close) goes now, the body when send() is called. done(ms) resolves,
+ * once the gateway closed the connection (or ms passed), with {status, headers, text, answers}:
+ * text is the body (de-chunked), answers the JSON-RPC answers in it (a JSON body, or SSE events).
+ */
+export function splitPost(gw, p, msg, headers = {}) {
+  const body = JSON.stringify(msg);
+  const h = { Host: `${gw.host}:${gw.port}`, 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers, 'Content-Length': Buffer.byteLength(body), Connection: 'close' };
+  const sock = net.connect(gw.port, gw.host);
+  let data = '';
+  sock.setEncoding('utf8');
+  sock.on('data', (d) => { data += d; });
+  const closed = new Promise((res) => { sock.on('close', res); sock.on('error', res); });
+  sock.write(`POST ${p} HTTP/1.1\r\n${Object.entries(h).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+  return {
+    send: () => sock.write(body),
+    async done(ms = 10000) {
+      let timer;
+      await Promise.race([closed, new Promise((res) => { timer = setTimeout(res, ms); })]);
+      clearTimeout(timer);
+      sock.destroy();
+      const i = data.indexOf('\r\n\r\n');
+      assert.ok(i > 0, `a whole response head: ${JSON.stringify(data)}`);
+      const lines = data.slice(0, i).split('\r\n');
+      const rh = Object.fromEntries(lines.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+      let text = data.slice(i + 4);
+      if (/chunked/i.test(rh['transfer-encoding'] ?? '')) {
+        let out = '';
+        for (let n, k = 0; (n = parseInt(text, 16)) > 0 && k < 100000; k++) {
+          const at = text.indexOf('\r\n') + 2;
+          out += text.slice(at, at + n);
+          text = text.slice(at + n + 2);
+        }
+        text = out;
+      }
+      const answers = /^text\/event-stream/.test(rh['content-type'] ?? '')
+        ? parseSse(text).map((e) => e.json).filter((j) => j && ('result' in j || 'error' in j))
+        : text ? [JSON.parse(text)] : [];
+      return { status: Number(lines[0].split(' ')[1]), headers: rh, text, answers };
+    },
+  };
 }
 
 export function get(gw, { sid, headers = {}, url } = {}) {

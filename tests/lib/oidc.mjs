@@ -82,6 +82,8 @@
 //   setCacheControl(endpoint, value)  e.g. setCacheControl('jwks', 'max-age=60'); null: as
 //                     oidc-provider sends it (no Cache-Control on /jwks and discovery)
 //   delay(endpoint, ms)            hold that endpoint's answers ms before handling (0: off)
+//   serve(endpoint, text)          answer that endpoint 200 with text (application/json) from
+//                     now on, instead of oidc-provider; serve(endpoint, null) restores it
 //   errors            server errors oidc-provider reported (should stay empty)
 //   provider          the current oidc-provider instance (a new one after each rotateKeys())
 //   stop()            closes the server and every connection (keep-alive ones too), removes dir;
@@ -380,6 +382,7 @@ export async function startOidc(opts = {}) {
   const failing = {};
   const cacheControl = {};
   const delays = {};
+  const served = {};
   const sockets = new Set();
 
   function onRequest(req, res) {
@@ -399,6 +402,12 @@ export async function startOidc(opts = {}) {
         req.resume();
         res.writeHead(failing[endpoint], { 'content-type': 'application/json', 'cache-control': 'no-store' });
         res.end(JSON.stringify({ error: 'server_error', error_description: 'failure injected by the test harness' }));
+        return;
+      }
+      if (served[endpoint] !== undefined) {
+        req.resume();
+        res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        res.end(served[endpoint]);
         return;
       }
       if (cacheControl[endpoint]) {
@@ -537,6 +546,11 @@ export async function startOidc(opts = {}) {
       if (!Object.values(ENDPOINTS).includes(endpoint)) throw new Error(`delay: unknown endpoint ${endpoint}`);
       if (ms) delays[endpoint] = ms;
       else delete delays[endpoint];
+    },
+    serve(endpoint, text) {
+      if (!Object.values(ENDPOINTS).includes(endpoint)) throw new Error(`serve: unknown endpoint ${endpoint}`);
+      if (text === null || text === undefined) delete served[endpoint];
+      else served[endpoint] = text;
     },
     stopped: false,
     async stop() {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * auth: base64url, the tokens file, the JWKS loader, bearer and JWT checks, principals and their
+ * auth: the tokens file, the JWKS loader, bearer and JWT checks, principals and their
  * token buckets. Signed-token cases with generated RSA, P-256 and Ed25519 keys, and every refusal
  * the issue lists, are in tests/integration/auth.test.mjs; here the JWS check is pinned to the
  * Ed25519 example of RFC 8037 appendix A.
@@ -85,23 +85,6 @@ config_mode(struct config *cfg, enum config_auth_mode mode, const char *file)
         cfg->auth.tokens_file = file_path;
     else
         cfg->auth.jwks_file = file_path;
-}
-
-Test(auth, base64url_decode, .fini = cleanup)
-{
-    unsigned char out[64];
-    cr_assert_eq(util_base64url_decode("", 0, out), 0);
-    cr_assert_eq(util_base64url_decode("TWE", 3, out), 2);
-    cr_assert_eq(memcmp(out, "Ma", 2), 0);
-    cr_assert_eq(util_base64url_decode("TWFu", 4, out), 3);
-    cr_assert_eq(memcmp(out, "Man", 3), 0);
-    cr_assert_eq(util_base64url_decode("-_8", 3, out), 2);
-    cr_assert_eq(out[0], 0xfb);
-    cr_assert_eq(out[1], 0xff);
-    cr_assert_eq(util_base64url_decode("TWE=", 4, out), -1, "padding is not base64url");
-    cr_assert_eq(util_base64url_decode("T+E", 3, out), -1, "'+' is base64, not base64url");
-    cr_assert_eq(util_base64url_decode("T", 1, out), -1, "one character cannot be a byte");
-    cr_assert_eq(util_base64url_decode("TWF", 3, out), -1, "leftover bits must be zero");
 }
 
 Test(auth, mode_none_is_the_anonymous_principal, .fini = cleanup)
@@ -399,13 +382,13 @@ Test(auth, introspection_answers, .fini = cleanup)
     } cases[] = {
         { "{\"active\":true,\"client_id\":\"cli\",\"scope\":\"mcp:tools\",\"exp\":1800000600,"
           "\"iss\":\"https://idp.example.com\",\"aud\":\"https://mcp.example.com/mcp\"}",
-          AUTH_OK, "cli" },
+          AUTH_OK, "client_id:cli" },
         { "{\"active\":true,\"sub\":\"alice\",\"client_id\":\"cli\",\"scope\":\"x mcp:tools\","
           "\"aud\":[\"https://other.example/mcp\",\"https://mcp.example.com/mcp\"]}",
-          AUTH_OK, "alice" },
+          AUTH_OK, "sub:alice" },
         { "{\"active\":true,\"username\":\"bob\",\"scope\":\"mcp:tools\","
           "\"aud\":\"https://mcp.example.com/mcp\"}",
-          AUTH_OK, "bob" },
+          AUTH_OK, "username:bob" },
         { "{\"active\":false}", AUTH_INVALID, "the token is not active (introspection)" },
         { "{\"active\":\"true\",\"sub\":\"a\",\"aud\":\"https://mcp.example.com/mcp\"}",
           AUTH_INVALID, "the token is not active (introspection)" },
@@ -439,5 +422,23 @@ Test(auth, introspection_answers, .fini = cleanup)
             cr_expect_str_eq(why, cases[i].principal_or_why, "case %zu", i);
         auth_principal_unref(p);
     }
+    /* The same word as a client_id, a username and a sub: three principals, never one. */
+    static const char *const named[] = { "\"client_id\":\"alice\"", "\"username\":\"alice\"",
+                                         "\"sub\":\"alice\"" };
+    struct auth_principal *seen[3];
+    for (size_t i = 0; i < 3; i++) {
+        char answer[256];
+        snprintf(
+            answer, sizeof(answer),
+            "{\"active\":true,%s,\"scope\":\"mcp:tools\",\"aud\":\"https://mcp.example.com/mcp\"}",
+            named[i]);
+        const char *why = NULL;
+        cr_assert_eq(auth_judge_introspection(a, answer, strlen(answer), &srv, now, &seen[i], &why),
+                     AUTH_OK, "%s", why ? why : "-");
+        for (size_t j = 0; j < i; j++)
+            cr_expect_neq(seen[i], seen[j], "%s and %s are one principal", named[i], named[j]);
+    }
+    for (size_t i = 0; i < 3; i++)
+        auth_principal_unref(seen[i]);
     auth_free(a);
 }

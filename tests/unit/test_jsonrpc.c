@@ -1083,3 +1083,40 @@ Test(jsonrpc, modern_builders)
     free(e);
     cr_expect_eq(jsonrpc_error_code(disc, strlen(disc), &code), -1, "a result has no error code");
 }
+
+/* obj with members (each with its leading comma) put first, as the pool stamps a result. */
+static char *
+with_first(const char *obj, const char *members)
+{
+    struct jsonrpc_span sp = { 0, strlen(obj) };
+    char m[128];
+    size_t len = strlen(members);
+    memcpy(m, members, len);
+    len = jsonrpc_members_first(obj, sp, m, len);
+    char *out = malloc(sp.len + len + 1);
+    out[0] = obj[0];
+    memcpy(out + 1, m, len);
+    memcpy(out + 1 + len, obj + 1, sp.len - 1);
+    out[sp.len + len] = '\0';
+    return out;
+}
+
+Test(jsonrpc, members_first)
+{
+    static const char *const cases[][3] = {
+        { "{}", ",\"a\":1", "{\"a\":1}" },
+        { "{ }", ",\"a\":1,\"b\":\"x\"", "{\"a\":1,\"b\":\"x\" }" },
+        { "{ \t\r\n}", ",\"a\":1", "{\"a\":1 \t\r\n}" },
+        { "{\"c\":3}", ",\"a\":1,\"b\":2", "{\"a\":1,\"b\":2,\"c\":3}" },
+        { "{ \"c\":{}}", ",\"a\":1", "{\"a\":1, \"c\":{}}" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = with_first(cases[i][0], cases[i][1]);
+        cr_expect_str_eq(got, cases[i][2], "%s with %s", cases[i][0], cases[i][1]);
+        json_error_t e;
+        json_t *j = json_loads(got, 0, &e);
+        cr_expect(j != NULL, "%s is not JSON: %s", got, e.text);
+        json_decref(j);
+        free(got);
+    }
+}

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * util: base64url without padding, both ways; the decoder's output bound (an input that would
+ * decode past the room given is refused whole, and nothing is written past it). Through util.h
+ * only.
+ */
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "util.h"
+
+TestSuite(util, .timeout = 10);
+
+Test(util, base64url_decode)
+{
+    unsigned char out[64];
+    cr_assert_eq(util_base64url_decode("", 0, out, sizeof out), 0);
+    cr_assert_eq(util_base64url_decode("TWE", 3, out, sizeof out), 2);
+    cr_assert_eq(memcmp(out, "Ma", 2), 0);
+    cr_assert_eq(util_base64url_decode("TWFu", 4, out, sizeof out), 3);
+    cr_assert_eq(memcmp(out, "Man", 3), 0);
+    cr_assert_eq(util_base64url_decode("-_8", 3, out, sizeof out), 2);
+    cr_assert_eq(out[0], 0xfb);
+    cr_assert_eq(out[1], 0xff);
+    cr_assert_eq(util_base64url_decode("TWE=", 4, out, sizeof out), -1, "padding is not base64url");
+    cr_assert_eq(util_base64url_decode("T+E", 3, out, sizeof out), -1,
+                 "'+' is base64, not base64url");
+    cr_assert_eq(util_base64url_decode("T", 1, out, sizeof out), -1,
+                 "one character cannot be a byte");
+    cr_assert_eq(util_base64url_decode("TWF", 3, out, sizeof out), -1,
+                 "leftover bits must be zero");
+}
+
+/* n bytes of a pattern, encoded; decoded into a guarded buffer of room cap. */
+static long
+decode_into(size_t n, size_t cap, unsigned char *guarded, size_t guarded_len)
+{
+    unsigned char in[256];
+    char text[400];
+    for (size_t i = 0; i < n; i++)
+        in[i] = (unsigned char)(i * 7 + 1);
+    size_t len = util_base64url_encode(in, n, text);
+    memset(guarded, 0xa5, guarded_len);
+    long r = util_base64url_decode(text, len, guarded, cap);
+    if (r >= 0)
+        cr_assert_eq(memcmp(guarded, in, (size_t)r), 0, "%zu bytes decoded wrong", n);
+    return r;
+}
+
+Test(util, base64url_decode_bound)
+{
+    unsigned char buf[256];
+    /* Each length of last group (4, 2 and 3 characters): exactly the room fits, one byte less not.
+     */
+    for (size_t n = 30; n <= 33; n++) {
+        cr_assert_eq(decode_into(n, n, buf, sizeof buf), (long)n, "%zu bytes into %zu", n, n);
+        cr_assert_eq(decode_into(n, n - 1, buf, sizeof buf), -1, "%zu bytes into %zu", n, n - 1);
+        for (size_t i = 0; i < sizeof buf; i++)
+            cr_assert_eq(buf[i], 0xa5, "refused, yet byte %zu was written", i);
+    }
+    /* The requestState case: 183 bytes offered to a 64-byte MAC buffer. */
+    cr_assert_eq(decode_into(183, 64, buf, sizeof buf), -1);
+    for (size_t i = 0; i < sizeof buf; i++)
+        cr_assert_eq(buf[i], 0xa5, "refused, yet byte %zu was written", i);
+    cr_assert_eq(decode_into(0, 0, buf, sizeof buf), 0, "nothing fits in no room");
+    cr_assert_eq(util_base64url_decode("AA", 2, buf, 0), -1, "one byte does not");
+}
