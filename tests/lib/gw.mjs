@@ -68,6 +68,20 @@ export async function waitFor(fn, ms = 5000, what = 'condition') {
 function iniQuote(s) { return s; }
 
 /**
+ * The configuration matrix (tests/integration/meson.build runs some suites again with these set):
+ * GW_MATRIX_GATEWAY and GW_MATRIX_SERVER hold "key = value" settings, separated by ';', added to
+ * [gateway] and to every [server:NAME] that does not set that key itself. So an optional timer or
+ * limit (request_timeout_ms, a small stream_queue_bytes) is the ordinary case in those runs.
+ */
+const matrixSettings = (v) => (v ?? '').split(';').map((l) => l.trim()).filter(Boolean).map((l) => {
+  const i = l.indexOf('=');
+  if (i < 1) throw new Error(`a matrix setting is key = value: ${l}`);
+  return [l.slice(0, i).trim(), l.slice(i + 1).trim()];
+});
+const MATRIX_GATEWAY = matrixSettings(process.env.GW_MATRIX_GATEWAY);
+const MATRIX_SERVER = matrixSettings(process.env.GW_MATRIX_SERVER);
+
+/**
  * Starts a gateway. opts.gateway: extra [gateway] keys; opts.auth: [auth] keys; opts.servers: [{name, path, args,
  * command, env}] (default: one 'example' server at /mcp running the example server with
  * --log <dir>/child.log). Resolves once the gateway logs its listening address.
@@ -78,6 +92,7 @@ export async function startGateway(opts = {}) {
   // shutdown_drain_ms = 0: stop() ends what is in flight at once, as most tests expect; the
   // drain tests set it themselves.
   const g = { listen: '127.0.0.1:0', log_level: 'debug', shutdown_drain_ms: 0, ...(opts.gateway || {}) };
+  for (const [k, v] of MATRIX_GATEWAY) if (!(k in g)) g[k] = v;
   let ini = '[gateway]\n';
   for (const [k, v] of Object.entries(g)) ini += `${k} = ${v}\n`;
   if (opts.auth) {
@@ -92,6 +107,7 @@ export async function startGateway(opts = {}) {
     ini += `command = ${iniQuote(cmd)}\n`;
     if (s.env) ini += `env = ${s.env}\n`;
     if (s.extra) ini += `${s.extra}\n`;
+    for (const [k, v] of MATRIX_SERVER) if (!new RegExp(`^\\s*${k}\\s*=`, 'm').test(s.extra ?? '')) ini += `${k} = ${v}\n`;
   }
   const conf = path.join(dir, 'gateway.ini');
   fs.writeFileSync(conf, ini);
