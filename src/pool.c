@@ -21,6 +21,10 @@
 
 struct pool_globals pools;
 
+/* Why a broken pool (its children serve no version the gateway serves) refuses every request. */
+static const char pool_broken_text[] = "upstream server supports no protocol version this gateway "
+                                       "serves to stateless clients (2026-07-28)";
+
 void
 pool_module_init(struct loop *l, const struct config *cfg)
 {
@@ -41,6 +45,7 @@ pool_find(const struct config_server *srv)
 
 static struct pool_child *pool_child_start(struct pool *p);
 static void pool_fail_queue(struct pool *p, const char *why);
+static void pool_queue_settle(struct pool *p, const char *what);
 
 static struct pool *
 pool_new(const struct config *cfg, const struct config_server *srv)
@@ -55,11 +60,15 @@ pool_new(const struct config *cfg, const struct config_server *srv)
     return p;
 }
 
-/* Starts warm children up to pool_warm_children (while the restart budget allows). */
+/*
+ * Starts warm children up to pool_warm_children (while the restart budget allows). A broken pool
+ * has none: its children could serve nothing, and it stays broken until a reload makes a new pool.
+ */
 static void
 pool_warm(struct pool *p)
 {
-    while (!p->retired && !pools.draining && p->n_children < p->srv->pool_warm_children)
+    while (!p->retired && !pools.draining && !p->broken
+           && p->n_children < p->srv->pool_warm_children)
         if (pool_child_start(p) == NULL)
             break;
 }
@@ -267,6 +276,7 @@ pool_child_ready(struct pool_child *c)
         call->qnext = NULL;
         pool_call_dispatch(call, c);
     }
+    pool_queue_settle(p, "no upstream server child has room for it");
 }
 
 /* Ends every request that waits in the queue (no child will come). */
@@ -283,13 +293,34 @@ pool_fail_queue(struct pool *p, const char *why)
     p->qtail = NULL;
 }
 
+/*
+ * A pool that starts no child any more (retired by a reload, the gateway draining, broken): once
+ * none of its children is starting, nothing will take what still waits in its queue, which ends
+ * with an error saying what happened (what) and why nothing else will come. A queued request is
+ * never moved to the new configuration's pool: it was routed, authorized and judged by the tool
+ * policy under the old one.
+ */
+static void
+pool_queue_settle(struct pool *p, const char *what)
+{
+    if (p->qhead == NULL || p->n_starting > 0 || !(p->retired || pools.draining || p->broken))
+        return;
+    char message[256];
+    snprintf(message, sizeof(message), "%s; %s", what,
+             p->broken    ? pool_broken_text
+             : p->retired ? "the configuration was reloaded: retry the request"
+                          : "gateway shutting down");
+    pool_fail_queue(p, message);
+}
+
 void
 pool_child_retire(struct pool_child *c, const char *why, bool failure)
 {
     if (c->state == POOL_CHILD_GONE)
         return;
     struct pool *p = c->pool;
-    if (c->state == POOL_CHILD_STARTING)
+    bool starting = c->state == POOL_CHILD_STARTING;
+    if (starting)
         p->n_starting--;
     c->state = POOL_CHILD_GONE;
     loop_timer_del(c->timer);
@@ -324,8 +355,13 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     upstream_close(c->u, why);
     c->u = NULL;
     loop_defer(pools.l, pool_child_free, c);
-    if (p->retired || pools.draining)
+    if (p->retired || pools.draining || p->broken) {
+        /* No replacement: what waits for a child now waits in vain. */
+        snprintf(message, sizeof(message), "upstream server ended %s(%s)",
+                 starting ? "before it was ready " : "", why);
+        pool_queue_settle(p, message);
         return;
+    }
     if (p->qhead != NULL && p->n_starting == 0 && pool_child_start(p) == NULL)
         pool_fail_queue(p, "upstream server cannot be started (pool_max_restarts_per_min)");
     else if (p->n_starting == 0 && pool_listen_orphans(p))
@@ -404,6 +440,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     if (p == NULL)
         p = pool_new(pools.cfg, srv);
     if (p->broken) {
+        meta->why = pool_broken_text;
         *status = POOL_E_UNAVAILABLE;
         return NULL;
     }
@@ -532,6 +569,11 @@ pool_sweep(uint64_t now_ms)
             if (st != NULL && now_ms - st->last_push_ms >= hb)
                 stream_push_heartbeat(st);
         }
+        for (struct pool_call *call = p->qhead; call != NULL; call = call->qnext) {
+            struct stream *st = call->st; /* waiting for a child to start: in flight all the same */
+            if (st != NULL && st->attached && now_ms - st->last_push_ms >= hb)
+                stream_push_heartbeat(st);
+        }
         /* A held call whose child answered is in no child's table, yet it is the pool's. */
         if (p->retired && p->children == NULL && p->qhead == NULL && p->listeners == NULL
             && pool_held_in(p) == 0) {
@@ -629,8 +671,7 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
         if (info->kind == JSONRPC_RESULT) {
             /* A modern server of other versions only: nothing to serve modern clients with. */
             p->broken = true;
-            pool_fail_queue(p, "upstream server supports no protocol version this gateway "
-                               "serves to stateless clients (2026-07-28)");
+            pool_fail_queue(p, pool_broken_text);
             pool_child_retire(c, "server/discover lists no version the gateway serves", false);
             return;
         }

@@ -122,7 +122,7 @@ struct pool {
     const struct config_server *srv;
     const struct config *cfg;
     enum config_era era; /* AUTO until the probe decided */
-    bool broken;         /* the children serve no version the gateway serves */
+    bool broken;         /* the children serve no version the gateway serves: none kept */
     bool retired;        /* an older configuration's: no new request, ends once idle */
     char *discover;      /* legacy: the DiscoverResult object made from initialize */
     size_t discover_len;
