@@ -235,3 +235,64 @@ test('/metrics while a retired pool lingers beside the new one: promtool accepts
     assertValid(await metricsText(gw), 'after the retired pool ended');
   });
 });
+
+// ---- 4. what a drain waits for -------------------------------------------------------------------
+
+const CAPS = 'io.modelcontextprotocol/clientCapabilities';
+
+/** A tools/call of the example server's elicit (rounds of one question); its input round's result. */
+async function elicitRound(gw, id, params) {
+  const r = await mpost(gw, 'tools/call', { name: 'elicit', ...params }, { id, meta: { [CAPS]: { elicitation: {} } } });
+  await r.done(scaled(10000));
+  const a = msgsOf(r).find(isAnswer);
+  assert.equal(r.status, 200, r.text());
+  assert.equal(a?.id, id, r.text());
+  return a;
+}
+
+test('a held call (input round) of a pool retired by SIGHUP: the client\'s retry goes on in it; during a drain too, and the drain ends once it is answered', async () => {
+  const dir = tmpdir('mcpgw-reload-');
+  const servers = [{ name: 'example', path: '/mcp', command: `sh -c 'exec ${EXAMPLE} --log ${dir}/child-$$.log'`, extra: 'era = legacy\npool_max_children = 1\ninput_hold_ms = 600000' }];
+  const gw = await startGateway({ gateway: { shutdown_drain_ms: 600000 }, servers });
+  let ok = false;
+  try {
+    const args = { arguments: { message: 'across a reload', rounds: 2 } };
+    const first = await elicitRound(gw, 'e1', args);
+    assert.equal(first.result?.resultType, 'input_required', JSON.stringify(first));
+    await reload(gw);
+    // Each answer under the key its round asked it with (r1, then r2).
+    const answer = (round, name) => Object.fromEntries(Object.keys(round.result.inputRequests).map((k) => [k, { action: 'accept', content: { name } }]));
+    const second = await elicitRound(gw, 'e2', { ...args, inputResponses: answer(first, 'one'), requestState: first.result.requestState });
+    assert.equal(second.result?.resultType, 'input_required', `the retry went on in the retired pool: ${JSON.stringify(second)}`);
+    gw.proc.kill('SIGTERM');
+    await gw.waitLog(/SIGTERM: draining/);
+    const last = await elicitRound(gw, 'e3', { ...args, inputResponses: answer(second, 'two'), requestState: second.result.requestState });
+    assert.equal(last.result?.resultType, 'complete', `the drain serves the call it waits for: ${JSON.stringify(last)}`);
+    assert.match(textOf(last), /one[\s\S]*two/);
+    await gw.waitLog(/drained: no request in flight/, scaled(5000));
+    await gw.stop({ expect: { code: 0, signal: null } });
+    ok = true;
+  } finally {
+    if (!ok) { await gw.stop({ expect: null }).catch(() => {}); console.log(gw.logs().slice(-4000)); }
+  }
+});
+
+test('SIGTERM drain with a modern child\'s subscriptions/listen open: the drain does not wait for the listen (it never ends by itself); the listen stream ends', async () => {
+  const root = process.env.GW_SOURCE_ROOT;
+  const servers = [{ name: 'modern', path: '/mcp', command: `${process.execPath} ${root}/tests/fixtures/modern_server.mjs`, extra: 'era = modern\npool_max_children = 1' }];
+  const gw = await startGateway({ gateway: { shutdown_drain_ms: 600000 }, servers });
+  let ok = false;
+  try {
+    const l = await mpost(gw, 'subscriptions/listen', { notifications: { toolsListChanged: true } }, { id: 'L' });
+    assert.equal(l.status, 200, l.text());
+    await l.waitEvent((j) => j.method === 'notifications/subscriptions/acknowledged', scaled(10000));
+    gw.proc.kill('SIGTERM');
+    await gw.waitLog(/SIGTERM: draining/);
+    await gw.waitLog(/drained: no request in flight/, scaled(5000));
+    await l.done(scaled(10000));
+    await gw.stop({ expect: { code: 0, signal: null } });
+    ok = true;
+  } finally {
+    if (!ok) { await gw.stop({ expect: null }).catch(() => {}); console.log(gw.logs().slice(-4000)); }
+  }
+});
