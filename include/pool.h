@@ -67,7 +67,7 @@ void pool_sweep(uint64_t now_ms);
 /* Shutdown: first no new request (draining), then everything in flight cancelled. */
 void pool_drain(void);
 void pool_close_all(void);
-/* Requests in flight over every pool. */
+/* Requests in flight over every pool (what a drain waits for: no listen). */
 size_t pool_inflight(void);
 
 /*

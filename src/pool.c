@@ -427,7 +427,12 @@ struct stream *
 pool_request(const struct config_server *srv, char *body, size_t len,
              const struct jsonrpc_info *info, struct pool_meta *meta, enum pool_status *status)
 {
-    if (pools.draining) {
+    /*
+     * Draining: no new request. A retry of a held call is none: it carries on a call in flight,
+     * which the drain waits for, so it is served.
+     */
+    bool resume = info->request_state.len != 0 && pool_bridge_ours(body, info->request_state);
+    if (pools.draining && !resume) {
         *status = POOL_E_DRAINING;
         return NULL;
     }
@@ -456,7 +461,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         return hidden;
     }
     /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
-    if (info->request_state.len != 0 && pool_bridge_ours(body, info->request_state)) {
+    if (resume) {
         if (info->has_crlf)
             jsonrpc_flatten(body, len);
         return pool_bridge_resume(p, body, info, meta, status);
@@ -610,6 +615,11 @@ pool_close_all(void)
     }
 }
 
+/*
+ * Requests that will end with an answer, held ones included: not the gateway's own probe,
+ * initialize or fence, and not a modern child's subscriptions/listen, which lasts until its client
+ * leaves (a drain that waited for one would always run to shutdown_drain_ms).
+ */
 size_t
 pool_inflight(void)
 {
@@ -617,9 +627,13 @@ pool_inflight(void)
     for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
         n += p->queued;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            n += pending_active(&c->pt, PENDING_TO_CHILD) - (c->start_id != 0)
-                 - (c->fence_id != 0); /* the gateway's own probe or initialize, and fence */
+            for (const struct pending *e = c->pt.head; e != NULL; e = e->next)
+                n += e->dir == PENDING_TO_CHILD && e->state == PENDING_FORWARDED
+                     && e->gw_id != c->start_id && e->gw_id != c->fence_id
+                     && strcmp(e->method, "subscriptions/listen") != 0;
     }
+    for (const struct pool_call *call = pools.held; call != NULL; call = call->hnext)
+        n += call->p == NULL; /* its child answered while it was held: in no table, not over */
     return n;
 }
 

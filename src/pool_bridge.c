@@ -183,7 +183,12 @@ pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *i
     struct pool_call *call = pools.held;
     while (call != NULL && memcmp(call->held_id, raw, 16) != 0)
         call = call->hnext;
-    if (call == NULL || call->pool != p) {
+    /*
+     * Held here, or by the pool of this server a reload retired (it ends the calls it has, its
+     * held ones included: the call goes on there, under the definition it started with).
+     */
+    if (call == NULL
+        || (call->pool != p && !(call->pool->retired && strcmp(call->pool->name, p->name) == 0))) {
         *why = "requestState names no call held here: already used, ended, or held by another "
                "gateway instance (keep a client on one instance: README, several instances)";
         return NULL;
