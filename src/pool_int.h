@@ -259,7 +259,10 @@ bool pool_listen_open(struct pool_call *call, const char *body, const struct jso
 void pool_listen_forget(struct pool_call *call);
 /* Shutdown: every listener of p gets its graceful end. */
 void pool_listen_end_all(struct pool *p);
-/* A list change or resources/updated from c: to the listeners that asked; false if none did. */
+/*
+ * A list change or resources/updated from c: to the listeners that asked; false if none did, or
+ * c is not ready (what a starting child says is of its own start).
+ */
 bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* Subscriptions that wait for a child (none is ready). */
 bool pool_listen_orphans(const struct pool *p);
