@@ -50,7 +50,9 @@ enum pool_status {
 struct pool_meta {
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
     const char *principal; /* who asks (auth's principal name): binds an input round to them */
-    const char *why;       /* out: for POOL_E_BAD_STATE, what is wrong with the requestState */
+    /* out: for POOL_E_BAD_STATE, what is wrong with the requestState; for POOL_E_UNAVAILABLE,
+     * why the server cannot serve (when it is more than a failed start) */
+    const char *why;
     /* The token's scopes, for the server's tool policy (policy.h). */
     struct policy_grants grants;
 };
@@ -65,7 +67,7 @@ void pool_sweep(uint64_t now_ms);
 /* Shutdown: first no new request (draining), then everything in flight cancelled. */
 void pool_drain(void);
 void pool_close_all(void);
-/* Requests in flight over every pool. */
+/* Requests in flight over every pool (what a drain waits for: no listen). */
 size_t pool_inflight(void);
 
 /*

@@ -21,6 +21,10 @@
 
 struct pool_globals pools;
 
+/* Why a broken pool (its children serve no version the gateway serves) refuses every request. */
+static const char pool_broken_text[] = "upstream server supports no protocol version this gateway "
+                                       "serves to stateless clients (2026-07-28)";
+
 void
 pool_module_init(struct loop *l, const struct config *cfg)
 {
@@ -41,6 +45,7 @@ pool_find(const struct config_server *srv)
 
 static struct pool_child *pool_child_start(struct pool *p);
 static void pool_fail_queue(struct pool *p, const char *why);
+static void pool_queue_settle(struct pool *p, const char *what);
 
 static struct pool *
 pool_new(const struct config *cfg, const struct config_server *srv)
@@ -56,11 +61,15 @@ pool_new(const struct config *cfg, const struct config_server *srv)
     return p;
 }
 
-/* Starts warm children up to pool_warm_children (while the restart budget allows). */
+/*
+ * Starts warm children up to pool_warm_children (while the restart budget allows). A broken pool
+ * has none: its children could serve nothing, and it stays broken until a reload makes a new pool.
+ */
 static void
 pool_warm(struct pool *p)
 {
-    while (!p->retired && !pools.draining && p->n_children < p->srv->pool_warm_children)
+    while (!p->retired && !pools.draining && !p->broken
+           && p->n_children < p->srv->pool_warm_children)
         if (pool_child_start(p) == NULL)
             break;
 }
@@ -297,6 +306,7 @@ pool_child_take_queue(struct pool_child *c)
         call->qnext = NULL;
         pool_call_dispatch(call, c);
     }
+    pool_queue_settle(p, "no upstream server child has room for it");
 }
 
 /* Ends every request that waits in the queue (no child will come). */
@@ -313,13 +323,34 @@ pool_fail_queue(struct pool *p, const char *why)
     p->qtail = NULL;
 }
 
+/*
+ * A pool that starts no child any more (retired by a reload, the gateway draining, broken): once
+ * none of its children is starting, nothing will take what still waits in its queue, which ends
+ * with an error saying what happened (what) and why nothing else will come. A queued request is
+ * never moved to the new configuration's pool: it was routed, authorized and judged by the tool
+ * policy under the old one.
+ */
+static void
+pool_queue_settle(struct pool *p, const char *what)
+{
+    if (p->qhead == NULL || p->n_starting > 0 || !(p->retired || pools.draining || p->broken))
+        return;
+    char message[256];
+    snprintf(message, sizeof(message), "%s; %s", what,
+             p->broken    ? pool_broken_text
+             : p->retired ? "the configuration was reloaded: retry the request"
+                          : "gateway shutting down");
+    pool_fail_queue(p, message);
+}
+
 void
 pool_child_retire(struct pool_child *c, const char *why, bool failure)
 {
     if (c->state == POOL_CHILD_GONE)
         return;
     struct pool *p = c->pool;
-    if (c->state == POOL_CHILD_STARTING)
+    bool starting = c->state == POOL_CHILD_STARTING;
+    if (starting)
         p->n_starting--;
     c->state = POOL_CHILD_GONE;
     loop_timer_del(c->timer);
@@ -354,8 +385,13 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     upstream_close(c->u, why);
     c->u = NULL;
     loop_defer(pools.l, pool_child_free, c);
-    if (p->retired || pools.draining)
+    if (p->retired || pools.draining || p->broken) {
+        /* No replacement: what waits for a child now waits in vain. */
+        snprintf(message, sizeof(message), "upstream server ended %s(%s)",
+                 starting ? "before it was ready " : "", why);
+        pool_queue_settle(p, message);
         return;
+    }
     if (p->qhead != NULL && p->n_starting == 0 && pool_child_start(p) == NULL)
         pool_fail_queue(p, "upstream server cannot be started (pool_max_restarts_per_min)");
     else if (p->n_starting == 0 && pool_listen_orphans(p))
@@ -427,7 +463,12 @@ struct stream *
 pool_request(const struct config_server *srv, char *body, size_t len,
              const struct jsonrpc_info *info, struct pool_meta *meta, enum pool_status *status)
 {
-    if (pools.draining) {
+    /*
+     * Draining: no new request. A retry of a held call is none: it carries on a call in flight,
+     * which the drain waits for, so it is served.
+     */
+    bool resume = info->request_state.len != 0 && pool_bridge_ours(body, info->request_state);
+    if (pools.draining && !resume) {
         *status = POOL_E_DRAINING;
         return NULL;
     }
@@ -440,6 +481,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     if (p == NULL)
         p = pool_new(pools.cfg, srv);
     if (p->broken) {
+        meta->why = pool_broken_text;
         *status = POOL_E_UNAVAILABLE;
         return NULL;
     }
@@ -455,7 +497,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         return hidden;
     }
     /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
-    if (info->request_state.len != 0 && pool_bridge_ours(body, info->request_state)) {
+    if (resume) {
         if (info->has_crlf)
             jsonrpc_flatten(body, len);
         return pool_bridge_resume(p, body, info, meta, status);
@@ -568,6 +610,11 @@ pool_sweep(uint64_t now_ms)
             if (st != NULL && now_ms - st->last_push_ms >= hb)
                 stream_push_heartbeat(st);
         }
+        for (struct pool_call *call = p->qhead; call != NULL; call = call->qnext) {
+            struct stream *st = call->st; /* waiting for a child to start: in flight all the same */
+            if (st != NULL && st->attached && now_ms - st->last_push_ms >= hb)
+                stream_push_heartbeat(st);
+        }
         /* A held call whose child answered is in no child's table, yet it is the pool's. */
         if (p->retired && p->children == NULL && p->qhead == NULL && p->listeners == NULL
             && pool_held_in(p) == 0) {
@@ -604,6 +651,11 @@ pool_close_all(void)
     }
 }
 
+/*
+ * Requests that will end with an answer, held ones included: not the gateway's own probe,
+ * initialize or fence, and not a modern child's subscriptions/listen, which lasts until its client
+ * leaves (a drain that waited for one would always run to shutdown_drain_ms).
+ */
 size_t
 pool_inflight(void)
 {
@@ -611,9 +663,13 @@ pool_inflight(void)
     for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
         n += p->queued;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            n += pending_active(&c->r.pt, PENDING_TO_CHILD) - (c->start_id != 0)
-                 - (c->fence_id != 0); /* the gateway's own probe or initialize, and fence */
+            for (const struct pending *e = c->r.pt.head; e != NULL; e = e->next)
+                n += e->dir == PENDING_TO_CHILD && e->state == PENDING_FORWARDED
+                     && e->gw_id != c->start_id && e->gw_id != c->fence_id
+                     && strcmp(e->method, "subscriptions/listen") != 0;
     }
+    for (const struct pool_call *call = pools.held; call != NULL; call = call->hnext)
+        n += call->p == NULL; /* its child answered while it was held: in no table, not over */
     return n;
 }
 
@@ -665,8 +721,7 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
         if (info->kind == JSONRPC_RESULT) {
             /* A modern server of other versions only: nothing to serve modern clients with. */
             p->broken = true;
-            pool_fail_queue(p, "upstream server supports no protocol version this gateway "
-                               "serves to stateless clients (2026-07-28)");
+            pool_fail_queue(p, pool_broken_text);
             pool_child_retire(c, "server/discover lists no version the gateway serves", false);
             return;
         }

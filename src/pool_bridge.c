@@ -192,7 +192,10 @@ pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *i
     struct pool_call *call = pools.held;
     while (call != NULL && memcmp(call->held_id, raw, 16) != 0)
         call = call->hnext;
-    /* After a reload the call stays on its (retired) pool of the same server until it ends. */
+    /*
+     * Held here, or by the pool of this server a reload retired (it ends the calls it has, its
+     * held ones included: the call goes on there, under the definition it started with).
+     */
     if (call == NULL
         || (call->pool != p && !(call->pool->retired && strcmp(call->pool->name, p->name) == 0))) {
         *why = "requestState names no call held here: already used, ended, or held by another "

@@ -122,7 +122,7 @@ struct pool {
     const struct config_server *srv;
     const struct config *cfg;
     enum config_era era; /* AUTO until the probe decided */
-    bool broken;         /* the children serve no version the gateway serves */
+    bool broken;         /* the children serve no version the gateway serves: none kept */
     bool retired;        /* an older configuration's: no new request, ends once idle */
     char *discover;      /* legacy: the DiscoverResult object made from initialize */
     size_t discover_len;
@@ -259,7 +259,10 @@ bool pool_listen_open(struct pool_call *call, const char *body, const struct jso
 void pool_listen_forget(struct pool_call *call);
 /* Shutdown (error NULL): every listener of p gets its graceful end; else that JSON-RPC error. */
 void pool_listen_end_all(struct pool *p, const char *error);
-/* A list change or resources/updated from c: to the listeners that asked; false if none did. */
+/*
+ * A list change or resources/updated from c: to the listeners that asked; false if none did, or
+ * c is not ready (what a starting child says is of its own start).
+ */
 bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* Subscriptions that wait for a child (none is ready). */
 bool pool_listen_orphans(const struct pool *p);

@@ -249,6 +249,12 @@ pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_
     static const char meta[] = "{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":";
     struct pool *p = c->pool;
     size_t sent = 0;
+    /*
+     * A child still starting tells of its own start (lists being filled, say), which no listener
+     * missed anything by: only a ready child's changes are the server's.
+     */
+    if (c->state != POOL_CHILD_READY)
+        return false;
     for (size_t i = 0; i < ARRAY_LEN(lists); i++) {
         if (strcmp(info->method, lists[i].method) != 0)
             continue;

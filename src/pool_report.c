@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "metrics.h"
 #include "pool_int.h"
@@ -101,22 +102,49 @@ pool_admin_json(struct buf *b, size_t max)
     return rc;
 }
 
+/* True when a pool listed before p has p's server name (its series are written there). */
+static bool
+pool_named_before(const struct pool *p)
+{
+    for (const struct pool *q = pools.pools; q != p; q = q->next)
+        if (strcmp(q->name, p->name) == 0)
+            return true;
+    return false;
+}
+
 void
 pool_metrics(struct buf *b)
 {
     char labels[160];
     const struct pool_counters *k = &pools.ctr;
+    /*
+     * One series per server name: after a reload, a retired pool of that name (still serving what
+     * it had) and its successor are summed, or the scrape would hold the same series twice.
+     */
     metrics_family(b, "mcpgw_pool_children", "gauge",
-                   "Pool children (2026-07-28 requests) by server and state.");
+                   "Pool children (2026-07-28 requests) by server and state, those of pools of "
+                   "older configurations included.");
+    size_t retired = 0;
     for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
-        size_t ready = 0;
-        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            ready += c->state == POOL_CHILD_READY;
+        retired += p->retired;
+        if (pool_named_before(p))
+            continue;
+        size_t ready = 0, starting = 0;
+        for (const struct pool *q = p; q != NULL; q = q->next) {
+            if (strcmp(q->name, p->name) != 0)
+                continue;
+            for (const struct pool_child *c = q->children; c != NULL; c = c->next)
+                ready += c->state == POOL_CHILD_READY;
+            starting += q->n_starting;
+        }
         snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", p->name);
         metrics_sample(b, "mcpgw_pool_children", labels, ready);
         snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", p->name);
-        metrics_sample(b, "mcpgw_pool_children", labels, p->n_starting);
+        metrics_sample(b, "mcpgw_pool_children", labels, starting);
     }
+    metrics_family(b, "mcpgw_pools_retired", "gauge",
+                   "Pools of older configurations (SIGHUP) still ending what they had.");
+    metrics_sample(b, "mcpgw_pools_retired", NULL, retired);
     metrics_family(b, "mcpgw_pool_inflight_requests", "gauge",
                    "2026-07-28 requests in flight or waiting for a pool child.");
     metrics_sample(b, "mcpgw_pool_inflight_requests", NULL, pool_inflight());

@@ -650,3 +650,26 @@ test('SIGHUP: a legacy listener is ended with a JSON-RPC error that says to list
     again.drop();
   });
 });
+
+// ---- Tests: a child's start ----------------------------------------------------------------
+
+test('a new child\'s start-up burst of list_changed (before it is ready) reaches no listener; a change it reports once ready does, once', { timeout: scaled(60000) }, async () => {
+  const servers = (dir) => [{ ...listenServer(path.join(dir, 'subs.log'), { extra: 'era = legacy\npool_max_children = 1' }), env: `LISTEN_FIXTURE_LOG=${path.join(dir, 'subs.log')} LISTEN_FIXTURE_STARTUP_BURST=1` }];
+  await withGw({ servers }, async (gw) => {
+    // The first child's burst came before any listener: nothing to say about it.
+    const first = await rawCall(gw, 'whoami');
+    const l = await rawListen(gw, { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true });
+    assert.deepEqual(l.ack, { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true });
+    const crash = await rawAnswer(gw, 'crash');
+    assert.equal(crash.body.error?.code, -32603, crash.text);
+    // The next request starts a second child, whose burst the gateway reads while it starts.
+    const second = await rawCall(gw, 'whoami');
+    assert.notEqual(second, first);
+    assert.equal(poolPids(gw, 'listen').length, 2);
+    // A fence: a change the ready child reports; SSE keeps order, so a burst event would be first.
+    assert.equal(await rawCall(gw, 'change_tools'), 'tools changed');
+    await waitFor(() => rawGot(l, 'notifications/tools/list_changed').length >= 1, T, 'the change at the listener');
+    assert.deepEqual(l.msgs().slice(1).map((m) => m.method), ['notifications/tools/list_changed'], `only the change, once: ${l.text()}`);
+    l.drop();
+  });
+});

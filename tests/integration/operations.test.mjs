@@ -239,6 +239,7 @@ const FAMILIES = {
   mcpgw_principals: ['gauge', [{}]],
   // The 2026-07-28 pools: a server's series appear once its pool exists (none in these tests).
   mcpgw_pool_children: ['gauge', []],
+  mcpgw_pools_retired: ['gauge', [{}]],
   mcpgw_pool_inflight_requests: ['gauge', [{}]],
   mcpgw_pool_requests_total: ['counter', [{}]],
   mcpgw_pool_messages_dropped_total: ['counter', LABELS('reason', ['late', 'slow_reader', 'unattributed', 'log_level', 'invalid'])],
