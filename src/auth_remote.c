@@ -312,6 +312,12 @@ auth_keys_done(void *arg, const struct fetch_result *res)
         && auth_keyset_parse(&next, res->body, res->len, &skipped, err, sizeof(err)) == -1)
         why = err;
     uint64_t now = util_now_ms();
+    /*
+     * The refetch interval counts from the end of a fetch, not its start: a set that takes longer
+     * than jwks_refetch_interval_ms to come would otherwise be fetched again at once for the
+     * request that waited for it, and that request would wait for fetch after fetch.
+     */
+    r->keys_tried_ms = now;
     if (why != NULL) {
         C.jwks_failures++;
         r->keys_failed = true;

@@ -119,7 +119,7 @@ static const struct config_option config_table[] = {
       CONFIG_GW(auth.jwks_cache_max_s), "and at most this long (also when it has no caching headers)" },
     { "auth.jwks_refetch_interval_ms", CONFIG_SEC_AUTH, CONFIG_U64, "10000", 100, 3600000,
       CONFIG_GW(auth.jwks_refetch_interval_ms),
-      "a token with an unknown kid refetches the JWK Set at most once per this" },
+      "a token with an unknown kid refetches the JWK Set at most once per this, from the last fetch's end" },
     { "auth.introspection_cache_max_s", CONFIG_SEC_AUTH, CONFIG_U64, "300", 1, 86400,
       CONFIG_GW(auth.introspection_cache_max_s),
       "an introspection answer is reused until the token's exp, at most this long" },

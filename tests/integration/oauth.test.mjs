@@ -174,6 +174,30 @@ test('tokens with a made-up kid refetch the JWK Set at most once per jwks_refetc
   });
 });
 
+test('a JWK Set that takes longer than jwks_refetch_interval_ms to come: a token with a made-up kid waits for one refetch and is refused (it does not wait for refetch after refetch)', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const SLOW = scaled(600); // each fetch of the set takes this long, past the 200 ms interval
+    await withGateway({ auth: authOf(op, { fetch_timeout_ms: 10000 }) }, async (gw) => {
+      await gw.waitLog(/auth: JWK Set/, scaled(10000));
+      const good = await op.token({ resource: RESOURCE });
+      const [h, p, s] = good.split('.');
+      const header = JSON.parse(Buffer.from(h, 'base64url'));
+      const forged = `${Buffer.from(JSON.stringify({ ...header, kid: 'made-up-slow' })).toString('base64url')}.${p}.${s}`;
+      await pastRefetchInterval(gw);
+      op.delay('jwks', SLOW);
+      const before = op.requests.jwks;
+      const t0 = Date.now();
+      const r = await initStatus(gw, forged);
+      assert.equal(r.status, 401, r.body);
+      assert.match(r.challenge, /does not verify with any key of the issuer's JWK Set/);
+      assert.equal(op.requests.jwks - before, 1, `one refetch for the request, not one after another: ${JSON.stringify(op.requests)}`);
+      assert.ok(Date.now() - t0 < 3 * SLOW, `refused after one slow fetch (${Date.now() - t0} ms)`);
+      op.delay('jwks', 0);
+      assert.equal((await initStatus(gw, good)).status, 200);
+    });
+  });
+});
+
 test('Cache-Control max-age bounds how long the set is kept: past it the old set serves while one refetch runs', async () => {
   await withOidc({ algs: ['ES256'] }, async (op) => {
     op.setCacheControl('jwks', 'max-age=1');
