@@ -79,6 +79,7 @@ struct relay {
     struct loop *l;
     const char *tag;           /* log lines: the session id, or "pool:NAME#N" */
     struct relay_stats *stats; /* its server's counters */
+    unsigned invalid_logged;   /* the child's invalid lines logged so far (a few, then counted) */
     relay_send_cb *send;       /* the owner's writer (it knows whether the child is gone) */
     relay_expired_cb *expired; /* NULL: no request timeouts */
     void *arg;                 /* the owner, for send */
@@ -113,9 +114,30 @@ void relay_make_room(struct relay *r, size_t max);
 /* The entry of dir whose minted id is the JSON number at sp; NULL if none. */
 struct pending *relay_minted(const struct relay *r, enum pending_dir dir, const char *line,
                              struct jsonrpc_span sp);
-/* The entry a child's (or client's) answer names by its minted id; NULL (logged) if none. */
-struct pending *relay_answered(const struct relay *r, enum pending_dir dir, const char *line,
-                               const struct jsonrpc_info *info);
+/*
+ * The entry still waiting that an answer (the child's, or the client's to a child's request)
+ * names by its minted id. NULL when there is none: an unknown id (logged), or a late answer to a
+ * cancelled entry, which is dropped, counted in *late, and the entry forgotten.
+ */
+struct pending *relay_answered(struct relay *r, enum pending_dir dir, const char *line,
+                               const struct jsonrpc_info *info, uint64_t *late);
+/*
+ * A line of the child's as one JSON-RPC message: RELAY_LINE_MESSAGE with *info (CR and LF outside
+ * strings flattened to spaces, so the bytes can be forwarded as one line); RELAY_LINE_BATCH when
+ * batches is set and the line is a batch (flattened, for the owner to split); RELAY_LINE_INVALID
+ * otherwise, counted in *invalid and logged (relay_invalid).
+ */
+enum relay_line { RELAY_LINE_MESSAGE = 0, RELAY_LINE_BATCH, RELAY_LINE_INVALID };
+enum relay_line relay_scan(struct relay *r, char *line, size_t len, struct jsonrpc_info *info,
+                           bool batches, uint64_t *invalid);
+/*
+ * Counts a child's line that is not a message (why: what is wrong) in *invalid and logs it: the
+ * first RELAY_INVALID_LOGGED of a child, then only the counter moves, so a child writing garbage
+ * as fast as it can does not flood the log.
+ */
+#define RELAY_INVALID_LOGGED 10
+void relay_invalid(struct relay *r, uint64_t *invalid, const char *why, const char *line,
+                   size_t len);
 /* The minted id of p as text into buf (room for 24 bytes); its length. */
 size_t relay_id_text(const struct pending *p, char *buf);
 

@@ -50,9 +50,8 @@ struct session {
     char version[16];       /* negotiated protocol version */
     uint64_t init_gw_id;
     uint64_t last_active_ms;
-    bool paused;             /* child stdout not read: a stream queue is over its high watermark */
-    bool legacy;             /* 2024-11-05 HTTP+SSE: the GET stream is the session */
-    unsigned invalid_logged; /* the child's invalid lines logged so far (a few, then counted) */
+    bool paused; /* child stdout not read: a stream queue is over its high watermark */
+    bool legacy; /* 2024-11-05 HTTP+SSE: the GET stream is the session */
     struct session_task *tasks; /* the child's tasks not known to be terminal (2025-11-25) */
     size_t ntasks;
     struct session *hnext; /* hash chain */

@@ -35,7 +35,6 @@ struct pool_child {
     bool probing;             /* start_id is a server/discover probe (else an initialize) */
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
-    unsigned invalid_logged;  /* invalid lines logged (a few, then only counted) */
     bool asks;                /* it asked a client something: one request at a time from now */
     /*
      * The fence (pool_bridge.c): a call that may ask was cancelled here, and a question it wrote

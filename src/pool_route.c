@@ -447,7 +447,8 @@ static void
 pool_child_answer(struct pool_child *c, const char *line, size_t len,
                   const struct jsonrpc_info *info)
 {
-    struct pending *p = relay_answered(&c->r, PENDING_TO_CHILD, line, info);
+    struct pending *p =
+        relay_answered(&c->r, PENDING_TO_CHILD, line, info, &pools.ctr.late_dropped);
     if (p == NULL)
         return;
     if (p->gw_id == c->start_id) {
@@ -455,17 +456,12 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         return;
     }
     struct pool_call *call = p->owner;
-    if (call == NULL && p->state == PENDING_FORWARDED) {
+    if (call == NULL) {
         if (pool_bridge_fence_done(c, p, false))
             return;
         /* The gateway's own request (a listener's resources/subscribe or unsubscribe). */
         if (info->kind == JSONRPC_ERROR)
             log_warn(c->tag, "child refused the gateway's %s", p->method);
-        pending_del(&c->r.pt, p);
-        return;
-    }
-    if (p->state == PENDING_CANCELLED || call == NULL) {
-        pools.ctr.late_dropped++;
         pending_del(&c->r.pt, p);
         return;
     }
@@ -609,18 +605,9 @@ static void
 pool_child_message(struct pool_child *c, char *line, size_t len)
 {
     struct jsonrpc_info info;
-    const char *err = NULL;
-    if (jsonrpc_scan(line, len, &info, &err) != JSONRPC_OK) {
-        pools.ctr.child_lines_invalid++;
-        if (c->invalid_logged < 10) {
-            c->invalid_logged++;
-            log_warn(c->tag, "child wrote a line that is not a JSON-RPC message (%s): skipped",
-                     err ? err : "invalid");
-        }
+    if (relay_scan(&c->r, line, len, &info, false, &pools.ctr.child_lines_invalid)
+        != RELAY_LINE_MESSAGE)
         return;
-    }
-    if (info.has_crlf)
-        jsonrpc_flatten(line, len);
     switch (info.kind) {
     case JSONRPC_RESULT:
     case JSONRPC_ERROR:

@@ -187,17 +187,54 @@ relay_minted(const struct relay *r, enum pending_dir dir, const char *line, stru
 }
 
 struct pending *
-relay_answered(const struct relay *r, enum pending_dir dir, const char *line,
-               const struct jsonrpc_info *info)
+relay_answered(struct relay *r, enum pending_dir dir, const char *line,
+               const struct jsonrpc_info *info, uint64_t *late)
 {
+    const char *who = dir == PENDING_TO_CHILD ? "child" : "client";
     struct pending *p = NULL;
     if (info->id_type == JSONRPC_ID_NUMBER)
         p = relay_minted(r, dir, line, info->id);
-    if (p == NULL)
-        log_debug(r->tag, "%s answered an unknown id %.*s: dropped",
-                  dir == PENDING_TO_CHILD ? "child" : "client", (int)info->id.len,
+    if (p == NULL) {
+        log_debug(r->tag, "%s answered an unknown id %.*s: dropped", who, (int)info->id.len,
                   line + info->id.off);
+        return NULL;
+    }
+    if (p->state == PENDING_CANCELLED) {
+        (*late)++;
+        log_debug(r->tag, "%s for cancelled %s dropped",
+                  dir == PENDING_TO_CHILD ? "late answer" : "client's late answer", p->method);
+        pending_del(&r->pt, p);
+        return NULL;
+    }
     return p;
+}
+
+void
+relay_invalid(struct relay *r, uint64_t *invalid, const char *why, const char *line, size_t len)
+{
+    (*invalid)++;
+    if (r->invalid_logged < RELAY_INVALID_LOGGED) {
+        log_warn(r->tag, "child wrote a line that is not a JSON-RPC message (%s): skipped", why);
+        if (++r->invalid_logged == RELAY_INVALID_LOGGED)
+            log_warn(r->tag, "this child's further invalid lines are counted "
+                             "(mcpgw_child_lines_invalid_total), not logged");
+    }
+    log_debug(r->tag, "skipped line: %.*s", len > 200 ? 200 : (int)len, line);
+}
+
+enum relay_line
+relay_scan(struct relay *r, char *line, size_t len, struct jsonrpc_info *info, bool batches,
+           uint64_t *invalid)
+{
+    const char *err = NULL;
+    int rc = jsonrpc_scan(line, len, info, &err);
+    if (rc != JSONRPC_OK && !(rc == JSONRPC_EBATCH && batches)) {
+        relay_invalid(r, invalid, err != NULL ? err : "invalid", line, len);
+        return RELAY_LINE_INVALID;
+    }
+    if (info->has_crlf)
+        jsonrpc_flatten(line, len);
+    return rc == JSONRPC_OK ? RELAY_LINE_MESSAGE : RELAY_LINE_BATCH;
 }
 
 size_t

@@ -164,15 +164,10 @@ static void
 session_child_answer(struct session *s, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
-    struct pending *p = relay_answered(&s->r, PENDING_TO_CHILD, line, info);
+    struct pending *p =
+        relay_answered(&s->r, PENDING_TO_CHILD, line, info, &sessions.ctr.late_dropped);
     if (p == NULL)
         return;
-    if (p->state == PENDING_CANCELLED) {
-        sessions.ctr.late_dropped++;
-        log_debug(s->id, "late answer for cancelled %s dropped", p->method);
-        pending_del(&s->r.pt, p);
-        return;
-    }
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (p->gw_id == s->init_gw_id && session_check_init(s, st, p, line, len, info) == -1)
         return;
@@ -312,25 +307,6 @@ session_child_notification(struct session *s, const char *line, size_t len,
 
 static void session_child_message(struct session *s, char *line, size_t len, bool top);
 
-#define SESSION_INVALID_LOGGED 10
-
-/*
- * Counts a child's line that is not a message; true while it should still be logged. The first
- * SESSION_INVALID_LOGGED of a session are, then only the counter moves: a child writing garbage
- * as fast as it can must not flood the log.
- */
-static bool
-session_invalid_line(struct session *s)
-{
-    sessions.ctr.child_lines_invalid++;
-    if (s->invalid_logged >= SESSION_INVALID_LOGGED)
-        return false;
-    if (++s->invalid_logged == SESSION_INVALID_LOGGED)
-        log_warn(s->id, "this child's further invalid lines are counted "
-                        "(mcpgw_child_lines_invalid_total), not logged");
-    return true;
-}
-
 /* A 2025-03-26 child may write a batch (checklist S-03): each element is routed on its own. */
 static void
 session_child_batch(struct session *s, char *line, size_t len)
@@ -338,8 +314,8 @@ session_child_batch(struct session *s, char *line, size_t len)
     struct jsonrpc_span el[SESSION_BATCH_MAX];
     size_t n;
     if (jsonrpc_batch_split(line, len, el, ARRAY_LEN(el), &n) == -1 || n == 0) {
-        if (session_invalid_line(s))
-            log_warn(s->id, "child wrote an empty or oversized batch: skipped");
+        relay_invalid(&s->r, &sessions.ctr.child_lines_invalid, "an empty or oversized batch", line,
+                      len);
         return;
     }
     for (size_t i = 0; i < n && s->state != SESSION_CLOSED; i++)
@@ -368,23 +344,16 @@ static void
 session_child_message(struct session *s, char *line, size_t len, bool top)
 {
     struct jsonrpc_info info;
-    const char *err = NULL;
-    int rc = jsonrpc_scan(line, len, &info, &err);
-    if (rc == JSONRPC_EBATCH && top && session_batches(s)) {
-        if (info.has_crlf)
-            jsonrpc_flatten(line, len);
+    switch (relay_scan(&s->r, line, len, &info, top && session_batches(s),
+                       &sessions.ctr.child_lines_invalid)) {
+    case RELAY_LINE_MESSAGE:
+        break;
+    case RELAY_LINE_BATCH:
         session_child_batch(s, line, len);
         return;
-    }
-    if (rc != JSONRPC_OK) {
-        if (session_invalid_line(s))
-            log_warn(s->id, "child wrote a line that is not a JSON-RPC message (%s): skipped",
-                     err ? err : "invalid");
-        log_debug(s->id, "skipped line: %.*s", len > 200 ? 200 : (int)len, line);
+    case RELAY_LINE_INVALID:
         return;
     }
-    if (info.has_crlf)
-        jsonrpc_flatten(line, len);
     switch (info.kind) {
     case JSONRPC_RESULT:
     case JSONRPC_ERROR:
@@ -523,15 +492,10 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
 static enum session_status
 session_client_answer(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
 {
-    struct pending *p = relay_answered(&s->r, PENDING_TO_CLIENT, body, info);
+    struct pending *p =
+        relay_answered(&s->r, PENDING_TO_CLIENT, body, info, &sessions.ctr.late_dropped);
     if (p == NULL)
         return SESSION_OK;
-    if (p->state == PENDING_CANCELLED) {
-        sessions.ctr.late_dropped++;
-        log_debug(s->id, "client answer to a cancelled %s dropped", p->method);
-        pending_del(&s->r.pt, p);
-        return SESSION_OK;
-    }
     /* Refused (stdin full): the entry stays, so the 503's retry still finds it. */
     if (session_splice_send(s, body, len, info->id, p->orig_id, p->orig_id_len) == -1)
         return SESSION_E_BUSY;

@@ -232,17 +232,28 @@ Test(relay, answers_found_by_minted_id_per_direction, .init = setup, .fini = tea
 {
     struct pending *p = add("\"client-id\"");
     struct pending *q = pending_add(&R.pt, PENDING_TO_CLIENT, "5", 1, "roots/list", 1, 0);
+    uint64_t late = 0;
     char line[64];
     struct jsonrpc_info info;
     snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}",
              (unsigned long long)p->gw_id);
     cr_assert_eq(jsonrpc_scan(line, strlen(line), &info, NULL), JSONRPC_OK);
-    cr_assert_eq(relay_answered(&R, PENDING_TO_CHILD, line, &info), p);
-    cr_assert_null(relay_answered(&R, PENDING_TO_CLIENT, line, &info), "other direction");
+    cr_assert_eq(relay_answered(&R, PENDING_TO_CHILD, line, &info, &late), p);
+    cr_assert_null(relay_answered(&R, PENDING_TO_CLIENT, line, &info, &late), "other direction");
     snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":\"%llu\",\"result\":{}}",
              (unsigned long long)q->gw_id);
     cr_assert_eq(jsonrpc_scan(line, strlen(line), &info, NULL), JSONRPC_OK);
-    cr_assert_null(relay_answered(&R, PENDING_TO_CLIENT, line, &info), "a string is not minted");
+    cr_assert_null(relay_answered(&R, PENDING_TO_CLIENT, line, &info, &late),
+                   "a string is not minted");
+    cr_assert_eq(late, 0);
+    relay_cancel(&R, p, RELAY_CANCEL_TIMEOUT);
+    snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}",
+             (unsigned long long)p->gw_id);
+    cr_assert_eq(jsonrpc_scan(line, strlen(line), &info, NULL), JSONRPC_OK);
+    size_t before = R.pt.count;
+    cr_assert_null(relay_answered(&R, PENDING_TO_CHILD, line, &info, &late), "a late answer");
+    cr_assert_eq(late, 1, "counted");
+    cr_assert_eq(R.pt.count, before - 1, "the cancelled entry is forgotten");
 }
 
 Test(relay, error_to_child, .init = setup, .fini = teardown)
