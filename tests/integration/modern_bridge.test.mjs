@@ -774,3 +774,27 @@ test('SIGHUP while a call is held in an input round: the retry still completes i
     assert.equal(textOf(fresh), 'new pool');
   });
 });
+
+test('attribution counts every request in flight: a question the child asks while serving bob\'s resources/list does not go into alice\'s tools/call (refused to the child: the gateway cannot tell whose it is)', async () => {
+  const ASKER = path.join(process.env.GW_SOURCE_ROOT, 'tests/fixtures/asker.mjs');
+  await withGateway({ servers: [{ name: 'asker', path: '/mcp', command: `${process.execPath} ${ASKER}`, extra: 'era = legacy\npool_max_children = 1\npool_child_max_inflight = 4' }] }, async (g) => {
+    // alice: a call that may take input, in flight (it answers when released).
+    const alice = mpost(g, mreq('tools/call', { name: 'wait', arguments: {} }, { id: 'alice-wait' }));
+    await g.waitLog(/asker: got tools\/call/, scaled(5000));
+    // bob: a resources/list, during which the child asks the client something.
+    const bob = await exchange(g, mreq('resources/list', {}, { id: 'bob-list' }));
+    assert.equal(bob.r.status, 200, bob.r.text());
+    assert.deepEqual(bob.answer.id, 'bob-list');
+    assert.match(bob.answer.result?._meta?.asker ?? '', /not available: the gateway cannot tell which client request this belongs to/, bob.r.text());
+    // alice's call got no round with bob's question: it completes when released.
+    const pid = Number(/session=pool:asker\S* pool child started: pid (\d+)/.exec(g.logs())?.[1]);
+    assert.ok(pid > 0, 'the child\'s pid in the log');
+    process.kill(pid, 'SIGUSR1');
+    const a = await alice;
+    await a.done(scaled(10000));
+    const answer = msgsOf(a).find((j) => j && ('result' in j || 'error' in j));
+    assert.deepEqual(answer?.id, 'alice-wait', a.text());
+    assert.equal(answer.result?.resultType, 'complete', `alice's call is not an input round: ${a.text()}`);
+    assert.equal(textOf(answer), 'released');
+  });
+});
