@@ -173,6 +173,7 @@ pool_call_end(struct pool_call *call)
     pool_drained(call);
     pool_bridge_forget(call);
     pool_listen_forget(call);
+    pool_caps_release(call);
     if (call->p != NULL) {
         call->p->owner = NULL;
         loop_timer_del(call->p->timer);

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+// Per-principal limits of a pool (src/pool_caps.c) and the fixed end of a held call's hold
+// (src/pool_bridge.c), with two principals (bearer tokens from a tokens file):
+//   - a held call's retry that answers nothing is asked again, but its hold still ends
+//     input_hold_ms after the round that first asked (the client cannot keep the call, nor the
+//     child a legacy server leases to it, by retrying);
+//   - max_held_per_principal: past it a request that may ask gets 429 naming the key; another
+//     principal is still served by the children left;
+//   - max_inflight_per_principal: likewise for requests in flight;
+//   - max_listens_per_principal and max_listen_uris_per_principal (legacy listens, served by the
+//     gateway): 429, and a JSON-RPC error for a listen naming too many URIs.
+// The gateway's own log times (ms) tell when it sent a round and a cancel. Nothing sleeps to
+// synchronise; deadlines scale for a slow (ASan) run; the lower bound of a hold never does.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { ACCEPT_BOTH, request, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const ROOT = process.env.GW_SOURCE_ROOT;
+if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
+const LISTEN_FIXTURE = path.join(ROOT, 'tests/fixtures/listen_server.mjs');
+
+const V = '2026-07-28';
+const META = 'io.modelcontextprotocol/';
+const ELICIT = { elicitation: {} };
+const PUBLIC_URL = 'https://mcp.test.example';
+
+const sha256hex = (s) => crypto.createHash('sha256').update(s).digest('hex');
+const token = (tag) => `${tag}-${crypto.randomBytes(18).toString('base64url')}`;
+const textOf = (j) => j?.result?.content?.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+let nextId = 1;
+
+/** A 2026-07-28 request with its _meta envelope. */
+function mreq(method, params = {}, { id = `c-${nextId++}`, caps = ELICIT, meta = {} } = {}) {
+  return {
+    jsonrpc: '2.0', id, method,
+    params: { ...params, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: caps, [`${META}clientInfo`]: { name: 'modern-caps-it', version: '1' }, ...meta } },
+  };
+}
+const elicit = (message, opts) => mreq('tools/call', { name: 'elicit', arguments: { message } }, opts);
+const echo = (text, opts) => mreq('tools/call', { name: 'echo', arguments: { text } }, opts);
+
+/** The retry of msg: a new id, inputResponses and requestState. */
+function retryOf(msg, requestState, inputResponses) {
+  return { jsonrpc: '2.0', id: `c-${nextId++}`, method: msg.method, params: { ...structuredClone(msg.params), inputResponses, requestState } };
+}
+
+function mpost(gw, msg, { path: p = '/mcp', bearer } = {}) {
+  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'MCP-Protocol-Version': V, 'Mcp-Method': msg.method };
+  const name = msg.method === 'resources/read' ? msg.params.uri : msg.params.name;
+  if (name !== undefined) h['Mcp-Name'] = name;
+  if (bearer) h.Authorization = `Bearer ${bearer}`;
+  return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
+}
+
+function msgsOf(r) {
+  if (/^application\/json/.test(r.headers['content-type'] ?? '')) return r.text() ? [JSON.parse(r.text())] : [];
+  return r.events().map((e) => e.json).filter(Boolean);
+}
+
+/** The whole exchange: {r, answer}. */
+async function exchange(gw, msg, opts = {}) {
+  const r = await mpost(gw, msg, opts);
+  await r.done(scaled(10000));
+  return { r, answer: msgsOf(r).find((j) => j && ('result' in j || 'error' in j)) };
+}
+
+/** An input round's result (checked). */
+async function round(gw, msg, opts) {
+  const x = await exchange(gw, msg, opts);
+  assert.equal(x.r.status, 200, x.r.text());
+  assert.equal(x.answer?.result?.resultType, 'input_required', x.r.text());
+  return x.answer.result;
+}
+
+/** A request refused for a per-principal limit: 429, the request's own id, the key named. */
+async function refusedFor(gw, msg, key, opts) {
+  const x = await exchange(gw, msg, opts);
+  assert.equal(x.r.status, 429, x.r.text());
+  assert.deepEqual(x.answer?.id, msg.id, x.r.text());
+  assert.ok(x.answer.error, x.r.text());
+  assert.match(x.answer.error.message, new RegExp(key), x.r.text());
+}
+
+/** Two principals in a tokens file; the gateway's [auth]. */
+function principals(dir) {
+  const T = { alice: token('alice'), bob: token('bob') };
+  const file = path.join(dir, 'tokens');
+  fs.writeFileSync(file, Object.entries(T).map(([n, t]) => `sha256:${sha256hex(t)} ${n}`).join('\n') + '\n');
+  return { T, auth: { mode: 'bearer', public_url: PUBLIC_URL, tokens_file: file } };
+}
+
+/** ms of the gateway log line matched by re (its first capture: the line's time stamp). */
+const logTimes = (g, re) => [...g.logs().matchAll(re)].map((m) => Date.parse(m[1]));
+
+test('held calls: retries that answer nothing do not extend the hold (it ends input_hold_ms after the first round); past max_held_per_principal 429; another principal is served', { timeout: scaled(120000) }, async () => {
+  const HOLD = 2000;
+  const d = tmpdir('mcpgw-caps-held-');
+  const { T, auth } = principals(d);
+  const log = path.join(d, 'child.log');
+  const extra = `era = legacy\npool_max_children = 3\ninput_hold_ms = ${HOLD}\nmax_held_per_principal = 2`;
+  await withGateway({ auth, servers: [{ name: 'example', path: '/mcp', log, extra }] }, async (g) => {
+    const A = { bearer: T.alice };
+    const B = { bearer: T.bob };
+    const held = [];
+    for (const tag of ['a1', 'a2']) {
+      const msg = elicit(tag);
+      held.push({ msg, state: (await round(g, msg, A)).requestState, rounds: 1 });
+    }
+    // Alice is at her limit: a third call that may ask is refused; Bob is served by the third child.
+    await refusedFor(g, elicit('a3'), 'max_held_per_principal', A);
+    const b = await exchange(g, echo('bob served'), B);
+    assert.equal(b.r.status, 200, b.r.text());
+    assert.equal(textOf(b.answer), 'bob served');
+    assert.equal((await round(g, elicit('b1'), B)).resultType, 'input_required', 'Bob may hold a call of his own');
+
+    // Alice retries both with nothing answered, over and over: each retry is asked again (a new
+    // round) until the hold that began with round 1 is over; then the retry is refused.
+    const deadline = Date.now() + scaled(3 * HOLD + 10000);
+    while (held.some((h) => !h.ended)) {
+      assert.ok(Date.now() < deadline, `held calls still held ${scaled(3 * HOLD + 10000)} ms later (rounds: ${held.map((h) => h.rounds)})`);
+      for (const h of held.filter((x) => !x.ended)) {
+        const x = await exchange(g, retryOf(h.msg, h.state, {}), A);
+        if (x.r.status === 400) { h.ended = x.answer.error.message; continue; }
+        assert.equal(x.r.status, 200, x.r.text());
+        assert.equal(x.answer?.result?.resultType, 'input_required', x.r.text());
+        h.state = x.answer.result.requestState;
+        h.rounds++;
+      }
+      await new Promise((r) => setTimeout(r, 200)); // the client's retry pace, not a synchronisation
+    }
+    for (const h of held) assert.ok(h.rounds >= 2, `re-asked at least once (${h.rounds} rounds)`);
+    // From the gateway's log: each call's cancel came input_hold_ms after its round 1.
+    const cancelRe = /^(\S+) \S+ session=pool:example#\d+ cancel sent to child: method=tools\/call .*reason="input not provided in time"/mg;
+    const cancels = await waitFor(() => { const t = logTimes(g, cancelRe); return t.length >= 2 && t; }, scaled(5000), 'both cancels logged');
+    const firsts = logTimes(g, /^(\S+) \S+ session=pool:example#\d+ tools\/call held: input round 1 sent/mg);
+    // In the order of their rounds: Alice's two, then (no later) Bob's, which nobody retried.
+    for (let i = 0; i < 2; i++) {
+      const took = cancels[i] - firsts[i];
+      assert.ok(took >= HOLD - 5 && took <= HOLD + scaled(1000), `hold ended ${took} ms after round 1 (input_hold_ms ${HOLD})`);
+    }
+    // Her calls are gone: she may hold calls again.
+    assert.equal((await round(g, elicit('a4'), A)).resultType, 'input_required');
+  });
+});
+
+test('max_inflight_per_principal: past it 429 naming the key; another principal is served', { timeout: scaled(60000) }, async () => {
+  const d = tmpdir('mcpgw-caps-inflight-');
+  const { T, auth } = principals(d);
+  const extra = 'era = legacy\npool_max_children = 1\nmax_inflight_per_principal = 2';
+  await withGateway({ auth, servers: [{ name: 'example', path: '/mcp', log: path.join(d, 'child.log'), extra }] }, async (g) => {
+    const A = { bearer: T.alice };
+    const waiting = [];
+    for (const id of ['w1', 'w2']) {
+      const r = await mpost(g, mreq('tools/call', { name: 'cancel_self', arguments: {} }, { id, caps: {}, meta: { progressToken: id } }), A);
+      assert.equal(r.status, 200);
+      await r.waitEvent((j) => j.method === 'notifications/progress', scaled(10000));
+      waiting.push(r);
+    }
+    await refusedFor(g, echo('third', { caps: {} }), 'max_inflight_per_principal', A);
+    const b = await exchange(g, echo('bob served', { caps: {} }), { bearer: T.bob });
+    assert.equal(b.r.status, 200, b.r.text());
+    assert.equal(textOf(b.answer), 'bob served');
+    // Once one of hers ends, Alice has room again.
+    waiting[0].drop();
+    await waitFor(async () => (await exchange(g, echo('again', { caps: {} }), A)).r.status === 200, scaled(10000), 'room for Alice again');
+    waiting[1].drop();
+  });
+});
