@@ -319,6 +319,8 @@ void pool_listen_forget(struct pool_call *call);
 void pool_listen_end_all(struct pool *p);
 /* A list change or resources/updated from c: to the listeners that asked; false if none did. */
 bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* True when line (an answer of c) is one to the gateway's own resources/(un)subscribe: handled. */
+bool pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* Subscriptions that wait for a child (none is ready). */
 bool pool_listen_orphans(const struct pool *p);
 /* c became ready (subscriptions waiting for a child go there) or is gone (its go elsewhere). */

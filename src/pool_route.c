@@ -579,7 +579,8 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
     if (info->id_type == JSONRPC_ID_NUMBER)
         p = pool_minted(c, line, info->id);
     if (p == NULL) {
-        log_debug(c->tag, "child answered an unknown id: dropped");
+        if (!pool_listen_answer(c, line, info))
+            log_debug(c->tag, "child answered an unknown id: dropped");
         return;
     }
     if (p->gw_id == c->start_id) {

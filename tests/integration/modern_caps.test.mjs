@@ -171,3 +171,138 @@ test('max_inflight_per_principal: past it 429 naming the key; another principal 
     waiting[1].drop();
   });
 });
+
+// ---- legacy listens (served by the gateway) ----------------------------------------------------
+
+const ADMIN = 'modern-caps-admin-token-0123456789abcdef';
+
+/** A [server:listen] running listen_server.mjs (subscribe log at log). */
+function listenServer(log, extra) {
+  return { name: 'listen', path: '/mcp', command: `${process.execPath} ${LISTEN_FIXTURE}`, env: `LISTEN_FIXTURE_LOG=${log}`, extra: `era = legacy\npool_max_children = 1\n${extra}` };
+}
+
+/** A listen: its live response once the ack came, or the refusal ({r, answer}) when it was refused. */
+async function listen(gw, notifications, opts = {}) {
+  const msg = mreq('subscriptions/listen', { notifications }, { caps: {} });
+  const r = await mpost(gw, msg, opts);
+  if (r.status !== 200) {
+    await r.done(scaled(10000));
+    return { refused: true, r, answer: msgsOf(r).find((j) => j && 'error' in j) };
+  }
+  await waitFor(() => r.completeEvents().length > 0 || r.ended, scaled(10000), `the ack of ${msg.id}`);
+  const first = r.completeEvents()[0]?.json;
+  if (first?.method !== 'notifications/subscriptions/acknowledged') return { refused: true, r, answer: first };
+  r.id = msg.id;
+  r.msgs = () => r.completeEvents().map((e) => e.json);
+  return r;
+}
+
+async function adminPool(gw, name) {
+  const r = await request(`${gw.base}/admin/inflight`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN}` } });
+  const text = await r.done(scaled(10000));
+  assert.equal(r.status, 200, text);
+  return JSON.parse(text).pools.find((p) => p.server === name);
+}
+
+test('listens: past max_listens_per_principal 429, past max_listen_uris_per_principal a JSON-RPC error naming the key; another principal is not affected', { timeout: scaled(60000) }, async () => {
+  const d = tmpdir('mcpgw-caps-listens-');
+  const { T, auth } = principals(d);
+  const A = { bearer: T.alice };
+  const B = { bearer: T.bob };
+  const extra = 'max_listens_per_principal = 2\nmax_listen_uris_per_principal = 3';
+  await withGateway({ auth, gateway: { heartbeat_s: 60 }, servers: [listenServer(path.join(d, 'subs.log'), extra)] }, async (g) => {
+    const l1 = await listen(g, { toolsListChanged: true, resourceSubscriptions: ['test://a', 'test://b'] }, A);
+    assert.ok(!l1.refused, JSON.stringify(l1.answer));
+    // Two more URIs would make four: an error, and no listener.
+    const over = await listen(g, { resourceSubscriptions: ['test://a', 'test://c'] }, A);
+    assert.ok(over.refused, 'a listen past max_listen_uris_per_principal is refused');
+    assert.equal(over.answer?.error?.code, -32602, over.r.text());
+    assert.match(over.answer.error.message, /max_listen_uris_per_principal/);
+    const l2 = await listen(g, { toolsListChanged: true }, A);
+    assert.ok(!l2.refused, JSON.stringify(l2.answer));
+    const third = await listen(g, { toolsListChanged: true }, A);
+    assert.ok(third.refused);
+    assert.equal(third.r.status, 429, third.r.text());
+    assert.match(third.answer?.error?.message ?? '', /max_listens_per_principal/, third.r.text());
+    // Bob has limits of his own.
+    const b = await listen(g, { resourceSubscriptions: ['test://a', 'test://b', 'test://c'] }, B);
+    assert.ok(!b.refused, JSON.stringify(b.answer));
+    // Alice's first listen closed: its URIs and its place are hers again.
+    l1.drop();
+    const again = await waitFor(async () => { const x = await listen(g, { resourceSubscriptions: ['test://a', 'test://b', 'test://c'] }, A); return !x.refused && x; }, scaled(10000), 'Alice may listen again');
+    for (const x of [again, l2, b]) x.drop();
+  });
+});
+
+test('a legacy listener that does not read: past stream_queue_bytes its listen ends with a JSON-RPC error (fell behind); the gateway stays small', { timeout: scaled(120000) }, async () => {
+  const d = tmpdir('mcpgw-caps-behind-');
+  const COUNT = 200000;
+  await withGateway({ gateway: { heartbeat_s: 60, stream_queue_bytes: 65536 }, servers: [listenServer(path.join(d, 'subs.log'), '')] }, async (g) => {
+    const l = await listen(g, { toolsListChanged: true });
+    assert.ok(!l.refused, JSON.stringify(l.answer));
+    l.res.pause(); // reads nothing more: the socket's buffers fill, then the gateway's queue
+    const rss = () => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${g.proc.pid}/status`, 'utf8'))[1]) * 1024;
+    const rss0 = rss();
+    const msg = mreq('tools/call', { name: 'flood', arguments: { count: COUNT } }, { caps: {} });
+    const r = await mpost(g, msg);
+    await r.done(scaled(60000));
+    assert.equal(textOf(msgsOf(r).find((j) => j?.result)), `flooded ${COUNT}`, r.text());
+    const grew = rss() - rss0;
+    console.log(`# RSS grew ${(grew / 1048576).toFixed(1)} MiB over ${COUNT} notifications to a listener that does not read`);
+    l.res.resume();
+    await l.done(scaled(30000));
+    const msgs = l.msgs();
+    const last = msgs[msgs.length - 1];
+    assert.deepEqual(last?.id, l.id, `the listen's own answer ends the stream: ${JSON.stringify(last)}`);
+    assert.equal(last.error?.code, -32603, JSON.stringify(last));
+    assert.match(last.error.message, /fell behind/);
+    assert.ok(msgs.length < COUNT, `notifications after the listen ended were not kept (${msgs.length})`);
+    // The pool took no harm: another listen works.
+    const l2 = await listen(g, { toolsListChanged: true });
+    assert.ok(!l2.refused);
+    l2.drop();
+  });
+});
+
+test('96 listens of 256 URIs each open and close while /healthz keeps answering (each probe within 2 s)', { timeout: scaled(300000) }, async () => {
+  const d = tmpdir('mcpgw-caps-many-');
+  const LISTENS = 96;
+  const URIS = 256;
+  const PROBE_MS = 2000; // generous: an event loop stalled by a linear search takes far longer
+  const extra = 'max_listens_per_principal = 0\nmax_listen_uris_per_principal = 0';
+  await withGateway({ gateway: { heartbeat_s: 60, admin_token: ADMIN }, servers: [listenServer(path.join(d, 'subs.log'), extra)] }, async (g) => {
+    let stop = false;
+    let worst = 0;
+    let probes = 0;
+    const prober = (async () => {
+      while (!stop) {
+        const t0 = Date.now();
+        const r = await request(`${g.base}/healthz`, { method: 'GET', headers: { Accept: '*/*' } });
+        await r.done(PROBE_MS * 5);
+        const took = Date.now() - t0;
+        assert.equal(r.status, 200);
+        worst = Math.max(worst, took);
+        probes++;
+        assert.ok(took <= PROBE_MS, `/healthz took ${took} ms`);
+        await new Promise((res) => setTimeout(res, 50)); // probe pace, not a synchronisation
+      }
+    })();
+    try {
+      const t0 = Date.now();
+      const ls = [];
+      for (let i = 0; i < LISTENS; i++) {
+        const l = await listen(g, { resourceSubscriptions: Array.from({ length: URIS }, (_, j) => `test://many/${i}/${j}`) });
+        assert.ok(!l.refused, JSON.stringify(l.answer));
+        ls.push(l);
+      }
+      await waitFor(async () => (await adminPool(g, 'listen')).resource_subscriptions === LISTENS * URIS, scaled(60000), 'every URI subscribed');
+      const opened = Date.now() - t0;
+      for (const l of ls) l.drop();
+      await waitFor(async () => { const p = await adminPool(g, 'listen'); return p.listeners === 0 && p.resource_subscriptions === 0; }, scaled(60000), 'every listener gone');
+      console.log(`# ${LISTENS} x ${URIS} URIs: opened in ${opened} ms, all closed ${Date.now() - t0} ms after the start; /healthz worst ${worst} ms over ${probes} probes`);
+    } finally {
+      stop = true;
+      await prober;
+    }
+  });
+});
