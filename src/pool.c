@@ -531,6 +531,7 @@ pool_sweep(uint64_t now_ms)
         }
         if (!pools.draining && !p->retired && p->n_children < p->srv->pool_warm_children)
             pool_warm(p);
+        pool_listen_retry(p);
         uint64_t hb = pools.cfg->heartbeat_s * 1000u;
         for (struct pool_listen *l = p->listeners; l != NULL; l = l->next) {
             struct stream *st = l->call->st;

@@ -321,6 +321,8 @@ void pool_listen_end_all(struct pool *p);
 bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* True when line (an answer of c) is one to the gateway's own resources/(un)subscribe: handled. */
 bool pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* Periodic: subscriptions that wait (their send failed, or no child was ready) are placed. */
+void pool_listen_retry(struct pool *p);
 /* Subscriptions that wait for a child (none is ready). */
 bool pool_listen_orphans(const struct pool *p);
 /* c became ready (subscriptions waiting for a child go there) or is gone (its go elsewhere). */

@@ -143,18 +143,34 @@ pool_listen_orphans(const struct pool *p)
     return false;
 }
 
+/*
+ * Places the subscriptions that wait (s->c NULL) while that succeeds: once one cannot be (no child
+ * ready, or the least busy one's stdin is full) the rest wait for the next chance.
+ */
 void
 pool_listen_child_change(struct pool_child *c, bool gone)
 {
     struct pool *p = c->pool;
+    bool placing = true;
     for (struct pool_sub *s = p->subs; s != NULL; s = s->next) {
-        if (gone && s->c == c) {
+        if (gone && s->c == c)
             s->c = NULL; /* its subscriptions go to another child */
+        if (placing && s->c == NULL) {
             pool_sub_place(p, s);
-        } else if (!gone && s->c == NULL) {
-            pool_sub_place(p, s); /* a child is ready for those that waited */
+            placing = s->c != NULL;
         }
     }
+}
+
+void
+pool_listen_retry(struct pool *p)
+{
+    for (struct pool_sub *s = p->subs; s != NULL; s = s->next)
+        if (s->c == NULL) {
+            pool_sub_place(p, s);
+            if (s->c == NULL)
+                return;
+        }
 }
 
 /* --- listeners ------------------------------------------------------------------------------ */

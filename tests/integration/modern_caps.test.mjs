@@ -306,3 +306,29 @@ test('96 listens of 256 URIs each open and close while /healthz keeps answering 
     }
   });
 });
+
+test('a subscription whose send failed (the child\'s stdin full) is not taken as placed: it reaches the child once the child reads again', { timeout: scaled(120000) }, async () => {
+  const d = tmpdir('mcpgw-caps-stdin-');
+  const log = path.join(d, 'subs.log');
+  const LISTENS = 4;
+  const URIS = 256; // 4 x 256 x ~2 KB of resources/subscribe: more than stdin_queue_bytes and the pipe
+  const gateway = { heartbeat_s: 60, max_body_bytes: 1048576, stdin_queue_bytes: 1048576 + 1024 };
+  await withGateway({ gateway, servers: [listenServer(log, '')] }, async (g) => {
+    const call = async (name, args) => {
+      const r = await mpost(g, mreq('tools/call', { name, arguments: args }, { caps: {} }));
+      await r.done(scaled(10000));
+      return textOf(msgsOf(r).find((j) => j?.result));
+    };
+    assert.equal(await call('stall_stdin', { ms: 3000 }), 'stalled');
+    const ls = [];
+    for (let i = 0; i < LISTENS; i++) {
+      const l = await listen(g, { resourceSubscriptions: Array.from({ length: URIS }, (_, j) => `test://s/${i}/${j}/${'x'.repeat(2000)}`) });
+      assert.ok(!l.refused, JSON.stringify(l.answer));
+      ls.push(l);
+    }
+    assert.match(g.logs(), /resources\/subscribe not delivered: child stdin full/, 'the child\'s stdin filled up (else this test proves nothing)');
+    const subscribed = () => (fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').filter((x) => x.includes('"resources/subscribe"')).length : 0);
+    await waitFor(() => subscribed() === LISTENS * URIS, scaled(30000), `all ${LISTENS * URIS} URIs subscribed at the child`);
+    for (const l of ls) l.drop();
+  });
+});
