@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "pool_int.h"
 
 /* --- tables of names ------------------------------------------------------------------------ */
@@ -131,6 +132,7 @@ pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *inf
     }
     if (why == NULL)
         return true;
+    log_debug(NULL, "pool %s: %s of %s refused: %s", p->name, info->method, who->name, why);
     meta->why = why;
     *status = POOL_E_PRINCIPAL;
     return false;
