@@ -75,9 +75,14 @@ struct config_server {
     uint64_t pool_start_timeout_ms;   /* probe and initialize of a new child */
     uint64_t pool_max_restarts_per_min;
     uint64_t input_hold_ms; /* a bridged call waits this long for the client's retry */
-    uint64_t cache_ttl_ms;  /* ttlMs stamped where a legacy child's cacheable result lacks it */
-    bool cache_public;      /* cacheScope stamped likewise: "public", else "private" */
-    int line;               /* line of the section header */
+    /* Per principal in the pool (0: no limit): requests, held calls, listens, listens' URIs. */
+    uint64_t max_inflight_per_principal;
+    uint64_t max_held_per_principal;
+    uint64_t max_listens_per_principal;
+    uint64_t max_listen_uris_per_principal;
+    uint64_t cache_ttl_ms; /* ttlMs stamped where a legacy child's cacheable result lacks it */
+    bool cache_public;     /* cacheScope stamped likewise: "public", else "private" */
+    int line;              /* line of the section header */
 };
 
 struct config {

@@ -44,6 +44,7 @@ enum pool_status {
     POOL_E_ID_TOO_LONG, /* id or progress token longer than max_id_bytes: 400 */
     POOL_E_NO_METHOD,   /* not a method of the revision (or not one a legacy child has): 404 */
     POOL_E_BAD_STATE,   /* a retry's requestState is not one this gateway holds a call for: 400 */
+    POOL_E_PRINCIPAL,   /* the principal is at a per-principal limit (meta.why names it): 429 */
 };
 
 /* What http_modern.c knows of the request beyond the scanner's spans. */

@@ -209,7 +209,7 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
     if (st == NULL) {
         unsigned code = MHD_HTTP_SERVICE_UNAVAILABLE;
         int rpc = JSONRPC_INTERNAL_ERROR;
-        if (status == POOL_E_FULL)
+        if (status == POOL_E_FULL || status == POOL_E_PRINCIPAL)
             code = MHD_HTTP_TOO_MANY_REQUESTS;
         else if (status == POOL_E_ID_TOO_LONG) {
             code = MHD_HTTP_BAD_REQUEST;

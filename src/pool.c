@@ -109,6 +109,7 @@ pool_free(struct pool *p)
 {
     free(p->name);
     free(p->discover);
+    pool_caps_free(p);
     free(p);
 }
 
@@ -508,6 +509,8 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_BAD_STATE;
         return NULL;
     }
+    if (!pool_caps_admit(p, body, info, meta, status))
+        return NULL;
     *status = POOL_OK;
     struct pool_child *c = pool_pick(p, status);
     if (c == NULL && *status != POOL_OK)
@@ -519,10 +522,12 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     call->log_level = meta->log_level;
     call->grants = p->srv->policy != NULL ? policy_bits(p->srv->policy, meta->grants) : 0;
     struct stream *st = pool_call_stream(call);
+    pool_caps_take(call, meta->principal, info->method);
     pool_bridge_note(call, body, info, meta);
     if (c != NULL) {
         if (pool_call_start(call, c, body, len, info) == -1) {
             pool_bridge_forget(call);
+            pool_caps_release(call);
             call->st->owner = NULL;
             stream_unref(call->st);
             stream_unref(st);
@@ -604,6 +609,7 @@ pool_sweep(uint64_t now_ms)
         }
         if (!pools.draining && !p->retired && p->n_children < p->srv->pool_warm_children)
             pool_warm(p);
+        pool_listen_retry(p);
         uint64_t hb = pools.cfg->heartbeat_s * 1000u;
         for (struct pool_listen *l = p->listeners; l != NULL; l = l->next) {
             struct stream *st = l->call->st;
@@ -693,6 +699,8 @@ pool_status_text(enum pool_status status)
         return "Method not found";
     case POOL_E_BAD_STATE:
         return "requestState refused";
+    case POOL_E_PRINCIPAL:
+        return "too many requests for this principal";
     }
     return "internal error";
 }

@@ -141,7 +141,7 @@ pool_seal(const struct pool_call *call, char *out)
 {
     unsigned char raw[POOL_STATE_RAW];
     memcpy(raw, call->held_id, 16);
-    pool_put_be(raw + 16, util_now_ms() + call->pool->srv->input_hold_ms, 8);
+    pool_put_be(raw + 16, call->hold_until_ms, 8);
     pool_put_be(raw + 24, call->round, 4);
     pool_binding(call->pool->name, call->principal, call->method, call->name, raw + 28);
     size_t o = (size_t)snprintf(out, 16, "%s", POOL_STATE_PREFIX);
@@ -248,7 +248,7 @@ pool_ask_capability(const char *method, unsigned *bit)
  * The bridgeable capabilities the clientCapabilities object at sp declares: bit i for
  * pool_ask_methods[i]. Read with the scanner (no allocation: every call to a legacy pool comes by).
  */
-static unsigned
+unsigned
 pool_caps_declared(const char *body, struct jsonrpc_span sp)
 {
     unsigned bits = 0;
@@ -394,6 +394,9 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
         why = "too many open requests to the client for this call";
     else if ((owner->caps & bit) == 0)
         why = "the client did not declare this capability in its request";
+    else if (!owner->due && !owner->held && !pool_caps_may_hold(owner))
+        why = "not available: the client's principal has too many calls waiting for input "
+              "(max_held_per_principal)";
     if (why != NULL) {
         log_info(c->tag, "child request %s answered with an error: %s", info->method, why);
         pool_refuse_ask(c, idlen <= pools.cfg->max_id_bytes ? id : NULL,
@@ -417,6 +420,7 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
     /* Questions that come in the same loop turn leave in one round. */
     if (!owner->due && !owner->held) {
         owner->due = true;
+        pool_caps_held_sync(owner);
         owner->dnext = pools.due;
         if (pools.due == NULL)
             loop_defer(pools.l, pool_bridge_flush, NULL);
@@ -434,6 +438,7 @@ pool_unlink_due(struct pool_call *call)
         }
     call->due = false;
     call->dnext = NULL;
+    pool_caps_held_sync(call);
 }
 
 static void
@@ -449,6 +454,7 @@ pool_unlink_held(struct pool_call *call)
     call->held = false;
     loop_timer_del(call->hold);
     call->hold = NULL;
+    pool_caps_held_sync(call);
 }
 
 static void
@@ -465,13 +471,24 @@ pool_hold_over(void *arg)
 /*
  * Sends the call's open questions as one input_required answer on its stream, which ends: the
  * child's call is held until the client's retry (pool_bridge_resume) or input_hold_ms.
+ *
+ * The hold's end is fixed when a round brings the client something new: a question it was not
+ * asked yet, or the next one after the retry answered some (fresh). A retry that answers nothing
+ * is asked the same again until that end, never later: else a client could keep the call, and the
+ * child it leases (one request at a time), for as long as it retries.
  */
 static void
-pool_round(struct pool_call *call)
+pool_round(struct pool_call *call, bool fresh)
 {
     struct buf b;
     buf_init(&b, SIZE_MAX);
     struct pending *p = call->p;
+    for (size_t i = 0; i < call->nasks; i++)
+        fresh |= !call->asks[i].answered && call->asks[i].key > call->asked_keys;
+    uint64_t now = util_now_ms();
+    if (fresh || call->hold_until_ms == 0)
+        call->hold_until_ms = now + call->pool->srv->input_hold_ms;
+    call->asked_keys = call->next_key;
     call->round++;
     if (call->round == 1 && crypto_random(call->held_id, sizeof call->held_id) == -1)
         memset(call->held_id, 0, sizeof call->held_id); /* cannot happen */
@@ -511,9 +528,11 @@ pool_round(struct pool_call *call)
         call->hnext = pools.held;
         pools.held = call;
         pools.nheld++;
+        pool_caps_held_sync(call);
     }
     loop_timer_del(call->hold);
-    call->hold = loop_timer_add(pools.l, call->pool->srv->input_hold_ms, pool_hold_over, call);
+    call->hold = loop_timer_add(pools.l, call->hold_until_ms > now ? call->hold_until_ms - now : 0,
+                                pool_hold_over, call);
     log_info(call->c->tag, "%s held: input round %u sent to the client", call->method, call->round);
 }
 
@@ -529,7 +548,7 @@ pool_bridge_flush(void *arg)
             open += !call->asks[i].answered;
         /* Every question withdrawn before the round left: no round, the call goes on. */
         if (call->st != NULL && call->p != NULL && open > 0)
-            pool_round(call);
+            pool_round(call, true);
     }
 }
 
@@ -636,7 +655,7 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
     call->caps = pool_caps_declared(body, info->meta_caps);
     pool_unlink_held(call);
     struct stream *st = pool_call_stream(call);
-    size_t open_asks = 0;
+    size_t open_asks = 0, answered = 0;
     for (size_t i = 0; i < call->nasks; i++) {
         struct pool_ask *a = &call->asks[i];
         if (a->answered)
@@ -647,16 +666,17 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
         char *result = info->input_responses.len > 0 ? jsonrpc_member_json(
                            body + info->input_responses.off, info->input_responses.len, key, &len)
                                                      : NULL;
-        if (result != NULL && result[0] == '{')
+        if (result != NULL && result[0] == '{') {
             pool_answer_ask(call, a, result, len);
-        else
+            answered++;
+        } else
             open_asks++; /* not answered (or not a result object): asked again */
         free(result);
     }
     log_info(call->c->tag, "%s resumed by the client's retry (round %u)", call->method,
              call->round);
     if (open_asks > 0)
-        pool_round(call);
+        pool_round(call, answered > 0); /* answered nothing: the hold's end stays */
     return st;
 }
 

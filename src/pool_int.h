@@ -44,12 +44,32 @@ struct pool_child {
      */
     uint64_t fence_id; /* gw id of the ping in flight; 0: none */
     unsigned cancel_seq, fence_seq, fenced_seq;
-    unsigned subs; /* resource URIs subscribed here for listeners (keeps it running) */
-    char tag[96];  /* "pool:NAME#N" in logs */
+    unsigned subs;      /* resource URIs subscribed here for listeners (keeps it running) */
+    uint64_t subs_sent; /* its subscribe requests so far (their ids: "mcpgw-sub-N") */
+    char tag[96];       /* "pool:NAME#N" in logs */
     struct pool_child *prev, *next;
 };
 
 struct pool_call;
+
+/*
+ * One principal's share of a pool (pool_caps.c): what the per-principal limits of the server
+ * count. Kept while anything counts; its calls point at it.
+ */
+struct pool_who {
+    char *name;
+    size_t calls;   /* requests in flight (queued, at a child, held), listens apart */
+    size_t held;    /* of them held for an input round's retry, or with a round due */
+    size_t listens; /* subscriptions/listen open */
+    size_t uris;    /* resourceSubscriptions over its legacy listens */
+    struct pool_who *hnext;
+};
+
+/* A table of names (principals, URIs) by hash: buckets of singly linked chains (pool_caps.c). */
+struct pool_names {
+    void **b; /* chains; each entry's first member is its char *name, its link at next_off */
+    size_t nb, n;
+};
 
 /* A subscriptions/listen of a legacy pool, served by the gateway (pool_listen.c). */
 struct pool_listen {
@@ -65,9 +85,10 @@ struct pool_listen {
 /* A resource URI listeners named, subscribed at one child. */
 struct pool_sub {
     char *uri;
-    size_t refs;          /* listeners naming it */
-    struct pool_child *c; /* where it is subscribed; NULL while no child is ready */
-    struct pool_sub *next;
+    size_t refs;                  /* listeners naming it */
+    struct pool_child *c;         /* where it is subscribed; NULL while no child is ready or sent */
+    struct pool_sub *prev, *next; /* pool.subs */
+    struct pool_sub *hnext;       /* pool.sub_names */
 };
 
 /* A question a legacy child asked the client (elicitation, sampling, roots), in a round. */
@@ -98,8 +119,13 @@ struct pool_call {
     bool noted;    /* a request that may ask, to a legacy pool (pool_bridge_note) */
     unsigned caps; /* the bridgeable capabilities its _meta clientCapabilities declares */
     /* The binding of its requestState; both NULL while caps is 0 (no round can happen). */
-    char *principal; /* whose call it is (principal name) */
-    char *name;      /* params.name or params.uri, decoded; "" when none */
+    char *principal;        /* whose call it is (principal name) */
+    char *name;             /* params.name or params.uri, decoded; "" when none */
+    struct pool_who *who;   /* its principal's counts (pool_caps.c); NULL: not counted */
+    bool held_counted;      /* who->held counts it (due or held) */
+    bool counted_listen;    /* who->listens counts it (else who->calls) */
+    uint64_t hold_until_ms; /* its hold's end: set when a round brings something new */
+    unsigned asked_keys;    /* questions r1..rN were in a round sent already */
     char method[JSONRPC_METHOD_MAX];
     struct pool_ask *asks; /* room for POOL_ASKS_MAX, made with the first */
     size_t nasks;
@@ -131,6 +157,8 @@ struct pool {
     struct pool_call *qhead, *qtail; /* waiting for a child to be ready */
     struct pool_listen *listeners;   /* legacy: subscriptions/listen served by the gateway */
     struct pool_sub *subs;           /* legacy: resource URIs they named */
+    struct pool_names sub_names;     /* the same by URI */
+    struct pool_names whos;          /* struct pool_who by principal name */
     unsigned listen_caps;            /* legacy: JSONRPC_LISTEN_* its initialize declared */
     size_t queued;
     uint64_t fail_until_ms; /* a failure within the last minute: starts count as restarts */
@@ -171,6 +199,34 @@ struct pool_globals {
     size_t key_len;
 };
 extern struct pool_globals pools;
+
+/* pool_caps.c: per-principal limits, tables of names */
+/* The hash of a NUL-terminated name (FNV-1a). */
+size_t pool_hash(const char *s);
+/* The entry named name in t (link at next_off in each entry), or NULL. */
+void *pool_names_find(const struct pool_names *t, const char *name, size_t next_off);
+/* Adds e (its name set, not in t) to t, growing it as it fills. */
+void pool_names_add(struct pool_names *t, void *e, size_t next_off);
+/* Takes e out of t. */
+void pool_names_del(struct pool_names *t, void *e, size_t next_off);
+/*
+ * Whether a new request (not a retry) of meta's principal fits the server's per-principal limits;
+ * false with *status POOL_E_PRINCIPAL and meta->why naming the limit.
+ */
+bool pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *info,
+                     struct pool_meta *meta, enum pool_status *status);
+/* The new call counts toward its principal (meta's) as a request or a listen (by method). */
+void pool_caps_take(struct pool_call *call, const char *principal, const char *method);
+/* The call ends: its counts go. */
+void pool_caps_release(struct pool_call *call);
+/* Keeps who->held in step with call->due || call->held. */
+void pool_caps_held_sync(struct pool_call *call);
+/* Whether the call's principal may have one more call held (max_held_per_principal). */
+bool pool_caps_may_hold(const struct pool_call *call);
+/* Whether a legacy listen of nuris URIs fits its principal's max_listen_uris_per_principal. */
+bool pool_caps_uris_fit(const struct pool_call *call, size_t nuris);
+/* Frees the pool's tables (every entry already gone). */
+void pool_caps_free(struct pool *p);
 
 /* pool.c */
 /* A child for a new request of p: the least busy ready one; starts another when worth it. */
@@ -246,6 +302,8 @@ void pool_bridge_cancelled(struct pool_child *c);
 bool pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed);
 /* True while a cancelled call of c may still ask (its fence has not come back). */
 bool pool_bridge_unfenced(const struct pool_child *c);
+/* The bridgeable capabilities (elicitation, sampling, roots: bits) clientCapabilities at sp has. */
+unsigned pool_caps_declared(const char *body, struct jsonrpc_span sp);
 /* Calls of p held for their client's retry. */
 size_t pool_held_in(const struct pool *p);
 /* Shutdown: every call of p still held (one its child already answered is in no table) ends. */
@@ -263,6 +321,10 @@ void pool_listen_end_all(struct pool *p, const char *error);
  * c is not ready (what a starting child says is of its own start).
  */
 bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* True when line (an answer of c) is one to the gateway's own resources/(un)subscribe: handled. */
+bool pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* Periodic: subscriptions that wait (their send failed, or no child was ready) are placed. */
+void pool_listen_retry(struct pool *p);
 /* Subscriptions that wait for a child (none is ready). */
 bool pool_listen_orphans(const struct pool *p);
 /* c became ready (subscriptions waiting for a child go there) or is gone (its go elsewhere). */

@@ -12,8 +12,11 @@
  *
  * A URI is subscribed (resources/subscribe) at one child of the pool, whichever is least busy,
  * while at least one listener names it (reference-counted); the last listener to leave
- * unsubscribes it; a child that ends takes its subscriptions to another child. Closing the stream
- * ends the listener; at shutdown each listener gets the graceful end, a complete result.
+ * unsubscribes it; a child that ends takes its subscriptions to another child. The URIs are in a
+ * table by hash (pool.sub_names): tens of thousands of them open and close in linear time. Closing
+ * the stream ends the listener; at shutdown each listener gets the graceful end, a complete
+ * result; one that falls behind (pool_listen_push) ends with an error. Per principal, listens and
+ * their URIs are bounded (pool_caps.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,29 +31,50 @@
 
 /* --- subscriptions at the children ----------------------------------------------------------- */
 
-/* Sends c a resources/subscribe or resources/unsubscribe of uri, as the gateway's own request. */
-static void
+#define SUB_NEXT      offsetof(struct pool_sub, hnext)
+#define SUB_ID_PREFIX "mcpgw-sub-"
+
+/*
+ * Sends c a resources/subscribe or resources/unsubscribe of uri, as the gateway's own request:
+ * its id is a string ("mcpgw-sub-N") no client request has on a pool child, and it takes no
+ * entry in c's table, so it neither makes c look busy (picking, 429) nor is ever waited for;
+ * the answer is only logged when it is an error (pool_listen_answer). -1: c's stdin is full.
+ */
+static int
 pool_sub_send(struct pool_child *c, const char *method, const char *uri)
 {
-    struct pending *e = pending_add(&c->r.pt, PENDING_TO_CHILD, "0", 1, method, 0, util_now_ms());
     size_t qlen;
     char *q = jsonrpc_quote(uri, &qlen);
-    char head[96];
+    char head[128];
     int hlen = snprintf(head, sizeof(head),
-                        "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"%s\",\"params\":{"
-                        "\"uri\":",
-                        e->gw_id, method);
+                        "{\"jsonrpc\":\"2.0\",\"id\":\"" SUB_ID_PREFIX "%" PRIu64
+                        "\",\"method\":\"%s\",\"params\":{\"uri\":",
+                        ++c->subs_sent, method);
     struct iovec iov[3] = { { head, (size_t)hlen },
                             { q, qlen },
                             { (void *)(uintptr_t) "}}\n", 3 } };
-    if (pool_send(c, iov, 3) == -1) {
+    int rc = pool_send(c, iov, 3);
+    if (rc == -1)
         log_warn(c->tag, "%s not delivered: child stdin full", method);
-        pending_del(&c->r.pt, e);
-    }
     free(q);
+    return rc;
 }
 
-/* Holds sub at a ready child (the least busy); none ready: it waits for the next one. */
+bool
+pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+{
+    if (info->id_type != JSONRPC_ID_STRING || info->id.len < sizeof SUB_ID_PREFIX + 1
+        || memcmp(line + info->id.off + 1, SUB_ID_PREFIX, sizeof SUB_ID_PREFIX - 1) != 0)
+        return false;
+    if (info->kind == JSONRPC_ERROR)
+        log_warn(c->tag, "child refused the gateway's resources/subscribe or unsubscribe");
+    return true;
+}
+
+/*
+ * Holds sub at a ready child (the least busy); none ready, or its stdin full: it is not placed and
+ * waits for the next child to be ready (pool_listen_child_change).
+ */
 static void
 pool_sub_place(struct pool *p, struct pool_sub *sub)
 {
@@ -61,47 +85,53 @@ pool_sub_place(struct pool *p, struct pool_sub *sub)
             best = c;
             min = pending_active(&c->r.pt, PENDING_TO_CHILD);
         }
-    sub->c = best;
-    if (best == NULL)
+    sub->c = NULL;
+    if (best == NULL || pool_sub_send(best, "resources/subscribe", sub->uri) == -1)
         return;
+    sub->c = best;
     best->subs++;
-    pool_sub_send(best, "resources/subscribe", sub->uri);
 }
 
+/* Another listener names uri: found by its hash, or added and subscribed. */
 static void
 pool_sub_ref(struct pool *p, const char *uri)
 {
-    for (struct pool_sub *s = p->subs; s != NULL; s = s->next)
-        if (strcmp(s->uri, uri) == 0) {
-            s->refs++;
-            return;
-        }
-    struct pool_sub *s = xcalloc(1, sizeof(*s));
+    struct pool_sub *s = pool_names_find(&p->sub_names, uri, SUB_NEXT);
+    if (s != NULL) {
+        s->refs++;
+        return;
+    }
+    s = xcalloc(1, sizeof(*s));
     s->uri = xstrdup(uri);
     s->refs = 1;
+    pool_names_add(&p->sub_names, s, SUB_NEXT);
     s->next = p->subs;
+    if (p->subs != NULL)
+        p->subs->prev = s;
     p->subs = s;
     pool_sub_place(p, s);
 }
 
+/* A listener naming uri left: the last one unsubscribes it. */
 static void
 pool_sub_unref(struct pool *p, const char *uri)
 {
-    for (struct pool_sub **q = &p->subs; *q != NULL; q = &(*q)->next) {
-        struct pool_sub *s = *q;
-        if (strcmp(s->uri, uri) != 0)
-            continue;
-        if (--s->refs > 0)
-            return;
-        *q = s->next;
-        if (s->c != NULL) {
-            s->c->subs--;
-            pool_sub_send(s->c, "resources/unsubscribe", s->uri);
-        }
-        free(s->uri);
-        free(s);
+    struct pool_sub *s = pool_names_find(&p->sub_names, uri, SUB_NEXT);
+    if (s == NULL || --s->refs > 0)
         return;
+    pool_names_del(&p->sub_names, s, SUB_NEXT);
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        p->subs = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    if (s->c != NULL) {
+        s->c->subs--;
+        (void)pool_sub_send(s->c, "resources/unsubscribe", s->uri);
     }
+    free(s->uri);
+    free(s);
 }
 
 bool
@@ -113,21 +143,52 @@ pool_listen_orphans(const struct pool *p)
     return false;
 }
 
+/*
+ * Places the subscriptions that wait (s->c NULL) while that succeeds: once one cannot be (no child
+ * ready, or the least busy one's stdin is full) the rest wait for the next chance.
+ */
 void
 pool_listen_child_change(struct pool_child *c, bool gone)
 {
     struct pool *p = c->pool;
+    bool placing = true;
     for (struct pool_sub *s = p->subs; s != NULL; s = s->next) {
-        if (gone && s->c == c) {
+        if (gone && s->c == c)
             s->c = NULL; /* its subscriptions go to another child */
+        if (placing && s->c == NULL) {
             pool_sub_place(p, s);
-        } else if (!gone && s->c == NULL) {
-            pool_sub_place(p, s); /* a child is ready for those that waited */
+            placing = s->c != NULL;
         }
     }
 }
 
+void
+pool_listen_retry(struct pool *p)
+{
+    for (struct pool_sub *s = p->subs; s != NULL; s = s->next)
+        if (s->c == NULL) {
+            pool_sub_place(p, s);
+            if (s->c == NULL)
+                return;
+        }
+}
+
 /* --- listeners ------------------------------------------------------------------------------ */
+
+/* Ends the listen call (no listener yet, or one that fell behind) with a JSON-RPC error. */
+static void
+pool_listen_error(struct pool_call *call, const char *id, size_t idlen, int code,
+                  const char *message)
+{
+    size_t len;
+    char *e = jsonrpc_error_new(id, idlen, code, message, &len);
+    struct iovec iov = { e, len };
+    pool_push(call, &iov, 1);
+    free(e);
+    if (call->st != NULL)
+        call->st->answer_code = code;
+    pool_call_end(call); /* forgets its listener, if any */
+}
 
 bool
 pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_info *info)
@@ -141,8 +202,18 @@ pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_
                                 POOL_LISTEN_URIS_MAX, POOL_LISTEN_URI_MAX)
                == -1)
         return false;
+    unsigned flags = asked & p->listen_caps;
+    if ((flags & JSONRPC_LISTEN_UPDATES) && !pool_caps_uris_fit(call, nuris)) {
+        for (size_t i = 0; i < nuris; i++)
+            free(uris[i]);
+        free(uris);
+        pool_listen_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS,
+                          "too many resource URIs over this principal's listens "
+                          "(max_listen_uris_per_principal)");
+        return true;
+    }
     struct pool_listen *l = xcalloc(1, sizeof(*l));
-    l->flags = asked & p->listen_caps;
+    l->flags = flags;
     if (l->flags & JSONRPC_LISTEN_UPDATES) {
         l->uris = uris;
         l->nuris = nuris;
@@ -157,6 +228,8 @@ pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_
     l->next = p->listeners;
     p->listeners = l;
     call->listen = l;
+    if (call->who != NULL)
+        call->who->uris += l->nuris;
     size_t len;
     char *ack = jsonrpc_listen_ack_new(l->id, l->id_len, l->flags, l->uris, l->nuris, &len);
     struct iovec iov = { ack, len };
@@ -185,6 +258,8 @@ pool_listen_forget(struct pool_call *call)
         pool_sub_unref(p, l->uris[i]);
         free(l->uris[i]);
     }
+    if (call->who != NULL)
+        call->who->uris -= l->nuris;
     free(l->uris);
     free(l->id);
     free(l);
@@ -222,7 +297,15 @@ pool_listen_end_all(struct pool *p, const char *error)
     }
 }
 
-/* Pushes a notification carrying the listener's subscription id: head, id, tail. */
+/*
+ * Pushes a notification carrying the listener's subscription id: head, id, tail.
+ *
+ * A listener's stream has no child to pause (the notifications come from every child, for every
+ * listener): a listener that does not read would keep all of them. So once its unread bytes pass
+ * stream_queue_bytes the listen ends, with a JSON-RPC error (-32603) after what it had not read:
+ * it fell behind, and listens again to start over (re-reading what it watches). Nothing is
+ * dropped silently. The listener (l) is freed then: the callers iterate with a saved next.
+ */
 static void
 pool_listen_push(struct pool_listen *l, const char *head, size_t hlen, const char *mid, size_t mlen)
 {
@@ -232,7 +315,16 @@ pool_listen_push(struct pool_listen *l, const char *head, size_t hlen, const cha
         { l->id, l->id_len },
         { (void *)(uintptr_t) "}}}", 3 },
     };
-    pool_push_note(l->call, iov, 4);
+    struct pool_call *call = l->call;
+    pool_push(call, iov, 4);
+    if (call->st == NULL || call->st->pending <= pools.cfg->stream_queue_bytes)
+        return;
+    log_warn(NULL,
+             "pool %s: listener %.*s fell behind (more than stream_queue_bytes unread): ended",
+             call->pool->name, (int)(l->id_len > 64 ? 64 : l->id_len), l->id);
+    pool_listen_error(call, l->id, l->id_len, JSONRPC_INTERNAL_ERROR,
+                      "listener fell behind: more than stream_queue_bytes of notifications "
+                      "unread; the listen ended, listen again");
 }
 
 bool
@@ -261,17 +353,20 @@ pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_
         char head[96];
         int hlen = snprintf(head, sizeof(head),
                             "{\"jsonrpc\":\"2.0\",\"method\":\"%s\",\"params\":", lists[i].method);
-        for (struct pool_listen *l = p->listeners; l != NULL; l = l->next)
+        for (struct pool_listen *l = p->listeners, *next; l != NULL; l = next) {
+            next = l->next; /* l may end (pool_listen_push) */
             if (l->flags & lists[i].flag) {
                 pool_listen_push(l, head, (size_t)hlen, meta, sizeof meta - 1);
                 sent++;
             }
+        }
         return sent > 0;
     }
     char uri[POOL_LISTEN_URI_MAX + 1];
     if (strcmp(info->method, "notifications/resources/updated") != 0 || info->uri.len == 0
-        || !jsonrpc_string_at(line, info->uri, uri, sizeof(uri), NULL))
-        return false;
+        || !jsonrpc_string_at(line, info->uri, uri, sizeof(uri), NULL)
+        || pool_names_find(&p->sub_names, uri, SUB_NEXT) == NULL)
+        return false; /* not a URI any listener named */
     /* {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":<raw>,"_meta":…
      */
     struct buf b;
@@ -284,13 +379,15 @@ pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_
         return false;
     }
     static const char umeta[] = ",\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":";
-    for (struct pool_listen *l = p->listeners; l != NULL; l = l->next)
+    for (struct pool_listen *l = p->listeners, *next; l != NULL; l = next) {
+        next = l->next; /* l may end (pool_listen_push) */
         for (size_t i = 0; i < l->nuris; i++)
             if (strcmp(l->uris[i], uri) == 0) {
                 pool_listen_push(l, buf_head(&b), buf_used(&b), umeta, sizeof umeta - 1);
                 sent++;
                 break;
             }
+    }
     buf_clear(&b);
     return sent > 0;
 }

@@ -136,6 +136,7 @@ pool_call_end(struct pool_call *call)
 {
     pool_bridge_forget(call);
     pool_listen_forget(call);
+    pool_caps_release(call);
     if (call->p != NULL) {
         call->p->owner = NULL;
         loop_timer_del(call->p->timer);
@@ -447,6 +448,8 @@ static void
 pool_child_answer(struct pool_child *c, const char *line, size_t len,
                   const struct jsonrpc_info *info)
 {
+    if (pool_listen_answer(c, line, info))
+        return; /* the gateway's own resources/subscribe or unsubscribe: no entry */
     struct pending *p =
         relay_answered(&c->r, PENDING_TO_CHILD, line, info, &pools.ctr.late_dropped);
     if (p == NULL)
@@ -457,12 +460,9 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
     }
     struct pool_call *call = p->owner;
     if (call == NULL) {
-        if (pool_bridge_fence_done(c, p, false))
-            return;
-        /* The gateway's own request (a listener's resources/subscribe or unsubscribe). */
-        if (info->kind == JSONRPC_ERROR)
-            log_warn(c->tag, "child refused the gateway's %s", p->method);
-        pending_del(&c->r.pt, p);
+        /* The gateway's own request with an entry: the fence's ping (pool_bridge.c). */
+        if (!pool_bridge_fence_done(c, p, false))
+            pending_del(&c->r.pt, p);
         return;
     }
     if (call->st == NULL) {

@@ -1229,7 +1229,8 @@ async function bridgeChurn(gw, deadline) {
 }
 
 test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} workers (complete, partial, abandoned, dropped, vanished, tampered, replayed, late, child_cancel) while pool children are SIGKILLed: each reply is its own leg's and an expected one, nothing left held or in flight, children bounded and reaped, fds back`, async (t) => {
-  const servers = [exampleServer([`pool_max_children = ${BRIDGE_MAX_CHILDREN}`, `input_hold_ms = ${BRIDGE_HOLD_MS}`, 'pool_max_restarts_per_min = 1000'])];
+  // Every worker is the one principal (no auth): no per-principal limit on held calls here.
+  const servers = [exampleServer([`pool_max_children = ${BRIDGE_MAX_CHILDREN}`, `input_hold_ms = ${BRIDGE_HOLD_MS}`, 'pool_max_restarts_per_min = 1000', 'max_held_per_principal = 0'])];
   const gw = await startGateway({ gateway: { ...BASE, ...QUIET }, servers, env: gatewayEnv });
   let ok = false;
   try {
