@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+// Signals an operator may send besides TERM, INT and HUP (operations.test.mjs has those), and
+// [gateway] log_file: SIGUSR1 reopens the log file (logrotate renames it, then signals), SIGUSR2,
+// SIGWINCH, SIGALRM and SIGPIPE are logged or ignored and end nothing, SIGQUIT stops like SIGTERM.
+// Each time the process lives on and a session opened before the signal still answers after it.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { callTool, initSession, pidAlive, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const read = (f) => { try { return fs.readFileSync(f, 'utf8'); } catch { return ''; } };
+
+/** An echo in session sid answers with text. */
+async function echoes(gw, sid, text) {
+  const { response } = await callTool(gw, sid, 'echo', { text });
+  assert.equal(response?.result?.content?.[0]?.text, text, JSON.stringify(response));
+}
+
+test('log_file: the log goes to the file (0640 at most); SIGUSR1 after a rename reopens it at its path; sessions survive', async () => {
+  const dir = tmpdir('mcpgw-logfile-');
+  const file = path.join(dir, 'gateway.log');
+  const gw = await startGateway({ gateway: { log_file: file } });
+  let ok = false;
+  try {
+    assert.match(read(file), /listening on /, 'the log is in the file');
+    assert.doesNotMatch(gw.stderr(), /listening on /, 'not on stderr');
+    const mode = fs.statSync(file).mode & 0o777;
+    assert.equal(mode & 0o137, 0, `mode ${mode.toString(8)}: no one but the owner writes, no one else reads`);
+    const s = await initSession(gw);
+    await echoes(gw, s.sid, 'before');
+
+    fs.renameSync(file, `${file}.1`);
+    gw.proc.kill('SIGUSR1');
+    await waitFor(() => /log file reopened/.test(read(file)), scaled(5000), 'a new file at the path with "log file reopened"');
+    assert.ok(pidAlive(gw.proc.pid) && gw.proc.exitCode === null, 'the gateway lives');
+    // New lines go to the new file; the renamed one gets none of them.
+    await echoes(gw, s.sid, 'after');
+    const s2 = await initSession(gw);
+    await waitFor(() => read(file).includes(`session=${s2.sid} session created`), scaled(5000), 'the new session in the new file');
+    assert.ok(!read(`${file}.1`).includes(s2.sid), 'the renamed file gets no new line');
+    assert.match(read(`${file}.1`), /session created/, 'the renamed file kept the old lines');
+
+    // A second USR1 without a rename: same file, appended to.
+    const before = read(file).length;
+    gw.proc.kill('SIGUSR1');
+    await waitFor(() => (read(file).match(/log file reopened/g) || []).length === 2, scaled(5000), 'a second reopen');
+    assert.ok(read(file).length > before);
+    await echoes(gw, s.sid, 'again');
+    ok = true;
+  } finally {
+    await gw.stop(ok ? undefined : { expect: null });
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+  }
+});
+
+test('SIGUSR1 without log_file, SIGUSR2, SIGWINCH, SIGALRM, SIGPIPE: logged or ignored, the gateway and its sessions live; SIGQUIT stops like SIGTERM (exit 0)', async () => {
+  const gw = await startGateway({});
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    const expectations = [
+      ['SIGUSR1', /SIGUSR1: no log_file/],
+      ['SIGUSR2', /SIGUSR2 ignored/],
+      ['SIGWINCH', /SIGWINCH ignored/],
+      ['SIGALRM', /SIGALRM ignored/],
+      ['SIGPIPE', null],
+    ];
+    for (const [sig, re] of expectations) {
+      gw.proc.kill(sig);
+      const dead = () => gw.proc.exitCode !== null || gw.proc.signalCode !== null;
+      const seen = await waitFor(() => (dead() ? 'dead' : !re || re.exec(gw.logs())), scaled(5000), `log ${re} after ${sig}`);
+      assert.notEqual(seen, 'dead', `the gateway ended on ${sig}: ${gw.proc.signalCode ?? gw.proc.exitCode}`);
+      await echoes(gw, s.sid, `after ${sig}`);
+      assert.ok(gw.proc.exitCode === null && gw.proc.signalCode === null, `the gateway lives after ${sig}`);
+    }
+    ok = true;
+  } finally {
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+    await gw.stop(ok ? 'SIGQUIT' : { expect: null });
+  }
+  assert.match(gw.logs(), /shutting down \(SIGQUIT\)/);
+});
