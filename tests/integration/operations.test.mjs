@@ -358,7 +358,7 @@ test('a refused Host: 403, logged at warn with the value and allowed_hosts for t
       if (i < 10) assert.match(logs, re, `refusal ${i} logged`);
       else assert.doesNotMatch(logs, re, `refusal ${i} only counted`);
     }
-    assert.equal(countMatches(logs, /refused Host/), 10, 'ten refusals logged');
+    assert.equal(countMatches(logs, /refused Host "/), 10, 'ten refusals logged');
     assert.match(logs, /further refused Hosts are counted \(mcpgw_http_host_refused_total\)/);
     const m1 = await metrics(gw);
     assert.equal(m1.get('mcpgw_http_host_refused_total') - m0.get('mcpgw_http_host_refused_total'), N);
