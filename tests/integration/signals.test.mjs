@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Signals an operator may send besides TERM, INT and HUP (operations.test.mjs has those), and
 // [gateway] log_file: SIGUSR1 reopens the log file (logrotate renames it, then signals), SIGUSR2,
-// SIGWINCH, SIGALRM and SIGPIPE are logged or ignored and end nothing, SIGQUIT stops like SIGTERM.
+// SIGWINCH, SIGALRM and SIGPIPE are logged or ignored and end nothing, SIGQUIT stops like SIGTERM;
+// and the Debian package's logrotate file, run by the real logrotate against a gateway.
 // Each time the process lives on and a session opened before the signal still answers after it.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
@@ -82,4 +85,47 @@ test('SIGUSR1 without log_file, SIGUSR2, SIGWINCH, SIGALRM, SIGPIPE: logged or i
     await gw.stop(ok ? 'SIGQUIT' : { expect: null });
   }
   assert.match(gw.logs(), /shutting down \(SIGQUIT\)/);
+});
+
+// The logrotate file fails, rather than skips, without logrotate (tests/deps.sh installs it).
+const LOGROTATE = ['/usr/sbin/logrotate', '/usr/bin/logrotate'].find((p) => fs.existsSync(p));
+
+test('deploy/debian/mcp-gateway.logrotate, run by logrotate: the file is renamed, the gateway writes a new one at the path, sessions survive', async () => {
+  assert.ok(LOGROTATE, 'logrotate is not installed (tests/deps.sh installs it)');
+  const dir = tmpdir('mcpgw-logrotate-');
+  const logs = path.join(dir, 'log');
+  fs.mkdirSync(logs);
+  const file = path.join(logs, 'gateway.log');
+  const gw = await startGateway({ gateway: { log_file: file } });
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    // The shipped file with only its paths, its user and its kill line swapped.
+    const user = os.userInfo().username;
+    const group = spawnSync('id', ['-gn'], { encoding: 'utf8' }).stdout.trim();
+    let conf = fs.readFileSync(path.join(process.env.GW_SOURCE_ROOT, 'deploy/debian/mcp-gateway.logrotate'), 'utf8');
+    const swaps = [
+      [/\/var\/log\/mcp-gateway\//g, `${logs}/`],
+      [/\bsu mcp-gateway mcp-gateway\b/, `su ${user} ${group}`],
+      [/\bcreate 0640 mcp-gateway mcp-gateway\b/, `create 0640 ${user} ${group}`],
+      [/^\s*systemctl kill .*SIGUSR1.*$/m, `        kill -USR1 ${gw.proc.pid}`],
+    ];
+    for (const [re, to] of swaps) {
+      assert.match(conf, re, `the logrotate file has ${re}`);
+      conf = conf.replace(re, to);
+    }
+    const confPath = path.join(dir, 'logrotate.conf');
+    fs.writeFileSync(confPath, conf, { mode: 0o644 });
+    const r = spawnSync(LOGROTATE, ['-f', '-v', '-s', path.join(dir, 'state'), confPath], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 0, `logrotate: ${r.stdout}${r.stderr}`);
+    assert.match(read(`${file}.1`), /session created/, 'the old lines are in gateway.log.1 (not compressed yet: delaycompress)');
+    await waitFor(() => /log file reopened/.test(read(file)), scaled(5000), 'the gateway reopened gateway.log');
+    await echoes(gw, s.sid, 'after logrotate');
+    const s2 = await initSession(gw);
+    await waitFor(() => read(file).includes(`session=${s2.sid} session created`), scaled(5000), 'new lines in the new file');
+    ok = true;
+  } finally {
+    await gw.stop(ok ? undefined : { expect: null });
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+  }
 });
