@@ -192,11 +192,14 @@ main_log_file(const char *path, const char *why)
     const char *now = log_file();
     if (path == now || (path != NULL && now != NULL && strcmp(path, now) == 0))
         return;
+    char was[4096];
+    snprintf(was, sizeof(was), "%s", now != NULL ? now : "stderr");
+    log_info(NULL, "%s: log_file changed: the log goes to %s", why, path != NULL ? path : "stderr");
     if (log_set_file(path) == -1)
         log_error(NULL, "%s: log_file %s: %s; the log stays %s%s", why, path, strerror(errno),
-                  now != NULL ? "in " : "on stderr", now != NULL ? now : "");
+                  now != NULL ? "in " : "on ", was);
     else
-        log_info(NULL, "%s: the log goes to %s from now on", why, path != NULL ? path : "stderr");
+        log_info(NULL, "%s: the log goes here from now on (it went to %s)", why, was);
 }
 
 /* SIGUSR1: logrotate renamed the log file; open a new one at its path. */

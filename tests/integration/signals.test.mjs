@@ -129,3 +129,30 @@ test('deploy/debian/mcp-gateway.logrotate, run by logrotate: the file is renamed
     if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
   }
 });
+
+test('SIGHUP with another log_file moves the log there; one that cannot be opened leaves it where it is', async () => {
+  const dir = tmpdir('mcpgw-logmove-');
+  const a = path.join(dir, 'a.log');
+  const b = path.join(dir, 'b.log');
+  const gw = await startGateway({ gateway: { log_file: a } });
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    const ini = fs.readFileSync(gw.conf, 'utf8');
+    fs.writeFileSync(gw.conf, ini.replace(`log_file = ${a}`, `log_file = ${b}`));
+    gw.proc.kill('SIGHUP');
+    await waitFor(() => /configuration reloaded/.test(read(b)), scaled(5000), 'the reload logged in b.log');
+    assert.ok(read(a).includes(`SIGHUP: log_file changed: the log goes to ${b}`), 'a.log says where the log went');
+    assert.ok(read(b).includes(`SIGHUP: the log goes here from now on (it went to ${a})`), 'b.log says where it came from');
+    const bad = path.join(dir, 'no', 'such', 'dir', 'c.log');
+    fs.writeFileSync(gw.conf, ini.replace(`log_file = ${a}`, `log_file = ${bad}`));
+    gw.proc.kill('SIGHUP');
+    await waitFor(() => (read(b).match(/configuration reloaded/g) || []).length === 2, scaled(5000), 'the second reload logged in b.log');
+    assert.match(read(b), /SIGHUP: log_file .*c\.log: No such file or directory; the log stays in .*b\.log/);
+    await echoes(gw, s.sid, 'after the moves');
+    ok = true;
+  } finally {
+    await gw.stop(ok ? undefined : { expect: null });
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}\na: ${read(a).slice(-2000)}\nb: ${read(b).slice(-2000)}`);
+  }
+});
