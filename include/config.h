@@ -120,6 +120,7 @@ struct config {
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;
     enum log_format log_format;
+    char *log_file; /* NULL: the log goes to stderr */
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;

@@ -24,12 +24,24 @@ enum log_format {
 #define LOG_CUT_MARK "\xe2\x80\xa6[truncated]" /* "…[truncated]" */
 
 /*
- * One line per event on stderr, in the format given, written with one write(2). The session id
- * and the formatted message are escaped (text, journal: \\, \n, \r, \t, \xNN; JSON: string
- * escapes), so whatever a peer put in them stays inside its field of one line (log.c has the
+ * One line per event on stderr (or the log file), in the format given, written with one write(2).
+ * The session id and the formatted message are escaped (text, journal: \\, \n, \r, \t, \xNN; JSON:
+ * string escapes), so whatever a peer put in them stays inside its field of one line (log.c has the
  * rules).
  */
 void log_init(enum log_level level, enum log_format format);
+/*
+ * Lines go to path from now on ([gateway] log_file: appended to, created 0640 less the umask);
+ * NULL or "": stderr again. -1 with errno when path cannot be opened: lines stay where they were.
+ */
+int log_set_file(const char *path);
+/* The log file's path; NULL while lines go to stderr. */
+const char *log_file(void);
+/*
+ * Opens the log file again at its path, for rotation (the old one was renamed): 0, or -1 with
+ * errno, and lines stay in the file already open. Nothing to do (0) without a log file.
+ */
+int log_reopen(void);
 void log_set_level(enum log_level level);
 bool log_enabled(enum log_level level);
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */

@@ -869,6 +869,7 @@ config_clear(struct config *cfg)
     free(cfg->instance_id);
     free(cfg->admin_token);
     free(cfg->state_key_file);
+    free(cfg->log_file);
     config_strv_free(cfg->allowed_origins);
     config_strv_free(cfg->allowed_hosts);
     free(cfg->auth.public_url);

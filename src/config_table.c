@@ -91,6 +91,8 @@ static const struct config_option config_table[] = {
       CONFIG_GW(log_level), "error, warn, info or debug" },
     { "gateway.log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
       CONFIG_GW(log_format), "text; json for one object per line; journal for systemd" },
+    { "gateway.log_file", CONFIG_SEC_GATEWAY, CONFIG_DIR, "", 0, 0, CONFIG_GW(log_file),
+      "file the log is appended to (SIGUSR1 reopens it); empty: stderr" },
     { "auth.mode", CONFIG_SEC_AUTH, CONFIG_AUTH_MODE, "none", 0, 0, CONFIG_GW(auth.mode),
       "none (loopback listen only), bearer (tokens_file) or jwt (jwks_file, issuer)" },
     { "auth.public_url", CONFIG_SEC_AUTH, CONFIG_URL, "", 0, 0, CONFIG_GW(auth.public_url),

@@ -151,6 +151,36 @@ http_header(const struct http_req *rc, const char *name)
     return MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, name);
 }
 
+/*
+ * Refused Hosts logged after a start or a reload: enough for an operator to see which name a
+ * proxy or a client sends and to list it, while a flood of bad Hosts moves only the counter.
+ */
+#define HTTP_HOST_LOGGED 10
+
+bool
+http_host_refused(struct http_req *rc)
+{
+    const char *host = http_header(rc, MHD_HTTP_HEADER_HOST);
+    if (http_rules_host_allowed(httpd.cfg->allowed_hosts, host))
+        return false;
+    httpd.host_refused++;
+    if (httpd.host_logged < HTTP_HOST_LOGGED) {
+        /* The value as received, cut: it comes from the peer (log.c escapes it). */
+        if (host == NULL)
+            log_warn(NULL, "refused a request without Host (403): [gateway] allowed_hosts "
+                           "lists the names accepted");
+        else
+            log_warn(NULL,
+                     "refused Host \"%.200s\"%s (403): not in [gateway] allowed_hosts; list it "
+                     "there if clients (or a proxy in front) reach this gateway by that name",
+                     host, strlen(host) > 200 ? "..." : "");
+        if (++httpd.host_logged == HTTP_HOST_LOGGED)
+            log_warn(NULL, "further refused Hosts are counted (mcpgw_http_host_refused_total), "
+                           "not logged, until the next reload");
+    }
+    return true;
+}
+
 #define HTTP_PRM_PREFIX "/.well-known/oauth-protected-resource"
 
 /* The well-known metadata paths exist only while a token is required. */
@@ -229,8 +259,7 @@ http_begin(struct http_req *rc, const char *url, const char *method)
                           "a NUL (%00) in the request target");
     /* Every route checks Host (DNS rebinding reaches /metrics too); the MCP routes Origin too. */
     if (rc->kind != HTTP_MCP && rc->kind != HTTP_LEGACY_SSE && rc->kind != HTTP_LEGACY_MSG
-        && !http_rules_host_allowed(httpd.cfg->allowed_hosts,
-                                    http_header(rc, MHD_HTTP_HEADER_HOST)))
+        && http_host_refused(rc))
         return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
     switch (rc->kind) {
     case HTTP_HEALTH:
@@ -674,4 +703,5 @@ http_set_config(const struct config *cfg, struct auth *auth)
     httpd.cfg = cfg;
     httpd.auth = auth;
     httpd.gen++;
+    httpd.host_logged = 0; /* allowed_hosts may have changed: show what is refused now */
 }

@@ -126,6 +126,8 @@ struct http_globals {
     uint64_t rate_limited;        /* 429 from the principal's token bucket */
     uint64_t auth_unavailable;    /* 503: the authorization server could not answer */
     uint64_t slow_closed;         /* connections closed at a header or body deadline */
+    uint64_t host_refused;        /* 403: Host not in allowed_hosts */
+    unsigned host_logged;         /* of those, logged since the start or the last reload */
     bool bound_loopback;          /* the listening socket is bound to a loopback address */
 };
 extern struct http_globals httpd;
@@ -142,6 +144,8 @@ enum MHD_Result http_empty(struct http_req *rc, unsigned status);
 /* 413 with Connection: close, for a body over max_body_bytes. */
 enum MHD_Result http_too_big(struct http_req *rc);
 const char *http_header(const struct http_req *rc, const char *name);
+/* True when the request's Host is not in allowed_hosts (counted; the first few logged). */
+bool http_host_refused(struct http_req *rc);
 /* The request's Content-Length in *n (0 when absent): 0, or -1 when it is not a number. */
 int http_content_length(const struct http_req *rc, uint64_t *n);
 

@@ -353,7 +353,7 @@ http_legacy_post(struct http_req *rc)
 static bool
 http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
 {
-    if (!http_rules_host_allowed(httpd.cfg->allowed_hosts, http_header(rc, MHD_HTTP_HEADER_HOST))) {
+    if (http_host_refused(rc)) {
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
         return true;
     }

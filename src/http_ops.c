@@ -220,6 +220,9 @@ http_metrics(struct http_req *rc)
     metrics_family(&b, "mcpgw_slow_clients_closed_total", "counter",
                    "Connections closed because a request's headers or body came too slowly.");
     metrics_sample(&b, "mcpgw_slow_clients_closed_total", NULL, httpd.slow_closed);
+    metrics_family(&b, "mcpgw_http_host_refused_total", "counter",
+                   "Requests refused with 403: Host not in allowed_hosts.");
+    metrics_sample(&b, "mcpgw_http_host_refused_total", NULL, httpd.host_refused);
     metrics_family(&b, "mcpgw_principals", "gauge",
                    "Principals remembered (holding sessions, requests or a partly used bucket).");
     metrics_sample(&b, "mcpgw_principals", NULL, auth_principal_count());
@@ -245,7 +248,7 @@ http_prm(struct http_req *rc)
     }
     if (http_refuse_not_get(rc, &ret))
         return ret;
-    if (!http_rules_host_allowed(httpd.cfg->allowed_hosts, http_header(rc, MHD_HTTP_HEADER_HOST)))
+    if (http_host_refused(rc))
         return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
     char resource[1200];
     if (auth_resource(&httpd.cfg->auth, rc->srv, resource, sizeof(resource)) == -1)

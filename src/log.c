@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One-line structured logs on stderr, text, JSON or journal, with the session id as a field.
- * Journald and docker both take stderr; no syslog, no files, no rotation here.
+ * Journald and docker both take stderr; [gateway] log_file names a file instead, which SIGUSR1
+ * reopens after logrotate renamed it (log_reopen). No syslog, no rotation here.
  *
  * Past the fixed prefix (time, level, journald priority) everything may come from a peer: a
  * session id from a header or a query parameter, a method name, a child's stderr line. So the
@@ -26,6 +27,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +53,8 @@ struct log_line {
 
 static enum log_level log_level = LOG_INFO;
 static enum log_format log_format;
+static int log_fd = STDERR_FILENO; /* stderr, or the log file */
+static char log_path[4096];        /* the log file's; "": stderr */
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
 static const char log_hex[] = "0123456789abcdef";
@@ -61,6 +65,59 @@ log_init(enum log_level level, enum log_format format)
 {
     log_level = level;
     log_format = format;
+}
+
+static int
+log_open(const char *path)
+{
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+}
+
+/* Lines go to fd from now on (the file just opened, or stderr). */
+static void
+log_use(int fd)
+{
+    if (log_fd != STDERR_FILENO)
+        close(log_fd);
+    log_fd = fd;
+}
+
+int
+log_set_file(const char *path)
+{
+    if (path == NULL || *path == '\0') {
+        log_use(STDERR_FILENO);
+        log_path[0] = '\0';
+        return 0;
+    }
+    if (strlen(path) >= sizeof(log_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = log_open(path);
+    if (fd == -1)
+        return -1;
+    log_use(fd);
+    memmove(log_path, path, strlen(path) + 1);
+    return 0;
+}
+
+const char *
+log_file(void)
+{
+    return log_path[0] != '\0' ? log_path : NULL;
+}
+
+int
+log_reopen(void)
+{
+    if (log_path[0] == '\0')
+        return 0;
+    int fd = log_open(log_path);
+    if (fd == -1)
+        return -1;
+    log_use(fd);
+    return 0;
 }
 
 void
@@ -234,7 +291,7 @@ static void
 log_write(const char *p, size_t n)
 {
     while (n > 0) {
-        ssize_t w = write(STDERR_FILENO, p, n);
+        ssize_t w = write(log_fd, p, n);
         if (w == -1 && errno == EINTR)
             continue;
         if (w <= 0)

@@ -10,6 +10,10 @@
  * until every child is reaped and every HTTP request has finished (bounded by the ladder's grace
  * times), and exits 0.
  *
+ * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file (log rotation). Signals an operator may send by
+ * mistake (USR2, WINCH, ALRM, VTALRM, PROF, IO, PWR) are logged and otherwise ignored: only TERM,
+ * INT, QUIT (and KILL) end the gateway. SIGPIPE is ignored (a peer that closed is an EPIPE).
+ *
  * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
  * New sessions use the new server definitions; a running session keeps the definition it started
  * with, and the old configuration is freed once no session uses it. listen, max_connections and
@@ -17,6 +21,7 @@
  */
 #include <sys/resource.h>
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -61,9 +66,10 @@ static const char main_usage_text[] =
     "  -V, --version        print the version and exit\n"
     "  -h, --help           print this help and exit\n"
     "\n"
-    "Signals: SIGTERM drains (shutdown_drain_ms), then stops; SIGINT or a second\n"
-    "SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
-    "SIGHUP reloads the configuration (new sessions use it).\n";
+    "Signals: SIGTERM (or SIGQUIT) drains (shutdown_drain_ms), then stops; SIGINT or a\n"
+    "second SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
+    "SIGHUP reloads the configuration (new sessions use it). SIGUSR1 reopens log_file.\n"
+    "SIGUSR2, SIGWINCH, SIGALRM and other stray signals are logged and ignored.\n";
 
 static void
 main_usage(FILE *f)
@@ -147,7 +153,7 @@ main_stop(const char *why)
 }
 
 static void
-main_drain(void)
+main_drain(const char *why)
 {
     M.draining = true;
     session_drain();
@@ -156,9 +162,9 @@ main_drain(void)
     M.drain_deadline_ms = util_now_ms() + drain;
     loop_timer_add(M.l, drain, main_deadline, NULL);
     log_info(NULL,
-             "SIGTERM: draining: no new sessions or requests; %zu requests in flight get up to "
+             "%s: draining: no new sessions or requests; %zu requests in flight get up to "
              "%" PRIu64 " ms",
-             session_inflight(PENDING_TO_CHILD) + pool_inflight(), drain);
+             why, session_inflight(PENDING_TO_CHILD) + pool_inflight(), drain);
 }
 
 /* Settings the running listener was built with: a reload keeps them (restart to change). */
@@ -177,6 +183,38 @@ main_keep_listener(const struct config *old, struct config *next)
     next->max_connections = old->max_connections;
     next->connection_timeout_s = old->connection_timeout_s;
     next->max_header_bytes = old->max_header_bytes;
+}
+
+/* Lines go to path (NULL: stderr) unless they already do; when it cannot be opened, they stay. */
+static void
+main_log_file(const char *path, const char *why)
+{
+    const char *now = log_file();
+    if (path == now || (path != NULL && now != NULL && strcmp(path, now) == 0))
+        return;
+    char was[4096];
+    snprintf(was, sizeof(was), "%s", now != NULL ? now : "stderr");
+    log_info(NULL, "%s: log_file changed: the log goes to %s", why, path != NULL ? path : "stderr");
+    if (log_set_file(path) == -1)
+        log_error(NULL, "%s: log_file %s: %s; the log stays %s%s", why, path, strerror(errno),
+                  now != NULL ? "in " : "on ", was);
+    else
+        log_info(NULL, "%s: the log goes here from now on (it went to %s)", why, was);
+}
+
+/* SIGUSR1: logrotate renamed the log file; open a new one at its path. */
+static void
+main_reopen_log(void)
+{
+    if (log_file() == NULL) {
+        log_info(NULL, "SIGUSR1: no log_file set; the log goes to stderr, nothing to reopen");
+        return;
+    }
+    if (log_reopen() == -1)
+        log_error(NULL, "SIGUSR1: log_file %s: %s; the log stays in the file already open",
+                  log_file(), strerror(errno));
+    else
+        log_info(NULL, "SIGUSR1: log file reopened (%s)", log_file());
 }
 
 static void
@@ -206,6 +244,7 @@ main_reload(void)
         return;
     }
     log_init(next->log_level, next->log_format);
+    main_log_file(next->log_file, "SIGHUP");
     session_set_config(next);
     pool_set_config(next);
     http_set_config(next, auth);
@@ -230,11 +269,22 @@ main_signal(int signo, void *arg)
             main_reload();
         return;
     }
-    if (signo == SIGTERM && !M.draining && !M.stopping && M.cfg->shutdown_drain_ms > 0) {
-        main_drain();
+    char name[32];
+    snprintf(name, sizeof(name), "SIG%s", sigabbrev_np(signo));
+    if (signo == SIGUSR1) {
+        main_reopen_log();
         return;
     }
-    main_stop(signo == SIGINT ? "SIGINT" : "SIGTERM");
+    if (signo != SIGTERM && signo != SIGINT && signo != SIGQUIT) {
+        log_info(NULL, "%s ignored (SIGTERM stops, SIGHUP reloads, SIGUSR1 reopens log_file)",
+                 name);
+        return;
+    }
+    if (signo != SIGINT && !M.draining && !M.stopping && M.cfg->shutdown_drain_ms > 0) {
+        main_drain(name);
+        return;
+    }
+    main_stop(name);
 }
 
 static int
@@ -361,16 +411,20 @@ main(int argc, char **argv)
         return 0;
     }
     log_init(M.cfg->log_level, M.cfg->log_format);
+    if (log_set_file(M.cfg->log_file) == -1)
+        fatal("log_file %s", M.cfg->log_file);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);
     M.l = loop_new();
     if (fetch_module_init(M.l) == -1)
         fatal("libcurl");
     session_module_init(M.l, M.cfg);
-    if (loop_signal_add(M.l, SIGTERM, main_signal, NULL) == -1
-        || loop_signal_add(M.l, SIGINT, main_signal, NULL) == -1
-        || loop_signal_add(M.l, SIGHUP, main_signal, NULL) == -1)
-        fatal("signalfd");
+    /* Read from the loop; children start with every signal unblocked and at its default. */
+    static const int handled[] = { SIGTERM,  SIGINT,  SIGQUIT,   SIGHUP,  SIGUSR1, SIGUSR2,
+                                   SIGWINCH, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR };
+    for (size_t i = 0; i < ARRAY_LEN(handled); i++)
+        if (loop_signal_add(M.l, handled[i], main_signal, NULL) == -1)
+            fatal("signalfd");
     if (http_start(M.l, M.cfg, M.auth) == -1)
         return 1;
     pool_module_init(M.l, M.cfg); /* warm children: after the listener, which may fail */

@@ -236,6 +236,7 @@ const FAMILIES = {
   mcpgw_auth_introspection_failures_total: ['counter', [{}]],
   mcpgw_rate_limited_total: ['counter', [{}]],
   mcpgw_slow_clients_closed_total: ['counter', [{}]],
+  mcpgw_http_host_refused_total: ['counter', [{}]],
   mcpgw_principals: ['gauge', [{}]],
   // The 2026-07-28 pools: a server's series appear once its pool exists (none in these tests).
   mcpgw_pool_children: ['gauge', []],
@@ -335,6 +336,41 @@ test('GET /metrics: text format 0.0.4 with # HELP and # TYPE for every family; l
     // a bearer token is not needed (and not checked) while admin_token is empty
     const t = await fetchPath(gw, '/metrics', { headers: { Authorization: 'Bearer whatever' } });
     assert.equal(t.status, 200);
+  });
+});
+
+test('a refused Host: 403, logged at warn with the value and allowed_hosts for the first ten only, then counted; a reload logs again', async () => {
+  await withGateway({}, async (gw) => {
+    const m0 = await metrics(gw);
+    const mcp = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+    const N = 14;
+    for (let i = 0; i < N; i++) {
+      // Probes and the MCP endpoint alike (they check Host in different places).
+      const r = i % 2
+        ? await fetchPath(gw, '/healthz', { headers: { Host: `bad-${i}.example` } })
+        : await fetchPath(gw, '/mcp', { method: 'POST', headers: { ...mcp, Host: `bad-${i}.example:443` }, body: rpc('ping', {}) });
+      assert.equal(r.status, 403, r.text());
+      assert.match(r.text(), /Host not allowed/);
+    }
+    const logs = gw.logs();
+    for (let i = 0; i < N; i++) {
+      const re = new RegExp(`^\\S+ warn refused Host "bad-${i}\\.example(:443)?".*allowed_hosts`, 'm');
+      if (i < 10) assert.match(logs, re, `refusal ${i} logged`);
+      else assert.doesNotMatch(logs, re, `refusal ${i} only counted`);
+    }
+    assert.equal(countMatches(logs, /refused Host "/), 10, 'ten refusals logged');
+    assert.match(logs, /further refused Hosts are counted \(mcpgw_http_host_refused_total\)/);
+    const m1 = await metrics(gw);
+    assert.equal(m1.get('mcpgw_http_host_refused_total') - m0.get('mcpgw_http_host_refused_total'), N);
+
+    // After a reload (allowed_hosts may have changed), refusals are logged again.
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/configuration reloaded/, scaled(5000));
+    const long = 'x'.repeat(3000);
+    const r = await fetchPath(gw, '/readyz', { headers: { Host: long } });
+    assert.equal(r.status, 403);
+    const line = await gw.waitLog(/^.* refused Host "x+.*$/m, scaled(5000));
+    assert.ok(line[0].length < 600, `the value is cut: ${line[0].length} bytes`);
   });
 });
 

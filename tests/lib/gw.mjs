@@ -114,26 +114,32 @@ export async function startGateway(opts = {}) {
   // opts.nofile: soft and hard open-file limit (prlimit execs the gateway: same pid).
   const argv = opts.nofile ? ['prlimit', `--nofile=${opts.nofile}:${opts.nofile}`, GW_BIN] : [GW_BIN];
   const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
-  let logs = '';
-  proc.stderr.on('data', (d) => { logs += d.toString(); });
-  proc.stdout.on('data', (d) => { logs += d.toString(); });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d.toString(); });
+  proc.stdout.on('data', (d) => { stderr += d.toString(); });
+  // With [gateway] log_file, the log is what the gateway wrote to stderr, then the file's lines.
+  const logFile = g.log_file;
+  const readLog = () => { try { return fs.readFileSync(logFile, 'utf8'); } catch { return ''; } };
+  const logsNow = () => (logFile ? stderr + readLog() : stderr);
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
-  const m = await waitFor(() => /listening on (\S+):(\d+)/.exec(logs) || (proc.exitCode !== null && 'exit'), 5000, 'gateway to listen');
-  if (m === 'exit') throw new Error(`gateway exited early:\n${logs}`);
+  const m = await waitFor(() => /listening on (\S+):(\d+)/.exec(logsNow()) || (proc.exitCode !== null && 'exit'), 5000, 'gateway to listen');
+  if (m === 'exit') throw new Error(`gateway exited early:\n${logsNow()}`);
   const host = m[1];
   const port = Number(m[2]);
   const gw = {
     dir, conf, proc, port, host, childLog, exited,
     base: `http://${host}:${port}`,
     url: `http://${host}:${port}${servers[0].path || '/mcp'}`,
-    logs: () => logs,
-    waitLog: (re, ms = 5000) => waitFor(() => re.exec(logs), ms, `log ${re}`),
+    logs: logsNow,
+    /** What the gateway wrote to stdout and stderr (with log_file: what it wrote before the file). */
+    stderr: () => stderr,
+    waitLog: (re, ms = 5000) => waitFor(() => re.exec(logsNow()), ms, `log ${re}`),
     /** Lines the example child received (its --log file). */
     /** Complete lines only: a last piece without its newline is still being written. */
     childLines: () => (fs.existsSync(childLog) ? fs.readFileSync(childLog, 'utf8').split('\n').slice(0, -1).filter(Boolean) : []),
     childMessages: () => gw.childLines().map((l) => { try { return JSON.parse(l); } catch { return { raw: l }; } }),
     /** pids of children the gateway spawned, from its log */
-    childPids: () => [...logs.matchAll(/child=(\d+)/g)].map((x) => Number(x[1])),
+    childPids: () => [...logsNow().matchAll(/child=(\d+)/g)].map((x) => Number(x[1])),
     /**
      * Stops the gateway and ASSERTS how it exited, so no test can forget to:
      *   await gw.stop()                       SIGTERM; asserts exit status 0, no signal
@@ -151,8 +157,8 @@ export async function startGateway(opts = {}) {
       if (typeof signal === 'object' && signal !== null) ({ signal = 'SIGTERM', expect = CLEAN_EXIT } = signal);
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await Promise.race([exited, new Promise((res) => setTimeout(() => res(null), 15000).unref())]);
-      if (r === null) { proc.kill('SIGKILL'); throw new Error(`gateway did not stop within 15 s; log (tail):\n${logs.slice(-4000)}`); }
-      if (expect !== null) assert.deepEqual(r, expect, `gateway exit status after ${signal}; log (tail):\n${logs.slice(-4000)}`);
+      if (r === null) { proc.kill('SIGKILL'); throw new Error(`gateway did not stop within 15 s; log (tail):\n${logsNow().slice(-4000)}`); }
+      if (expect !== null) assert.deepEqual(r, expect, `gateway exit status after ${signal}; log (tail):\n${logsNow().slice(-4000)}`);
       return r;
     },
   };

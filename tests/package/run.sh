@@ -135,13 +135,19 @@ dpkg -i "$deb1"
 dpkg -L mcp-gateway | sort >"$work/files"
 for f in /usr/bin/mcp-gateway /usr/lib/mcp-gateway/mcp-example-server /etc/mcp-gateway/gateway.ini \
     "$unit" /usr/lib/sysusers.d/mcp-gateway.conf /usr/share/man/man8/mcp-gateway.8.gz \
-    /usr/share/man/man5/mcp-gateway.ini.5.gz /usr/share/doc/mcp-gateway/examples/mcp-gateway.conf; do
+    /usr/share/man/man5/mcp-gateway.ini.5.gz /usr/share/doc/mcp-gateway/examples/mcp-gateway.conf \
+    /etc/logrotate.d/mcp-gateway; do
     [ -e "$f" ] || fail "$f is not installed"
     echo "installed: $f"
 done
 dpkg-query -W -f='${Conffiles}\n' mcp-gateway | grep -q ' /etc/mcp-gateway/gateway.ini ' \
     || fail "/etc/mcp-gateway/gateway.ini is not a conffile"
 echo "conffile: /etc/mcp-gateway/gateway.ini"
+if command -v logrotate >/dev/null; then
+    logrotate -d -s "$work/logrotate.state" /etc/logrotate.d/mcp-gateway >"$work/logrotate.out" 2>&1 \
+        || { cat "$work/logrotate.out"; fail "logrotate -d rejects /etc/logrotate.d/mcp-gateway"; }
+    echo "logrotate -d accepts /etc/logrotate.d/mcp-gateway"
+fi
 command -v mcp-example-server >/dev/null && fail "the example server is on PATH"
 getent passwd mcp-gateway || fail "sysusers did not create the user mcp-gateway"
 uid=$(id -u mcp-gateway)
@@ -242,7 +248,7 @@ while read -r f; do
         left="$left $f"
     fi
 done <"$work/files"
-for f in /etc/mcp-gateway /var/lib/mcp-gateway /usr/lib/mcp-gateway \
+for f in /etc/mcp-gateway /var/lib/mcp-gateway /var/log/mcp-gateway /usr/lib/mcp-gateway \
     /etc/systemd/system/multi-user.target.wants/mcp-gateway.service; do
     [ -e "$f" ] || [ -L "$f" ] && left="$left $f"
 done

@@ -777,7 +777,7 @@ Test(config, keys_list_the_table)
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
     cr_assert_eq(n, gw + au + sv);
-    cr_assert_eq(gw, 33);
+    cr_assert_eq(gw, 34);
     cr_assert_eq(au, 20);
     cr_assert_eq(sv, 25);
     cr_assert_eq(config_keys(), keys);

@@ -6,6 +6,7 @@
  * journal, JSON that parses), then its escaping is undone and compared with what was logged.
  * fatal and fatalx exit, so they run in this binary re-executed (a constructor catches it).
  */
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -563,4 +564,61 @@ Test(log, fatal_and_fatalx_escape_like_the_rest)
                 cr_assert_str_eq(p.level, "error");
             free(out);
         }
+}
+
+/* The whole file at path (malloc'd, NUL-terminated); "" when it does not exist. */
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = calloc(1, 65536);
+    cr_assert_not_null(buf);
+    if (f != NULL) {
+        size_t n = fread(buf, 1, 65535, f);
+        buf[n] = '\0';
+        fclose(f);
+    }
+    return buf;
+}
+
+Test(log, log_file_appends_and_reopens_at_its_path_after_a_rename)
+{
+    char dir[] = "/tmp/mcpgw-logtest-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128], moved[160];
+    snprintf(path, sizeof(path), "%s/gw.log", dir);
+    snprintf(moved, sizeof(moved), "%s.1", path);
+    log_init(LOG_INFO, LOG_FORMAT_TEXT);
+    cr_assert_eq(log_reopen(), 0, "nothing to reopen without a file");
+    cr_assert_null(log_file());
+    cr_assert_eq(log_set_file(path), 0);
+    cr_assert_str_eq(log_file(), path);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_eq(st.st_mode & 0137, 0, "mode %o", (unsigned)st.st_mode & 0777);
+    log_info(NULL, "first");
+    cr_assert_eq(rename(path, moved), 0);
+    log_info(NULL, "second"); /* still the renamed file: it is open */
+    cr_assert_eq(log_reopen(), 0);
+    log_info(NULL, "third");
+    char *old = slurp(moved), *now = slurp(path);
+    cr_assert(strstr(old, "info first\n") && strstr(old, "info second\n") && !strstr(old, "third"),
+              "%s", old);
+    cr_assert(strstr(now, "info third\n") && !strstr(now, "first"), "%s", now);
+    free(old);
+    free(now);
+    /* A file that cannot be opened: -1, and lines stay in the one open. */
+    char bad[160];
+    snprintf(bad, sizeof(bad), "%s/no/such/dir/gw.log", dir);
+    cr_assert_eq(log_set_file(bad), -1);
+    cr_assert_str_eq(log_file(), path);
+    log_info(NULL, "fourth");
+    now = slurp(path);
+    cr_assert(strstr(now, "info fourth\n"), "%s", now);
+    free(now);
+    cr_assert_eq(log_set_file(NULL), 0);
+    cr_assert_null(log_file());
+    unlink(path);
+    unlink(moved);
+    rmdir(dir);
 }

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+// Signals an operator may send besides TERM, INT and HUP (operations.test.mjs has those), and
+// [gateway] log_file: SIGUSR1 reopens the log file (logrotate renames it, then signals), SIGUSR2,
+// SIGWINCH, SIGALRM and SIGPIPE are logged or ignored and end nothing, SIGQUIT stops like SIGTERM;
+// and the Debian package's logrotate file, run by the real logrotate against a gateway.
+// Each time the process lives on and a session opened before the signal still answers after it.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { callTool, initSession, pidAlive, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const read = (f) => { try { return fs.readFileSync(f, 'utf8'); } catch { return ''; } };
+
+/** An echo in session sid answers with text. */
+async function echoes(gw, sid, text) {
+  const { response } = await callTool(gw, sid, 'echo', { text });
+  assert.equal(response?.result?.content?.[0]?.text, text, JSON.stringify(response));
+}
+
+test('log_file: the log goes to the file (0640 at most); SIGUSR1 after a rename reopens it at its path; sessions survive', async () => {
+  const dir = tmpdir('mcpgw-logfile-');
+  const file = path.join(dir, 'gateway.log');
+  const gw = await startGateway({ gateway: { log_file: file } });
+  let ok = false;
+  try {
+    assert.match(read(file), /listening on /, 'the log is in the file');
+    assert.doesNotMatch(gw.stderr(), /listening on /, 'not on stderr');
+    const mode = fs.statSync(file).mode & 0o777;
+    assert.equal(mode & 0o137, 0, `mode ${mode.toString(8)}: no one but the owner writes, no one else reads`);
+    const s = await initSession(gw);
+    await echoes(gw, s.sid, 'before');
+
+    fs.renameSync(file, `${file}.1`);
+    gw.proc.kill('SIGUSR1');
+    await waitFor(() => /log file reopened/.test(read(file)), scaled(5000), 'a new file at the path with "log file reopened"');
+    assert.ok(pidAlive(gw.proc.pid) && gw.proc.exitCode === null, 'the gateway lives');
+    // New lines go to the new file; the renamed one gets none of them.
+    await echoes(gw, s.sid, 'after');
+    const s2 = await initSession(gw);
+    await waitFor(() => read(file).includes(`session=${s2.sid} session created`), scaled(5000), 'the new session in the new file');
+    assert.ok(!read(`${file}.1`).includes(s2.sid), 'the renamed file gets no new line');
+    assert.match(read(`${file}.1`), /session created/, 'the renamed file kept the old lines');
+
+    // A second USR1 without a rename: same file, appended to.
+    const before = read(file).length;
+    gw.proc.kill('SIGUSR1');
+    await waitFor(() => (read(file).match(/log file reopened/g) || []).length === 2, scaled(5000), 'a second reopen');
+    assert.ok(read(file).length > before);
+    await echoes(gw, s.sid, 'again');
+    ok = true;
+  } finally {
+    await gw.stop(ok ? undefined : { expect: null });
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+  }
+});
+
+test('SIGUSR1 without log_file, SIGUSR2, SIGWINCH, SIGALRM, SIGPIPE: logged or ignored, the gateway and its sessions live; SIGQUIT stops like SIGTERM (exit 0)', async () => {
+  const gw = await startGateway({});
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    const expectations = [
+      ['SIGUSR1', /SIGUSR1: no log_file/],
+      ['SIGUSR2', /SIGUSR2 ignored/],
+      ['SIGWINCH', /SIGWINCH ignored/],
+      ['SIGALRM', /SIGALRM ignored/],
+      ['SIGPIPE', null],
+    ];
+    for (const [sig, re] of expectations) {
+      gw.proc.kill(sig);
+      const dead = () => gw.proc.exitCode !== null || gw.proc.signalCode !== null;
+      const seen = await waitFor(() => (dead() ? 'dead' : !re || re.exec(gw.logs())), scaled(5000), `log ${re} after ${sig}`);
+      assert.notEqual(seen, 'dead', `the gateway ended on ${sig}: ${gw.proc.signalCode ?? gw.proc.exitCode}`);
+      await echoes(gw, s.sid, `after ${sig}`);
+      assert.ok(gw.proc.exitCode === null && gw.proc.signalCode === null, `the gateway lives after ${sig}`);
+    }
+    ok = true;
+  } finally {
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+    await gw.stop(ok ? 'SIGQUIT' : { expect: null });
+  }
+  assert.match(gw.logs(), /shutting down \(SIGQUIT\)/);
+});
+
+// The logrotate file fails, rather than skips, without logrotate (tests/deps.sh installs it).
+const LOGROTATE = ['/usr/sbin/logrotate', '/usr/bin/logrotate'].find((p) => fs.existsSync(p));
+
+test('deploy/debian/mcp-gateway.logrotate, run by logrotate: the file is renamed, the gateway writes a new one at the path, sessions survive', async () => {
+  assert.ok(LOGROTATE, 'logrotate is not installed (tests/deps.sh installs it)');
+  const dir = tmpdir('mcpgw-logrotate-');
+  const logs = path.join(dir, 'log');
+  fs.mkdirSync(logs);
+  const file = path.join(logs, 'gateway.log');
+  const gw = await startGateway({ gateway: { log_file: file } });
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    // The shipped file with only its paths, its user and its kill line swapped.
+    const user = os.userInfo().username;
+    const group = spawnSync('id', ['-gn'], { encoding: 'utf8' }).stdout.trim();
+    let conf = fs.readFileSync(path.join(process.env.GW_SOURCE_ROOT, 'deploy/debian/mcp-gateway.logrotate'), 'utf8');
+    const swaps = [
+      [/\/var\/log\/mcp-gateway\//g, `${logs}/`],
+      [/\bsu mcp-gateway mcp-gateway\b/, `su ${user} ${group}`],
+      [/\bcreate 0640 mcp-gateway mcp-gateway\b/, `create 0640 ${user} ${group}`],
+      [/^\s*systemctl kill .*SIGUSR1.*$/m, `        kill -USR1 ${gw.proc.pid}`],
+    ];
+    for (const [re, to] of swaps) {
+      assert.match(conf, re, `the logrotate file has ${re}`);
+      conf = conf.replace(re, to);
+    }
+    const confPath = path.join(dir, 'logrotate.conf');
+    fs.writeFileSync(confPath, conf, { mode: 0o644 });
+    const r = spawnSync(LOGROTATE, ['-f', '-v', '-s', path.join(dir, 'state'), confPath], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 0, `logrotate: ${r.stdout}${r.stderr}`);
+    assert.match(read(`${file}.1`), /session created/, 'the old lines are in gateway.log.1 (not compressed yet: delaycompress)');
+    await waitFor(() => /log file reopened/.test(read(file)), scaled(5000), 'the gateway reopened gateway.log');
+    await echoes(gw, s.sid, 'after logrotate');
+    const s2 = await initSession(gw);
+    await waitFor(() => read(file).includes(`session=${s2.sid} session created`), scaled(5000), 'new lines in the new file');
+    ok = true;
+  } finally {
+    await gw.stop(ok ? undefined : { expect: null });
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+  }
+});
+
+test('SIGHUP with another log_file moves the log there; one that cannot be opened leaves it where it is', async () => {
+  const dir = tmpdir('mcpgw-logmove-');
+  const a = path.join(dir, 'a.log');
+  const b = path.join(dir, 'b.log');
+  const gw = await startGateway({ gateway: { log_file: a } });
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    const ini = fs.readFileSync(gw.conf, 'utf8');
+    fs.writeFileSync(gw.conf, ini.replace(`log_file = ${a}`, `log_file = ${b}`));
+    gw.proc.kill('SIGHUP');
+    await waitFor(() => /configuration reloaded/.test(read(b)), scaled(5000), 'the reload logged in b.log');
+    assert.ok(read(a).includes(`SIGHUP: log_file changed: the log goes to ${b}`), 'a.log says where the log went');
+    assert.ok(read(b).includes(`SIGHUP: the log goes here from now on (it went to ${a})`), 'b.log says where it came from');
+    const bad = path.join(dir, 'no', 'such', 'dir', 'c.log');
+    fs.writeFileSync(gw.conf, ini.replace(`log_file = ${a}`, `log_file = ${bad}`));
+    gw.proc.kill('SIGHUP');
+    await waitFor(() => (read(b).match(/configuration reloaded/g) || []).length === 2, scaled(5000), 'the second reload logged in b.log');
+    assert.match(read(b), /SIGHUP: log_file .*c\.log: No such file or directory; the log stays in .*b\.log/);
+    await echoes(gw, s.sid, 'after the moves');
+    ok = true;
+  } finally {
+    await gw.stop(ok ? undefined : { expect: null });
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}\na: ${read(a).slice(-2000)}\nb: ${read(b).slice(-2000)}`);
+  }
+});
