@@ -266,9 +266,9 @@ upstream_spawn_error(const struct upstream *u, const struct upstream_params *p, 
         log_error(u->tag, "server %s: cannot start a child: cwd %s: %s", server, p->cwd,
                   strerror(e));
     } else if (step == UPSTREAM_STEP_EXEC) {
-        *errstr = e == ENOENT   ? "command not found"
-                  : e == EACCES ? "command not executable"
-                                : "cannot execute the command";
+        *errstr = e == ENOENT                   ? "command not found"
+                  : e == EACCES || e == ENOEXEC ? "command not executable"
+                                                : "cannot execute the command";
         log_error(u->tag, "server %s: cannot start a child: command %s: %s", server, p->argv[0],
                   strerror(e));
     } else {
