@@ -56,7 +56,8 @@ struct config_server {
     char *name;             /* from [server:NAME] */
     char *path;             /* MCP endpoint, starts with '/' */
     char **argv;            /* command split like a shell would, NULL-terminated, argv[0] != NULL */
-    char **env;             /* "KEY=VALUE" from env =, NULL-terminated (may be empty) */
+    char **env;             /* "KEY=VALUE" of env = and env_file, NULL-terminated */
+    char *env_file;         /* KEY=VALUE lines added to env; NULL: none */
     char **inherit_env;     /* names copied from the gateway's environment, NULL-terminated */
     char *cwd;              /* NULL: the gateway's working directory */
     char **required_scopes; /* every one must be granted to the token; NULL-terminated */
@@ -83,6 +84,8 @@ struct config_server {
     uint64_t cache_ttl_ms; /* ttlMs stamped where a legacy child's cacheable result lacks it */
     bool cache_public;     /* cacheScope stamped likewise: "public", else "private" */
     int line;              /* line of the section header */
+    int command_line;      /* line of command = */
+    int cwd_line;          /* line of cwd =; 0 when unset */
 };
 
 struct config {
@@ -116,6 +119,7 @@ struct config {
     uint64_t sse_close_after_ms;   /* SSE polling: POST connections end after this; 0: never */
     uint64_t legacy_sse;           /* 1: the 2024-11-05 HTTP+SSE transport is served too */
     char *state_key_file;          /* requestState sealing key; NULL: random at start */
+    char *admin_token_file;        /* where admin_token was read from; NULL: none */
     char **allowed_origins;        /* NULL-terminated */
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;
@@ -135,6 +139,14 @@ int config_load(const char *path, struct config *cfg, char *err, size_t errlen) 
 int config_load_string(const char *text, const char *name, struct config *cfg, char *err,
                        size_t errlen) MUSTCHECK;
 void config_clear(struct config *cfg);
+/*
+ * Whether srv's child can start: its cwd is a directory, and its command (argv[0], looked up in
+ * PATH when it has no '/', relative to cwd when it is relative) is an executable regular file.
+ * 0, or -1 with "file:line: key: [server:NAME] reason" in err. --check-config fails on it; a start
+ * or reload only warns (a child is spawned per session, and the others still serve).
+ */
+int config_check_command(const struct config *cfg, const struct config_server *srv, char *err,
+                         size_t errlen);
 
 /* Every key as "gateway.KEY", "auth.KEY" or "server.KEY", NULL-terminated (static storage). */
 const char *const *config_keys(void);

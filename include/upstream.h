@@ -26,6 +26,7 @@ struct upstream_params {
     char *const *envp;       /* the child's whole environment */
     const char *cwd;         /* NULL: inherit */
     const char *tag;         /* for logs (the session id); copied */
+    const char *server;      /* the [server:NAME] it runs, for spawn errors; NULL: "-" */
     size_t max_line_bytes;   /* a longer stdout line ends the child */
     size_t stdin_max_bytes;  /* queued bytes toward stdin */
     uint64_t stdin_grace_ms; /* after stdin is closed, before SIGTERM */

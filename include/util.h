@@ -46,10 +46,13 @@ int64_t util_now_unix(void);
  */
 long util_base64url_decode(const char *s, size_t n, unsigned char *out, size_t cap) MUSTCHECK;
 /*
- * Finding F6 (as sshd does): a file anyone may write steers the gateway, and a secret anyone may
- * read is no secret. NULL when the open file fd is neither; else a static reason.
+ * Finding F6 (as sshd does): a file anyone but root or the gateway's own user may write steers
+ * the gateway, and a secret anyone may read is no secret. The open file fd (named path) must be
+ * owned by root or this process's user and not writable by group or others; with secret, not
+ * readable by others either (0640 with the gateway's group, or 0600). NULL when it is safe; else
+ * buf holding "PATH is ...: chmod ... PATH", the reason and its fix.
  */
-const char *util_file_unsafe(int fd, bool secret);
+const char *util_file_unsafe(int fd, const char *path, bool secret, char *buf, size_t len);
 /* The inverse: in[0..n) as base64url without padding into out (room for (n * 4 + 2) / 3 + 1 bytes,
  * NUL-terminated); returns the length. */
 size_t util_base64url_encode(const unsigned char *in, size_t n, char *out);

@@ -92,10 +92,11 @@ auth_slurp(const char *path, bool secret, size_t *len, char *err, size_t errlen)
         auth_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    const char *unsafe = util_file_unsafe(fileno(fp), secret);
+    char why[1024];
+    const char *unsafe = util_file_unsafe(fileno(fp), path, secret, why, sizeof why);
     if (unsafe != NULL) {
         fclose(fp);
-        auth_fail(err, errlen, "%s %s", path, unsafe);
+        auth_fail(err, errlen, "%s", unsafe);
         return NULL;
     }
     char *text = xmalloc(AUTH_FILE_MAX + 1);

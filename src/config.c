@@ -6,21 +6,26 @@
  * lines, refuses lines that inih would silently cut at INI_MAX_LINE, and tracks section headers
  * itself, because inih keeps only 49 bytes of a section name and says nothing about empty
  * sections. Values are collected raw first and converted once the whole file is read, so
- * continuation lines can extend a list and cross-checks see final values. Nothing here touches the
- * filesystem beyond reading the file: the command and cwd are only checked when a child starts.
+ * continuation lines can extend a list and cross-checks see final values. Besides the file, a load
+ * reads the files that keep secrets out of it (admin_token_file, env_file); config_check_command
+ * looks at each server's command and cwd, for --check-config and as a warning at start.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -66,7 +71,10 @@ struct config_parse {
     size_t n_servers;
     struct config_raw *cur; /* section being read; NULL before the first header */
     enum config_section cur_section;
+    bool inline_secret; /* admin_token or an env line is written in the file itself */
 };
+
+#define CONFIG_SECRET_FILE_MAX 65536u /* admin_token_file, env_file */
 
 static int config_fail(struct config_parse *ps, int line, const char *key, const char *fmt, ...)
     PRINTF(4, 5);
@@ -546,6 +554,147 @@ config_raw_get(const struct config_raw *raw, const char *name, enum config_secti
     return raw->value[i] ? raw->value[i] : config_options[i].def;
 }
 
+/* ---- files that keep secrets out of the INI file ---- */
+
+/*
+ * The text of a file that holds a secret (admin_token_file, env_file), checked like the other
+ * secret files (util_file_unsafe): at most CONFIG_SECRET_FILE_MAX bytes, no NUL. NULL after
+ * config_fail; the caller wipes and frees the text.
+ */
+static char *
+config_read_secret(struct config_parse *ps, int line, const char *key, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1) {
+        config_fail(ps, line, key, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char why[1024];
+    const char *unsafe = util_file_unsafe(fd, path, true, why, sizeof why);
+    if (unsafe != NULL) {
+        close(fd);
+        config_fail(ps, line, key, "%s", unsafe);
+        return NULL;
+    }
+    char *text = xmalloc(CONFIG_SECRET_FILE_MAX + 1);
+    size_t n = 0;
+    ssize_t got = 0;
+    while (n <= CONFIG_SECRET_FILE_MAX) {
+        got = read(fd, text + n, CONFIG_SECRET_FILE_MAX + 1 - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    int e = errno;
+    close(fd);
+    const char *bad = got < 0                         ? strerror(e)
+                      : n > CONFIG_SECRET_FILE_MAX    ? "is larger than 64 KiB"
+                      : memchr(text, '\0', n) != NULL ? "contains a NUL byte"
+                                                      : NULL;
+    if (bad != NULL) {
+        explicit_bzero(text, n < CONFIG_SECRET_FILE_MAX ? n : CONFIG_SECRET_FILE_MAX);
+        free(text);
+        config_fail(ps, line, key, "%s: %s", path, bad);
+        return NULL;
+    }
+    text[n] = '\0';
+    return text;
+}
+
+/* admin_token_file: the token is its first line (without "\r\n"); admin_token must be empty. */
+static int
+config_admin_token_file(struct config_parse *ps, struct config *cfg)
+{
+    int line;
+    config_raw_get(&ps->gateway, "admin_token_file", CONFIG_SEC_GATEWAY, &line);
+    if (cfg->admin_token[0] != '\0')
+        return config_fail(ps, line, "admin_token_file",
+                           "and admin_token exclude each other: set one");
+    char *text = config_read_secret(ps, line, "admin_token_file", cfg->admin_token_file);
+    if (text == NULL)
+        return -1;
+    size_t len = strcspn(text, "\r\n");
+    bool ok = len >= 32 && len <= 256;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = isalnum((unsigned char)text[i]) || text[i] == '_' || text[i] == '-';
+    if (ok) {
+        free(cfg->admin_token);
+        cfg->admin_token = xmalloc(len + 1);
+        memcpy(cfg->admin_token, text, len);
+        cfg->admin_token[len] = '\0';
+    }
+    explicit_bzero(text, strlen(text));
+    free(text);
+    if (!ok)
+        return config_fail(ps, line, "admin_token_file",
+                           "%s: the first line must be 32..256 characters of [A-Za-z0-9_-]",
+                           cfg->admin_token_file);
+    return 0;
+}
+
+/* Whether env holds a variable called name (len bytes). */
+static bool
+config_env_has(char **env, const char *name, size_t len)
+{
+    for (char **e = env; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, name, len) == 0 && (*e)[len] == '=')
+            return true;
+    return false;
+}
+
+/*
+ * env_file: NAME=VALUE lines, the value as written up to the end of the line (no quotes, no
+ * expansion); blank lines and lines starting with '#' are skipped. Appended to env; a name set
+ * twice (in env and the file, or twice in the file) is an error rather than a silent override.
+ * Messages name the file's line, never a value.
+ */
+static int
+config_env_file(struct config_parse *ps, const struct config_raw_server *rs,
+                struct config_server *srv)
+{
+    int line;
+    config_raw_get(&rs->raw, "env_file", CONFIG_SEC_SERVER, &line);
+    char *text = config_read_secret(ps, line, "env_file", srv->env_file);
+    if (text == NULL)
+        return -1;
+    size_t total = strlen(text), n = 0;
+    while (srv->env != NULL && srv->env[n] != NULL)
+        n++;
+    unsigned lineno = 0;
+    int rc = 0;
+    for (char *p = text, *next; rc == 0 && *p != '\0'; p = next) {
+        char *nl = strchr(p, '\n');
+        next = nl != NULL ? nl + 1 : p + strlen(p);
+        if (nl != NULL)
+            *nl = '\0';
+        lineno++;
+        size_t len = strlen(p);
+        if (len > 0 && p[len - 1] == '\r')
+            p[len - 1] = '\0';
+        const char *s = config_lskip(p);
+        if (*s == '\0' || *s == '#')
+            continue;
+        const char *eq = strchr(s, '=');
+        if (eq == NULL || !config_is_name(s, (size_t)(eq - s)))
+            rc = config_fail(ps, line, "env_file",
+                             "%s:%u: must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*",
+                             srv->env_file, lineno);
+        else if (config_env_has(srv->env, s, (size_t)(eq - s)))
+            rc = config_fail(ps, line, "env_file", "%s:%u: %.*s is already set (env or env_file)",
+                             srv->env_file, lineno, (int)(eq - s), s);
+        else {
+            srv->env = xrealloc(srv->env, (n + 2) * sizeof *srv->env);
+            srv->env[n++] = xstrdup(s);
+            srv->env[n] = NULL;
+        }
+    }
+    explicit_bzero(text, total);
+    free(text);
+    return rc;
+}
+
 static int
 config_build_gateway(struct config_parse *ps, struct config *cfg)
 {
@@ -557,6 +706,8 @@ config_build_gateway(struct config_parse *ps, struct config *cfg)
         if (config_apply(ps, opt, v, ps->gateway.line[i], cfg) == -1)
             return -1;
     }
+    if (cfg->admin_token_file != NULL && config_admin_token_file(ps, cfg) == -1)
+        return -1;
     size_t tlen = strlen(cfg->admin_token);
     if (tlen > 0 && tlen < 32) {
         int line;
@@ -747,6 +898,10 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
         if (v != NULL && config_apply(ps, opt, v, line, srv) == -1)
             return -1;
     }
+    config_raw_get(&rs->raw, "command", CONFIG_SEC_SERVER, &srv->command_line);
+    config_raw_get(&rs->raw, "cwd", CONFIG_SEC_SERVER, &srv->cwd_line);
+    if (srv->env_file != NULL && config_env_file(ps, rs, srv) == -1)
+        return -1;
     int scopes_line;
     config_raw_get(&rs->raw, "required_scopes", CONFIG_SEC_SERVER, &scopes_line);
     if (config_check_scopes(ps, srv->required_scopes, scopes_line ? scopes_line : rs->line) == -1
@@ -808,6 +963,12 @@ config_run(struct config_parse *ps, struct config *cfg)
         config_fail(ps, rc > 0 ? rc : ps->lineno, "-", "syntax error");
     if (!ps->failed)
         config_build(ps, cfg);
+    size_t tok = config_find(CONFIG_SEC_GATEWAY, "admin_token");
+    size_t env = config_find(CONFIG_SEC_SERVER, "env");
+    ps->inline_secret = ps->gateway.value[tok] != NULL && ps->gateway.value[tok][0] != '\0';
+    for (size_t i = 0; i < ps->n_servers; i++)
+        if (ps->servers[i].raw.value[env] != NULL && ps->servers[i].raw.value[env][0] != '\0')
+            ps->inline_secret = true;
     config_raw_free(&ps->gateway);
     config_raw_free(&ps->auth);
     for (size_t i = 0; i < ps->n_servers; i++) {
@@ -842,12 +1003,21 @@ config_load(const char *path, struct config *cfg, char *err, size_t errlen)
     ps.fp = fopen(path, "re");
     if (ps.fp == NULL)
         return config_fail(&ps, 0, "-", "cannot open: %s", strerror(errno));
-    const char *unsafe = util_file_unsafe(fileno(ps.fp), false);
+    char why[1024];
+    const char *unsafe = util_file_unsafe(fileno(ps.fp), path, false, why, sizeof why);
     if (unsafe != NULL) {
         fclose(ps.fp);
-        return config_fail(&ps, 0, "-", "the file %s", unsafe);
+        return config_fail(&ps, 0, "-", "%s", unsafe);
     }
     int rc = config_run(&ps, cfg);
+    /* Secrets in a file others may read: warned, not refused, as the file may be shared on
+     * purpose (the refusal is for files that are nothing but a secret). */
+    struct stat st;
+    if (rc == 0 && ps.inline_secret && fstat(fileno(ps.fp), &st) == 0 && (st.st_mode & S_IROTH))
+        log_warn(NULL,
+                 "%s holds secrets (admin_token or env lines) and is readable by others: chmod "
+                 "0640 %s (group: the gateway's), or move them to admin_token_file and env_file",
+                 path, path);
     fclose(ps.fp);
     return rc;
 }
@@ -868,6 +1038,7 @@ config_clear(struct config *cfg)
     free(cfg->listen_host);
     free(cfg->instance_id);
     free(cfg->admin_token);
+    free(cfg->admin_token_file);
     free(cfg->state_key_file);
     free(cfg->log_file);
     config_strv_free(cfg->allowed_origins);
@@ -886,7 +1057,11 @@ config_clear(struct config *cfg)
         free(srv->name);
         free(srv->path);
         config_strv_free(srv->argv);
+        if (srv->env != NULL)
+            for (char **e = srv->env; *e != NULL; e++)
+                explicit_bzero(*e, strlen(*e));
         config_strv_free(srv->env);
+        free(srv->env_file);
         config_strv_free(srv->inherit_env);
         free(srv->cwd);
         config_strv_free(srv->required_scopes);
@@ -908,4 +1083,77 @@ config_keys(void)
         for (size_t i = 0; i < CONFIG_N_OPTIONS; i++)
             keys[i] = config_options[i].key;
     return keys;
+}
+
+/* Why path cannot be executed, or NULL when it is an executable regular file. */
+static const char *
+config_exec_problem(const char *path, char *buf, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) == -1)
+        snprintf(buf, len, "%s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        snprintf(buf, len, "is not a regular file");
+    else if (access(path, X_OK) == -1)
+        snprintf(buf, len, "is not executable (%s)", strerror(errno));
+    else
+        return NULL;
+    return buf;
+}
+
+int
+config_check_command(const struct config *cfg, const struct config_server *srv, char *err,
+                     size_t errlen)
+{
+    struct stat st;
+    const char *cwd_bad = srv->cwd == NULL            ? NULL
+                          : stat(srv->cwd, &st) == -1 ? strerror(errno)
+                          : !S_ISDIR(st.st_mode)      ? "is not a directory"
+                                                      : NULL;
+    if (cwd_bad != NULL) {
+        snprintf(err, errlen, "%s:%d: cwd: [server:%s] %s: %s", cfg->file, srv->cwd_line, srv->name,
+                 srv->cwd, cwd_bad);
+        return -1;
+    }
+    const char *cmd = srv->argv[0];
+    char path[PATH_MAX], why[256];
+    const char *bad = NULL;
+    if (strchr(cmd, '/') != NULL) {
+        /* The child execs it after its chdir: a relative command is relative to cwd. */
+        if (cmd[0] != '/' && srv->cwd != NULL)
+            snprintf(path, sizeof path, "%s/%s", srv->cwd, cmd);
+        else
+            snprintf(path, sizeof path, "%s", cmd);
+        bad = config_exec_problem(path, why, sizeof why);
+    } else {
+        /* As upstream_exec searches: the gateway's PATH, an empty entry is ".". */
+        const char *search = getenv("PATH");
+        if (search == NULL)
+            search = "/bin:/usr/bin";
+        bad = "not found in PATH";
+        for (const char *d = search; bad != NULL;) {
+            const char *end = strchrnul(d, ':');
+            int dlen = end == d ? 1 : (int)(end - d);
+            const char *dir = end == d ? "." : d;
+            if (dir[0] != '/' && srv->cwd != NULL)
+                snprintf(path, sizeof path, "%s/%.*s/%s", srv->cwd, dlen, dir, cmd);
+            else
+                snprintf(path, sizeof path, "%.*s/%s", dlen, dir, cmd);
+            if (config_exec_problem(path, why, sizeof why) == NULL)
+                bad = NULL;
+            if (*end == '\0')
+                break;
+            d = end + 1;
+        }
+        if (bad != NULL) {
+            snprintf(why, sizeof why, "not found in PATH (%s)", search);
+            snprintf(path, sizeof path, "%s", cmd);
+            bad = why;
+        }
+    }
+    if (bad == NULL)
+        return 0;
+    snprintf(err, errlen, "%s:%d: command: [server:%s] %s: %s", cfg->file, srv->command_line,
+             srv->name, path, bad);
+    return -1;
 }

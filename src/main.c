@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +218,27 @@ main_reopen_log(void)
         log_info(NULL, "SIGUSR1: log file reopened (%s)", log_file());
 }
 
+/*
+ * Each server's command and cwd (config_check_command): --check-config prints what is wrong and
+ * fails; a start or reload only warns, since the other servers still serve. Returns the count.
+ */
+static size_t
+main_check_commands(const struct config *cfg, bool check)
+{
+    size_t bad = 0;
+    char err[PATH_MAX + 512];
+    for (size_t i = 0; i < cfg->n_servers; i++) {
+        if (config_check_command(cfg, &cfg->servers[i], err, sizeof(err)) == 0)
+            continue;
+        bad++;
+        if (check)
+            fprintf(stderr, "%s\n", err);
+        else
+            log_warn(NULL, "%s; its sessions will fail to start", err);
+    }
+    return bad;
+}
+
 static void
 main_reload(void)
 {
@@ -245,6 +267,7 @@ main_reload(void)
     }
     log_init(next->log_level, next->log_format);
     main_log_file(next->log_file, "SIGHUP");
+    main_check_commands(next, false);
     session_set_config(next);
     pool_set_config(next);
     http_set_config(next, auth);
@@ -395,6 +418,12 @@ main(int argc, char **argv)
         free(M.cfg);
         return 1;
     }
+    if (check && main_check_commands(M.cfg, true) > 0) {
+        auth_free(M.auth);
+        config_clear(M.cfg);
+        free(M.cfg);
+        return 1;
+    }
     if (check) {
         printf("%s: configuration OK (%zu servers)\n", path, M.cfg->n_servers);
         static const char *const eras[] = { "auto", "modern", "legacy" };
@@ -413,6 +442,7 @@ main(int argc, char **argv)
     log_init(M.cfg->log_level, M.cfg->log_format);
     if (log_set_file(M.cfg->log_file) == -1)
         fatal("log_file %s", M.cfg->log_file);
+    main_check_commands(M.cfg, false);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);
     M.l = loop_new();

@@ -229,6 +229,7 @@ pool_child_start(struct pool *p)
         .envp = envp,
         .cwd = p->srv->cwd,
         .tag = c->tag,
+        .server = p->srv->name,
         .max_line_bytes = pools.cfg->max_message_bytes,
         .stdin_max_bytes = pools.cfg->stdin_queue_bytes,
         .stdin_grace_ms = pools.cfg->child_stdin_grace_ms,

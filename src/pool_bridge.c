@@ -71,10 +71,12 @@ pool_load_key(const struct config *cfg, char *err, size_t errlen)
         }
     } else {
         int fd = open(cfg->state_key_file, O_RDONLY | O_CLOEXEC);
-        const char *unsafe = fd == -1 ? NULL : util_file_unsafe(fd, true);
+        char why[1024];
+        const char *unsafe =
+            fd == -1 ? NULL : util_file_unsafe(fd, cfg->state_key_file, true, why, sizeof why);
         if (unsafe != NULL) {
             close(fd);
-            snprintf(err, errlen, "state_key_file %s %s", cfg->state_key_file, unsafe);
+            snprintf(err, errlen, "state_key_file %s", unsafe);
             return -1;
         }
         ssize_t got = fd == -1 ? -1 : read(fd, key, sizeof key);

@@ -211,6 +211,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         .envp = envp,
         .cwd = srv->cwd,
         .tag = s->id,
+        .server = srv->name,
         .max_line_bytes = sessions.cfg->max_message_bytes,
         .stdin_max_bytes = sessions.cfg->stdin_queue_bytes,
         .stdin_grace_ms = sessions.cfg->child_stdin_grace_ms,

@@ -220,9 +220,12 @@ upstream_exec(char *const argv[], char *const envp[], const char *search)
     errno = saved;
 }
 
+/* How far a child got before it failed: what a spawn error blames. */
+enum upstream_step { UPSTREAM_STEP_SETUP = 0, UPSTREAM_STEP_CWD, UPSTREAM_STEP_EXEC };
+
 static NORETURN void
 upstream_child(const struct upstream_params *p, pid_t parent, int in, int out, int err,
-               const char *search, volatile int *child_errno)
+               const char *search, volatile int *child_errno, volatile int *child_step)
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid() != parent)
         goto fail;
@@ -240,32 +243,57 @@ upstream_child(const struct upstream_params *p, pid_t parent, int in, int out, i
         goto fail;
     if (syscall(SYS_close_range, 3u, ~0u, 0u) == -1)
         goto fail;
+    *child_step = UPSTREAM_STEP_CWD;
     if (p->cwd != NULL && chdir(p->cwd) == -1)
         goto fail;
+    *child_step = UPSTREAM_STEP_EXEC;
     upstream_exec(p->argv, p->envp, search);
 fail:
     *child_errno = errno ? errno : EINVAL;
     _exit(127);
 }
 
+/* Logs why a child did not start, naming its server and the real cause; *errstr the short form. */
+static void
+upstream_spawn_error(const struct upstream *u, const struct upstream_params *p, int step, int e,
+                     const char **errstr)
+{
+    const char *server = p->server != NULL ? p->server : "-";
+    if (step == UPSTREAM_STEP_CWD) {
+        *errstr = e == ENOENT    ? "cwd not found"
+                  : e == ENOTDIR ? "cwd is not a directory"
+                                 : "cannot change to cwd";
+        log_error(u->tag, "server %s: cannot start a child: cwd %s: %s", server, p->cwd,
+                  strerror(e));
+    } else if (step == UPSTREAM_STEP_EXEC) {
+        *errstr = e == ENOENT                   ? "command not found"
+                  : e == EACCES || e == ENOEXEC ? "command not executable"
+                                                : "cannot execute the command";
+        log_error(u->tag, "server %s: cannot start a child: command %s: %s", server, p->argv[0],
+                  strerror(e));
+    } else {
+        *errstr = "spawn failed";
+        log_error(u->tag, "server %s: cannot start a child: %s", server, strerror(e));
+    }
+}
+
 static int
 upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2], int out[2],
                   int err[2], const char **errstr)
 {
-    volatile int child_errno = 0;
+    volatile int child_errno = 0, child_step = UPSTREAM_STEP_SETUP;
     pid_t parent = getpid();
     const char *volatile search = getenv("PATH");
     if (search == NULL)
         search = "/bin:/usr/bin";
     pid_t pid = vfork();
     if (pid == 0)
-        upstream_child(p, parent, in[0], out[1], err[1], search, &child_errno);
+        upstream_child(p, parent, in[0], out[1], err[1], search, &child_errno, &child_step);
     int rc = pid == -1 ? errno : child_errno;
     if (pid > 0 && rc != 0)
         (void)waitpid(pid, NULL, 0); /* it has already exited: reap it */
     if (rc != 0) {
-        *errstr = rc == ENOENT ? "command or cwd not found" : "spawn failed";
-        log_error(u->tag, "spawn %s: %s", p->argv[0], strerror(rc));
+        upstream_spawn_error(u, p, pid == -1 ? UPSTREAM_STEP_SETUP : child_step, rc, errstr);
         return -1;
     }
     u->pid = pid;

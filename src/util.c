@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static NORETURN void
 util_oom(size_t n)
@@ -204,14 +205,22 @@ util_base64url_encode(const unsigned char *in, size_t n, char *out)
 }
 
 const char *
-util_file_unsafe(int fd, bool secret)
+util_file_unsafe(int fd, const char *path, bool secret, char *buf, size_t len)
 {
     struct stat st;
     if (fstat(fd, &st) == -1)
-        return "cannot be examined (fstat)";
-    if (st.st_mode & S_IWOTH)
-        return "is writable by others (chmod o-w)";
-    if (secret && (st.st_mode & S_IROTH))
-        return "holds a secret and is readable by others (chmod o-r)";
-    return NULL;
+        snprintf(buf, len, "%s cannot be examined: %s", path, strerror(errno));
+    else if (st.st_uid != 0 && st.st_uid != geteuid())
+        snprintf(buf, len,
+                 "%s is owned by uid %u, neither root nor this user (uid %u): chown root %s", path,
+                 (unsigned)st.st_uid, (unsigned)geteuid(), path);
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        snprintf(buf, len, "%s is writable by %s: chmod go-w %s", path,
+                 st.st_mode & S_IWOTH ? "others" : "its group", path);
+    else if (secret && (st.st_mode & S_IROTH))
+        snprintf(buf, len, "%s holds a secret and is readable by others: chmod 0640 %s", path,
+                 path);
+    else
+        return NULL;
+    return buf;
 }

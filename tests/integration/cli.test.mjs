@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The binary's command line: --version, --help, --check-config on good and bad files, and a
-// clean stop on SIGTERM/SIGINT with every child reaped.
+// clean stop on SIGTERM/SIGINT with every child reaped; file modes and secret files; each
+// server's command and cwd.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { GW_BIN, callTool, initSession, pidAlive, startGateway, waitFor, get } from '../lib/gw.mjs';
+import { EXAMPLE, GW_BIN, callTool, initSession, pidAlive, post, startGateway, tmpdir, waitFor, withGateway, get } from '../lib/gw.mjs';
 
 const ROOT = process.env.GW_SOURCE_ROOT;
 
@@ -52,6 +53,141 @@ test('a missing config file is an error, not a crash', () => {
   const r = spawnSync(GW_BIN, ['--check-config', '--config', '/nonexistent/gateway.ini'], { encoding: 'utf8' });
   assert.equal(r.status, 1);
   assert.match(r.stderr, /nonexistent/);
+});
+
+// --- file modes and the files that keep secrets out of the INI file ---------------------------
+
+const TOKEN = 'tok_0123456789abcdef0123456789abcdef';
+const checkFile = (f) => spawnSync(GW_BIN, ['--check-config', '--config', f], { encoding: 'utf8', timeout: 10000 });
+function writeMode(f, text, mode) {
+  fs.writeFileSync(f, text);
+  fs.chmodSync(f, mode);
+  return f;
+}
+
+test('--check-config: a config writable by its group, or a secret file readable by others, is refused with the chmod that fixes it; a readable config with secrets is warned about', () => {
+  const dir = tmpdir('mcpgw-cli-modes-');
+  const server = `[server:example]\npath = /mcp\ncommand = ${EXAMPLE}\n`;
+  const base = `[gateway]\nlisten = 127.0.0.1:0\n${server}`;
+  // The configuration: group-writable refused.
+  const conf = writeMode(path.join(dir, 'gw.ini'), base, 0o664);
+  let r = checkFile(conf);
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  assert.equal(r.stderr.trim(), `${conf}:0: -: ${conf} is writable by its group: chmod go-w ${conf}`);
+  fs.chmodSync(conf, 0o644);
+  r = checkFile(conf);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '', 'no secrets: no warning');
+  // admin_token in a file others may read: loaded, with a warning and its fix.
+  writeMode(conf, base.replace('[gateway]\n', `[gateway]\nadmin_token = ${TOKEN}\n`), 0o644);
+  r = checkFile(conf);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, new RegExp(`warn ${conf} holds secrets .* readable by others: chmod 0640 ${conf}`));
+  fs.chmodSync(conf, 0o640);
+  r = checkFile(conf);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '', '0640: no warning');
+  // admin_token_file: readable by others refused, 0640 taken.
+  const tok = writeMode(path.join(dir, 'admin_token'), `${TOKEN}\n`, 0o644);
+  writeMode(conf, base.replace('[gateway]\n', `[gateway]\nadmin_token_file = ${tok}\n`), 0o644);
+  r = checkFile(conf);
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  assert.equal(r.stderr.trim(), `${conf}:2: admin_token_file: ${tok} holds a secret and is readable by others: chmod 0640 ${tok}`);
+  fs.chmodSync(tok, 0o640);
+  r = checkFile(conf);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '');
+  // env_file: the same rules.
+  const envf = writeMode(path.join(dir, 'example.env'), 'API_KEY=k\n', 0o604);
+  writeMode(conf, `${base}env_file = ${envf}\n`, 0o644);
+  r = checkFile(conf);
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  assert.equal(r.stderr.trim(), `${conf}:6: env_file: ${envf} holds a secret and is readable by others: chmod 0640 ${envf}`);
+  fs.chmodSync(envf, 0o660);
+  r = checkFile(conf);
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /env_file: .* is writable by its group: chmod go-w /);
+  fs.chmodSync(envf, 0o600);
+  r = checkFile(conf);
+  assert.equal(r.status, 0, r.stderr);
+});
+
+test('admin_token_file opens /admin/inflight with the token of its first line', async () => {
+  const dir = tmpdir('mcpgw-cli-admintok-');
+  const tok = writeMode(path.join(dir, 'admin_token'), `${TOKEN}\n`, 0o600);
+  await withGateway({ gateway: { admin_token_file: tok } }, async (gw) => {
+    const ok = await fetch(`${gw.base}/admin/inflight`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal(ok.status, 200);
+    assert.ok((await ok.json()).counters, 'the inflight document');
+    const bad = await fetch(`${gw.base}/admin/inflight`, { headers: { Authorization: `Bearer ${TOKEN}x` } });
+    await bad.arrayBuffer();
+    assert.notEqual(bad.status, 200);
+  });
+});
+
+test('env_file reaches the child\'s environment, beside env', async () => {
+  const dir = tmpdir('mcpgw-cli-envfile-');
+  const envf = writeMode(path.join(dir, 'example.env'), '# a secret\nMY_SECRET=from the file\n', 0o600);
+  const command = `/bin/sh -c 'echo "seen: MY_SECRET=$MY_SECRET PLAIN=$PLAIN" >&2; exec ${EXAMPLE}'`;
+  await withGateway({ servers: [{ name: 'example', path: '/mcp', command, env: 'PLAIN=yes', extra: `env_file = ${envf}` }] }, async (gw) => {
+    await initSession(gw);
+    await gw.waitLog(/child stderr: seen: MY_SECRET=from the file PLAIN=yes/);
+  });
+});
+
+// --- each server's command and cwd -------------------------------------------------------------
+
+test('--check-config fails on a server whose command or cwd is missing, naming the section and the line', () => {
+  const dir = tmpdir('mcpgw-cli-cmd-');
+  const notExec = writeMode(path.join(dir, 'not-exec'), '#!/bin/sh\n', 0o644);
+  const cases = [
+    [`command = ${dir}/missing --flag\n`, 5, `command: [server:bad] ${dir}/missing: No such file or directory`],
+    [`command = ${EXAMPLE}\ncwd = ${dir}/nowhere\n`, 6, `cwd: [server:bad] ${dir}/nowhere: No such file or directory`],
+    [`command = ${EXAMPLE}\ncwd = ${notExec}\n`, 6, `cwd: [server:bad] ${notExec}: is not a directory`],
+    [`command = ${notExec}\n`, 5, `command: [server:bad] ${notExec}: is not executable (Permission denied)`],
+    ['command = no-such-command-mcpgw\n', 5, 'command: [server:bad] no-such-command-mcpgw: not found in PATH'],
+    [`command = ./not-exec\ncwd = ${dir}\n`, 5, `command: [server:bad] ${dir}/./not-exec: is not executable`],
+  ];
+  for (const [lines, line, want] of cases) {
+    const conf = writeMode(path.join(dir, 'gw.ini'), `[gateway]\nlisten = 127.0.0.1:0\n[server:bad]\npath = /bad\n${lines}`, 0o644);
+    const r = checkFile(conf);
+    assert.equal(r.status, 1, `${lines}: ${r.stdout}${r.stderr}`);
+    assert.ok(r.stderr.startsWith(`${conf}:${line}: ${want}`), `${lines}: got ${r.stderr}`);
+    assert.doesNotMatch(r.stdout, /configuration OK/);
+  }
+  // A name without '/' found in PATH, and a relative command found from cwd, are fine.
+  fs.chmodSync(notExec, 0o755);
+  for (const lines of ['command = sh -c true\n', `command = ./not-exec\ncwd = ${dir}\n`]) {
+    const conf = writeMode(path.join(dir, 'gw.ini'), `[gateway]\nlisten = 127.0.0.1:0\n[server:ok]\npath = /ok\n${lines}`, 0o644);
+    const r = checkFile(conf);
+    assert.equal(r.status, 0, `${lines}: ${r.stderr}`);
+  }
+});
+
+test('a server with a missing cwd: the start warns, initialize gets 500, the log names the server and blames cwd, not the command', async () => {
+  const dir = tmpdir('mcpgw-cli-cwd-');
+  const servers = [
+    { name: 'example', path: '/mcp' },
+    { name: 'nocwd', path: '/nocwd', command: EXAMPLE, extra: `cwd = ${dir}/nowhere` },
+    { name: 'nocmd', path: '/nocmd', command: `${dir}/missing` },
+  ];
+  await withGateway({ servers }, async (gw) => {
+    await gw.waitLog(/warn .*cwd: \[server:nocwd\] .*nowhere: No such file or directory; its sessions will fail to start/);
+    await gw.waitLog(/warn .*command: \[server:nocmd\] .*missing: No such file or directory; its sessions will fail to start/);
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } } };
+    let r = await post(gw, init, { url: `${gw.base}/nocwd` });
+    await r.done();
+    assert.equal(r.status, 500);
+    assert.match(r.text(), /cwd not found/);
+    await gw.waitLog(new RegExp(`server nocwd: cannot start a child: cwd ${dir}/nowhere: No such file or directory`));
+    assert.doesNotMatch(gw.logs(), new RegExp(`spawn ${EXAMPLE}`), 'the binary, which exists, is not blamed');
+    r = await post(gw, init, { url: `${gw.base}/nocmd` });
+    await r.done();
+    assert.equal(r.status, 500);
+    assert.match(r.text(), /command not found/);
+    await gw.waitLog(new RegExp(`server nocmd: cannot start a child: command ${dir}/missing: No such file or directory`));
+    await initSession(gw); // the other server serves
+  });
 });
 
 test('GET /healthz answers 200', async () => {

@@ -148,6 +148,10 @@ if command -v logrotate >/dev/null; then
         || { cat "$work/logrotate.out"; fail "logrotate -d rejects /etc/logrotate.d/mcp-gateway"; }
     echo "logrotate -d accepts /etc/logrotate.d/mcp-gateway"
 fi
+# It may hold admin_token and env secrets: root's, read by the gateway through its group only.
+confmode() { stat -c '%a %U:%G' /etc/mcp-gateway/gateway.ini; }
+[ "$(confmode)" = "640 root:mcp-gateway" ] || fail "/etc/mcp-gateway/gateway.ini is $(confmode), not 640 root:mcp-gateway"
+echo "mode: /etc/mcp-gateway/gateway.ini $(confmode)"
 command -v mcp-example-server >/dev/null && fail "the example server is on PATH"
 getent passwd mcp-gateway || fail "sysusers did not create the user mcp-gateway"
 uid=$(id -u mcp-gateway)
@@ -217,6 +221,7 @@ child=$(user_procs "$uid" | awk '/mcp-example-server/ {print $2}')
 echo "in flight: id 2 (15 x 100 ms, ends within the drain), id 3 (100000 x 100 ms, outlives it); child pid $child"
 dpkg -i --force-confold "$deb2"
 grep -q -- '--log /var/lib/mcp-gateway/child.log' /etc/mcp-gateway/gateway.ini || fail "the upgrade replaced the edited conffile"
+[ "$(confmode)" = "640 root:mcp-gateway" ] || fail "after the upgrade /etc/mcp-gateway/gateway.ini is $(confmode)"
 echo "edited conffile kept; postinst: $(grep -o 'deb-systemd-invoke try-restart [^ ]*' /var/lib/dpkg/info/mcp-gateway.postinst) (systemd not running: done here)"
 unit_stop
 wait "$short" "$long" || true

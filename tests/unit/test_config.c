@@ -4,6 +4,8 @@
  * continuation lines, several servers, and the docs check (every key in conf/gateway.ini and the
  * README), through config.h only.
  */
+#include <sys/stat.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,7 @@ load_err(const char *text, const char *want)
     char err[512] = "";
     int rc = config_load_string(text, "t.ini", &cfg, err, sizeof err);
     cr_assert_eq(rc, -1, "expected failure \"%s\"\n--- text ---\n%s", want, text);
-    cr_assert_str_eq(err, want, "--- text ---\n%s", text);
+    cr_assert_str_eq(err, want, "got %s\n--- text ---\n%s", err, text);
     expect_zeroed(&cfg);
 }
 
@@ -761,6 +763,152 @@ Test(config, files_and_line_endings)
     cr_assert_eq(config_load_string("", "t.ini", &cfg, NULL, 0), -1);
 }
 
+/* A temporary file holding text with mode; its path in path (sizeof "/tmp/test_config_XXXXXX"). */
+static void
+temp_file(char *path, const char *text, mode_t mode)
+{
+    strcpy(path, "/tmp/test_config_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_neq(fd, -1);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    cr_assert_eq(fchmod(fd, mode), 0);
+    close(fd);
+}
+
+Test(config, file_modes)
+{
+    char path[32], want[512], err[512];
+    struct config cfg;
+    /* The configuration itself: writable by its group is refused like by others. */
+    temp_file(path, SERVER, 0620);
+    cr_assert_eq(config_load(path, &cfg, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s:0: -: %s is writable by its group: chmod go-w %s", path, path,
+             path);
+    cr_assert_str_eq(err, want);
+    expect_zeroed(&cfg);
+    cr_assert_eq(chmod(path, 0602), 0);
+    cr_assert_eq(config_load(path, &cfg, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s:0: -: %s is writable by others: chmod go-w %s", path, path,
+             path);
+    cr_assert_str_eq(err, want);
+    cr_assert_eq(chmod(path, 0644), 0);
+    cr_assert_eq(config_load(path, &cfg, err, sizeof err), 0, "%s", err);
+    config_clear(&cfg);
+    unlink(path);
+}
+
+Test(config, admin_token_file)
+{
+    static const char tok[] = "0123456789abcdef0123456789abcdef";
+    char path[32], text[512], want[512], err[512];
+    struct config cfg;
+    temp_file(path, "0123456789abcdef0123456789abcdef\r\nignored\n", 0640);
+    snprintf(text, sizeof text, "[gateway]\nadmin_token_file = %s\n" SERVER, path);
+    load_ok(text, &cfg);
+    cr_assert_str_eq(cfg.admin_token, tok);
+    cr_assert_str_eq(cfg.admin_token_file, path);
+    config_clear(&cfg);
+    /* Not with admin_token. */
+    snprintf(text, sizeof text, "[gateway]\nadmin_token = %s\nadmin_token_file = %s\n" SERVER, tok,
+             path);
+    load_err(text, "t.ini:3: admin_token_file: and admin_token exclude each other: set one");
+    /* A secret: readable by others is refused, with the fix. */
+    cr_assert_eq(chmod(path, 0644), 0);
+    snprintf(text, sizeof text, "[gateway]\nadmin_token_file = %s\n" SERVER, path);
+    snprintf(
+        want, sizeof want,
+        "t.ini:2: admin_token_file: %s holds a secret and is readable by others: chmod 0640 %s",
+        path, path);
+    load_err(text, want);
+    unlink(path);
+    /* The first line must be a valid token. */
+    temp_file(path, "short\n", 0600);
+    snprintf(text, sizeof text, "[gateway]\nadmin_token_file = %s\n" SERVER, path);
+    snprintf(want, sizeof want,
+             "t.ini:2: admin_token_file: %s: the first line must be 32..256 characters of "
+             "[A-Za-z0-9_-]",
+             path);
+    load_err(text, want);
+    unlink(path);
+    snprintf(want, sizeof want, "t.ini:2: admin_token_file: %s: No such file or directory", path);
+    load_err(text, want);
+    (void)err;
+}
+
+Test(config, env_file)
+{
+    char path[32], text[512], want[512];
+    struct config cfg;
+    temp_file(path, "# secrets\n\nAPI_KEY=s3cret value # kept\n  TOKEN=a=b\r\nEMPTY=\n", 0600);
+    snprintf(text, sizeof text, SERVER "env = A=1\nenv_file = %s\n", path);
+    load_ok(text, &cfg);
+    const char *const want_env[] = { "A=1", "API_KEY=s3cret value # kept", "TOKEN=a=b", "EMPTY=" };
+    char **env = cfg.servers[0].env;
+    cr_assert_eq(strv_len(env), 4);
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_str_eq(env[i], want_env[i]);
+    config_clear(&cfg);
+    /* Without env lines too. */
+    snprintf(text, sizeof text, SERVER "env_file = %s\n", path);
+    load_ok(text, &cfg);
+    cr_assert_eq(strv_len(cfg.servers[0].env), 3);
+    config_clear(&cfg);
+    /* A name in env and the file is an error, not an override; the value is never printed. */
+    snprintf(text, sizeof text, SERVER "env = TOKEN=x\nenv_file = %s\n", path);
+    snprintf(want, sizeof want, "t.ini:4: env_file: %s:4: TOKEN is already set (env or env_file)",
+             path);
+    load_err(text, want);
+    /* Readable by others, or writable by the group: refused. */
+    snprintf(text, sizeof text, SERVER "env_file = %s\n", path);
+    cr_assert_eq(chmod(path, 0604), 0);
+    snprintf(want, sizeof want,
+             "t.ini:3: env_file: %s holds a secret and is readable by others: chmod 0640 %s", path,
+             path);
+    load_err(text, want);
+    cr_assert_eq(chmod(path, 0660), 0);
+    snprintf(want, sizeof want, "t.ini:3: env_file: %s is writable by its group: chmod go-w %s",
+             path, path);
+    load_err(text, want);
+    unlink(path);
+    /* A line that is not NAME=VALUE. */
+    temp_file(path, "A=1\nnot a pair\n", 0600);
+    snprintf(text, sizeof text, SERVER "env_file = %s\n", path);
+    snprintf(want, sizeof want,
+             "t.ini:3: env_file: %s:2: must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*", path);
+    load_err(text, want);
+    unlink(path);
+}
+
+Test(config, check_command)
+{
+    struct config cfg;
+    char err[1024];
+    load_ok("[server:a]\ncommand = sh -c true\n[server:b]\npath = /b\ncommand = /bin/cat\n"
+            "cwd = /\n[server:c]\npath = /c\ncommand = /nonexistent/x --flag\n"
+            "[server:d]\npath = /d\ncommand = /bin/cat\ncwd = /nonexistent-dir\n"
+            "[server:e]\npath = /e\ncommand = /etc/passwd\n[server:f]\npath = /f\n"
+            "command = no-such-command-here\n[server:g]\npath = /g\ncommand = /bin/cat\n"
+            "cwd = /etc/passwd\n",
+            &cfg);
+    cr_assert_eq(config_check_command(&cfg, &cfg.servers[0], err, sizeof err), 0, "%s", err);
+    cr_assert_eq(config_check_command(&cfg, &cfg.servers[1], err, sizeof err), 0, "%s", err);
+    cr_assert_eq(config_check_command(&cfg, &cfg.servers[2], err, sizeof err), -1);
+    cr_assert_str_eq(err, "t.ini:9: command: [server:c] /nonexistent/x: No such file or directory");
+    cr_assert_eq(config_check_command(&cfg, &cfg.servers[3], err, sizeof err), -1);
+    cr_assert_str_eq(err, "t.ini:13: cwd: [server:d] /nonexistent-dir: No such file or directory");
+    cr_assert_eq(config_check_command(&cfg, &cfg.servers[4], err, sizeof err), -1);
+    cr_assert_str_eq(err, "t.ini:16: command: [server:e] /etc/passwd: is not executable "
+                          "(Permission denied)");
+    cr_assert_eq(config_check_command(&cfg, &cfg.servers[5], err, sizeof err), -1);
+    cr_assert(
+        strncmp(err, "t.ini:19: command: [server:f] no-such-command-here: not found in PATH", 69)
+            == 0,
+        "%s", err);
+    cr_assert_eq(config_check_command(&cfg, &cfg.servers[6], err, sizeof err), -1);
+    cr_assert_str_eq(err, "t.ini:23: cwd: [server:g] /etc/passwd: is not a directory");
+    config_clear(&cfg);
+}
+
 Test(config, keys_list_the_table)
 {
     const char *const *keys = config_keys();
@@ -777,9 +925,9 @@ Test(config, keys_list_the_table)
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
     cr_assert_eq(n, gw + au + sv);
-    cr_assert_eq(gw, 34);
+    cr_assert_eq(gw, 35);
     cr_assert_eq(au, 20);
-    cr_assert_eq(sv, 25);
+    cr_assert_eq(sv, 26);
     cr_assert_eq(config_keys(), keys);
 }
 

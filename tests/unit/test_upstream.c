@@ -592,8 +592,9 @@ Test(upstream, gone_never_after_close, .init = fx_init, .fini = fx_fini)
     cr_assert_eq(C.lines, 0, "no line after upstream_close");
 }
 
+/* The spawn fails, leaving nothing behind, and *errstr blames what failed (want). */
 static void
-expect_spawn_fails(const struct upstream_params *p)
+expect_spawn_fails_with(const struct upstream_params *p, const char *want)
 {
     int fds_before = count_own_fds();
     const char *err = NULL;
@@ -601,6 +602,7 @@ expect_spawn_fails(const struct upstream_params *p)
     cr_assert_null(u);
     cr_assert_not_null(err, "no errstr");
     cr_assert_neq(err[0], '\0');
+    cr_assert_str_eq(err, want);
     cr_assert_eq(upstream_live_count(), 0);
     errno = 0;
     cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a child was left behind");
@@ -612,14 +614,14 @@ Test(upstream, spawn_missing_command, .init = fx_init, .fini = fx_fini)
 {
     char *abs[] = { (char[]){ "/nonexistent/mcpgw-no-such-command" }, NULL };
     struct upstream_params p = params(abs);
-    expect_spawn_fails(&p);
+    expect_spawn_fails_with(&p, "command not found");
     char *rel[] = { (char[]){ "mcpgw-no-such-command-in-path" }, NULL };
     p = params(rel);
-    expect_spawn_fails(&p);
+    expect_spawn_fails_with(&p, "command not found");
     char *noexec[] = { (char[]){ "/etc/hostname" }, NULL };
     p = params(noexec);
     if (access(noexec[0], F_OK) == 0)
-        expect_spawn_fails(&p);
+        expect_spawn_fails_with(&p, "command not executable");
 }
 
 Test(upstream, spawn_missing_cwd, .init = fx_init, .fini = fx_fini)
@@ -627,7 +629,9 @@ Test(upstream, spawn_missing_cwd, .init = fx_init, .fini = fx_fini)
     char *argv[] = { (char[]){ "/bin/sh" }, (char[]){ "-c" }, (char[]){ "exit 0" }, NULL };
     struct upstream_params p = params(argv);
     p.cwd = "/nonexistent/mcpgw-dir";
-    expect_spawn_fails(&p);
+    expect_spawn_fails_with(&p, "cwd not found");
+    p.cwd = "/etc/passwd";
+    expect_spawn_fails_with(&p, "cwd is not a directory");
 }
 
 Test(upstream, cwd_is_applied, .init = fx_init, .fini = fx_fini)

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * util: base64url without padding, both ways; the decoder's output bound (an input that would
- * decode past the room given is refused whole, and nothing is written past it). Through util.h
- * only.
+ * decode past the room given is refused whole, and nothing is written past it); which files are
+ * safe to read settings and secrets from. Through util.h only.
  */
+#include <sys/stat.h>
+
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -65,4 +70,46 @@ Test(util, base64url_decode_bound)
         cr_assert_eq(buf[i], 0xa5, "refused, yet byte %zu was written", i);
     cr_assert_eq(decode_into(0, 0, buf, sizeof buf), 0, "nothing fits in no room");
     cr_assert_eq(util_base64url_decode("AA", 2, buf, 0), -1, "one byte does not");
+}
+
+/* util_file_unsafe on a fresh file of mode (and owner uid when not -1); NULL or the message. */
+static const char *
+file_verdict(mode_t mode, uid_t uid, bool secret, char *path, char *buf, size_t len)
+{
+    strcpy(path, "/tmp/test_util_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_neq(fd, -1);
+    cr_assert_eq(fchmod(fd, mode), 0);
+    if (uid != (uid_t)-1)
+        cr_assert_eq(fchown(fd, uid, (gid_t)-1), 0);
+    const char *r = util_file_unsafe(fd, path, secret, buf, len);
+    close(fd);
+    unlink(path);
+    return r;
+}
+
+Test(util, file_unsafe)
+{
+    char path[32], buf[256], want[256];
+    cr_assert_null(file_verdict(0644, (uid_t)-1, false, path, buf, sizeof buf));
+    cr_assert_null(file_verdict(0640, (uid_t)-1, true, path, buf, sizeof buf));
+    cr_assert_null(file_verdict(0600, (uid_t)-1, true, path, buf, sizeof buf));
+    cr_assert_not_null(file_verdict(0664, (uid_t)-1, false, path, buf, sizeof buf));
+    snprintf(want, sizeof want, "%s is writable by its group: chmod go-w %s", path, path);
+    cr_assert_str_eq(buf, want);
+    cr_assert_not_null(file_verdict(0646, (uid_t)-1, false, path, buf, sizeof buf));
+    snprintf(want, sizeof want, "%s is writable by others: chmod go-w %s", path, path);
+    cr_assert_str_eq(buf, want);
+    cr_assert_not_null(file_verdict(0644, (uid_t)-1, true, path, buf, sizeof buf));
+    snprintf(want, sizeof want, "%s holds a secret and is readable by others: chmod 0640 %s", path,
+             path);
+    cr_assert_str_eq(buf, want);
+    /* Owned by someone else than root or this user: only root can make such a file here. */
+    if (geteuid() == 0) {
+        cr_assert_not_null(file_verdict(0600, 4242, true, path, buf, sizeof buf));
+        snprintf(want, sizeof want,
+                 "%s is owned by uid 4242, neither root nor this user (uid 0): chown root %s", path,
+                 path);
+        cr_assert_str_eq(buf, want);
+    }
 }
