@@ -42,7 +42,9 @@
  *
  * RELAY_FUZZ_SKIP (environment, a comma list of finding numbers) steers the search away from
  * what is already known: 1 keeps request_timeout_ms off, 3 keeps rounds and progress under
- * stream_queue_bytes, 10 turns off the queue-without-a-starting-child check.
+ * stream_queue_bytes, 10 turns off the queue-without-a-starting-child check; 20 (found here: an
+ * empty result {} stamped into invalid JSON) makes the child's empty results non-empty, 21 turns
+ * off the paused-child check (finding 3 then shows as ASan's use-after-free in pool_drained).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -639,7 +641,10 @@ child_answer(struct pool_child *c, unsigned a, unsigned b)
                  id);
         break;
     case 2:
-        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
+        if (skipping(20))
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"n\":0}}", id);
+        else
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
         break;
     default:
         line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
@@ -800,7 +805,7 @@ check_all(void)
             }
             FUZZ_CHECK(start_seen, "start_id names no entry");
             FUZZ_CHECK(fence_seen, "fence_id names no entry");
-            if (c->u != NULL && fake_upstream_paused(c->u)) {
+            if (c->u != NULL && fake_upstream_paused(c->u) && !skipping(21)) {
                 bool over = false;
                 for (size_t i = 0; i < nreq && !over; i++) {
                     const struct stream *st = R[i].st;
