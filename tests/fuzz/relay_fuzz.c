@@ -163,31 +163,39 @@ stop_cb(void *arg)
     loop_stop(L);
 }
 
-/* Due timers, deferred calls; three turns let deferred calls queue and run their own. */
+/* One loop turn: the timers due by now, the deferred calls queued so far. */
+static void
+turn(void)
+{
+    loop_timer_add(L, 0, stop_cb, NULL);
+    loop_run(L);
+}
+
+/* Three turns let deferred calls queue and run their own (a report, then a child's free). */
 static void
 settle(void)
 {
-    for (int i = 0; i < 3; i++) {
-        loop_timer_add(L, 0, stop_cb, NULL);
-        loop_run(L);
-    }
+    for (int i = 0; i < 3; i++)
+        turn();
 }
 
-/* Time passes by ms: timers fire as they fall due, pool_sweep once a second (main.c's tick). */
+/*
+ * Time passes by ms, a second at most per turn: timers fire as they fall due (in due order
+ * within a turn), pool_sweep once a second (main.c's tick).
+ */
 static void
 advance(uint64_t ms)
 {
     while (ms > 0) {
-        uint64_t step = ms < 250 ? ms : 250;
+        uint64_t step = ms < 1000 ? ms : 1000;
         uint64_t before = relay_now_us / 1000000;
         relay_now_us += step * 1000;
         ms -= step;
-        settle();
-        if (relay_now_us / 1000000 != before) {
+        turn();
+        if (relay_now_us / 1000000 != before)
             pool_sweep(util_now_ms());
-            settle();
-        }
     }
+    settle();
 }
 
 /* --- configuration ------------------------------------------------------------------------- */
@@ -965,11 +973,7 @@ finish(void)
             detach(r);
         }
     }
-    advance(25000);
-    for (int i = 0; i < 40; i++) {
-        pool_sweep(util_now_ms());
-        advance(1000);
-    }
+    advance(25000); /* past every timeout: a timer left on freed memory fires */
     FUZZ_CHECK(pool_inflight() == 0, "%zu requests in flight after shutdown", pool_inflight());
     FUZZ_CHECK(pools.nheld == 0 && pools.held == NULL, "held calls after shutdown");
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
