@@ -441,8 +441,10 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
     else if (r->listen)
         len += (size_t)snprintf(body + len, sizeof body - len,
                                 "\"notifications\":{\"toolsListChanged\":true,"
-                                "\"resourceSubscriptions\":[\"%s\"]},",
-                                (b & 2) ? "u2" : "u1");
+                                "\"resourceSubscriptions\":[%s]},",
+                                (b & 128) ? "\"u1\",\"u2\""
+                                : (b & 2) ? "\"u2\""
+                                          : "\"u1\"");
     if (of != NULL) {
         /* inputResponses: r1..r3 answered, some, or none (b's low bits). */
         len += (size_t)snprintf(body + len, sizeof body - len, "\"inputResponses\":{");
