@@ -56,6 +56,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "auth.h"
 #include "config.h"
 #include "fake_upstream.h"
 #include "fuzz.h"
@@ -63,9 +64,15 @@
 #include "log.h"
 #include "loop.h"
 #include "pool.h"
+#include "session.h"
 #include "src/pool_int.h"
 #include "stream.h"
 #include "util.h"
+
+/* session_fuzz.c builds this file with RELAY_SESSIONS 1: the session layer instead of the pool. */
+#ifndef RELAY_SESSIONS
+#define RELAY_SESSIONS 0
+#endif
 
 #define REQ_MAX    48
 #define CFG_MAX    8
@@ -106,7 +113,10 @@ struct req {
     bool detached;     /* pool_stream_detach called */
     bool refused;      /* pool_request returned NULL: the HTTP layer answered */
     bool listen;
-    char id[24]; /* raw JSON */
+    bool get;       /* session mode: the standalone GET stream (no answer ever comes on it) */
+    bool cancelled; /* session mode: the client cancelled it (an answer may not come) */
+    char sid[CRYPTO_SESSION_ID_MAX]; /* session mode: the session it belongs to */
+    char id[24];                     /* raw JSON */
     char token[24];
     char method[32];
     char name[8];
@@ -125,10 +135,17 @@ static char ini[1024];
 static struct req R[REQ_MAX];
 static size_t nreq;
 static unsigned id_seq, ask_seq;
-static unsigned skip; /* bit n: finding n steered away from */
-static bool trace;    /* RELAY_FUZZ_TRACE: each event and the end's counters on stderr */
-static bool closed;   /* pool_close_all ran */
-static char *big;     /* BIG_BYTES of filler */
+static unsigned skip;      /* bit n: finding n steered away from */
+static bool trace;         /* RELAY_FUZZ_TRACE: each event and the end's counters on stderr */
+static bool closed;        /* pool_close_all ran */
+static bool sessions_mode; /* the header chose the session layer instead of the pool */
+static struct auth *A;
+static struct auth_principal *P;
+static struct policy_grants G;
+#define SESS_MAX 3
+static char sids[SESS_MAX][CRYPTO_SESSION_ID_MAX]; /* sessions made, live or not */
+static size_t nsids;
+static char *big; /* BIG_BYTES of filler */
 
 static bool
 skipping(unsigned finding)
@@ -166,6 +183,15 @@ stop_cb(void *arg)
     loop_stop(L);
 }
 
+/* The end of every loop turn, as main.c's after hook: closed sessions are freed. */
+static void
+after_turn(void *arg)
+{
+    (void)arg;
+    if (sessions_mode)
+        session_reap();
+}
+
 /* One loop turn: the timers due by now, the deferred calls queued so far. */
 static void
 turn(void)
@@ -195,8 +221,12 @@ advance(uint64_t ms)
         relay_now_us += step * 1000;
         ms -= step;
         turn();
-        if (relay_now_us / 1000000 != before)
-            pool_sweep(util_now_ms());
+        if (relay_now_us / 1000000 != before) {
+            if (sessions_mode)
+                session_sweep(util_now_ms());
+            else
+                pool_sweep(util_now_ms());
+        }
     }
     settle();
 }
@@ -210,15 +240,22 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
     static const unsigned holds[] = { 1000, 3000, 500, 20000 };
     static const unsigned timeouts[] = { 300, 2000, 700, 5000 };
     unsigned timeout = (b1 & 1) && !skipping(1) ? timeouts[(b2 >> 2) & 3] : 0;
+    /* Session mode: a grace period (which needs a replay buffer), replay alone, or neither. */
+    char session_keys[160] = "";
+    if (RELAY_SESSIONS)
+        snprintf(session_keys, sizeof session_keys,
+                 "max_inflight_per_session = 4\nsession_idle_timeout_s = 10\n"
+                 "replay_buffer_bytes = %u\ndisconnect_grace_ms = %u\n",
+                 (b0 & 24) ? 65536 : 0, (b0 & 8) ? 500 : 0);
     snprintf(ini, sizeof ini,
-             "[gateway]\nlisten = 127.0.0.1:0\nheartbeat_s = 1\n%s"
+             "[gateway]\nlisten = 127.0.0.1:0\nheartbeat_s = 1\n%s%s"
              "[server:a]\ncommand = /bin/false\nera = %s\npool_max_children = %u\n"
              "pool_child_max_inflight = %u\npool_warm_children = %u\npool_idle_timeout_s = 2\n"
              "pool_start_timeout_ms = 500\npool_max_restarts_per_min = %u\n"
              "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n",
-             (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3], 1 + ((b1 >> 2) & 3),
-             (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10, timeout,
-             timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3]);
+             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3],
+             1 + ((b1 >> 2) & 3), (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10,
+             timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3]);
 }
 
 static struct config *
@@ -287,7 +324,10 @@ detach(struct req *r)
     if (r->st == NULL || r->detached)
         return;
     r->detached = true;
-    pool_stream_detach(r->st);
+    if (sessions_mode)
+        session_stream_detach(r->sid, r->st);
+    else
+        pool_stream_detach(r->st);
     r->st = NULL;
 }
 
@@ -335,7 +375,9 @@ check_message(struct req *r, char *data, size_t len)
         }
         return;
     case JSONRPC_REQUEST:
-        fuzz_fail(__FILE__, __LINE__, "request %s got a request: %.200s", r->id, data);
+        /* A session's child may ask its client (it goes on a stream); a pool's never does. */
+        FUZZ_CHECK(sessions_mode, "request %s got a request: %.200s", r->id, data);
+        return;
     case JSONRPC_NOTIFICATION:
         break;
     }
@@ -347,7 +389,7 @@ check_message(struct req *r, char *data, size_t len)
                    "request %s got another subscription's notification: %.200s", r->id, data);
 }
 
-/* The whole events in r->acc. */
+/* The whole events in r->acc: a message event's data is checked; priming and comments pass. */
 static void
 parse_events(struct req *r)
 {
@@ -359,13 +401,26 @@ parse_events(struct req *r)
         if (end == NULL)
             break;
         *end = '\0';
-        if (strncmp(start, "event: message\ndata: ", 21) == 0) {
-            char *data = start + 21;
-            FUZZ_CHECK(strchr(data, '\n') == NULL, "an event of two data lines: %.200s", start);
-            check_message(r, data, (size_t)(end - data));
-        } else {
-            FUZZ_CHECK(start[0] == ':', "request %s: an unknown event: %.200s", r->id, start);
+        char *data = NULL;
+        bool message = true;
+        for (char *l = start; l != NULL && l < end;) {
+            char *nl = strchr(l, '\n');
+            if (nl != NULL)
+                *nl = '\0';
+            if (strncmp(l, "data: ", 6) == 0) {
+                FUZZ_CHECK(data == NULL, "an event of two data lines: %.200s", start);
+                data = l + 6;
+            } else if (strncmp(l, "event: ", 7) == 0) {
+                message = strcmp(l + 7, "message") == 0;
+            } else {
+                FUZZ_CHECK(l[0] == ':' || strncmp(l, "id: ", 4) == 0
+                               || strncmp(l, "retry: ", 7) == 0,
+                           "request %s: an unknown event line: %.200s", r->id, l);
+            }
+            l = nl != NULL ? nl + 1 : NULL;
         }
+        if (message && data != NULL && data[0] != '\0')
+            check_message(r, data, strlen(data));
         at = (size_t)(end - r->acc) + 2;
     }
     memmove(r->acc, r->acc + at, r->acc_len - at);
@@ -395,8 +450,8 @@ client_read(struct req *r, size_t max, unsigned rounds)
         parse_events(r);
     }
     if (stream_finished(r->st)) {
-        FUZZ_CHECK(r->finals == 1, "request %s: its stream ended with %u final answers", r->id,
-                   r->finals);
+        FUZZ_CHECK(r->finals == (r->get ? 0u : 1u) || (r->cancelled && r->finals == 0),
+                   "request %s: its stream ended with %u final answers", r->id, r->finals);
         detach(r); /* the HTTP response is complete */
     }
 }
@@ -743,6 +798,248 @@ child_notify(struct pool_child *c, unsigned a)
     child_says(c, line);
 }
 
+/* --- session mode: the same client and child against the session layer ------------------- */
+
+static struct session *
+pick_session(unsigned a)
+{
+    if (nsids == 0)
+        return NULL;
+    return session_find(sids[a % nsids]);
+}
+
+/* A POST (or GET) stream of s for a new tracked request; NULL when refused or full. */
+static struct req *
+session_open(struct session *s, bool is_get)
+{
+    if (nreq == REQ_MAX)
+        return NULL;
+    enum session_status status = SESSION_OK;
+    struct stream *st = session_stream_open(s, is_get, &status);
+    if (st == NULL)
+        return NULL;
+    struct req *r = &R[nreq++];
+    memset(r, 0, sizeof(*r));
+    r->st = st;
+    r->get = is_get;
+    snprintf(r->sid, sizeof r->sid, "%s", s->id);
+    return r;
+}
+
+/* body on a new POST stream of s, as http_mcp.c sends it; a refusal ends the stream unread. */
+static void
+session_send(struct session *s, struct req *r, char *body, size_t len)
+{
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    if (session_client_request(s, r->st, body, len, &info, G) != SESSION_OK) {
+        r->refused = true;
+        detach(r);
+    }
+}
+
+static void
+session_new(unsigned b)
+{
+    if (nsids == SESS_MAX || nreq == REQ_MAX)
+        return;
+    int status = 0;
+    const char *err = NULL;
+    struct session *s = session_create(&cur_cfg()->servers[0], P, &status, &err);
+    if (s == NULL)
+        return;
+    snprintf(sids[nsids++], sizeof sids[0], "%s", s->id);
+    struct req *r = session_open(s, false);
+    if (r == NULL)
+        return;
+    unsigned n = ++id_seq;
+    snprintf(r->id, sizeof r->id, "%u", 1000 + n);
+    char body[512];
+    int len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"initialize\",\"params\":{"
+                       "\"protocolVersion\":\"%s\",\"capabilities\":{\"elicitation\":{}},"
+                       "\"clientInfo\":{\"name\":\"f\",\"version\":\"1\"}}}",
+                       r->id, (b & 1) ? "2025-03-26" : "2025-06-18");
+    session_send(s, r, body, (size_t)len);
+}
+
+static void
+session_request(unsigned a, unsigned b)
+{
+    struct session *s = pick_session(a);
+    if (s == NULL || (b & 15) == 0) {
+        session_new(b >> 4);
+        return;
+    }
+    struct req *r = session_open(s, false);
+    if (r == NULL)
+        return;
+    static const char *const ms[] = { "tools/call",  "tools/call", "tools/list", "resources/read",
+                                      "prompts/get", "ping",       "tools/call", "resources/list" };
+    unsigned n = ++id_seq;
+    if (n & 1)
+        snprintf(r->id, sizeof r->id, "\"c%u\"", n);
+    else
+        snprintf(r->id, sizeof r->id, "%u", 1000 + n);
+    const char *m = ms[(a >> 2) & 7];
+    snprintf(r->method, sizeof r->method, "%s", m);
+    bool progress = (b & 16) != 0;
+    if (progress)
+        snprintf(r->token, sizeof r->token, "\"p%u\"", n);
+    char body[512];
+    int len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{"
+                       "\"name\":\"t\",\"uri\":\"u1\"%s%s%s}}",
+                       r->id, m, progress ? ",\"_meta\":{\"progressToken\":" : "",
+                       progress ? r->token : "", progress ? "}" : "");
+    session_send(s, r, body, (size_t)len);
+}
+
+/* The client's notifications: initialized, a cancel of one of its requests, an answer. */
+static void
+session_other(unsigned a, unsigned b)
+{
+    struct session *s = pick_session(a);
+    if (s == NULL)
+        return;
+    char body[256];
+    int len;
+    if ((b & 3) == 0) {
+        len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    } else if ((b & 3) == 1 && nreq > 0) {
+        struct req *r = &R[(b >> 2) % nreq];
+        if (strcmp(r->sid, s->id) == 0)
+            r->cancelled = true; /* notifications/cancelled: no answer is owed */
+        len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                       "\"requestId\":%s}}",
+                       R[(b >> 2) % nreq].id[0] ? R[(b >> 2) % nreq].id : "0");
+    } else {
+        len = snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":%u,\"result\":{}}",
+                       (b >> 2) & 7);
+    }
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, (size_t)len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    (void)session_client_other(s, body, (size_t)len, &info);
+}
+
+static void
+session_child_says(struct session *s, const char *l)
+{
+    if (s->u != NULL && !fake_upstream_paused(s->u))
+        fake_upstream_line(s->u, l);
+}
+
+static void
+session_child(unsigned op, unsigned a, unsigned b)
+{
+    struct session *s = pick_session(a);
+    if (s == NULL || s->u == NULL)
+        return;
+    struct pending *e = NULL;
+    if (s->pt.count > 0) {
+        unsigned k = (a >> 2) % (unsigned)s->pt.count;
+        for (e = s->pt.head; e != NULL && k > 0; e = e->next)
+            k--;
+    }
+    uint64_t id = e != NULL ? e->gw_id : 777;
+    switch (op) {
+    case 0: /* an answer */
+        if (e != NULL && e->gw_id == s->init_gw_id && (b & 7) != 7)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"result\":{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{}},"
+                     "\"serverInfo\":{\"name\":\"f\",\"version\":\"1\"}}}",
+                     id, (b & 8) ? "2025-03-26" : "2025-06-18");
+        else if (b & 1)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"error\":{\"code\":-32000,\"message\":\"failed\"}}",
+                     id);
+        else
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+        break;
+    case 1: /* progress with the client's own token */
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{"
+                 "\"progressToken\":%.*s,\"progress\":1,\"message\":\"%s\"}}",
+                 e != NULL && e->token != NULL ? (int)e->token_len : 3,
+                 e != NULL && e->token != NULL ? e->token : "\"z\"", allow_big(b) ? big : "half");
+        break;
+    case 2: /* a log line, a list change */
+        line_fmt((b & 1) ? "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
+                         : "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+                           "\"params\":{\"level\":\"info\",\"data\":\"x\"}}");
+        break;
+    default: /* a request to the client */
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":\"k%u\",\"method\":\"%s\",\"params\":{"
+                 "\"message\":\"%s\"}}",
+                 ++ask_seq, (b & 2) ? "roots/list" : "elicitation/create",
+                 allow_big(b) ? big : "which?");
+    }
+    session_child_says(s, line);
+}
+
+static void
+session_event(unsigned op, unsigned a, unsigned b)
+{
+    struct session *s;
+    switch (op % 20) {
+    case 0:
+    case 1:
+    case 2:
+        if (!closed)
+            session_request(a, b);
+        break;
+    case 3:
+        session_other(a, b);
+        break;
+    case 7:
+    case 8:
+        session_child(0, a, b);
+        break;
+    case 9:
+        session_child(1, a, b);
+        break;
+    case 10:
+        session_child(2, a, b);
+        break;
+    case 11:
+        session_child(3, a, b);
+        break;
+    case 12:
+        if ((s = pick_session(a)) != NULL && !closed)
+            (void)session_open(s, true);
+        break;
+    case 14:
+        if ((s = pick_session(a)) != NULL && s->u != NULL)
+            fake_upstream_gone(s->u, (b & 1) ? "child exited" : "child closed its stdout");
+        break;
+    case 15:
+        if ((s = pick_session(a)) != NULL && s->u != NULL) {
+            if (b & 2)
+                fake_upstream_fail_next_write(s->u);
+            else
+                fake_upstream_set_full(s->u, b & 1);
+        }
+        break;
+    case 16:
+        if ((s = pick_session(a)) != NULL)
+            session_close(s, (b & 1) ? SESSION_END_DELETED : SESSION_END_EXPIRED, NULL);
+        break;
+    case 18:
+        if ((a & 3) == 0) {
+            session_close_all(SESSION_END_SHUTDOWN);
+            closed = true;
+        } else if ((a & 3) == 1) {
+            session_drain();
+        } else {
+            session_sweep(util_now_ms());
+        }
+        break;
+    default:
+        break;
+    }
+}
+
 /* --- invariants ------------------------------------------------------------------------------ */
 
 static bool
@@ -851,7 +1148,7 @@ check_all(void)
         FUZZ_CHECK(h->held && h->st == NULL, "a call on the held list is not held");
     }
     FUZZ_CHECK(held == pools.nheld, "nheld %zu, the held list %zu", pools.nheld, held);
-    for (size_t i = 0; i < nreq; i++) {
+    for (size_t i = 0; i < nreq && !sessions_mode; i++) {
         const struct stream *st = R[i].st;
         if (st == NULL || st->ended)
             continue;
@@ -871,6 +1168,13 @@ run_event(unsigned op)
     if (trace)
         fprintf(stderr, "relay: event %u a=%u b=%u at %" PRIu64 " ms\n", op % 20, a, b,
                 util_now_ms() - START_US / 1000);
+    if (sessions_mode && op % 20 != 4 && op % 20 != 5 && op % 20 != 6 && op % 20 != 13
+        && op % 20 != 17 && op % 20 != 19) {
+        session_event(op, a, b);
+        settle();
+        check_all();
+        return;
+    }
     switch (op % 20) {
     case 0:
     case 1:
@@ -967,7 +1271,10 @@ run_event(unsigned op)
 static void
 finish(void)
 {
-    pool_close_all();
+    if (sessions_mode)
+        session_close_all(SESSION_END_SHUTDOWN);
+    else
+        pool_close_all();
     closed = true;
     settle();
     check_all();
@@ -993,6 +1300,15 @@ finish(void)
                 nreq, pools.ctr.requests, pools.ctr.answered, pools.ctr.rounds,
                 pools.ctr.states_refused, pools.ctr.spawned);
     pool_module_free();
+    if (sessions_mode) {
+        session_reap();
+        session_module_free();
+        auth_principal_unref(P);
+        auth_free(A);
+        auth_module_free();
+        P = NULL;
+        A = NULL;
+    }
     settle();
     loop_free(L);
     L = NULL;
@@ -1022,9 +1338,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned b0 = next_byte(), b1 = next_byte(), b2 = next_byte();
     make_ini(b0, b1, b2);
     L = loop_new();
+    loop_set_hooks(L, NULL, after_turn, NULL);
     cfgs[0] = load_config();
     ncfg = 1;
-    pool_module_init(L, cfgs[0]);
+    sessions_mode = RELAY_SESSIONS;
+    nsids = 0;
+    if (sessions_mode) {
+        char err[256] = "";
+        const char *why = NULL;
+        A = auth_new(cfgs[0], err, sizeof err);
+        FUZZ_CHECK(A != NULL, "auth_new: %s", err);
+        FUZZ_CHECK(auth_check(A, NULL, &cfgs[0]->servers[0], util_now_unix(), &P, &G, &why)
+                       == AUTH_OK,
+                   "auth_check: %s", why);
+        session_module_init(L, cfgs[0]);
+    } else {
+        pool_module_init(L, cfgs[0]);
+    }
     settle();
     check_all();
     for (unsigned n = 0; n < EVENTS_MAX && in_pos < in_len; n++)
