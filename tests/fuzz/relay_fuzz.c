@@ -69,7 +69,7 @@
 #include "stream.h"
 #include "util.h"
 
-/* session_relay_fuzz.c builds this file with RELAY_SESSIONS 1: the session layer instead of the pool. */
+/* session_relay_fuzz.c builds this file with RELAY_SESSIONS 1: sessions instead of the pool. */
 #ifndef RELAY_SESSIONS
 #define RELAY_SESSIONS 0
 #endif
