@@ -4,7 +4,8 @@
  * (tests/unit/fake_upstream.c), the real loop, streams, in-flight tables and scanner, and a fake
  * clock: this file is built with -Dclock_gettime=fuzz_clock_gettime (tests/fuzz/meson.build), so
  * util_now_ms and the loop's timers read relay_now_us, which only the input moves. Nothing
- * sleeps, nothing forks, no socket: each input runs in well under a millisecond.
+ * sleeps, nothing forks, no socket: an input takes about a millisecond under ASan. Built with
+ * RELAY_SESSIONS 1 (session_relay_fuzz.c), the same script drives the session layer instead.
  *
  * The input is a script. Its first three bytes choose the configuration ([server:a] with era
  * legacy, modern or auto, pool size and per-child cap, warm children, request_timeout_ms on or
@@ -42,12 +43,12 @@
  *
  * RELAY_FUZZ_SKIP (environment, a comma list of finding numbers) steers the search away from
  * what is already known: 1 keeps request_timeout_ms off, 3 keeps rounds and progress under
- * stream_queue_bytes, 10 turns off the queue-without-a-starting-child check; 20 (found here: an
+ * stream_queue_bytes, 10 turns off the queue check for retired or draining pools; 20 (found: an
  * empty result {} stamped into invalid JSON) makes the child's empty results non-empty, 21 turns
  * off the paused-child check (finding 3 then shows as ASan's use-after-free in pool_drained), 22
  * keeps the queue check to retired pools (a draining one strands its queue the same way), 23
  * turns it off for live pools (found here: a listener's subscriptions fill a starting child's
- * slots, and what was queued behind them stays queued).
+ * slots, and what was queued behind them stays queued). RELAY_FUZZ_TRACE prints each event.
  */
 #include <inttypes.h>
 #include <stdbool.h>
