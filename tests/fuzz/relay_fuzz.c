@@ -1,0 +1,1365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * relay: a state-machine fuzzer of the pool (src/pool*.c), its real code with a fake child
+ * (tests/unit/fake_upstream.c), the real loop, streams, in-flight tables and scanner, and a fake
+ * clock: this file is built with -Dclock_gettime=fuzz_clock_gettime (tests/fuzz/meson.build), so
+ * util_now_ms and the loop's timers read relay_now_us, which only the input moves. Nothing
+ * sleeps, nothing forks, no socket: an input takes about a millisecond under ASan. Built with
+ * RELAY_SESSIONS 1 (session_relay_fuzz.c), the same script drives the session layer instead.
+ *
+ * The input is a script. Its first three bytes choose the configuration ([server:a] with era
+ * legacy, modern or auto, pool size and per-child cap, warm children, request_timeout_ms on or
+ * off (and request_timeout_max_ms), stream_queue_bytes at its floor or default, input_hold_ms),
+ * loaded with config_load_string; then each event is an opcode byte and its argument bytes:
+ *   client: a request (tools/call with or without a progress token and client capabilities,
+ *     tools/list, resources/list, resources/read, prompts/get, server/discover,
+ *     subscriptions/listen), a retry of an input round with the good, a stale or a forged
+ *     requestState (or another principal), a read of its stream through a small buffer (the
+ *     back-pressure drain runs), a drop (pool_stream_detach);
+ *   child (one of the live fakes): an answer to one entry of its table (result, error, empty
+ *     result, a start's discover or initialize answer, an unknown id), progress (small or past
+ *     stream_queue_bytes), a log line, a question (elicitation, sampling, roots, ping, unknown;
+ *     small or past stream_queue_bytes), the withdrawal of a question, a list change or resource
+ *     update, its end (gone), a full stdin or a failing next write; while its stdout is paused
+ *     it writes nothing;
+ *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
+ *     (pool_set_config with a fresh configuration; the old ones are freed as main.c does, once
+ *     pool_uses_config is false), the next spawn fails, pool_drain, pool_close_all.
+ * Invariants, checked after every event once the loop has run its deferred calls:
+ *   - every stream the client reads carries at most one final response, with its request's own
+ *     id (no answer crosses to another client), progress only with its own token, and only valid
+ *     JSON-RPC; a finished stream had exactly one final response;
+ *   - a request whose stream is not ended is owned by a call the pool can reach (queued, in a
+ *     child's table, a listener): nothing is orphaned;
+ *   - no in-flight entry without an owner except the gateway's own (start, fence, subscribe);
+ *     an owned entry's call points back at it and its child;
+ *   - gauges equal table sizes: queue lengths, the held list and nheld, n_children, n_starting,
+ *     pool_inflight() equal to the queued calls plus forwarded entries;
+ *   - a child is paused only while a stream the client holds is over its ceiling;
+ *   - a pool with queued requests has a child starting (else they wait for ever);
+ *   - at the end (pool_close_all, every stream read, time far ahead) every request was answered
+ *     exactly once, nothing is left, and LeakSanitizer sees no leak.
+ * Use-after-free (timers of freed entries, a drain callback on a freed call) are ASan's.
+ *
+ * RELAY_FUZZ_SKIP (environment, a comma list of finding numbers) steers the search away from
+ * what is already known: 1 keeps request_timeout_ms off, 3 keeps rounds and progress under
+ * stream_queue_bytes, 10 turns off the queue check for retired or draining pools; 20 (found: an
+ * empty result {} stamped into invalid JSON) makes the child's empty results non-empty, 21 turns
+ * off the paused-child check (finding 3 then shows as ASan's use-after-free in pool_drained), 22
+ * keeps the queue check to retired pools (a draining one strands its queue the same way), 23
+ * turns it off for live pools (found here: a listener's subscriptions fill a starting child's
+ * slots, and what was queued behind them stays queued). RELAY_FUZZ_TRACE prints each event.
+ */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "auth.h"
+#include "config.h"
+#include "fake_upstream.h"
+#include "fuzz.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "loop.h"
+#include "pool.h"
+#include "session.h"
+#include "src/pool_int.h"
+#include "stream.h"
+#include "util.h"
+
+/* session_relay_fuzz.c builds this file with RELAY_SESSIONS 1: sessions instead of the pool. */
+#ifndef RELAY_SESSIONS
+#define RELAY_SESSIONS 0
+#endif
+
+#define REQ_MAX    48
+#define CFG_MAX    8
+#define EVENTS_MAX 160
+#define BIG_BYTES  70000 /* past stream_queue_bytes at its floor (65536) */
+#define START_US   ((uint64_t)1000000000 * 1000000)
+
+/* --- the fake clock ------------------------------------------------------------------------ */
+
+static uint64_t relay_now_us = START_US;
+
+/* util.c and log.c call this (the build renames clock_gettime): only the input moves time. */
+int
+clock_gettime(clockid_t clk, struct timespec *ts)
+{
+    uint64_t us = relay_now_us + (clk == CLOCK_REALTIME ? (uint64_t)1700000000 * 1000000 : 0);
+    ts->tv_sec = (time_t)(us / 1000000);
+    ts->tv_nsec = (long)(us % 1000000) * 1000;
+    return 0;
+}
+
+/* --- the input ----------------------------------------------------------------------------- */
+
+static const uint8_t *in;
+static size_t in_len, in_pos;
+
+static unsigned
+next_byte(void)
+{
+    return in_pos < in_len ? in[in_pos++] : 0;
+}
+
+/* --- state of one run ---------------------------------------------------------------------- */
+
+/* One client request as the HTTP layer holds it. */
+struct req {
+    struct stream *st; /* our reference until detached */
+    bool detached;     /* pool_stream_detach called */
+    bool refused;      /* pool_request returned NULL: the HTTP layer answered */
+    bool listen;
+    bool get;       /* session mode: the standalone GET stream (no answer ever comes on it) */
+    bool cancelled; /* session mode: the client cancelled it (an answer may not come) */
+    char sid[CRYPTO_SESSION_ID_MAX]; /* session mode: the session it belongs to */
+    char id[24];                     /* raw JSON */
+    char token[24];
+    char method[32];
+    char name[8];
+    unsigned caps;
+    const char *principal;
+    char *acc; /* bytes read, not yet a whole event */
+    size_t acc_len, acc_cap;
+    unsigned finals;
+    char state[256], prev_state[256]; /* requestState of its input rounds */
+};
+
+static struct loop *L;
+static struct config *cfgs[CFG_MAX]; /* cfgs[ncfg - 1] is current */
+static size_t ncfg;
+static char ini[1024];
+static struct req R[REQ_MAX];
+static size_t nreq;
+static unsigned id_seq, ask_seq;
+static unsigned skip;      /* bit n: finding n steered away from */
+static bool trace;         /* RELAY_FUZZ_TRACE: each event and the end's counters on stderr */
+static bool closed;        /* pool_close_all ran */
+static bool sessions_mode; /* the header chose the session layer instead of the pool */
+static struct auth *A;
+static struct auth_principal *P;
+static struct policy_grants G;
+#define SESS_MAX 3
+static char sids[SESS_MAX][CRYPTO_SESSION_ID_MAX]; /* sessions made, live or not */
+static size_t nsids;
+static char *big; /* BIG_BYTES of filler */
+
+static bool
+skipping(unsigned finding)
+{
+    return (skip >> finding) & 1u;
+}
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    const char *s = getenv("RELAY_FUZZ_SKIP");
+    while (s != NULL && *s != '\0') {
+        char *end;
+        unsigned long n = strtoul(s, &end, 10);
+        if (end != s && n < 32)
+            skip |= 1u << n;
+        s = *end != '\0' ? end + 1 : end;
+    }
+    trace = getenv("RELAY_FUZZ_TRACE") != NULL;
+    log_init(trace ? LOG_DEBUG : LOG_ERROR, LOG_FORMAT_TEXT);
+    big = malloc(BIG_BYTES + 1);
+    memset(big, 'x', BIG_BYTES);
+    big[BIG_BYTES] = '\0';
+    return 0;
+}
+
+/* --- the loop, one turn at a time ---------------------------------------------------------- */
+
+static void
+stop_cb(void *arg)
+{
+    (void)arg;
+    loop_stop(L);
+}
+
+/* The end of every loop turn, as main.c's after hook: closed sessions are freed. */
+static void
+after_turn(void *arg)
+{
+    (void)arg;
+    if (sessions_mode)
+        session_reap();
+}
+
+/* One loop turn: the timers due by now, the deferred calls queued so far. */
+static void
+turn(void)
+{
+    loop_timer_add(L, 0, stop_cb, NULL);
+    loop_run(L);
+}
+
+/* Three turns let deferred calls queue and run their own (a report, then a child's free). */
+static void
+settle(void)
+{
+    for (int i = 0; i < 3; i++)
+        turn();
+}
+
+/*
+ * Time passes by ms, a second at most per turn: timers fire as they fall due (in due order
+ * within a turn), pool_sweep once a second (main.c's tick).
+ */
+static void
+advance(uint64_t ms)
+{
+    while (ms > 0) {
+        uint64_t step = ms < 1000 ? ms : 1000;
+        uint64_t before = relay_now_us / 1000000;
+        relay_now_us += step * 1000;
+        ms -= step;
+        turn();
+        if (relay_now_us / 1000000 != before) {
+            if (sessions_mode)
+                session_sweep(util_now_ms());
+            else
+                pool_sweep(util_now_ms());
+        }
+    }
+    settle();
+}
+
+/* --- configuration ------------------------------------------------------------------------- */
+
+static void
+make_ini(unsigned b0, unsigned b1, unsigned b2)
+{
+    static const char *const eras[] = { "legacy", "modern", "auto", "legacy" };
+    static const unsigned holds[] = { 1000, 3000, 500, 20000 };
+    static const unsigned timeouts[] = { 300, 2000, 700, 5000 };
+    unsigned timeout = (b1 & 1) && !skipping(1) ? timeouts[(b2 >> 2) & 3] : 0;
+    /* Session mode: a grace period (which needs a replay buffer), replay alone, or neither. */
+    char session_keys[160] = "";
+    if (RELAY_SESSIONS)
+        snprintf(session_keys, sizeof session_keys,
+                 "max_inflight_per_session = 4\nsession_idle_timeout_s = 10\n"
+                 "replay_buffer_bytes = %u\ndisconnect_grace_ms = %u\n",
+                 (b0 & 24) ? 65536 : 0, (b0 & 8) ? 500 : 0);
+    snprintf(ini, sizeof ini,
+             "[gateway]\nlisten = 127.0.0.1:0\nheartbeat_s = 1\n%s%s"
+             "[server:a]\ncommand = /bin/false\nera = %s\npool_max_children = %u\n"
+             "pool_child_max_inflight = %u\npool_warm_children = %u\npool_idle_timeout_s = 2\n"
+             "pool_start_timeout_ms = 500\npool_max_restarts_per_min = %u\n"
+             "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n",
+             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3],
+             1 + ((b1 >> 2) & 3), (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10,
+             timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3]);
+}
+
+static struct config *
+load_config(void)
+{
+    struct config *c = xcalloc(1, sizeof(*c));
+    char err[512] = "";
+    if (config_load_string(ini, "relay.ini", c, err, sizeof err) != 0)
+        fuzz_fail(__FILE__, __LINE__, "config: %s\n%s", err, ini);
+    if (pool_load_key(c, err, sizeof err) != 0)
+        fuzz_fail(__FILE__, __LINE__, "key: %s", err);
+    return c;
+}
+
+static const struct config *
+cur_cfg(void)
+{
+    return cfgs[ncfg - 1];
+}
+
+/* As main.c: a configuration no pool uses any more is freed. */
+static void
+free_retired(bool all)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < ncfg; i++) {
+        bool current = i == ncfg - 1 && !all;
+        if (current || pool_uses_config(cfgs[i])) {
+            cfgs[k++] = cfgs[i];
+            continue;
+        }
+        config_clear(cfgs[i]);
+        free(cfgs[i]);
+    }
+    ncfg = k;
+}
+
+static void
+sighup(unsigned arg)
+{
+    free_retired(false);
+    if (ncfg == CFG_MAX)
+        return;
+    if (arg & 1) {
+        /* The same file with another era: a reload that changes the server. */
+        char *e = strstr(ini, "era = ");
+        if (e != NULL) {
+            static const char *const eras[] = { "legacy", "modern", "auto  " };
+            const char *with = eras[(arg >> 1) % 3];
+            if (strncmp(e + 6, "legacy", 6) == 0 || strncmp(e + 6, "modern", 6) == 0
+                || strncmp(e + 6, "auto  ", 6) == 0)
+                memcpy(e + 6, with, 6);
+        }
+    }
+    struct config *c = load_config();
+    cfgs[ncfg++] = c;
+    pool_set_config(c);
+}
+
+/* --- the client ---------------------------------------------------------------------------- */
+
+/* A request's stream is done with: as http.c's completed callback, once. */
+static void
+detach(struct req *r)
+{
+    if (r->st == NULL || r->detached)
+        return;
+    r->detached = true;
+    if (sessions_mode)
+        session_stream_detach(r->sid, r->st);
+    else
+        pool_stream_detach(r->st);
+    r->st = NULL;
+}
+
+/* The text of the "requestState" member in s (NUL-terminated), or "" */
+static void
+take_state(const char *s, char *out, size_t max)
+{
+    const char *p = strstr(s, "\"requestState\":\"");
+    out[0] = '\0';
+    if (p == NULL)
+        return;
+    p += strlen("\"requestState\":\"");
+    const char *e = strchr(p, '"');
+    if (e == NULL || (size_t)(e - p) >= max)
+        return;
+    memcpy(out, p, (size_t)(e - p));
+    out[e - p] = '\0';
+}
+
+static bool
+span_is(const char *s, struct jsonrpc_span sp, const char *want)
+{
+    return sp.len == strlen(want) && memcmp(s + sp.off, want, sp.len) == 0;
+}
+
+/* One "message" event's data as the client sees it. */
+static void
+check_message(struct req *r, char *data, size_t len)
+{
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    FUZZ_CHECK(jsonrpc_scan(data, len, &info, &err) == JSONRPC_OK,
+               "request %s got a line that is not JSON-RPC (%s): %.200s", r->id, err, data);
+    switch (info.kind) {
+    case JSONRPC_RESULT:
+    case JSONRPC_ERROR:
+        FUZZ_CHECK(span_is(data, info.id, r->id),
+                   "request %s got the answer of another request: %.200s", r->id, data);
+        r->finals++;
+        FUZZ_CHECK(r->finals == 1, "request %s got %u final answers: %.200s", r->id, r->finals,
+                   data);
+        if (info.kind == JSONRPC_RESULT && strstr(data, "\"input_required\"") != NULL) {
+            memcpy(r->prev_state, r->state, sizeof r->state);
+            take_state(data, r->state, sizeof r->state);
+        }
+        return;
+    case JSONRPC_REQUEST:
+        /* A session's child may ask its client (it goes on a stream); a pool's never does. */
+        FUZZ_CHECK(sessions_mode, "request %s got a request: %.200s", r->id, data);
+        return;
+    case JSONRPC_NOTIFICATION:
+        break;
+    }
+    if (strcmp(info.method, "notifications/progress") == 0)
+        FUZZ_CHECK(r->token[0] != '\0' && span_is(data, info.progress_token, r->token),
+                   "request %s (token %s) got another's progress: %.200s", r->id, r->token, data);
+    if (info.meta_subscription.len != 0)
+        FUZZ_CHECK(span_is(data, info.meta_subscription, r->id),
+                   "request %s got another subscription's notification: %.200s", r->id, data);
+}
+
+/* The whole events in r->acc: a message event's data is checked; priming and comments pass. */
+static void
+parse_events(struct req *r)
+{
+    size_t at = 0;
+    for (;;) {
+        char *start = r->acc + at;
+        size_t left = r->acc_len - at;
+        char *end = memmem(start, left, "\n\n", 2);
+        if (end == NULL)
+            break;
+        *end = '\0';
+        char *data = NULL;
+        bool message = true;
+        for (char *l = start; l != NULL && l < end;) {
+            char *nl = strchr(l, '\n');
+            if (nl != NULL)
+                *nl = '\0';
+            if (strncmp(l, "data: ", 6) == 0) {
+                FUZZ_CHECK(data == NULL, "an event of two data lines: %.200s", start);
+                data = l + 6;
+            } else if (strncmp(l, "event: ", 7) == 0) {
+                message = strcmp(l + 7, "message") == 0;
+            } else {
+                FUZZ_CHECK(l[0] == ':' || strncmp(l, "id: ", 4) == 0
+                               || strncmp(l, "retry: ", 7) == 0,
+                           "request %s: an unknown event line: %.200s", r->id, l);
+            }
+            l = nl != NULL ? nl + 1 : NULL;
+        }
+        if (message && data != NULL && data[0] != '\0')
+            check_message(r, data, strlen(data));
+        at = (size_t)(end - r->acc) + 2;
+    }
+    memmove(r->acc, r->acc + at, r->acc_len - at);
+    r->acc_len -= at;
+}
+
+/* The client reads st through buffers of max bytes, at most rounds times (0: until empty). */
+static void
+client_read(struct req *r, size_t max, unsigned rounds)
+{
+    char buf[4096];
+    if (r->st == NULL)
+        return;
+    if (max > sizeof buf)
+        max = sizeof buf;
+    for (unsigned i = 0; rounds == 0 || i < rounds; i++) {
+        size_t n = stream_read(r->st, buf, max);
+        if (n == 0)
+            break;
+        if (r->acc_len + n + 1 > r->acc_cap) {
+            r->acc_cap = (r->acc_len + n + 1) * 2;
+            r->acc = xrealloc(r->acc, r->acc_cap);
+        }
+        memcpy(r->acc + r->acc_len, buf, n);
+        r->acc_len += n;
+        r->acc[r->acc_len] = '\0';
+        parse_events(r);
+    }
+    if (stream_finished(r->st)) {
+        FUZZ_CHECK(r->finals == (r->get ? 0u : 1u) || (r->cancelled && r->finals == 0),
+                   "request %s: its stream ended with %u final answers", r->id, r->finals);
+        detach(r); /* the HTTP response is complete */
+    }
+}
+
+static const char *const methods[] = {
+    "tools/call",  "tools/call",     "tools/list",      "resources/list",
+    "prompts/get", "resources/read", "server/discover", "subscriptions/listen",
+};
+
+/* A new request (or, with of != NULL, a retry of of's round with state). */
+static void
+client_request(unsigned a, unsigned b, const struct req *of, const char *state)
+{
+    if (nreq == REQ_MAX)
+        return;
+    struct req *r = &R[nreq];
+    memset(r, 0, sizeof(*r));
+    unsigned n = ++id_seq;
+    if (n & 1)
+        snprintf(r->id, sizeof r->id, "\"c%u\"", n);
+    else
+        snprintf(r->id, sizeof r->id, "%u", 1000 + n);
+    const char *method = of != NULL ? of->method : methods[a & 7];
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->name, sizeof r->name, "%s", of != NULL ? of->name : (b & 64) ? "u" : "t");
+    r->caps = of != NULL && !(b & 8) ? of->caps : (a >> 3) & 7;
+    r->principal =
+        of != NULL ? ((b & 16) ? "mallory" : of->principal) : ((b & 32) ? "bob" : "alice");
+    r->listen = strcmp(method, "subscriptions/listen") == 0;
+    bool progress = (a & 7) == 1 || (of != NULL && (b & 4));
+    if (progress)
+        snprintf(r->token, sizeof r->token, "\"p%u\"", n);
+    static const char *const levels[] = { NULL, "\"debug\"", "\"warning\"", "\"bogus\"" };
+    const char *level = levels[(a >> 6) & 3];
+
+    char body[2048];
+    size_t len = (size_t)snprintf(body, sizeof body,
+                                  "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{",
+                                  r->id, method);
+    if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+        len += (size_t)snprintf(body + len, sizeof body - len, "\"name\":\"%s\",", r->name);
+    else if (strcmp(method, "resources/read") == 0)
+        len += (size_t)snprintf(body + len, sizeof body - len, "\"uri\":\"%s\",", r->name);
+    else if (r->listen)
+        len += (size_t)snprintf(body + len, sizeof body - len,
+                                "\"notifications\":{\"toolsListChanged\":true,"
+                                "\"resourceSubscriptions\":[%s]},",
+                                (b & 128) ? "\"u1\",\"u2\""
+                                : (b & 2) ? "\"u2\""
+                                          : "\"u1\"");
+    if (of != NULL) {
+        /* inputResponses: r1..r3 answered, some, or none (b's low bits). */
+        len += (size_t)snprintf(body + len, sizeof body - len, "\"inputResponses\":{");
+        for (unsigned k = 1; k <= 3; k++)
+            if ((b & 3) == 0 || ((b & 3) == 1 && k == 1) || (b & 3) == 2)
+                len += (size_t)snprintf(
+                    body + len, sizeof body - len, "%s\"r%u\":{\"action\":\"accept\"}",
+                    body[len - 1] == '{' ? "" : ",", k + ((b & 3) == 2 ? 1 : 0));
+        len += (size_t)snprintf(body + len, sizeof body - len, "},\"requestState\":\"%s\",", state);
+    }
+    len += (size_t)snprintf(
+        body + len, sizeof body - len,
+        "\"_meta\":{\"io.modelcontextprotocol/clientCapabilities\":{%s%s%s}",
+        (r->caps & 1) ? "\"elicitation\":{}" : "",
+        (r->caps & 2) ? ((r->caps & 1) ? ",\"sampling\":{}" : "\"sampling\":{}") : "",
+        (r->caps & 4) ? ((r->caps & 3) ? ",\"roots\":{}" : "\"roots\":{}") : "");
+    if (progress)
+        len += (size_t)snprintf(body + len, sizeof body - len, ",\"progressToken\":%s", r->token);
+    if (level != NULL)
+        len += (size_t)snprintf(body + len, sizeof body - len,
+                                ",\"io.modelcontextprotocol/logLevel\":%s", level);
+    len += (size_t)snprintf(body + len, sizeof body - len, "}}}");
+    FUZZ_CHECK(len < sizeof body, "body too long");
+
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    struct pool_meta meta = { .log_level = -1, .principal = r->principal };
+    if (info.meta_log_level.len != 0
+        && (meta.log_level = pool_log_level(body, info.meta_log_level)) < 0) {
+        r->refused = true; /* http_modern.c's 400 */
+        nreq++;
+        return;
+    }
+    enum pool_status status = POOL_OK;
+    r->st = pool_request(&cur_cfg()->servers[0], body, len, &info, &meta, &status);
+    if (r->st == NULL) {
+        FUZZ_CHECK(status != POOL_OK, "pool_request: no stream and no error status");
+        r->refused = true;
+    } else {
+        FUZZ_CHECK(status == POOL_OK, "pool_request: a stream and status %d", (int)status);
+    }
+    nreq++;
+}
+
+static void
+client_retry(unsigned a, unsigned b)
+{
+    size_t with_state = 0;
+    for (size_t i = 0; i < nreq; i++)
+        with_state += R[i].state[0] != '\0';
+    if (with_state == 0) {
+        client_request(a, b, NULL, NULL);
+        return;
+    }
+    size_t k = a % with_state;
+    const struct req *of = NULL;
+    for (size_t i = 0; i < nreq && of == NULL; i++)
+        if (R[i].state[0] != '\0' && k-- == 0)
+            of = &R[i];
+    char state[256];
+    switch ((a >> 4) & 3) {
+    case 1: /* stale: the round before, when there was one */
+        snprintf(state, sizeof state, "%s", of->prev_state[0] ? of->prev_state : of->state);
+        break;
+    case 2: { /* forged: one character changed */
+        snprintf(state, sizeof state, "%s", of->state);
+        size_t n = strlen(state);
+        size_t at = 7 + (b * 7) % (n > 8 ? n - 7 : 1);
+        if (at < n)
+            state[at] = state[at] == 'A' ? 'B' : 'A';
+        break;
+    }
+    default:
+        snprintf(state, sizeof state, "%s", of->state);
+    }
+    struct req copy = *of; /* R may not move, but of is only read before nreq++ */
+    client_request(a, b, &copy, state);
+}
+
+static struct req *
+pick_req(unsigned a)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < nreq; i++)
+        live += R[i].st != NULL;
+    if (live == 0)
+        return NULL;
+    size_t k = a % live;
+    for (size_t i = 0; i < nreq; i++)
+        if (R[i].st != NULL && k-- == 0)
+            return &R[i];
+    return NULL;
+}
+
+/* --- the children ------------------------------------------------------------------------- */
+
+static struct pool_child *
+pick_child(unsigned a)
+{
+    size_t n = 0;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (struct pool_child *c = p->children; c != NULL; c = c->next)
+            n++;
+    if (n == 0)
+        return NULL;
+    size_t k = a % n;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (struct pool_child *c = p->children; c != NULL; c = c->next)
+            if (k-- == 0)
+                return c;
+    return NULL;
+}
+
+/* The k-th entry of c's table (any state), or NULL when it has none. */
+static struct pending *
+pick_entry(struct pool_child *c, unsigned k)
+{
+    if (c->pt.count == 0)
+        return NULL;
+    k %= (unsigned)c->pt.count;
+    for (struct pending *e = c->pt.head; e != NULL; e = e->next)
+        if (k-- == 0)
+            return e;
+    return NULL;
+}
+
+/* The child writes line; nothing while its stdout is paused (it blocks on the pipe). */
+static void
+child_says(struct pool_child *c, const char *line)
+{
+    if (c->u == NULL || fake_upstream_paused(c->u))
+        return;
+    fake_upstream_line(c->u, line);
+}
+
+static char *line; /* a child's line being built */
+static size_t line_cap;
+
+static void line_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+line_fmt(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, line_cap, fmt, ap);
+    va_end(ap);
+    if ((size_t)n >= line_cap) {
+        line_cap = (size_t)n + 1;
+        line = xrealloc(line, line_cap);
+        va_start(ap, fmt);
+        vsnprintf(line, line_cap, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void
+child_answer(struct pool_child *c, unsigned a, unsigned b)
+{
+    struct pending *e = pick_entry(c, a >> 2);
+    if (e == NULL || (a & 3) == 3) {
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%u,\"result\":{}}", 900000 + b);
+        child_says(c, line);
+        return;
+    }
+    uint64_t id = e->gw_id;
+    if (id == c->start_id && c->state == POOL_CHILD_STARTING) {
+        if (c->probing) {
+            if (b % 8 == 7)
+                line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                         ",\"result\":{\"supportedVersions\":[\"2099-01-01\"]}}",
+                         id);
+            else if (b & 1)
+                line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                         ",\"result\":{\"supportedVersions\":[\"2026-07-28\"],"
+                         "\"capabilities\":{}}}",
+                         id);
+            else
+                line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                         ",\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}",
+                         id);
+        } else if (b % 8 == 7) {
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"error\":{\"code\":-32602,\"message\":\"no\"}}",
+                     id);
+        } else {
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{"
+                     "\"tools\":{\"listChanged\":true},\"resources\":{\"subscribe\":true,"
+                     "\"listChanged\":true}},\"serverInfo\":{\"name\":\"f\",\"version\":\"1\"}}}",
+                     id);
+        }
+        child_says(c, line);
+        return;
+    }
+    switch (b & 3) {
+    case 0:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                 ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}",
+                 id);
+        break;
+    case 1:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                 ",\"error\":{\"code\":-32000,\"message\":\"failed\"}}",
+                 id);
+        break;
+    case 2:
+        if (skipping(20))
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"n\":0}}", id);
+        else
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
+        break;
+    default:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                 ",\"result\":{\"tools\":[],\"resultType\":\"complete\",\"ttlMs\":5}}",
+                 id);
+    }
+    child_says(c, line);
+}
+
+static bool
+allow_big(unsigned b)
+{
+    return (b & 1) && !skipping(3);
+}
+
+static void
+child_progress(struct pool_child *c, unsigned a, unsigned b)
+{
+    struct pending *e = pick_entry(c, a);
+    uint64_t id = e != NULL ? e->gw_id : 424242;
+    line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{"
+             "\"progressToken\":%" PRIu64 ",\"progress\":1,\"message\":\"%s\"}}",
+             id, allow_big(b) ? big : "half");
+    child_says(c, line);
+}
+
+static void
+child_log(struct pool_child *c, unsigned a)
+{
+    static const char *const levels[] = { "debug", "info", "error", "emergency" };
+    line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{"
+             "\"level\":\"%s\",\"data\":\"line\"}}",
+             levels[a & 3]);
+    child_says(c, line);
+}
+
+static void
+child_ask(struct pool_child *c, unsigned a, unsigned b)
+{
+    static const char *const asks[] = { "elicitation/create",
+                                        "sampling/createMessage",
+                                        "roots/list",
+                                        "elicitation/create",
+                                        "ping",
+                                        "foo/bar" };
+    const char *m = asks[a % 6];
+    unsigned n = ++ask_seq;
+    line_fmt("{\"jsonrpc\":\"2.0\",\"id\":\"k%u\",\"method\":\"%s\",\"params\":{"
+             "\"message\":\"%s\"}}",
+             n, m, allow_big(b) ? big : "which?");
+    child_says(c, line);
+}
+
+static void
+child_withdraw(struct pool_child *c, unsigned a)
+{
+    unsigned n = ask_seq > (a & 3) ? ask_seq - (a & 3) : 1;
+    line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+             "\"requestId\":\"k%u\",\"reason\":\"never mind\"}}",
+             n);
+    child_says(c, line);
+}
+
+static void
+child_notify(struct pool_child *c, unsigned a)
+{
+    switch (a & 3) {
+    case 0:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+        break;
+    case 1:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\","
+                 "\"params\":{\"uri\":\"u%u\"}}",
+                 1 + ((a >> 2) & 1));
+        break;
+    default: {
+        struct pending *e = pick_entry(c, a >> 2);
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\","
+                 "\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":%" PRIu64 "}}}",
+                 e != NULL ? e->gw_id : 7);
+    }
+    }
+    child_says(c, line);
+}
+
+/* --- session mode: the same client and child against the session layer ------------------- */
+
+static struct session *
+pick_session(unsigned a)
+{
+    if (nsids == 0)
+        return NULL;
+    return session_find(sids[a % nsids]);
+}
+
+/* A POST (or GET) stream of s for a new tracked request; NULL when refused or full. */
+static struct req *
+session_open(struct session *s, bool is_get)
+{
+    if (nreq == REQ_MAX)
+        return NULL;
+    enum session_status status = SESSION_OK;
+    struct stream *st = session_stream_open(s, is_get, &status);
+    if (st == NULL)
+        return NULL;
+    struct req *r = &R[nreq++];
+    memset(r, 0, sizeof(*r));
+    r->st = st;
+    r->get = is_get;
+    snprintf(r->sid, sizeof r->sid, "%s", s->id);
+    return r;
+}
+
+/* body on a new POST stream of s, as http_mcp.c sends it; a refusal ends the stream unread. */
+static void
+session_send(struct session *s, struct req *r, char *body, size_t len)
+{
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    if (session_client_request(s, r->st, body, len, &info, G) != SESSION_OK) {
+        r->refused = true;
+        detach(r);
+    }
+}
+
+static void
+session_new(unsigned b)
+{
+    if (nsids == SESS_MAX || nreq == REQ_MAX)
+        return;
+    int status = 0;
+    const char *err = NULL;
+    struct session *s = session_create(&cur_cfg()->servers[0], P, &status, &err);
+    if (s == NULL)
+        return;
+    snprintf(sids[nsids++], sizeof sids[0], "%s", s->id);
+    struct req *r = session_open(s, false);
+    if (r == NULL)
+        return;
+    unsigned n = ++id_seq;
+    snprintf(r->id, sizeof r->id, "%u", 1000 + n);
+    char body[512];
+    int len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"initialize\",\"params\":{"
+                       "\"protocolVersion\":\"%s\",\"capabilities\":{\"elicitation\":{}},"
+                       "\"clientInfo\":{\"name\":\"f\",\"version\":\"1\"}}}",
+                       r->id, (b & 1) ? "2025-03-26" : "2025-06-18");
+    session_send(s, r, body, (size_t)len);
+}
+
+static void
+session_request(unsigned a, unsigned b)
+{
+    struct session *s = pick_session(a);
+    if (s == NULL || (b & 15) == 0) {
+        session_new(b >> 4);
+        return;
+    }
+    struct req *r = session_open(s, false);
+    if (r == NULL)
+        return;
+    static const char *const ms[] = { "tools/call",  "tools/call", "tools/list", "resources/read",
+                                      "prompts/get", "ping",       "tools/call", "resources/list" };
+    unsigned n = ++id_seq;
+    if (n & 1)
+        snprintf(r->id, sizeof r->id, "\"c%u\"", n);
+    else
+        snprintf(r->id, sizeof r->id, "%u", 1000 + n);
+    const char *m = ms[(a >> 2) & 7];
+    snprintf(r->method, sizeof r->method, "%s", m);
+    bool progress = (b & 16) != 0;
+    if (progress)
+        snprintf(r->token, sizeof r->token, "\"p%u\"", n);
+    char body[512];
+    int len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{"
+                       "\"name\":\"t\",\"uri\":\"u1\"%s%s%s}}",
+                       r->id, m, progress ? ",\"_meta\":{\"progressToken\":" : "",
+                       progress ? r->token : "", progress ? "}" : "");
+    session_send(s, r, body, (size_t)len);
+}
+
+/* The client's notifications: initialized, a cancel of one of its requests, an answer. */
+static void
+session_other(unsigned a, unsigned b)
+{
+    struct session *s = pick_session(a);
+    if (s == NULL)
+        return;
+    char body[256];
+    int len;
+    if ((b & 3) == 0) {
+        len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    } else if ((b & 3) == 1 && nreq > 0) {
+        struct req *r = &R[(b >> 2) % nreq];
+        if (strcmp(r->sid, s->id) == 0)
+            r->cancelled = true; /* notifications/cancelled: no answer is owed */
+        len = snprintf(body, sizeof body,
+                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                       "\"requestId\":%s}}",
+                       R[(b >> 2) % nreq].id[0] ? R[(b >> 2) % nreq].id : "0");
+    } else {
+        len = snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":%u,\"result\":{}}",
+                       (b >> 2) & 7);
+    }
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, (size_t)len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    (void)session_client_other(s, body, (size_t)len, &info);
+}
+
+static void
+session_child_says(struct session *s, const char *l)
+{
+    if (s->u != NULL && !fake_upstream_paused(s->u))
+        fake_upstream_line(s->u, l);
+}
+
+static void
+session_child(unsigned op, unsigned a, unsigned b)
+{
+    struct session *s = pick_session(a);
+    if (s == NULL || s->u == NULL)
+        return;
+    struct pending *e = NULL;
+    if (s->pt.count > 0) {
+        unsigned k = (a >> 2) % (unsigned)s->pt.count;
+        for (e = s->pt.head; e != NULL && k > 0; e = e->next)
+            k--;
+    }
+    uint64_t id = e != NULL ? e->gw_id : 777;
+    switch (op) {
+    case 0: /* an answer */
+        if (e != NULL && e->gw_id == s->init_gw_id && (b & 7) != 7)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"result\":{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{}},"
+                     "\"serverInfo\":{\"name\":\"f\",\"version\":\"1\"}}}",
+                     id, (b & 8) ? "2025-03-26" : "2025-06-18");
+        else if (b & 1)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"error\":{\"code\":-32000,\"message\":\"failed\"}}",
+                     id);
+        else
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+        break;
+    case 1: /* progress with the client's own token */
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{"
+                 "\"progressToken\":%.*s,\"progress\":1,\"message\":\"%s\"}}",
+                 e != NULL && e->token != NULL ? (int)e->token_len : 3,
+                 e != NULL && e->token != NULL ? e->token : "\"z\"", allow_big(b) ? big : "half");
+        break;
+    case 2: /* a log line, a list change */
+        line_fmt((b & 1) ? "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
+                         : "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+                           "\"params\":{\"level\":\"info\",\"data\":\"x\"}}");
+        break;
+    default: /* a request to the client */
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":\"k%u\",\"method\":\"%s\",\"params\":{"
+                 "\"message\":\"%s\"}}",
+                 ++ask_seq, (b & 2) ? "roots/list" : "elicitation/create",
+                 allow_big(b) ? big : "which?");
+    }
+    session_child_says(s, line);
+}
+
+static void
+session_event(unsigned op, unsigned a, unsigned b)
+{
+    struct session *s;
+    switch (op % 20) {
+    case 0:
+    case 1:
+    case 2:
+        if (!closed)
+            session_request(a, b);
+        break;
+    case 3:
+        session_other(a, b);
+        break;
+    case 7:
+    case 8:
+        session_child(0, a, b);
+        break;
+    case 9:
+        session_child(1, a, b);
+        break;
+    case 10:
+        session_child(2, a, b);
+        break;
+    case 11:
+        session_child(3, a, b);
+        break;
+    case 12:
+        if ((s = pick_session(a)) != NULL && !closed)
+            (void)session_open(s, true);
+        break;
+    case 14:
+        if ((s = pick_session(a)) != NULL && s->u != NULL)
+            fake_upstream_gone(s->u, (b & 1) ? "child exited" : "child closed its stdout");
+        break;
+    case 15:
+        if ((s = pick_session(a)) != NULL && s->u != NULL) {
+            if (b & 2)
+                fake_upstream_fail_next_write(s->u);
+            else
+                fake_upstream_set_full(s->u, b & 1);
+        }
+        break;
+    case 16:
+        if ((s = pick_session(a)) != NULL)
+            session_close(s, (b & 1) ? SESSION_END_DELETED : SESSION_END_EXPIRED, NULL);
+        break;
+    case 18:
+        if ((a & 3) == 0) {
+            session_close_all(SESSION_END_SHUTDOWN);
+            closed = true;
+        } else if ((a & 3) == 1) {
+            session_drain();
+        } else {
+            session_sweep(util_now_ms());
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* --- invariants ------------------------------------------------------------------------------ */
+
+static bool
+gateways_own(const struct pool_child *c, const struct pending *e)
+{
+    return e->gw_id == c->start_id || e->gw_id == c->fence_id
+           || strcmp(e->method, "resources/subscribe") == 0
+           || strcmp(e->method, "resources/unsubscribe") == 0;
+}
+
+/* True when call is somewhere the pool will end it from. */
+static bool
+reachable(const struct pool_call *call)
+{
+    for (struct pool *p = pools.pools; p != NULL; p = p->next) {
+        for (struct pool_call *q = p->qhead; q != NULL; q = q->qnext)
+            if (q == call)
+                return true;
+        for (struct pool_listen *l = p->listeners; l != NULL; l = l->next)
+            if (l->call == call)
+                return true;
+        for (struct pool_child *c = p->children; c != NULL; c = c->next)
+            for (struct pending *e = c->pt.head; e != NULL; e = e->next)
+                if (e->owner == call)
+                    return true;
+    }
+    for (struct pool_call *h = pools.held; h != NULL; h = h->hnext)
+        if (h == call)
+            return true;
+    for (struct pool_call *d = pools.due; d != NULL; d = d->dnext)
+        if (d == call)
+            return true;
+    return false;
+}
+
+static void
+check_all(void)
+{
+    size_t inflight = 0;
+    FUZZ_CHECK(fake_upstream_misuse() == 0, "the pool used an upstream after closing it");
+    for (struct pool *p = pools.pools; p != NULL; p = p->next) {
+        size_t queued = 0;
+        for (struct pool_call *q = p->qhead; q != NULL; q = q->qnext) {
+            queued++;
+            FUZZ_CHECK(q->c == NULL && q->p == NULL, "a queued call has a child");
+            if (q->qnext == NULL)
+                FUZZ_CHECK(p->qtail == q, "the queue's tail is not its last call");
+        }
+        FUZZ_CHECK(queued == p->queued, "pool %s: queued %zu, its queue holds %zu", p->name,
+                   p->queued, queued);
+        inflight += queued;
+        size_t children = 0, starting = 0;
+        for (struct pool_child *c = p->children; c != NULL; c = c->next) {
+            children++;
+            FUZZ_CHECK(c->state != POOL_CHILD_GONE, "a gone child is still in its pool");
+            starting += c->state == POOL_CHILD_STARTING;
+            bool start_seen = c->start_id == 0, fence_seen = c->fence_id == 0;
+            for (struct pending *e = c->pt.head; e != NULL; e = e->next) {
+                struct pool_call *call = e->owner;
+                start_seen |= e->gw_id == c->start_id;
+                fence_seen |= e->gw_id == c->fence_id;
+                if (call != NULL) {
+                    FUZZ_CHECK(call->p == e && call->c == c,
+                               "an entry's call points at another entry or child");
+                    FUZZ_CHECK(e->state == PENDING_FORWARDED, "a cancelled entry has an owner");
+                } else if (e->state == PENDING_FORWARDED) {
+                    FUZZ_CHECK(gateways_own(c, e), "an in-flight %s entry without an owner",
+                               e->method);
+                }
+                if (e->state == PENDING_FORWARDED && e->dir == PENDING_TO_CHILD
+                    && e->gw_id != c->start_id && e->gw_id != c->fence_id)
+                    inflight++;
+            }
+            FUZZ_CHECK(start_seen, "start_id names no entry");
+            FUZZ_CHECK(fence_seen, "fence_id names no entry");
+            if (c->u != NULL && fake_upstream_paused(c->u) && !skipping(21)) {
+                bool over = false;
+                for (size_t i = 0; i < nreq && !over; i++) {
+                    const struct stream *st = R[i].st;
+                    over = st != NULL && st->drain != NULL && st->pending > st->low_water;
+                }
+                FUZZ_CHECK(c->over > 0 && over,
+                           "%s is paused (over %u) while no stream a client holds is over "
+                           "its ceiling",
+                           c->tag, c->over);
+            }
+        }
+        FUZZ_CHECK(children == p->n_children, "pool %s: n_children %zu, list %zu", p->name,
+                   p->n_children, children);
+        FUZZ_CHECK(starting == p->n_starting, "pool %s: n_starting %zu, list %zu", p->name,
+                   p->n_starting, starting);
+        bool stranded_known = p->retired || pools.draining; /* finding 10 */
+        if (!(skipping(10) && stranded_known) && !(skipping(22) && pools.draining && !p->retired)
+            && !(skipping(23) && !stranded_known))
+            FUZZ_CHECK(p->qhead == NULL || p->n_starting > 0 || p->broken,
+                       "pool %s%s%s: %zu requests queued and no child starting: they wait for "
+                       "ever",
+                       p->name, p->retired ? " (retired)" : "", pools.draining ? " (draining)" : "",
+                       p->queued);
+    }
+    FUZZ_CHECK(pool_inflight() == inflight, "pool_inflight() %zu, tables hold %zu", pool_inflight(),
+               inflight);
+    size_t held = 0;
+    for (struct pool_call *h = pools.held; h != NULL; h = h->hnext) {
+        held++;
+        FUZZ_CHECK(h->held && h->st == NULL, "a call on the held list is not held");
+    }
+    FUZZ_CHECK(held == pools.nheld, "nheld %zu, the held list %zu", pools.nheld, held);
+    for (size_t i = 0; i < nreq && !sessions_mode; i++) {
+        const struct stream *st = R[i].st;
+        if (st == NULL || st->ended)
+            continue;
+        FUZZ_CHECK(st->owner != NULL, "request %s: its stream is not ended and has no call",
+                   R[i].id);
+        FUZZ_CHECK(reachable(st->owner), "request %s: its call is nowhere the pool looks", R[i].id);
+    }
+}
+
+/* --- one run --------------------------------------------------------------------------------- */
+
+static void
+run_event(unsigned op)
+{
+    unsigned a = next_byte(), b = next_byte();
+    struct pool_child *c = NULL;
+    if (trace)
+        fprintf(stderr, "relay: event %u a=%u b=%u at %" PRIu64 " ms\n", op % 20, a, b,
+                util_now_ms() - START_US / 1000);
+    if (sessions_mode && op % 20 != 4 && op % 20 != 5 && op % 20 != 6 && op % 20 != 13
+        && op % 20 != 17 && op % 20 != 19) {
+        session_event(op, a, b);
+        settle();
+        check_all();
+        return;
+    }
+    switch (op % 20) {
+    case 0:
+    case 1:
+    case 2:
+        if (!closed)
+            client_request(a, b, NULL, NULL);
+        break;
+    case 3:
+        if (!closed)
+            client_retry(a, b);
+        break;
+    case 4:
+    case 5: {
+        static const size_t sizes[] = { 64, 512, 4096, 1500 };
+        struct req *r = pick_req(a);
+        if (r != NULL)
+            client_read(r, sizes[b & 3], (b >> 2) & 15);
+        break;
+    }
+    case 6: {
+        struct req *r = pick_req(a);
+        if (r != NULL)
+            detach(r);
+        break;
+    }
+    case 7:
+    case 8:
+        if ((c = pick_child(a)) != NULL)
+            child_answer(c, a, b);
+        break;
+    case 9:
+        if ((c = pick_child(a)) != NULL)
+            child_progress(c, a >> 3, b);
+        break;
+    case 10:
+        if ((c = pick_child(a)) != NULL)
+            child_log(c, b);
+        break;
+    case 11:
+        if ((c = pick_child(a)) != NULL)
+            child_ask(c, a >> 3, b);
+        break;
+    case 12:
+        if ((c = pick_child(a)) != NULL) {
+            if (b & 1)
+                child_withdraw(c, b >> 1);
+            else
+                child_notify(c, b >> 1);
+        }
+        break;
+    case 13: {
+        static const uint64_t steps[] = { 1, 50, 200, 600, 1100, 2500, 5200, 21000 };
+        advance(steps[a & 7]);
+        break;
+    }
+    case 14:
+        if ((c = pick_child(a)) != NULL && c->u != NULL)
+            fake_upstream_gone(c->u, (b & 1) ? "child exited" : "child closed its stdout");
+        break;
+    case 15:
+        if ((c = pick_child(a)) != NULL && c->u != NULL) {
+            if (b & 2)
+                fake_upstream_fail_next_write(c->u);
+            else
+                fake_upstream_set_full(c->u, b & 1);
+        }
+        break;
+    case 16:
+        if (!closed)
+            sighup(a);
+        break;
+    case 17:
+        fake_upstream_fail_spawn(upstream_no_fds);
+        break;
+    case 18:
+        if ((a & 3) == 0) {
+            pool_close_all();
+            closed = true;
+        } else if ((a & 3) == 1) {
+            pool_drain();
+        } else {
+            pool_sweep(util_now_ms());
+        }
+        break;
+    default:
+        advance(1 + (a & 63));
+        break;
+    }
+    settle();
+    check_all();
+}
+
+/* The end: shutdown, every stream read to its end, time far ahead; everything answered. */
+static void
+finish(void)
+{
+    if (sessions_mode)
+        session_close_all(SESSION_END_SHUTDOWN);
+    else
+        pool_close_all();
+    closed = true;
+    settle();
+    check_all();
+    for (size_t i = 0; i < nreq; i++) {
+        struct req *r = &R[i];
+        if (r->st != NULL)
+            client_read(r, 4096, 0);
+        if (r->st != NULL) {
+            FUZZ_CHECK(r->st->ended, "request %s: its stream did not end at shutdown", r->id);
+            detach(r);
+        }
+    }
+    advance(25000); /* past every timeout: a timer left on freed memory fires */
+    FUZZ_CHECK(pool_inflight() == 0, "%zu requests in flight after shutdown", pool_inflight());
+    FUZZ_CHECK(pools.nheld == 0 && pools.held == NULL, "held calls after shutdown");
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        FUZZ_CHECK(p->children == NULL && p->qhead == NULL && p->listeners == NULL,
+                   "pool %s not empty after shutdown", p->name);
+    if (trace)
+        fprintf(stderr,
+                "relay: %zu requests: %" PRIu64 " to the pool, %" PRIu64 " answered, %" PRIu64
+                " rounds, %" PRIu64 " refused states, %" PRIu64 " children\n",
+                nreq, pools.ctr.requests, pools.ctr.answered, pools.ctr.rounds,
+                pools.ctr.states_refused, pools.ctr.spawned);
+    pool_module_free();
+    if (sessions_mode) {
+        session_reap();
+        session_module_free();
+        auth_principal_unref(P);
+        auth_free(A);
+        auth_module_free();
+        P = NULL;
+        A = NULL;
+    }
+    settle();
+    loop_free(L);
+    L = NULL;
+    FUZZ_CHECK(fake_upstream_misuse() == 0, "the pool used an upstream after closing it");
+    fake_upstream_free_all();
+    free_retired(true);
+    for (size_t i = 0; i < ncfg; i++) {
+        config_clear(cfgs[i]);
+        free(cfgs[i]);
+    }
+    ncfg = 0;
+    for (size_t i = 0; i < nreq; i++)
+        free(R[i].acc);
+    nreq = 0;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    in = data;
+    in_len = size;
+    in_pos = 0;
+    relay_now_us = START_US;
+    closed = false;
+    nreq = 0;
+    id_seq = ask_seq = 0;
+    unsigned b0 = next_byte(), b1 = next_byte(), b2 = next_byte();
+    make_ini(b0, b1, b2);
+    L = loop_new();
+    loop_set_hooks(L, NULL, after_turn, NULL);
+    cfgs[0] = load_config();
+    ncfg = 1;
+    sessions_mode = RELAY_SESSIONS;
+    nsids = 0;
+    if (sessions_mode) {
+        char err[256] = "";
+        const char *why = NULL;
+        A = auth_new(cfgs[0], err, sizeof err);
+        FUZZ_CHECK(A != NULL, "auth_new: %s", err);
+        FUZZ_CHECK(auth_check(A, NULL, &cfgs[0]->servers[0], util_now_unix(), &P, &G, &why)
+                       == AUTH_OK,
+                   "auth_check: %s", why);
+        session_module_init(L, cfgs[0]);
+    } else {
+        pool_module_init(L, cfgs[0]);
+    }
+    settle();
+    check_all();
+    for (unsigned n = 0; n < EVENTS_MAX && in_pos < in_len; n++)
+        run_event(next_byte());
+    finish();
+    return 0;
+}
