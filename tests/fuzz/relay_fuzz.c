@@ -620,10 +620,10 @@ pick_child(unsigned a)
 static struct pending *
 pick_entry(struct pool_child *c, unsigned k)
 {
-    if (c->pt.count == 0)
+    if (c->r.pt.count == 0)
         return NULL;
-    k %= (unsigned)c->pt.count;
-    for (struct pending *e = c->pt.head; e != NULL; e = e->next)
+    k %= (unsigned)c->r.pt.count;
+    for (struct pending *e = c->r.pt.head; e != NULL; e = e->next)
         if (k-- == 0)
             return e;
     return NULL;
@@ -939,9 +939,9 @@ session_child(unsigned op, unsigned a, unsigned b)
     if (s == NULL || s->u == NULL)
         return;
     struct pending *e = NULL;
-    if (s->pt.count > 0) {
-        unsigned k = (a >> 2) % (unsigned)s->pt.count;
-        for (e = s->pt.head; e != NULL && k > 0; e = e->next)
+    if (s->r.pt.count > 0) {
+        unsigned k = (a >> 2) % (unsigned)s->r.pt.count;
+        for (e = s->r.pt.head; e != NULL && k > 0; e = e->next)
             k--;
     }
     uint64_t id = e != NULL ? e->gw_id : 777;
@@ -1063,7 +1063,7 @@ reachable(const struct pool_call *call)
             if (l->call == call)
                 return true;
         for (struct pool_child *c = p->children; c != NULL; c = c->next)
-            for (struct pending *e = c->pt.head; e != NULL; e = e->next)
+            for (struct pending *e = c->r.pt.head; e != NULL; e = e->next)
                 if (e->owner == call)
                     return true;
     }
@@ -1092,13 +1092,13 @@ check_all(void)
         FUZZ_CHECK(queued == p->queued, "pool %s: queued %zu, its queue holds %zu", p->name,
                    p->queued, queued);
         inflight += queued;
-        size_t children = 0, starting = 0;
+        size_t children = 0, starting = 0, fenced = 0;
         for (struct pool_child *c = p->children; c != NULL; c = c->next) {
             children++;
             FUZZ_CHECK(c->state != POOL_CHILD_GONE, "a gone child is still in its pool");
             starting += c->state == POOL_CHILD_STARTING;
             bool start_seen = c->start_id == 0, fence_seen = c->fence_id == 0;
-            for (struct pending *e = c->pt.head; e != NULL; e = e->next) {
+            for (struct pending *e = c->r.pt.head; e != NULL; e = e->next) {
                 struct pool_call *call = e->owner;
                 start_seen |= e->gw_id == c->start_id;
                 fence_seen |= e->gw_id == c->fence_id;
@@ -1111,22 +1111,16 @@ check_all(void)
                                e->method);
                 }
                 if (e->state == PENDING_FORWARDED && e->dir == PENDING_TO_CHILD
-                    && e->gw_id != c->start_id && e->gw_id != c->fence_id)
+                    && e->gw_id != c->start_id && e->gw_id != c->fence_id
+                    && strcmp(e->method, "subscriptions/listen") != 0)
                     inflight++;
             }
             FUZZ_CHECK(start_seen, "start_id names no entry");
             FUZZ_CHECK(fence_seen, "fence_id names no entry");
-            if (c->u != NULL && fake_upstream_paused(c->u) && !skipping(21)) {
-                bool over = false;
-                for (size_t i = 0; i < nreq && !over; i++) {
-                    const struct stream *st = R[i].st;
-                    over = st != NULL && st->drain != NULL && st->pending > st->low_water;
-                }
-                FUZZ_CHECK(c->over > 0 && over,
-                           "%s is paused (over %u) while no stream a client holds is over "
-                           "its ceiling",
-                           c->tag, c->over);
-            }
+            /* A pool child is shared: it is never paused for one slow reader (finding 8). */
+            if (!skipping(21))
+                FUZZ_CHECK(c->u == NULL || !fake_upstream_paused(c->u), "%s is paused", c->tag);
+            fenced += c->state == POOL_CHILD_READY && pool_bridge_unfenced(c);
         }
         FUZZ_CHECK(children == p->n_children, "pool %s: n_children %zu, list %zu", p->name,
                    p->n_children, children);
@@ -1135,20 +1129,22 @@ check_all(void)
         bool stranded_known = p->retired || pools.draining; /* finding 10 */
         if (!(skipping(10) && stranded_known) && !(skipping(22) && pools.draining && !p->retired)
             && !(skipping(23) && !stranded_known))
-            FUZZ_CHECK(p->qhead == NULL || p->n_starting > 0 || p->broken,
+            /* Queued requests wait for a starting child, or for a ready one's fence. */
+            FUZZ_CHECK(p->qhead == NULL || p->n_starting > 0 || fenced > 0 || p->broken,
                        "pool %s%s%s: %zu requests queued and no child starting: they wait for "
                        "ever",
                        p->name, p->retired ? " (retired)" : "", pools.draining ? " (draining)" : "",
                        p->queued);
     }
-    FUZZ_CHECK(pool_inflight() == inflight, "pool_inflight() %zu, tables hold %zu", pool_inflight(),
-               inflight);
     size_t held = 0;
     for (struct pool_call *h = pools.held; h != NULL; h = h->hnext) {
         held++;
+        inflight += h->p == NULL; /* its child answered while it was held: in no table */
         FUZZ_CHECK(h->held && h->st == NULL, "a call on the held list is not held");
     }
     FUZZ_CHECK(held == pools.nheld, "nheld %zu, the held list %zu", pools.nheld, held);
+    FUZZ_CHECK(pool_inflight() == inflight, "pool_inflight() %zu, tables hold %zu", pool_inflight(),
+               inflight);
     for (size_t i = 0; i < nreq && !sessions_mode; i++) {
         const struct stream *st = R[i].st;
         if (st == NULL || st->ended)
