@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool: 2026-07-28 requests through a pool of fake children (fake_upstream.c) with a fake clock
+ * (this binary's sources are built with -Dclock_gettime=test_clock_gettime: only the test moves
+ * time), the pool's real code, the real relay, loop, streams and scanner. Through pool.h, and
+ * pool_int.h where a test reads a child's table. The cases are the lifetimes examples once missed:
+ * an answered call's timer, a round past stream_queue_bytes, a slow reader on a shared child, a
+ * retired pool's queue, the fence after a cancel. tests/fuzz/relay_fuzz.c drives the same code
+ * through random interleavings.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+
+#include "config.h"
+#include "fake_upstream.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "loop.h"
+#include "pool.h"
+#include "src/pool_int.h"
+#include "stream.h"
+#include "util.h"
+
+TestSuite(pool, .timeout = 30);
+
+/* --- the fake clock ------------------------------------------------------------------------ */
+
+static uint64_t now_us = 1000000000;
+
+int
+test_clock_gettime(clockid_t clk, struct timespec *ts)
+{
+    uint64_t us = now_us + (clk == CLOCK_REALTIME ? (uint64_t)1700000000 * 1000000 : 0);
+    ts->tv_sec = (time_t)(us / 1000000);
+    ts->tv_nsec = (long)(us % 1000000) * 1000;
+    return 0;
+}
+
+/* --- the loop ------------------------------------------------------------------------------ */
+
+static struct loop *L;
+static struct config *cfgs[4];
+static size_t ncfg;
+
+static void
+stop_cb(void *arg)
+{
+    (void)arg;
+    loop_stop(L);
+}
+
+/* A few loop turns: timers due by now, deferred calls and theirs. */
+static void
+settle(void)
+{
+    for (int i = 0; i < 3; i++) {
+        loop_timer_add(L, 0, stop_cb, NULL);
+        loop_run(L);
+    }
+}
+
+/* Time passes by ms, a second a turn, with the pool's sweep each second (main.c's tick). */
+static void
+advance(uint64_t ms)
+{
+    while (ms > 0) {
+        uint64_t step = ms < 1000 ? ms : 1000;
+        now_us += step * 1000;
+        ms -= step;
+        settle();
+        pool_sweep(util_now_ms());
+    }
+    settle();
+}
+
+static struct config *
+load(const char *server_keys)
+{
+    char ini[1024];
+    snprintf(ini, sizeof ini,
+             "[gateway]\nlisten = 127.0.0.1:0\nstream_queue_bytes = 65536\n"
+             "[server:a]\npath = /mcp\ncommand = /bin/true\nera = legacy\n%s\n",
+             server_keys);
+    struct config *cfg = xcalloc(1, sizeof(*cfg));
+    char err[256];
+    cr_assert_eq(config_load_string(ini, "test.ini", cfg, err, sizeof err), 0, "%s", err);
+    cfgs[ncfg++] = cfg;
+    return cfg;
+}
+
+static void
+setup_with(const char *server_keys)
+{
+    log_init(LOG_ERROR, LOG_FORMAT_TEXT);
+    L = loop_new();
+    ncfg = 0;
+    struct config *cfg = load(server_keys);
+    pool_module_init(L, cfg);
+    char err[256];
+    cr_assert_eq(pool_load_key(cfg, err, sizeof err), 0, "%s", err);
+}
+
+static void
+teardown(void)
+{
+    pool_close_all();
+    advance(60000);
+    pool_module_free();
+    loop_free(L);
+    fake_upstream_free_all();
+    for (size_t i = 0; i < ncfg; i++) {
+        config_clear(cfgs[i]);
+        free(cfgs[i]);
+    }
+}
+
+/* --- client and child ------------------------------------------------------------------------ */
+
+struct call {
+    struct stream *st;
+    char got[1 << 20]; /* what the client read */
+    size_t len;
+};
+
+static struct stream *
+request(const char *body, enum pool_status *status)
+{
+    char *copy = xstrdup(body);
+    struct jsonrpc_info info;
+    cr_assert_eq(jsonrpc_scan(copy, strlen(copy), &info, NULL), JSONRPC_OK, "%s", body);
+    struct pool_meta meta = { .log_level = -1, .principal = "alice" };
+    if (info.meta_log_level.len != 0) /* as http_modern.c reads it */
+        meta.log_level = pool_log_level(copy, info.meta_log_level);
+    *status = POOL_OK;
+    struct stream *st =
+        pool_request(&cfgs[ncfg - 1]->servers[0], copy, strlen(copy), &info, &meta, status);
+    free(copy);
+    settle();
+    return st;
+}
+
+static void
+call_start(struct call *c, const char *body)
+{
+    enum pool_status status;
+    c->len = 0;
+    c->st = request(body, &status);
+    cr_assert_not_null(c->st, "refused: %s", pool_status_text(status));
+}
+
+/* The client reads what its stream holds now. */
+static void
+call_read(struct call *c)
+{
+    size_t n;
+    while (c->len < sizeof c->got - 1
+           && (n = stream_read(c->st, c->got + c->len, sizeof c->got - 1 - c->len)) > 0)
+        c->len += n;
+    c->got[c->len] = '\0';
+    settle();
+}
+
+static void
+call_done(struct call *c)
+{
+    call_read(c);
+    pool_stream_detach(c->st);
+    settle();
+}
+
+/* The pool's one child (the newest fake), its start answered: it is ready. */
+static struct upstream *
+child_ready(void)
+{
+    struct upstream *u = fake_upstream_last();
+    cr_assert_not_null(u, "no child started");
+    size_t len;
+    const char *init = fake_upstream_sent(u, 0, &len);
+    cr_assert(strstr(init, "\"method\":\"initialize\"") != NULL, "%s", init);
+    uint64_t id = strtoull(strstr(init, "\"id\":") + 5, NULL, 10);
+    char line[256];
+    snprintf(line, sizeof line,
+             "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"protocolVersion\":"
+             "\"2025-06-18\",\"capabilities\":{\"tools\":{}},\"serverInfo\":{\"name\":\"f\","
+             "\"version\":\"1\"}}}",
+             id);
+    cr_assert(fake_upstream_line(u, line));
+    settle();
+    return u;
+}
+
+/* The id the child saw on the last message it read that names method. */
+static uint64_t
+child_got(struct upstream *u, const char *method)
+{
+    for (size_t i = fake_upstream_sent_count(u); i-- > 0;) {
+        size_t len;
+        const char *m = fake_upstream_sent(u, i, &len);
+        if (strstr(m, method) != NULL && strstr(m, "\"id\":") != NULL)
+            return strtoull(strstr(m, "\"id\":") + 5, NULL, 10);
+    }
+    cr_assert_fail("the child read no %s", method);
+    return 0;
+}
+
+static size_t
+child_count(struct upstream *u, const char *needle)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < fake_upstream_sent_count(u); i++) {
+        size_t len;
+        n += strstr(fake_upstream_sent(u, i, &len), needle) != NULL;
+    }
+    return n;
+}
+
+__attribute__((format(printf, 2, 3))) static void
+child_says(struct upstream *u, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cr_assert(fake_upstream_line(u, line), "%s", line);
+    settle();
+}
+
+#define CALL(id, name, caps)                                    \
+    "{\"jsonrpc\":\"2.0\",\"id\":\"" id                         \
+    "\",\"method\":\"tools/call\",\"params\":{\"name\":\"" name \
+    "\",\"_meta\":{\"io.modelcontextprotocol/clientCapabilities\":{" caps "}}}}"
+
+/* --- the cases ------------------------------------------------------------------------------ */
+
+static void
+setup_timed(void)
+{
+    setup_with("request_timeout_ms = 1000\npool_max_children = 1");
+}
+
+Test(pool, answered_call_leaves_no_timer, .init = setup_timed, .fini = teardown)
+{
+    static struct call c;
+    call_start(&c, CALL("a", "echo", ""));
+    struct upstream *u = child_ready();
+    uint64_t id = child_got(u, "tools/call");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    call_done(&c);
+    cr_assert(strstr(c.got, "\"id\":\"a\"") != NULL, "%s", c.got);
+    advance(5000); /* past its deadline: a timer left on its freed entry would fire now */
+    cr_assert_eq(child_count(u, "notifications/cancelled"), 0, "an answered call was cancelled");
+    cr_assert_eq(pool_inflight(), 0);
+}
+
+Test(pool, unanswered_call_times_out_once, .init = setup_timed, .fini = teardown)
+{
+    static struct call c;
+    call_start(&c, CALL("t", "slow", ""));
+    struct upstream *u = child_ready();
+    advance(1500);
+    call_done(&c);
+    cr_assert(strstr(c.got, "timed out") != NULL, "%s", c.got);
+    cr_assert_eq(child_count(u, "notifications/cancelled"), 1);
+    advance(5000);
+    cr_assert_eq(child_count(u, "notifications/cancelled"), 1, "cancelled once");
+}
+
+static void
+setup_small(void)
+{
+    setup_with("pool_max_children = 1\npool_child_max_inflight = 4");
+}
+
+Test(pool, round_past_the_ceiling_then_its_retry, .init = setup_small, .fini = teardown)
+{
+    static struct call c, retry;
+    call_start(&c, CALL("e", "elicit", "\"elicitation\":{}"));
+    struct upstream *u = child_ready();
+    /* The question alone is past stream_queue_bytes (64 KiB). */
+    size_t big = 100000;
+    char *line = xmalloc(big + 256);
+    int n = snprintf(line, 256,
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"q1\",\"method\":\"elicitation/create\","
+                     "\"params\":{\"message\":\"");
+    memset(line + n, 'x', big);
+    snprintf(line + n + big, 256, "\"}}");
+    cr_assert(fake_upstream_line(u, line));
+    free(line);
+    settle();
+    cr_assert_not(fake_upstream_paused(u), "a shared child is never paused");
+    call_done(&c);
+    const char *rs = strstr(c.got, "\"requestState\":\"");
+    cr_assert_not_null(rs, "an input round: %.200s", c.got);
+    char state[256];
+    snprintf(state, sizeof state, "%.*s", (int)strcspn(rs + 16, "\""), rs + 16);
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"jsonrpc\":\"2.0\",\"id\":\"e2\",\"method\":\"tools/call\",\"params\":{"
+             "\"name\":\"elicit\",\"inputResponses\":{\"r1\":{\"action\":\"accept\"}},"
+             "\"requestState\":\"%s\",\"_meta\":{\"io.modelcontextprotocol/"
+             "clientCapabilities\":{\"elicitation\":{}}}}}",
+             state);
+    call_start(&retry, body);
+    cr_assert_eq(child_count(u, "\"id\":\"q1\",\"result\""), 1, "the answer reached the child");
+    uint64_t id = child_got(u, "tools/call");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    call_done(&retry);
+    cr_assert(strstr(retry.got, "\"id\":\"e2\"") != NULL, "the retry's answer: %s", retry.got);
+}
+
+Test(pool, slow_reader_does_not_pause_a_shared_child, .init = setup_small, .fini = teardown)
+{
+    static struct call slow, other;
+    call_start(&slow, "{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"tools/call\",\"params\":{"
+                      "\"name\":\"flood\",\"_meta\":{\"io.modelcontextprotocol/logLevel\":"
+                      "\"debug\"}}}");
+    struct upstream *u = child_ready();
+    char line[2048];
+    int n = snprintf(line, sizeof line,
+                     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{"
+                     "\"level\":\"info\",\"data\":\"");
+    memset(line + n, 'y', 1500);
+    snprintf(line + n + 1500, sizeof line - (size_t)n - 1500, "\"}}");
+    for (int i = 0; i < 200; i++) /* 300 KB for a client that reads nothing */
+        cr_assert(fake_upstream_line(u, line));
+    settle();
+    cr_assert_not(fake_upstream_paused(u));
+    cr_assert_leq(slow.st->pending, 65536 + sizeof line, "notifications past the ceiling dropped");
+    call_start(&other, CALL("o", "echo", ""));
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}",
+               child_got(u, "\"name\":\"echo\""));
+    call_done(&other);
+    cr_assert(strstr(other.got, "\"id\":\"o\"") != NULL, "%s", other.got);
+    call_done(&slow);
+}
+
+Test(pool, retired_queue_ends_with_an_error, .init = setup_small, .fini = teardown)
+{
+    static struct call c;
+    call_start(&c, CALL("q", "echo", "")); /* queued: the first child is starting */
+    struct upstream *u = fake_upstream_last();
+    struct config *next = load("pool_max_children = 1\npool_child_max_inflight = 4");
+    pool_set_config(next); /* SIGHUP: the starting child's pool is retired */
+    fake_upstream_gone(u, "exited");
+    settle();
+    advance(2000);
+    call_done(&c);
+    cr_assert(strstr(c.got, "\"id\":\"q\"") != NULL && strstr(c.got, "\"error\"") != NULL,
+              "the queued call is answered with an error: %s", c.got);
+    cr_assert_eq(pool_inflight(), 0);
+}
+
+Test(pool, a_request_waits_for_the_fence, .init = setup_small, .fini = teardown)
+{
+    static struct call a, b;
+    call_start(&a, CALL("a", "elicit", "\"elicitation\":{}"));
+    struct upstream *u = child_ready();
+    pool_stream_detach(a.st); /* the client leaves: a cancel, then the fence's ping */
+    settle();
+    cr_assert_eq(child_count(u, "notifications/cancelled"), 1);
+    uint64_t ping = child_got(u, "\"method\":\"ping\"");
+    size_t before = fake_upstream_sent_count(u);
+    call_start(&b, CALL("b", "echo", ""));
+    cr_assert_eq(fake_upstream_sent_count(u), before, "no request reaches a fenced child");
+    /* A question now is the cancelled call's (or ambiguous): refused to the child. */
+    child_says(u, "%s",
+               "{\"jsonrpc\":\"2.0\",\"id\":\"late-q\",\"method\":\"elicitation/create\"}");
+    cr_assert_eq(child_count(u, "\"id\":\"late-q\",\"error\""), 1);
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", ping);
+    uint64_t id = child_got(u, "\"name\":\"echo\"");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    call_done(&b);
+    cr_assert(strstr(b.got, "\"id\":\"b\"") != NULL, "%s", b.got);
+}
