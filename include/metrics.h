@@ -2,6 +2,9 @@
 #ifndef MCPGW_METRICS_H
 #define MCPGW_METRICS_H
 
+#include <sys/types.h>
+
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -11,7 +14,7 @@
  * their own counters; these helpers only write them out, so the hot paths pay one increment.
  */
 
-#define METRICS_HIST_BUCKETS 17 /* 25 us .. 10 s, then +Inf */
+#define METRICS_HIST_BUCKETS 21 /* 25 us .. 300 s, then +Inf */
 
 struct metrics_hist {
     uint64_t
@@ -29,5 +32,16 @@ void metrics_sample(struct buf *b, const char *name, const char *labels, uint64_
 /* A whole histogram family in seconds (name ends in _seconds). */
 void metrics_histogram(struct buf *b, const char *name, const char *help,
                        const struct metrics_hist *h);
+/* The samples of one labelled series of a histogram family (labels as for metrics_sample). */
+void metrics_histogram_series(struct buf *b, const char *name, const char *labels,
+                              const struct metrics_hist *h);
+/*
+ * The gateway's own series: mcpgw_build_info, the process_* series (from /proc/self) and the last
+ * reload's outcome, which the reload path records with metrics_reload_result.
+ */
+void metrics_process(struct buf *b);
+void metrics_reload_result(bool ok);
+/* Resident bytes of process pid (from /proc/PID/statm); 0 when it cannot be read. */
+uint64_t metrics_resident_bytes(pid_t pid);
 
 #endif

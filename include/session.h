@@ -41,6 +41,7 @@ struct session {
     char id[CRYPTO_SESSION_ID_MAX];
     enum session_state state;
     const struct config_server *srv;
+    struct session_server *stats; /* its server's counters (session_int.h) */
     struct auth_principal *owner; /* who created it; only they may use it (a reference) */
     struct upstream *u;
     struct relay r;         /* its in-flight table and the writes that go with it */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "loop.h"
 #include "msg.h"
 #include "util.h"
@@ -84,5 +85,11 @@ struct upstream_counters {
     uint64_t stdin_bytes, stdout_bytes;
 };
 const struct upstream_counters *upstream_counters(void);
+/* Makes the row of server, so that its series exist before its first child. */
+void upstream_server_seen(const char *server);
+/* The children's series by server (running, spawned, spawn failures, exits, resident memory). */
+void upstream_metrics(struct buf *b);
+/* Frees the rows of every server (at exit, once every child is freed). */
+void upstream_module_free(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include "policy.h"
 #include "pool.h"
 #include "relay.h"
+#include "upstream.h"
 
 #define HTTP_ADMIN_POOLS_MAX ((size_t)16 << 20) /* the pools' part of the admin view */
 
@@ -159,7 +160,9 @@ http_metrics(struct http_req *rc)
         return ret;
     struct buf b;
     buf_init(&b, (size_t)1 << 24);
+    metrics_process(&b);
     session_metrics(&b);
+    upstream_metrics(&b);
     relay_metrics(&b);
     pool_metrics(&b);
     policy_metrics(&b);

@@ -36,6 +36,7 @@
 #include "http.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "pool.h"
 #include "relay.h"
 #include "session.h"
@@ -239,7 +240,7 @@ main_check_commands(const struct config *cfg, bool check)
     return bad;
 }
 
-static void
+static bool
 main_reload(void)
 {
     char err[512];
@@ -247,7 +248,7 @@ main_reload(void)
     if (config_load(M.path, next, err, sizeof(err)) == -1) {
         log_error(NULL, "SIGHUP: %s; the running configuration stays", err);
         free(next);
-        return;
+        return false;
     }
     main_keep_listener(M.cfg, next);
     if (!http_config_fits(next)) {
@@ -255,7 +256,7 @@ main_reload(void)
                         "not got; the running configuration stays");
         config_clear(next);
         free(next);
-        return;
+        return false;
     }
     struct auth *auth = auth_new(next, err, sizeof(err));
     if (auth == NULL || pool_load_key(next, err, sizeof(err)) == -1) {
@@ -263,7 +264,7 @@ main_reload(void)
         auth_free(auth);
         config_clear(next);
         free(next);
-        return;
+        return false;
     }
     log_init(next->log_level, next->log_format);
     main_log_file(next->log_file, "SIGHUP");
@@ -281,6 +282,7 @@ main_reload(void)
     main_free_retired();
     log_info(NULL, "SIGHUP: configuration reloaded from %s (%zu servers); new sessions use it",
              M.path, next->n_servers);
+    return true;
 }
 
 static void
@@ -289,7 +291,7 @@ main_signal(int signo, void *arg)
     (void)arg;
     if (signo == SIGHUP) {
         if (!M.stopping)
-            main_reload();
+            metrics_reload_result(main_reload());
         return;
     }
     char name[32];
@@ -469,6 +471,7 @@ main(int argc, char **argv)
     session_module_free();
     pool_module_free();
     relay_module_free();
+    upstream_module_free();
     auth_free(M.auth);
     auth_module_free();
     fetch_module_free();

@@ -121,6 +121,7 @@ pool_module_free(void)
         pools.pools = p->next;
         pool_free(p);
     }
+    pool_servers_free();
 }
 
 /* --- children ---------------------------------------------------------------------------- */
@@ -534,6 +535,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
             stream_unref(st);
             free(call);
             pools.ctr.requests--;
+            pool_server_of(p->name)->requests--;
             *status = POOL_E_BUSY;
             return NULL;
         }

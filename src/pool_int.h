@@ -183,6 +183,14 @@ struct pool_counters {
     uint64_t states_refused;  /* retries whose requestState was refused */
 };
 
+/* A server's figures over its pools old and new, for the life of the process (pool_report.c). */
+struct pool_server {
+    char *name;
+    uint64_t requests;
+    struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
+    struct pool_server *next;
+};
+
 struct pool_globals {
     struct loop *l;
     const struct config *cfg;
@@ -190,7 +198,7 @@ struct pool_globals {
     bool draining;
     struct msg *line; /* the child's large line being routed (pushed by reference) */
     struct pool_counters ctr;
-    struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
+    struct pool_server *servers; /* in the order seen */
     unsigned next_child_no;      /* "pool:NAME#N": N counts over every pool, old and new */
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */
@@ -199,6 +207,10 @@ struct pool_globals {
     size_t key_len;
 };
 extern struct pool_globals pools;
+
+/* pool_report.c: the row of server (made on first use); every row freed */
+struct pool_server *pool_server_of(const char *name);
+void pool_servers_free(void);
 
 /* pool_caps.c: per-principal limits, tables of names */
 /* The hash of a NUL-terminated name (FNV-1a). */

@@ -102,21 +102,37 @@ pool_admin_json(struct buf *b, size_t max)
     return rc;
 }
 
-/* True when a pool listed before p has p's server name (its series are written there). */
-static bool
-pool_named_before(const struct pool *p)
+struct pool_server *
+pool_server_of(const char *name)
 {
-    for (const struct pool *q = pools.pools; q != p; q = q->next)
-        if (strcmp(q->name, p->name) == 0)
-            return true;
-    return false;
+    struct pool_server **pp = &pools.servers;
+    for (; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, name) == 0)
+            return *pp;
+    *pp = xcalloc(1, sizeof(**pp)); /* appended: /metrics lists servers as they came */
+    (*pp)->name = xstrdup(name);
+    return *pp;
+}
+
+void
+pool_servers_free(void)
+{
+    while (pools.servers != NULL) {
+        struct pool_server *next = pools.servers->next;
+        free(pools.servers->name);
+        free(pools.servers);
+        pools.servers = next;
+    }
 }
 
 void
 pool_metrics(struct buf *b)
 {
-    char labels[160];
+    char labels[256];
     const struct pool_counters *k = &pools.ctr;
+    const struct pool_server *r;
+    for (size_t i = 0; pools.cfg != NULL && i < pools.cfg->n_servers; i++)
+        (void)pool_server_of(pools.cfg->servers[i].name); /* its series before any traffic */
     /*
      * One series per server name: after a reload, a retired pool of that name (still serving what
      * it had) and its successor are summed, or the scrape would hold the same series twice.
@@ -125,21 +141,20 @@ pool_metrics(struct buf *b)
                    "Pool children (2026-07-28 requests) by server and state, those of pools of "
                    "older configurations included.");
     size_t retired = 0;
-    for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next)
         retired += p->retired;
-        if (pool_named_before(p))
-            continue;
+    for (r = pools.servers; r != NULL; r = r->next) {
         size_t ready = 0, starting = 0;
-        for (const struct pool *q = p; q != NULL; q = q->next) {
-            if (strcmp(q->name, p->name) != 0)
+        for (const struct pool *q = pools.pools; q != NULL; q = q->next) {
+            if (strcmp(q->name, r->name) != 0)
                 continue;
             for (const struct pool_child *c = q->children; c != NULL; c = c->next)
                 ready += c->state == POOL_CHILD_READY;
             starting += q->n_starting;
         }
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", p->name);
+        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", r->name);
         metrics_sample(b, "mcpgw_pool_children", labels, ready);
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", p->name);
+        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", r->name);
         metrics_sample(b, "mcpgw_pool_children", labels, starting);
     }
     metrics_family(b, "mcpgw_pools_retired", "gauge",
@@ -148,8 +163,12 @@ pool_metrics(struct buf *b)
     metrics_family(b, "mcpgw_pool_inflight_requests", "gauge",
                    "2026-07-28 requests in flight or waiting for a pool child.");
     metrics_sample(b, "mcpgw_pool_inflight_requests", NULL, pool_inflight());
-    metrics_family(b, "mcpgw_pool_requests_total", "counter", "2026-07-28 requests accepted.");
-    metrics_sample(b, "mcpgw_pool_requests_total", NULL, k->requests);
+    metrics_family(b, "mcpgw_pool_requests_total", "counter",
+                   "2026-07-28 requests accepted, by server.");
+    for (r = pools.servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, "mcpgw_pool_requests_total", labels, r->requests);
+    }
     metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
                    "Pool children's messages not delivered, by reason.");
     metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"late\"", k->late_dropped);
@@ -183,8 +202,11 @@ pool_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"idle_stopped\"", k->idle_stopped);
     metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"refused_restart\"",
                    k->refused_restart);
-    metrics_histogram(b, "mcpgw_pool_request_duration_seconds",
-                      "2026-07-28 request sent to a pool child to the child's answer, through the "
-                      "gateway.",
-                      &pools.latency);
+    metrics_family(b, "mcpgw_pool_request_duration_seconds", "histogram",
+                   "2026-07-28 request sent to a pool child to the child's answer, through the "
+                   "gateway, by server.");
+    for (r = pools.servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_histogram_series(b, "mcpgw_pool_request_duration_seconds", labels, &r->latency);
+    }
 }

@@ -90,6 +90,7 @@ pool_call_stream(struct pool_call *call)
     call->st->owner = call;
     call->st->attached = true; /* the HTTP request reads it from now until pool_stream_detach */
     pools.ctr.requests++;
+    pool_server_of(call->pool->name)->requests++;
     return stream_ref(call->st);
 }
 
@@ -481,7 +482,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         call->c = NULL;
         return;
     }
-    metrics_observe(&pools.latency, util_now_us() - p->start_us);
+    metrics_observe(&pool_server_of(call->pool->name)->latency, util_now_us() - p->start_us);
     pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
     pending_del(&c->r.pt, p);
     call->p = NULL;

@@ -57,7 +57,7 @@ void
 session_module_init(struct loop *l, const struct config *cfg)
 {
     sessions.l = l;
-    sessions.cfg = cfg;
+    session_set_config(cfg);
     sessions.nbuckets = 64;
     while (sessions.nbuckets < cfg->max_sessions && sessions.nbuckets < ((size_t)1 << 20))
         sessions.nbuckets *= 2;
@@ -69,6 +69,23 @@ void
 session_set_config(const struct config *cfg)
 {
     sessions.cfg = cfg;
+    for (size_t i = 0; i < cfg->n_servers; i++) {
+        /* Its series exist before any traffic. */
+        (void)session_server_of(cfg->servers[i].name);
+        upstream_server_seen(cfg->servers[i].name);
+    }
+}
+
+struct session_server *
+session_server_of(const char *name)
+{
+    struct session_server **pp = &sessions.servers;
+    for (; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, name) == 0)
+            return *pp;
+    *pp = xcalloc(1, sizeof(**pp)); /* appended: /metrics lists servers as they came */
+    (*pp)->name = xstrdup(name);
+    return *pp;
 }
 
 bool
@@ -88,6 +105,12 @@ session_module_free(void)
     free(sessions.buckets);
     sessions.buckets = NULL;
     sessions.nbuckets = 0;
+    while (sessions.servers != NULL) {
+        struct session_server *next = sessions.servers->next;
+        free(sessions.servers->name);
+        free(sessions.servers);
+        sessions.servers = next;
+    }
 }
 
 static size_t
@@ -140,6 +163,7 @@ session_unlink(struct session *s)
     if (*pp == s)
         *pp = s->hnext;
     sessions.count--;
+    s->stats->open--;
 }
 
 void
@@ -238,6 +262,9 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     sessions.buckets[h] = s;
     sessions.count++;
     sessions.ctr.created++;
+    s->stats = session_server_of(srv->name);
+    s->stats->open++;
+    s->stats->created++;
     s->owner = auth_principal_ref(owner);
     owner->sessions++;
     session_touch(s);
@@ -293,6 +320,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
     s->owner = NULL;
     sessions.ctr.closed++;
     sessions.closed_by[why]++;
+    s->stats->closed_by[why]++;
     log_info(s->id, "session closed: %s (%u in-flight requests cancelled)", reason, cancelled);
     s->gnext = sessions.graveyard;
     sessions.graveyard = s;

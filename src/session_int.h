@@ -27,6 +27,20 @@ struct session_end_info {
 };
 extern const struct session_end_info session_ends[SESSION_END_N];
 
+/*
+ * Counters of one server (by name), kept for the life of the process so that /metrics stays
+ * monotonic across reloads.
+ */
+struct session_server {
+    char *name;
+    size_t open;
+    uint64_t created;
+    uint64_t closed_by[SESSION_END_N];
+    uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
+    struct metrics_hist latency;
+    struct session_server *next;
+};
+
 /* The layer's state: one table of sessions per process. */
 struct session_globals {
     struct loop *l;
@@ -41,12 +55,15 @@ struct session_globals {
     struct session_counters ctr;
     uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
     uint64_t closed_by[SESSION_END_N];
-    struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
-    struct metrics_hist spawn;   /* the spawn call of a session's child */
+    struct metrics_hist latency;    /* client request -> the child's answer, through the gateway */
+    struct metrics_hist spawn;      /* the spawn call of a session's child */
+    struct session_server *servers; /* in the order seen */
 };
 extern struct session_globals sessions;
 
 /* session.c */
+/* The row of server (made on first use). */
+struct session_server *session_server_of(const char *name);
 void session_touch(struct session *s);
 size_t session_class(const char *method);
 

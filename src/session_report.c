@@ -132,31 +132,28 @@ session_admin_json(size_t *len)
 void
 session_metrics(struct buf *b)
 {
-    char labels[96];
+    char labels[256];
     const struct session_counters *c = &sessions.ctr;
-    metrics_family(b, "mcpgw_sessions_open", "gauge", "Sessions open now.");
-    metrics_sample(b, "mcpgw_sessions_open", NULL, sessions.count);
-    metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created.");
-    metrics_sample(b, "mcpgw_sessions_created_total", NULL, c->created);
-    metrics_family(b, "mcpgw_sessions_closed_total", "counter", "Sessions ended, by reason.");
-    for (size_t i = 0; i < SESSION_END_N; i++) {
-        snprintf(labels, sizeof(labels), "reason=\"%s\"", session_ends[i].label);
-        metrics_sample(b, "mcpgw_sessions_closed_total", labels, sessions.closed_by[i]);
+    const struct session_server *r;
+    metrics_family(b, "mcpgw_sessions_open", "gauge", "Sessions open now, by server.");
+    for (r = sessions.servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, "mcpgw_sessions_open", labels, r->open);
     }
+    metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created, by server.");
+    for (r = sessions.servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, "mcpgw_sessions_created_total", labels, r->created);
+    }
+    metrics_family(b, "mcpgw_sessions_closed_total", "counter",
+                   "Sessions ended, by server and reason.");
+    for (r = sessions.servers; r != NULL; r = r->next)
+        for (size_t i = 0; i < SESSION_END_N; i++) {
+            snprintf(labels, sizeof(labels), "server=\"%s\",reason=\"%s\"", r->name,
+                     session_ends[i].label);
+            metrics_sample(b, "mcpgw_sessions_closed_total", labels, r->closed_by[i]);
+        }
     const struct upstream_counters *u = upstream_counters();
-    metrics_family(b, "mcpgw_children_running", "gauge",
-                   "Child processes not yet reaped (stopping ones included).");
-    metrics_sample(b, "mcpgw_children_running", NULL, upstream_live_count());
-    metrics_family(b, "mcpgw_children_spawned_total", "counter", "Child processes started.");
-    metrics_sample(b, "mcpgw_children_spawned_total", NULL, u->spawned);
-    metrics_family(b, "mcpgw_children_spawn_failures_total", "counter",
-                   "Child processes that could not be started.");
-    metrics_sample(b, "mcpgw_children_spawn_failures_total", NULL, u->spawn_failed);
-    metrics_family(b, "mcpgw_children_exited_total", "counter",
-                   "Child processes reaped, by how they ended.");
-    metrics_sample(b, "mcpgw_children_exited_total", "status=\"exit_zero\"", u->exited_zero);
-    metrics_sample(b, "mcpgw_children_exited_total", "status=\"exit_nonzero\"", u->exited_nonzero);
-    metrics_sample(b, "mcpgw_children_exited_total", "status=\"signal\"", u->killed);
     metrics_family(b, "mcpgw_inflight_requests", "gauge",
                    "Requests waiting for their answer, by direction.");
     metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_child\"",
@@ -164,13 +161,15 @@ session_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_client\"",
                    session_inflight(PENDING_TO_CLIENT));
     metrics_family(b, "mcpgw_requests_total", "counter",
-                   "Requests forwarded, by direction and method class (the part before '/').");
-    for (size_t d = 0; d < 2; d++)
-        for (size_t i = 0; i < SESSION_CLASS_N; i++) {
-            snprintf(labels, sizeof(labels), "direction=\"%s\",class=\"%s\"",
-                     d == 0 ? "to_child" : "to_client", session_classes[i]);
-            metrics_sample(b, "mcpgw_requests_total", labels, sessions.requests[d][i]);
-        }
+                   "Requests forwarded, by server, direction and method class (the part before "
+                   "'/').");
+    for (r = sessions.servers; r != NULL; r = r->next)
+        for (size_t d = 0; d < 2; d++)
+            for (size_t i = 0; i < SESSION_CLASS_N; i++) {
+                snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"%s\",class=\"%s\"",
+                         r->name, d == 0 ? "to_child" : "to_client", session_classes[i]);
+                metrics_sample(b, "mcpgw_requests_total", labels, r->requests[d][i]);
+            }
     metrics_family(b, "mcpgw_late_messages_dropped_total", "counter",
                    "Answers and progress that arrived after their request was cancelled.");
     metrics_sample(b, "mcpgw_late_messages_dropped_total", NULL, c->late_dropped);
@@ -187,9 +186,12 @@ session_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_child_stdin_bytes_total", NULL, u->stdin_bytes);
     metrics_family(b, "mcpgw_child_stdout_bytes_total", "counter", "Bytes read from children.");
     metrics_sample(b, "mcpgw_child_stdout_bytes_total", NULL, u->stdout_bytes);
-    metrics_histogram(b, "mcpgw_request_duration_seconds",
-                      "Client request to the child's answer, through the gateway.",
-                      &sessions.latency);
+    metrics_family(b, "mcpgw_request_duration_seconds", "histogram",
+                   "Client request to the child's answer, through the gateway, by server.");
+    for (r = sessions.servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_histogram_series(b, "mcpgw_request_duration_seconds", labels, &r->latency);
+    }
     metrics_histogram(b, "mcpgw_spawn_duration_seconds", "Starting a session's child process.",
                       &sessions.spawn);
 }

@@ -180,7 +180,9 @@ session_child_answer(struct session *s, const char *line, size_t len,
         session_push_tools(s, st, p, line, len, info);
     else if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
-    metrics_observe(&sessions.latency, util_now_us() - p->start_us);
+    uint64_t took = util_now_us() - p->start_us;
+    metrics_observe(&sessions.latency, took);
+    metrics_observe(&s->stats->latency, took);
     pending_del(&s->r.pt, p);
     session_stream_answered(s, st);
 }
@@ -206,6 +208,7 @@ session_child_request(struct session *s, const char *line, size_t len,
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
                                     info->method, st->id, util_now_ms());
     sessions.requests[1][session_class(info->method)]++;
+    s->stats->requests[1][session_class(info->method)]++;
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     session_splice_push(s, st, line, len, info->id, idbuf, (size_t)idlen);
@@ -442,6 +445,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
                                     info->method, st->id, now_us / 1000u);
     p->start_us = now_us;
     sessions.requests[0][session_class(info->method)]++;
+    s->stats->requests[0][session_class(info->method)]++;
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
     p->task = info->has_task;

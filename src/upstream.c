@@ -28,6 +28,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "metrics.h"
 
 #define UPSTREAM_READ_BYTES     65536
 #define UPSTREAM_SHARE_BYTES    65536     /* a line this long is handed over, not copied */
@@ -60,10 +61,46 @@ struct upstream {
     int ladder_step; /* 0 stdin open, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
     uint64_t err_window_ms;
     unsigned err_lines, err_dropped;
+    struct upstream_server *srv;          /* its server's row */
+    struct upstream *srv_next, *srv_prev; /* the row's children not yet freed */
 };
 
 static size_t upstream_live;
 static struct upstream_counters upstream_ctr;
+
+/*
+ * Counters of one server (by name), kept for the life of the process so that /metrics stays
+ * monotonic across reloads, and the server's children not yet freed (for their memory).
+ */
+struct upstream_server {
+    char *name;
+    size_t running;
+    uint64_t spawned, spawn_failed;
+    uint64_t exited[3]; /* exit_zero, exit_nonzero, signal */
+    struct upstream *children;
+    struct upstream_server *next;
+};
+
+/* Servers are few and a row is looked up when a child starts: a list, in the order seen. */
+static struct upstream_server *upstream_servers;
+
+static struct upstream_server *
+upstream_server_of(const char *name)
+{
+    struct upstream_server **pp = &upstream_servers;
+    for (; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, name) == 0)
+            return *pp;
+    *pp = xcalloc(1, sizeof(**pp));
+    (*pp)->name = xstrdup(name);
+    return *pp;
+}
+
+void
+upstream_server_seen(const char *server)
+{
+    (void)upstream_server_of(server);
+}
 
 const struct upstream_counters *
 upstream_counters(void)
@@ -116,6 +153,14 @@ upstream_free(struct upstream *u)
     msgq_clear(&u->inq);
     buf_clear(&u->line);
     buf_clear(&u->errline);
+    struct upstream_server *row = u->srv;
+    if (u->srv_prev != NULL)
+        u->srv_prev->srv_next = u->srv_next;
+    else
+        row->children = u->srv_next;
+    if (u->srv_next != NULL)
+        u->srv_next->srv_prev = u->srv_prev;
+    row->running--;
     free(u);
     upstream_live--;
 }
@@ -323,6 +368,12 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     u->gone_cb = gone_cb;
     u->arg = arg;
     upstream_live++;
+    u->srv = upstream_server_of(p->server != NULL ? p->server : "-");
+    u->srv_next = u->srv->children;
+    if (u->srv_next != NULL)
+        u->srv_next->srv_prev = u;
+    u->srv->children = u;
+    u->srv->running++;
 
     *errstr = "cannot create pipes";
     if (upstream_pipe(in, 1) == -1 || upstream_pipe(out, 0) == -1 || upstream_pipe(err, 0) == -1) {
@@ -332,9 +383,11 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     }
     if (upstream_do_spawn(u, p, in, out, err, errstr) == -1) {
         upstream_ctr.spawn_failed++;
+        u->srv->spawn_failed++;
         goto fail;
     }
     upstream_ctr.spawned++;
+    u->srv->spawned++;
     close(in[0]);
     close(out[1]);
     close(err[1]);
@@ -697,12 +750,16 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
     upstream_enter(u);
     u->exited = true;
     upstream_close_fd(&u->pid_w, &u->pid_fd);
-    if (si.si_code == CLD_EXITED && si.si_status == 0)
+    if (si.si_code == CLD_EXITED && si.si_status == 0) {
         upstream_ctr.exited_zero++;
-    else if (si.si_code == CLD_EXITED)
+        u->srv->exited[0]++;
+    } else if (si.si_code == CLD_EXITED) {
         upstream_ctr.exited_nonzero++;
-    else
+        u->srv->exited[1]++;
+    } else {
         upstream_ctr.killed++;
+        u->srv->exited[2]++;
+    }
     if (si.si_code == CLD_EXITED)
         log_info(u->tag, "child %d exited with status %d", (int)u->pid, si.si_status);
     else
@@ -770,4 +827,59 @@ upstream_close(struct upstream *u, const char *reason)
     /* While stdin is still flushing, step 0 closes it after the grace period at the latest. */
     u->timer = loop_timer_add(u->l, u->stdin_grace_ms, upstream_ladder, u);
     upstream_maybe_free(u);
+}
+
+void
+upstream_metrics(struct buf *b)
+{
+    static const char *const statuses[] = { "exit_zero", "exit_nonzero", "signal" };
+    char labels[192];
+    const struct upstream_server *r;
+    metrics_family(b, "mcpgw_children_running", "gauge",
+                   "Child processes not yet reaped (stopping ones included), by server.");
+    for (r = upstream_servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, "mcpgw_children_running", labels, r->running);
+    }
+    metrics_family(b, "mcpgw_children_spawned_total", "counter", "Child processes started.");
+    for (r = upstream_servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, "mcpgw_children_spawned_total", labels, r->spawned);
+    }
+    metrics_family(b, "mcpgw_children_spawn_failures_total", "counter",
+                   "Child processes that could not be started.");
+    for (r = upstream_servers; r != NULL; r = r->next) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, "mcpgw_children_spawn_failures_total", labels, r->spawn_failed);
+    }
+    metrics_family(b, "mcpgw_children_exited_total", "counter",
+                   "Child processes reaped, by server and how they ended.");
+    for (r = upstream_servers; r != NULL; r = r->next)
+        for (size_t i = 0; i < ARRAY_LEN(statuses); i++) {
+            snprintf(labels, sizeof(labels), "server=\"%s\",status=\"%s\"", r->name, statuses[i]);
+            metrics_sample(b, "mcpgw_children_exited_total", labels, r->exited[i]);
+        }
+    /* One read of /proc/PID/statm per child not yet reaped: bounded by the children alive. */
+    metrics_family(b, "mcpgw_children_resident_memory_bytes", "gauge",
+                   "Resident memory of the server's children (their own processes, not what they "
+                   "started), read at the scrape.");
+    for (r = upstream_servers; r != NULL; r = r->next) {
+        uint64_t bytes = 0;
+        for (const struct upstream *u = r->children; u != NULL; u = u->srv_next)
+            if (u->pid > 0 && !u->exited)
+                bytes += metrics_resident_bytes(u->pid);
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, "mcpgw_children_resident_memory_bytes", labels, bytes);
+    }
+}
+
+void
+upstream_module_free(void)
+{
+    while (upstream_servers != NULL) {
+        struct upstream_server *next = upstream_servers->next;
+        free(upstream_servers->name);
+        free(upstream_servers);
+        upstream_servers = next;
+    }
 }

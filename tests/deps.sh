@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 # dpkg-dev, debhelper, build-essential, lintian, man-db: building and checking the Debian package
 # (deploy/debian/build.sh); procps: ps for tests/package/run.sh, and a dependency of the package.
 # prometheus: its promtool, which modern_reload.test.mjs checks /metrics with (promtool check
-# metrics); the package's service is not started in a container. logrotate: signals.test.mjs runs
+# metrics) and prometheus_rules.test.mjs deploy/prometheus with (check rules, test rules); the
+# package's service is not started in a container. logrotate: signals.test.mjs runs
 # the package's logrotate file with it.
 pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
       libcriterion-dev libssl-dev libcurl4-openssl-dev openssl nginx-light curl systemd

@@ -23,7 +23,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { callTool, initSession, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { callTool, initSession, metricSamples, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { withInstances as withNginxInstances } from '../lib/nginx.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -96,9 +96,9 @@ function metric(gw, name) {
       res.setEncoding('utf8');
       res.on('data', (d) => { b += d; });
       res.on('end', () => {
-        const m = new RegExp(`^${escapeRe(name)} (\\d+)$`, 'm').exec(b);
-        if (!m) reject(new Error(`${name} missing from ${gw.base}/metrics:\n${b}`));
-        else resolve(Number(m[1]));
+        const m = metricSamples(b); // a server's series summed over servers
+        if (!(name in m)) reject(new Error(`${name} missing from ${gw.base}/metrics:\n${b}`));
+        else resolve(m[name]);
       });
     }).on('error', reject);
   });

@@ -227,7 +227,7 @@ test('/metrics while a retired pool lingers beside the new one: promtool accepts
     const text = await metricsText(gw);
     assertValid(text, 'while the retired pool lingers');
     const s = metricSamples(text);
-    const ready = Object.entries(s).filter(([k]) => k.startsWith('mcpgw_pool_children{') && k.includes('state="ready"'));
+    const ready = Object.entries(s).filter(([k]) => k.startsWith('mcpgw_pool_children{server=') && k.includes('state="ready"'));
     assert.equal(ready.reduce((sum, [, v]) => sum + v, 0), 2, `both pools' ready children counted: ${JSON.stringify(ready)}`);
     process.kill(old, 'SIGUSR1');
     await h.done(scaled(5000));

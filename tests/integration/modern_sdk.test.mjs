@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { everythingServer, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { everythingServer, metricSamples, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 // Resolved from tests/node_modules (this file lives in tests/integration); a missing package throws.
@@ -108,8 +108,9 @@ async function metric(gw, series) {
   const res = await fetch(`${gw.base}/metrics`);
   assert.equal(res.status, 200, '/metrics');
   const body = await res.text();
-  const m = new RegExp(`^${esc(series)} (\\S+)$`, 'm').exec(body);
-  return m ? Number(m[1]) : 0;
+  const m = metricSamples(body); // a server's series summed over servers
+  assert.ok(series in m, `${series} in /metrics`);
+  return m[series];
 }
 
 const UPSTREAMS = [

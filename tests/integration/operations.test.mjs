@@ -5,13 +5,14 @@
 // one, an invalid file changes nothing, listen stays), and a gateway killed with SIGKILL leaving
 // no child behind.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
 import {
-  EXAMPLE, callTool, del, initSession, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor, withGateway,
+  EXAMPLE, GW_BIN, callTool, del, initSession, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor, withGateway,
 } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -173,11 +174,21 @@ function parseProm(text) {
     families,
     samples,
     text,
-    /** the value of one sample; throws when the series is missing */
+    /**
+     * The value of one sample; throws when the series is missing. Without a server label, a
+     * family of per-server series gives its sum over the servers.
+     */
     get(name, labels = {}) {
       const k = promKey(name, labels);
-      assert.ok(byKey.has(k), `series ${k} present`);
-      return byKey.get(k);
+      if (byKey.has(k) || 'server' in labels) {
+        assert.ok(byKey.has(k), `series ${k} present`);
+        return byKey.get(k);
+      }
+      const want = Object.keys(labels).length + 1;
+      const of = samples.filter((s) => s.name === name && 'server' in s.labels && Object.keys(s.labels).length === want
+        && Object.entries(labels).every(([l, v]) => s.labels[l] === v));
+      assert.ok(of.length > 0, `series ${k} present (or per server)`);
+      return of.reduce((sum, s) => sum + s.value, 0);
     },
   };
 }
@@ -201,16 +212,29 @@ const LABELS = (key, values) => values.map((v) => ({ [key]: v }));
 const CLOSE_REASONS = ['deleted', 'expired', 'client_disconnected', 'child_exited', 'shutdown', 'other'];
 const CLASSES = ['initialize', 'ping', 'tools', 'resources', 'prompts', 'completion', 'logging', 'tasks', 'sampling', 'elicitation', 'roots', 'other'];
 const CANCEL_REASONS = ['client', 'client_disconnected', 'timeout', 'deleted', 'expired', 'shutdown', 'reload', 'input_not_provided', 'child_ended', 'other'];
+const PER_SERVER = (servers) => servers.map((server) => ({ server }));
+const BY_SERVER = (key, values) => (servers) => servers.flatMap((server) => values.map((v) => ({ server, [key]: v })));
+const VERSION = /mcp-gateway (\S+)/.exec(execFileSync(GW_BIN, ['--version'], { encoding: 'utf8' }))[1];
+// [type, label sets (or a function of the configured servers; null: a histogram, 'server': one
+// histogram per server), whether the value may be fractional]
 const FAMILIES = {
-  mcpgw_sessions_open: ['gauge', [{}]],
-  mcpgw_sessions_created_total: ['counter', [{}]],
-  mcpgw_sessions_closed_total: ['counter', LABELS('reason', CLOSE_REASONS)],
-  mcpgw_children_running: ['gauge', [{}]],
-  mcpgw_children_spawned_total: ['counter', [{}]],
-  mcpgw_children_spawn_failures_total: ['counter', [{}]],
-  mcpgw_children_exited_total: ['counter', LABELS('status', ['exit_zero', 'exit_nonzero', 'signal'])],
+  mcpgw_build_info: ['gauge', [{ version: VERSION }]],
+  process_cpu_seconds_total: ['counter', [{}], 'float'],
+  process_resident_memory_bytes: ['gauge', [{}]],
+  process_open_fds: ['gauge', [{}]],
+  process_start_time_seconds: ['gauge', [{}]],
+  mcpgw_config_last_reload_successful: ['gauge', [{}]],
+  mcpgw_config_last_reload_success_timestamp_seconds: ['gauge', [{}]],
+  mcpgw_sessions_open: ['gauge', PER_SERVER],
+  mcpgw_sessions_created_total: ['counter', PER_SERVER],
+  mcpgw_sessions_closed_total: ['counter', BY_SERVER('reason', CLOSE_REASONS)],
+  mcpgw_children_running: ['gauge', PER_SERVER],
+  mcpgw_children_spawned_total: ['counter', PER_SERVER],
+  mcpgw_children_spawn_failures_total: ['counter', PER_SERVER],
+  mcpgw_children_exited_total: ['counter', BY_SERVER('status', ['exit_zero', 'exit_nonzero', 'signal'])],
+  mcpgw_children_resident_memory_bytes: ['gauge', PER_SERVER],
   mcpgw_inflight_requests: ['gauge', LABELS('direction', ['to_child', 'to_client'])],
-  mcpgw_requests_total: ['counter', ['to_child', 'to_client'].flatMap((d) => CLASSES.map((c) => ({ direction: d, class: c })))],
+  mcpgw_requests_total: ['counter', (servers) => servers.flatMap((server) => ['to_child', 'to_client'].flatMap((d) => CLASSES.map((c) => ({ server, direction: d, class: c }))))],
   // One series per configured server for each reason (both eras): a function of the servers.
   mcpgw_cancels_total: ['counter', (servers) => servers.flatMap((server) => [...CANCEL_REASONS.map((r) => ({ server, direction: 'to_child', reason: r })), { server, direction: 'to_client', reason: 'child' }])],
   mcpgw_late_messages_dropped_total: ['counter', [{}]],
@@ -219,7 +243,7 @@ const FAMILIES = {
   mcpgw_notifications_dropped_total: ['counter', [{}]],
   mcpgw_child_stdin_bytes_total: ['counter', [{}]],
   mcpgw_child_stdout_bytes_total: ['counter', [{}]],
-  mcpgw_request_duration_seconds: ['histogram', null],
+  mcpgw_request_duration_seconds: ['histogram', 'server'],
   mcpgw_spawn_duration_seconds: ['histogram', null],
   mcpgw_ready: ['gauge', [{}]],
   mcpgw_http_requests_open: ['gauge', [{}]],
@@ -238,18 +262,18 @@ const FAMILIES = {
   mcpgw_slow_clients_closed_total: ['counter', [{}]],
   mcpgw_http_host_refused_total: ['counter', [{}]],
   mcpgw_principals: ['gauge', [{}]],
-  // The 2026-07-28 pools: a server's series appear once its pool exists (none in these tests).
-  mcpgw_pool_children: ['gauge', []],
+  // The 2026-07-28 pools: every configured server's series from the start.
+  mcpgw_pool_children: ['gauge', BY_SERVER('state', ['ready', 'starting'])],
   mcpgw_pools_retired: ['gauge', [{}]],
   mcpgw_pool_inflight_requests: ['gauge', [{}]],
-  mcpgw_pool_requests_total: ['counter', [{}]],
+  mcpgw_pool_requests_total: ['counter', PER_SERVER],
   mcpgw_pool_messages_dropped_total: ['counter', LABELS('reason', ['late', 'slow_reader', 'unattributed', 'log_level', 'invalid'])],
   mcpgw_pool_child_requests_total: ['counter', LABELS('outcome', ['bridged', 'refused'])],
   mcpgw_pool_input_rounds_total: ['counter', [{}]],
   mcpgw_pool_held_calls: ['gauge', [{}]],
   mcpgw_pool_request_states_refused_total: ['counter', [{}]],
   mcpgw_pool_child_events_total: ['counter', LABELS('event', ['started', 'start_failed', 'failed', 'idle_stopped', 'refused_restart'])],
-  mcpgw_pool_request_duration_seconds: ['histogram', null],
+  mcpgw_pool_request_duration_seconds: ['histogram', 'server'],
   // The per-tool policy: a server's series appear with its first event (no policy in these tests).
   mcpgw_policy_denied_total: ['counter', []],
   mcpgw_policy_tools_hidden_total: ['counter', []],
@@ -257,22 +281,25 @@ const FAMILIES = {
 
 /** Every family with HELP, TYPE and its series (for the configured servers); histograms consistent. */
 function checkShape(m, servers = ['example']) {
-  for (const [name, [type, sets]] of Object.entries(FAMILIES)) {
-    const labelSets = typeof sets === 'function' ? sets(servers) : sets;
+  for (const [name, [type, sets, float]] of Object.entries(FAMILIES)) {
     const f = m.families.get(name);
     assert.ok(f, `family ${name} present`);
     assert.ok(f.help.length > 0, `${name} has a HELP text`);
     assert.equal(f.type, type, `TYPE of ${name}`);
-    if (labelSets) {
-      for (const l of labelSets) {
-        const v = m.get(name, l);
-        assert.ok(Number.isInteger(v) && v >= 0, `${promKey(name, l)} = ${v}`);
-      }
-      const n = m.samples.filter((s) => s.name === name).length;
-      assert.equal(n, labelSets.length, `exactly the expected series of ${name}`);
-    } else {
-      checkHistogram(m, name);
+    if (sets === null || sets === 'server') {
+      const per = sets === 'server' ? servers.map((server) => ({ server })) : [{}];
+      for (const l of per) checkHistogram(m, name, l);
+      const series = new Set(m.samples.filter((s) => s.name === `${name}_count`).map((s) => promKey(name, s.labels)));
+      assert.deepEqual([...series].sort(), per.map((l) => promKey(name, l)).sort(), `exactly the expected series of ${name}`);
+      continue;
     }
+    const labelSets = typeof sets === 'function' ? sets(servers) : sets;
+    for (const l of labelSets) {
+      const v = m.get(name, l);
+      assert.ok((float ? Number.isFinite(v) : Number.isInteger(v)) && v >= 0, `${promKey(name, l)} = ${v}`);
+    }
+    const n = m.samples.filter((s) => s.name === name).length;
+    assert.equal(n, labelSets.length, `exactly the expected series of ${name}`);
   }
   for (const s of m.samples) {
     const fam = m.families.has(s.name) ? s.name : s.name.replace(/_(bucket|sum|count)$/, '');
@@ -280,24 +307,26 @@ function checkShape(m, servers = ['example']) {
   }
 }
 
-/** _bucket{le} cumulative and non-decreasing with increasing le, +Inf == _count, _sum >= 0. */
-function checkHistogram(m, name) {
-  const buckets = m.samples.filter((s) => s.name === `${name}_bucket`);
+/** _bucket{le} cumulative and non-decreasing with increasing le (up to 300 s), +Inf == _count, _sum >= 0. */
+function checkHistogram(m, name, labels = {}) {
+  const own = (s) => Object.entries(labels).every(([l, v]) => s.labels[l] === v);
+  const buckets = m.samples.filter((s) => s.name === `${name}_bucket` && own(s));
   assert.ok(buckets.length >= 2, `${name} has buckets`);
   assert.equal(buckets.at(-1).labels.le, '+Inf', `${name}: +Inf is the last bucket`);
+  assert.equal(buckets.at(-2).labels.le, '300', `${name}: the last finite bucket is 300 s`);
   let lastLe = -Infinity;
   let lastV = 0;
   for (const b of buckets) {
-    assert.deepEqual(Object.keys(b.labels), ['le']);
+    assert.deepEqual(Object.keys(b.labels), [...Object.keys(labels), 'le']);
     const le = b.labels.le === '+Inf' ? Infinity : Number(b.labels.le);
     assert.ok(!Number.isNaN(le) && le > lastLe, `${name}: le increasing (${b.labels.le})`);
     assert.ok(b.value >= lastV, `${name}: cumulative buckets never decrease (le=${b.labels.le})`);
     lastLe = le;
     lastV = b.value;
   }
-  const count = m.get(`${name}_count`);
-  const sum = m.get(`${name}_sum`);
-  assert.equal(m.get(`${name}_bucket`, { le: '+Inf' }), count, `${name}: +Inf bucket == _count`);
+  const count = m.get(`${name}_count`, labels);
+  const sum = m.get(`${name}_sum`, labels);
+  assert.equal(m.get(`${name}_bucket`, { ...labels, le: '+Inf' }), count, `${name}: +Inf bucket == _count`);
   assert.ok(sum >= 0 && Number.isFinite(sum), `${name}_sum = ${sum}`);
   if (count === 0) assert.equal(sum, 0);
   return { count, sum };
@@ -540,6 +569,8 @@ test('metrics: a server whose command does not exist counts a spawn failure, not
     const m = await metrics(gw);
     checkShape(m, ['example', 'bad']);
     assert.equal(m.get('mcpgw_children_spawn_failures_total'), 1);
+    assert.equal(m.get('mcpgw_children_spawn_failures_total', { server: 'bad' }), 1, 'the failure is bad\'s');
+    assert.equal(m.get('mcpgw_children_spawn_failures_total', { server: 'example' }), 0);
     assert.equal(m.get('mcpgw_children_spawned_total'), 0);
     assert.equal(m.get('mcpgw_sessions_created_total'), 0);
     assert.equal(m.get('mcpgw_sessions_open'), 0);
@@ -550,9 +581,27 @@ test('metrics: a server whose command does not exist counts a spawn failure, not
     const s = await initSession(gw);
     assert.equal(textOf((await callTool(gw, s.sid, 'echo', { text: 'ok' })).response), 'ok');
     const m2 = await metrics(gw);
+    checkShape(m2, ['example', 'bad']);
     assert.equal(m2.get('mcpgw_children_spawned_total'), 1);
     assert.equal(m2.get('mcpgw_children_spawn_failures_total'), 1);
     assert.equal(m2.get('mcpgw_sessions_created_total'), 1);
+    // each figure on its server
+    const of = (name, server, labels = {}) => m2.get(name, { server, ...labels });
+    assert.deepEqual(['example', 'bad'].map((x) => of('mcpgw_children_spawned_total', x)), [1, 0]);
+    assert.deepEqual(['example', 'bad'].map((x) => of('mcpgw_sessions_created_total', x)), [1, 0]);
+    assert.deepEqual(['example', 'bad'].map((x) => of('mcpgw_sessions_open', x)), [1, 0]);
+    assert.deepEqual(['example', 'bad'].map((x) => of('mcpgw_children_running', x)), [1, 0]);
+    assert.deepEqual(['example', 'bad'].map((x) => of('mcpgw_requests_total', x, { direction: 'to_child', class: 'tools' })), [1, 0]);
+    assert.deepEqual(['example', 'bad'].map((x) => of('mcpgw_request_duration_seconds_count', x)), [2, 0], 'initialize and the call');
+    assert.equal(of('mcpgw_children_resident_memory_bytes', 'bad'), 0);
+    // the live child's resident memory, as /proc says (within what it may have grown since)
+    const rss = Number(fs.readFileSync(`/proc/${s.pid}/statm`, 'utf8').split(' ')[1]) * 4096;
+    const seen = of('mcpgw_children_resident_memory_bytes', 'example');
+    assert.ok(seen > 0 && seen > rss / 4 && seen < rss * 4, `children's memory ${seen} vs ${rss} in /proc`);
+    // the gateway's own process
+    assert.ok(m2.get('process_resident_memory_bytes') > 1 << 20, 'the gateway has some memory');
+    assert.ok(m2.get('process_open_fds') >= 4, 'listener, epoll, the child\'s pipes');
+    assert.ok(m2.get('process_cpu_seconds_total') >= 0);
   });
 });
 
@@ -776,12 +825,26 @@ test('SIGHUP reload: old sessions keep their definition and child, new sessions 
     assert.ok(!environOf(old.pid).some((e) => e.startsWith('MARK=')));
     const oldB = await initSession(gw, { url: at('/b') });
     assert.equal(oldB.result.serverInfo.name, 'B');
+    const m0 = await metrics(gw);
+    checkShape(m0, ['A', 'B']);
+    assert.equal(m0.get('mcpgw_config_last_reload_successful'), 1, 'the start counts as a good load');
+    const started = m0.get('process_start_time_seconds');
+    assert.ok(Math.abs(started - Date.now() / 1000) < 120, `process_start_time_seconds ${started} is about now`);
+    assert.equal(m0.get('mcpgw_config_last_reload_success_timestamp_seconds'), started);
+    assert.equal(m0.get('mcpgw_sessions_created_total', { server: 'A' }), 1);
 
     // v2: A changed (name, log, env), B moved, C added
     fs.writeFileSync(gw.conf, iniText({}, v2));
     gw.proc.kill('SIGHUP');
     await waitLogCount(gw, /SIGHUP: configuration reloaded from \S+ \(3 servers\)/, 1);
     assert.ok(!/take effect at the next start/.test(gw.logs()), 'an unchanged listen logs no warning');
+    const m1 = await metrics(gw);
+    checkShape(m1, ['A', 'B', 'C']); // C's series from the reload on, A's and B's kept
+    assert.equal(m1.get('mcpgw_config_last_reload_successful'), 1);
+    const reloadedAt = m1.get('mcpgw_config_last_reload_success_timestamp_seconds');
+    assert.ok(reloadedAt >= started && Math.abs(reloadedAt - Date.now() / 1000) < 60, `reloaded at ${reloadedAt}`);
+    assert.equal(m1.get('mcpgw_sessions_created_total', { server: 'A' }), 1, 'kept over the reload');
+    assert.equal(m1.get('mcpgw_sessions_open', { server: 'B' }), 1);
 
     // the old session on A: same child, still served, still the old definition
     assert.equal(await echo(old.sid, 'old still works', at('/a')), 'old still works');
@@ -827,6 +890,11 @@ test('SIGHUP reload: old sessions keep their definition and child, new sessions 
       await waitLogCount(gw, /SIGHUP: .*the running configuration stays/, i + 1);
     }
     assert.equal(countMatches(gw.logs(), /SIGHUP: configuration reloaded/), 1, 'no invalid file was taken');
+    const m2 = await metrics(gw);
+    assert.equal(m2.get('mcpgw_config_last_reload_successful'), 0, 'the last reload failed');
+    assert.equal(m2.get('mcpgw_config_last_reload_success_timestamp_seconds'), reloadedAt, 'the last good one stays');
+    assert.equal(m2.get('mcpgw_sessions_created_total', { server: 'A' }), 2, 'A: the old and the fresh session');
+    assert.equal(m2.get('mcpgw_sessions_created_total', { server: 'C' }), 1);
     assert.equal(await echo(old.sid, 'old after invalid', at('/a')), 'old after invalid');
     assert.equal(await echo(fresh.sid, 'fresh after invalid', at('/a')), 'fresh after invalid');
     const fresh2 = await initSession(gw, { url: at('/a') });
@@ -846,6 +914,15 @@ test('SIGHUP reload: old sessions keep their definition and child, new sessions 
     assert.equal(await echo(fresh.sid, 'after delete', at('/a')), 'after delete');
     const fresh3 = await initSession(gw, { url: at('/a') });
     assert.equal(fresh3.result.serverInfo.name, 'A-v2');
+
+    // a good reload again: successful again
+    fs.writeFileSync(gw.conf, iniText({}, v2));
+    gw.proc.kill('SIGHUP');
+    await waitLogCount(gw, /SIGHUP: configuration reloaded from \S+ \(3 servers\)/, 2);
+    const m3 = await metrics(gw);
+    assert.equal(m3.get('mcpgw_config_last_reload_successful'), 1);
+    assert.ok(m3.get('mcpgw_config_last_reload_success_timestamp_seconds') >= reloadedAt);
+    assert.equal(m3.get('mcpgw_sessions_closed_total', { server: 'A', reason: 'deleted' }), 1);
   });
 });
 

@@ -42,10 +42,13 @@ export function metricSamples(text) {
     const i = line.lastIndexOf(' ');
     const key = line.slice(0, i);
     m[key] = Number(line.slice(i + 1));
-    // mcpgw_cancels_total has one series per server: its sum over servers, with the server
-    // label left out, is a key too (tests that count cancels over a gateway read that).
-    const s = /^mcpgw_cancels_total\{server="[^"]*",(.*)\}$/.exec(key);
-    if (s) m[`mcpgw_cancels_total{${s[1]}}`] = (m[`mcpgw_cancels_total{${s[1]}}`] ?? 0) + m[key];
+    // Series of one server (server="..." first): their sum over servers, with the server label
+    // left out, is a key too (tests that count over a gateway read that).
+    const s = /^(\w+)\{server="[^"]*",?(.*)\}$/.exec(key);
+    if (s) {
+      const total = s[2] ? `${s[1]}{${s[2]}}` : s[1];
+      m[total] = (m[total] ?? 0) + m[key];
+    }
   }
   return m;
 }

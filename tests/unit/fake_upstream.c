@@ -309,3 +309,9 @@ fake_upstream_free_all(void)
     }
     memset(&F, 0, sizeof(F));
 }
+
+void
+upstream_server_seen(const char *server)
+{
+    (void)server;
+}

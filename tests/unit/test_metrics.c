@@ -15,9 +15,10 @@
 TestSuite(metrics, .timeout = 30);
 
 /* The bounds in microseconds as the exposition promises them (le labels in seconds). */
-static const uint64_t bounds_us[] = { 25,     50,      100,     250,     500,   1000,
-                                      2500,   5000,    10000,   25000,   50000, 100000,
-                                      250000, 1000000, 2500000, 10000000 };
+static const uint64_t bounds_us[] = { 25,       50,       100,      250,       500,
+                                      1000,     2500,     5000,     10000,     25000,
+                                      50000,    100000,   250000,   1000000,   2500000,
+                                      10000000, 30000000, 60000000, 120000000, 300000000 };
 
 static char *
 text_of(struct buf *b)
@@ -108,6 +109,56 @@ Test(metrics, histogram_is_cumulative_with_inf_equal_to_count_and_sum_in_seconds
         lines++;
     }
     cr_assert_eq(lines, METRICS_HIST_BUCKETS);
+    free(t);
+    buf_clear(&b);
+}
+
+Test(metrics, a_labelled_histogram_series_goes_to_300_s_with_its_labels_on_every_line)
+{
+    struct metrics_hist h = { 0 };
+    metrics_observe(&h, 200000000); /* 200 s: a long tool call */
+    metrics_observe(&h, 400000000); /* past the last bound */
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    metrics_histogram_series(&b, "d_seconds", "server=\"a\"", &h);
+    char *t = text_of(&b);
+    cr_assert_eq(value_of(t, "d_seconds_bucket{server=\"a\",le=\"120\"}"), 0, "%s", t);
+    cr_assert_eq(value_of(t, "d_seconds_bucket{server=\"a\",le=\"300\"}"), 1, "%s", t);
+    cr_assert_eq(value_of(t, "d_seconds_bucket{server=\"a\",le=\"+Inf\"}"), 2);
+    cr_assert_eq(value_of(t, "d_seconds_count{server=\"a\"}"), 2);
+    cr_assert_not_null(strstr(t, "\nd_seconds_sum{server=\"a\"} 600.000000\n"), "%s", t);
+    free(t);
+    buf_clear(&b);
+}
+
+Test(metrics, the_process_series_and_the_reload_outcome)
+{
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    metrics_process(&b);
+    char *t = text_of(&b);
+    cr_assert_not_null(strstr(t, "\nmcpgw_build_info{version=\""), "%s", t);
+    cr_assert_gt(value_of(t, "process_resident_memory_bytes"), 0);
+    cr_assert_gt(value_of(t, "process_open_fds"), 2, "stdin, stdout, stderr at least");
+    uint64_t started = value_of(t, "process_start_time_seconds");
+    cr_assert_gt(started, 1500000000, "since the epoch: %" PRIu64, started);
+    cr_assert_eq(value_of(t, "mcpgw_config_last_reload_successful"), 1);
+    cr_assert_eq(value_of(t, "mcpgw_config_last_reload_success_timestamp_seconds"), started,
+                 "the start until a reload");
+    free(t);
+    buf_clear(&b);
+    metrics_reload_result(false);
+    metrics_process(&b);
+    t = text_of(&b);
+    cr_assert_eq(value_of(t, "mcpgw_config_last_reload_successful"), 0);
+    cr_assert_eq(value_of(t, "mcpgw_config_last_reload_success_timestamp_seconds"), started);
+    free(t);
+    buf_clear(&b);
+    metrics_reload_result(true);
+    metrics_process(&b);
+    t = text_of(&b);
+    cr_assert_eq(value_of(t, "mcpgw_config_last_reload_successful"), 1);
+    cr_assert_geq(value_of(t, "mcpgw_config_last_reload_success_timestamp_seconds"), started);
     free(t);
     buf_clear(&b);
 }

@@ -477,7 +477,8 @@ closed_by(const char *label)
     char *text = xstrndup(buf_head(&b), buf_used(&b));
     buf_clear(&b);
     char key[128];
-    snprintf(key, sizeof key, "mcpgw_sessions_closed_total{reason=\"%s\"} ", label);
+    snprintf(key, sizeof key, "mcpgw_sessions_closed_total{server=\"%s\",reason=\"%s\"} ",
+             CFG.servers[0].name, label);
     char *p = strstr(text, key);
     cr_assert_not_null(p, "no %s in the metrics", key);
     uint64_t v = strtoull(p + strlen(key), NULL, 10);
