@@ -46,6 +46,12 @@ http_body_follows(const struct http_req *rc)
 enum MHD_Result
 http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
 {
+    /*
+     * Draining (the listener is closed): each answer closes its connection, so a proxy's pooled
+     * connection is not used again and its next request connects, is refused, and goes elsewhere.
+     */
+    if (httpd.quiesced && MHD_get_response_header(r, MHD_HTTP_HEADER_CONNECTION) == NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (rc->first_call && rc->deferred == NULL && http_body_follows(rc)) {
         /*
          * Refused from its headers while the client still sends a body: answering now would
@@ -645,6 +651,11 @@ http_run(void)
         loop_wake(httpd.l); /* resumed from inside MHD_run: run it again next turn */
 }
 
+/*
+ * Stops accepting: the listening socket is closed, so a new connection is refused at once (a
+ * proxy fails over to another instance) while the connections already open are still served.
+ * MHD_quiesce_daemon takes the socket out of MHD's epoll set and hands it back to be closed.
+ */
 void
 http_quiesce(void)
 {
@@ -654,6 +665,8 @@ http_quiesce(void)
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
     httpd.listen_fd = -1;
+    httpd.quiesced = true;
+    log_info(NULL, "listener closed: new connections are refused, open ones still served");
 }
 
 bool

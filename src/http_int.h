@@ -129,6 +129,7 @@ struct http_globals {
     uint64_t host_refused;        /* 403: Host not in allowed_hosts */
     unsigned host_logged;         /* of those, logged since the start or the last reload */
     bool bound_loopback;          /* the listening socket is bound to a loopback address */
+    bool quiesced;                /* the listener is closed (draining or stopping) */
 };
 extern struct http_globals httpd;
 

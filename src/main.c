@@ -3,12 +3,14 @@
  * mcp-gateway: startup order, signals, the janitor tick, and shutdown. The only file that knows
  * every module.
  *
- * Shutdown. SIGTERM first drains: /readyz turns 503, new sessions and new requests get 503, and
- * requests in flight get shutdown_drain_ms to finish. Then (or at once on SIGINT or a second
- * SIGTERM) the gateway stops accepting, ends every session (what is still in flight is cancelled
- * at the child and answered with an error), lets each child go through its stop ladder, waits
- * until every child is reaped and every HTTP request has finished (bounded by the ladder's grace
- * times), and exits 0.
+ * Shutdown. SIGTERM first drains: the listening socket closes (new connections are refused, so a
+ * proxy fails over to another instance at connect), and on the connections already open /readyz
+ * turns 503, new sessions and 2026-07-28 requests get 503 (each answer closing its connection),
+ * requests of open sessions are still served, and requests in flight get shutdown_drain_ms to
+ * finish. Then (or at once on SIGINT or a second SIGTERM) the gateway stops accepting, ends every
+ * session (what is still in flight is cancelled at the child and answered with an error), lets
+ * each child go through its stop ladder, waits until every child is reaped and every HTTP request
+ * has finished (bounded by the ladder's grace times), and exits 0.
  *
  * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file (log rotation). Signals an operator may send by
  * mistake (USR2, WINCH, ALRM, VTALRM, PROF, IO, PWR) are logged and otherwise ignored: only TERM,
@@ -160,6 +162,7 @@ main_drain(const char *why)
     M.draining = true;
     session_drain();
     pool_drain();
+    http_quiesce(); /* new connections are refused: a proxy sends them to another instance */
     uint64_t drain = M.cfg->shutdown_drain_ms;
     M.drain_deadline_ms = util_now_ms() + drain;
     loop_timer_add(M.l, drain, main_deadline, NULL);

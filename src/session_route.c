@@ -427,8 +427,6 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         return SESSION_E_DUPLICATE;
     if (pending_active(&s->r.pt, PENDING_TO_CHILD) >= sessions.cfg->max_inflight_per_session)
         return SESSION_E_TOO_MANY;
-    if (sessions.draining)
-        return SESSION_E_DRAINING;
     /* Grants come relative to the request's server: its definition may be newer than s's. */
     uint64_t bits = s->srv->policy != NULL ? policy_bits(s->srv->policy, grants) : 0;
     if (s->srv->policy != NULL && strcmp(info->method, "tools/call") == 0

@@ -19,6 +19,7 @@
 // way. Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
@@ -66,7 +67,7 @@ const nPids = (gw, n, name) => waitFor(() => poolPids(gw, name).length >= n && p
 // ---- HTTP ----------------------------------------------------------------------------------
 
 /** A 2026-07-28 request with the headers and _meta envelope it needs. */
-function mpost(gw, method, params = {}, { id = 1, meta = {}, url, headers = {} } = {}) {
+function mpost(gw, method, params = {}, { id = 1, meta = {}, url, headers = {}, agent } = {}) {
   const body = {
     jsonrpc: '2.0', id, method,
     params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, ...meta } },
@@ -74,7 +75,7 @@ function mpost(gw, method, params = {}, { id = 1, meta = {}, url, headers = {} }
   const h = { 'MCP-Protocol-Version': V, 'Mcp-Method': method, ...headers };
   if (method === 'tools/call' || method === 'prompts/get') h['Mcp-Name'] = params.name;
   if (method === 'resources/read') h['Mcp-Name'] = params.uri;
-  return post(gw, body, { headers: h, url });
+  return post(gw, body, { headers: h, url, agent });
 }
 
 /** Every JSON-RPC message of a response: one JSON object, or the SSE stream's events. */
@@ -648,18 +649,27 @@ test('the child\'s sampling, elicitation and roots requests, for a request that 
 
 // ---- 6. shutdown, drain, reload -----------------------------------------------------------------
 
-test('SIGTERM with shutdown_drain_ms: a pool request in flight finishes; new ones get 503; children reaped, exit 0', async () => {
+test('SIGTERM with shutdown_drain_ms: a pool request in flight finishes; new connections refused, new requests on open ones get 503; children reaped, exit 0', async () => {
   const dir = tmpdir('mcpgw-pool-');
   const gw = await startGateway({ gateway: { shutdown_drain_ms: 60000 }, servers: [exampleServer(dir, 'pool_max_children = 1')] });
   let ok = false;
+  // A connection opened before the drain (its listener closes): the late request goes on it.
+  const agent = new http.Agent({ keepAlive: true });
   try {
+    const warm = await mpost(gw, 'tools/call', { name: 'echo', arguments: { text: 'warm' } }, { id: 'warm', agent });
+    await warm.done(scaled(5000));
+    assert.equal(warm.status, 200, warm.text());
+    await waitFor(() => Object.values(agent.freeSockets).flat().length === 1, scaled(5000), 'an idle connection');
     const h = await held(gw, 'drain-me', 'td');
     const [pid] = await nPids(gw, 1);
     gw.proc.kill('SIGTERM');
     await gw.waitLog(/SIGTERM: draining/);
-    const late = await mpost(gw, 'tools/call', { name: 'echo', arguments: { text: 'late' } }, { id: 'late' });
+    await gw.waitLog(/listener closed/);
+    await assert.rejects(mpost(gw, 'tools/call', { name: 'echo', arguments: { text: 'refused' } }, { id: 'refused' }), { code: 'ECONNREFUSED' });
+    const late = await mpost(gw, 'tools/call', { name: 'echo', arguments: { text: 'late' } }, { id: 'late', agent });
     await late.done(scaled(5000));
     assert.equal(late.status, 503, late.text());
+    assert.equal(late.headers.connection, 'close', 'the answer closes its connection');
     assert.equal(late.json().id, 'late');
     assert.ok(pidAlive(pid) && !h.ended, 'the request in flight is still running');
     go(pid);
@@ -671,6 +681,7 @@ test('SIGTERM with shutdown_drain_ms: a pool request in flight finishes; new one
     assert.ok(!childMsgs(dir, pid).some((m) => m.method === 'notifications/cancelled'), 'nothing cancelled');
     ok = true;
   } finally {
+    agent.destroy();
     if (!ok) { await gw.stop({ expect: null }).catch(() => {}); console.log(gw.logs().slice(-4000)); }
   }
 });

@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
@@ -27,14 +28,14 @@ const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
 
 /** A 2026-07-28 request with the headers and _meta envelope it needs. */
-function mpost(gw, method, params = {}, { id = 1, meta = {} } = {}) {
+function mpost(gw, method, params = {}, { id = 1, meta = {}, agent } = {}) {
   const body = {
     jsonrpc: '2.0', id, method,
     params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, ...meta } },
   };
   const h = { 'MCP-Protocol-Version': V, 'Mcp-Method': method };
   if (method === 'tools/call') h['Mcp-Name'] = params.name;
-  return post(gw, body, { headers: h });
+  return post(gw, body, { headers: h, agent });
 }
 
 /** Every JSON-RPC message of a response: one JSON object, or the SSE stream's events. */
@@ -241,8 +242,8 @@ test('/metrics while a retired pool lingers beside the new one: promtool accepts
 const CAPS = 'io.modelcontextprotocol/clientCapabilities';
 
 /** A tools/call of the example server's elicit (rounds of one question); its input round's result. */
-async function elicitRound(gw, id, params) {
-  const r = await mpost(gw, 'tools/call', { name: 'elicit', ...params }, { id, meta: { [CAPS]: { elicitation: {} } } });
+async function elicitRound(gw, id, params, { agent } = {}) {
+  const r = await mpost(gw, 'tools/call', { name: 'elicit', ...params }, { id, agent, meta: { [CAPS]: { elicitation: {} } } });
   await r.done(scaled(10000));
   const a = msgsOf(r).find(isAnswer);
   assert.equal(r.status, 200, r.text());
@@ -262,11 +263,16 @@ test('a held call (input round) of a pool retired by SIGHUP: the client\'s retry
     await reload(gw);
     // Each answer under the key its round asked it with (r1, then r2).
     const answer = (round, name) => Object.fromEntries(Object.keys(round.result.inputRequests).map((k) => [k, { action: 'accept', content: { name } }]));
-    const second = await elicitRound(gw, 'e2', { ...args, inputResponses: answer(first, 'one'), requestState: first.result.requestState });
+    // The second round's connection stays open: the draining gateway's listener is closed, and
+    // the last retry comes on it.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const second = await elicitRound(gw, 'e2', { ...args, inputResponses: answer(first, 'one'), requestState: first.result.requestState }, { agent });
     assert.equal(second.result?.resultType, 'input_required', `the retry went on in the retired pool: ${JSON.stringify(second)}`);
+    await waitFor(() => Object.values(agent.freeSockets).flat().length === 1, scaled(5000), 'an idle connection');
     gw.proc.kill('SIGTERM');
     await gw.waitLog(/SIGTERM: draining/);
-    const last = await elicitRound(gw, 'e3', { ...args, inputResponses: answer(second, 'two'), requestState: second.result.requestState });
+    const last = await elicitRound(gw, 'e3', { ...args, inputResponses: answer(second, 'two'), requestState: second.result.requestState }, { agent });
+    agent.destroy();
     assert.equal(last.result?.resultType, 'complete', `the drain serves the call it waits for: ${JSON.stringify(last)}`);
     assert.match(textOf(last), /one[\s\S]*two/);
     await gw.waitLog(/drained: no request in flight/, scaled(5000));

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -23,10 +24,37 @@ const textOf = (j) => j?.result?.content?.[0]?.text;
 // --- small helpers -----------------------------------------------------------------------------
 
 /** A plain HTTP request to the gateway (not an MCP endpoint); the body is read to the end. */
-async function fetchPath(gw, p, { method = 'GET', headers = {}, body } = {}) {
-  const r = await request(`${gw.base}${p}`, { method, headers, body });
+async function fetchPath(gw, p, { method = 'GET', headers = {}, body, agent } = {}) {
+  const r = await request(`${gw.base}${p}`, { method, headers, body, agent });
   await r.done();
   return r;
+}
+
+/**
+ * An http.Agent holding n idle keep-alive connections to gw, opened now (a ping in session s on
+ * each; /healthz would not do: an answer before the request's end closes its connection): once
+ * the gateway drains, its listener is closed and only connections opened before reach it.
+ */
+async function keptConnections(gw, s, n) {
+  const agent = new http.Agent({ keepAlive: true });
+  const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': s.sid, 'MCP-Protocol-Version': s.version };
+  const rs = await Promise.all(Array.from({ length: n }, (_, i) => request(gw.url, { headers, agent, body: rpc('ping', undefined, `keep-${i}`) })));
+  for (const r of rs) {
+    await r.done();
+    assert.equal(r.status, 200, r.text());
+  }
+  // A socket goes back to the agent's free list just after its response ended.
+  await waitFor(() => Object.values(agent.freeSockets).flat().length === n, scaled(5000), `${n} idle connections`);
+  return agent;
+}
+
+/** Resolves once a new connection to gw is refused (the listener is closed), or throws. */
+function assertRefused(gw) {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(gw.port, gw.host);
+    c.on('connect', () => { c.destroy(); reject(new Error(`${gw.base}: a new connection was accepted while draining`)); });
+    c.on('error', (e) => (e.code === 'ECONNREFUSED' ? resolve() : reject(e)));
+  });
 }
 
 /** The gateway's exit within ms (it must exit by itself), or throws. */
@@ -199,8 +227,8 @@ function promKey(name, labels) {
 }
 
 /** GET /metrics (asserting 200 and the text format's content type) and parse it. */
-async function metrics(gw, headers = {}) {
-  const r = await fetchPath(gw, '/metrics', { headers });
+async function metrics(gw, headers = {}, { agent } = {}) {
+  const r = await fetchPath(gw, '/metrics', { headers, agent });
   assert.equal(r.status, 200, r.text());
   assert.match(r.headers['content-type'], /^text\/plain/);
   assert.match(r.headers['content-type'], /version=0\.0\.4/);
@@ -673,7 +701,7 @@ test('out of file descriptors: a warning at start, 503 "out of file descriptors"
 
 // --- drain on SIGTERM --------------------------------------------------------------------------
 
-test('SIGTERM drains: 503 for new sessions and requests, notifications still taken, the call in flight finishes uncancelled, then exit 0 by itself', async () => {
+test('SIGTERM drains: the listener closes at once; on open connections 503 for new sessions, a session\'s requests still served, each answer closing its connection; the call in flight finishes uncancelled, then exit 0 by itself', async () => {
   // A drain far longer than any run takes: exiting because the call finished, not because the
   // drain ran out, is told apart by the log line and by exiting within scaled(5000) ms (at most
   // 15 s under ASan) of the answer.
@@ -682,42 +710,52 @@ test('SIGTERM drains: 503 for new sessions and requests, notifications still tak
     const s = await initSession(gw);
     // cancel_self runs until released: everything below happens while it is in flight.
     const { r: held } = await startHeld(gw, s.sid, 'drain-held');
+    // One connection for each request below: each answer while draining closes its connection.
+    const agent = await keptConnections(gw, s, 7);
     gw.proc.kill('SIGTERM');
     await gw.waitLog(/SIGTERM: draining/, scaled(5000));
     assert.match(gw.logs(), new RegExp(`SIGTERM: draining: no new sessions or requests; 1 requests in flight get up to ${DRAIN} ms`));
+    await gw.waitLog(/listener closed: new connections are refused/, scaled(5000));
+    await assertRefused(gw);
+    const closes = (r) => assert.equal(r.headers.connection, 'close', `Connection: close while draining (HTTP ${r.status})`);
 
-    const rz = await fetchPath(gw, '/readyz');
+    const rz = await fetchPath(gw, '/readyz', { agent });
     assert.equal(rz.status, 503);
     assert.deepEqual(rz.json(), { ready: false, reason: 'draining' });
-    const hz = await fetchPath(gw, '/healthz');
+    closes(rz);
+    const hz = await fetchPath(gw, '/healthz', { agent });
     assert.equal(hz.status, 200, 'healthy while draining');
-    const m = await metrics(gw);
+    closes(hz);
+    const m = await metrics(gw, {}, { agent });
     assert.equal(m.get('mcpgw_ready'), 0);
     assert.equal(m.get('mcpgw_inflight_requests', { direction: 'to_child' }), 1);
 
-    const init = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'late-init'));
+    const mcp = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+    const init = await request(gw.url, { headers: mcp, agent, body: rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'late-init') });
     await init.done();
     assert.equal(init.status, 503, init.text());
+    closes(init);
     assert.ok(!init.headers['mcp-session-id'], 'no session while draining');
     const ie = JSON.parse(init.text());
     assert.equal(ie.jsonrpc, '2.0');
     assert.equal(typeof ie.error?.code, 'number', init.text());
     assert.match(ie.error.message, /shutting down/i);
 
-    const call = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'too late' } }, 'late-call'), { sid: s.sid });
+    // A request of an open session is served: the session ends with the drain, not before.
+    const inSession = { ...mcp, 'Mcp-Session-Id': s.sid, 'MCP-Protocol-Version': s.version };
+    const call = await request(gw.url, { headers: inSession, agent, body: rpc('tools/call', { name: 'echo', arguments: { text: 'while draining' } }, 'late-call') });
     await call.done();
-    assert.equal(call.status, 503, call.text());
-    const ce = JSON.parse(call.text());
-    assert.equal(ce.jsonrpc, '2.0');
-    assert.equal(typeof ce.error?.code, 'number', call.text());
-    assert.match(ce.error.message, /shutting down/i);
+    assert.equal(call.status, 200, call.text());
+    closes(call);
+    assert.equal(textOf(call.events().map((e) => e.json).find(isAnswer)), 'while draining', call.text());
 
-    const n = await post(gw, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, { sid: s.sid });
+    const n = await request(gw.url, { headers: inSession, agent, body: { jsonrpc: '2.0', method: 'notifications/roots/list_changed' } });
     assert.equal(await n.done(), '');
     assert.equal(n.status, 202, 'a notification is still accepted');
-    const unk = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'nobody', reason: 'x' } }, { sid: s.sid });
+    const unk = await request(gw.url, { headers: inSession, agent, body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'nobody', reason: 'x' } } });
     await unk.done();
     assert.equal(unk.status, 202);
+    agent.destroy();
     await waitFor(() => gw.childMessages().some((x) => x.method === 'notifications/roots/list_changed'), scaled(5000), 'the notification at the child');
     assert.ok(!held.ended, 'all of that happened while the call was still running');
     assert.equal(gw.proc.exitCode, null, 'the gateway waits for the call');
@@ -729,7 +767,6 @@ test('SIGTERM drains: 503 for new sessions and requests, notifications still tak
     assert.equal(res.id, 'drain-held');
     assert.equal(textOf(res), 'released');
     assert.ok(!gw.childMessages().some((x) => x.method === 'notifications/cancelled'), 'the child saw no cancel');
-    assert.ok(!gw.childMessages().some((x) => x.params?.arguments?.text === 'too late'), 'the refused call never reached the child');
 
     const r = await exitWithin(gw, scaled(5000));
     assert.deepEqual(r, { code: 0, signal: null }, gw.logs().slice(-3000));
@@ -775,7 +812,8 @@ for (const second of ['SIGINT', 'SIGTERM']) {
       const { r: held, childId } = await startHeld(gw, s.sid, 'second-held');
       gw.proc.kill('SIGTERM');
       await gw.waitLog(/SIGTERM: draining/, scaled(5000));
-      assert.equal((await fetchPath(gw, '/readyz')).status, 503);
+      await gw.waitLog(/listener closed/, scaled(5000));
+      await assertRefused(gw);
       const t0 = performance.now();
       gw.proc.kill(second);
       const r = await exitWithin(gw, scaled(5000));

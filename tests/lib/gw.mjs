@@ -306,10 +306,10 @@ export function request(url, { method = 'POST', headers = {}, body, agent = fals
 }
 
 /** POST a JSON-RPC message with the usual MCP headers. */
-export function post(gw, msg, { sid, headers = {}, url } = {}) {
+export function post(gw, msg, { sid, headers = {}, url, agent } = {}) {
   const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers };
   if (sid) h['Mcp-Session-Id'] = sid;
-  return request(url || gw.url, { method: 'POST', headers: h, body: msg });
+  return request(url || gw.url, { method: 'POST', headers: h, body: msg, agent });
 }
 
 /**

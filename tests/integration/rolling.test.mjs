@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+// A rolling restart behind Debian's real nginx with the shipped deploy/nginx/mcp-gateway-instances.conf
+// (only its ports and TLS lines replaced) loses nothing. Two gateways, instance_id g1 and g2, with
+// shutdown_drain_ms; a few concurrent clients keep opening sessions through nginx (initialize,
+// notifications/initialized, tools/call echo, DELETE) and sending 2026-07-28 tools/call echoes.
+// g1 is sent SIGTERM while a call of one of its sessions is in flight, drains (its listener closes
+// at once: nginx fails over at connect; what reaches it on a pooled connection is a 503 that nginx
+// retries, or a request of one of its own sessions, still served), exits 0, and is started again
+// on the same port. Every new session initializes and every call answers: no request fails. The
+// one thing a client sees is the rule of the 2025 revisions, a 404 for a session of the instance
+// that is gone, answered by initializing again (counted, and allowed).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { initSession, post, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { withInstances } from '../lib/nginx.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const MODERN = '2026-07-28';
+const DRAIN_MS = 30000;
+const WORKERS = 4;
+const MAX_ROUNDS = 5000; // per worker: a bound, never reached (the test stops the workers)
+const textOf = (j) => j?.result?.content?.[0]?.text;
+
+let nextId = 1;
+
+/** A 2026-07-28 tools/call echo through url; resolves to null when answered, else what went wrong. */
+async function modernEcho(url, text) {
+  const id = `m-${nextId++}`;
+  const body = {
+    jsonrpc: '2.0', id, method: 'tools/call',
+    params: { name: 'echo', arguments: { text }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+  };
+  const headers = {
+    'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+    'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo',
+  };
+  const r = await request(url, { method: 'POST', headers, body });
+  const b = await r.done(scaled(10000));
+  if (r.status !== 200) return `2026-07-28 echo ${text}: HTTP ${r.status} ${b}`;
+  let j;
+  try { j = JSON.parse(b); } catch { return `2026-07-28 echo ${text}: not JSON: ${b}`; }
+  return j.id === id && textOf(j) === text ? null : `2026-07-28 echo ${text}: ${b}`;
+}
+
+/** The answer of a session POST (a JSON body or SSE events), or undefined. */
+function answerOf(r) {
+  if (/^application\/json\b/.test(r.headers['content-type'] || '')) {
+    try { return JSON.parse(r.text()); } catch { return undefined; }
+  }
+  return r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
+}
+
+/**
+ * One session through nginx: initialize, initialized, tools/call echo (a short delay, so calls are
+ * in flight when the instance is told to stop), DELETE. A 404 on a later request means the
+ * session's instance is gone: the client initializes again (at most 3 times). Resolves to
+ * {fail: null or what went wrong, reinit: how many times it initialized again}.
+ */
+async function sessionRound(via, text) {
+  let reinit = 0;
+  for (let attempt = 0; attempt < 4; attempt++) {
+    if (attempt > 0) reinit++;
+    const init = await post(via, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'rolling', version: '1' } }));
+    await init.done(scaled(10000));
+    const sid = init.headers['mcp-session-id'];
+    if (init.status !== 200 || !sid || !answerOf(init)?.result) return { fail: `initialize: HTTP ${init.status} ${init.text()}`, reinit };
+    const h = { 'MCP-Protocol-Version': answerOf(init).result.protocolVersion };
+    const n = await post(via, { jsonrpc: '2.0', method: 'notifications/initialized' }, { sid, headers: h });
+    await n.done(scaled(10000));
+    if (n.status === 404) continue;
+    if (n.status !== 202) return { fail: `initialized in ${sid}: HTTP ${n.status} ${n.text()}`, reinit };
+    const c = await post(via, rpc('tools/call', { name: 'echo', arguments: { text, delay_ms: 20 } }), { sid, headers: h });
+    await c.done(scaled(10000));
+    if (c.status === 404) continue;
+    if (c.status !== 200 || textOf(answerOf(c)) !== text) return { fail: `echo in ${sid}: HTTP ${c.status} ${c.text()}`, reinit };
+    const d = await request(via.url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid, ...h } });
+    await d.done(scaled(10000));
+    if (!(d.status >= 200 && d.status < 300) && d.status !== 404) return { fail: `DELETE ${sid}: HTTP ${d.status} ${d.text()}`, reinit };
+    return { fail: null, reinit, inst: sid.slice(0, 2) };
+  }
+  return { fail: `${text}: 404 after 3 new sessions`, reinit };
+}
+
+test('a rolling restart of one instance behind nginx: every new session initializes, every 2026-07-28 call answers', async () => {
+  await withInstances(async ({ gws, via }) => {
+    const stats = { sessions: 0, modern: 0, reinit: 0, byInst: { g1: 0, g2: 0 } };
+    const failures = [];
+    let stop = false;
+    const worker = async (w) => {
+      for (let i = 0; i < MAX_ROUNDS && !stop; i++) {
+        const text = `w${w}-${i}`;
+        try {
+          if (i % 2 === 0) {
+            const r = await sessionRound(via, text);
+            stats.reinit += r.reinit;
+            if (r.fail) failures.push(r.fail);
+            else { stats.sessions++; stats.byInst[r.inst]++; }
+          } else {
+            const f = await modernEcho(via.url, text);
+            if (f) failures.push(f);
+            else stats.modern++;
+          }
+        } catch (e) {
+          failures.push(`${text}: ${e.message}`);
+        }
+      }
+    };
+    const total = () => stats.sessions + stats.modern + failures.length;
+    const workers = Array.from({ length: WORKERS }, (_, w) => worker(w));
+    try {
+      await waitFor(() => stats.byInst.g1 >= 3 && stats.byInst.g2 >= 3, scaled(20000), 'sessions on both instances');
+
+      // A call of a g1 session in flight when g1 is told to stop: the drain lets it finish.
+      let held;
+      for (let i = 0; i < 20 && !held; i++) {
+        const s = await initSession(via);
+        if (s.sid.startsWith('g1.')) held = s;
+      }
+      assert.ok(held, 'a session on g1');
+      const call = post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'held', delay_ms: 1500 } }, 'held'), { sid: held.sid, headers: { 'MCP-Protocol-Version': held.version } });
+      await waitFor(() => gws.g1.childMessages().some((m) => m.id !== undefined && m.params?.arguments?.text === 'held'), scaled(5000), 'the held call at g1\'s child');
+
+      const old = gws.g1;
+      old.proc.kill('SIGTERM');
+      await old.waitLog(/SIGTERM: draining/, scaled(5000));
+      const atTerm = total();
+      const r = await Promise.race([old.exited, new Promise((res) => setTimeout(() => res(null), scaled(20000)).unref())]);
+      assert.deepEqual(r, { code: 0, signal: null }, `g1 exit after SIGTERM; log (tail):\n${old.logs().slice(-3000)}`);
+      const c = await call;
+      await c.done(scaled(5000));
+      assert.equal(c.status, 200, `the held call: ${c.text()}`);
+      assert.equal(textOf(answerOf(c)), 'held', c.text());
+      await waitFor(() => total() >= atTerm + 10, scaled(20000), 'requests while g1 is down');
+
+      // g1 again, on the same port (a new process: a new log).
+      gws.g1 = await startGateway({ gateway: { shutdown_drain_ms: DRAIN_MS, instance_id: 'g1', listen: `127.0.0.1:${old.port}` } });
+      const g1Before = stats.byInst.g1;
+      await waitFor(() => stats.byInst.g1 >= g1Before + 2, scaled(30000), 'new sessions on the restarted g1');
+    } finally {
+      stop = true;
+      await Promise.all(workers);
+    }
+    console.log(`rolling restart: ${stats.sessions} sessions, ${stats.modern} 2026-07-28 calls, ${stats.reinit} sessions initialized again after a 404, ${failures.length} failed`);
+    assert.deepEqual(failures, [], `${failures.length} failed requests (of ${total()}):\n${failures.slice(0, 20).join('\n')}`);
+  }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
+});
