@@ -25,6 +25,22 @@ struct metrics_hist {
 
 void metrics_observe(struct metrics_hist *h, uint64_t us);
 
+/*
+ * Per-server rows of counters. Each layer keeps its own (sessions, children, pools, the relay),
+ * for the life of the process, so that a server's series stay monotonic across reloads. A row's
+ * struct begins with a struct metrics_row (its name, the next row); metrics_row_of finds the row
+ * of name or appends a zeroed one of size bytes. Servers are few and a row is looked up when a
+ * session or child starts, not per message: a list, in the order seen, which /metrics keeps.
+ */
+struct metrics_row {
+    char *name;
+    struct metrics_row *next;
+};
+void *metrics_row_of(struct metrics_row **rows, const char *name, size_t size);
+void metrics_rows_free(struct metrics_row **rows);
+/* The row after r, as r's own type. */
+#define METRICS_ROW_NEXT(r) ((__typeof__(r))(void *)(r)->row.next)
+
 /* "# HELP" and "# TYPE" lines of a family; type is "counter", "gauge" or "histogram". */
 void metrics_family(struct buf *b, const char *name, const char *type, const char *help);
 /* One sample; labels is NULL or the inside of the braces, e.g. "reason=\"expired\"". */

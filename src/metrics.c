@@ -9,11 +9,13 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 #include "version.h"
 
 /* Upper bounds in microseconds, and the same in seconds as the le label writes them. */
@@ -212,4 +214,27 @@ metrics_process(struct buf *b)
                    "epoch.");
     metrics_sample(b, "mcpgw_config_last_reload_success_timestamp_seconds", NULL,
                    metrics_reload.reloaded ? metrics_reload.success_at : started);
+}
+
+void *
+metrics_row_of(struct metrics_row **rows, const char *name, size_t size)
+{
+    struct metrics_row **pp = rows;
+    for (; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->name, name) == 0)
+            return *pp;
+    *pp = xcalloc(1, size);
+    (*pp)->name = xstrdup(name);
+    return *pp;
+}
+
+void
+metrics_rows_free(struct metrics_row **rows)
+{
+    while (*rows != NULL) {
+        struct metrics_row *next = (*rows)->next;
+        free((*rows)->name);
+        free(*rows);
+        *rows = next;
+    }
 }

@@ -185,10 +185,9 @@ struct pool_counters {
 
 /* A server's figures over its pools old and new, for the life of the process (pool_report.c). */
 struct pool_server {
-    char *name;
+    struct metrics_row row; /* its name, the next server's row */
     uint64_t requests;
     struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
-    struct pool_server *next;
 };
 
 struct pool_globals {
@@ -198,7 +197,7 @@ struct pool_globals {
     bool draining;
     struct msg *line; /* the child's large line being routed (pushed by reference) */
     struct pool_counters ctr;
-    struct pool_server *servers; /* in the order seen */
+    struct metrics_row *servers; /* struct pool_server rows, in the order seen */
     unsigned next_child_no;      /* "pool:NAME#N": N counts over every pool, old and new */
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */

@@ -105,24 +105,13 @@ pool_admin_json(struct buf *b, size_t max)
 struct pool_server *
 pool_server_of(const char *name)
 {
-    struct pool_server **pp = &pools.servers;
-    for (; *pp != NULL; pp = &(*pp)->next)
-        if (strcmp((*pp)->name, name) == 0)
-            return *pp;
-    *pp = xcalloc(1, sizeof(**pp)); /* appended: /metrics lists servers as they came */
-    (*pp)->name = xstrdup(name);
-    return *pp;
+    return metrics_row_of(&pools.servers, name, sizeof(struct pool_server));
 }
 
 void
 pool_servers_free(void)
 {
-    while (pools.servers != NULL) {
-        struct pool_server *next = pools.servers->next;
-        free(pools.servers->name);
-        free(pools.servers);
-        pools.servers = next;
-    }
+    metrics_rows_free(&pools.servers);
 }
 
 void
@@ -143,18 +132,19 @@ pool_metrics(struct buf *b)
     size_t retired = 0;
     for (const struct pool *p = pools.pools; p != NULL; p = p->next)
         retired += p->retired;
-    for (r = pools.servers; r != NULL; r = r->next) {
+    for (r = (const struct pool_server *)(void *)pools.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
         size_t ready = 0, starting = 0;
         for (const struct pool *q = pools.pools; q != NULL; q = q->next) {
-            if (strcmp(q->name, r->name) != 0)
+            if (strcmp(q->name, r->row.name) != 0)
                 continue;
             for (const struct pool_child *c = q->children; c != NULL; c = c->next)
                 ready += c->state == POOL_CHILD_READY;
             starting += q->n_starting;
         }
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", r->name);
+        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", r->row.name);
         metrics_sample(b, "mcpgw_pool_children", labels, ready);
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", r->name);
+        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", r->row.name);
         metrics_sample(b, "mcpgw_pool_children", labels, starting);
     }
     metrics_family(b, "mcpgw_pools_retired", "gauge",
@@ -165,8 +155,9 @@ pool_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_pool_inflight_requests", NULL, pool_inflight());
     metrics_family(b, "mcpgw_pool_requests_total", "counter",
                    "2026-07-28 requests accepted, by server.");
-    for (r = pools.servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct pool_server *)(void *)pools.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_pool_requests_total", labels, r->requests);
     }
     metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
@@ -205,8 +196,9 @@ pool_metrics(struct buf *b)
     metrics_family(b, "mcpgw_pool_request_duration_seconds", "histogram",
                    "2026-07-28 request sent to a pool child to the child's answer, through the "
                    "gateway, by server.");
-    for (r = pools.servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct pool_server *)(void *)pools.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_histogram_series(b, "mcpgw_pool_request_duration_seconds", labels, &r->latency);
     }
 }

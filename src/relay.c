@@ -32,25 +32,17 @@ const struct relay_reason_info relay_reasons[RELAY_CANCEL_N] = {
 };
 
 struct relay_stats {
-    char *server;
+    struct metrics_row row; /* its server's name, the next row */
     uint64_t cancels[RELAY_CANCEL_N];
     uint64_t to_client; /* the child cancelled a request it had sent the client */
-    struct relay_stats *next;
 };
 
-/* Servers are few and a row is looked up when a child starts, not per message: a list. */
-static struct relay_stats *relay_rows;
+static struct metrics_row *relay_rows; /* struct relay_stats rows */
 
 struct relay_stats *
 relay_stats_of(const char *server)
 {
-    struct relay_stats **pp = &relay_rows;
-    for (; *pp != NULL; pp = &(*pp)->next)
-        if (strcmp((*pp)->server, server) == 0)
-            return *pp;
-    *pp = xcalloc(1, sizeof(**pp)); /* appended: /metrics lists servers as they came */
-    (*pp)->server = xstrdup(server);
-    return *pp;
+    return metrics_row_of(&relay_rows, server, sizeof(struct relay_stats));
 }
 
 void
@@ -69,7 +61,8 @@ uint64_t
 relay_cancels(enum relay_reason why)
 {
     uint64_t n = 0;
-    for (const struct relay_stats *st = relay_rows; st != NULL; st = st->next)
+    for (const struct relay_stats *st = (const struct relay_stats *)(void *)relay_rows; st != NULL;
+         st = METRICS_ROW_NEXT(st))
         n += st->cancels[why];
     return n;
 }
@@ -78,7 +71,8 @@ uint64_t
 relay_cancels_to_client(void)
 {
     uint64_t n = 0;
-    for (const struct relay_stats *st = relay_rows; st != NULL; st = st->next)
+    for (const struct relay_stats *st = (const struct relay_stats *)(void *)relay_rows; st != NULL;
+         st = METRICS_ROW_NEXT(st))
         n += st->to_client;
     return n;
 }
@@ -91,14 +85,15 @@ relay_metrics(struct buf *b)
                    "Requests the gateway ended before their answer, by server and reason (a "
                    "notifications/cancelled went to the child unless child_ended or client, the "
                    "client's own, forwarded), and the children's cancels of their own requests.");
-    for (const struct relay_stats *st = relay_rows; st != NULL; st = st->next) {
+    for (const struct relay_stats *st = (const struct relay_stats *)(void *)relay_rows; st != NULL;
+         st = METRICS_ROW_NEXT(st)) {
         for (size_t r = 0; r < RELAY_CANCEL_N; r++) {
             snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"to_child\",reason=\"%s\"",
-                     st->server, relay_reasons[r].label);
+                     st->row.name, relay_reasons[r].label);
             metrics_sample(b, "mcpgw_cancels_total", labels, st->cancels[r]);
         }
         snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"to_client\",reason=\"child\"",
-                 st->server);
+                 st->row.name);
         metrics_sample(b, "mcpgw_cancels_total", labels, st->to_client);
     }
 }
@@ -106,12 +101,7 @@ relay_metrics(struct buf *b)
 void
 relay_module_free(void)
 {
-    while (relay_rows != NULL) {
-        struct relay_stats *next = relay_rows->next;
-        free(relay_rows->server);
-        free(relay_rows);
-        relay_rows = next;
-    }
+    metrics_rows_free(&relay_rows);
 }
 
 void

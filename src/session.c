@@ -79,13 +79,7 @@ session_set_config(const struct config *cfg)
 struct session_server *
 session_server_of(const char *name)
 {
-    struct session_server **pp = &sessions.servers;
-    for (; *pp != NULL; pp = &(*pp)->next)
-        if (strcmp((*pp)->name, name) == 0)
-            return *pp;
-    *pp = xcalloc(1, sizeof(**pp)); /* appended: /metrics lists servers as they came */
-    (*pp)->name = xstrdup(name);
-    return *pp;
+    return metrics_row_of(&sessions.servers, name, sizeof(struct session_server));
 }
 
 bool
@@ -105,12 +99,7 @@ session_module_free(void)
     free(sessions.buckets);
     sessions.buckets = NULL;
     sessions.nbuckets = 0;
-    while (sessions.servers != NULL) {
-        struct session_server *next = sessions.servers->next;
-        free(sessions.servers->name);
-        free(sessions.servers);
-        sessions.servers = next;
-    }
+    metrics_rows_free(&sessions.servers);
 }
 
 static size_t

@@ -32,13 +32,12 @@ extern const struct session_end_info session_ends[SESSION_END_N];
  * monotonic across reloads.
  */
 struct session_server {
-    char *name;
+    struct metrics_row row; /* its name, the next server's row */
     size_t open;
     uint64_t created;
     uint64_t closed_by[SESSION_END_N];
     uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
     struct metrics_hist latency;
-    struct session_server *next;
 };
 
 /* The layer's state: one table of sessions per process. */
@@ -55,9 +54,9 @@ struct session_globals {
     struct session_counters ctr;
     uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
     uint64_t closed_by[SESSION_END_N];
-    struct metrics_hist latency;    /* client request -> the child's answer, through the gateway */
-    struct metrics_hist spawn;      /* the spawn call of a session's child */
-    struct session_server *servers; /* in the order seen */
+    struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
+    struct metrics_hist spawn;   /* the spawn call of a session's child */
+    struct metrics_row *servers; /* struct session_server rows, in the order seen */
 };
 extern struct session_globals sessions;
 

@@ -136,20 +136,23 @@ session_metrics(struct buf *b)
     const struct session_counters *c = &sessions.ctr;
     const struct session_server *r;
     metrics_family(b, "mcpgw_sessions_open", "gauge", "Sessions open now, by server.");
-    for (r = sessions.servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_sessions_open", labels, r->open);
     }
     metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created, by server.");
-    for (r = sessions.servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_sessions_created_total", labels, r->created);
     }
     metrics_family(b, "mcpgw_sessions_closed_total", "counter",
                    "Sessions ended, by server and reason.");
-    for (r = sessions.servers; r != NULL; r = r->next)
+    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r))
         for (size_t i = 0; i < SESSION_END_N; i++) {
-            snprintf(labels, sizeof(labels), "server=\"%s\",reason=\"%s\"", r->name,
+            snprintf(labels, sizeof(labels), "server=\"%s\",reason=\"%s\"", r->row.name,
                      session_ends[i].label);
             metrics_sample(b, "mcpgw_sessions_closed_total", labels, r->closed_by[i]);
         }
@@ -163,11 +166,12 @@ session_metrics(struct buf *b)
     metrics_family(b, "mcpgw_requests_total", "counter",
                    "Requests forwarded, by server, direction and method class (the part before "
                    "'/').");
-    for (r = sessions.servers; r != NULL; r = r->next)
+    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r))
         for (size_t d = 0; d < 2; d++)
             for (size_t i = 0; i < SESSION_CLASS_N; i++) {
                 snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"%s\",class=\"%s\"",
-                         r->name, d == 0 ? "to_child" : "to_client", session_classes[i]);
+                         r->row.name, d == 0 ? "to_child" : "to_client", session_classes[i]);
                 metrics_sample(b, "mcpgw_requests_total", labels, r->requests[d][i]);
             }
     metrics_family(b, "mcpgw_late_messages_dropped_total", "counter",
@@ -188,8 +192,9 @@ session_metrics(struct buf *b)
     metrics_sample(b, "mcpgw_child_stdout_bytes_total", NULL, u->stdout_bytes);
     metrics_family(b, "mcpgw_request_duration_seconds", "histogram",
                    "Client request to the child's answer, through the gateway, by server.");
-    for (r = sessions.servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_histogram_series(b, "mcpgw_request_duration_seconds", labels, &r->latency);
     }
     metrics_histogram(b, "mcpgw_spawn_duration_seconds", "Starting a session's child process.",

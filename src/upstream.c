@@ -73,27 +73,19 @@ static struct upstream_counters upstream_ctr;
  * monotonic across reloads, and the server's children not yet freed (for their memory).
  */
 struct upstream_server {
-    char *name;
+    struct metrics_row row; /* its name, the next server's row */
     size_t running;
     uint64_t spawned, spawn_failed;
     uint64_t exited[3]; /* exit_zero, exit_nonzero, signal */
     struct upstream *children;
-    struct upstream_server *next;
 };
 
-/* Servers are few and a row is looked up when a child starts: a list, in the order seen. */
-static struct upstream_server *upstream_servers;
+static struct metrics_row *upstream_servers; /* struct upstream_server rows */
 
 static struct upstream_server *
 upstream_server_of(const char *name)
 {
-    struct upstream_server **pp = &upstream_servers;
-    for (; *pp != NULL; pp = &(*pp)->next)
-        if (strcmp((*pp)->name, name) == 0)
-            return *pp;
-    *pp = xcalloc(1, sizeof(**pp));
-    (*pp)->name = xstrdup(name);
-    return *pp;
+    return metrics_row_of(&upstream_servers, name, sizeof(struct upstream_server));
 }
 
 void
@@ -837,38 +829,44 @@ upstream_metrics(struct buf *b)
     const struct upstream_server *r;
     metrics_family(b, "mcpgw_children_running", "gauge",
                    "Child processes not yet reaped (stopping ones included), by server.");
-    for (r = upstream_servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_children_running", labels, r->running);
     }
     metrics_family(b, "mcpgw_children_spawned_total", "counter", "Child processes started.");
-    for (r = upstream_servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_children_spawned_total", labels, r->spawned);
     }
     metrics_family(b, "mcpgw_children_spawn_failures_total", "counter",
                    "Child processes that could not be started.");
-    for (r = upstream_servers; r != NULL; r = r->next) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_children_spawn_failures_total", labels, r->spawn_failed);
     }
     metrics_family(b, "mcpgw_children_exited_total", "counter",
                    "Child processes reaped, by server and how they ended.");
-    for (r = upstream_servers; r != NULL; r = r->next)
+    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
+         r = METRICS_ROW_NEXT(r))
         for (size_t i = 0; i < ARRAY_LEN(statuses); i++) {
-            snprintf(labels, sizeof(labels), "server=\"%s\",status=\"%s\"", r->name, statuses[i]);
+            snprintf(labels, sizeof(labels), "server=\"%s\",status=\"%s\"", r->row.name,
+                     statuses[i]);
             metrics_sample(b, "mcpgw_children_exited_total", labels, r->exited[i]);
         }
     /* One read of /proc/PID/statm per child not yet reaped: bounded by the children alive. */
     metrics_family(b, "mcpgw_children_resident_memory_bytes", "gauge",
                    "Resident memory of the server's children (their own processes, not what they "
                    "started), read at the scrape.");
-    for (r = upstream_servers; r != NULL; r = r->next) {
+    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
         uint64_t bytes = 0;
         for (const struct upstream *u = r->children; u != NULL; u = u->srv_next)
             if (u->pid > 0 && !u->exited)
                 bytes += metrics_resident_bytes(u->pid);
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_children_resident_memory_bytes", labels, bytes);
     }
 }
@@ -876,10 +874,5 @@ upstream_metrics(struct buf *b)
 void
 upstream_module_free(void)
 {
-    while (upstream_servers != NULL) {
-        struct upstream_server *next = upstream_servers->next;
-        free(upstream_servers->name);
-        free(upstream_servers);
-        upstream_servers = next;
-    }
+    metrics_rows_free(&upstream_servers);
 }
