@@ -152,9 +152,10 @@ pool_call_end(struct pool_call *call)
     free(call);
 }
 
-/* Ends call with a JSON-RPC error for the client's id (raw). */
+/* A JSON-RPC error for the client's id (raw) on the call's stream, as its answer. */
 static void
-pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, const char *message)
+pool_push_error(struct pool_call *call, const char *id, size_t idlen, int code,
+                const char *message)
 {
     size_t len;
     char *e = jsonrpc_error_new(id, idlen, code, message, &len);
@@ -162,6 +163,13 @@ pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, 
     pool_push(call, &iov, 1);
     free(e);
     pool_answer_code(call, code);
+}
+
+/* Ends call with a JSON-RPC error for the client's id (raw). */
+static void
+pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, const char *message)
+{
+    pool_push_error(call, id, idlen, code, message);
     struct pending *p = call->p;
     struct pool_child *c = call->c;
     pool_call_end(call);
@@ -403,12 +411,7 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
         && relay_filter_tools(call->pool->name, srv->policy, call->grants, &line, &len, &info,
                               &finfo, &copy)
                == RELAY_FILTER_REFUSED) {
-        size_t elen;
-        char *e = jsonrpc_error_new(id, idlen, JSONRPC_INTERNAL_ERROR, RELAY_FILTER_REFUSAL, &elen);
-        struct iovec iov = { e, elen };
-        pool_push(call, &iov, 1);
-        free(e);
-        pool_answer_code(call, JSONRPC_INTERNAL_ERROR);
+        pool_push_error(call, id, idlen, JSONRPC_INTERNAL_ERROR, RELAY_FILTER_REFUSAL);
         return;
     }
     /* What a token may see differs by token: such a list is never for a shared cache. */

@@ -30,6 +30,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { ACCEPT_BOTH, everythingServer, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
+import { V, exchange, mpost, msgsOf } from '../lib/modern.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 // Resolved from tests/node_modules; a missing package throws.
@@ -37,7 +38,6 @@ const { Client, StreamableHTTPClientTransport } = await import('@modelcontextpro
 const CLIENT_PKG = JSON.parse(fs.readFileSync(new URL('../node_modules/@modelcontextprotocol/client/package.json', import.meta.url), 'utf8'));
 assert.equal(CLIENT_PKG.version, '2.4.0', 'the pinned v2 client (tests/package-lock.json)');
 
-const V = '2026-07-28';
 const META = 'io.modelcontextprotocol/';
 const ADMIN = 'bridge-admin-token-0123456789abcdef';
 const PUBLIC_URL = 'https://mcp.test.example';
@@ -74,29 +74,6 @@ function retryOf(msg, requestState, inputResponses, { id = `b-${nextId++}`, caps
   if (caps !== undefined) p._meta[`${META}clientCapabilities`] = caps;
   if (meta !== undefined) Object.assign(p._meta, meta);
   return { jsonrpc: '2.0', id, method: msg.method, params: p };
-}
-
-/** POSTs msg with the headers of its era (Mcp-Name mirrors params.name or params.uri). */
-function mpost(gw, msg, { path: p = '/mcp', bearer, headers = {} } = {}) {
-  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'MCP-Protocol-Version': V, 'Mcp-Method': msg.method, ...headers };
-  const name = msg.method === 'resources/read' ? msg.params.uri : msg.params.name;
-  if (name !== undefined) h['Mcp-Name'] = name;
-  if (bearer) h.Authorization = `Bearer ${bearer}`;
-  return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
-}
-
-/** Every JSON-RPC message of a response: one JSON object, or the SSE stream's events. */
-function msgsOf(r) {
-  if (/^application\/json/.test(r.headers['content-type'] ?? '')) return r.text() ? [JSON.parse(r.text())] : [];
-  return r.events().map((e) => e.json).filter(Boolean);
-}
-
-/** The whole exchange: {r, msgs, answer} (answer: the message with result or error). */
-async function exchange(gw, msg, opts = {}) {
-  const r = await mpost(gw, msg, opts);
-  await r.done(scaled(10000));
-  const msgs = msgsOf(r);
-  return { r, msgs, answer: msgs.find((j) => j && ('result' in j || 'error' in j)) };
 }
 
 /** A request answered with an input round: its result (status, id, shape checked). */

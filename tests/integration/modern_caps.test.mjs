@@ -18,13 +18,13 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { ACCEPT_BOTH, request, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { V, exchange, mpost, msgsOf } from '../lib/modern.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const ROOT = process.env.GW_SOURCE_ROOT;
 if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
 const LISTEN_FIXTURE = path.join(ROOT, 'tests/fixtures/listen_server.mjs');
 
-const V = '2026-07-28';
 const META = 'io.modelcontextprotocol/';
 const ELICIT = { elicitation: {} };
 const PUBLIC_URL = 'https://mcp.test.example';
@@ -47,26 +47,6 @@ const echo = (text, opts) => mreq('tools/call', { name: 'echo', arguments: { tex
 /** The retry of msg: a new id, inputResponses and requestState. */
 function retryOf(msg, requestState, inputResponses) {
   return { jsonrpc: '2.0', id: `c-${nextId++}`, method: msg.method, params: { ...structuredClone(msg.params), inputResponses, requestState } };
-}
-
-function mpost(gw, msg, { path: p = '/mcp', bearer } = {}) {
-  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'MCP-Protocol-Version': V, 'Mcp-Method': msg.method };
-  const name = msg.method === 'resources/read' ? msg.params.uri : msg.params.name;
-  if (name !== undefined) h['Mcp-Name'] = name;
-  if (bearer) h.Authorization = `Bearer ${bearer}`;
-  return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
-}
-
-function msgsOf(r) {
-  if (/^application\/json/.test(r.headers['content-type'] ?? '')) return r.text() ? [JSON.parse(r.text())] : [];
-  return r.events().map((e) => e.json).filter(Boolean);
-}
-
-/** The whole exchange: {r, answer}. */
-async function exchange(gw, msg, opts = {}) {
-  const r = await mpost(gw, msg, opts);
-  await r.done(scaled(10000));
-  return { r, answer: msgsOf(r).find((j) => j && ('result' in j || 'error' in j)) };
 }
 
 /** An input round's result (checked). */
