@@ -266,6 +266,9 @@ int pool_call_start(struct pool_call *call, struct pool_child *c, const char *bo
                     const struct jsonrpc_info *info);
 /* Ends call with a JSON-RPC error on its stream (call is freed). */
 void pool_call_fail(struct pool_call *call, int code, const char *message);
+/* The same for the client's id (raw), when the call has no entry or queued body to read it from. */
+void pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code,
+                     const char *message);
 /* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
 void pool_call_cancel(struct pool_call *call, enum relay_reason why);
 /* The relay's timeout: p's deadline passed, its call is cancelled. */

@@ -175,21 +175,6 @@ pool_listen_retry(struct pool *p)
 
 /* --- listeners ------------------------------------------------------------------------------ */
 
-/* Ends the listen call (no listener yet, or one that fell behind) with a JSON-RPC error. */
-static void
-pool_listen_error(struct pool_call *call, const char *id, size_t idlen, int code,
-                  const char *message)
-{
-    size_t len;
-    char *e = jsonrpc_error_new(id, idlen, code, message, &len);
-    struct iovec iov = { e, len };
-    pool_push(call, &iov, 1);
-    free(e);
-    if (call->st != NULL)
-        call->st->answer_code = code;
-    pool_call_end(call); /* forgets its listener, if any */
-}
-
 bool
 pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_info *info)
 {
@@ -207,9 +192,9 @@ pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_
         for (size_t i = 0; i < nuris; i++)
             free(uris[i]);
         free(uris);
-        pool_listen_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS,
-                          "too many resource URIs over this principal's listens "
-                          "(max_listen_uris_per_principal)");
+        pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS,
+                        "too many resource URIs over this principal's listens "
+                        "(max_listen_uris_per_principal)");
         return true;
     }
     struct pool_listen *l = xcalloc(1, sizeof(*l));
@@ -272,13 +257,8 @@ pool_listen_end_all(struct pool *p, const char *error)
     while (p->listeners != NULL) {
         struct pool_listen *l = p->listeners;
         if (error != NULL) {
-            size_t len;
-            char *e = jsonrpc_error_new(l->id, l->id_len, JSONRPC_INTERNAL_ERROR, error, &len);
-            struct iovec iov = { e, len };
-            pool_push(l->call, &iov, 1);
-            free(e);
             relay_count(p->stats, RELAY_CANCEL_RELOAD);
-            pool_call_end(l->call);
+            pool_call_error(l->call, l->id, l->id_len, JSONRPC_INTERNAL_ERROR, error);
             continue;
         }
         /* The graceful end: a complete result naming the subscription. */
@@ -322,9 +302,9 @@ pool_listen_push(struct pool_listen *l, const char *head, size_t hlen, const cha
     log_warn(NULL,
              "pool %s: listener %.*s fell behind (more than stream_queue_bytes unread): ended",
              call->pool->name, (int)(l->id_len > 64 ? 64 : l->id_len), l->id);
-    pool_listen_error(call, l->id, l->id_len, JSONRPC_INTERNAL_ERROR,
-                      "listener fell behind: more than stream_queue_bytes of notifications "
-                      "unread; the listen ended, listen again");
+    pool_call_error(call, l->id, l->id_len, JSONRPC_INTERNAL_ERROR,
+                    "listener fell behind: more than stream_queue_bytes of notifications "
+                    "unread; the listen ended, listen again");
 }
 
 bool

@@ -154,8 +154,7 @@ pool_call_end(struct pool_call *call)
 
 /* A JSON-RPC error for the client's id (raw) on the call's stream, as its answer. */
 static void
-pool_push_error(struct pool_call *call, const char *id, size_t idlen, int code,
-                const char *message)
+pool_push_error(struct pool_call *call, const char *id, size_t idlen, int code, const char *message)
 {
     size_t len;
     char *e = jsonrpc_error_new(id, idlen, code, message, &len);
@@ -165,8 +164,7 @@ pool_push_error(struct pool_call *call, const char *id, size_t idlen, int code,
     pool_answer_code(call, code);
 }
 
-/* Ends call with a JSON-RPC error for the client's id (raw). */
-static void
+void
 pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, const char *message)
 {
     pool_push_error(call, id, idlen, code, message);
