@@ -397,10 +397,8 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     loop_timer_del(c->timer);
     c->timer = NULL;
     if (failure) {
-        uint64_t now = util_now_ms();
-        char note[80];
-        if (log_limit_note(&p->fail_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)
-            log_warn(c->tag, "pool child ended: %s%s", why, note);
+        /* Not rate-limited: each names its child, and the backoff spaces them out. */
+        log_warn(c->tag, "pool child ended: %s", why);
         pools.ctr.crashed++;
         pool_start_failed(p, why, starting || !c->heard);
     } else {
