@@ -67,6 +67,7 @@ struct config_server {
     struct policy *policy;  /* made from the three above; NULL when all are empty */
     uint64_t request_timeout_ms;     /* 0: none */
     uint64_t request_timeout_max_ms; /* > 0: progress restarts the clock, up to this total */
+    uint64_t init_timeout_ms; /* a session child's initialize unanswered this long: it goes */
     /* The pool of children that serves 2026-07-28 requests (no sessions there). */
     enum config_era era;
     uint64_t pool_max_children;

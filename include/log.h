@@ -3,6 +3,8 @@
 #define MCPGW_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "util.h"
 
@@ -61,6 +63,18 @@ void log_msg(enum log_level level, const char *sid, const char *fmt, ...) PRINTF
         if (log_enabled(LOG_DEBUG))               \
             log_msg(LOG_DEBUG, sid, __VA_ARGS__); \
     } while (0)
+
+/*
+ * A line that may repeat (a failing server's): written at most once per every_ms; the next one
+ * written says how many were held back. log_limit_note gives NULL while the line is held back,
+ * else note (size bytes): "" or " (N more like this in the last M s)", to append to the line.
+ */
+struct log_limit {
+    uint64_t last_ms; /* when the line was last written; 0: never */
+    uint64_t held;    /* lines held back since */
+};
+const char *log_limit_note(struct log_limit *ll, uint64_t now_ms, uint64_t every_ms, char *note,
+                           size_t size);
 
 NORETURN void fatal(const char *fmt, ...) PRINTF(1, 2); /* appends strerror(errno) */
 NORETURN void fatalx(const char *fmt, ...) PRINTF(1, 2);

@@ -69,6 +69,21 @@ uint64_t relay_cancels_to_client(void);
 void relay_metrics(struct buf *b);
 void relay_module_free(void);
 
+/*
+ * A server's state from its children's starts (pool children's starts, session children's spawns
+ * and initialize results): OK until a start fails and again after one succeeds; FAILING after a
+ * failed start; BROKEN once as many starts in a row failed as the restart budget allows
+ * (pool_max_restarts_per_min), the last within a minute, or when its children serve nothing the
+ * gateway serves. /readyz shows it (http_ops.c).
+ */
+enum relay_health { RELAY_HEALTH_OK, RELAY_HEALTH_FAILING, RELAY_HEALTH_BROKEN };
+void relay_start_ok(struct relay_stats *st);
+void relay_start_failed(struct relay_stats *st, const char *why, bool broken);
+/* The state (budget: the server's pool_max_restarts_per_min); *why: the last failure, or "". */
+enum relay_health relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms,
+                                  const char **why);
+const char *relay_health_text(enum relay_health h);
+
 /* Writes one message (iovecs, newline included) to the child's stdin; -1 when it refuses. */
 typedef int relay_send_cb(void *arg, const struct iovec *iov, int n);
 /* p's deadline passed (its timer is already gone): the owner ends the request. */

@@ -173,6 +173,10 @@ static const struct config_option config_table[] = {
     { "server.request_timeout_max_ms", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 604800000,
       CONFIG_SV(request_timeout_max_ms),
       "when set, progress restarts the timeout clock, up to this total; 0: it does not" },
+    { "server.init_timeout_ms", CONFIG_SEC_SERVER, CONFIG_U64, "30000", 100, 600000,
+      CONFIG_SV(init_timeout_ms),
+      "a session child's initialize unanswered this long ends the session (the client gets an "
+      "error)" },
     { "server.era", CONFIG_SEC_SERVER, CONFIG_ERA, "auto", 0, 0, CONFIG_SV(era),
       "the child's protocol era for 2026-07-28 clients: auto (probe with server/discover), "
       "modern or legacy" },

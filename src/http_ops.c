@@ -120,21 +120,71 @@ http_admin(struct http_req *rc)
     return http_view(rc, &b, "application/json");
 }
 
-/* GET /readyz: 200 while new sessions are taken, 503 while draining or at max_sessions. */
+/*
+ * Each server's state (relay.h: ok, failing, broken) and why, as "servers":[...]; true when at
+ * least one of them can serve (is not broken).
+ */
+static bool
+http_ready_servers(struct buf *b, bool *ok)
+{
+    bool any = false;
+    uint64_t now = util_now_ms();
+    *ok = buf_printf(b, ",\"servers\":[") == 0;
+    for (size_t i = 0; *ok && i < httpd.cfg->n_servers; i++) {
+        const struct config_server *srv = &httpd.cfg->servers[i];
+        const char *why;
+        enum relay_health h =
+            relay_health_of(relay_stats_of(srv->name), srv->pool_max_restarts_per_min, now, &why);
+        any |= h != RELAY_HEALTH_BROKEN;
+        size_t nlen, wlen;
+        char *name = jsonrpc_quote(srv->name, &nlen);
+        char *w = jsonrpc_quote(why, &wlen);
+        *ok = buf_printf(b, "%s{\"name\":%.*s,\"state\":\"%s\",\"why\":%.*s}", i ? "," : "",
+                         (int)nlen, name, relay_health_text(h), (int)wlen, w)
+              == 0;
+        free(name);
+        free(w);
+    }
+    *ok = *ok && buf_printf(b, "]}") == 0;
+    return any;
+}
+
+/*
+ * GET /readyz: 200 while new sessions are taken and some server can serve; 503 while draining, at
+ * max_sessions, or when every server is broken. The body says each server's state.
+ */
 enum MHD_Result
 http_ready(struct http_req *rc)
 {
     enum MHD_Result ret;
     if (http_refuse_not_get(rc, &ret))
         return ret;
-    const char *body = "{\"ready\":true}";
-    unsigned status = MHD_HTTP_OK;
-    if (session_draining() || session_count() >= httpd.cfg->max_sessions) {
-        body = session_draining() ? "{\"ready\":false,\"reason\":\"draining\"}"
-                                  : "{\"ready\":false,\"reason\":\"max_sessions reached\"}";
-        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    struct buf b;
+    buf_init(&b, (size_t)1 << 20);
+    struct buf servers;
+    buf_init(&servers, (size_t)1 << 20);
+    bool ok;
+    bool serving = http_ready_servers(&servers, &ok);
+    const char *reason = session_draining()                           ? "draining"
+                         : session_count() >= httpd.cfg->max_sessions ? "max_sessions reached"
+                         : !serving && httpd.cfg->n_servers > 0       ? "no server can serve"
+                                                                      : NULL;
+    unsigned status = reason == NULL ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+    if (reason == NULL)
+        ok = ok && buf_printf(&b, "{\"ready\":true") == 0;
+    else
+        ok = ok && buf_printf(&b, "{\"ready\":false,\"reason\":\"%s\"", reason) == 0;
+    ok = ok && buf_append(&b, buf_head(&servers), buf_used(&servers)) == 0;
+    buf_clear(&servers);
+    if (!ok) {
+        buf_clear(&b);
+        return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
+                          "readiness view too large");
     }
-    struct MHD_Response *r = http_static_response(body);
+    size_t len = buf_used(&b);
+    char *body = xstrndup(buf_head(&b), len);
+    buf_clear(&b);
+    struct MHD_Response *r = http_body_response(body, len);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     return http_queue(rc, status, r);

@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -410,4 +411,20 @@ fatalx(const char *fmt, ...)
     log_vemit(LOG_ERROR, NULL, NULL, fmt, ap);
     va_end(ap);
     exit(1);
+}
+
+const char *
+log_limit_note(struct log_limit *ll, uint64_t now_ms, uint64_t every_ms, char *note, size_t size)
+{
+    if (ll->last_ms != 0 && now_ms - ll->last_ms < every_ms) {
+        ll->held++;
+        return NULL;
+    }
+    note[0] = '\0';
+    if (ll->held > 0)
+        snprintf(note, size, " (%" PRIu64 " more like this in the last %" PRIu64 " s)", ll->held,
+                 (now_ms - ll->last_ms + 999) / 1000);
+    ll->last_ms = now_ms;
+    ll->held = 0;
+    return note;
 }

@@ -212,12 +212,48 @@ pool_budget(struct pool *p, uint64_t now)
     return true;
 }
 
+/*
+ * A child failed (why). After a failed start (failed_start: it died or failed before it answered
+ * anything) the next start waits, twice as long as after the one before (POOL_BACKOFF_MIN_MS up
+ * to POOL_BACKOFF_MAX_MS), and its server's state says so. A child that had served is replaced at
+ * once; should its replacement fail, the backoff starts from the bottom.
+ */
+static void
+pool_start_failed(struct pool *p, const char *why, bool failed_start)
+{
+    uint64_t now = util_now_ms();
+    p->fail_until_ms = now + 60000;
+    if (!failed_start) {
+        p->backoff_ms = 0;
+        p->next_start_ms = 0;
+        return;
+    }
+    p->backoff_ms = p->backoff_ms == 0                        ? POOL_BACKOFF_MIN_MS
+                    : p->backoff_ms * 2 < POOL_BACKOFF_MAX_MS ? p->backoff_ms * 2
+                                                              : POOL_BACKOFF_MAX_MS;
+    p->next_start_ms = now + p->backoff_ms;
+    relay_start_failed(p->stats, why, false);
+}
+
+void
+pool_start_ok(struct pool *p)
+{
+    p->backoff_ms = 0;
+    p->next_start_ms = 0;
+    relay_start_ok(p->stats);
+}
+
 static struct pool_child *
 pool_child_start(struct pool *p)
 {
     uint64_t now = util_now_ms();
+    if (now < p->next_start_ms)
+        return NULL; /* backing off: pool_sweep starts it once the wait is over */
     if (!pool_budget(p, now)) {
-        log_warn(NULL, "pool %s: not starting a child: pool_max_restarts_per_min reached", p->name);
+        char note[80];
+        if (log_limit_note(&p->budget_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)
+            log_warn(NULL, "pool %s: not starting a child: pool_max_restarts_per_min reached%s",
+                     p->name, note);
         return NULL;
     }
     struct pool_child *c = xcalloc(1, sizeof(*c));
@@ -242,9 +278,11 @@ pool_child_start(struct pool *p)
         free(*e);
     free(envp);
     if (c->u == NULL) {
-        log_warn(NULL, "pool %s: cannot start a child: %s", p->name, err);
+        char note[80];
+        if (log_limit_note(&p->fail_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)
+            log_warn(NULL, "pool %s: cannot start a child: %s%s", p->name, err, note);
         pools.ctr.start_failed++;
-        p->fail_until_ms = now + 60000;
+        pool_start_failed(p, err, true);
         free(c);
         return NULL;
     }
@@ -278,6 +316,7 @@ pool_child_ready(struct pool_child *c)
     if (c->state == POOL_CHILD_STARTING) {
         p->n_starting--;
         c->state = POOL_CHILD_READY;
+        pool_start_ok(p);
     }
     loop_timer_del(c->timer);
     c->timer = NULL;
@@ -359,9 +398,10 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     loop_timer_del(c->timer);
     c->timer = NULL;
     if (failure) {
+        /* Not rate-limited: each names its child, and the backoff spaces them out. */
         log_warn(c->tag, "pool child ended: %s", why);
         pools.ctr.crashed++;
-        p->fail_until_ms = util_now_ms() + 60000;
+        pool_start_failed(p, why, starting || !c->heard);
     } else {
         log_info(c->tag, "pool child stopped: %s", why);
     }
@@ -396,7 +436,8 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         return;
     }
     if (p->qhead != NULL && p->n_starting == 0 && pool_child_start(p) == NULL)
-        pool_fail_queue(p, "upstream server cannot be started (pool_max_restarts_per_min)");
+        pool_fail_queue(p, "upstream server cannot be started now: it keeps failing (restarts "
+                           "back off, at most pool_max_restarts_per_min)");
     else if (p->n_starting == 0 && pool_listen_orphans(p))
         (void)pool_child_start(p); /* listeners' subscriptions need a child to be held at */
     else
@@ -732,6 +773,7 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
         if (info->kind == JSONRPC_RESULT) {
             /* A modern server of other versions only: nothing to serve modern clients with. */
             p->broken = true;
+            relay_start_failed(p->stats, pool_broken_text, true);
             pool_fail_queue(p, pool_broken_text);
             pool_child_retire(c, "server/discover lists no version the gateway serves", false);
             return;

@@ -9,6 +9,7 @@
 
 #include <sys/uio.h>
 
+#include "log.h"
 #include "metrics.h"
 #include "pending.h"
 #include "pool.h"
@@ -16,6 +17,11 @@
 #include "upstream.h"
 
 #define POOL_CANCEL_LINGER_MS 60000
+/* Restarts after failures back off: the first waits this long, each next one twice as long. */
+#define POOL_BACKOFF_MIN_MS   500
+#define POOL_BACKOFF_MAX_MS   30000
+/* A line that repeats while a server fails is written at most once in this many ms. */
+#define POOL_LOG_REPEAT_MS    5000
 #define POOL_MODERN_VERSION   "2026-07-28"
 
 enum pool_child_state {
@@ -35,6 +41,7 @@ struct pool_child {
     bool probing;             /* start_id is a server/discover probe (else an initialize) */
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
+    bool heard;               /* it wrote a line: a child that dies before is a failed start */
     bool asks;                /* it asked a client something: one request at a time from now */
     /*
      * The fence (pool_bridge.c): a call that may ask was cancelled here, and a question it wrote
@@ -164,6 +171,9 @@ struct pool {
     uint64_t fail_until_ms; /* a failure within the last minute: starts count as restarts */
     uint64_t window_ms;     /* the current minute of the restart budget */
     uint64_t restarts;      /* restarts in that minute */
+    uint64_t backoff_ms;    /* the wait after the last failed start, doubled by each one; 0: none */
+    uint64_t next_start_ms; /* no start before this (backing off after a failure) */
+    struct log_limit budget_log, fail_log; /* lines that repeat while its server fails */
     struct pool *next;
 };
 
@@ -242,6 +252,8 @@ void pool_caps_free(struct pool *p);
 /* pool.c */
 /* A child for a new request of p: the least busy ready one; starts another when worth it. */
 struct pool_child *pool_pick(struct pool *p, enum pool_status *status);
+/* A child started well: no backoff any more, its server is OK (relay.h). */
+void pool_start_ok(struct pool *p);
 /* The child can serve: what waited for it is dispatched. */
 void pool_child_ready(struct pool_child *c);
 /* Requests waiting in c's pool go to c while it has room (and no fence out). */

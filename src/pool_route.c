@@ -639,6 +639,11 @@ pool_child_line(char *line, size_t len, struct msg *shared, void *arg)
     struct pool_child *c = arg;
     if (c->state == POOL_CHILD_GONE)
         return;
+    if (!c->heard) {
+        c->heard = true;
+        if (c->state == POOL_CHILD_READY)
+            pool_start_ok(c->pool); /* ready at its start (modern): its first line proves it */
+    }
     pools.line = shared;
     pool_child_message(c, line, len);
     pools.line = NULL;

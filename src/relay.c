@@ -35,6 +35,10 @@ struct relay_stats {
     struct metrics_row row; /* its server's name, the next row */
     uint64_t cancels[RELAY_CANCEL_N];
     uint64_t to_client; /* the child cancelled a request it had sent the client */
+    uint64_t fails;     /* starts failed in a row */
+    uint64_t fail_ms;   /* when the last one failed */
+    bool broken;        /* its children serve nothing the gateway serves */
+    char why[160];      /* the last failure */
 };
 
 static struct metrics_row *relay_rows; /* struct relay_stats rows */
@@ -55,6 +59,39 @@ void
 relay_count_to_client(struct relay_stats *st)
 {
     st->to_client++;
+}
+
+void
+relay_start_ok(struct relay_stats *st)
+{
+    st->fails = 0;
+    st->broken = false;
+    st->why[0] = '\0';
+}
+
+void
+relay_start_failed(struct relay_stats *st, const char *why, bool broken)
+{
+    st->fails++;
+    st->fail_ms = util_now_ms();
+    st->broken |= broken;
+    snprintf(st->why, sizeof(st->why), "%s", why);
+}
+
+enum relay_health
+relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms, const char **why)
+{
+    *why = st->why;
+    if (st->broken || (st->fails >= budget && now_ms - st->fail_ms < 60000))
+        return RELAY_HEALTH_BROKEN;
+    return st->fails > 0 ? RELAY_HEALTH_FAILING : RELAY_HEALTH_OK;
+}
+
+const char *
+relay_health_text(enum relay_health h)
+{
+    static const char *const names[] = { "ok", "failing", "broken" };
+    return names[h];
 }
 
 uint64_t

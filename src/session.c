@@ -237,6 +237,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         free(*e);
     free(envp);
     if (s->u == NULL) {
+        relay_start_failed(s->r.stats, *err, false);
         free(s);
         *status = 500;
         if (*err == upstream_no_fds) {
@@ -274,9 +275,12 @@ session_close(struct session *s, enum session_end why, const char *detail)
 {
     if (s->state == SESSION_CLOSED)
         return;
+    const char *reason = detail != NULL ? detail : session_ends[why].text;
+    /* A child that failed its initialize, or ended before it, is a failed start of its server. */
+    if (why == SESSION_END_INIT || (why == SESSION_END_CHILD && s->state == SESSION_INITIALIZING))
+        relay_start_failed(s->r.stats, reason, false);
     s->state = SESSION_CLOSED;
     session_unlink(s);
-    const char *reason = detail != NULL ? detail : session_ends[why].text;
     bool child_alive = why != SESSION_END_CHILD;
     char message[160];
     snprintf(message, sizeof(message), "session ended: %s", reason);
@@ -392,7 +396,20 @@ session_inflight(enum pending_dir dir)
 {
     size_t n = 0;
     for (size_t i = 0; i < sessions.nbuckets; i++)
-        for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext)
+        for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
             n += pending_active(&s->r.pt, dir);
+            /*
+             * An initialize whose client left is waited for by no one: a drain does not wait for
+             * it (the session would be useless to its client anyway).
+             */
+            const struct pending *p =
+                s->state == SESSION_INITIALIZING && dir == PENDING_TO_CHILD && s->init_gw_id != 0
+                    ? pending_find_gw(&s->r.pt, PENDING_TO_CHILD, s->init_gw_id)
+                    : NULL;
+            if (p != NULL && p->state == PENDING_FORWARDED) {
+                const struct stream *st = session_stream_by_id(s, p->stream_id);
+                n -= st == NULL || !st->attached;
+            }
+        }
     return n;
 }

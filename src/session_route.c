@@ -73,13 +73,20 @@ session_expired(struct relay *r, struct pending *p)
     session_stream_answered(s, st);
 }
 
-/* (Re)arms p's timeout: request_timeout_ms from now, never past request_timeout_max_ms total. */
+/*
+ * (Re)arms p's timeout: request_timeout_ms from now, never past request_timeout_max_ms total. The
+ * session's initialize always has one: init_timeout_ms, or request_timeout_ms when set and smaller
+ * (session_expired ends the session then).
+ */
 static void
 session_arm_timeout(struct session *s, struct pending *p)
 {
     if (strcmp(p->method, "tasks/result") == 0)
         return;
-    relay_arm_timeout(&s->r, p, s->srv->request_timeout_ms, s->srv->request_timeout_max_ms);
+    uint64_t timeout_ms = s->srv->request_timeout_ms;
+    if (p->gw_id == s->init_gw_id && (timeout_ms == 0 || s->srv->init_timeout_ms < timeout_ms))
+        timeout_ms = s->srv->init_timeout_ms;
+    relay_arm_timeout(&s->r, p, timeout_ms, s->srv->request_timeout_max_ms);
 }
 
 /* --- child -> client --------------------------------------------------------------------- */
@@ -138,6 +145,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
     }
     snprintf(s->version, sizeof(s->version), "%s", v);
     s->state = SESSION_READY;
+    relay_start_ok(s->r.stats);
     log_info(s->id, "session initialized: protocol %s", v);
     return 0;
 }

@@ -540,7 +540,7 @@ test('a child that dies mid-call: every request in flight on it gets a JSON-RPC 
   });
 });
 
-test('a child that keeps dying is restarted at most pool_max_restarts_per_min times, then 503; other servers keep working', async () => {
+test('a child that keeps dying is restarted with backoff, at most pool_max_restarts_per_min times, then 503; other servers keep working', async () => {
   const dir = tmpdir('mcpgw-pool-');
   const okDir = tmpdir('mcpgw-pool-ok-');
   const servers = [
@@ -551,7 +551,15 @@ test('a child that keeps dying is restarted at most pool_max_restarts_per_min ti
     const first = await call(gw, 'echo', { text: 'x' }, { id: 'f', ms: scaled(20000) });
     assert.equal(first.answer?.id, 'f', `${first.r.status} ${first.r.text()}`);
     assert.equal(first.answer.error?.code, -32603, first.r.text());
-    await gw.waitLog(/pool dying: not starting a child: pool_max_restarts_per_min reached/);
+    // Restarts back off (0.5 s, then 1 s): requests in between get 503 without a start; keep
+    // asking until the budget is spent.
+    const spent = /pool dying: not starting a child: pool_max_restarts_per_min reached/;
+    await waitFor(async () => {
+      if (spent.test(gw.logs())) return true;
+      const r = await mpost(gw, 'tools/call', { name: 'echo', arguments: { text: 'again' } }, { id: 'again' });
+      await r.done(scaled(5000));
+      return false;
+    }, scaled(20000), 'the restart budget spent');
     const starts = poolStarts(gw, 'dying');
     assert.equal(starts.length, 3, `one start and two restarts: ${JSON.stringify(starts)}`);
     for (const s of starts) {

@@ -635,18 +635,18 @@ test('metrics: a server whose command does not exist counts a spawn failure, not
 
 // --- /readyz -----------------------------------------------------------------------------------
 
-test('/readyz: 200 {"ready":true}; 503 "max_sessions reached" with max_sessions sessions open; 200 again after a DELETE', async () => {
+test('/readyz: 200 {"ready":true,"servers":[...]}; 503 "max_sessions reached" with max_sessions sessions open; 200 again after a DELETE', async () => {
   await withGateway({ gateway: { max_sessions: 2 } }, async (gw) => {
     const ready = async () => {
       const r = await fetchPath(gw, '/readyz');
       assert.match(r.headers['content-type'] || '', /^application\/json/);
       return { status: r.status, body: r.json() };
     };
-    assert.deepEqual(await ready(), { status: 200, body: { ready: true } });
+    assert.deepEqual(await ready(), { status: 200, body: { ready: true, servers: [{ name: 'example', state: 'ok', why: '' }] } });
     const a = await initSession(gw);
-    assert.deepEqual(await ready(), { status: 200, body: { ready: true } });
+    assert.deepEqual(await ready(), { status: 200, body: { ready: true, servers: [{ name: 'example', state: 'ok', why: '' }] } });
     const b = await initSession(gw);
-    assert.deepEqual(await ready(), { status: 503, body: { ready: false, reason: 'max_sessions reached' } });
+    assert.deepEqual(await ready(), { status: 503, body: { ready: false, reason: 'max_sessions reached', servers: [{ name: 'example', state: 'ok', why: '' }] } });
     assert.equal((await metrics(gw)).get('mcpgw_ready'), 0);
     const h = await fetchPath(gw, '/healthz');
     assert.equal(h.status, 200, 'still healthy');
@@ -657,7 +657,7 @@ test('/readyz: 200 {"ready":true}; 503 "max_sessions reached" with max_sessions 
     const d = await del(gw, { sid: a.sid });
     await d.done();
     assert.equal(d.status, 200);
-    assert.deepEqual(await ready(), { status: 200, body: { ready: true } });
+    assert.deepEqual(await ready(), { status: 200, body: { ready: true, servers: [{ name: 'example', state: 'ok', why: '' }] } });
     assert.equal((await metrics(gw)).get('mcpgw_ready'), 1);
     await initSession(gw);
     assert.equal((await ready()).status, 503);
@@ -721,7 +721,7 @@ test('SIGTERM drains: the listener closes at once; on open connections 503 for n
 
     const rz = await fetchPath(gw, '/readyz', { agent });
     assert.equal(rz.status, 503);
-    assert.deepEqual(rz.json(), { ready: false, reason: 'draining' });
+    assert.deepEqual(rz.json(), { ready: false, reason: 'draining', servers: [{ name: 'example', state: 'ok', why: '' }] });
     closes(rz);
     const hz = await fetchPath(gw, '/healthz', { agent });
     assert.equal(hz.status, 200, 'healthy while draining');

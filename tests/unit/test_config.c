@@ -927,7 +927,7 @@ Test(config, keys_list_the_table)
     cr_assert_eq(n, gw + au + sv);
     cr_assert_eq(gw, 35);
     cr_assert_eq(au, 20);
-    cr_assert_eq(sv, 26);
+    cr_assert_eq(sv, 27);
     cr_assert_eq(config_keys(), keys);
 }
 

@@ -622,3 +622,15 @@ Test(log, log_file_appends_and_reopens_at_its_path_after_a_rename)
     unlink(moved);
     rmdir(dir);
 }
+
+Test(log, limit_holds_repeats_back_and_counts_them)
+{
+    struct log_limit ll = { 0 };
+    char note[80];
+    cr_assert_str_eq(log_limit_note(&ll, 1000, 5000, note, sizeof(note)), "");
+    cr_assert_null(log_limit_note(&ll, 2000, 5000, note, sizeof(note)));
+    cr_assert_null(log_limit_note(&ll, 5999, 5000, note, sizeof(note)));
+    cr_assert_str_eq(log_limit_note(&ll, 6000, 5000, note, sizeof(note)),
+                     " (2 more like this in the last 5 s)");
+    cr_assert_str_eq(log_limit_note(&ll, 20000, 5000, note, sizeof(note)), "");
+}
