@@ -43,6 +43,40 @@ const char *log_file(void);
  */
 int log_reopen(void);
 void log_set_level(enum log_level level);
+
+/* A request id: 1..64 of [A-Za-z0-9._:-] (http.c checks or mints it). */
+#define LOG_REQUEST_ID_MAX 64
+/*
+ * The request whose callbacks run now: until it is set to NULL again every line ends with
+ * " request_id=ID" (text, journal), or carries "request_id" (JSON).
+ */
+void log_set_request(const char *rid);
+
+/* [gateway] access_log: off; "" (the main log, at info); or a file of its own. */
+enum log_access_mode {
+    LOG_ACCESS_MAIN = 0,
+    LOG_ACCESS_OFF,
+    LOG_ACCESS_FILE,
+};
+/*
+ * Access lines go to path (appended, created 0640 less the umask; log_reopen reopens it too);
+ * NULL or "": the main log, at info; "off": nowhere. format: text or json. -1 with errno when
+ * path cannot be opened (lines stay where they went).
+ */
+int log_set_access(const char *path, enum log_format format);
+/* Whether an access line would be written (so the caller can skip building one). */
+bool log_access_on(void);
+/* One field of an access line: value NULL (text "-", left out in JSON); number: unquoted. */
+struct log_field {
+    const char *key;
+    const char *value;
+    bool number;
+};
+/*
+ * One access line: "TS access k=v k=v..." (values escaped as a session id is: a space is \x20)
+ * or {"ts":..,"type":"access","k":"v",..}; one write(2).
+ */
+void log_access(const struct log_field *f, size_t n);
 bool log_enabled(enum log_level level);
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */
 int log_level_parse(const char *s);

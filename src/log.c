@@ -55,6 +55,11 @@ static enum log_level log_level = LOG_INFO;
 static enum log_format log_format;
 static int log_fd = STDERR_FILENO; /* stderr, or the log file */
 static char log_path[4096];        /* the log file's; "": stderr */
+static char log_rid[LOG_REQUEST_ID_MAX + 1]; /* the request being handled; "": none */
+static enum log_access_mode access_mode;     /* where access lines go */
+static enum log_format access_format;
+static int access_fd = -1; /* LOG_ACCESS_FILE: the access log */
+static char access_path[4096];
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
 static const char log_hex[] = "0123456789abcdef";
@@ -111,6 +116,13 @@ log_file(void)
 int
 log_reopen(void)
 {
+    if (access_path[0] != '\0') {
+        int afd = log_open(access_path);
+        if (afd != -1) {
+            close(access_fd);
+            access_fd = afd;
+        }
+    }
     if (log_path[0] == '\0')
         return 0;
     int fd = log_open(log_path);
@@ -118,6 +130,52 @@ log_reopen(void)
         return -1;
     log_use(fd);
     return 0;
+}
+
+int
+log_set_access(const char *path, enum log_format format)
+{
+    access_format = format == LOG_FORMAT_JSON ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT;
+    if (path == NULL || *path == '\0' || strcmp(path, "off") == 0) {
+        if (access_fd != -1)
+            close(access_fd);
+        access_fd = -1;
+        access_path[0] = '\0';
+        access_mode = path != NULL && strcmp(path, "off") == 0 ? LOG_ACCESS_OFF : LOG_ACCESS_MAIN;
+        return 0;
+    }
+    if (strcmp(path, access_path) == 0 && access_fd != -1) {
+        access_mode = LOG_ACCESS_FILE;
+        return 0;
+    }
+    if (strlen(path) >= sizeof(access_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = log_open(path);
+    if (fd == -1)
+        return -1;
+    if (access_fd != -1)
+        close(access_fd);
+    access_fd = fd;
+    memmove(access_path, path, strlen(path) + 1);
+    access_mode = LOG_ACCESS_FILE;
+    return 0;
+}
+
+bool
+log_access_on(void)
+{
+    return access_mode == LOG_ACCESS_FILE
+           || (access_mode == LOG_ACCESS_MAIN && log_enabled(LOG_INFO));
+}
+
+void
+log_set_request(const char *rid)
+{
+    size_t n = rid != NULL ? strnlen(rid, LOG_REQUEST_ID_MAX) : 0;
+    memcpy(log_rid, rid != NULL ? rid : "", n);
+    log_rid[n] = '\0';
 }
 
 void
@@ -288,10 +346,10 @@ log_put_escaped(struct log_line *l, size_t limit, const char *str, size_t n, enu
 
 /* write(2) the whole line, retrying on EINTR; a failed log write has nowhere to be reported. */
 static void
-log_write(const char *p, size_t n)
+log_write(int fd, const char *p, size_t n)
 {
     while (n > 0) {
-        ssize_t w = write(log_fd, p, n);
+        ssize_t w = write(fd, p, n);
         if (w == -1 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -302,11 +360,11 @@ log_write(const char *p, size_t n)
 }
 
 static void
-log_put_prefix(struct log_line *l, enum log_level level)
+log_put_prefix(struct log_line *l, enum log_level level, enum log_format format)
 {
     char head[96];
     int n;
-    if (log_format == LOG_FORMAT_JOURNAL) {
+    if (format == LOG_FORMAT_JOURNAL) {
         /* sd-daemon(3) priority prefixes: err, warning, info, debug. */
         static const int prio[] = { 3, 4, 6, 7 };
         n = snprintf(head, sizeof(head), "<%d>", prio[level]);
@@ -316,7 +374,7 @@ log_put_prefix(struct log_line *l, enum log_level level)
         struct tm tm;
         gmtime_r(&ts.tv_sec, &tm);
         n = snprintf(head, sizeof(head),
-                     log_format == LOG_FORMAT_JSON
+                     format == LOG_FORMAT_JSON
                          ? "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"%s\""
                          : "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
@@ -334,13 +392,22 @@ log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool
     enum log_esc how = json ? LOG_ESC_JSON : LOG_ESC_TEXT;
     /* Room kept for the mark, the closing "} and the newline. */
     size_t end = sizeof(l.buf) - (sizeof(log_cut) - 1) - 3;
-    log_put_prefix(&l, level);
+    log_put_prefix(&l, level, log_format);
     if (sid != NULL) {
         log_put(&l, json ? ",\"session\":\"" : "session=", json ? 12 : 8);
         if (!log_put_escaped(&l, l.len + LOG_SID_ROOM, sid, strlen(sid),
                              json ? LOG_ESC_JSON : LOG_ESC_SID, false))
             log_put(&l, log_cut, sizeof(log_cut) - 1);
         log_put(&l, json ? "\"" : " ", 1);
+    }
+    /* Minted or checked by http_access.c: [A-Za-z0-9._:-] only, nothing to escape. */
+    size_t rid_len = strlen(log_rid);
+    if (json && rid_len > 0) {
+        log_put(&l, ",\"request_id\":\"", 15);
+        log_put(&l, log_rid, rid_len);
+        log_put(&l, "\"", 1);
+    } else if (rid_len > 0) {
+        end -= sizeof(" request_id=") - 1 + rid_len; /* it follows the message */
     }
     if (json)
         log_put(&l, ",\"msg\":\"", 8);
@@ -352,8 +419,59 @@ log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool
     }
     if (!log_put_escaped(&l, end, text, n, how, cut) || cut)
         log_put(&l, log_cut, sizeof(log_cut) - 1);
+    if (!json && rid_len > 0) {
+        log_put(&l, " request_id=", sizeof(" request_id=") - 1);
+        log_put(&l, log_rid, rid_len);
+    }
     log_put(&l, json ? "\"}\n" : "\n", json ? 3 : 1);
-    log_write(l.buf, l.len);
+    log_write(log_fd, l.buf, l.len);
+}
+
+void
+log_access(const struct log_field *f, size_t n)
+{
+    if (!log_access_on())
+        return;
+    struct log_line l = { .len = 0 };
+    /* In the main log, its format: a JSON log stays JSON, a journal line keeps its prefix. */
+    enum log_format format = access_mode == LOG_ACCESS_MAIN ? log_format : access_format;
+    bool json = format == LOG_FORMAT_JSON;
+    log_put_prefix(&l, LOG_INFO, format);
+    if (json)
+        log_put(&l, ",\"type\":\"access\"", 16);
+    else
+        log_put(&l, "access", 6);
+    size_t end = sizeof(l.buf) - (sizeof(log_cut) - 1) - 3;
+    bool cut = false;
+    for (size_t i = 0; i < n && !cut; i++) {
+        const char *v = f[i].value;
+        size_t klen = strlen(f[i].key);
+        if (json && v == NULL)
+            continue;
+        if (l.len + klen + 8 > end) {
+            cut = true;
+            break;
+        }
+        if (json) {
+            log_put(&l, ",\"", 2);
+            log_put(&l, f[i].key, klen);
+            log_put(&l, f[i].number ? "\":" : "\":\"", f[i].number ? 2 : 3);
+        } else {
+            log_put(&l, " ", 1);
+            log_put(&l, f[i].key, klen);
+            log_put(&l, "=", 1);
+        }
+        if (v == NULL || (!json && *v == '\0'))
+            log_put(&l, "-", 1);
+        else if (!log_put_escaped(&l, end, v, strlen(v), json ? LOG_ESC_JSON : LOG_ESC_SID, false))
+            cut = true;
+        if (json && !f[i].number)
+            log_put(&l, "\"", 1);
+    }
+    if (cut)
+        log_put(&l, log_cut, sizeof(log_cut) - 1);
+    log_put(&l, json ? "}\n" : "\n", json ? 2 : 1);
+    log_write(access_mode == LOG_ACCESS_FILE ? access_fd : log_fd, l.buf, l.len);
 }
 
 /* Formats, appends ": suffix" when suffix is not NULL, and emits. */
