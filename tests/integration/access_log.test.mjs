@@ -189,3 +189,24 @@ test('libmicrohttpd messages are logged without a literal \\n', async () => {
     await gw.stop();
   }
 });
+
+test('JSON lines carry server, child, principal and reason as fields', async () => {
+  const gw = await startGateway({ gateway: { log_level: 'info', log_format: 'json' } });
+  const objs = () => gw.logs().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  try {
+    const { sid } = await initSession(gw);
+    const created = await waitFor(() => objs().find((o) => o.session === sid && /session created/.test(o.msg ?? '')), 5000, 'session created');
+    assert.equal(created.server, 'example', JSON.stringify(created));
+    assert.ok(Number.isInteger(created.child) && created.child > 0, JSON.stringify(created));
+    assert.equal(created.principal, 'anonymous', JSON.stringify(created));
+    const d = await request(gw.url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
+    await d.done();
+    const closed = await waitFor(() => objs().find((o) => o.session === sid && /session closed/.test(o.msg ?? '')), 5000, 'session closed');
+    assert.equal(typeof closed.reason, 'string', JSON.stringify(closed));
+    assert.equal(closed.server, 'example');
+    const exited = await waitFor(() => objs().find((o) => o.child === created.child && /exited|killed/.test(o.msg ?? '')), 5000, 'child exit');
+    assert.ok('exit_status' in exited || 'signal' in exited, JSON.stringify(exited));
+  } finally {
+    await gw.stop();
+  }
+});
