@@ -77,6 +77,13 @@ struct log_field {
  * or {"ts":..,"type":"access","k":"v",..}; one write(2).
  */
 void log_access(const struct log_field *f, size_t n);
+/*
+ * log_msg with fields: in JSON each non-NULL one is a member of the line ("server", "child",
+ * "principal", "reason"...), values escaped, at most 200 bytes each; text and journal lines are
+ * the message alone, which says the same in words.
+ */
+void log_fields(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+                const char *fmt, ...) PRINTF(5, 6);
 bool log_enabled(enum log_level level);
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */
 int log_level_parse(const char *s);

@@ -53,8 +53,8 @@ struct log_line {
 
 static enum log_level log_level = LOG_INFO;
 static enum log_format log_format;
-static int log_fd = STDERR_FILENO; /* stderr, or the log file */
-static char log_path[4096];        /* the log file's; "": stderr */
+static int log_fd = STDERR_FILENO;           /* stderr, or the log file */
+static char log_path[4096];                  /* the log file's; "": stderr */
 static char log_rid[LOG_REQUEST_ID_MAX + 1]; /* the request being handled; "": none */
 static enum log_access_mode access_mode;     /* where access lines go */
 static enum log_format access_format;
@@ -383,9 +383,13 @@ log_put_prefix(struct log_line *l, enum log_level level, enum log_format format)
     log_put(l, head, n < 0 ? 0 : (size_t)n);
 }
 
-/* One line for text[0..n) (cut: text was already cut short), escaped for the format. */
+/*
+ * One line for text[0..n) (cut: text was already cut short), escaped for the format; in JSON the
+ * fields f[0..nf) too, each a member before "msg" (the text says the same in words).
+ */
 static void
-log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool cut)
+log_emit(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+         const char *text, size_t n, bool cut)
 {
     struct log_line l = { .len = 0 };
     bool json = log_format == LOG_FORMAT_JSON;
@@ -408,6 +412,18 @@ log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool
         log_put(&l, "\"", 1);
     } else if (rid_len > 0) {
         end -= sizeof(" request_id=") - 1 + rid_len; /* it follows the message */
+    }
+    for (size_t i = 0; json && i < nf; i++) {
+        if (f[i].value == NULL)
+            continue;
+        log_put(&l, ",\"", 2);
+        log_put(&l, f[i].key, strlen(f[i].key)); /* a constant: nothing to escape */
+        log_put(&l, f[i].number ? "\":" : "\":\"", f[i].number ? 2 : 3);
+        if (!log_put_escaped(&l, l.len + LOG_SID_ROOM, f[i].value, strlen(f[i].value), LOG_ESC_JSON,
+                             false))
+            log_put(&l, log_cut, sizeof(log_cut) - 1);
+        if (!f[i].number)
+            log_put(&l, "\"", 1);
     }
     if (json)
         log_put(&l, ",\"msg\":\"", 8);
@@ -475,11 +491,12 @@ log_access(const struct log_field *f, size_t n)
 }
 
 /* Formats, appends ": suffix" when suffix is not NULL, and emits. */
-static void log_vemit(enum log_level level, const char *sid, const char *suffix, const char *fmt,
-                      va_list ap) PRINTF(4, 0);
+static void log_vemit(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+                      const char *suffix, const char *fmt, va_list ap) PRINTF(6, 0);
 
 static void
-log_vemit(enum log_level level, const char *sid, const char *suffix, const char *fmt, va_list ap)
+log_vemit(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+          const char *suffix, const char *fmt, va_list ap)
 {
     char text[LOG_TEXT_MAX];
     int r = vsnprintf(text, sizeof(text), fmt, ap);
@@ -495,7 +512,7 @@ log_vemit(enum log_level level, const char *sid, const char *suffix, const char 
         if (cut)
             n = sizeof(text) - 1;
     }
-    log_emit(level, sid, text, n, cut);
+    log_emit(level, sid, f, nf, text, n, cut);
 }
 
 void
@@ -505,7 +522,19 @@ log_msg(enum log_level level, const char *sid, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    log_vemit(level, sid, NULL, fmt, ap);
+    log_vemit(level, sid, NULL, 0, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void
+log_fields(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+           const char *fmt, ...)
+{
+    if (!log_enabled(level))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    log_vemit(level, sid, f, nf, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -515,7 +544,7 @@ fatal(const char *fmt, ...)
     const char *why = strerror(errno);
     va_list ap;
     va_start(ap, fmt);
-    log_vemit(LOG_ERROR, NULL, why, fmt, ap);
+    log_vemit(LOG_ERROR, NULL, NULL, 0, why, fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -525,7 +554,7 @@ fatalx(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_vemit(LOG_ERROR, NULL, NULL, fmt, ap);
+    log_vemit(LOG_ERROR, NULL, NULL, 0, NULL, fmt, ap);
     va_end(ap);
     exit(1);
 }

@@ -58,7 +58,10 @@ function parseLine(format, line) {
       for (const [k, v] of Object.entries(o)) assert.ok(typeof v === 'string' || typeof v === 'number', `${k} in ${line}`);
       return { level: o.level, sid: o.session, msg: '', rawMsg: '' };
     }
-    assert.deepEqual(Object.keys(o).filter((k) => !['ts', 'level', 'session', 'request_id', 'msg'].includes(k)), [], line);
+    // Fields some lines carry besides msg (which says the same in words).
+    const FIELDS = ['server', 'child', 'principal', 'reason', 'method', 'exit_status', 'signal'];
+    assert.deepEqual(Object.keys(o).filter((k) => !['ts', 'level', 'session', 'request_id', 'msg', ...FIELDS].includes(k)), [], line);
+    for (const k of FIELDS) if (k in o) assert.ok(typeof o[k] === 'string' || Number.isInteger(o[k]), `${k} in ${line}`);
     if ('request_id' in o) assert.match(o.request_id, /^[A-Za-z0-9._:-]{1,64}$/, line);
     assert.match(o.ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, line);
     assert.ok(o.level in PRIO, `level ${o.level}: ${line}`);
