@@ -210,3 +210,20 @@ test('JSON lines carry server, child, principal and reason as fields', async () 
     await gw.stop();
   }
 });
+
+test('SIGUSR1 reopens the access_log file after a rename, with no log_file set', async () => {
+  const dir = tmpdir('mcpgw-alog-');
+  const file = path.join(dir, 'access.log');
+  const gw = await startGateway({ gateway: { log_level: 'info', access_log: file } });
+  try {
+    const hit = async (p) => { const r = await request(`${gw.base}${p}`, { method: 'GET' }); await r.done(); };
+    await hit('/healthz');
+    await waitFor(() => fs.existsSync(file) && /path=\/healthz/.test(fs.readFileSync(file, 'utf8')), 5000, 'first line');
+    fs.renameSync(file, `${file}.1`);
+    gw.proc.kill('SIGUSR1');
+    // Each probe is logged once it completes; poll until one lands in the new file.
+    await waitFor(async () => { await hit('/readyz'); return fs.existsSync(file) && /path=\/readyz/.test(fs.readFileSync(file, 'utf8')); }, 5000, 'a line in the reopened file');
+  } finally {
+    await gw.stop();
+  }
+});
