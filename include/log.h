@@ -38,8 +38,9 @@ int log_set_file(const char *path);
 /* The log file's path; NULL while lines go to stderr. */
 const char *log_file(void);
 /*
- * Opens the log file again at its path, for rotation (the old one was renamed): 0, or -1 with
- * errno, and lines stay in the file already open. Nothing to do (0) without a log file.
+ * Opens the log file and the access_log file again at their paths, for rotation (the old ones
+ * were renamed): 0, or -1 with errno, and lines stay in the file already open. Nothing to do (0)
+ * without either.
  */
 int log_reopen(void);
 void log_set_level(enum log_level level);

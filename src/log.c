@@ -116,20 +116,23 @@ log_file(void)
 int
 log_reopen(void)
 {
+    int ret = 0;
     if (access_path[0] != '\0') {
         int afd = log_open(access_path);
-        if (afd != -1) {
+        if (afd == -1) {
+            ret = -1;
+        } else {
             close(access_fd);
             access_fd = afd;
         }
     }
     if (log_path[0] == '\0')
-        return 0;
+        return ret;
     int fd = log_open(log_path);
     if (fd == -1)
         return -1;
     log_use(fd);
-    return 0;
+    return ret;
 }
 
 int

@@ -208,6 +208,10 @@ static void
 main_reopen_log(void)
 {
     if (log_file() == NULL) {
+        /* The access_log file, if any, is reopened all the same. */
+        if (log_reopen() == -1)
+            log_error(NULL, "SIGUSR1: access_log: %s; it stays in the file already open",
+                      strerror(errno));
         log_info(NULL, "SIGUSR1: no log_file set; the log goes to stderr, nothing to reopen");
         return;
     }

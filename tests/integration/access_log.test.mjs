@@ -11,6 +11,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { ACCEPT_BOTH, callTool, initSession, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
 
 const V = '2026-07-28';
 const META = 'io.modelcontextprotocol/';
@@ -222,7 +223,7 @@ test('SIGUSR1 reopens the access_log file after a rename, with no log_file set',
     fs.renameSync(file, `${file}.1`);
     gw.proc.kill('SIGUSR1');
     // Each probe is logged once it completes; poll until one lands in the new file.
-    await waitFor(async () => { await hit('/readyz'); return fs.existsSync(file) && /path=\/readyz/.test(fs.readFileSync(file, 'utf8')); }, 5000, 'a line in the reopened file');
+    await waitFor(async () => { await hit('/readyz'); return fs.existsSync(file) && /path=\/readyz/.test(fs.readFileSync(file, 'utf8')); }, scaled(5000), 'a line in the reopened file');
   } finally {
     await gw.stop();
   }
