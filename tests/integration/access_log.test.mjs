@@ -228,3 +228,31 @@ test('SIGUSR1 reopens the access_log file after a rename, with no log_file set',
     await gw.stop();
   }
 });
+
+test('bearer auth: the access line names the principal; a refused request (401) has a line too', async () => {
+  const crypto = await import('node:crypto');
+  const dir = tmpdir('mcpgw-alog-');
+  const tokensFile = path.join(dir, 'tokens');
+  const token = crypto.randomBytes(24).toString('base64url');
+  fs.writeFileSync(tokensFile, `sha256:${crypto.createHash('sha256').update(token).digest('hex')} alice\n`, { mode: 0o600 });
+  const gw = await startGateway({ gateway: { log_level: 'info', log_format: 'json' }, auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokensFile } });
+  try {
+    const init = () => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } });
+    const no = await post(gw, init(), { headers: { 'X-Request-Id': 'no-token' } });
+    await no.done();
+    assert.equal(no.status, 401);
+    const ok = await post(gw, init(), { headers: { Authorization: `Bearer ${token}`, 'X-Request-Id': 'with-token' } });
+    await ok.done();
+    assert.equal(ok.status, 200);
+    const lines = () => accessLines(gw.logs(), 'json');
+    const a = await waitFor(() => lines().find((l) => l.request_id === 'with-token'), scaled(5000), 'the served line');
+    assert.equal(a.principal, 'alice', JSON.stringify(a));
+    assert.equal(a.mcp_method, 'initialize');
+    assert.equal(a.session, ok.headers['mcp-session-id']);
+    const r = await waitFor(() => lines().find((l) => l.request_id === 'no-token'), scaled(5000), 'the refused line');
+    assert.equal(r.status, 401);
+    assert.equal(r.principal, undefined);
+  } finally {
+    await gw.stop();
+  }
+});
