@@ -256,3 +256,30 @@ test('bearer auth: the access line names the principal; a refused request (401) 
     await gw.stop();
   }
 });
+
+test('the 2024-11-05 transport: GET PATH/sse and POST PATH/messages get their lines', async () => {
+  const gw = await startGateway({ gateway: { log_level: 'info', log_format: 'json' } });
+  try {
+    const s = await request(`${gw.base}/mcp/sse`, { method: 'GET', headers: { Accept: 'text/event-stream' } });
+    assert.equal(s.status, 200);
+    const first = await waitFor(() => s.completeEvents()[0], scaled(5000), 'the endpoint event');
+    const endpoint = new URL(first.data, `${gw.base}/mcp/sse`);
+    const sid = endpoint.searchParams.get('sessionId');
+    const p = await request(endpoint.href, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': 'legacy-post' }, body: rpc('initialize', { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'it', version: '1' } }) });
+    await p.done();
+    assert.equal(p.status, 202);
+    const lines = () => accessLines(gw.logs(), 'json');
+    const l = await waitFor(() => lines().find((x) => x.request_id === 'legacy-post'), scaled(5000), 'the legacy POST line');
+    assert.equal(l.path, '/mcp/messages');
+    assert.equal(l.status, 202);
+    assert.equal(l.mcp_method, 'initialize');
+    assert.equal(l.session, sid);
+    s.drop();
+    const g = await waitFor(() => lines().find((x) => x.path === '/mcp/sse'), scaled(5000), 'the SSE GET line once it ends');
+    assert.equal(g.status, 200);
+    assert.equal(g.session, sid);
+    assert.ok(g.bytes > 0, JSON.stringify(g));
+  } finally {
+    await gw.stop();
+  }
+});
