@@ -126,6 +126,9 @@ struct config {
     enum log_level log_level;
     enum log_format log_format;
     char *log_file; /* NULL: the log goes to stderr */
+    char *access_log; /* NULL: access lines in the log, at info; "off": none */
+    enum log_format access_log_format;
+    char **trusted_proxies; /* NULL-terminated: addresses or CIDRs */
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;

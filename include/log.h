@@ -40,11 +40,53 @@ int log_set_file(const char *path);
 /* The log file's path; NULL while lines go to stderr. */
 const char *log_file(void);
 /*
- * Opens the log file again at its path, for rotation (the old one was renamed): 0, or -1 with
- * errno, and lines stay in the file already open. Nothing to do (0) without a log file.
+ * Opens the log file and the access_log file again at their paths, for rotation (the old ones
+ * were renamed): 0, or -1 with errno, and lines stay in the file already open. Nothing to do (0)
+ * without either.
  */
 int log_reopen(void);
 void log_set_level(enum log_level level);
+
+/* A request id: 1..64 of [A-Za-z0-9._:-] (http.c checks or mints it). */
+#define LOG_REQUEST_ID_MAX 64
+/*
+ * The request whose callbacks run now: until it is set to NULL again every line ends with
+ * " request_id=ID" (text, journal), or carries "request_id" (JSON).
+ */
+void log_set_request(const char *rid);
+
+/* [gateway] access_log: off; "" (the main log, at info); or a file of its own. */
+enum log_access_mode {
+    LOG_ACCESS_MAIN = 0,
+    LOG_ACCESS_OFF,
+    LOG_ACCESS_FILE,
+};
+/*
+ * Access lines go to path (appended, created 0640 less the umask; log_reopen reopens it too);
+ * NULL or "": the main log, at info; "off": nowhere. format: text or json. -1 with errno when
+ * path cannot be opened (lines stay where they went).
+ */
+int log_set_access(const char *path, enum log_format format);
+/* Whether an access line would be written (so the caller can skip building one). */
+bool log_access_on(void);
+/* One field of an access line: value NULL (text "-", left out in JSON); number: unquoted. */
+struct log_field {
+    const char *key;
+    const char *value;
+    bool number;
+};
+/*
+ * One access line: "TS access k=v k=v..." (values escaped as a session id is: a space is \x20)
+ * or {"ts":..,"type":"access","k":"v",..}; one write(2).
+ */
+void log_access(const struct log_field *f, size_t n);
+/*
+ * log_msg with fields: in JSON each non-NULL one is a member of the line ("server", "child",
+ * "principal", "reason"...), values escaped, at most 200 bytes each; text and journal lines are
+ * the message alone, which says the same in words.
+ */
+void log_fields(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+                const char *fmt, ...) PRINTF(5, 6);
 bool log_enabled(enum log_level level);
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */
 int log_level_parse(const char *s);

@@ -56,5 +56,12 @@ const char *util_file_unsafe(int fd, const char *path, bool secret, char *buf, s
 /* The inverse: in[0..n) as base64url without padding into out (room for (n * 4 + 2) / 3 + 1 bytes,
  * NUL-terminated); returns the length. */
 size_t util_base64url_encode(const unsigned char *in, size_t n, char *out);
+/*
+ * An IP address or CIDR ("10.0.0.0/8", "::1", "fd00::/8") as 16 bytes (IPv4 as ::ffff:a.b.c.d) and
+ * a prefix length counted on those 16 bytes (an IPv4 /8 is 104). 0, or -1 when s is neither.
+ */
+int util_cidr_parse(const char *s, unsigned char addr[16], unsigned *bits) MUSTCHECK;
+/* Whether addr (16 bytes as util_cidr_parse gives them) lies in net/bits. */
+bool util_cidr_match(const unsigned char addr[16], const unsigned char net[16], unsigned bits);
 
 #endif

@@ -714,6 +714,15 @@ config_build_gateway(struct config_parse *ps, struct config *cfg)
         config_raw_get(&ps->gateway, "admin_token", CONFIG_SEC_GATEWAY, &line);
         return config_fail(ps, line, "admin_token", "must be empty or 32..256 characters");
     }
+    for (char **p = cfg->trusted_proxies; p != NULL && *p != NULL; p++) {
+        unsigned char net[16];
+        unsigned bits;
+        if (util_cidr_parse(*p, net, &bits) == -1) {
+            int line;
+            config_raw_get(&ps->gateway, "trusted_proxies", CONFIG_SEC_GATEWAY, &line);
+            return config_fail(ps, line, "trusted_proxies", "%s is not an IP address or CIDR", *p);
+        }
+    }
     if (cfg->stdin_queue_bytes < cfg->max_body_bytes + 1024) {
         int line, body_line;
         config_raw_get(&ps->gateway, "stdin_queue_bytes", CONFIG_SEC_GATEWAY, &line);
@@ -1041,6 +1050,8 @@ config_clear(struct config *cfg)
     free(cfg->admin_token_file);
     free(cfg->state_key_file);
     free(cfg->log_file);
+    free(cfg->access_log);
+    config_strv_free(cfg->trusted_proxies);
     config_strv_free(cfg->allowed_origins);
     config_strv_free(cfg->allowed_hosts);
     free(cfg->auth.public_url);

@@ -52,7 +52,7 @@ struct config_option {
 };
 
 /* The table (config_table.c): CONFIG_N_OPTIONS entries, checked there at compile time. */
-#define CONFIG_N_OPTIONS 82
+#define CONFIG_N_OPTIONS 85
 extern const struct config_option *const config_options;
 
 void config_strv_free(char **v);

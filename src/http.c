@@ -58,6 +58,7 @@ http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
          * have MHD close the socket under the client (EPIPE instead of the answer). The body is
          * read and discarded first (bounded, http_body), then this answer goes (issue 16 item 6).
          */
+        http_access_response(rc, status, r);
         rc->deferred = r;
         rc->deferred_status = status;
         rc->responded = true;
@@ -65,6 +66,7 @@ http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
         log_debug(rc->sid[0] ? rc->sid : NULL, "http %u (once the body is read)", status);
         return MHD_YES;
     }
+    http_access_response(rc, status, r);
     enum MHD_Result ret = MHD_queue_response(rc->c, status, r);
     httpd.responses[status / 100 < 6 ? status / 100 : 0]++;
     MHD_destroy_response(r);
@@ -77,7 +79,7 @@ http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
 struct MHD_Response *
 http_body_response(char *body, size_t len)
 {
-    httpd.bytes_out += len;
+    http_access_sent(httpd.cur, len);
     return MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 }
 
@@ -85,7 +87,7 @@ http_body_response(char *body, size_t len)
 struct MHD_Response *
 http_static_response(const char *text)
 {
-    httpd.bytes_out += strlen(text);
+    http_access_sent(httpd.cur, strlen(text));
     return MHD_create_response_from_buffer(strlen(text), (void *)(uintptr_t)text,
                                            MHD_RESPMEM_PERSISTENT);
 }
@@ -405,14 +407,16 @@ http_body(struct http_req *rc, const char *data, size_t size)
 }
 
 static enum MHD_Result
-http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-             const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+http_handle(struct MHD_Connection *c, const char *url, const char *method, const char *version,
+            const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
-    (void)cls;
     struct http_req *rc = *con_cls;
     if (rc == NULL) {
         rc = xcalloc(1, sizeof(*rc));
         rc->c = c;
+        http_access_start(rc, url, method);
+        httpd.cur = rc;
+        log_set_request(rc->acc.rid);
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         rc->conn = ci != NULL ? ci->socket_context : NULL;
@@ -478,6 +482,24 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
     return http_finish(rc);
 }
 
+/* MHD's request callback: the request's id is on every line logged while it runs. */
+static enum MHD_Result
+http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+             const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    (void)cls;
+    struct http_req *rc = *con_cls;
+    if (rc != NULL) {
+        httpd.cur = rc;
+        log_set_request(rc->acc.rid);
+    }
+    enum MHD_Result ret =
+        http_handle(c, url, method, version, upload_data, upload_data_size, con_cls);
+    httpd.cur = NULL;
+    log_set_request(NULL);
+    return ret;
+}
+
 static void
 http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                enum MHD_RequestTerminationCode toe)
@@ -488,6 +510,8 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct http_req *rc = *con_cls;
     if (rc == NULL)
         return;
+    log_set_request(rc->acc.rid);
+    http_access_end(rc);
     http_detach(rc);
     auth_wait_cancel(rc->auth_wait);
     if (rc->deferred != NULL)
@@ -501,13 +525,18 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(rc);
     *con_cls = NULL;
     httpd.live--;
+    log_set_request(NULL);
 }
 
 static void PRINTF(2, 0) http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     char text[512];
-    vsnprintf(text, sizeof(text), fmt, ap);
+    int n = vsnprintf(text, sizeof(text), fmt, ap);
+    /* MHD's messages end with a newline, which would be logged as a literal \n. */
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
     log_debug(NULL, "libmicrohttpd: %s", text);
 }
 

@@ -20,6 +20,7 @@
 #include "crypto.h"
 #include "http.h"
 #include "jsonrpc.h"
+#include "log.h"
 #include "loop.h"
 #include "session.h"
 #include "stream.h"
@@ -75,6 +76,19 @@ struct http_conn {
     struct http_conn *prev, *next; /* H.conns */
 };
 
+/* What a request's access line reports, gathered as it goes (http_access.c). */
+struct http_access {
+    uint64_t start_ns; /* CLOCK_MONOTONIC at the first handler call */
+    uint64_t sent;     /* response body bytes */
+    unsigned status;   /* of the response queued; 0: none */
+    char method[16];
+    char path[256];                   /* cut there */
+    char rid[LOG_REQUEST_ID_MAX + 1]; /* X-Request-Id, checked, or minted */
+    char forwarded[48];               /* the last X-Forwarded-For entry from a trusted peer */
+    char mcp_method[64];              /* of a POST's body */
+    char name[128];                   /* Mcp-Name, params.name or params.uri */
+};
+
 /* One HTTP request, from the first handler call to MHD's completed callback. */
 struct http_req {
     struct MHD_Connection *c;
@@ -106,6 +120,7 @@ struct http_req {
     bool auth_again;                  /* the checks run again at the next call (after the wait) */
     bool body_in;                     /* MHD's final call came: the body, if any, is in */
     bool judge_again;                 /* waited in the final call: judged again (http_rejudge) */
+    struct http_access acc;           /* what its access line reports (http_access.c) */
 };
 
 struct http_globals {
@@ -130,6 +145,7 @@ struct http_globals {
     unsigned host_logged;         /* of those, logged since the start or the last reload */
     bool bound_loopback;          /* the listening socket is bound to a loopback address */
     bool quiesced;                /* the listener is closed (draining or stopping) */
+    struct http_req *cur;         /* the request whose callback runs now, or NULL */
 };
 extern struct http_globals httpd;
 
@@ -149,6 +165,24 @@ const char *http_header(const struct http_req *rc, const char *name);
 bool http_host_refused(struct http_req *rc);
 /* The request's Content-Length in *n (0 when absent): 0, or -1 when it is not a number. */
 int http_content_length(const struct http_req *rc, uint64_t *n);
+
+/* http_access.c: one access line per request, and its request id (X-Request-Id). */
+/* The request's first call: its start, method, path, request id, client. */
+void http_access_start(struct http_req *rc, const char *url, const char *method);
+/* Adds X-Request-Id to the response r about to be queued for rc, and notes status. */
+void http_access_response(struct http_req *rc, unsigned status, struct MHD_Response *r);
+/* The MCP method and the tool, prompt or resource name the request carried (a POST body). */
+void http_access_mcp(struct http_req *rc, const struct jsonrpc_info *info);
+/* Response body bytes for rc. */
+static inline void
+http_access_sent(struct http_req *rc, size_t n)
+{
+    httpd.bytes_out += n;
+    if (rc != NULL)
+        rc->acc.sent += n;
+}
+/* MHD's completed callback: the access line. */
+void http_access_end(struct http_req *rc);
 
 /* http_sse.c */
 void http_detach(struct http_req *rc);

@@ -213,6 +213,8 @@ http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
                enum MHD_Result *ret)
 {
     int st = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), info, err);
+    if (st == JSONRPC_OK)
+        http_access_mcp(rc, info);
     if (st == JSONRPC_EPARSE)
         *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
     return st;

@@ -58,7 +58,7 @@ http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
     if (rc->dropped || rc->st == NULL)
         return MHD_CONTENT_READER_END_WITH_ERROR;
     size_t n = stream_read(rc->st, out, max);
-    httpd.bytes_out += n;
+    http_access_sent(rc, n);
     if (n > 0)
         return (ssize_t)n;
     /* Finished, or the gateway ends this connection (SSE polling): the client resumes. */
@@ -192,7 +192,7 @@ http_json(struct http_req *rc, struct stream *st)
     iov[sent->n - 1].iov_len -= 2; /* the event's blank line */
     for (int i = 0; i < sent->n; i++) {
         mio[i] = (struct MHD_IoVec){ iov[i].iov_base, iov[i].iov_len };
-        httpd.bytes_out += iov[i].iov_len;
+        http_access_sent(rc, iov[i].iov_len);
     }
     r = MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
@@ -228,7 +228,7 @@ http_unhold(struct http_req *rc)
         }
         for (int i = 0; i < sent->n; i++) {
             mio[i] = (struct MHD_IoVec){ iov[i].iov_base, iov[i].iov_len };
-            httpd.bytes_out += iov[i].iov_len;
+            http_access_sent(rc, iov[i].iov_len);
         }
         r = MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
     }

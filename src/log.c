@@ -54,8 +54,13 @@ struct log_line {
 
 static enum log_level log_level = LOG_INFO;
 static enum log_format log_format;
-static int log_fd = STDERR_FILENO; /* stderr, or the log file */
-static char log_path[4096];        /* the log file's; "": stderr */
+static int log_fd = STDERR_FILENO;           /* stderr, or the log file */
+static char log_path[4096];                  /* the log file's; "": stderr */
+static char log_rid[LOG_REQUEST_ID_MAX + 1]; /* the request being handled; "": none */
+static enum log_access_mode access_mode;     /* where access lines go */
+static enum log_format access_format;
+static int access_fd = -1; /* LOG_ACCESS_FILE: the access log */
+static char access_path[4096];
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
 static const char log_hex[] = "0123456789abcdef";
@@ -112,13 +117,69 @@ log_file(void)
 int
 log_reopen(void)
 {
+    int ret = 0;
+    if (access_path[0] != '\0') {
+        int afd = log_open(access_path);
+        if (afd == -1) {
+            ret = -1;
+        } else {
+            close(access_fd);
+            access_fd = afd;
+        }
+    }
     if (log_path[0] == '\0')
-        return 0;
+        return ret;
     int fd = log_open(log_path);
     if (fd == -1)
         return -1;
     log_use(fd);
+    return ret;
+}
+
+int
+log_set_access(const char *path, enum log_format format)
+{
+    access_format = format == LOG_FORMAT_JSON ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT;
+    if (path == NULL || *path == '\0' || strcmp(path, "off") == 0) {
+        if (access_fd != -1)
+            close(access_fd);
+        access_fd = -1;
+        access_path[0] = '\0';
+        access_mode = path != NULL && strcmp(path, "off") == 0 ? LOG_ACCESS_OFF : LOG_ACCESS_MAIN;
+        return 0;
+    }
+    if (strcmp(path, access_path) == 0 && access_fd != -1) {
+        access_mode = LOG_ACCESS_FILE;
+        return 0;
+    }
+    if (strlen(path) >= sizeof(access_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = log_open(path);
+    if (fd == -1)
+        return -1;
+    if (access_fd != -1)
+        close(access_fd);
+    access_fd = fd;
+    memmove(access_path, path, strlen(path) + 1);
+    access_mode = LOG_ACCESS_FILE;
     return 0;
+}
+
+bool
+log_access_on(void)
+{
+    return access_mode == LOG_ACCESS_FILE
+           || (access_mode == LOG_ACCESS_MAIN && log_enabled(LOG_INFO));
+}
+
+void
+log_set_request(const char *rid)
+{
+    size_t n = rid != NULL ? strnlen(rid, LOG_REQUEST_ID_MAX) : 0;
+    memcpy(log_rid, rid != NULL ? rid : "", n);
+    log_rid[n] = '\0';
 }
 
 void
@@ -289,10 +350,10 @@ log_put_escaped(struct log_line *l, size_t limit, const char *str, size_t n, enu
 
 /* write(2) the whole line, retrying on EINTR; a failed log write has nowhere to be reported. */
 static void
-log_write(const char *p, size_t n)
+log_write(int fd, const char *p, size_t n)
 {
     while (n > 0) {
-        ssize_t w = write(log_fd, p, n);
+        ssize_t w = write(fd, p, n);
         if (w == -1 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -303,11 +364,11 @@ log_write(const char *p, size_t n)
 }
 
 static void
-log_put_prefix(struct log_line *l, enum log_level level)
+log_put_prefix(struct log_line *l, enum log_level level, enum log_format format)
 {
     char head[96];
     int n;
-    if (log_format == LOG_FORMAT_JOURNAL) {
+    if (format == LOG_FORMAT_JOURNAL) {
         /* sd-daemon(3) priority prefixes: err, warning, info, debug. */
         static const int prio[] = { 3, 4, 6, 7 };
         n = snprintf(head, sizeof(head), "<%d>", prio[level]);
@@ -317,7 +378,7 @@ log_put_prefix(struct log_line *l, enum log_level level)
         struct tm tm;
         gmtime_r(&ts.tv_sec, &tm);
         n = snprintf(head, sizeof(head),
-                     log_format == LOG_FORMAT_JSON
+                     format == LOG_FORMAT_JSON
                          ? "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\",\"level\":\"%s\""
                          : "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
@@ -326,22 +387,47 @@ log_put_prefix(struct log_line *l, enum log_level level)
     log_put(l, head, n < 0 ? 0 : (size_t)n);
 }
 
-/* One line for text[0..n) (cut: text was already cut short), escaped for the format. */
+/*
+ * One line for text[0..n) (cut: text was already cut short), escaped for the format; in JSON the
+ * fields f[0..nf) too, each a member before "msg" (the text says the same in words).
+ */
 static void
-log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool cut)
+log_emit(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+         const char *text, size_t n, bool cut)
 {
     struct log_line l = { .len = 0 };
     bool json = log_format == LOG_FORMAT_JSON;
     enum log_esc how = json ? LOG_ESC_JSON : LOG_ESC_TEXT;
     /* Room kept for the mark, the closing "} and the newline. */
     size_t end = sizeof(l.buf) - (sizeof(log_cut) - 1) - 3;
-    log_put_prefix(&l, level);
+    log_put_prefix(&l, level, log_format);
     if (sid != NULL) {
         log_put(&l, json ? ",\"session\":\"" : "session=", json ? 12 : 8);
         if (!log_put_escaped(&l, l.len + LOG_SID_ROOM, sid, strlen(sid),
                              json ? LOG_ESC_JSON : LOG_ESC_SID, false))
             log_put(&l, log_cut, sizeof(log_cut) - 1);
         log_put(&l, json ? "\"" : " ", 1);
+    }
+    /* Minted or checked by http_access.c: [A-Za-z0-9._:-] only, nothing to escape. */
+    size_t rid_len = strlen(log_rid);
+    if (json && rid_len > 0) {
+        log_put(&l, ",\"request_id\":\"", 15);
+        log_put(&l, log_rid, rid_len);
+        log_put(&l, "\"", 1);
+    } else if (rid_len > 0) {
+        end -= sizeof(" request_id=") - 1 + rid_len; /* it follows the message */
+    }
+    for (size_t i = 0; json && i < nf; i++) {
+        if (f[i].value == NULL)
+            continue;
+        log_put(&l, ",\"", 2);
+        log_put(&l, f[i].key, strlen(f[i].key)); /* a constant: nothing to escape */
+        log_put(&l, f[i].number ? "\":" : "\":\"", f[i].number ? 2 : 3);
+        if (!log_put_escaped(&l, l.len + LOG_SID_ROOM, f[i].value, strlen(f[i].value), LOG_ESC_JSON,
+                             false))
+            log_put(&l, log_cut, sizeof(log_cut) - 1);
+        if (!f[i].number)
+            log_put(&l, "\"", 1);
     }
     if (json)
         log_put(&l, ",\"msg\":\"", 8);
@@ -353,16 +439,68 @@ log_emit(enum log_level level, const char *sid, const char *text, size_t n, bool
     }
     if (!log_put_escaped(&l, end, text, n, how, cut) || cut)
         log_put(&l, log_cut, sizeof(log_cut) - 1);
+    if (!json && rid_len > 0) {
+        log_put(&l, " request_id=", sizeof(" request_id=") - 1);
+        log_put(&l, log_rid, rid_len);
+    }
     log_put(&l, json ? "\"}\n" : "\n", json ? 3 : 1);
-    log_write(l.buf, l.len);
+    log_write(log_fd, l.buf, l.len);
+}
+
+void
+log_access(const struct log_field *f, size_t n)
+{
+    if (!log_access_on())
+        return;
+    struct log_line l = { .len = 0 };
+    /* In the main log, its format: a JSON log stays JSON, a journal line keeps its prefix. */
+    enum log_format format = access_mode == LOG_ACCESS_MAIN ? log_format : access_format;
+    bool json = format == LOG_FORMAT_JSON;
+    log_put_prefix(&l, LOG_INFO, format);
+    if (json)
+        log_put(&l, ",\"type\":\"access\"", 16);
+    else
+        log_put(&l, "access", 6);
+    size_t end = sizeof(l.buf) - (sizeof(log_cut) - 1) - 3;
+    bool cut = false;
+    for (size_t i = 0; i < n && !cut; i++) {
+        const char *v = f[i].value;
+        size_t klen = strlen(f[i].key);
+        if (json && v == NULL)
+            continue;
+        if (l.len + klen + 8 > end) {
+            cut = true;
+            break;
+        }
+        if (json) {
+            log_put(&l, ",\"", 2);
+            log_put(&l, f[i].key, klen);
+            log_put(&l, f[i].number ? "\":" : "\":\"", f[i].number ? 2 : 3);
+        } else {
+            log_put(&l, " ", 1);
+            log_put(&l, f[i].key, klen);
+            log_put(&l, "=", 1);
+        }
+        if (v == NULL || (!json && *v == '\0'))
+            log_put(&l, "-", 1);
+        else if (!log_put_escaped(&l, end, v, strlen(v), json ? LOG_ESC_JSON : LOG_ESC_SID, false))
+            cut = true;
+        if (json && !f[i].number)
+            log_put(&l, "\"", 1);
+    }
+    if (cut)
+        log_put(&l, log_cut, sizeof(log_cut) - 1);
+    log_put(&l, json ? "}\n" : "\n", json ? 2 : 1);
+    log_write(access_mode == LOG_ACCESS_FILE ? access_fd : log_fd, l.buf, l.len);
 }
 
 /* Formats, appends ": suffix" when suffix is not NULL, and emits. */
-static void log_vemit(enum log_level level, const char *sid, const char *suffix, const char *fmt,
-                      va_list ap) PRINTF(4, 0);
+static void log_vemit(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+                      const char *suffix, const char *fmt, va_list ap) PRINTF(6, 0);
 
 static void
-log_vemit(enum log_level level, const char *sid, const char *suffix, const char *fmt, va_list ap)
+log_vemit(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+          const char *suffix, const char *fmt, va_list ap)
 {
     char text[LOG_TEXT_MAX];
     int r = vsnprintf(text, sizeof(text), fmt, ap);
@@ -378,7 +516,7 @@ log_vemit(enum log_level level, const char *sid, const char *suffix, const char 
         if (cut)
             n = sizeof(text) - 1;
     }
-    log_emit(level, sid, text, n, cut);
+    log_emit(level, sid, f, nf, text, n, cut);
 }
 
 void
@@ -388,7 +526,19 @@ log_msg(enum log_level level, const char *sid, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    log_vemit(level, sid, NULL, fmt, ap);
+    log_vemit(level, sid, NULL, 0, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void
+log_fields(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
+           const char *fmt, ...)
+{
+    if (!log_enabled(level))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    log_vemit(level, sid, f, nf, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -398,7 +548,7 @@ fatal(const char *fmt, ...)
     const char *why = strerror(errno);
     va_list ap;
     va_start(ap, fmt);
-    log_vemit(LOG_ERROR, NULL, why, fmt, ap);
+    log_vemit(LOG_ERROR, NULL, NULL, 0, why, fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -408,7 +558,7 @@ fatalx(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_vemit(LOG_ERROR, NULL, NULL, fmt, ap);
+    log_vemit(LOG_ERROR, NULL, NULL, 0, NULL, fmt, ap);
     va_end(ap);
     exit(1);
 }

@@ -212,6 +212,10 @@ static void
 main_reopen_log(void)
 {
     if (log_file() == NULL) {
+        /* The access_log file, if any, is reopened all the same. */
+        if (log_reopen() == -1)
+            log_error(NULL, "SIGUSR1: access_log: %s; it stays in the file already open",
+                      strerror(errno));
         log_info(NULL, "SIGUSR1: no log_file set; the log goes to stderr, nothing to reopen");
         return;
     }
@@ -271,6 +275,9 @@ main_reload(void)
     }
     log_init(next->log_level, next->log_format);
     main_log_file(next->log_file, "SIGHUP");
+    if (log_set_access(next->access_log, next->access_log_format) == -1)
+        log_error(NULL, "SIGHUP: access_log %s: %s; access lines stay where they went",
+                  next->access_log, strerror(errno));
     main_check_commands(next, false);
     session_set_config(next);
     pool_set_config(next);
@@ -447,6 +454,8 @@ main(int argc, char **argv)
     log_init(M.cfg->log_level, M.cfg->log_format);
     if (log_set_file(M.cfg->log_file) == -1)
         fatal("log_file %s", M.cfg->log_file);
+    if (log_set_access(M.cfg->access_log, M.cfg->access_log_format) == -1)
+        fatal("access_log %s", M.cfg->access_log);
     main_check_commands(M.cfg, false);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);

@@ -293,7 +293,10 @@ pool_child_start(struct pool *p)
     p->children = c;
     p->n_children++;
     c->idle_since_ms = now;
-    log_info(c->tag, "pool child started: pid %d", (int)upstream_pid(c->u));
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(c->u));
+    const struct log_field f[] = { { "server", p->name, false }, { "child", pid, true } };
+    log_fields(LOG_INFO, c->tag, f, ARRAY_LEN(f), "pool child started: pid %s", pid);
     if (p->era == CONFIG_ERA_MODERN) {
         c->state = POOL_CHILD_READY;
         pool_child_ready(c);
@@ -399,7 +402,8 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     c->timer = NULL;
     if (failure) {
         /* Not rate-limited: each names its child, and the backoff spaces them out. */
-        log_warn(c->tag, "pool child ended: %s", why);
+        const struct log_field f[] = { { "server", p->name, false }, { "reason", why, false } };
+        log_fields(LOG_WARN, c->tag, f, ARRAY_LEN(f), "pool child ended: %s", why);
         pools.ctr.crashed++;
         pool_start_failed(p, why, starting || !c->heard);
     } else {

@@ -303,8 +303,11 @@ relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
         log_warn(r->tag, "cancel for %s (%s) not delivered: child stdin full or closed", p->method,
                  reason);
     else
-        log_info(r->tag, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
-                 p->method, p->gw_id, reason);
+        log_fields(LOG_INFO, r->tag,
+                   (const struct log_field[]){ { "method", p->method, false },
+                                               { "reason", reason, false } },
+                   2, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
+                   p->method, p->gw_id, reason);
     free(m);
     relay_mark_cancelled(p);
     relay_count(r->stats, why);

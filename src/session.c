@@ -258,8 +258,13 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     s->owner = auth_principal_ref(owner);
     owner->sessions++;
     session_touch(s);
-    log_info(s->id, "session created: server=%s child=%d owner=%s", srv->name,
-             (int)upstream_pid(s->u), owner->name);
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(s->u));
+    const struct log_field f[] = { { "server", srv->name, false },
+                                   { "child", pid, true },
+                                   { "principal", owner->name, false } };
+    log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f), "session created: server=%s child=%s owner=%s",
+               srv->name, pid, owner->name);
     return s;
 }
 
@@ -314,7 +319,10 @@ session_close(struct session *s, enum session_end why, const char *detail)
     sessions.ctr.closed++;
     sessions.closed_by[why]++;
     s->stats->closed_by[why]++;
-    log_info(s->id, "session closed: %s (%u in-flight requests cancelled)", reason, cancelled);
+    const struct log_field f[] = { { "server", s->srv != NULL ? s->srv->name : NULL, false },
+                                   { "reason", reason, false } };
+    log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f),
+               "session closed: %s (%u in-flight requests cancelled)", reason, cancelled);
     s->gnext = sessions.graveyard;
     sessions.graveyard = s;
 }

@@ -383,7 +383,8 @@ void
 session_child_gone(const char *reason, void *arg)
 {
     struct session *s = arg;
-    log_warn(s->id, "upstream ended: %s", reason);
+    const struct log_field f[] = { { "reason", reason, false } };
+    log_fields(LOG_WARN, s->id, f, ARRAY_LEN(f), "upstream ended: %s", reason);
     session_close(s, SESSION_END_CHILD, reason);
 }
 

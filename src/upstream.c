@@ -752,10 +752,16 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
         upstream_ctr.killed++;
         u->srv->exited[2]++;
     }
+    char pid[16], st[16];
+    snprintf(pid, sizeof(pid), "%d", (int)u->pid);
+    snprintf(st, sizeof(st), "%d", si.si_status);
+    const struct log_field f[] = {
+        { "child", pid, true }, { si.si_code == CLD_EXITED ? "exit_status" : "signal", st, true }
+    };
     if (si.si_code == CLD_EXITED)
-        log_info(u->tag, "child %d exited with status %d", (int)u->pid, si.si_status);
+        log_fields(LOG_INFO, u->tag, f, ARRAY_LEN(f), "child %s exited with status %s", pid, st);
     else
-        log_info(u->tag, "child %d killed by signal %d", (int)u->pid, si.si_status);
+        log_fields(LOG_INFO, u->tag, f, ARRAY_LEN(f), "child %s killed by signal %s", pid, st);
     /*
      * Deliver what it wrote before dying, then report. While paused (back-pressure), its last
      * lines are still in the pipe: the stdout EOF after resuming reports the exit instead.

@@ -5,6 +5,7 @@
  */
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -223,4 +224,47 @@ util_file_unsafe(int fd, const char *path, bool secret, char *buf, size_t len)
     else
         return NULL;
     return buf;
+}
+
+int
+util_cidr_parse(const char *s, unsigned char addr[16], unsigned *bits)
+{
+    char text[INET6_ADDRSTRLEN + 8];
+    if (strlen(s) >= sizeof(text))
+        return -1;
+    memcpy(text, s, strlen(s) + 1);
+    char *slash = strchr(text, '/');
+    long b = -1;
+    if (slash != NULL) {
+        char *end;
+        *slash = '\0';
+        if (slash[1] < '0' || slash[1] > '9')
+            return -1;
+        b = strtol(slash + 1, &end, 10);
+        if (*end != '\0')
+            return -1;
+    }
+    if (inet_pton(AF_INET, text, addr + 12) == 1) {
+        memset(addr, 0, 10);
+        addr[10] = addr[11] = 0xff;
+        if (b > 32)
+            return -1;
+        *bits = b < 0 ? 128u : (unsigned)b + 96u;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, text, addr) == 1 && b <= 128) {
+        *bits = b < 0 ? 128u : (unsigned)b;
+        return 0;
+    }
+    return -1;
+}
+
+bool
+util_cidr_match(const unsigned char addr[16], const unsigned char net[16], unsigned bits)
+{
+    size_t whole = bits / 8;
+    if (memcmp(addr, net, whole) != 0)
+        return false;
+    unsigned rest = bits % 8;
+    return rest == 0 || ((addr[whole] ^ net[whole]) & (0xffu << (8 - rest)) & 0xffu) == 0;
 }

@@ -182,6 +182,8 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       `max_connections = ${Math.max(4096, 64)}`,
       'shutdown_drain_ms = 0',
       'child_stdin_grace_ms = 2000',
+      // GW_BENCH_GATEWAY="key = value;key = value": more [gateway] lines (e.g. an access_log file).
+      ...(process.env.GW_BENCH_GATEWAY ? process.env.GW_BENCH_GATEWAY.split(';').map((l) => l.trim()) : []),
       ...(auth ? ['[auth]', ...auth] : []),
       '[server:example]',
       'path = /mcp',

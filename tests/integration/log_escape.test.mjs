@@ -52,7 +52,17 @@ function parseLine(format, line) {
     let o;
     assert.doesNotThrow(() => { o = JSON.parse(line); }, `not JSON: ${line}`);
     assert.equal(typeof o, 'object');
-    assert.deepEqual(Object.keys(o).filter((k) => !['ts', 'level', 'session', 'msg'].includes(k)), [], line);
+    if (o.type === 'access') {
+      // An access line ([gateway] access_log unset: in this log): fields, no msg.
+      assert.equal(o.level, 'info', line);
+      for (const [k, v] of Object.entries(o)) assert.ok(typeof v === 'string' || typeof v === 'number', `${k} in ${line}`);
+      return { level: o.level, sid: o.session, msg: '', rawMsg: '' };
+    }
+    // Fields some lines carry besides msg (which says the same in words).
+    const FIELDS = ['server', 'child', 'principal', 'reason', 'method', 'exit_status', 'signal'];
+    assert.deepEqual(Object.keys(o).filter((k) => !['ts', 'level', 'session', 'request_id', 'msg', ...FIELDS].includes(k)), [], line);
+    for (const k of FIELDS) if (k in o) assert.ok(typeof o[k] === 'string' || Number.isInteger(o[k]), `${k} in ${line}`);
+    if ('request_id' in o) assert.match(o.request_id, /^[A-Za-z0-9._:-]{1,64}$/, line);
     assert.match(o.ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, line);
     assert.ok(o.level in PRIO, `level ${o.level}: ${line}`);
     assert.equal(typeof o.msg, 'string', line);
@@ -74,6 +84,9 @@ function parseLine(format, line) {
     level = m[1];
     m = [m[0], m[2], m[3]];
   }
+  // A line logged while a request is handled ends with its request id.
+  const rid = / request_id=[A-Za-z0-9._:-]{1,64}$/.exec(m[2]);
+  if (rid) m[2] = m[2].slice(0, rid.index);
   const msgBytes = unescape(m[2]);
   return {
     level,

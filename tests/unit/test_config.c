@@ -526,6 +526,41 @@ Test(config, instance_id_and_log_keys)
     gw_err("log_format = JSON", "t.ini:2: log_format: must be text, json or journal");
 }
 
+Test(config, access_log_keys)
+{
+    struct config cfg;
+    gw_ok("log_level = info", &cfg);
+    cr_assert_null(cfg.access_log);
+    cr_assert_eq(cfg.access_log_format, LOG_FORMAT_TEXT);
+    cr_assert_str_eq(cfg.trusted_proxies[0], "127.0.0.1");
+    cr_assert_str_eq(cfg.trusted_proxies[1], "::1");
+    cr_assert_null(cfg.trusted_proxies[2]);
+    config_clear(&cfg);
+    gw_ok("access_log = off\naccess_log_format = json\ntrusted_proxies = 10.0.0.0/8, fd00::/8",
+          &cfg);
+    cr_assert_str_eq(cfg.access_log, "off");
+    cr_assert_eq(cfg.access_log_format, LOG_FORMAT_JSON);
+    cr_assert_str_eq(cfg.trusted_proxies[1], "fd00::/8");
+    config_clear(&cfg);
+    gw_ok("trusted_proxies =", &cfg);
+    cr_assert(cfg.trusted_proxies == NULL || cfg.trusted_proxies[0] == NULL);
+    config_clear(&cfg);
+    gw_err("trusted_proxies = 127.0.0.1, nginx",
+           "t.ini:2: trusted_proxies: nginx is not an IP address or CIDR");
+    gw_err("trusted_proxies = 10.0.0.0/33",
+           "t.ini:2: trusted_proxies: 10.0.0.0/33 is not an IP address or CIDR");
+    unsigned char a[16], net[16];
+    unsigned bits, abits;
+    cr_assert_eq(util_cidr_parse("10.1.2.3", a, &abits), 0);
+    cr_assert_eq(util_cidr_parse("10.0.0.0/8", net, &bits), 0);
+    cr_assert_eq(bits, 104);
+    cr_assert(util_cidr_match(a, net, bits));
+    cr_assert_eq(util_cidr_parse("11.0.0.0/8", net, &bits), 0);
+    cr_assert(!util_cidr_match(a, net, bits));
+    cr_assert_eq(util_cidr_parse("10.1.2.0/23", net, &bits), 0);
+    cr_assert(util_cidr_match(a, net, bits));
+}
+
 Test(config, shell_splitting)
 {
     struct config cfg;
@@ -925,7 +960,7 @@ Test(config, keys_list_the_table)
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
     cr_assert_eq(n, gw + au + sv);
-    cr_assert_eq(gw, 35);
+    cr_assert_eq(gw, 38);
     cr_assert_eq(au, 20);
     cr_assert_eq(sv, 27);
     cr_assert_eq(config_keys(), keys);
