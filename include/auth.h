@@ -75,6 +75,14 @@ void auth_free(struct auth *a);
  * now_s is the wall clock (exp, nbf). A JWT that verified is remembered in a cache keyed by its
  * SHA-256 and srv, until its slot is reused.
  */
+/*
+ * The address of the client the next auth_check is for (the HTTP layer's view: the peer, or the
+ * trusted proxy's X-Forwarded-For), NULL when unknown. An opaque token needs an introspection; one
+ * client may have at most a quarter of introspection_max_pending of them in flight (at least
+ * one), so a client that sends random tokens cannot keep every other client's new tokens from
+ * being introspected. The string is copied where it is kept.
+ */
+void auth_set_client(struct auth *a, const char *client);
 enum auth_status auth_check(struct auth *a, const char *header, const struct config_server *srv,
                             int64_t now_s, struct auth_principal **principal,
                             struct policy_grants *grants, const char **why);

@@ -63,6 +63,7 @@ struct auth {
     size_t ntokens;
     struct auth_keyset keys;    /* from jwks_file */
     struct auth_remote *remote; /* what is fetched; NULL: nothing */
+    const char *client;         /* auth_set_client's, for the check under way */
 };
 
 static struct {
@@ -749,6 +750,12 @@ auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *
     return AUTH_OK;
 }
 
+void
+auth_set_client(struct auth *a, const char *client)
+{
+    a->client = client;
+}
+
 /* An opaque token: what the issuer's introspection endpoint says of it. */
 static enum auth_status
 auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned char *hash,
@@ -757,11 +764,11 @@ auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned ch
 {
     const struct jsonrpc_doc *answer = NULL;
     uint64_t until_ms = 0;
-    enum auth_status st =
-        auth_remote_introspect(a->remote, tok, len, hash, util_now_ms(), &answer, &until_ms);
+    enum auth_status st = auth_remote_introspect(a->remote, tok, len, hash, a->client,
+                                                 util_now_ms(), &answer, &until_ms, why);
     if (st == AUTH_PENDING)
         *why = "waiting for the introspection endpoint";
-    else if (st == AUTH_UNAVAILABLE)
+    else if (st == AUTH_UNAVAILABLE && *why == NULL)
         *why = "the introspection endpoint cannot be reached";
     if (st != AUTH_OK)
         return st;

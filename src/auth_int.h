@@ -80,12 +80,14 @@ enum auth_status auth_remote_unknown_kid(struct auth_remote *r, uint64_t now_ms)
 /*
  * The introspection answer for the token (hash is its SHA-256). AUTH_OK with *answer (owned by r,
  * valid until the loop runs again) and *until_ms, the end of its reuse; AUTH_PENDING while it is
- * on its way (this call may have sent it); AUTH_UNAVAILABLE when the endpoint failed lately or
- * introspection_max_pending are in flight.
+ * on its way (this call may have sent it); AUTH_UNAVAILABLE when the endpoint failed lately, or
+ * introspection_max_pending are in flight, or a quarter of them (at least one) for client (the
+ * asking client's address; NULL: unknown), with *why said.
  */
 enum auth_status auth_remote_introspect(struct auth_remote *r, const char *tok, size_t len,
-                                        const unsigned char *hash, uint64_t now_ms,
-                                        const struct jsonrpc_doc **answer, uint64_t *until_ms);
+                                        const unsigned char *hash, const char *client,
+                                        uint64_t now_ms, const struct jsonrpc_doc **answer,
+                                        uint64_t *until_ms, const char **why);
 
 /* An introspection answer's shape: a JSON object with "active"; NULL with *why otherwise. */
 struct jsonrpc_doc *auth_intro_parse(const char *body, size_t len, const char **why);

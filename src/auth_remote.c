@@ -55,6 +55,7 @@ struct auth_intro {
     uint64_t until_ms;          /* 0: the slot is free */
     struct fetch *f;            /* in flight (on r->pending) */
     struct auth_remote *r;
+    char client[48]; /* who asked first ("" unknown): a client's share of the pending ones */
     struct auth_intro *prev, *next;
 };
 
@@ -486,11 +487,31 @@ auth_intro_done(void *arg, const struct fetch_result *res)
     auth_wake_all(r);
 }
 
-static enum auth_status
-auth_intro_send(struct auth_remote *r, const char *tok, size_t len, const unsigned char *hash)
+/* A client's share of introspection_max_pending: a quarter, at least one. */
+static bool
+auth_intro_client_full(const struct auth_remote *r, const char *client)
 {
-    if (r->npending >= r->ca->introspection_max_pending)
+    if (client == NULL || client[0] == '\0')
+        return false;
+    uint64_t share = r->ca->introspection_max_pending / 4;
+    uint64_t n = 0;
+    for (const struct auth_intro *p = r->pending; p != NULL; p = p->next)
+        n += strncmp(p->client, client, sizeof(p->client) - 1) == 0;
+    return n >= (share > 0 ? share : 1);
+}
+
+static enum auth_status
+auth_intro_send(struct auth_remote *r, const char *tok, size_t len, const unsigned char *hash,
+                const char *client, const char **why)
+{
+    if (r->npending >= r->ca->introspection_max_pending) {
+        *why = "introspection_max_pending introspections are in flight";
         return AUTH_UNAVAILABLE;
+    }
+    if (auth_intro_client_full(r, client)) {
+        *why = "this client has a quarter of introspection_max_pending introspections in flight";
+        return AUTH_UNAVAILABLE;
+    }
     char *form = xmalloc(len * 3 + 64);
     memcpy(form, "token=", 6);
     size_t o = 6 + auth_form_escape(tok, len, form + 6);
@@ -498,6 +519,7 @@ auth_intro_send(struct auth_remote *r, const char *tok, size_t len, const unsign
     struct auth_intro *p = xcalloc(1, sizeof(*p));
     memcpy(p->hash, hash, sizeof(p->hash));
     p->r = r;
+    snprintf(p->client, sizeof(p->client), "%s", client != NULL ? client : "");
     C.introspections++;
     p->f = auth_fetch(r, r->intro_uri, form, AUTH_DOC_MAX, auth_intro_done, p);
     crypto_cleanse(form, o);
@@ -516,8 +538,8 @@ auth_intro_send(struct auth_remote *r, const char *tok, size_t len, const unsign
 
 enum auth_status
 auth_remote_introspect(struct auth_remote *r, const char *tok, size_t len,
-                       const unsigned char *hash, uint64_t now_ms,
-                       const struct jsonrpc_doc **answer, uint64_t *until_ms)
+                       const unsigned char *hash, const char *client, uint64_t now_ms,
+                       const struct jsonrpc_doc **answer, uint64_t *until_ms, const char **why)
 {
     struct auth_intro *slot = auth_intro_slot(r, hash);
     if (slot->until_ms > now_ms && memcmp(slot->hash, hash, CRYPTO_SHA256_LEN) == 0) {
@@ -531,7 +553,7 @@ auth_remote_introspect(struct auth_remote *r, const char *tok, size_t len,
         if (memcmp(p->hash, hash, CRYPTO_SHA256_LEN) == 0)
             return AUTH_PENDING;
     enum auth_status st = auth_discovered(r, now_ms);
-    return st != AUTH_OK ? st : auth_intro_send(r, tok, len, hash);
+    return st != AUTH_OK ? st : auth_intro_send(r, tok, len, hash, client, why);
 }
 
 /* --- lifetime ------------------------------------------------------------------------------ */

@@ -216,6 +216,15 @@ http_access_addr(const struct sockaddr *sa, char *out, size_t size)
 }
 
 void
+http_access_client(const struct http_req *rc, char *out, size_t size)
+{
+    if (rc->acc.forwarded[0] != '\0')
+        snprintf(out, size, "%s", rc->acc.forwarded);
+    else
+        http_access_addr(http_access_sockaddr(rc), out, size);
+}
+
+void
 http_access_end(struct http_req *rc)
 {
     if (!log_access_on() || rc->acc.start_ns == 0)

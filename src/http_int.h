@@ -182,6 +182,8 @@ http_access_sent(struct http_req *rc, size_t n)
         rc->acc.sent += n;
 }
 /* MHD's completed callback: the access line. */
+/* Who is asking: the trusted proxy's X-Forwarded-For, else the peer's address ("" if none). */
+void http_access_client(const struct http_req *rc, char *out, size_t size);
 void http_access_end(struct http_req *rc);
 
 /* http_sse.c */

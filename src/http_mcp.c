@@ -442,8 +442,12 @@ static bool
 http_refuse_token(struct http_req *rc, enum MHD_Result *ret)
 {
     const char *why = NULL;
+    char client[64];
+    http_access_client(rc, client, sizeof(client));
+    auth_set_client(httpd.auth, client);
     enum auth_status st = auth_check(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION),
                                      rc->srv, util_now_unix(), &rc->principal, &rc->grants, &why);
+    auth_set_client(httpd.auth, NULL);
     if (st == AUTH_PENDING) {
         *ret = http_auth_wait(rc);
         return true;

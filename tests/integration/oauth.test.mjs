@@ -384,6 +384,39 @@ test('a client_id is not a sub: an opaque token introspected as client_id mcp-cl
   });
 });
 
+test('one client cannot keep introspection_max_pending full: past its quarter of it a new opaque token of that client gets 503, and another client\'s token is still introspected', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const cred = op.writeCredentials();
+    // 8 in flight at most: 2 per client (X-Forwarded-For from the loopback proxy names the client).
+    await withGateway({ auth: authOf(op, { introspection_credentials_file: cred, introspection_max_pending: 8 }) }, async (gw) => {
+      await gw.waitLog(/discovered jwks_uri \S+ introspection_endpoint/, scaled(10000));
+      const SLOW = scaled(1500); // each introspection answer takes this long
+      op.delay('introspection', SLOW);
+      const from = (client) => ({ headers: { 'X-Forwarded-For': client } });
+      // A client sends random opaque tokens, eight at once.
+      const flood = [];
+      for (let i = 0; i < 8; i++) flood.push(authPost(gw, initMsg(), `random-${i}-${Date.now()}`, from('192.0.2.66')));
+      // Its third and later are refused at once; its first two wait for their answers.
+      const quarter = /this client has a quarter of introspection_max_pending introspections in flight/g;
+      await waitFor(() => (gw.logs().match(quarter) ?? []).length >= 6, scaled(5000), 'six of the flood refused');
+      // Another client's real token is introspected meanwhile (before the flood's answers), and served.
+      const token = await op.token({ resource: RESOURCE, format: 'opaque', scope: 'mcp:tools' });
+      const r = await authPost(gw, initMsg(), token, from('192.0.2.10'));
+      const body = await r.done(scaled(10000));
+      assert.equal(r.status, 200, body);
+      const statuses = [];
+      for (const p of flood) {
+        const f = await p;
+        await f.done(scaled(10000));
+        statuses.push(f.status);
+      }
+      assert.equal(statuses.filter((st) => st === 503).length, 6, `the flood's answers: ${statuses}`);
+      assert.equal(statuses.filter((st) => st === 401).length, 2, `its two introspected tokens are not active: ${statuses}`);
+      op.delay('introspection', 0);
+    });
+  });
+});
+
 test('a revoked opaque token is refused once its answer may no longer be reused (introspection_cache_max_s)', async () => {
   await withOidc({ algs: ['RS256'] }, async (op) => {
     const cred = op.writeCredentials();
