@@ -147,7 +147,7 @@ import_read(const struct jsonrpc_doc *e, struct import_entry *ie, char *why, siz
         return "no command (a non-empty string)";
     ie->argv[0] = cmd;
     int na = jsonrpc_doc_strs(e, "args", ie->argv + 1, IMPORT_MAX_ARGS - 1);
-    if (na < 0)
+    if (na < 0 || jsonrpc_doc_str(e, "args") != NULL) /* a lone string is no argv */
         return "args is not an array of at most 255 strings";
     ie->argc = 1 + (size_t)na;
     if (jsonrpc_doc_has(e, "cwd") && (ie->cwd = jsonrpc_doc_str(e, "cwd")) == NULL)
@@ -339,6 +339,10 @@ int
 import_mcp_text(const char *json, size_t n, const char *file, const char *env_dir, FILE *out,
                 FILE *err)
 {
+    if (n >= 3 && memcmp(json, "\xEF\xBB\xBF", 3) == 0) { /* a byte order mark, as editors write */
+        json += 3;
+        n -= 3;
+    }
     struct jsonrpc_doc *root = jsonrpc_doc_parse(json, n);
     if (root == NULL) {
         fprintf(err, "%s: not a JSON object (or a key is duplicate)\n", file);

@@ -165,6 +165,7 @@ Test(import, skipped_entries_are_named_with_reasons)
                           "\"off\":{\"command\":\"/bin/cat\",\"disabled\":true},"
                           "\"odd\":{\"command\":\"/bin/cat\",\"autoApprove\":[]},"
                           "\"nl\":{\"command\":\"/bin/cat\",\"args\":[\"a\\nb\"]},"
+                          "\"str\":{\"command\":\"/bin/cat\",\"args\":\"-v\"},"
                           "\"bad name/x\":{\"command\":\"/bin/cat\"},"
                           "\"bad name?x\":{\"command\":\"/bin/cat\"}},\"inputs\":[]}",
                           NULL, &count, &msgs);
@@ -176,6 +177,7 @@ Test(import, skipped_entries_are_named_with_reasons)
         "off: skipped: disabled",
         "odd: skipped: unknown field \"autoApprove\"",
         "nl: skipped: the command line holds a line break",
+        "str: skipped: args is not an array",
         "bad name/x: imported as [server:bad-name-x]",
         "bad name?x: imported as [server:bad-name-x-2]",
     };
@@ -185,6 +187,16 @@ Test(import, skipped_entries_are_named_with_reasons)
     load_ok(ini, &cfg);
     cr_assert_eq(cfg.n_servers, 2);
     config_clear(&cfg);
+    free(ini);
+    free(msgs);
+}
+
+Test(import, a_byte_order_mark_is_skipped)
+{
+    int count;
+    char *msgs, *ini = run_import("\xEF\xBB\xBF{\"mcpServers\":{\"a\":{\"command\":\"/bin/cat\"}}}",
+                                  NULL, &count, &msgs);
+    cr_assert_eq(count, 1, "%s", msgs);
     free(ini);
     free(msgs);
 }
