@@ -210,6 +210,10 @@ int jsonrpc_doc_strs(const struct jsonrpc_doc *d, const char *key, const char **
  * element is an object (else NULL). */
 size_t jsonrpc_doc_len(const struct jsonrpc_doc *d, const char *key);
 const struct jsonrpc_doc *jsonrpc_doc_at(const struct jsonrpc_doc *d, const char *key, size_t i);
+/* The member key when it is an object (borrowed, like jsonrpc_doc_at), else NULL. */
+const struct jsonrpc_doc *jsonrpc_doc_obj(const struct jsonrpc_doc *d, const char *key);
+/* d's keys in document order into out[0..max) (borrowed); returns how many d has. */
+size_t jsonrpc_doc_keys(const struct jsonrpc_doc *d, const char **out, size_t max);
 
 /*
  * An RFC 9728 protected resource metadata document: resource, authorization_servers (omitted when

@@ -256,6 +256,24 @@ jsonrpc_doc_at(const struct jsonrpc_doc *d, const char *key, size_t i)
     return json_is_object(v) ? (const struct jsonrpc_doc *)(const void *)v : NULL;
 }
 
+const struct jsonrpc_doc *
+jsonrpc_doc_obj(const struct jsonrpc_doc *d, const char *key)
+{
+    json_t *v = jsonrpc_doc_get(d, key);
+    return json_is_object(v) ? (const struct jsonrpc_doc *)(const void *)v : NULL;
+}
+
+size_t
+jsonrpc_doc_keys(const struct jsonrpc_doc *d, const char **out, size_t max)
+{
+    json_t *o = (json_t *)(uintptr_t)jsonrpc_doc_json(d);
+    size_t n = 0;
+    for (void *it = json_object_iter(o); it != NULL; it = json_object_iter_next(o, it), n++)
+        if (n < max)
+            out[n] = json_object_iter_key(it);
+    return n;
+}
+
 static json_t *
 jsonrpc_strv(char *const *v)
 {

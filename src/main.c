@@ -36,6 +36,7 @@
 #include "config.h"
 #include "fetch.h"
 #include "http.h"
+#include "import.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -67,6 +68,8 @@ static const char main_usage_text[] =
     "\n"
     "  -c, --config FILE    INI configuration (default: conf/gateway.ini)\n"
     "  -t, --check-config   validate the configuration, print the result, exit 0 or 1\n"
+    "  -I, --import-mcp-json FILE [--env-dir DIR]  print [server:NAME] sections for the stdio "
+    "servers of a Claude Desktop, Cursor or VS Code mcp.json; env goes to DIR/NAME.env (0600)\n"
     "  -V, --version        print the version and exit\n"
     "  -h, --help           print this help and exit\n"
     "\n"
@@ -376,6 +379,7 @@ main(int argc, char **argv)
         { "check-config", no_argument, NULL, 't' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
+        { "import-mcp-json", required_argument, NULL, 'I' },
         /* Not in --help: meson writes the man pages with it at build time. */
         { "man", required_argument, NULL, 'M' },
         { NULL, 0, NULL, 0 },
@@ -383,7 +387,7 @@ main(int argc, char **argv)
     const char *path = "conf/gateway.ini";
     bool check = false;
     int ch;
-    while ((ch = getopt_long(argc, argv, "c:tVh", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:tVhI:", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             path = optarg;
@@ -397,6 +401,8 @@ main(int argc, char **argv)
         case 'h':
             main_usage(stdout);
             return 0;
+        case 'I': /* the rest of the command line is the import's own */
+            return import_mcp_json(optarg, argc - optind, argv + optind);
         case 'M':
             return config_man(stdout, atoi(optarg), MCPGW_VERSION, main_usage_text) == 0 ? 0 : 2;
         default:
