@@ -152,6 +152,12 @@ void config_clear(struct config *cfg);
 int config_check_command(const struct config *cfg, const struct config_server *srv, char *err,
                          size_t errlen);
 
+/*
+ * Writes cfg as an INI file to f (--print-config): every key with its value after defaults,
+ * section by section, secrets redacted. 0, or -1 when f failed.
+ */
+int config_print(FILE *f, const struct config *cfg);
+
 /* Every key as "gateway.KEY", "auth.KEY" or "server.KEY", NULL-terminated (static storage). */
 const char *const *config_keys(void);
 

@@ -132,6 +132,56 @@ config_man_ini(FILE *f, const char *version)
           f);
 }
 
+/* The sections of mcp-gateway(8) after the usage text's: what the gateway serves and uses. */
+static const char config_man_program_tail[] =
+    ".SH ENDPOINTS\n"
+    "Each [server:NAME] has its own path (the first defaults to [gateway] path, /mcp).\n"
+    ".TP\n.B PATH\n"
+    "MCP Streamable HTTP: POST (requests, notifications, responses), GET (the session's stream), "
+    "DELETE (ends the session); 2026\\-07\\-28 requests are POST only, on a pool of children.\n"
+    ".TP\n.B PATH/sse, PATH/messages\n"
+    "the 2024\\-11\\-05 HTTP+SSE transport, while legacy_sse is 1.\n"
+    ".TP\n.B /healthz\n200 while the process serves.\n"
+    ".TP\n.B /readyz\n"
+    "200 while new sessions are taken and some server can serve; 503 while draining, at "
+    "max_sessions, or when every server is broken. The body gives each server's state.\n"
+    ".TP\n.B /metrics\n"
+    "Prometheus text: loopback peers only while admin_token is empty; with one, any peer "
+    "presenting it.\n"
+    ".TP\n.B /admin/inflight\n"
+    "requests in flight per session (JSON); off unless admin_token is set, loopback peers with "
+    "Authorization: Bearer admin_token.\n"
+    ".TP\n.B /.well\\-known/oauth\\-protected\\-resource[PATH]\n"
+    "RFC 9728 metadata, while [auth] mode is bearer or jwt.\n"
+    ".SH \"EXIT STATUS\"\n"
+    ".TP\n.B 0\nstopped by SIGTERM, SIGQUIT or SIGINT; \\-\\-check\\-config or "
+    "\\-\\-print\\-config "
+    "succeeded.\n"
+    ".TP\n.B 1\n"
+    "the configuration, a secret file or a server's command is wrong (the message says "
+    "file:line: key: reason), or the listener could not start.\n"
+    ".TP\n.B 2\nusage error.\n"
+    ".SH FILES\n"
+    ".TP\n/etc/mcp\\-gateway/gateway.ini\n"
+    "the configuration (the default \\-\\-config of an install), see\n.BR mcp\\-gateway.ini (5).\n"
+    ".TP\n/etc/mcp\\-gateway/NAME.ini\n"
+    "the configuration of instance NAME of the template unit mcp\\-gateway@.service.\n"
+    ".TP\nadmin_token_file, state_key_file, [auth] tokens_file, jwks_file, "
+    "introspection_credentials_file, [server:NAME] env_file\n"
+    "secrets, each 0600 or 0640 (a file others can read is refused).\n"
+    ".TP\n/var/lib/mcp\\-gateway\nthe service's working directory.\n"
+    ".SH EXAMPLES\n"
+    "Check the configuration, then print it as loaded, defaults included, secrets redacted:\n"
+    ".PP\n.nf\nmcp\\-gateway \\-\\-check\\-config\nmcp\\-gateway \\-\\-print\\-config\n.fi\n"
+    ".PP\nRun from a source tree in front of the example server:\n"
+    ".PP\n.nf\n\\&./build/src/mcp\\-gateway \\-\\-config conf/gateway.ini\n.fi\n"
+    ".PP\nReload after editing the file, reopen a rotated log_file, stop with a drain:\n"
+    ".PP\n.nf\nsystemctl reload mcp\\-gateway\nkill \\-USR1 $(pidof mcp\\-gateway)\n"
+    "systemctl stop mcp\\-gateway\n.fi\n"
+    ".PP\nA second instance: /etc/mcp\\-gateway/second.ini, then\n"
+    ".PP\n.nf\nsystemctl enable \\-\\-now mcp\\-gateway@second\n.fi\n"
+    ".SH \"SEE ALSO\"\n.BR mcp\\-gateway.ini (5),\n.BR systemctl (1)\n";
+
 /*
  * mcp-gateway(8) from the usage text: its paragraphs are the synopsis ("usage: ..."), the
  * description, the options (lines "  -c, --config FILE    what it does") and the signals.
@@ -174,10 +224,7 @@ config_man_program(FILE *f, const char *version, const char *usage)
         }
         p = nl != NULL ? nl + 1 : end;
     }
-    fputs(".SH FILES\n.TP\n/etc/mcp\\-gateway/gateway.ini\nthe configuration, see\n"
-          ".BR mcp\\-gateway.ini (5)\n"
-          ".SH \"SEE ALSO\"\n.BR mcp\\-gateway.ini (5),\n.BR systemctl (1)\n",
-          f);
+    fputs(config_man_program_tail, f);
 }
 
 int

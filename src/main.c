@@ -62,14 +62,16 @@ static struct {
 
 /* --help prints this; mcp-gateway(8) is made from it (config_man), so the two cannot disagree. */
 static const char main_usage_text[] =
-    "usage: mcp-gateway [--config FILE] [--check-config] [--version] [--help]\n"
+    "usage: mcp-gateway [--config FILE] [--check-config] [--print-config] [--version] [--help]\n"
     "\n"
     "Streamable HTTP front end for stdio MCP servers: one child process per session.\n"
     "\n"
-    "  -c, --config FILE    INI configuration (default: conf/gateway.ini)\n"
+    "  -c, --config FILE    INI file (default: " MCPGW_DEFAULT_CONFIG
+    "; if absent, conf/gateway.ini)\n"
     "  -t, --check-config   validate the configuration, print the result, exit 0 or 1\n"
     "  -I, --import-mcp-json FILE [--env-dir DIR]  print [server:NAME] sections for the stdio "
     "servers of a Claude Desktop, Cursor or VS Code mcp.json; env goes to DIR/NAME.env (0600)\n"
+    "  -p, --print-config   print the configuration with defaults, secrets redacted; exit 0 or 1\n"
     "  -V, --version        print the version and exit\n"
     "  -h, --help           print this help and exit\n"
     "\n"
@@ -377,6 +379,7 @@ main(int argc, char **argv)
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
         { "check-config", no_argument, NULL, 't' },
+        { "print-config", no_argument, NULL, 'p' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { "import-mcp-json", required_argument, NULL, 'I' },
@@ -384,10 +387,12 @@ main(int argc, char **argv)
         { "man", required_argument, NULL, 'M' },
         { NULL, 0, NULL, 0 },
     };
-    const char *path = "conf/gateway.ini";
-    bool check = false;
+    /* The install's file; from a source tree with nothing installed, the tree's own. */
+    const char *path =
+        access(MCPGW_DEFAULT_CONFIG, F_OK) == 0 ? MCPGW_DEFAULT_CONFIG : "conf/gateway.ini";
+    bool check = false, print = false;
     int ch;
-    while ((ch = getopt_long(argc, argv, "c:tVhI:", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:tpVhI:", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             path = optarg;
@@ -395,8 +400,11 @@ main(int argc, char **argv)
         case 't':
             check = true;
             break;
+        case 'p':
+            print = true;
+            break;
         case 'V':
-            printf("mcp-gateway %s\n", MCPGW_VERSION);
+            printf("mcp-gateway %s (default config %s)\n", MCPGW_VERSION, MCPGW_DEFAULT_CONFIG);
             return 0;
         case 'h':
             main_usage(stdout);
@@ -441,6 +449,13 @@ main(int argc, char **argv)
         config_clear(M.cfg);
         free(M.cfg);
         return 1;
+    }
+    if (print) {
+        int rc = config_print(stdout, M.cfg) == 0 && fflush(stdout) == 0 ? 0 : 1;
+        auth_free(M.auth);
+        config_clear(M.cfg);
+        free(M.cfg);
+        return rc;
     }
     if (check) {
         printf("%s: configuration OK (%zu servers)\n", path, M.cfg->n_servers);

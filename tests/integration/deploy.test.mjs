@@ -105,6 +105,36 @@ test('systemd-analyze verify accepts the unit', () => {
   assert.match(rb.stderr, /mcp-gateway\.service:\d+: .*kill mode.*bogus/i, 'verify reports the bad KillMode=');
 });
 
+// The template unit: mcp-gateway@NAME runs /etc/mcp-gateway/NAME.ini, and is otherwise the unit
+// above (same hardening, limits and stop ladder), so the checks above hold for it too.
+test('the template unit mcp-gateway@.service is the unit with %i, and systemd-analyze verify accepts an instance of it', () => {
+  const orig = read('deploy/systemd/mcp-gateway.service');
+  const tmpl = read('deploy/systemd/mcp-gateway@.service');
+  const t = unitKeys(tmpl);
+  assert.ok(t.ExecStart.some((v) => v === '/usr/local/bin/mcp-gateway --config /etc/mcp-gateway/%i.ini'), 'ExecStart runs %i.ini');
+  for (const k of ['ExecStartPre', 'ExecReload']) assert.ok(t[k].some((v) => v.endsWith('--check-config --config /etc/mcp-gateway/%i.ini')), `${k} checks %i.ini`);
+  const same = (u) => Object.entries(u).filter(([k]) => !['Description', 'ExecStart', 'ExecStartPre', 'ExecReload', 'SyslogIdentifier', 'WorkingDirectory', 'StateDirectory'].includes(k));
+  assert.deepEqual(same(t), same(unitKeys(orig)), 'every other key as in mcp-gateway.service');
+  const analyze = ['/usr/bin/systemd-analyze', '/bin/systemd-analyze'].find((p) => fs.existsSync(p));
+  assert.ok(analyze, 'systemd-analyze is not installed (tests/deps.sh installs the systemd package)');
+  const dir = tmpdir('mcpgw-unit-');
+  for (const [page, sec] of [['mcp-gateway.8', '8'], ['mcp-gateway.ini.5', '5']]) {
+    fs.mkdirSync(path.join(dir, 'man', `man${sec}`), { recursive: true });
+    fs.copyFileSync(path.join(process.env.GW_BUILD_ROOT, 'src', page), path.join(dir, 'man', `man${sec}`, page));
+  }
+  const env = { ...process.env, SYSTEMD_LOG_LEVEL: 'warning', MANPATH: path.join(dir, 'man') };
+  const text = tmpl.replaceAll('/usr/local/bin/mcp-gateway', GW_BIN);
+  fs.writeFileSync(path.join(dir, 'mcp-gateway@.service'), text);
+  const r = spawnSync(analyze, ['verify', path.join(dir, 'mcp-gateway@test.service')], { encoding: 'utf8', env });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr.split('\n').filter((l) => l.includes('mcp-gateway@')).join('\n'), '', 'no complaint about the unit');
+  // verify really read the template: a bad KillMode= in it is reported for the instance.
+  fs.mkdirSync(path.join(dir, 'broken'));
+  fs.writeFileSync(path.join(dir, 'broken', 'mcp-gateway@.service'), text.replace(/^KillMode=.*$/m, 'KillMode=bogus'));
+  const rb = spawnSync(analyze, ['verify', path.join(dir, 'broken', 'mcp-gateway@test.service')], { encoding: 'utf8', env });
+  assert.match(rb.stderr, /mcp-gateway@\.service:\d+: .*kill mode.*bogus/i, 'verify reports the bad KillMode=');
+});
+
 test('both nginx sites take the bodies the gateway takes and outlast its heartbeats', () => {
   for (const site of ['deploy/nginx/mcp-gateway.conf', 'deploy/nginx/mcp-gateway-instances.conf']) {
     const text = read(site);

@@ -66,6 +66,27 @@ const normalize = (s) => s
   .replace(/(\d+) (KiB|MiB|GiB)/g, (_, n, u) => String(Number(n) * UNITS[u]))
   .replaceAll('–', '..');
 
+test('mcp-gateway(8) has the sections an operator looks for: endpoints, signals, exit status, files, examples', () => {
+  const roff = page('mcp-gateway.8');
+  const heads = [...roff.matchAll(/^\.SH "?([^"\n]+)"?$/gm)].map((m) => m[1]);
+  for (const h of ['OPTIONS', 'ENDPOINTS', 'SIGNALS', 'EXIT STATUS', 'FILES', 'EXAMPLES'])
+    assert.ok(heads.includes(h), `section ${h} (has ${heads.join(', ')})`);
+  const body = (h) => plain(roff.split(/^\.SH "?/m).find((x) => x.startsWith(h)).split('\n').slice(1)).join('\n');
+  for (const e of ['/healthz', '/readyz', '/metrics', '/admin/inflight', '/.well-known/oauth-protected-resource', 'PATH/sse'])
+    assert.ok(body('ENDPOINTS').includes(e), `ENDPOINTS names ${e}`);
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGQUIT', 'SIGHUP', 'SIGUSR1', 'SIGUSR2'])
+    assert.ok(body('SIGNALS').includes(sig), `SIGNALS names ${sig}`);
+  for (const st of ['0', '1', '2']) assert.match(body('EXIT STATUS'), new RegExp(`^${st}$`, 'm'), `exit status ${st}`);
+  for (const f of ['/etc/mcp-gateway/gateway.ini', 'tokens_file', 'admin_token_file', 'env_file'])
+    assert.ok(body('FILES').includes(f), `FILES names ${f}`);
+  assert.ok(body('EXAMPLES').includes('mcp-gateway --print-config'), 'EXAMPLES shows --print-config');
+  // man(1) renders it without a warning (a line starting with "." would be a request).
+  const r = spawnSync('man', ['--warnings', '-l', '-E', 'UTF-8', path.join(BUILD, 'src', 'mcp-gateway.8')], { encoding: 'utf8', env: { ...process.env, MANWIDTH: '80' } });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '', 'no groff warning');
+  assert.ok(r.stdout.includes('./build/src/mcp-gateway --config conf/gateway.ini'), 'the example command is rendered');
+});
+
 test('mcp-gateway(8) is what --man 8 writes, and says everything --help says', () => {
   const roff = page('mcp-gateway.8');
   assert.equal(roff, run('--man', '8'), 'the built page is stale');

@@ -163,9 +163,18 @@ zcat /usr/share/man/man8/mcp-gateway.8.gz >"$work/man8"
 /usr/bin/mcp-gateway --man 8 | cmp -s - "$work/man8" || fail "the installed mcp-gateway(8) is not the binary's"
 man --warnings -l "$work/man8" >/dev/null
 echo "man pages: mcp-gateway(8), mcp-gateway.ini(5) installed, matching the binary"
+# The installed binary knows where it lives: a bare check reads /etc/mcp-gateway/gateway.ini.
+/usr/bin/mcp-gateway --version | grep -q 'default config /etc/mcp-gateway/gateway.ini)$' \
+    || fail "the default config compiled in is not /etc/mcp-gateway/gateway.ini"
+(cd / && /usr/bin/mcp-gateway --check-config) | grep -q '^/etc/mcp-gateway/gateway.ini: configuration OK' \
+    || fail "mcp-gateway --check-config without --config does not read /etc/mcp-gateway/gateway.ini"
+[ -f /lib/systemd/system/mcp-gateway@.service ] || fail "the template unit mcp-gateway@.service is not installed"
+[ -e /etc/systemd/system/multi-user.target.wants/mcp-gateway@.service ] && fail "the template unit is enabled"
+echo "default config: /etc/mcp-gateway/gateway.ini; template unit mcp-gateway@.service installed"
 
 step "the installed unit: systemd-analyze verify and security"
 systemd-analyze verify "$unit"
+systemd-analyze verify /lib/systemd/system/mcp-gateway@test.service
 systemd-analyze security --offline=true "$unit" | tail -n 1 | tee "$work/security"
 score=$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$work/security")
 recorded=$(sed -n 's/.*`systemd-analyze security` rates the installed unit \([0-9.]*\) .*/\1/p' README.md)
