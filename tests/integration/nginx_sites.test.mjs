@@ -67,6 +67,8 @@ async function exercise(base, gateways) {
   const call = await send(base, '/mcp', { method: 'POST', headers: inSession, body: rpc('tools/call', { name: 'echo', arguments: { text: 'legacy via nginx' } }, 'c1') });
   assert.equal(call.status, 200, call.body);
   assert.equal(answerOf(call)?.result?.content?.[0]?.text, 'legacy via nginx', call.body);
+  // nginx's $request_id (32 hex digits; the gateway mints 16) reached the gateway, which returns it.
+  assert.match(call.headers['x-request-id'] ?? '', /^[0-9a-f]{32}$/, 'the request id nginx made');
 
   // A 2026-07-28 request: no session.
   const modern = await send(base, '/mcp', {
