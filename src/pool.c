@@ -213,10 +213,12 @@ pool_budget(struct pool *p, uint64_t now)
 }
 
 /*
- * A child failed (why). After a failed start (failed_start: it died or failed before it answered
- * anything) the next start waits, twice as long as after the one before (POOL_BACKOFF_MIN_MS up
- * to POOL_BACKOFF_MAX_MS), and its server's state says so. A child that had served is replaced at
- * once; should its replacement fail, the backoff starts from the bottom.
+ * A child failed (why). A failed start (failed_start: it died or failed before it answered
+ * anything) is retried at once the first time, so that one child lost while it started (killed,
+ * say) costs the requests waiting for it nothing; from the second in a row the next start waits,
+ * twice as long as after the one before (POOL_BACKOFF_MIN_MS up to POOL_BACKOFF_MAX_MS). Its
+ * server's state says so either way. A child that had served is replaced at once; should its
+ * replacement fail, the backoff starts from the bottom.
  */
 static void
 pool_start_failed(struct pool *p, const char *why, bool failed_start)
@@ -226,13 +228,16 @@ pool_start_failed(struct pool *p, const char *why, bool failed_start)
     if (!failed_start) {
         p->backoff_ms = 0;
         p->next_start_ms = 0;
+        p->starts_failed = 0;
         return;
     }
+    relay_start_failed(p->stats, why, false);
+    if (++p->starts_failed == 1)
+        return; /* the first in a row: at once */
     p->backoff_ms = p->backoff_ms == 0                        ? POOL_BACKOFF_MIN_MS
                     : p->backoff_ms * 2 < POOL_BACKOFF_MAX_MS ? p->backoff_ms * 2
                                                               : POOL_BACKOFF_MAX_MS;
     p->next_start_ms = now + p->backoff_ms;
-    relay_start_failed(p->stats, why, false);
 }
 
 void
@@ -240,6 +245,7 @@ pool_start_ok(struct pool *p)
 {
     p->backoff_ms = 0;
     p->next_start_ms = 0;
+    p->starts_failed = 0;
     relay_start_ok(p->stats);
 }
 

@@ -172,6 +172,7 @@ struct pool {
     uint64_t window_ms;     /* the current minute of the restart budget */
     uint64_t restarts;      /* restarts in that minute */
     uint64_t backoff_ms;    /* the wait after the last failed start, doubled by each one; 0: none */
+    unsigned starts_failed; /* failed starts in a row (the first is retried at once) */
     uint64_t next_start_ms; /* no start before this (backing off after a failure) */
     struct log_limit budget_log, fail_log; /* lines that repeat while its server fails */
     struct pool *next;
