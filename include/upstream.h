@@ -75,6 +75,11 @@ void upstream_pause(struct upstream *u, bool paused);
 void upstream_close(struct upstream *u, const char *reason);
 pid_t upstream_pid(const struct upstream *u);
 size_t upstream_queued_bytes(const struct upstream *u);
+/*
+ * False once the child can take nothing more (it is gone, though gone_cb has not run yet, or
+ * closing): a sender should look elsewhere rather than be refused.
+ */
+bool upstream_writable(const struct upstream *u);
 /* Children spawned and not yet freed, over the whole process (shutdown waits for 0). */
 size_t upstream_live_count(void);
 

@@ -347,7 +347,8 @@ void
 pool_child_take_queue(struct pool_child *c)
 {
     struct pool *p = c->pool;
-    while (p->qhead != NULL && c->state == POOL_CHILD_READY && !pool_bridge_unfenced(c)
+    while (p->qhead != NULL && c->state == POOL_CHILD_READY && c->u != NULL
+           && upstream_writable(c->u) && !pool_bridge_unfenced(c)
            && pending_active(&c->r.pt, PENDING_TO_CHILD) < pool_child_cap(c)) {
         struct pool_call *call = p->qhead;
         p->qhead = call->qnext;
@@ -465,7 +466,9 @@ pool_least_busy(struct pool *p, size_t *active, size_t *fenced)
     size_t min = SIZE_MAX;
     *fenced = 0;
     for (struct pool_child *c = p->children; c != NULL; c = c->next) {
-        if (c->state != POOL_CHILD_READY)
+        /* One whose stdin already failed (killed, say) is as good as gone: its end is on its way.
+         */
+        if (c->state != POOL_CHILD_READY || c->u == NULL || !upstream_writable(c->u))
             continue;
         size_t n = pending_active(&c->r.pt, PENDING_TO_CHILD);
         /*

@@ -124,6 +124,12 @@ upstream_queued_bytes(const struct upstream *u)
     return u->inq.bytes;
 }
 
+bool
+upstream_writable(const struct upstream *u)
+{
+    return !u->gone && !u->closing && u->in_fd != -1;
+}
+
 static void
 upstream_close_fd(struct loop_watch **w, int *fd)
 {

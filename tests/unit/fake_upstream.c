@@ -159,6 +159,13 @@ upstream_pid(const struct upstream *u)
     return u->pid;
 }
 
+bool
+upstream_writable(const struct upstream *u)
+{
+    fake_upstream_check(u);
+    return !u->gone && !u->closed;
+}
+
 size_t
 upstream_queued_bytes(const struct upstream *u)
 {
