@@ -19,6 +19,7 @@
  */
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,19 +69,47 @@ enum fz_par {
     FZ_PROGRESS,
     FZ_META,
     FZ_TASK,
+    FZ_NAME,
+    FZ_URI,
+    FZ_TASK_ID,
+    FZ_LEVEL,
+    FZ_REQUEST_STATE,
+    FZ_INPUT_RESPONSES,
     FZ_NPAR,
+};
+
+enum fz_meta {
+    FZ_META_PROGRESS = 0,
+    FZ_META_VERSION,
+    FZ_META_CAPS,
+    FZ_META_LOG_LEVEL,
+    FZ_META_SUBSCRIPTION,
+    FZ_NMETA,
+};
+
+enum fz_res {
+    FZ_RESULT_TYPE = 0,
+    FZ_TTL,
+    FZ_CACHE_SCOPE,
+    FZ_NRES,
 };
 
 static const char *const fz_top_names[FZ_NTOP] = {
     "jsonrpc", "id", "method", "params", "result", "error",
 };
+/* Every key jsonrpc.h lists as tracked, per object: a duplicate of any of them is invalid. */
 static const char *const fz_par_names[FZ_NPAR] = {
-    "requestId",
-    "progressToken",
-    "_meta",
-    "task",
+    "requestId", "progressToken", "_meta",        "task",           "name",
+    "uri",       "taskId",        "level",        "requestState",   "inputResponses",
 };
-static const char *const fz_meta_names[1] = { "progressToken" };
+static const char *const fz_meta_names[FZ_NMETA] = {
+    "progressToken",
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientCapabilities",
+    "io.modelcontextprotocol/logLevel",
+    "io.modelcontextprotocol/subscriptionId",
+};
+static const char *const fz_res_names[FZ_NRES] = { "resultType", "ttlMs", "cacheScope" };
 
 static void fz_check_text(const char *p, size_t n, unsigned level);
 
@@ -305,7 +334,8 @@ fz_first(const char *p, const struct fz_found *f)
 struct fz_tracked {
     struct fz_found top[FZ_NTOP];
     struct fz_found par[FZ_NPAR];
-    struct fz_found meta[1];
+    struct fz_found meta[FZ_NMETA];
+    struct fz_found res[FZ_NRES];
     size_t params_off; /* 0: no params object walked */
 };
 
@@ -319,8 +349,10 @@ fz_track(const char *p, size_t n, size_t off, struct fz_tracked *t)
         t->params_off = t->top[FZ_PARAMS].val.off;
         fz_collect(p, n, t->params_off, fz_par_names, FZ_NPAR, t->par);
         if (t->par[FZ_META].count == 1 && fz_first(p, &t->par[FZ_META]) == '{')
-            fz_collect(p, n, t->par[FZ_META].val.off, fz_meta_names, 1, t->meta);
+            fz_collect(p, n, t->par[FZ_META].val.off, fz_meta_names, FZ_NMETA, t->meta);
     }
+    if (t->top[FZ_RESULT].count == 1 && fz_first(p, &t->top[FZ_RESULT]) == '{')
+        fz_collect(p, n, t->top[FZ_RESULT].val.off, fz_res_names, FZ_NRES, t->res);
 }
 
 /* Reads "jsonrpc", "id" and "method"; false when one of them makes the message invalid. */
@@ -389,7 +421,8 @@ fz_expect_object(const char *p, size_t n, size_t off, struct jsonrpc_info *info)
     bool ok;
 
     fz_track(p, n, off, &t);
-    ok = !fz_any_dup(t.top, FZ_NTOP) && !fz_any_dup(t.par, FZ_NPAR) && !fz_any_dup(t.meta, 1);
+    ok = !fz_any_dup(t.top, FZ_NTOP) && !fz_any_dup(t.par, FZ_NPAR)
+         && !fz_any_dup(t.meta, FZ_NMETA) && !fz_any_dup(t.res, FZ_NRES);
     ok &= fz_expect_fields(p, &t, info);
     if (t.top[FZ_PARAMS].count != 0 && fz_first(p, &t.top[FZ_PARAMS]) != '{'
         && fz_first(p, &t.top[FZ_PARAMS]) != '[')
@@ -403,7 +436,26 @@ fz_expect_object(const char *p, size_t n, size_t off, struct jsonrpc_info *info)
     if (info->kind == JSONRPC_REQUEST || info->kind == JSONRPC_NOTIFICATION) {
         info->request_id = t.par[FZ_REQUEST_ID].val;
         info->has_task = t.par[FZ_TASK].count != 0;
-        info->progress_token = t.meta[0].count != 0 ? t.meta[0].val : t.par[FZ_PROGRESS].val;
+        info->progress_token = t.meta[FZ_META_PROGRESS].count != 0 ? t.meta[FZ_META_PROGRESS].val
+                                                                   : t.par[FZ_PROGRESS].val;
+        info->name = t.par[FZ_NAME].val;
+        info->uri = t.par[FZ_URI].val;
+        info->task_id = t.par[FZ_TASK_ID].val;
+        info->level = t.par[FZ_LEVEL].val;
+        info->request_state = t.par[FZ_REQUEST_STATE].val;
+        info->input_responses = t.par[FZ_INPUT_RESPONSES].val;
+        if (t.params_off != 0)
+            info->params = t.top[FZ_PARAMS].val;
+        info->meta_version = t.meta[FZ_META_VERSION].val;
+        info->meta_caps = t.meta[FZ_META_CAPS].val;
+        info->meta_log_level = t.meta[FZ_META_LOG_LEVEL].val;
+        info->meta_subscription = t.meta[FZ_META_SUBSCRIPTION].val;
+    }
+    if (t.top[FZ_RESULT].count != 0 && fz_first(p, &t.top[FZ_RESULT]) == '{') {
+        info->result = t.top[FZ_RESULT].val;
+        info->result_type = t.res[FZ_RESULT_TYPE].val;
+        info->result_ttl = t.res[FZ_TTL].val;
+        info->result_scope = t.res[FZ_CACHE_SCOPE].val;
     }
     return JSONRPC_OK;
 }
@@ -446,6 +498,39 @@ fz_span_eq(struct jsonrpc_span a, struct jsonrpc_span b)
     return a.off == b.off && a.len == b.len;
 }
 
+/* The plain spans of the later tracked keys, named for the message. */
+static void
+fz_check_spans(const char *what, const struct jsonrpc_info *got, const struct jsonrpc_info *want)
+{
+    static const struct {
+        const char *name;
+        size_t at;
+    } spans[] = {
+        { "name", offsetof(struct jsonrpc_info, name) },
+        { "uri", offsetof(struct jsonrpc_info, uri) },
+        { "taskId", offsetof(struct jsonrpc_info, task_id) },
+        { "level", offsetof(struct jsonrpc_info, level) },
+        { "params", offsetof(struct jsonrpc_info, params) },
+        { "requestState", offsetof(struct jsonrpc_info, request_state) },
+        { "inputResponses", offsetof(struct jsonrpc_info, input_responses) },
+        { "_meta protocolVersion", offsetof(struct jsonrpc_info, meta_version) },
+        { "_meta clientCapabilities", offsetof(struct jsonrpc_info, meta_caps) },
+        { "_meta logLevel", offsetof(struct jsonrpc_info, meta_log_level) },
+        { "_meta subscriptionId", offsetof(struct jsonrpc_info, meta_subscription) },
+        { "result", offsetof(struct jsonrpc_info, result) },
+        { "resultType", offsetof(struct jsonrpc_info, result_type) },
+        { "ttlMs", offsetof(struct jsonrpc_info, result_ttl) },
+        { "cacheScope", offsetof(struct jsonrpc_info, result_scope) },
+    };
+
+    for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++) {
+        const struct jsonrpc_span *g = (const void *)((const char *)got + spans[i].at);
+        const struct jsonrpc_span *w = (const void *)((const char *)want + spans[i].at);
+        FUZZ_CHECK(fz_span_eq(*g, *w), "%s: %s span %zu+%zu, want %zu+%zu", what, spans[i].name,
+                   g->off, g->len, w->off, w->len);
+    }
+}
+
 static void
 fz_check_info(const char *what, const struct jsonrpc_info *got, const struct jsonrpc_info *want)
 {
@@ -468,6 +553,7 @@ fz_check_info(const char *what, const struct jsonrpc_info *got, const struct jso
                want->has_task);
     FUZZ_CHECK(got->has_crlf == want->has_crlf, "%s: has_crlf %d, want %d", what, got->has_crlf,
                want->has_crlf);
+    fz_check_spans(what, got, want);
 }
 
 /* The shape jsonrpc.h promises for each status, whatever the input. */
