@@ -174,11 +174,8 @@ enum session_status session_client_batch(struct session *s, struct stream *st, c
                                          size_t len, const struct jsonrpc_span *el,
                                          const struct jsonrpc_info *info, size_t n,
                                          struct policy_grants grants);
-/* Batches are part of 2025-03-26 only. */
+/* Whether the session's revision has JSON-RPC batches (revision.h). */
 bool session_batches(const struct session *s);
-
-/* Protocol versions served over Streamable HTTP. */
-bool session_version_supported(const char *v, size_t len);
 
 /* Counters since start (the admin view; /metrics later). */
 struct session_counters {

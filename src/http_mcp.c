@@ -17,6 +17,7 @@
 #include "http_rules.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "revision.h"
 
 /* Copies a plausible session id header; false when absent. Implausible ids become unknown. */
 bool
@@ -159,6 +160,18 @@ http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonr
     return MHD_YES;
 }
 
+/* Why a batch is refused: the revisions that have them, or the old transport that has none. */
+static const char *
+http_no_batches(unsigned over, char *buf, size_t size)
+{
+    if (over == REVISION_HTTP_SSE)
+        snprintf(buf, size, "JSON-RPC batches are not part of %s", revision_list(over));
+    else
+        snprintf(buf, size, "JSON-RPC batches exist only in protocol revision %s",
+                 revision_list_batches());
+    return buf;
+}
+
 /*
  * A JSON array in one POST: 2025-03-26 sessions only (checklist T-12, T-13). Requests in it are
  * answered on one SSE stream, an event each; a batch of notifications and responses gets 202.
@@ -169,9 +182,10 @@ http_post_batch(struct http_req *rc)
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc); /* initialize, the only request without one, is never batched */
+    char why[128];
     if (!session_batches(s))
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "JSON-RPC batches exist only in protocol revision 2025-03-26");
+                          http_no_batches(REVISION_STREAMABLE, why, sizeof why));
     struct jsonrpc_span el[SESSION_BATCH_MAX];
     size_t n;
     if (jsonrpc_batch_split(buf_head(&rc->body), buf_used(&rc->body), el, ARRAY_LEN(el), &n) == -1)
@@ -327,15 +341,17 @@ http_legacy_post(struct http_req *rc)
         return http_session_error(rc, SESSION_E_GONE);
     struct jsonrpc_info info;
     const char *err = NULL;
+    char why[128];
     enum MHD_Result ret = MHD_NO;
     int rc_scan = http_scan_body(rc, &info, &err, &ret);
     if (rc->responded)
         return ret;
     if (rc_scan != JSONRPC_OK)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          rc_scan == JSONRPC_EBATCH ? "JSON-RPC batches are not part of 2024-11-05"
-                          : err                     ? err
-                                                    : "Invalid Request");
+                          rc_scan == JSONRPC_EBATCH
+                              ? http_no_batches(REVISION_HTTP_SSE, why, sizeof why)
+                          : err ? err
+                                : "Invalid Request");
     enum session_status status;
     if (info.kind == JSONRPC_REQUEST) {
         if (strcmp(info.method, "initialize") == 0 && s->init_gw_id != 0)
@@ -534,11 +550,12 @@ static bool
 http_refuse_version(struct http_req *rc, enum MHD_Result *ret)
 {
     const char *ver = http_header(rc, HTTP_VERSION_HEADER);
-    if (ver == NULL || session_version_supported(ver, strlen(ver)))
+    if (ver == NULL || revision_over(revision_named(ver), REVISION_STREAMABLE))
         return false;
-    *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                      "Unsupported MCP-Protocol-Version (supported: 2025-03-26, 2025-06-18, "
-                      "2025-11-25)");
+    char why[160];
+    snprintf(why, sizeof why, "Unsupported MCP-Protocol-Version (supported: %s)",
+             revision_list(REVISION_STREAMABLE));
+    *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, why);
     return true;
 }
 

@@ -22,23 +22,14 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "pool.h"
+#include "revision.h"
 
-static const char *const http_modern_versions[] = { "2026-07-28", NULL };
-
-static bool
-http_modern_version(const char *v)
-{
-    for (const char *const *m = http_modern_versions; *m != NULL; m++)
-        if (strcmp(*m, v) == 0)
-            return true;
-    return false;
-}
-
+/* A header naming no revision with sessions: a stateless one, or one later than the gateway knows.
+ */
 bool
 http_modern_header(const char *ver)
 {
-    return ver != NULL && !session_version_supported(ver, strlen(ver))
-           && strcmp(ver, "2024-11-05") != 0;
+    return ver != NULL && !revision_over(revision_named(ver), REVISION_SESSIONS);
 }
 
 bool
@@ -59,8 +50,10 @@ http_is_modern(const struct http_req *rc, int scan, const struct jsonrpc_info *i
 enum MHD_Result
 http_modern_refuse_method(struct http_req *rc)
 {
-    struct MHD_Response *r = http_error_response(
-        JSONRPC_INVALID_REQUEST, "Method not allowed: protocol revision 2026-07-28 uses POST only");
+    char why[128];
+    snprintf(why, sizeof why, "Method not allowed: protocol revision %s uses POST only",
+             revision_list(REVISION_STATELESS));
+    struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, why);
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
     return http_queue(rc, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
@@ -137,10 +130,10 @@ http_modern_headers(struct http_req *rc, const struct jsonrpc_info *info, enum M
                                       "params._meta protocolVersion");
         return true;
     }
-    if (!http_modern_version(version)) {
+    if (!revision_over(revision_named(version), REVISION_STATELESS)) {
         size_t len;
         char *e = jsonrpc_version_error_new(body + info->id.off, info->id.len, version,
-                                            http_modern_versions, &len);
+                                            revision_names(REVISION_STATELESS), &len);
         *ret = http_queue(rc, MHD_HTTP_BAD_REQUEST, http_json_response(e, len));
         return true;
     }
@@ -174,19 +167,25 @@ http_modern_headers(struct http_req *rc, const struct jsonrpc_info *info, enum M
 enum MHD_Result
 http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info, const char *err)
 {
-    if (scan == JSONRPC_EBATCH)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "JSON-RPC batches are not part of protocol revision 2026-07-28");
+    char why[128];
+    const char *stateless = revision_list(REVISION_STATELESS);
+    if (scan == JSONRPC_EBATCH) {
+        snprintf(why, sizeof why, "JSON-RPC batches are not part of protocol revision %s",
+                 stateless);
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, why);
+    }
     if (scan != JSONRPC_OK)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           err ? err : "Invalid Request");
     if (info->kind == JSONRPC_NOTIFICATION) {
-        log_debug(NULL, "2026-07-28 notification %s: nothing to deliver it to", info->method);
+        log_debug(NULL, "stateless notification %s: nothing to deliver it to", info->method);
         return http_empty(rc, MHD_HTTP_ACCEPTED);
     }
-    if (info->kind != JSONRPC_REQUEST)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "no request awaits this response (protocol revision 2026-07-28)");
+    if (info->kind != JSONRPC_REQUEST) {
+        snprintf(why, sizeof why, "no request awaits this response (protocol revision %s)",
+                 stateless);
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, why);
+    }
     enum MHD_Result ret;
     if (http_modern_headers(rc, info, &ret))
         return ret;

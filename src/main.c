@@ -42,6 +42,7 @@
 #include "metrics.h"
 #include "pool.h"
 #include "relay.h"
+#include "revision.h"
 #include "session.h"
 #include "upstream.h"
 #include "version.h"
@@ -462,10 +463,11 @@ main(int argc, char **argv)
         static const char *const eras[] = { "auto", "modern", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
-            printf("  [server:%s] %s: 2026-07-28 pool of %" PRIu64 "..%" PRIu64
+            printf("  [server:%s] %s: %s pool of %" PRIu64 "..%" PRIu64
                    " children (era %s, idle end %" PRIu64 " s, %" PRIu64 " in flight each)\n",
-                   srv->name, srv->path, srv->pool_warm_children, srv->pool_max_children,
-                   eras[srv->era], srv->pool_idle_timeout_s, srv->pool_child_max_inflight);
+                   srv->name, srv->path, revision_list(REVISION_STATELESS), srv->pool_warm_children,
+                   srv->pool_max_children, eras[srv->era], srv->pool_idle_timeout_s,
+                   srv->pool_child_max_inflight);
         }
         auth_free(M.auth);
         config_clear(M.cfg);

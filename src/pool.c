@@ -23,7 +23,7 @@ struct pool_globals pools;
 
 /* Why a broken pool (its children serve no version the gateway serves) refuses every request. */
 static const char pool_broken_text[] = "upstream server supports no protocol version this gateway "
-                                       "serves to stateless clients (2026-07-28)";
+                                       "serves to stateless clients";
 
 void
 pool_module_init(struct loop *l, const struct config *cfg)
@@ -157,8 +157,10 @@ pool_child_hello(struct pool_child *c)
                     c->probing ? "server/discover" : "initialize", 0, util_now_ms());
     c->start_id = e->gw_id;
     size_t len;
-    char *m = c->probing ? jsonrpc_probe_new(e->gw_id, POOL_MODERN_VERSION, MCPGW_VERSION, &len)
-                         : jsonrpc_initialize_new(e->gw_id, "2025-11-25", MCPGW_VERSION, &len);
+    char *m = c->probing
+                  ? jsonrpc_probe_new(e->gw_id, POOL_MODERN_VERSION, MCPGW_VERSION, &len)
+                  : jsonrpc_initialize_new(e->gw_id, revision_newest(REVISION_STREAMABLE)->name,
+                                           MCPGW_VERSION, &len);
     struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
     int rc = pool_send(c, iov, 2);
     free(m);
@@ -331,7 +333,7 @@ pool_child_ready(struct pool_child *c)
     c->timer = NULL;
     c->idle_since_ms = util_now_ms();
     log_info(c->tag, "pool child ready (%s)",
-             p->era == CONFIG_ERA_MODERN ? "2026-07-28" : "legacy");
+             p->era == CONFIG_ERA_MODERN ? POOL_MODERN_VERSION : "legacy");
     pool_listen_child_change(c, false);
     pool_child_take_queue(c);
 }

@@ -14,6 +14,7 @@
 #include "pending.h"
 #include "pool.h"
 #include "relay.h"
+#include "revision.h"
 #include "upstream.h"
 
 #define POOL_CANCEL_LINGER_MS 60000
@@ -22,7 +23,8 @@
 #define POOL_BACKOFF_MAX_MS   30000
 /* A line that repeats while a server fails is written at most once in this many ms. */
 #define POOL_LOG_REPEAT_MS    5000
-#define POOL_MODERN_VERSION   "2026-07-28"
+/* The stateless revision pools serve (revision.h): the newest. */
+#define POOL_MODERN_VERSION   (revision_newest(REVISION_STATELESS)->name)
 
 enum pool_child_state {
     POOL_CHILD_STARTING = 0, /* probe or initialize in flight */

@@ -32,20 +32,6 @@
 
 /* --- methods ----------------------------------------------------------------------------- */
 
-/* Methods the 2026-07-28 revision removed (checklist T-87: 404 -32601 at the gateway). */
-static const char *const pool_removed[] = {
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "tasks/list",
-    "tasks/result",
-    "roots/list",
-    "sampling/createMessage",
-    "elicitation/create",
-};
-
 /* The revision's core requests a legacy child also serves (server/discover is the gateway's). */
 static const char *const pool_core[] = {
     "tools/call",     "tools/list",          "subscriptions/listen",     "server/discover",
@@ -77,7 +63,8 @@ pool_method_served(const struct pool *p, const char *method)
      * A modern child may serve extensions (the tasks extension, say); a legacy one only the core.
      * While the era is unknown anything not removed is taken, and judged again at dispatch.
      */
-    return p->era != CONFIG_ERA_LEGACY && !pool_in(pool_removed, ARRAY_LEN(pool_removed), method);
+    return p->era != CONFIG_ERA_LEGACY
+           && !revision_removed(revision_named(POOL_MODERN_VERSION), method);
 }
 
 /* --- the end of a call ------------------------------------------------------------------ */

@@ -18,8 +18,6 @@
 
 struct session_globals sessions;
 
-static const char *const session_versions[] = { "2025-03-26", "2025-06-18", "2025-11-25" };
-
 /* Method classes of the requests counter: the part of the method before '/'; "other" last. */
 const char *const session_classes[SESSION_CLASS_N] = {
     "initialize", "ping",  "tools",    "resources",   "prompts", "completion",
@@ -132,15 +130,6 @@ const struct session_counters *
 session_counters(void)
 {
     return &sessions.ctr;
-}
-
-bool
-session_version_supported(const char *v, size_t len)
-{
-    for (size_t i = 0; i < ARRAY_LEN(session_versions); i++)
-        if (strlen(session_versions[i]) == len && memcmp(session_versions[i], v, len) == 0)
-            return true;
-    return false;
 }
 
 static void

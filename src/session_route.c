@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "revision.h"
 #include "session_int.h"
 #include "upstream.h"
 
@@ -125,25 +126,25 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
         session_close(s, SESSION_END_INIT, "initialize failed");
         return -1;
     }
-    char v[32];
-    if (jsonrpc_protocol_version(line, len, v, sizeof(v)) == -1
-        || !(session_version_supported(v, strlen(v))
-             || (s->legacy && strcmp(v, "2024-11-05") == 0))) {
+    char v[32], why[160];
+    /* A 2024-11-05 session serves every revision with sessions, a Streamable HTTP one its own. */
+    unsigned over = s->legacy ? REVISION_SESSIONS : REVISION_STREAMABLE;
+    const struct revision *rev = NULL;
+    if (jsonrpc_protocol_version(line, len, v, sizeof(v)) != -1)
+        rev = revision_named(v);
+    if (!revision_over(rev, over)) {
         log_warn(s->id, "child negotiated a protocol version the gateway does not serve");
+        snprintf(why, sizeof why,
+                 "upstream server negotiated a protocol version this gateway does not serve%s (%s)",
+                 s->legacy ? "" : " over Streamable HTTP", revision_list(over));
         if (st != NULL)
-            session_push_error(s, st, p,
-                               s->legacy ? "upstream server negotiated a protocol version this "
-                                           "gateway does not serve (2024-11-05, 2025-03-26, "
-                                           "2025-06-18, 2025-11-25)"
-                                         : "upstream server negotiated a protocol version this "
-                                           "gateway does not serve over Streamable HTTP "
-                                           "(2025-03-26, 2025-06-18, 2025-11-25)");
+            session_push_error(s, st, p, why);
         pending_del(&s->r.pt, p);
         session_stream_answered(s, st);
         session_close(s, SESSION_END_INIT, "unsupported protocol version");
         return -1;
     }
-    snprintf(s->version, sizeof(s->version), "%s", v);
+    snprintf(s->version, sizeof(s->version), "%s", rev->name);
     s->state = SESSION_READY;
     relay_start_ok(s->r.stats);
     log_info(s->id, "session initialized: protocol %s", v);
@@ -336,7 +337,8 @@ session_child_batch(struct session *s, char *line, size_t len)
 bool
 session_batches(const struct session *s)
 {
-    return strcmp(s->version, "2025-03-26") == 0;
+    const struct revision *r = revision_named(s->version);
+    return r != NULL && r->batches;
 }
 
 void

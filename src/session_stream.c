@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "revision.h"
 #include "session_int.h"
 #include "upstream.h"
 
@@ -22,11 +23,12 @@ session_stream_by_id(const struct session *s, uint64_t id)
     return NULL;
 }
 
-/* Protocol revisions are dates: "2025-11-25" and later have priming events and SSE polling. */
+/* Whether the session's revision has priming events and SSE polling (revision.h). */
 static bool
 session_polls(const struct session *s)
 {
-    return strcmp(s->version, "2025-11-25") >= 0;
+    const struct revision *r = revision_named(s->version);
+    return r != NULL && r->polling;
 }
 
 void

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The revision table (revision.h). The lists and texts made from it are built once, on first use,
+ * into static storage: the table is constant, and so are they.
+ */
+#include "revision.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+/* What 2026-07-28 removed: the session's handshake and the requests a server made of a client. */
+static const char *const revision_removed_2026[] = {
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "tasks/list",
+    "tasks/result",
+    "roots/list",
+    "sampling/createMessage",
+    "elicitation/create",
+    NULL,
+};
+static const char *const revision_removed_none[] = { NULL };
+
+/* Oldest first. */
+static const struct revision revision_table[] = {
+    { "2024-11-05", REVISION_HTTP_SSE, false, false, revision_removed_none },
+    { "2025-03-26", REVISION_STREAMABLE, true, false, revision_removed_none },
+    { "2025-06-18", REVISION_STREAMABLE, false, false, revision_removed_none },
+    { "2025-11-25", REVISION_STREAMABLE, false, true, revision_removed_none },
+    { "2026-07-28", REVISION_STATELESS, false, false, revision_removed_2026 },
+};
+#define REVISION_N        ARRAY_LEN(revision_table)
+#define REVISION_MASKS    8 /* every combination of the three transport bits */
+#define REVISION_NAME_MAX 16
+
+const struct revision *
+revision_find(const char *v, size_t len)
+{
+    for (size_t i = 0; i < REVISION_N; i++)
+        if (strlen(revision_table[i].name) == len && memcmp(revision_table[i].name, v, len) == 0)
+            return &revision_table[i];
+    return NULL;
+}
+
+const struct revision *
+revision_named(const char *v)
+{
+    return revision_find(v, strlen(v));
+}
+
+bool
+revision_over(const struct revision *r, unsigned mask)
+{
+    return r != NULL && (r->transport & mask) != 0;
+}
+
+const char *const *
+revision_names(unsigned mask)
+{
+    static const char *names[REVISION_MASKS][REVISION_N + 1];
+    static bool made[REVISION_MASKS];
+    mask &= REVISION_MASKS - 1;
+    if (!made[mask]) {
+        size_t k = 0;
+        for (size_t i = 0; i < REVISION_N; i++)
+            if (revision_over(&revision_table[i], mask))
+                names[mask][k++] = revision_table[i].name;
+        names[mask][k] = NULL;
+        made[mask] = true;
+    }
+    return names[mask];
+}
+
+const char *
+revision_list(unsigned mask)
+{
+    static char text[REVISION_MASKS][REVISION_N * (REVISION_NAME_MAX + 2)];
+    static bool made[REVISION_MASKS];
+    mask &= REVISION_MASKS - 1;
+    if (!made[mask]) {
+        size_t used = 0;
+        for (const char *const *n = revision_names(mask); *n != NULL; n++)
+            used += (size_t)snprintf(text[mask] + used, sizeof text[mask] - used, "%s%s",
+                                     used == 0 ? "" : ", ", *n);
+        made[mask] = true;
+    }
+    return text[mask];
+}
+
+const char *
+revision_list_batches(void)
+{
+    static char text[REVISION_N * (REVISION_NAME_MAX + 2)];
+    size_t used = 0;
+    if (text[0] == '\0')
+        for (size_t i = 0; i < REVISION_N; i++)
+            if (revision_table[i].batches)
+                used += (size_t)snprintf(text + used, sizeof text - used, "%s%s",
+                                         used == 0 ? "" : ", ", revision_table[i].name);
+    return text;
+}
+
+const struct revision *
+revision_newest(unsigned mask)
+{
+    for (size_t i = REVISION_N; i-- > 0;)
+        if (revision_over(&revision_table[i], mask))
+            return &revision_table[i];
+    return NULL;
+}
+
+bool
+revision_removed(const struct revision *r, const char *method)
+{
+    for (const char *const *m = r->removed; *m != NULL; m++)
+        if (strcmp(*m, method) == 0)
+            return true;
+    return false;
+}
