@@ -21,7 +21,7 @@
 #include "fuzz.h"
 #include "fuzz_auth.h"
 #include "log.h"
-#include "src/auth_int.h"
+#include "src/auth/auth_int.h"
 
 #define ISSUER     FUZZ_ISSUER
 #define PUBLIC_URL FUZZ_PUBLIC_URL

@@ -4,7 +4,7 @@
  * walker over text jansson accepted finds the members of the three objects the scanner tracks
  * (top level, params, params._meta) with their raw spans, and jansson decodes each key and small
  * value. From that the target computes what the scanner must report, following the rules that
- * include/jsonrpc.h and src/jsonrpc.c document:
+ * include/jsonrpc.h and src/mcp/jsonrpc.c document:
  *   - a raw NUL byte anywhere, or nesting deeper than 64, is JSONRPC_EPARSE (jansson allows both);
  *   - duplicate keys are legal JSON; a duplicate *tracked* key is JSONRPC_EINVALID;
  *   - "\u0000" is valid, except in a "method" short enough to fit info.method (a longer one only

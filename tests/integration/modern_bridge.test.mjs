@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The input-round bridge (src/pool_bridge.c): a legacy pool child that, while serving a
+// The input-round bridge (src/pool/pool_bridge.c): a legacy pool child that, while serving a
 // 2026-07-28 tools/call, asks the client something (elicitation/create, sampling/createMessage,
 // roots/list) makes the gateway answer that request with resultType input_required; the client's
 // retry (new id, inputResponses, the same requestState) answers the child and the call goes on, on

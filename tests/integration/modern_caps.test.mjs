@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Per-principal limits of a pool (src/pool_caps.c) and the fixed end of a held call's hold
-// (src/pool_bridge.c), with two principals (bearer tokens from a tokens file):
+// Per-principal limits of a pool (src/pool/pool_caps.c) and the fixed end of a held call's hold
+// (src/pool/pool_bridge.c), with two principals (bearer tokens from a tokens file):
 //   - a held call's retry that answers nothing is asked again, but its hold still ends
 //     input_hold_ms after the round that first asked (the client cannot keep the call, nor the
 //     child a legacy server leases to it, by retrying);

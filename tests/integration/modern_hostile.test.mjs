@@ -14,7 +14,7 @@
 //   - churn: thousands of requests of the example server's pool (echo, calls the client drops,
 //     calls that time out) while its children are SIGKILLed now and then;
 //   - input-round churn: hundreds of conversations through the bridge of the example server's
-//     pool (src/pool_bridge.c), each picked at random from a seeded PRNG (GW_BRIDGE_SEED replays
+//     pool (src/pool/pool_bridge.c), each picked at random from a seeded PRNG (GW_BRIDGE_SEED replays
 //     the choices): completed over several rounds, partly answered (asked again), abandoned to
 //     input_hold_ms, the retry's stream dropped mid-call, a client that vanishes right after
 //     sending a leg, a tampered, replayed or late requestState (400 -32602), child_cancel's

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // subscriptions/listen (MCP 2026-07-28, checklist X-06) through the gateway.
 // A legacy pool (tests/fixtures/listen_server.mjs, children initialized by the gateway) gets
-// listen from the gateway itself (src/pool_listen.c): the ack first, with the agreed subset (what
+// listen from the gateway itself (src/pool/pool_listen.c): the ack first, with the agreed subset (what
 // was asked, as far as the child's initialize declared it) and _meta subscriptionId = the listen
 // request's id; then the list changes and resource updates its children report, each carrying that
 // id; the URIs subscribed at one child (resources/subscribe, reference-counted, unsubscribed when

@@ -15,7 +15,7 @@
 #include "auth.h"
 #include "crypto.h"
 #include "policy.h"
-#include "src/auth_int.h"
+#include "src/auth/auth_int.h"
 
 TestSuite(auth, .timeout = 30);
 

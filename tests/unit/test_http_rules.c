@@ -12,7 +12,7 @@
 
 #include <criterion/criterion.h>
 
-#include "http_rules.h"
+#include "src/http/http_rules.h"
 
 TestSuite(http_rules, .timeout = 10);
 

@@ -23,7 +23,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pool.h"
-#include "src/pool_int.h"
+#include "src/pool/pool_int.h"
 #include "stream.h"
 #include "util.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The text inside JSON strings: \u escapes read, and a string the scanner (jsonrpc.c) accepted
- * decoded to UTF-8. Part of the jsonrpc module (src/jsonrpc_int.h).
+ * decoded to UTF-8. Part of the jsonrpc module (src/mcp/jsonrpc_int.h).
  */
 #include <stdbool.h>
 #include <stddef.h>
