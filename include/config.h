@@ -125,7 +125,7 @@ struct config {
     char **allowed_hosts;          /* NULL-terminated */
     enum log_level log_level;
     enum log_format log_format;
-    char *log_file; /* NULL: the log goes to stderr */
+    char *log_file;   /* NULL: the log goes to stderr */
     char *access_log; /* NULL: access lines in the log, at info; "off": none */
     enum log_format access_log_format;
     char **trusted_proxies; /* NULL-terminated: addresses or CIDRs */
@@ -151,6 +151,13 @@ void config_clear(struct config *cfg);
  */
 int config_check_command(const struct config *cfg, const struct config_server *srv, char *err,
                          size_t errlen);
+
+/*
+ * The environment of srv's children (sessions' and pools' alike): inherit_env taken from the
+ * gateway's, then env (env_file's lines included). A new NULL-terminated array of new strings (the
+ * caller frees each and the array).
+ */
+char **config_child_env(const struct config_server *srv);
 
 /*
  * Writes cfg as an INI file to f (--print-config): every key with its value after defaults,

@@ -102,11 +102,6 @@ void session_sweep(uint64_t now_ms);
 /* NULL when unknown or closed. */
 struct session *session_find(const char *id);
 size_t session_count(void);
-/*
- * The environment of srv's children: inherit_env taken from the gateway's, then env. A new
- * NULL-terminated array of new strings (the caller frees each and the array).
- */
-char **session_child_env(const struct config_server *srv);
 /* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */
 struct session *session_create(const struct config_server *srv, struct auth_principal *owner,
                                int *status, const char **err);

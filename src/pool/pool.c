@@ -16,7 +16,6 @@
 
 #include "log.h"
 #include "pool_int.h"
-#include "session.h"
 #include "version.h"
 
 struct pool_globals pools;
@@ -268,7 +267,7 @@ pool_child_start(struct pool *p)
     c->pool = p;
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
     relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
-    char **envp = session_child_env(p->srv);
+    char **envp = config_child_env(p->srv);
     struct upstream_params up = {
         .argv = p->srv->argv,
         .envp = envp,

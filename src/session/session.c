@@ -152,31 +152,6 @@ session_touch(struct session *s)
 
 /* --- lifecycle --------------------------------------------------------------------------- */
 
-char **
-session_child_env(const struct config_server *srv)
-{
-    size_t n = 0;
-    for (char **e = srv->inherit_env; e && *e; e++)
-        n++;
-    for (char **e = srv->env; e && *e; e++)
-        n++;
-    char **envp = xcalloc(n + 1, sizeof(*envp));
-    size_t k = 0;
-    for (char **e = srv->inherit_env; e && *e; e++) {
-        const char *v = getenv(*e);
-        if (v == NULL)
-            continue;
-        size_t len = strlen(*e) + strlen(v) + 2;
-        envp[k] = xmalloc(len);
-        snprintf(envp[k], len, "%s=%s", *e, v);
-        k++;
-    }
-    for (char **e = srv->env; e && *e; e++)
-        envp[k++] = xstrdup(*e);
-    envp[k] = NULL;
-    return envp;
-}
-
 struct session *
 session_create(const struct config_server *srv, struct auth_principal *owner, int *status,
                const char **err)
@@ -207,7 +182,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, session_expired, s);
     msgq_init(&s->backlog);
     s->srv = srv;
-    char **envp = session_child_env(srv);
+    char **envp = config_child_env(srv);
     struct upstream_params up = {
         .argv = srv->argv,
         .envp = envp,
