@@ -47,7 +47,7 @@ struct config_auth {
 
 /* A server's protocol era toward 2026-07-28 clients (its pool's children). */
 enum config_era {
-    CONFIG_ERA_AUTO = 0, /* probe the first child with server/discover (checklist S-10) */
+    CONFIG_ERA_AUTO = 0, /* probe the first child with server/discover */
     CONFIG_ERA_MODERN,   /* serves 2026-07-28 itself */
     CONFIG_ERA_LEGACY,   /* initialize-based: the gateway initializes it and adapts results */
 };

@@ -10,8 +10,8 @@
 
 /*
  * JSON-RPC on the hot path: a validating single-pass scanner that classifies one message and
- * records the byte spans routing needs; the original bytes pass through unchanged (DESIGN.md
- * section 5). Gateway-made messages (errors, cancels) are built here too, with jansson. Pure: no
+ * records the byte spans routing needs; the original bytes pass through unchanged (src/README.md,
+ * section 6). Gateway-made messages (errors, cancels) are built here too, with jansson. Pure: no
  * I/O, no globals.
  */
 
@@ -129,13 +129,13 @@ bool jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out);
  */
 bool jsonrpc_string_at(const char *p, struct jsonrpc_span sp, char *out, size_t cap, size_t *len);
 
-/* Standard codes only (mcp-spec-checklist section 8). */
+/* Standard codes only. */
 #define JSONRPC_PARSE_ERROR         (-32700)
 #define JSONRPC_INVALID_REQUEST     (-32600)
 #define JSONRPC_METHOD_NOT_FOUND    (-32601)
 #define JSONRPC_INVALID_PARAMS      (-32602)
 #define JSONRPC_INTERNAL_ERROR      (-32603)
-/* 2026-07-28 (checklist T-74, T-83, V-02) */
+/* 2026-07-28 */
 #define JSONRPC_HEADER_MISMATCH     (-32020)
 #define JSONRPC_MISSING_CAPABILITY  (-32021)
 #define JSONRPC_UNSUPPORTED_VERSION (-32022)
@@ -167,7 +167,7 @@ char *jsonrpc_quote(const char *s, size_t *len);
  */
 int jsonrpc_protocol_version(const char *p, size_t n, char *out, size_t outlen) MUSTCHECK;
 
-/* What a task message says of its task (2025-11-25 tasks, checklist section 6.1). */
+/* What a task message says of its task (2025-11-25 tasks). */
 struct jsonrpc_task {
     char task_id[128];
     char status[24]; /* "working", "input_required", "completed", "failed", "cancelled"; "" */
@@ -252,7 +252,7 @@ char *jsonrpc_discover_from_init(const char *p, size_t n, const char *version, u
  * NULL when p is not an object or has no such member (2026-07-28 inputResponses).
  */
 char *jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len);
-/* subscriptions/listen: what a listener asks for, and what a legacy child supports. */
+/* subscriptions/listen: what a listener asks for, and what a legacy child supports. */
 #define JSONRPC_LISTEN_TOOLS     1u /* toolsListChanged; tools.listChanged */
 #define JSONRPC_LISTEN_PROMPTS   2u /* promptsListChanged; prompts.listChanged */
 #define JSONRPC_LISTEN_RESOURCES 4u /* resourcesListChanged; resources.listChanged */

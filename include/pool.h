@@ -16,7 +16,7 @@
 /*
  * The 2026-07-28 ("modern") era has no sessions: each request stands alone. A pool of children per
  * [server:NAME] serves these requests, many clients per child. The era of the children is found
- * once per pool (a server/discover probe of the first child, checklist S-10) or set in the INI; a
+ * once per pool (a server/discover probe of the first child) or set in the INI; a
  * legacy child is initialized once by the gateway and its results are adapted (resultType, ttlMs,
  * cacheScope), and server/discover is answered for it from its initialize result.
  *
@@ -25,7 +25,7 @@
  * its progress go on the request's own stream, which the answer ends. A client that closes that
  * stream, a timeout, the child's end and shutdown all end the request through the table: the child
  * gets notifications/cancelled with the id it saw, at once; a late answer is dropped. Nothing a
- * child sends goes to a client it cannot be attributed to (checklist P-09): list changes and log
+ * child sends goes to a client it cannot be attributed to: list changes and log
  * lines with no single owner are dropped and counted.
  *
  * A legacy child's requests to the client (elicitation, sampling, roots) become input_required

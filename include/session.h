@@ -120,7 +120,7 @@ void session_close(struct session *s, enum session_end why, const char *detail);
  */
 struct stream *session_stream_open(struct session *s, bool is_get, enum session_status *status);
 /*
- * The 2024-11-05 HTTP+SSE transport (checklist T-90..T-92): marks s legacy and opens its one
+ * The 2024-11-05 HTTP+SSE transport: marks s legacy and opens its one
  * stream, whose first event is "endpoint" with the URL to POST messages to. Every answer and every
  * message of the child travels on it; when its connection ends, the session ends.
  */
@@ -160,7 +160,7 @@ enum session_status session_client_other(struct session *s, char *body, size_t l
 const char *session_status_text(enum session_status status);
 
 /*
- * A 2025-03-26 batch (checklist T-12): el/info are its elements, already scanned, in order;
+ * A 2025-03-26 batch: el/info are its elements, already scanned, in order;
  * requests among them are answered on st (NULL when there are none), each with its own event; a
  * request that cannot be forwarded (duplicate id, in-flight cap) gets an error event at once.
  * SESSION_E_BUSY when the child's stdin cannot take the whole batch (nothing is sent).

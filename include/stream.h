@@ -15,7 +15,7 @@
  * stream. A list of framed SSE events plus an end mark. No MHD here: http.c installs a wake
  * callback while a connection drains the stream, and reads with stream_read.
  *
- * Resumability (mcp-spec-checklist 1.6): when replay_max > 0 every message event carries an id
+ * Resumability: when replay_max > 0 every message event carries an id
  * "<stream id>-<seq>" (seq counts from 1 per stream; stream ids are unique in the process, so ids
  * are unique across the session and name their stream). Events already read stay in the list as
  * the replay history, at most replay_max bytes, oldest evicted first, so a client that reconnects

@@ -3,7 +3,7 @@
  * The gateway's only use of OpenSSL: random session ids from the CSPRNG, constant-time
  * comparison, SHA-256 of bearer tokens, and JWS signature checks (RS256, ES256, EdDSA) with public
  * keys built from JWK parts through the OpenSSL 3 EVP interface. TLS is not here: it ends in nginx
- * (DESIGN.md section 8).
+ * (src/README.md, section 6).
  */
 #include "crypto.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One thread, one epoll (DESIGN.md section 1). fds are level-triggered. Timers are a binary
+ * One thread, one epoll (src/README.md, section 1). fds are level-triggered. Timers are a binary
  * min-heap keyed by due time; signals arrive through one signalfd. libmicrohttpd's own epoll fd is
  * just one more watched fd; the hooks let http.c bound each wait by MHD_get_timeout() and call
  * MHD_run() after every wake-up.

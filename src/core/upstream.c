@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Child processes (DESIGN.md section 6, engineering-notes section 5). vfork + exec into its own
+ * Child processes (src/README.md, section 6). vfork + exec into its own
  * process group with an empty signal mask, default dispositions and a parent-death signal (what
  * posix_spawn cannot give, and vfork costs the same); only fds 0-2 survive; our pipe
  * ends are non-blocking, the child's are not. Exit is watched through a pidfd. stderr is always

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The HTTP front on libmicrohttpd 0.9.75 in external epoll mode (DESIGN.md sections 1-2): the
- * daemon, its callbacks, the request context and the dispatch by route; building and queueing
+ * The HTTP front on libmicrohttpd 0.9.75 in external epoll mode (src/README.md, sections 1 and 6):
+ * the daemon, its callbacks, the request context and the dispatch by route; building and queueing
  * responses. Every error body is a JSON-RPC error object. The layer's other rooms: http_conn.c
  * (each client socket: hang-ups, slow-client deadlines), http_sse.c (SSE bodies, suspend and
  * resume, the response hold), http_mcp.c (the MCP endpoint: Streamable HTTP and the 2024-11-05

@@ -2,7 +2,7 @@
 /*
  * Client connections, from MHD's connection-started to its closed notification. Every client
  * socket is watched once, edge-triggered, with EPOLLRDHUP, so a drop is seen at once even while
- * its connection is suspended (DESIGN.md section 2; MHD itself never notices). Request lines,
+ * its connection is suspended (MHD itself never notices: src/README.md, section 6). Request lines,
  * headers and bodies must arrive within client_header_timeout_ms and client_body_timeout_ms; a
  * response being streamed has no such deadline.
  */

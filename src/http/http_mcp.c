@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The MCP endpoint (mcp-spec-checklist section 1). Requests are checked in a fixed order: header
+ * The MCP endpoint. Requests are checked in a fixed order: header
  * size (431, in http.c), Host and Origin (403), the bearer token (401, or 403 for scopes;
  * SECURITY.md), the principal's rate (429), method (405), Accept (406), Content-Type (415), body
  * size (413), MCP-Protocol-Version (400), JSON (400 -32700), JSON-RPC (400 -32600), session (400
@@ -173,7 +173,7 @@ http_no_batches(unsigned over, char *buf, size_t size)
 }
 
 /*
- * A JSON array in one POST: 2025-03-26 sessions only (checklist T-12, T-13). Requests in it are
+ * A JSON array in one POST: 2025-03-26 sessions only. Requests in it are
  * answered on one SSE stream, an event each; a batch of notifications and responses gets 202.
  */
 static enum MHD_Result

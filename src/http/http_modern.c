@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The 2026-07-28 ("modern") era on the MCP endpoint (checklist T-74, T-80..T-89, T-96, V-01,
- * V-02). A POST with no Mcp-Session-Id whose body carries params._meta
+ * The 2026-07-28 ("modern") era on the MCP endpoint. A POST with no Mcp-Session-Id whose body
+ * carries params._meta
  * ["io.modelcontextprotocol/protocolVersion"], or whose MCP-Protocol-Version header names no
  * legacy revision, is modern; initialize still opens a legacy session. Host, Origin, auth, rate,
  * Accept, Content-Type and size were checked as for every request (http_mcp.c). Then, in order:
@@ -38,7 +38,7 @@ http_is_modern(const struct http_req *rc, int scan, const struct jsonrpc_info *i
     if (rc->sid[0] != '\0')
         return false;
     const char *ver = http_header(rc, HTTP_VERSION_HEADER);
-    /* initialize opens a legacy session (T-96), unless it says it is of a later revision. */
+    /* initialize opens a legacy session, unless it says it is of a later revision. */
     if (scan == JSONRPC_OK && info->kind == JSONRPC_REQUEST
         && strcmp(info->method, "initialize") == 0)
         return http_modern_header(ver);
@@ -89,7 +89,7 @@ http_header_value(const struct http_req *rc, const char *name, char *out, size_t
     return h != NULL && http_rules_mcp_value(h, out, cap, len);
 }
 
-/* The body field Mcp-Name must mirror for this method (T-82), or an empty span. */
+/* The body field Mcp-Name must mirror for this method, or an empty span. */
 static struct jsonrpc_span
 http_name_field(const struct jsonrpc_info *info, bool *required)
 {

@@ -100,7 +100,7 @@ bool
 http_rules_origin_allowed(char *const *allowed, const char *origin)
 {
     if (origin == NULL)
-        return true; /* non-browser clients send none (checklist T-03) */
+        return true; /* non-browser clients send none */
     for (char *const *a = allowed; a && *a; a++)
         if (http_rules_origin_matches(origin, *a))
             return true;
@@ -155,7 +155,7 @@ http_rules_mcp_value(const char *h, char *out, size_t cap, size_t *len)
         return false;
     if (n < sizeof open - 1 + sizeof close - 1 || strncmp(h, open, sizeof open - 1) != 0
         || strncmp(h + n - (sizeof close - 1), close, sizeof close - 1) != 0) {
-        /* Plain: printable ASCII only (T-84 puts anything else in the base64 form). */
+        /* Plain: printable ASCII only (the revision puts anything else in the base64 form). */
         for (size_t i = 0; i < n; i++)
             if ((unsigned char)h[i] < 0x20 || (unsigned char)h[i] > 0x7e)
                 return false;

@@ -24,12 +24,12 @@ bool http_rules_is_json(const char *ctype);
 bool http_rules_host_allowed(char *const *allowed, const char *host);
 /*
  * Origin is in allowed ("*" any; "http://localhost:*" that scheme and host with any numeric port).
- * A missing Origin is allowed: non-browser clients send none (checklist T-03).
+ * A missing Origin is allowed: non-browser clients send none.
  */
 bool http_rules_origin_allowed(char *const *allowed, const char *origin);
 /*
- * The value an Mcp-Name, Mcp-Method or MCP-Protocol-Version header carries (2026-07-28,
- * checklist T-84), blanks around it dropped: plain printable ASCII as is, or the "=?base64?<base64
+ * The value an Mcp-Name, Mcp-Method or MCP-Protocol-Version header carries (2026-07-28),
+ * blanks around it dropped: plain printable ASCII as is, or the "=?base64?<base64
  * of UTF-8>?=" form decoded. Into out[0..cap) with a NUL, length in *len; false when malformed,
  * holding a NUL, or too long.
  */

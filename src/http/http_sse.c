@@ -21,7 +21,7 @@ http_resume(struct http_req *rc)
     rc->suspended = false;
     MHD_resume_connection(rc->c);
     /*
-     * In external mode a resume wakes nothing: MHD_run must follow (engineering-notes 1.1). It
+     * In external mode a resume wakes nothing: MHD_run must follow (src/README.md, section 6). It
      * does at the end of this loop turn; http_run asks for another turn for resumes inside it.
      */
     httpd.need_run = true;
@@ -64,7 +64,7 @@ http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
     /* Finished, or the gateway ends this connection (SSE polling): the client resumes. */
     if (stream_finished(rc->st) || stream_hung_up(rc->st))
         return MHD_CONTENT_READER_END_OF_STREAM;
-    /* Never return 0 without suspending: MHD would spin (engineering-notes 2.2). */
+    /* Never return 0 without suspending: MHD would spin (src/README.md, section 6). */
     rc->suspended = true;
     MHD_suspend_connection(rc->c);
     return 0;
@@ -126,7 +126,7 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
 {
     /*
      * A 2026-07-28 request waits for its first message up to a heartbeat period: its answer alone
-     * leaves as one JSON object with the status its error code calls for (T-80, T-87); anything
+     * leaves as one JSON object with the status its error code calls for; anything
      * else first (progress, a log line, the time up) starts an SSE stream.
      */
     uint64_t hold_ms = rc->modern ? httpd.cfg->heartbeat_s * 1000u : httpd.cfg->response_hold_ms;

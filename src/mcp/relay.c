@@ -288,7 +288,7 @@ relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
     if (p->state != PENDING_FORWARDED)
         return false;
     if (p->task) {
-        /* Never notifications/cancelled for a task-augmented request (checklist C-04, K-31). */
+        /* Never notifications/cancelled for a task-augmented request. */
         log_info(r->tag, "task-augmented %s not cancelled (%s): tasks/cancel is the client's",
                  p->method, reason);
         relay_mark_cancelled(p);

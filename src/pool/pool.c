@@ -175,7 +175,7 @@ pool_start_timeout(void *arg)
     if (c->state != POOL_CHILD_STARTING)
         return;
     if (c->probing) {
-        /* Silence is a legacy server's answer too (checklist S-10): initialize the same child. */
+        /* Silence is a legacy server's answer too: initialize the same child. */
         log_info(c->tag, "no answer to server/discover: the server is legacy (initialize-based)");
         c->pool->era = CONFIG_ERA_LEGACY;
         struct pending *probe = pending_find_gw(&c->r.pt, PENDING_TO_CHILD, c->start_id);
@@ -792,7 +792,7 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
             pool_child_retire(c, "server/discover lists no version the gateway serves", false);
             return;
         }
-        /* Any error means legacy (S-10: never key this on one code); initialize the same child. */
+        /* Any error means legacy (never key this on one code); initialize the same child. */
         log_info(c->tag, "server/discover refused: the server is legacy (initialize-based)");
         p->era = CONFIG_ERA_LEGACY;
         if (pool_child_hello(c) == -1) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Input rounds for legacy children (checklist R-05, MRTR). A 2026-07-28 server never sends the
+ * Input rounds (multi round-trip requests) for legacy children. A 2026-07-28 server never sends the
  * client a request; a legacy child does (elicitation/create, sampling/createMessage, roots/list)
  * and waits for the answer. While a pool child serves a 2026-07-28 request, such a request of its
  * becomes one question of an input_required answer to that client:
@@ -18,7 +18,7 @@
  * leased to one request at a time from then on (pool.c picks no other request for it while it has
  * one), so later questions are always attributable; any other is answered to the child with an
  * error that says why, and counted. So is a question the request's own _meta did not declare the
- * capability for (V-04), or one past POOL_ASKS_MAX.
+ * capability for, or one past POOL_ASKS_MAX.
  *
  * The fence. After a call that may ask is cancelled, a question the child wrote before it read the
  * cancel may still arrive, and would look like the next call's. So the cancel is followed by a
@@ -262,7 +262,7 @@ pool_caps_declared(const char *body, struct jsonrpc_span sp)
     return bits;
 }
 
-/* Methods whose answer may be input_required. */
+/* Methods whose answer may be input_required. */
 static bool
 pool_may_ask(const char *method)
 {

@@ -307,7 +307,7 @@ void pool_push(struct pool_call *call, const struct iovec *iov, int n);
 /* A notification for the call: dropped (counted) while its stream is over stream_queue_bytes. */
 void pool_push_note(struct pool_call *call, const struct iovec *iov, int n);
 
-/* pool_bridge.c: input rounds for legacy children */
+/* pool_bridge.c: input rounds for legacy children */
 /*
  * A request from c to its client (elicitation, sampling, roots): a question of the next round of
  * the one request it belongs to, or an error answer to the child.

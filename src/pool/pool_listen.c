@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * subscriptions/listen (checklist X-06) for legacy pools, served by the gateway itself: a legacy
+ * subscriptions/listen for legacy pools, served by the gateway itself: a legacy
  * child knows nothing of it. A listen request becomes a listener of its pool, on the request's
  * long-lived stream: first notifications/subscriptions/acknowledged with what was agreed (what
  * was asked, as far as the server's initialize declared it: tools, prompts and resources
@@ -261,7 +261,7 @@ pool_listen_end_all(struct pool *p, const char *error)
             pool_call_error(l->call, l->id, l->id_len, JSONRPC_INTERNAL_ERROR, error);
             continue;
         }
-        /* The graceful end: a complete result naming the subscription. */
+        /* The graceful end: a complete result naming the subscription. */
         static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
         static const char mid[] = ",\"result\":{\"resultType\":\"complete\",\"_meta\":{"
                                   "\"io.modelcontextprotocol/subscriptionId\":";

@@ -5,16 +5,16 @@
  * the gateway minted for it on that child; the request's own _meta (client capabilities, log
  * level) goes with it unchanged. Back from the child:
  *   - its answer, with the client's id restored, ends the request's stream; a result that lacks
- *     resultType gets "complete" (checklist J-06), and the five cacheable results and the
- *     gateway's discover get ttlMs and cacheScope where missing (X-07, the server's INI defaults);
+ *     resultType gets "complete", and the five cacheable results and the
+ *     gateway's discover get ttlMs and cacheScope where missing (the server's INI defaults);
  *   - notifications/progress with a minted token goes, re-tagged with the client's token, on the
  *     stream of the request that set it;
  *   - notifications/message goes to a request only when it is the one request in flight on that
  *     child and asked for logs at or below the line's level (_meta logLevel); otherwise it is
- *     dropped and counted (P-09, D-13): nothing is ever sent to a client it cannot be attributed
+ *     dropped and counted: nothing is ever sent to a client it cannot be attributed
  *     to, nor broadcast;
  *   - a notification that names a subscription (_meta subscriptionId: the minted id of a
- *     subscriptions/listen, X-06) goes, with the client's id put back, on that listen's stream;
+ *     subscriptions/listen) goes, with the client's id put back, on that listen's stream;
  *   - any other notification (list changes outside a listen, say): dropped and counted; requests
  *     (sampling, elicitation, roots): answered with an error, ping with {}.
  * subscriptions/listen is passed to modern children (it has no timeout, and closing its stream
@@ -39,7 +39,7 @@ static const char *const pool_core[] = {
     "prompts/get",    "completion/complete",
 };
 
-/* Results a shared cache may keep: they get ttlMs and cacheScope where missing. */
+/* Results a shared cache may keep: they get ttlMs and cacheScope where missing. */
 static const char *const pool_cacheable[] = {
     "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read",
 };
@@ -212,7 +212,7 @@ pool_stream_detach(struct stream *st)
     struct pool_call *call = st->owner;
     st->attached = false;
     if (call != NULL) {
-        /* Closing the stream is the cancel (checklist C-12): at once, no grace. */
+        /* Closing the stream is the cancel: at once, no grace. */
         st->dropped = true;
         stream_discard(st);
         if (call->listen != NULL) {
@@ -380,7 +380,7 @@ pool_call_start(struct pool_call *call, struct pool_child *c, const char *body, 
 
 /*
  * The child's answer to a call (of method), to the client's id: resultType, ttlMs and cacheScope
- * where the result lacks them (J-06, X-07), pushed on the call's stream (which it ends, with the
+ * where the result lacks them, pushed on the call's stream (which it ends, with the
  * call, in the caller).
  */
 void
@@ -399,7 +399,7 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
         pool_push_error(call, id, idlen, JSONRPC_INTERNAL_ERROR, RELAY_FILTER_REFUSAL);
         return;
     }
-    /* What a token may see differs by token: such a list is never for a shared cache. */
+    /* What a token may see differs by token: such a list is never for a shared cache. */
     bool private_list = tools && policy_per_token(srv->policy);
     char stamp[96];
     size_t slen = 0;
@@ -508,7 +508,7 @@ pool_push_retagged(struct pending *p, const char *line, size_t len, struct jsonr
     pool_push_note(p->owner, iov, k);
 }
 
-/* Progress (P-07): on the request's stream, with the client's own token. */
+/* Progress: on the request's stream, with the client's own token. */
 static void
 pool_child_progress(struct pool_child *c, const char *line, size_t len,
                     const struct jsonrpc_info *info)
@@ -561,7 +561,7 @@ pool_child_log(struct pool_child *c, const char *line, size_t len, const struct 
     pool_push_note(call, &iov, 1);
 }
 
-/* A listen's notification: on the listen's stream, with the client's id. */
+/* A listen's notification: on the listen's stream, with the client's id. */
 static void
 pool_child_subscription(struct pool_child *c, const char *line, size_t len,
                         const struct jsonrpc_info *info)

@@ -2,7 +2,7 @@
 /*
  * Routing between a session's client and its child, every message through the in-flight table.
  * Client request ids are replaced by ids the gateway mints (restored byte-for-byte on the way
- * back); child request ids likewise toward the client (DESIGN.md section 4). Where the child's
+ * back); child request ids likewise toward the client (src/README.md, section 3). Where the child's
  * messages go:
  *   - a response: the stream of the POST that carried the request;
  *   - notifications/progress: the stream of the request that set the progressToken;
@@ -64,7 +64,7 @@ session_expired(struct relay *r, struct pending *p)
     if (st != NULL)
         session_push_error(s, st, p, message);
     if (p->gw_id == s->init_gw_id) {
-        /* initialize is never cancelled (checklist C-03): the session goes instead. */
+        /* initialize is never cancelled: the session goes instead. */
         pending_del(&s->r.pt, p);
         session_stream_answered(s, st);
         session_close(s, SESSION_END_INIT, "initialize timed out");
@@ -319,7 +319,7 @@ session_child_notification(struct session *s, const char *line, size_t len,
 
 static void session_child_message(struct session *s, char *line, size_t len, bool top);
 
-/* A 2025-03-26 child may write a batch (checklist S-03): each element is routed on its own. */
+/* A 2025-03-26 child may write a batch: each element is routed on its own. */
 static void
 session_child_batch(struct session *s, char *line, size_t len)
 {

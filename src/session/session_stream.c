@@ -50,9 +50,10 @@ session_stream_drained(void *arg)
 }
 
 /*
- * Back-pressure (DESIGN.md 7): a stream being read that passes its high watermark stops the
- * child's stdout. A stream nobody reads cannot drain: it keeps only its newest stream_queue_bytes
- * (a resume from before what was dropped gets 410) rather than stall the session's other streams.
+ * Back-pressure (src/README.md, section 5): a stream being read that passes its high watermark
+ * stops the child's stdout. A stream nobody reads cannot drain: it keeps only its newest
+ * stream_queue_bytes (a resume from before what was dropped gets 410) rather than stall the
+ * session's other streams.
  */
 static void
 session_pressure(struct session *s, struct stream *st)
@@ -311,7 +312,7 @@ session_stream_detach(const char *sid, struct stream *st)
         return;
     }
     if (s->legacy) {
-        /* HTTP+SSE: the stream's connection is the session (checklist T-92). */
+        /* HTTP+SSE: the stream's connection is the session. */
         st->attached = false;
         session_close(s, SESSION_END_DISCONNECTED, NULL);
         stream_unref(st);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// JSON-RPC batches, which exist only in protocol revision 2025-03-26 (checklist T-12, T-13, S-03):
+// JSON-RPC batches, which exist only in protocol revision 2025-03-26:
 // a batch of requests and notifications in one POST is answered on one SSE stream, one event per
 // request with the client's own ids; a batch of notifications and responses gets 202; every
 // element is checked before anything is forwarded; sessions on later revisions get 400 -32600; a

@@ -10,7 +10,7 @@
 // code) or, when progress comes first, as an SSE stream with the client's own progress token,
 // server/discover answered by the gateway for a legacy child and forwarded to a modern one, the
 // resultType/ttlMs/cacheScope stamps on a legacy child's results, and cancellation: a client that
-// drops its connection while nothing is being written cancels at the child at once (C-12), and
+// drops its connection while nothing is being written cancels at the child at once, and
 // request_timeout_ms cancels with reason "request timed out".
 // One gateway fronts the example server (legacy: the pool's server/discover probe gets -32601)
 // at /mcp and /timed, and tests/fixtures/modern_server.mjs (modern) at /modern. heartbeat_s is

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// subscriptions/listen (MCP 2026-07-28, checklist X-06) through the gateway.
+// subscriptions/listen (MCP 2026-07-28) through the gateway.
 // A legacy pool (tests/fixtures/listen_server.mjs, children initialized by the gateway) gets
 // listen from the gateway itself (src/pool/pool_listen.c): the ack first, with the agreed subset (what
 // was asked, as far as the child's initialize declared it) and _meta subscriptionId = the listen

@@ -9,7 +9,7 @@
 //   - minted ids and progress tokens: two clients with the same id and token on one child;
 //   - growth, spread, 429, warm children, idle stop;
 //   - a child that dies mid-call, a child that keeps dying (restart budget, then 503);
-//   - attribution (P-09): log lines, the child's own requests;
+//   - attribution: log lines, the child's own requests;
 //   - SIGTERM drain, SIGINT, SIGHUP with a changed command;
 //   - a legacy session beside the pool;
 //   - what the gateway adds to a result (resultType; ttlMs and cacheScope when cacheable), spliced
@@ -585,7 +585,7 @@ test('a child that keeps dying is restarted with backoff, at most pool_max_resta
   });
 });
 
-// ---- 5. attribution (P-09) -----------------------------------------------------------------------
+// ---- 5. attribution -----------------------------------------------------------------------
 
 test('a log line reaches the one request in flight that asked for its level; otherwise it is dropped and counted', async () => {
   const dir = tmpdir('mcpgw-pool-');
@@ -633,7 +633,7 @@ test('the child\'s sampling, elicitation and roots requests, for a request that 
   const dir = tmpdir('mcpgw-pool-');
   await withGateway({ servers: [exampleServer(dir, 'pool_max_children = 1')] }, async (gw) => {
     const m0 = await metrics(gw);
-    // Declared, they become input rounds (modern_bridge.test.mjs); undeclared, never (V-04).
+    // Declared, they become input rounds (modern_bridge.test.mjs); undeclared, never.
     const caps = { 'io.modelcontextprotocol/clientCapabilities': {} };
     const cases = [['sample', 'sampling', 'sampling/createMessage'], ['elicit', 'elicitation', 'elicitation/create'], ['roots', 'roots', 'roots/list']];
     for (const [tool, what] of cases) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tasks (2025-11-25, checklist section 6): tasks/* pass through untouched to the session's child;
+// Tasks (2025-11-25): tasks/* pass through untouched to the session's child;
 // a task-augmented request (params.task) never gets a notifications/cancelled from the gateway
 // (not on a drop, a timeout, a DELETE); tasks/result is exempt from request timeouts; a session
 // whose child holds a task not yet terminal does not expire while nobody is connected. The task

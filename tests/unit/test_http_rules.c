@@ -90,7 +90,7 @@ Test(http_rules, loopback)
     cr_assert_not(http_rules_loopback(NULL));
 }
 
-/* Mirrored header values (2026-07-28, checklist T-84): plain, base64 form, blanks around. */
+/* Mirrored header values (2026-07-28): plain, base64 form, blanks around. */
 Test(http_rules, mcp_value)
 {
     char out[32];

@@ -724,8 +724,8 @@ Test(jsonrpc, id_u64)
 
 /*
  * The scanner and jansson agree on what is JSON. Left out, as known differences: NUL bytes and
- * integers beyond long long or reals that overflow a double (jansson quirks, engineering-notes
- * section 8.3), \u0000 (jansson rejects it by default), and nesting past 64.
+ * integers beyond long long or reals that overflow a double (jansson quirks), \u0000 (jansson
+ * rejects it by default), and nesting past 64.
  */
 Test(jsonrpc, differential_with_jansson)
 {
