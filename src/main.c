@@ -374,8 +374,15 @@ main_raise_nofile(const struct config *cfg)
                                           : 0));
 }
 
-int
-main(int argc, char **argv)
+/* What the command line asks for. */
+struct main_args {
+    const char *path;
+    bool check, print;
+};
+
+/* -1: serve or check as a says; otherwise the exit status of an option that did its work. */
+static int
+main_options(int argc, char **argv, struct main_args *a)
 {
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
@@ -389,20 +396,18 @@ main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     /* The install's file; from a source tree with nothing installed, the tree's own. */
-    const char *path =
-        access(MCPGW_DEFAULT_CONFIG, F_OK) == 0 ? MCPGW_DEFAULT_CONFIG : "conf/gateway.ini";
-    bool check = false, print = false;
+    a->path = access(MCPGW_DEFAULT_CONFIG, F_OK) == 0 ? MCPGW_DEFAULT_CONFIG : "conf/gateway.ini";
     int ch;
     while ((ch = getopt_long(argc, argv, "c:tpVhI:", opts, NULL)) != -1) {
         switch (ch) {
         case 'c':
-            path = optarg;
+            a->path = optarg;
             break;
         case 't':
-            check = true;
+            a->check = true;
             break;
         case 'p':
-            print = true;
+            a->print = true;
             break;
         case 'V':
             printf("mcp-gateway %s (default config %s)\n", MCPGW_VERSION, MCPGW_DEFAULT_CONFIG);
@@ -423,43 +428,54 @@ main(int argc, char **argv)
         main_usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+/* Frees what main_load made (the current configuration and its auth). */
+static void
+main_unload(void)
+{
+    auth_free(M.auth);
+    M.auth = NULL;
+    if (M.cfg != NULL)
+        config_clear(M.cfg);
+    free(M.cfg);
+    M.cfg = NULL;
+}
+
+/* The configuration at path, its auth and its state key; -1 (said on stderr) when one fails. */
+static int
+main_load(const char *path)
+{
     char err[512];
     M.path = path;
     M.cfg = xcalloc(1, sizeof(*M.cfg));
     if (config_load(path, M.cfg, err, sizeof(err)) == -1) {
         fprintf(stderr, "%s\n", err);
         free(M.cfg);
-        return 1;
+        M.cfg = NULL;
+        return -1;
     }
     M.auth = auth_new(M.cfg, err, sizeof(err));
-    if (M.auth == NULL) {
+    if (M.auth == NULL || pool_load_key(M.cfg, err, sizeof(err)) == -1) {
         fprintf(stderr, "%s\n", err);
-        config_clear(M.cfg);
-        free(M.cfg);
-        return 1;
+        main_unload();
+        return -1;
     }
-    if (pool_load_key(M.cfg, err, sizeof(err)) == -1) {
-        fprintf(stderr, "%s\n", err);
-        auth_free(M.auth);
-        config_clear(M.cfg);
-        free(M.cfg);
-        return 1;
-    }
-    if (check && main_check_commands(M.cfg, true) > 0) {
-        auth_free(M.auth);
-        config_clear(M.cfg);
-        free(M.cfg);
-        return 1;
-    }
-    if (print) {
-        int rc = config_print(stdout, M.cfg) == 0 && fflush(stdout) == 0 ? 0 : 1;
-        auth_free(M.auth);
-        config_clear(M.cfg);
-        free(M.cfg);
-        return rc;
-    }
-    if (check) {
-        printf("%s: configuration OK (%zu servers)\n", path, M.cfg->n_servers);
+    return 0;
+}
+
+/* --check-config and --print-config: the exit status. */
+static int
+main_offline(const struct main_args *a)
+{
+    int rc = 0;
+    if (a->check && main_check_commands(M.cfg, true) > 0) {
+        rc = 1;
+    } else if (a->print) {
+        rc = config_print(stdout, M.cfg) == 0 && fflush(stdout) == 0 ? 0 : 1;
+    } else {
+        printf("%s: configuration OK (%zu servers)\n", a->path, M.cfg->n_servers);
         static const char *const eras[] = { "auto", "modern", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
@@ -469,11 +485,15 @@ main(int argc, char **argv)
                    srv->pool_max_children, eras[srv->era], srv->pool_idle_timeout_s,
                    srv->pool_child_max_inflight);
         }
-        auth_free(M.auth);
-        config_clear(M.cfg);
-        free(M.cfg);
-        return 0;
     }
+    main_unload();
+    return rc;
+}
+
+/* Logs, signals, the modules in order, the listener: 0, or -1 when the listener cannot start. */
+static int
+main_start(void)
+{
     log_init(M.cfg->log_level, M.cfg->log_format);
     if (log_set_file(M.cfg->log_file) == -1)
         fatal("log_file %s", M.cfg->log_file);
@@ -493,14 +513,20 @@ main(int argc, char **argv)
         if (loop_signal_add(M.l, handled[i], main_signal, NULL) == -1)
             fatal("signalfd");
     if (http_start(M.l, M.cfg, M.auth) == -1)
-        return 1;
+        return -1;
     pool_module_init(M.l, M.cfg); /* warm children: after the listener, which may fail */
     auth_start(M.auth);           /* the issuer's keys, before the first request needs them */
     loop_set_hooks(M.l, main_prepare, main_after, NULL);
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
     log_info(NULL, "mcp-gateway %s started (%zu servers, config %s)", MCPGW_VERSION,
-             M.cfg->n_servers, path);
-    loop_run(M.l);
+             M.cfg->n_servers, M.path);
+    return 0;
+}
+
+/* After the loop: every module freed, highest first, then every configuration. */
+static void
+main_shutdown(void)
+{
     http_stop();
     session_reap();
     session_module_free();
@@ -520,5 +546,22 @@ main(int argc, char **argv)
     }
     free(M.retired);
     log_info(NULL, "stopped");
+}
+
+int
+main(int argc, char **argv)
+{
+    struct main_args a = { 0 };
+    int rc = main_options(argc, argv, &a);
+    if (rc != -1)
+        return rc;
+    if (main_load(a.path) == -1)
+        return 1;
+    if (a.check || a.print)
+        return main_offline(&a);
+    if (main_start() == -1)
+        return 1;
+    loop_run(M.l);
+    main_shutdown();
     return 0;
 }
