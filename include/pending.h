@@ -41,7 +41,7 @@ struct pending {
     char *token; /* raw progress token, NULL if none */
     size_t token_len;
     uint64_t start_ms;
-    uint64_t start_us;        /* set by the session layer for the latency histogram */
+    uint64_t start_us;        /* set by its owner for the latency histogram */
     uint64_t deadline_ms;     /* 0: none */
     uint64_t cancelled_ms;    /* when it entered PENDING_CANCELLED */
     bool task;                /* task-augmented: never cancelled by a disconnect */

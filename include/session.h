@@ -9,14 +9,11 @@
 #include "auth.h"
 #include "buf.h"
 #include "config.h"
-#include "crypto.h"
 #include "jsonrpc.h"
 #include "loop.h"
 #include "pending.h"
 #include "policy.h"
-#include "relay.h"
 #include "stream.h"
-#include "upstream.h"
 
 /*
  * Sessions: the table, their lifecycle, and the routing between a session's HTTP streams and its
@@ -30,34 +27,8 @@ enum session_state {
     SESSION_CLOSED,           /* out of the table, on the graveyard until the end of the turn */
 };
 
-/* A task the child created and has not reported terminal; it keeps the session from expiring. */
-struct session_task {
-    struct session_task *next;
-    uint64_t until_ms; /* created + ttl; 0: no ttl (until terminal or the child's end) */
-    char id[128];
-};
-
-struct session {
-    char id[CRYPTO_SESSION_ID_MAX];
-    enum session_state state;
-    const struct config_server *srv;
-    struct session_server *stats; /* its server's counters (session_int.h) */
-    struct auth_principal *owner; /* who created it; only they may use it (a reference) */
-    struct upstream *u;
-    struct relay r;         /* its in-flight table and the writes that go with it */
-    struct stream *streams; /* every stream of the session (one reference each) */
-    struct stream *get;     /* the standalone GET stream, also in streams */
-    struct msgq backlog;    /* child notifications waiting for a stream */
-    char version[16];       /* negotiated protocol version */
-    uint64_t init_gw_id;
-    uint64_t last_active_ms;
-    bool paused; /* child stdout not read: a stream queue is over its high watermark */
-    bool legacy; /* 2024-11-05 HTTP+SSE: the GET stream is the session */
-    struct session_task *tasks; /* the child's tasks not known to be terminal (2025-11-25) */
-    size_t ntasks;
-    struct session *hnext; /* hash chain */
-    struct session *gnext; /* graveyard */
-};
+/* A session is the session layer's (session_int.h); others hold pointers and ask it. */
+struct session;
 
 /* Outcomes of handing a message to a session; http.c maps them to HTTP statuses. */
 enum session_status {
@@ -101,7 +72,20 @@ void session_sweep(uint64_t now_ms);
 
 /* NULL when unknown or closed. */
 struct session *session_find(const char *id);
+/*
+ * The session id names for a request to srv by owner: NULL when it is unknown, closed, another
+ * server's (a server is its [server:NAME], so a session outlives a reload of its definition), or
+ * another principal's: the same answer, so that an id alone neither grants access nor reveals a
+ * session. legacy: a 2024-11-05 session whose stream is open; otherwise a Streamable HTTP one.
+ */
+struct session *session_lookup(const char *id, const struct config_server *srv,
+                               const struct auth_principal *owner, bool legacy);
 size_t session_count(void);
+const char *session_id(const struct session *s);
+/* Its client's initialize has been forwarded (a 2024-11-05 session may send it only once). */
+bool session_initialized(const struct session *s);
+/* A 2024-11-05 session's one stream, which every answer travels on. */
+struct stream *session_legacy_stream(struct session *s);
 /* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */
 struct session *session_create(const struct config_server *srv, struct auth_principal *owner,
                                int *status, const char **err);

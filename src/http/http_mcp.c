@@ -84,25 +84,13 @@ http_session_error(struct http_req *rc, enum session_status status)
 }
 
 /*
- * The session belongs to the server this request's path names. A server is its [server:NAME]:
- * after a reload the session keeps the older definition, reached at the server's current path.
- */
-static bool
-http_same_endpoint(const struct session *s, const struct http_req *rc)
-{
-    return s->srv == rc->srv || strcmp(s->srv->name, rc->srv->name) == 0;
-}
-
-/*
  * The session Mcp-Session-Id names on this endpoint; NULL if unknown, ended, another server's, or
  * another principal's (the same 404: a session id alone never grants access, nor reveals one).
  */
 static struct session *
 http_session(const struct http_req *rc)
 {
-    struct session *s = session_find(rc->sid);
-    return s != NULL && http_same_endpoint(s, rc) && !s->legacy && s->owner == rc->principal ? s
-                                                                                             : NULL;
+    return session_lookup(rc->sid, rc->srv, rc->principal, false);
 }
 
 /* The refusal when http_session found nothing: 400 without the header, else 404. */
@@ -260,7 +248,7 @@ http_post(struct http_req *rc)
         s = session_create(rc->srv, rc->principal, &status, &why);
         if (s == NULL)
             return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
-        snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
+        snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
         return http_post_request(rc, s, true, &info);
     }
     s = http_session(rc);
@@ -320,9 +308,9 @@ http_legacy_sse(struct http_req *rc)
     struct session *s = session_create(rc->srv, rc->principal, &status, &why);
     if (s == NULL)
         return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
-    snprintf(rc->sid, sizeof(rc->sid), "%s", s->id);
+    snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
     char endpoint[32 + CRYPTO_SESSION_ID_MAX];
-    snprintf(endpoint, sizeof(endpoint), "messages?sessionId=%s", s->id);
+    snprintf(endpoint, sizeof(endpoint), "messages?sessionId=%s", session_id(s));
     return http_sse(rc, session_legacy_open(s, endpoint), false);
 }
 
@@ -335,9 +323,9 @@ http_legacy_post(struct http_req *rc)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           "sessionId query parameter is required");
     snprintf(rc->sid, sizeof(rc->sid), "%s", v);
-    struct session *s = session_find(strlen(v) < sizeof(rc->sid) ? rc->sid : NULL);
-    if (s == NULL || !http_same_endpoint(s, rc) || !s->legacy || s->get == NULL
-        || s->owner != rc->principal)
+    struct session *s =
+        strlen(v) < sizeof(rc->sid) ? session_lookup(rc->sid, rc->srv, rc->principal, true) : NULL;
+    if (s == NULL)
         return http_session_error(rc, SESSION_E_GONE);
     struct jsonrpc_info info;
     const char *err = NULL;
@@ -354,11 +342,11 @@ http_legacy_post(struct http_req *rc)
                                 : "Invalid Request");
     enum session_status status;
     if (info.kind == JSONRPC_REQUEST) {
-        if (strcmp(info.method, "initialize") == 0 && s->init_gw_id != 0)
+        if (strcmp(info.method, "initialize") == 0 && session_initialized(s))
             return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                               "session is already initialized");
-        status = session_client_request(s, s->get, buf_head(&rc->body), buf_used(&rc->body), &info,
-                                        rc->grants);
+        status = session_client_request(s, session_legacy_stream(s), buf_head(&rc->body),
+                                        buf_used(&rc->body), &info, rc->grants);
     } else {
         status = session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
     }

@@ -120,6 +120,34 @@ session_find(const char *id)
     return NULL;
 }
 
+struct session *
+session_lookup(const char *id, const struct config_server *srv, const struct auth_principal *owner,
+               bool legacy)
+{
+    struct session *s = session_find(id);
+    if (s == NULL || s->owner != owner || s->legacy != legacy || (legacy && s->get == NULL))
+        return NULL;
+    return s->srv == srv || strcmp(s->srv->name, srv->name) == 0 ? s : NULL;
+}
+
+const char *
+session_id(const struct session *s)
+{
+    return s->id;
+}
+
+bool
+session_initialized(const struct session *s)
+{
+    return s->init_gw_id != 0;
+}
+
+struct stream *
+session_legacy_stream(struct session *s)
+{
+    return s->get;
+}
+
 size_t
 session_count(void)
 {

@@ -10,8 +10,43 @@
 
 #include <sys/uio.h>
 
+#include "auth.h"
+#include "crypto.h"
 #include "metrics.h"
+#include "msg.h"
+#include "relay.h"
 #include "session.h"
+#include "stream.h"
+#include "upstream.h"
+
+/* A task the child created and has not reported terminal; it keeps the session from expiring. */
+struct session_task {
+    struct session_task *next;
+    uint64_t until_ms; /* created + ttl; 0: no ttl (until terminal or the child's end) */
+    char id[128];
+};
+
+struct session {
+    char id[CRYPTO_SESSION_ID_MAX];
+    enum session_state state;
+    const struct config_server *srv;
+    struct session_server *stats; /* its server's counters (session_int.h) */
+    struct auth_principal *owner; /* who created it; only they may use it (a reference) */
+    struct upstream *u;
+    struct relay r;         /* its in-flight table and the writes that go with it */
+    struct stream *streams; /* every stream of the session (one reference each) */
+    struct stream *get;     /* the standalone GET stream, also in streams */
+    struct msgq backlog;    /* child notifications waiting for a stream */
+    char version[16];       /* negotiated protocol version */
+    uint64_t init_gw_id;
+    uint64_t last_active_ms;
+    bool paused; /* child stdout not read: a stream queue is over its high watermark */
+    bool legacy; /* 2024-11-05 HTTP+SSE: the GET stream is the session */
+    struct session_task *tasks; /* the child's tasks not known to be terminal (2025-11-25) */
+    size_t ntasks;
+    struct session *hnext; /* hash chain */
+    struct session *gnext; /* graveyard */
+};
 
 #define SESSION_BACKLOG_MAX      256
 #define SESSION_CANCEL_LINGER_MS 60000

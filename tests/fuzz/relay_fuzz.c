@@ -66,6 +66,7 @@
 #include "loop.h"
 #include "pool.h"
 #include "session.h"
+#include "src/session/session_int.h"
 #include "src/pool/pool_int.h"
 #include "stream.h"
 #include "util.h"

@@ -35,6 +35,7 @@
 #include "log.h"
 #include "loop.h"
 #include "session.h"
+#include "src/session/session_int.h"
 #include "stream.h"
 #include "util.h"
 
