@@ -89,6 +89,7 @@ enum session_end {
     SESSION_END_CHILD,        /* the child can no longer serve (nothing more is sent to it) */
     SESSION_END_SHUTDOWN,     /* the gateway stops */
     SESSION_END_INIT,         /* initialize failed, timed out or could not be delivered */
+    SESSION_END_ADMIN,        /* the operator ended it (POST /admin/sessions/ID/end) */
     SESSION_END_N,
 };
 

@@ -39,6 +39,7 @@ const struct session_end_info session_ends[SESSION_END_N] = {
     [SESSION_END_CHILD] = { "child ended", "child_exited", RELAY_CANCEL_CHILD },
     [SESSION_END_SHUTDOWN] = { "gateway shutting down", "shutdown", RELAY_CANCEL_SHUTDOWN },
     [SESSION_END_INIT] = { "initialize did not complete", "other", RELAY_CANCEL_OTHER },
+    [SESSION_END_ADMIN] = { "ended by the operator", "admin", RELAY_CANCEL_ADMIN },
 };
 
 size_t
