@@ -5,9 +5,10 @@
  * responses. Every error body is a JSON-RPC error object. The layer's other rooms: http_conn.c
  * (each client socket: hang-ups, slow-client deadlines), http_sse.c (SSE bodies, suspend and
  * resume, the response hold), http_mcp.c (the MCP endpoint: Streamable HTTP and the 2024-11-05
- * transport, with the order of its checks), http_ops.c (health, readiness, metrics, the admin
- * view, RFC 9728 metadata), http_rules.c (pure header rules, unit-tested). Their shared state is in
- * http_int.h; only these files include <microhttpd.h>.
+ * transport, with the order of its checks), http_ops.c (health, readiness, metrics, RFC 9728
+ * metadata), http_admin.c (the admin routes, a drained server's refusals), http_rules.c (pure
+ * header rules, unit-tested). Their shared state is in http_int.h; only these files include
+ * <microhttpd.h>.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -231,7 +232,8 @@ http_classify(struct http_req *rc, const char *url, const char *method)
         rc->kind = HTTP_METRICS;
         return;
     }
-    if (strcmp(url, "/admin/inflight") == 0) {
+    if (strcmp(url, "/admin/inflight") == 0 || strncmp(url, "/admin/sessions/", 16) == 0
+        || strncmp(url, "/admin/servers/", 15) == 0) {
         rc->kind = HTTP_ADMIN;
         return;
     }
@@ -277,7 +279,7 @@ http_begin(struct http_req *rc, const char *url, const char *method)
     case HTTP_METRICS:
         return http_metrics(rc);
     case HTTP_ADMIN:
-        return http_admin(rc);
+        return http_admin(rc, url);
     case HTTP_PRM:
         return http_prm(rc);
     case HTTP_NOT_FOUND:
