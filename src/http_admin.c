@@ -97,14 +97,16 @@ http_admin_route(const char *url, struct http_admin_route *rt)
     }
     if (http_admin_segment(url, "/admin/sessions/", rt->target, sizeof(rt->target), &verb)) {
         rt->act = HTTP_ADMIN_END;
-        return rt->action = strcmp(verb, "end") == 0;
+        rt->action = strcmp(verb, "end") == 0;
+        return rt->action;
     }
     if (!http_admin_segment(url, "/admin/servers/", rt->target, sizeof(rt->target), &verb))
         return false;
     for (size_t i = HTTP_ADMIN_DRAIN; i < HTTP_ADMIN_ACTIONS; i++)
         if (strcmp(verb, http_admin_actions[i]) == 0) {
             rt->act = (enum http_admin_action)i;
-            return rt->action = true;
+            rt->action = true;
+            return true;
         }
     return false;
 }
