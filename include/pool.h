@@ -41,6 +41,7 @@ enum pool_status {
     POOL_E_UNAVAILABLE, /* no child can be started (spawn failures, restart budget): 503 */
     POOL_E_BUSY,        /* the child's stdin queue is full: 503 */
     POOL_E_DRAINING,    /* shutting down: 503 */
+    POOL_E_DRAINED,     /* the operator drained the server (relay.h): 503 */
     POOL_E_ID_TOO_LONG, /* id or progress token longer than max_id_bytes: 400 */
     POOL_E_NO_METHOD,   /* not a method of the revision (or not one a legacy child has): 404 */
     POOL_E_BAD_STATE,   /* a retry's requestState is not one this gateway holds a call for: 400 */
@@ -70,6 +71,13 @@ void pool_drain(void);
 void pool_close_all(void);
 /* Requests in flight over every pool (what a drain waits for: no listen). */
 size_t pool_inflight(void);
+/*
+ * The operator's restart of srv's pool (POST /admin/servers/NAME/restart): the pool is retired as
+ * a reload retires it (its children end what they have in flight, then stop; its listeners are
+ * told to listen again) and a new one starts as many children as it had, at least
+ * pool_warm_children. Returns the old pool's children (0: srv had no pool, nothing to replace).
+ */
+size_t pool_restart(const struct config_server *srv);
 
 /*
  * A 2026-07-28 request (body is ours and may be rewritten in place) for srv: a new stream that

@@ -44,6 +44,7 @@ enum relay_reason {
     RELAY_CANCEL_RELOAD,     /* a configuration reload ended it */
     RELAY_CANCEL_HOLD,       /* a held call's client did not retry within input_hold_ms */
     RELAY_CANCEL_CHILD,      /* the child ended: nothing can be sent to it */
+    RELAY_CANCEL_ADMIN,      /* the operator ended its session or restarted its pool (admin) */
     RELAY_CANCEL_OTHER,      /* anything else (a session whose initialize failed) */
     RELAY_CANCEL_N,
 };
@@ -74,11 +75,23 @@ void relay_module_free(void);
  * and initialize results): OK until a start fails and again after one succeeds; FAILING after a
  * failed start; BROKEN once as many starts in a row failed as the restart budget allows
  * (pool_max_restarts_per_min), the last within a minute, or when its children serve nothing the
- * gateway serves. /readyz shows it (http_ops.c).
+ * gateway serves. DRAINED, whatever its starts say, while the operator drains it (it takes no new
+ * session and no new 2026-07-28 request). /readyz shows it (http_ops.c).
  */
-enum relay_health { RELAY_HEALTH_OK, RELAY_HEALTH_FAILING, RELAY_HEALTH_BROKEN };
+enum relay_health {
+    RELAY_HEALTH_OK,
+    RELAY_HEALTH_FAILING,
+    RELAY_HEALTH_BROKEN,
+    RELAY_HEALTH_DRAINED,
+};
 void relay_start_ok(struct relay_stats *st);
 void relay_start_failed(struct relay_stats *st, const char *why, bool broken);
+/*
+ * The operator's drain (POST /admin/servers/NAME/drain, .../resume). It belongs to the server's
+ * name for the life of the process, like the counters: a SIGHUP keeps it.
+ */
+void relay_set_drained(struct relay_stats *st, bool drained);
+bool relay_drained(const struct relay_stats *st);
 /* The state (budget: the server's pool_max_restarts_per_min); *why: the last failure, or "". */
 enum relay_health relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms,
                                   const char **why);

@@ -60,6 +60,7 @@ enum session_end {
     SESSION_END_CHILD,        /* the child can no longer serve (nothing more is sent to it) */
     SESSION_END_SHUTDOWN,     /* the gateway stops */
     SESSION_END_INIT,         /* initialize failed, timed out or could not be delivered */
+    SESSION_END_ADMIN,        /* the operator ended it (POST /admin/sessions/ID/end) */
     SESSION_END_N,
 };
 
@@ -86,6 +87,10 @@ const char *session_id(const struct session *s);
 bool session_initialized(const struct session *s);
 /* A 2024-11-05 session's one stream, which every answer travels on. */
 struct stream *session_legacy_stream(struct session *s);
+/* The [server:NAME] it belongs to. */
+const char *session_server_name(const struct session *s);
+/* The client's requests in flight at its child. */
+size_t session_requests_in_flight(const struct session *s);
 /* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */
 struct session *session_create(const struct config_server *srv, struct auth_principal *owner,
                                int *status, const char **err);

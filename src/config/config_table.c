@@ -19,7 +19,7 @@ static const struct config_option config_table[] = {
     { "gateway.instance_id", CONFIG_SEC_GATEWAY, CONFIG_IDENT, "", 0, 16,
       CONFIG_GW(instance_id), "session id prefix, 0..16 characters of [A-Za-z0-9_-]" },
     { "gateway.admin_token", CONFIG_SEC_GATEWAY, CONFIG_IDENT, "", 0, 256,
-      CONFIG_GW(admin_token), "bearer token for /admin/inflight, 32..256 of [A-Za-z0-9_-]; empty: off" },
+      CONFIG_GW(admin_token), "bearer token for the /admin/ routes, 32..256 of [A-Za-z0-9_-]; empty: off" },
     { "gateway.admin_token_file", CONFIG_SEC_GATEWAY, CONFIG_DIR, "", 0, 0,
       CONFIG_GW(admin_token_file),
       "file whose first line is admin_token (0600 or 0640, not with admin_token); empty: none" },

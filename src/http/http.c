@@ -6,10 +6,10 @@
  * header lookups, the Host check, the layer's state), http_conn.c (each client socket: hang-ups,
  * slow-client deadlines), http_sse.c (SSE bodies, suspend and resume, the response hold),
  * http_mcp.c (the MCP endpoint: Streamable HTTP and the 2024-11-05 transport, with the order of
- * its checks), http_modern.c (the 2026-07-28 era), http_ops.c (health, readiness, metrics, the
- * admin view, RFC 9728 metadata), http_access.c (the access log), http_rules.c (pure header rules,
- * unit-tested). Their shared state is declared in http_int.h; only these files include
- * <microhttpd.h>.
+ * its checks), http_modern.c (the 2026-07-28 era), http_ops.c (health, readiness, metrics, RFC
+ * 9728 metadata), http_admin.c (the admin routes, a drained server's refusals), http_access.c
+ * (the access log), http_rules.c (pure header rules, unit-tested). Their shared state is declared
+ * in http_int.h; only these files include <microhttpd.h>.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -70,7 +70,8 @@ http_classify(struct http_req *rc, const char *url, const char *method)
         rc->kind = HTTP_METRICS;
         return;
     }
-    if (strcmp(url, "/admin/inflight") == 0) {
+    if (strcmp(url, "/admin/inflight") == 0 || strncmp(url, "/admin/sessions/", 16) == 0
+        || strncmp(url, "/admin/servers/", 15) == 0) {
         rc->kind = HTTP_ADMIN;
         return;
     }
@@ -116,7 +117,7 @@ http_begin(struct http_req *rc, const char *url, const char *method)
     case HTTP_METRICS:
         return http_metrics(rc);
     case HTTP_ADMIN:
-        return http_admin(rc);
+        return http_admin(rc, url);
     case HTTP_PRM:
         return http_prm(rc);
     case HTTP_NOT_FOUND:

@@ -225,6 +225,12 @@ http_access_client(const struct http_req *rc, char *out, size_t size)
 }
 
 void
+http_access_peer_text(const struct http_req *rc, char *out, size_t size)
+{
+    http_access_addr(http_access_sockaddr(rc), out, size);
+}
+
+void
 http_access_end(struct http_req *rc)
 {
     if (!log_access_on() || rc->acc.start_ns == 0)

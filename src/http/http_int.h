@@ -3,9 +3,9 @@
 #define MCPGW_HTTP_INT_H
 
 /*
- * Private to the HTTP layer (http.c, http_conn.c, http_sse.c, http_mcp.c, http_ops.c): the
- * request and connection contexts, the layer's state, and the functions its files share. The only
- * header that includes <microhttpd.h>; the layer's interface is http.h.
+ * Private to the HTTP layer (http.c, http_conn.c, http_sse.c, http_mcp.c, http_ops.c,
+ * http_admin.c): the request and connection contexts, the layer's state, and the functions its
+ * files share. The only header that includes <microhttpd.h>; the layer's interface is http.h.
  */
 
 #include <stdbool.h>
@@ -184,6 +184,8 @@ http_access_sent(struct http_req *rc, size_t n)
 /* MHD's completed callback: the access line. */
 /* Who is asking: the trusted proxy's X-Forwarded-For, else the peer's address ("" if none). */
 void http_access_client(const struct http_req *rc, char *out, size_t size);
+/* The socket peer's address as text ("" if none). */
+void http_access_peer_text(const struct http_req *rc, char *out, size_t size);
 void http_access_end(struct http_req *rc);
 
 /* http_sse.c */
@@ -227,8 +229,29 @@ enum MHD_Result http_modern_refuse_method(struct http_req *rc);
 enum MHD_Result http_health(struct http_req *rc);
 enum MHD_Result http_ready(struct http_req *rc);
 enum MHD_Result http_metrics(struct http_req *rc);
-enum MHD_Result http_admin(struct http_req *rc);
 enum MHD_Result http_prm(struct http_req *rc);
+/* The peer of rc's connection is on loopback. */
+bool http_peer_loopback(const struct http_req *rc);
+/* rc carries "Authorization: Bearer <token>" (compared in constant time). */
+bool http_bearer_ok(const struct http_req *rc, const char *token);
+/* 401 with WWW-Authenticate: Bearer. */
+enum MHD_Result http_unauthorized(struct http_req *rc);
+/* An operator view from b (cleared): 200 with content_type, Cache-Control: no-store. */
+enum MHD_Result http_view(struct http_req *rc, struct buf *b, const char *content_type);
+
+/* http_admin.c */
+/* The admin routes under /admin/ (url: the request's path), behind admin_token. */
+enum MHD_Result http_admin(struct http_req *rc, const char *url);
+/* mcpgw_admin_actions_total. */
+void http_admin_metrics(struct buf *b);
+/*
+ * 503 with Retry-After: rc->srv is drained by the operator (relay.h). info: the request, whose id
+ * the error carries; NULL: id null.
+ */
+enum MHD_Result http_drained(struct http_req *rc, const struct jsonrpc_info *info);
+/* True when rc->srv is drained: *ret is the refusal (http_drained). */
+bool http_refuse_drained(struct http_req *rc, const struct jsonrpc_info *info,
+                         enum MHD_Result *ret);
 
 /* http_conn.c: MHD's connection notifications and the request-line hook */
 void http_notify(void *cls, struct MHD_Connection *c, void **socket_context,

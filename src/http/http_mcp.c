@@ -243,6 +243,8 @@ http_post(struct http_req *rc)
     bool is_init = info.kind == JSONRPC_REQUEST && strcmp(info.method, "initialize") == 0;
     struct session *s;
     if (rc->sid[0] == '\0' && is_init) {
+        if (http_refuse_drained(rc, &info, &ret))
+            return ret;
         int status = 500;
         const char *why = "cannot start the upstream server";
         s = session_create(rc->srv, rc->principal, &status, &why);
@@ -303,6 +305,9 @@ http_delete(struct http_req *rc)
 enum MHD_Result
 http_legacy_sse(struct http_req *rc)
 {
+    enum MHD_Result ret;
+    if (http_refuse_drained(rc, NULL, &ret))
+        return ret;
     int status = 500;
     const char *why = "cannot start the upstream server";
     struct session *s = session_create(rc->srv, rc->principal, &status, &why);

@@ -205,6 +205,8 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
     enum pool_status status;
     struct stream *st =
         pool_request(rc->srv, buf_head(&rc->body), buf_used(&rc->body), info, &meta, &status);
+    if (st == NULL && status == POOL_E_DRAINED)
+        return http_drained(rc, info);
     if (st == NULL) {
         unsigned code = MHD_HTTP_SERVICE_UNAVAILABLE;
         int rpc = JSONRPC_INTERNAL_ERROR;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The operator's routes: /healthz, /readyz, /metrics, /admin/inflight, and the RFC 9728
- * protected resource metadata. Probes take GET and HEAD only.
+ * The operator's routes: /healthz, /readyz, /metrics, and the RFC 9728 protected resource
+ * metadata; the admin token's checks, which /metrics shares with the admin routes (http_admin.c).
+ * Probes take GET and HEAD only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +17,6 @@
 #include "pool.h"
 #include "relay.h"
 #include "upstream.h"
-
-#define HTTP_ADMIN_POOLS_MAX ((size_t)16 << 20) /* the pools' part of the admin view */
 
 /* GET only (HEAD too: MHD sends the headers of the GET answer). */
 static bool
@@ -42,7 +41,7 @@ http_health(struct http_req *rc)
 }
 
 /* The peer of this connection is on loopback (behind nginx: nginx is). */
-static bool
+bool
 http_peer_loopback(const struct http_req *rc)
 {
     const union MHD_ConnectionInfo *ci =
@@ -51,7 +50,7 @@ http_peer_loopback(const struct http_req *rc)
 }
 
 /* "Authorization: Bearer <token>" with the admin token (compared in constant time). */
-static bool
+bool
 http_bearer_ok(const struct http_req *rc, const char *token)
 {
     size_t len;
@@ -59,7 +58,7 @@ http_bearer_ok(const struct http_req *rc, const char *token)
     return got != NULL && len == strlen(token) && crypto_equal(got, token, len);
 }
 
-static enum MHD_Result
+enum MHD_Result
 http_unauthorized(struct http_req *rc)
 {
     struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, "Unauthorized");
@@ -68,7 +67,7 @@ http_unauthorized(struct http_req *rc)
 }
 
 /* An operator view (admin, metrics) from b, which is cleared: 200, not to be cached. */
-static enum MHD_Result
+enum MHD_Result
 http_view(struct http_req *rc, struct buf *b, const char *content_type)
 {
     size_t len = buf_used(b);
@@ -81,48 +80,8 @@ http_view(struct http_req *rc, struct buf *b, const char *content_type)
 }
 
 /*
- * GET /admin/inflight: off unless admin_token is set; then only for loopback peers presenting
- * "Authorization: Bearer <admin_token>".
- */
-enum MHD_Result
-http_admin(struct http_req *rc)
-{
-    const char *token = httpd.cfg->admin_token;
-    if (token == NULL || token[0] == '\0')
-        return http_error(rc, MHD_HTTP_NOT_FOUND, JSONRPC_INVALID_REQUEST, "Not found");
-    if (!http_peer_loopback(rc))
-        return http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
-                          "the admin view answers loopback clients only");
-    if (!http_bearer_ok(rc, token))
-        return http_unauthorized(rc);
-    enum MHD_Result ret;
-    if (http_refuse_not_get(rc, &ret))
-        return ret;
-    size_t len;
-    char *body = session_admin_json(&len);
-    /*
-     * The sessions' document, with the pools joined as "pools" ("pools_truncated" when children
-     * were left out) before its closing brace.
-     */
-    struct buf b;
-    buf_init(&b, (size_t)HTTP_ADMIN_POOLS_MAX + len + 64);
-    int ok = buf_append(&b, body, len - 1); /* without the document's closing brace */
-    free(body);
-    if (ok == 0)
-        ok = buf_printf(&b, ",\"pools\":");
-    int pr = ok == 0 ? pool_admin_json(&b, HTTP_ADMIN_POOLS_MAX) : -1;
-    if (ok == -1 || pr == -1
-        || buf_printf(&b, ",\"pools_truncated\":%s}", pr ? "true" : "false") == -1) {
-        buf_clear(&b);
-        return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
-                          "admin view too large");
-    }
-    return http_view(rc, &b, "application/json");
-}
-
-/*
- * Each server's state (relay.h: ok, failing, broken) and why, as "servers":[...]; true when at
- * least one of them can serve (is not broken).
+ * Each server's state (relay.h: ok, failing, broken, drained) and why, as "servers":[...]; true
+ * when at least one of them can serve (is neither broken nor drained by the operator).
  */
 static bool
 http_ready_servers(struct buf *b, bool *ok)
@@ -135,7 +94,7 @@ http_ready_servers(struct buf *b, bool *ok)
         const char *why;
         enum relay_health h =
             relay_health_of(relay_stats_of(srv->name), srv->pool_max_restarts_per_min, now, &why);
-        any |= h != RELAY_HEALTH_BROKEN;
+        any |= h != RELAY_HEALTH_BROKEN && h != RELAY_HEALTH_DRAINED;
         size_t nlen, wlen;
         char *name = jsonrpc_quote(srv->name, &nlen);
         char *w = jsonrpc_quote(why, &wlen);
@@ -151,7 +110,7 @@ http_ready_servers(struct buf *b, bool *ok)
 
 /*
  * GET /readyz: 200 while new sessions are taken and some server can serve; 503 while draining, at
- * max_sessions, or when every server is broken. The body says each server's state.
+ * max_sessions, or when every server is broken or drained. The body says each server's state.
  */
 enum MHD_Result
 http_ready(struct http_req *rc)
@@ -216,6 +175,7 @@ http_metrics(struct http_req *rc)
     relay_metrics(&b);
     pool_metrics(&b);
     policy_metrics(&b);
+    http_admin_metrics(&b);
     metrics_family(&b, "mcpgw_ready", "gauge", "1 while new sessions are taken (/readyz).");
     metrics_sample(&b, "mcpgw_ready", NULL,
                    !session_draining() && session_count() < httpd.cfg->max_sessions);

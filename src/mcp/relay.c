@@ -28,6 +28,7 @@ const struct relay_reason_info relay_reasons[RELAY_CANCEL_N] = {
     [RELAY_CANCEL_RELOAD] = { "configuration reloaded", "reload" },
     [RELAY_CANCEL_HOLD] = { "input not provided in time", "input_not_provided" },
     [RELAY_CANCEL_CHILD] = { "upstream server ended", "child_ended" },
+    [RELAY_CANCEL_ADMIN] = { "ended by the operator", "admin" },
     [RELAY_CANCEL_OTHER] = { "other", "other" },
 };
 
@@ -38,6 +39,7 @@ struct relay_stats {
     uint64_t fails;     /* starts failed in a row */
     uint64_t fail_ms;   /* when the last one failed */
     bool broken;        /* its children serve nothing the gateway serves */
+    bool drained;       /* the operator drained it: no new session or 2026-07-28 request */
     char why[160];      /* the last failure */
 };
 
@@ -78,9 +80,25 @@ relay_start_failed(struct relay_stats *st, const char *why, bool broken)
     snprintf(st->why, sizeof(st->why), "%s", why);
 }
 
+void
+relay_set_drained(struct relay_stats *st, bool drained)
+{
+    st->drained = drained;
+}
+
+bool
+relay_drained(const struct relay_stats *st)
+{
+    return st->drained;
+}
+
 enum relay_health
 relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms, const char **why)
 {
+    if (st->drained) {
+        *why = "drained by the operator: no new sessions or 2026-07-28 requests";
+        return RELAY_HEALTH_DRAINED;
+    }
     *why = st->why;
     if (st->broken || (st->fails >= budget && now_ms - st->fail_ms < 60000))
         return RELAY_HEALTH_BROKEN;
@@ -90,7 +108,7 @@ relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms, 
 const char *
 relay_health_text(enum relay_health h)
 {
-    static const char *const names[] = { "ok", "failing", "broken" };
+    static const char *const names[] = { "ok", "failing", "broken", "drained" };
     return names[h];
 }
 

@@ -20,6 +20,20 @@
 
 struct pool_globals pools;
 
+/* A reload retires every pool; an operator's restart one server's (pool_restart). */
+const struct pool_retire_info pool_retire_reload = {
+    "configuration reloaded",
+    "the configuration was reloaded: retry the request",
+    "configuration reloaded: send subscriptions/listen again",
+    RELAY_CANCEL_RELOAD,
+};
+const struct pool_retire_info pool_retire_restart = {
+    "restarted by the operator",
+    "the server was restarted by the operator: retry the request",
+    "server restarted by the operator: send subscriptions/listen again",
+    RELAY_CANCEL_ADMIN,
+};
+
 /* Why a broken pool (its children serve no version the gateway serves) refuses every request. */
 static const char pool_broken_text[] = "upstream server supports no protocol version this gateway "
                                        "serves to stateless clients";
@@ -73,19 +87,30 @@ pool_warm(struct pool *p)
             break;
 }
 
+/*
+ * p takes no new request from now on: its children end what they have in flight and stop once
+ * idle (pool_sweep_child), what waits in its queue goes to its starting children or fails, and
+ * the pool is freed once empty. New requests make a new pool (pool_find skips retired ones).
+ */
+static void
+pool_retire(struct pool *p, const struct pool_retire_info *why)
+{
+    p->retired = true;
+    p->retired_why = why;
+    /*
+     * A listener would stay on the old pool and hear nothing once its children idle out: it ends,
+     * saying why, and listens again on the new one. Held input rounds stay on the old pool until
+     * they end (pool_bridge.c).
+     */
+    pool_listen_end_all(p, why->listen, why->cancel);
+}
+
 void
 pool_set_config(const struct config *cfg)
 {
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
-        if (p->cfg != cfg && !p->retired) {
-            p->retired = true;
-            /*
-             * A listener would stay on the old pool and hear nothing once its children idle out:
-             * it ends, saying why, and listens again on the new one. Held input rounds stay on
-             * the old pool until they end (pool_bridge.c).
-             */
-            pool_listen_end_all(p, "configuration reloaded: send subscriptions/listen again");
-        }
+        if (p->cfg != cfg && !p->retired)
+            pool_retire(p, &pool_retire_reload);
     pools.cfg = cfg;
     for (size_t i = 0; i < cfg->n_servers; i++) {
         (void)relay_stats_of(cfg->servers[i].name); /* its series exist before any traffic */
@@ -391,7 +416,7 @@ pool_queue_settle(struct pool *p, const char *what)
     char message[256];
     snprintf(message, sizeof(message), "%s; %s", what,
              p->broken    ? pool_broken_text
-             : p->retired ? "the configuration was reloaded: retry the request"
+             : p->retired ? p->retired_why->queued
                           : "gateway shutting down");
     pool_fail_queue(p, message);
 }
@@ -538,6 +563,10 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     struct pool *p = pool_find(srv);
     if (p == NULL)
         p = pool_new(pools.cfg, srv);
+    if (relay_drained(p->stats) && !resume) {
+        *status = POOL_E_DRAINED;
+        return NULL;
+    }
     if (p->broken) {
         meta->why = pool_broken_text;
         *status = POOL_E_UNAVAILABLE;
@@ -642,8 +671,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
     if (c->state != POOL_CHILD_READY || busy)
         return;
     if (p->retired || pools.draining) {
-        pool_child_retire(c, p->retired ? "configuration reloaded" : "gateway shutting down",
-                          false);
+        pool_child_retire(c, p->retired ? p->retired_why->stopped : "gateway shutting down", false);
         return;
     }
     if (p->n_children > p->srv->pool_warm_children
@@ -691,6 +719,27 @@ pool_sweep(uint64_t now_ms)
     }
 }
 
+size_t
+pool_restart(const struct config_server *srv)
+{
+    struct pool *old = pool_find(srv);
+    if (old == NULL)
+        return 0;
+    size_t n = old->n_children;
+    pool_retire(old, &pool_retire_restart);
+    if (pools.draining)
+        return n;
+    /* As many children as the old pool had (at least the warm ones), started now. */
+    struct pool *p = pool_new(pools.cfg, srv);
+    size_t want = n > srv->pool_warm_children ? n : srv->pool_warm_children;
+    if (want > srv->pool_max_children)
+        want = srv->pool_max_children;
+    while (!p->broken && p->n_children < want)
+        if (pool_child_start(p) == NULL)
+            break;
+    return n;
+}
+
 void
 pool_drain(void)
 {
@@ -703,7 +752,7 @@ pool_close_all(void)
     pools.draining = true;
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         pool_fail_queue(p, "gateway shutting down");
-        pool_listen_end_all(p, NULL);
+        pool_listen_end_all(p, NULL, RELAY_CANCEL_SHUTDOWN);
         while (p->children != NULL) {
             struct pool_child *c = p->children;
             for (struct pending *e = c->r.pt.head; e != NULL; e = e->next)
@@ -751,6 +800,8 @@ pool_status_text(enum pool_status status)
         return "upstream server is not reading its input; try again later";
     case POOL_E_DRAINING:
         return "gateway shutting down: no new requests";
+    case POOL_E_DRAINED:
+        return "server drained by the operator: no new requests";
     case POOL_E_ID_TOO_LONG:
         return "request id or progress token longer than max_id_bytes";
     case POOL_E_NO_METHOD:

@@ -151,16 +151,26 @@ struct pool_call {
     struct pool_call *hnext; /* pools.held */
 };
 
+/* Why a pool was retired: the texts its children's stop, its queue and its listeners get. */
+struct pool_retire_info {
+    const char *stopped; /* "pool child stopped: ..." */
+    const char *queued;  /* the error of a request still queued once no child will come */
+    const char *listen;  /* the error that ends a listener (send subscriptions/listen again) */
+    enum relay_reason cancel;
+};
+extern const struct pool_retire_info pool_retire_reload, pool_retire_restart;
+
 struct pool {
     char *name;
     const struct config_server *srv;
     const struct config *cfg;
     enum config_era era; /* AUTO until the probe decided */
     bool broken;         /* the children serve no version the gateway serves: none kept */
-    bool retired;        /* an older configuration's: no new request, ends once idle */
+    bool retired;        /* replaced (reload, restart: retired_why): no new request; ends idle */
     char *discover;      /* legacy: the DiscoverResult object made from initialize */
     size_t discover_len;
     struct relay_stats *stats; /* its server's counters (relay.h) */
+    const struct pool_retire_info *retired_why;
     struct pool_child *children;
     size_t n_children, n_starting;
     struct pool_call *qhead, *qtail; /* waiting for a child to be ready */
@@ -343,8 +353,11 @@ void pool_bridge_end_held(struct pool *p);
 bool pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_info *info);
 /* The listener is gone (pool_call_end calls this): its URIs released. */
 void pool_listen_forget(struct pool_call *call);
-/* Shutdown (error NULL): every listener of p gets its graceful end; else that JSON-RPC error. */
-void pool_listen_end_all(struct pool *p, const char *error);
+/*
+ * Shutdown (error NULL): every listener of p gets its graceful end; else that JSON-RPC error,
+ * counted as a cancel for why.
+ */
+void pool_listen_end_all(struct pool *p, const char *error, enum relay_reason why);
 /*
  * A list change or resources/updated from c: to the listeners that asked; false if none did, or
  * c is not ready (what a starting child says is of its own start).

@@ -252,12 +252,12 @@ pool_listen_forget(struct pool_call *call)
 }
 
 void
-pool_listen_end_all(struct pool *p, const char *error)
+pool_listen_end_all(struct pool *p, const char *error, enum relay_reason why)
 {
     while (p->listeners != NULL) {
         struct pool_listen *l = p->listeners;
         if (error != NULL) {
-            relay_count(p->stats, RELAY_CANCEL_RELOAD);
+            relay_count(p->stats, why);
             pool_call_error(l->call, l->id, l->id_len, JSONRPC_INTERNAL_ERROR, error);
             continue;
         }

@@ -37,6 +37,7 @@ const struct session_end_info session_ends[SESSION_END_N] = {
     [SESSION_END_CHILD] = { "child ended", "child_exited", RELAY_CANCEL_CHILD },
     [SESSION_END_SHUTDOWN] = { "gateway shutting down", "shutdown", RELAY_CANCEL_SHUTDOWN },
     [SESSION_END_INIT] = { "initialize did not complete", "other", RELAY_CANCEL_OTHER },
+    [SESSION_END_ADMIN] = { "ended by the operator", "admin", RELAY_CANCEL_ADMIN },
 };
 
 size_t
@@ -146,6 +147,18 @@ struct stream *
 session_legacy_stream(struct session *s)
 {
     return s->get;
+}
+
+const char *
+session_server_name(const struct session *s)
+{
+    return s->srv->name;
+}
+
+size_t
+session_requests_in_flight(const struct session *s)
+{
+    return pending_active(&s->r.pt, PENDING_TO_CHILD);
 }
 
 size_t

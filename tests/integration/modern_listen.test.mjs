@@ -651,6 +651,29 @@ test('SIGHUP: a legacy listener is ended with a JSON-RPC error that says to list
   });
 });
 
+test('POST /admin/servers/NAME/restart: a legacy listener is ended with an error that says to listen again (a cancel with reason admin); a new listen works on the new pool\'s child', { timeout: scaled(60000) }, async () => {
+  await withGw({ servers: (dir) => [listenServer(path.join(dir, 'subs.log'))] }, async (gw) => {
+    const l = await rawListen(gw, { toolsListChanged: true }, { id: 'before-restart' });
+    const [old] = await waitFor(() => poolPids(gw, 'listen').length === 1 && poolPids(gw, 'listen'), T, 'the child\'s start line');
+    const r = await request(`${gw.base}/admin/servers/listen/restart`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+    const text = await r.done();
+    assert.equal(r.status, 200, text);
+    assert.equal(JSON.parse(text).children_replaced, 1);
+    await waitFor(() => l.ended, T, 'the old listen stream ends');
+    const end = l.msgs().find((m) => m.id === 'before-restart');
+    assert.equal(end?.error?.code, -32603, l.text());
+    assert.match(end.error.message, /server restarted by the operator: send subscriptions\/listen again/);
+    const again = await rawListen(gw, { toolsListChanged: true }, { id: 'after-restart' });
+    assert.equal(await rawCall(gw, 'change_tools'), 'tools changed');
+    await waitFor(() => rawGot(again, 'notifications/tools/list_changed').length === 1, T, 'the change on the new listen');
+    await waitFor(() => poolPids(gw, 'listen').length === 2, T, 'the new child\'s start line');
+    assert.notEqual(poolPids(gw, 'listen')[1], old);
+    const m = await request(`${gw.base}/metrics`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+    assert.match(await m.done(), /^mcpgw_cancels_total\{server="listen",direction="to_child",reason="admin"\} 1$/m);
+    again.drop();
+  });
+});
+
 // ---- Tests: a child's start ----------------------------------------------------------------
 
 test('a new child\'s start-up burst of list_changed (before it is ready) reaches no listener; a change it reports once ready does, once', { timeout: scaled(60000) }, async () => {

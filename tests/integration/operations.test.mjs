@@ -237,9 +237,9 @@ async function metrics(gw, headers = {}, { agent } = {}) {
 
 /** The label sets each family must expose, and its type. */
 const LABELS = (key, values) => values.map((v) => ({ [key]: v }));
-const CLOSE_REASONS = ['deleted', 'expired', 'client_disconnected', 'child_exited', 'shutdown', 'other'];
+const CLOSE_REASONS = ['deleted', 'expired', 'client_disconnected', 'child_exited', 'shutdown', 'other', 'admin'];
 const CLASSES = ['initialize', 'ping', 'tools', 'resources', 'prompts', 'completion', 'logging', 'tasks', 'sampling', 'elicitation', 'roots', 'other'];
-const CANCEL_REASONS = ['client', 'client_disconnected', 'timeout', 'deleted', 'expired', 'shutdown', 'reload', 'input_not_provided', 'child_ended', 'other'];
+const CANCEL_REASONS = ['client', 'client_disconnected', 'timeout', 'deleted', 'expired', 'shutdown', 'reload', 'input_not_provided', 'child_ended', 'admin', 'other'];
 const PER_SERVER = (servers) => servers.map((server) => ({ server }));
 const BY_SERVER = (key, values) => (servers) => servers.flatMap((server) => values.map((v) => ({ server, [key]: v })));
 const VERSION = /mcp-gateway (\S+)/.exec(execFileSync(GW_BIN, ['--version'], { encoding: 'utf8' }))[1];
@@ -305,6 +305,8 @@ const FAMILIES = {
   // The per-tool policy: a server's series appear with its first event (no policy in these tests).
   mcpgw_policy_denied_total: ['counter', []],
   mcpgw_policy_tools_hidden_total: ['counter', []],
+  // The admin actions (admin_actions.test.mjs): every action and outcome from the start.
+  mcpgw_admin_actions_total: ['counter', ['end', 'drain', 'resume', 'restart'].flatMap((action) => ['ok', 'not_found', 'refused'].map((outcome) => ({ action, outcome })))],
 };
 
 /** Every family with HELP, TYPE and its series (for the configured servers); histograms consistent. */
