@@ -50,7 +50,9 @@ install -d -o mcp-gateway -g mcp-gateway -m 0755 /var/lib/mcp-gateway
 (cd /var/lib/mcp-gateway && setpriv --reuid=mcp-gateway --regid=mcp-gateway --init-groups \
     /usr/bin/mcp-gateway --check-config --config "$conf")
 
-# No logs or backups of the build in the image.
+# No logs or backups of the build in the image, nor the build host's name and resolver, which
+# mmdebstrap copied in: podman gives the container its own.
+rm -f /etc/hostname /etc/resolv.conf
 rm -f /var/log/dpkg.log /var/log/alternatives.log /var/log/bootstrap.log /var/cache/debconf/*-old \
     /var/lib/dpkg/*-old
 rm -rf /var/log/apt /var/cache/apt/* /var/lib/apt/lists/*

@@ -157,11 +157,11 @@ bound=10
 t0=$(date +%s%N)
 podman stop -t "$bound" "$name" >/dev/null
 ms=$((($(date +%s%N) - t0) / 1000000))
-wait "$long" || fail "the slow call's curl failed: $(tail -c 300 "$work/long.out")"
 state=$(podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$name")
 [ "$state" = "exited 0" ] || fail "after podman stop the container is '$state' (137: SIGKILL after $bound s)"
 [ $ms -lt $((bound * 1000)) ] || fail "podman stop took $ms ms, the bound is $bound s"
 echo "podman stop: exited 0 after $ms ms (bound $bound s)"
+wait "$long" || fail "the slow call's curl failed: $(tail -c 300 "$work/long.out")"
 grep -q '"error":{"code":-32603,"message":"session ended: gateway shutting down"}' "$work/long.out" \
     || fail "the slow call was not answered 'gateway shutting down': $(tail -c 300 "$work/long.out")"
 echo "id 3 answered: $(grep -o '"error":{[^}]*}' "$work/long.out")"
