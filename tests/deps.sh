@@ -13,10 +13,13 @@ cd "$(dirname "$0")/.."
 # prometheus: its promtool, which modern_reload.test.mjs checks /metrics with (promtool check
 # metrics) and prometheus_rules.test.mjs deploy/prometheus with (check rules, test rules); the
 # package's service is not started in a container. logrotate: signals.test.mjs runs
-# the package's logrotate file with it.
+# the package's logrotate file with it. mmdebstrap, podman, runc, netavark, iptables, uidmap:
+# tests/container/run.sh builds the container image from the .deb (deploy/container/build.sh) and
+# runs it with podman (runc; netavark and iptables publish its port).
 pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
       libcriterion-dev libssl-dev libcurl4-openssl-dev openssl nginx-light curl systemd
-      dpkg-dev debhelper build-essential lintian man-db procps prometheus logrotate"
+      dpkg-dev debhelper build-essential lintian man-db procps prometheus logrotate
+      mmdebstrap podman runc netavark iptables uidmap"
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

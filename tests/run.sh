@@ -38,7 +38,8 @@ node tests/bench/run.mjs --quick --no-build --build build
 # The Debian package end to end (as root, or through sudo like tests/deps.sh): build with
 # dpkg-buildpackage, lintian, install, the SDK client and the SDK interop tests against the
 # installed binary started as its unit would, an upgrade with requests in flight (the drain),
-# purge, nothing left behind (tests/package/run.sh).
+# purge, nothing left behind (tests/package/run.sh), and its container image run by podman
+# (tests/container/run.sh, called from there).
 sh tests/package/run.sh
 
 setup build-asan gcc -Dtests=enabled -Dwerror=true -Dfuzz=false -Db_sanitize=address,undefined

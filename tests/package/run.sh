@@ -129,6 +129,7 @@ MCPGW_DEB_SUFFIX=+upgradetest1 sh deploy/debian/build.sh "$work/v2"
 deb1=$(ls "$work"/v1/mcp-gateway_*.deb)
 deb2=$(ls "$work"/v2/mcp-gateway_*.deb)
 echo "build and lintian: $(($(date +%s) - t_start)) s"
+sh tests/container/run.sh "$deb1" # its container image (deploy/container), run by podman
 
 step "install $(basename "$deb1")"
 dpkg -i "$deb1"
