@@ -65,7 +65,9 @@ static struct {
 static const char main_usage_text[] =
     "usage: mcp-gateway [--config FILE] [--check-config] [--print-config] [--version] [--help]\n"
     "\n"
-    "Streamable HTTP front end for stdio MCP servers: one child process per session.\n"
+    "Streamable HTTP front end for stdio MCP servers: one child process per session, and a pool "
+    "of\n"
+    "children per server for stateless (2026-07-28) requests.\n"
     "\n"
     "  -c, --config FILE    INI file (default: " MCPGW_DEFAULT_CONFIG
     "; if absent, conf/gateway.ini)\n"
