@@ -716,6 +716,44 @@ test('metrics: every figure of one server is on its own series: traffic to one s
   });
 });
 
+test('metrics: a server a SIGHUP removes keeps its series: its counters where they were, its gauges at 0 once what it had ended', async () => {
+  const servers = ['example', 'gone'];
+  await withGateway({ servers: [{ name: 'example', path: '/mcp' }, { name: 'gone', path: '/gone' }] }, async (gw) => {
+    const url = `${gw.base}/gone`;
+    const s = await initSession(gw, { url });
+    const e = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }), { sid: s.sid, url });
+    await e.done(scaled(10000));
+    assert.equal(textOf(e.events().map((x) => x.json).find(isAnswer)), 'g', e.text());
+    const pr = await modernCall(gw, '/gone', 'echo', { text: 'pooled' }, 'p-gone');
+    await pr.done(scaled(10000));
+    assert.equal(textOf(msgsOf(pr).find(isAnswer)), 'pooled', pr.text());
+    const m0 = await metrics(gw);
+    checkShape(m0, servers);
+    const counters = ['mcpgw_child_stdin_bytes_total', 'mcpgw_child_stdout_bytes_total', 'mcpgw_spawn_duration_seconds_count', 'mcpgw_sessions_created_total', 'mcpgw_pool_requests_total'];
+    for (const k of counters) assert.ok(m0.get(k, { server: 'gone' }) > 0, `${k}{server="gone"} moved`);
+    assert.equal(m0.get('mcpgw_pool_child_events_total', { server: 'gone', event: 'started' }), 1);
+
+    // Its session ends first (once the server is gone, no path reaches it); its pool retires.
+    const d = await del(gw, { sid: s.sid, url });
+    await d.done();
+    assert.equal(d.status, 200);
+    fs.writeFileSync(gw.conf, iniText({}, [{ name: 'example', path: '/mcp', command: exampleCmd(gw.childLog) }]));
+    gw.proc.kill('SIGHUP');
+    await waitLogCount(gw, /SIGHUP: configuration reloaded from \S+ \(1 servers\)/, 1);
+    await waitFor(async () => {
+      const m = await metrics(gw);
+      return m.get('mcpgw_children_running', { server: 'gone' }) === 0 && m.get('mcpgw_pools_retired', { server: 'gone' }) === 0;
+    }, scaled(10000), 'gone\'s session and retired pool ended');
+    const m1 = await metrics(gw);
+    checkShape(m1, servers); // every family still has gone's series
+    for (const k of counters) assert.equal(m1.get(k, { server: 'gone' }), m0.get(k, { server: 'gone' }), `${k}{server="gone"} kept`);
+    assert.equal(m1.get('mcpgw_pool_child_events_total', { server: 'gone', event: 'started' }), 1);
+    for (const k of ['mcpgw_sessions_open', 'mcpgw_pool_inflight_requests', 'mcpgw_pool_held_calls']) assert.equal(m1.get(k, { server: 'gone' }), 0, k);
+    assert.equal(m1.get('mcpgw_inflight_requests', { server: 'gone', direction: 'to_child' }), 0);
+    assert.equal(m1.get('mcpgw_pool_children', { server: 'gone', state: 'ready' }), 0);
+  });
+});
+
 // --- /readyz -----------------------------------------------------------------------------------
 
 test('/readyz: 200 {"ready":true,"servers":[...]}; 503 "max_sessions reached" with max_sessions sessions open; 200 again after a DELETE', async () => {
