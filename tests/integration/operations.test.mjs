@@ -279,7 +279,7 @@ const FAMILIES = {
   mcpgw_http_responses_total: ['counter', LABELS('code', ['1xx', '2xx', '3xx', '4xx', '5xx'])],
   mcpgw_http_received_bytes_total: ['counter', [{}]],
   mcpgw_http_sent_bytes_total: ['counter', [{}]],
-  mcpgw_auth_refused_total: ['counter', LABELS('reason', ['missing', 'invalid', 'insufficient_scope'])],
+  mcpgw_auth_refused_total: ['counter', BY_SERVER('reason', ['missing', 'invalid', 'insufficient_scope'])],
   mcpgw_auth_unavailable_total: ['counter', [{}]],
   mcpgw_auth_waits_total: ['counter', [{}]],
   mcpgw_auth_fetches_total: ['counter', [{}]],
