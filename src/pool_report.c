@@ -126,11 +126,24 @@ pool_counters_total(void)
 {
     struct pool_counters t = { 0 };
     for (const struct pool_server *r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
-        t.requests += r->ctr.requests;
-        t.answered += r->ctr.answered;
-        t.rounds += r->ctr.rounds;
-        t.states_refused += r->ctr.states_refused;
-        t.spawned += r->ctr.spawned;
+        const struct pool_counters *k = &r->ctr;
+        t.requests += k->requests;
+        t.answered += k->answered;
+        t.late_dropped += k->late_dropped;
+        t.slow_dropped += k->slow_dropped;
+        t.unattributed += k->unattributed;
+        t.logs_filtered += k->logs_filtered;
+        t.child_requests += k->child_requests;
+        t.child_lines_invalid += k->child_lines_invalid;
+        t.spawned += k->spawned;
+        t.start_failed += k->start_failed;
+        t.crashed += k->crashed;
+        t.idle_stopped += k->idle_stopped;
+        t.refused_restart += k->refused_restart;
+        t.rounds += k->rounds;
+        t.asks_bridged += k->asks_bridged;
+        t.held_expired += k->held_expired;
+        t.states_refused += k->states_refused;
     }
     return t;
 }
