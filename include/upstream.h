@@ -83,16 +83,12 @@ bool upstream_writable(const struct upstream *u);
 /* Children spawned and not yet freed, over the whole process (shutdown waits for 0). */
 size_t upstream_live_count(void);
 
-/* Counters since start (/metrics). */
-struct upstream_counters {
-    uint64_t spawned, spawn_failed;
-    uint64_t exited_zero, exited_nonzero, killed; /* how children ended */
-    uint64_t stdin_bytes, stdout_bytes;
-};
-const struct upstream_counters *upstream_counters(void);
 /* Makes the row of server, so that its series exist before its first child. */
 void upstream_server_seen(const char *server);
-/* The children's series by server (running, spawned, spawn failures, exits, resident memory). */
+/*
+ * The children's series by server (running, spawned, spawn failures, exits, resident memory, bytes
+ * written and read).
+ */
 void upstream_metrics(struct buf *b);
 /* Frees the rows of every server (at exit, once every child is freed). */
 void upstream_module_free(void);

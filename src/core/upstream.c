@@ -66,7 +66,6 @@ struct upstream {
 };
 
 static size_t upstream_live;
-static struct upstream_counters upstream_ctr;
 
 /*
  * Counters of one server (by name), kept for the life of the process so that /metrics stays
@@ -77,6 +76,7 @@ struct upstream_server {
     size_t running;
     uint64_t spawned, spawn_failed;
     uint64_t exited[3]; /* exit_zero, exit_nonzero, signal */
+    uint64_t stdin_bytes, stdout_bytes;
     struct upstream *children;
 };
 
@@ -92,12 +92,6 @@ void
 upstream_server_seen(const char *server)
 {
     (void)upstream_server_of(server);
-}
-
-const struct upstream_counters *
-upstream_counters(void)
-{
-    return &upstream_ctr;
 }
 
 static void upstream_out_ready(int fd, uint32_t events, void *arg);
@@ -380,11 +374,9 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
         goto fail;
     }
     if (upstream_do_spawn(u, p, in, out, err, errstr) == -1) {
-        upstream_ctr.spawn_failed++;
         u->srv->spawn_failed++;
         goto fail;
     }
-    upstream_ctr.spawned++;
     u->srv->spawned++;
     close(in[0]);
     close(out[1]);
@@ -444,7 +436,7 @@ upstream_flush(struct upstream *u)
         int n = msgq_iov(&u->inq, iov, (int)ARRAY_LEN(iov));
         ssize_t w = writev(u->in_fd, iov, n);
         if (w > 0)
-            upstream_ctr.stdin_bytes += (uint64_t)w;
+            u->srv->stdin_bytes += (uint64_t)w;
         if (w == -1) {
             if (errno == EINTR)
                 continue;
@@ -591,7 +583,7 @@ upstream_read_out(struct upstream *u)
                 u->out_grown = true;
                 (void)fcntl(u->out_fd, F_SETPIPE_SZ, UPSTREAM_PIPE_BIG);
             }
-            upstream_ctr.stdout_bytes += (uint64_t)n;
+            u->srv->stdout_bytes += (uint64_t)n;
             u->line.len += (size_t)n;
             total += (size_t)n;
             upstream_emit_lines(u);
@@ -748,16 +740,12 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
     upstream_enter(u);
     u->exited = true;
     upstream_close_fd(&u->pid_w, &u->pid_fd);
-    if (si.si_code == CLD_EXITED && si.si_status == 0) {
-        upstream_ctr.exited_zero++;
+    if (si.si_code == CLD_EXITED && si.si_status == 0)
         u->srv->exited[0]++;
-    } else if (si.si_code == CLD_EXITED) {
-        upstream_ctr.exited_nonzero++;
+    else if (si.si_code == CLD_EXITED)
         u->srv->exited[1]++;
-    } else {
-        upstream_ctr.killed++;
+    else
         u->srv->exited[2]++;
-    }
     char pid[16], st[16];
     snprintf(pid, sizeof(pid), "%d", (int)u->pid);
     snprintf(st, sizeof(st), "%d", si.si_status);
@@ -880,6 +868,20 @@ upstream_metrics(struct buf *b)
                 bytes += metrics_resident_bytes(u->pid);
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_children_resident_memory_bytes", labels, bytes);
+    }
+    metrics_family(b, "mcpgw_child_stdin_bytes_total", "counter",
+                   "Bytes written to children, by server.");
+    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
+        metrics_sample(b, "mcpgw_child_stdin_bytes_total", labels, r->stdin_bytes);
+    }
+    metrics_family(b, "mcpgw_child_stdout_bytes_total", "counter",
+                   "Bytes read from children, by server.");
+    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
+         r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
+        metrics_sample(b, "mcpgw_child_stdout_bytes_total", labels, r->stdout_bytes);
     }
 }
 

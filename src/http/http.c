@@ -571,6 +571,7 @@ http_stop(void)
     if (httpd.listen_fd != -1)
         close(httpd.listen_fd);
     httpd.listen_fd = -1;
+    metrics_rows_free(&httpd.servers);
 }
 
 bool

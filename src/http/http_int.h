@@ -22,6 +22,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "session.h"
 #include "stream.h"
 
@@ -123,6 +124,15 @@ struct http_req {
     struct http_access acc;           /* what its access line reports (http_access.c) */
 };
 
+/*
+ * Refusals by [auth] of one server's requests (by name), kept for the life of the process like
+ * the other layers' rows (metrics.h): 401 missing, 401 invalid, 403 scope.
+ */
+struct http_server {
+    struct metrics_row row;
+    uint64_t refused_auth[3];
+};
+
 struct http_globals {
     struct MHD_Daemon *d;
     struct loop *l;
@@ -137,7 +147,7 @@ struct http_globals {
     unsigned gen;                 /* configuration generation: counts reloads */
     uint64_t responses[6];        /* by status class: [2] counts 2xx */
     uint64_t bytes_in, bytes_out; /* request bodies; response bodies (SSE included) */
-    uint64_t refused_auth[3];     /* 401 missing, 401 invalid, 403 scope */
+    struct metrics_row *servers;  /* struct http_server rows, in the order seen */
     uint64_t rate_limited;        /* 429 from the principal's token bucket */
     uint64_t auth_unavailable;    /* 503: the authorization server could not answer */
     uint64_t slow_closed;         /* connections closed at a header or body deadline */

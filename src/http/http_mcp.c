@@ -404,7 +404,8 @@ http_auth_refusal(struct http_req *rc, enum auth_status st, const char *why)
     if (scopes[0] != '\0')
         snprintf(challenge + n, sizeof(challenge) - (size_t)n, ", scope=\"%s\"", scopes);
     unsigned status = st == AUTH_SCOPE ? MHD_HTTP_FORBIDDEN : MHD_HTTP_UNAUTHORIZED;
-    httpd.refused_auth[st == AUTH_MISSING ? 0 : st == AUTH_INVALID ? 1 : 2]++;
+    struct http_server *row = metrics_row_of(&httpd.servers, rc->srv->name, sizeof(*row));
+    row->refused_auth[st == AUTH_MISSING ? 0 : st == AUTH_INVALID ? 1 : 2]++;
     char message[256];
     snprintf(message, sizeof(message), "%s: %s",
              status == MHD_HTTP_FORBIDDEN ? "Forbidden" : "Unauthorized", why);

@@ -194,11 +194,20 @@ http_metrics(struct http_req *rc)
                    "HTTP response body bytes (SSE streams included).");
     metrics_sample(&b, "mcpgw_http_sent_bytes_total", NULL, httpd.bytes_out);
     metrics_family(&b, "mcpgw_auth_refused_total", "counter",
-                   "Requests refused by [auth]: no token, an invalid one, missing scopes.");
-    static const char *const refusals[] = { "reason=\"missing\"", "reason=\"invalid\"",
-                                            "reason=\"insufficient_scope\"" };
-    for (size_t i = 0; i < ARRAY_LEN(refusals); i++)
-        metrics_sample(&b, "mcpgw_auth_refused_total", refusals[i], httpd.refused_auth[i]);
+                   "Requests refused by [auth], by server: no token, an invalid one, missing "
+                   "scopes.");
+    static const char *const refusals[] = { "missing", "invalid", "insufficient_scope" };
+    for (size_t i = 0; i < httpd.cfg->n_servers; i++) /* its series before any refusal */
+        (void)metrics_row_of(&httpd.servers, httpd.cfg->servers[i].name,
+                             sizeof(struct http_server));
+    for (const struct http_server *r = (const struct http_server *)(void *)httpd.servers; r != NULL;
+         r = METRICS_ROW_NEXT(r))
+        for (size_t i = 0; i < ARRAY_LEN(refusals); i++) {
+            char labels[160];
+            snprintf(labels, sizeof(labels), "server=\"%s\",reason=\"%s\"", r->row.name,
+                     refusals[i]);
+            metrics_sample(&b, "mcpgw_auth_refused_total", labels, r->refused_auth[i]);
+        }
     struct auth_counters ac;
     auth_counters_get(&ac);
     const struct {

@@ -66,6 +66,7 @@ pool_new(const struct config *cfg, const struct config_server *srv)
     struct pool *p = xcalloc(1, sizeof(*p));
     p->name = xstrdup(srv->name);
     p->stats = relay_stats_of(srv->name);
+    p->row = pool_server_of(srv->name);
     p->srv = srv;
     p->cfg = cfg;
     p->era = srv->era;
@@ -313,12 +314,12 @@ pool_child_start(struct pool *p)
         char note[80];
         if (log_limit_note(&p->fail_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)
             log_warn(NULL, "pool %s: cannot start a child: %s%s", p->name, err, note);
-        pools.ctr.start_failed++;
+        p->row->ctr.start_failed++;
         pool_start_failed(p, err, true);
         free(c);
         return NULL;
     }
-    pools.ctr.spawned++;
+    p->row->ctr.spawned++;
     c->next = p->children;
     if (p->children != NULL)
         p->children->prev = c;
@@ -437,7 +438,7 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         /* Not rate-limited: each names its child, and the backoff spaces them out. */
         const struct log_field f[] = { { "server", p->name, false }, { "reason", why, false } };
         log_fields(LOG_WARN, c->tag, f, ARRAY_LEN(f), "pool child ended: %s", why);
-        pools.ctr.crashed++;
+        p->row->ctr.crashed++;
         pool_start_failed(p, why, starting || !c->heard);
     } else {
         log_info(c->tag, "pool child stopped: %s", why);
@@ -537,7 +538,7 @@ pool_pick(struct pool *p, enum pool_status *status)
         *status = POOL_E_FULL;
     else {
         *status = POOL_E_UNAVAILABLE;
-        pools.ctr.refused_restart++;
+        p->row->ctr.refused_restart++;
     }
     return NULL;
 }
@@ -590,7 +591,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         return pool_bridge_resume(p, body, info, meta, status);
     }
     if (info->request_state.len != 0 && p->era == CONFIG_ERA_LEGACY) {
-        pools.ctr.states_refused++;
+        p->row->ctr.states_refused++;
         meta->why = "requestState is not one this gateway issued";
         *status = POOL_E_BAD_STATE;
         return NULL;
@@ -618,8 +619,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
             stream_unref(call->st);
             stream_unref(st);
             free(call);
-            pools.ctr.requests--;
-            pool_server_of(p->name)->requests--;
+            p->row->ctr.requests--;
             *status = POOL_E_BUSY;
             return NULL;
         }
@@ -676,7 +676,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
     }
     if (p->n_children > p->srv->pool_warm_children
         && now_ms - c->idle_since_ms >= p->srv->pool_idle_timeout_s * 1000u) {
-        pools.ctr.idle_stopped++;
+        p->row->ctr.idle_stopped++;
         pool_child_retire(c, "idle for pool_idle_timeout_s", false);
     }
 }
@@ -765,24 +765,31 @@ pool_close_all(void)
 }
 
 /*
- * Requests that will end with an answer, held ones included: not the gateway's own probe,
+ * p's requests that will end with an answer, held ones included: not the gateway's own probe,
  * initialize or fence, and not a modern child's subscriptions/listen, which lasts until its client
  * leaves (a drain that waited for one would always run to shutdown_drain_ms).
  */
 size_t
+pool_inflight_in(const struct pool *p)
+{
+    size_t n = p->queued;
+    for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+        for (const struct pending *e = c->r.pt.head; e != NULL; e = e->next)
+            n += e->dir == PENDING_TO_CHILD && e->state == PENDING_FORWARDED
+                 && e->gw_id != c->start_id && e->gw_id != c->fence_id
+                 && strcmp(e->method, "subscriptions/listen") != 0;
+    /* A held call whose child answered while it was held: in no table, not over. */
+    for (const struct pool_call *call = pools.held; call != NULL; call = call->hnext)
+        n += call->pool == p && call->p == NULL;
+    return n;
+}
+
+size_t
 pool_inflight(void)
 {
     size_t n = 0;
-    for (const struct pool *p = pools.pools; p != NULL; p = p->next) {
-        n += p->queued;
-        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            for (const struct pending *e = c->r.pt.head; e != NULL; e = e->next)
-                n += e->dir == PENDING_TO_CHILD && e->state == PENDING_FORWARDED
-                     && e->gw_id != c->start_id && e->gw_id != c->fence_id
-                     && strcmp(e->method, "subscriptions/listen") != 0;
-    }
-    for (const struct pool_call *call = pools.held; call != NULL; call = call->hnext)
-        n += call->p == NULL; /* its child answered while it was held: in no table, not over */
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next)
+        n += pool_inflight_in(p);
     return n;
 }
 

@@ -349,7 +349,7 @@ pool_refuse_ask(struct pool_child *c, const char *id, size_t idlen, const char *
     if (c->state == POOL_CHILD_GONE)
         return; /* its requests end with it */
     relay_error_to_child(&c->r, id, idlen, JSONRPC_METHOD_NOT_FOUND, why);
-    pools.ctr.child_requests++;
+    c->pool->row->ctr.child_requests++;
 }
 
 static void pool_bridge_flush(void *arg);
@@ -416,7 +416,7 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
         a->params_len = info->params.len;
     }
     a->key = ++owner->next_key;
-    pools.ctr.asks_bridged++;
+    c->pool->row->ctr.asks_bridged++;
     log_debug(c->tag, "child request %s becomes input request r%u of %s", info->method, a->key,
               owner->method);
     /* Questions that come in the same loop turn leave in one round. */
@@ -464,7 +464,7 @@ pool_hold_over(void *arg)
 {
     struct pool_call *call = arg;
     call->hold = NULL;
-    pools.ctr.held_expired++;
+    call->pool->row->ctr.held_expired++;
     log_info(call->c != NULL ? call->c->tag : NULL,
              "held %s: no retry within input_hold_ms: cancelled", call->method);
     pool_call_cancel(call, RELAY_CANCEL_HOLD);
@@ -518,7 +518,7 @@ pool_round(struct pool_call *call, bool fresh)
     struct iovec iov = { buf_head(&b), buf_used(&b) };
     pool_push(call, &iov, 1);
     buf_clear(&b);
-    pools.ctr.rounds++;
+    call->pool->row->ctr.rounds++;
     /* The stream is done; the call waits for the retry, held. */
     struct stream *st = call->st;
     call->st = NULL;
@@ -626,7 +626,7 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
     const char *why = NULL;
     struct pool_call *call = pool_unseal(p, body, info, meta, &why);
     if (call == NULL) {
-        pools.ctr.states_refused++;
+        p->row->ctr.states_refused++;
         log_info(NULL, "pool %s: retry refused: %s", p->name, why);
         meta->why = why;
         *status = POOL_E_BAD_STATE;

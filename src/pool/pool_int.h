@@ -171,6 +171,7 @@ struct pool {
     size_t discover_len;
     struct relay_stats *stats; /* its server's counters (relay.h) */
     const struct pool_retire_info *retired_why;
+    struct pool_server *row;   /* its server's figures (below) */
     struct pool_child *children;
     size_t n_children, n_starting;
     struct pool_call *qhead, *qtail; /* waiting for a child to be ready */
@@ -209,7 +210,7 @@ struct pool_counters {
 /* A server's figures over its pools old and new, for the life of the process (pool_report.c). */
 struct pool_server {
     struct metrics_row row; /* its name, the next server's row */
-    uint64_t requests;
+    struct pool_counters ctr;
     struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
 };
 
@@ -218,8 +219,7 @@ struct pool_globals {
     const struct config *cfg;
     struct pool *pools;
     bool draining;
-    struct msg *line; /* the child's large line being routed (pushed by reference) */
-    struct pool_counters ctr;
+    struct msg *line;            /* the child's large line being routed (pushed by reference) */
     struct metrics_row *servers; /* struct pool_server rows, in the order seen */
     unsigned next_child_no;      /* "pool:NAME#N": N counts over every pool, old and new */
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
@@ -233,6 +233,8 @@ extern struct pool_globals pools;
 /* pool_report.c: the row of server (made on first use); every row freed */
 struct pool_server *pool_server_of(const char *name);
 void pool_servers_free(void);
+/* The counters of every server added up. */
+struct pool_counters pool_counters_total(void);
 
 /* pool_caps.c: per-principal limits, tables of names */
 /* The hash of a NUL-terminated name (FNV-1a). */
@@ -263,6 +265,8 @@ bool pool_caps_uris_fit(const struct pool_call *call, size_t nuris);
 void pool_caps_free(struct pool *p);
 
 /* pool.c */
+/* What pool_inflight counts, of p alone. */
+size_t pool_inflight_in(const struct pool *p);
 /* A child for a new request of p: the least busy ready one; starts another when worth it. */
 struct pool_child *pool_pick(struct pool *p, enum pool_status *status);
 /* A child started well: no backoff any more, its server is OK (relay.h). */

@@ -114,90 +114,158 @@ pool_servers_free(void)
     metrics_rows_free(&pools.servers);
 }
 
+/* The first server's row. */
+static const struct pool_server *
+pool_rows(void)
+{
+    return (const struct pool_server *)(void *)pools.servers;
+}
+
+struct pool_counters
+pool_counters_total(void)
+{
+    struct pool_counters t = { 0 };
+    for (const struct pool_server *r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
+        const struct pool_counters *k = &r->ctr;
+        t.requests += k->requests;
+        t.answered += k->answered;
+        t.late_dropped += k->late_dropped;
+        t.slow_dropped += k->slow_dropped;
+        t.unattributed += k->unattributed;
+        t.logs_filtered += k->logs_filtered;
+        t.child_requests += k->child_requests;
+        t.child_lines_invalid += k->child_lines_invalid;
+        t.spawned += k->spawned;
+        t.start_failed += k->start_failed;
+        t.crashed += k->crashed;
+        t.idle_stopped += k->idle_stopped;
+        t.refused_restart += k->refused_restart;
+        t.rounds += k->rounds;
+        t.asks_bridged += k->asks_bridged;
+        t.held_expired += k->held_expired;
+        t.states_refused += k->states_refused;
+    }
+    return t;
+}
+
+/* A server's gauges over its pools, old and new (a scrape's work, not the requests'). */
+struct pool_gauges {
+    size_t ready, starting, retired, inflight, held;
+};
+
+static struct pool_gauges
+pool_gauges_of(const char *name)
+{
+    struct pool_gauges g = { 0 };
+    for (const struct pool *q = pools.pools; q != NULL; q = q->next) {
+        if (strcmp(q->name, name) != 0)
+            continue;
+        for (const struct pool_child *c = q->children; c != NULL; c = c->next)
+            g.ready += c->state == POOL_CHILD_READY;
+        g.starting += q->n_starting;
+        g.retired += q->retired;
+        g.inflight += pool_inflight_in(q);
+        g.held += pool_held_in(q);
+    }
+    return g;
+}
+
+/* One series per server of a counter family, with the labels after the server's: extra. */
+static void
+pool_sample(struct buf *b, const char *name, const struct pool_server *r, const char *extra,
+            uint64_t v)
+{
+    char labels[256];
+    snprintf(labels, sizeof(labels), "server=\"%s\"%s%s", r->row.name, extra[0] ? "," : "", extra);
+    metrics_sample(b, name, labels, v);
+}
+
 void
 pool_metrics(struct buf *b)
 {
     char labels[256];
-    const struct pool_counters *k = &pools.ctr;
     const struct pool_server *r;
     for (size_t i = 0; pools.cfg != NULL && i < pools.cfg->n_servers; i++)
         (void)pool_server_of(pools.cfg->servers[i].name); /* its series before any traffic */
     /*
      * One series per server name: after a reload, a retired pool of that name (still serving what
-     * it had) and its successor are summed, or the scrape would hold the same series twice.
+     * it had) and its successor are summed, or the scrape would hold the same series twice. A
+     * server the reload removed keeps its series (its counters stay, its gauges go to 0).
      */
     metrics_family(b, "mcpgw_pool_children", "gauge",
                    "Pool children (2026-07-28 requests) by server and state, those of pools of "
                    "older configurations included.");
-    size_t retired = 0;
-    for (const struct pool *p = pools.pools; p != NULL; p = p->next)
-        retired += p->retired;
-    for (r = (const struct pool_server *)(void *)pools.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        size_t ready = 0, starting = 0;
-        for (const struct pool *q = pools.pools; q != NULL; q = q->next) {
-            if (strcmp(q->name, r->row.name) != 0)
-                continue;
-            for (const struct pool_child *c = q->children; c != NULL; c = c->next)
-                ready += c->state == POOL_CHILD_READY;
-            starting += q->n_starting;
-        }
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"ready\"", r->row.name);
-        metrics_sample(b, "mcpgw_pool_children", labels, ready);
-        snprintf(labels, sizeof(labels), "server=\"%s\",state=\"starting\"", r->row.name);
-        metrics_sample(b, "mcpgw_pool_children", labels, starting);
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
+        struct pool_gauges g = pool_gauges_of(r->row.name);
+        pool_sample(b, "mcpgw_pool_children", r, "state=\"ready\"", g.ready);
+        pool_sample(b, "mcpgw_pool_children", r, "state=\"starting\"", g.starting);
     }
     metrics_family(b, "mcpgw_pools_retired", "gauge",
-                   "Pools of older configurations (SIGHUP) still ending what they had.");
-    metrics_sample(b, "mcpgw_pools_retired", NULL, retired);
+                   "Pools of older configurations (SIGHUP) still ending what they had, by server.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        pool_sample(b, "mcpgw_pools_retired", r, "", pool_gauges_of(r->row.name).retired);
     metrics_family(b, "mcpgw_pool_inflight_requests", "gauge",
-                   "2026-07-28 requests in flight or waiting for a pool child.");
-    metrics_sample(b, "mcpgw_pool_inflight_requests", NULL, pool_inflight());
+                   "2026-07-28 requests in flight or waiting for a pool child, by server.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        pool_sample(b, "mcpgw_pool_inflight_requests", r, "", pool_gauges_of(r->row.name).inflight);
     metrics_family(b, "mcpgw_pool_requests_total", "counter",
                    "2026-07-28 requests accepted, by server.");
-    for (r = (const struct pool_server *)(void *)pools.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_pool_requests_total", labels, r->requests);
-    }
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        pool_sample(b, "mcpgw_pool_requests_total", r, "", r->ctr.requests);
     metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
-                   "Pool children's messages not delivered, by reason.");
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"late\"", k->late_dropped);
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"slow_reader\"",
-                   k->slow_dropped);
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"unattributed\"",
-                   k->unattributed);
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"log_level\"",
-                   k->logs_filtered);
-    metrics_sample(b, "mcpgw_pool_messages_dropped_total", "reason=\"invalid\"",
-                   k->child_lines_invalid);
+                   "Pool children's messages not delivered, by server and reason.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
+        const struct pool_counters *k = &r->ctr;
+        pool_sample(b, "mcpgw_pool_messages_dropped_total", r, "reason=\"late\"", k->late_dropped);
+        pool_sample(b, "mcpgw_pool_messages_dropped_total", r, "reason=\"slow_reader\"",
+                    k->slow_dropped);
+        pool_sample(b, "mcpgw_pool_messages_dropped_total", r, "reason=\"unattributed\"",
+                    k->unattributed);
+        pool_sample(b, "mcpgw_pool_messages_dropped_total", r, "reason=\"log_level\"",
+                    k->logs_filtered);
+        pool_sample(b, "mcpgw_pool_messages_dropped_total", r, "reason=\"invalid\"",
+                    k->child_lines_invalid);
+    }
     metrics_family(
         b, "mcpgw_pool_child_requests_total", "counter",
         "Requests from legacy pool children to the client (elicitation, sampling, roots), "
-        "by outcome.");
-    metrics_sample(b, "mcpgw_pool_child_requests_total", "outcome=\"bridged\"", k->asks_bridged);
-    metrics_sample(b, "mcpgw_pool_child_requests_total", "outcome=\"refused\"", k->child_requests);
+        "by server and outcome.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
+        pool_sample(b, "mcpgw_pool_child_requests_total", r, "outcome=\"bridged\"",
+                    r->ctr.asks_bridged);
+        pool_sample(b, "mcpgw_pool_child_requests_total", r, "outcome=\"refused\"",
+                    r->ctr.child_requests);
+    }
     metrics_family(b, "mcpgw_pool_input_rounds_total", "counter",
-                   "input_required answers sent for legacy children's requests.");
-    metrics_sample(b, "mcpgw_pool_input_rounds_total", NULL, k->rounds);
+                   "input_required answers sent for legacy children's requests, by server.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        pool_sample(b, "mcpgw_pool_input_rounds_total", r, "", r->ctr.rounds);
     metrics_family(b, "mcpgw_pool_held_calls", "gauge",
-                   "Children's calls held while their client answers an input round.");
-    metrics_sample(b, "mcpgw_pool_held_calls", NULL, pools.nheld);
+                   "Children's calls held while their client answers an input round, by server.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        pool_sample(b, "mcpgw_pool_held_calls", r, "", pool_gauges_of(r->row.name).held);
     metrics_family(b, "mcpgw_pool_request_states_refused_total", "counter",
-                   "Retries whose requestState was refused (tampered, expired, used, foreign).");
-    metrics_sample(b, "mcpgw_pool_request_states_refused_total", NULL, k->states_refused);
-    metrics_family(b, "mcpgw_pool_child_events_total", "counter", "Pool children's lives.");
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"started\"", k->spawned);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"start_failed\"", k->start_failed);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"failed\"", k->crashed);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"idle_stopped\"", k->idle_stopped);
-    metrics_sample(b, "mcpgw_pool_child_events_total", "event=\"refused_restart\"",
-                   k->refused_restart);
+                   "Retries whose requestState was refused (tampered, expired, used, foreign), "
+                   "by server.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        pool_sample(b, "mcpgw_pool_request_states_refused_total", r, "", r->ctr.states_refused);
+    metrics_family(b, "mcpgw_pool_child_events_total", "counter",
+                   "Pool children's lives, by server.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
+        const struct pool_counters *k = &r->ctr;
+        pool_sample(b, "mcpgw_pool_child_events_total", r, "event=\"started\"", k->spawned);
+        pool_sample(b, "mcpgw_pool_child_events_total", r, "event=\"start_failed\"",
+                    k->start_failed);
+        pool_sample(b, "mcpgw_pool_child_events_total", r, "event=\"failed\"", k->crashed);
+        pool_sample(b, "mcpgw_pool_child_events_total", r, "event=\"idle_stopped\"",
+                    k->idle_stopped);
+        pool_sample(b, "mcpgw_pool_child_events_total", r, "event=\"refused_restart\"",
+                    k->refused_restart);
+    }
     metrics_family(b, "mcpgw_pool_request_duration_seconds", "histogram",
                    "2026-07-28 request sent to a pool child to the child's answer, through the "
                    "gateway, by server.");
-    for (r = (const struct pool_server *)(void *)pools.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_histogram_series(b, "mcpgw_pool_request_duration_seconds", labels, &r->latency);
     }

@@ -76,8 +76,7 @@ pool_call_stream(struct pool_call *call)
     call->st = stream_new(next_stream_id++, false, 0);
     call->st->owner = call;
     call->st->attached = true; /* the HTTP request reads it from now until pool_stream_detach */
-    pools.ctr.requests++;
-    pool_server_of(call->pool->name)->requests++;
+    call->pool->row->ctr.requests++;
     return stream_ref(call->st);
 }
 
@@ -101,7 +100,7 @@ pool_push_note(struct pool_call *call, const struct iovec *iov, int n)
 {
     struct stream *st = call->st;
     if (st != NULL && st->pending > pools.cfg->stream_queue_bytes) {
-        pools.ctr.slow_dropped++;
+        call->pool->row->ctr.slow_dropped++;
         return;
     }
     pool_push(call, iov, n);
@@ -298,7 +297,7 @@ pool_discover_answer(struct pool_call *call, const char *id, size_t idlen)
         { p->discover, p->discover_len },
         { (void *)(uintptr_t) "}", 1 },
     };
-    pools.ctr.answered++;
+    p->row->ctr.answered++;
     pool_push(call, iov, 5);
     pool_call_end(call);
 }
@@ -425,7 +424,7 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
                                        jsonrpc_members_first(line, info->result, stamp, slen) };
     struct iovec iov[7];
     int k = relay_splice(line, len, ed, n, iov);
-    pools.ctr.answered++;
+    call->pool->row->ctr.answered++;
     pool_push(call, iov, k);
     int code;
     if (info->kind == JSONRPC_ERROR && jsonrpc_error_code(line, len, &code) == 0)
@@ -440,7 +439,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
     if (pool_listen_answer(c, line, info))
         return; /* the gateway's own resources/subscribe or unsubscribe: no entry */
     struct pending *p =
-        relay_answered(&c->r, PENDING_TO_CHILD, line, info, &pools.ctr.late_dropped);
+        relay_answered(&c->r, PENDING_TO_CHILD, line, info, &c->pool->row->ctr.late_dropped);
     if (p == NULL)
         return;
     if (p->gw_id == c->start_id) {
@@ -470,7 +469,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
         call->c = NULL;
         return;
     }
-    metrics_observe(&pool_server_of(call->pool->name)->latency, util_now_us() - p->start_us);
+    metrics_observe(&call->pool->row->latency, util_now_us() - p->start_us);
     pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
     pending_del(&c->r.pt, p);
     call->p = NULL;
@@ -487,11 +486,11 @@ pool_related(struct pool_child *c, const char *line, struct jsonrpc_span sp, boo
 {
     struct pending *p = relay_minted(&c->r, PENDING_TO_CHILD, line, sp);
     if (p == NULL || (listen ? strcmp(p->method, "subscriptions/listen") != 0 : p->token == NULL)) {
-        pools.ctr.unattributed++;
+        c->pool->row->ctr.unattributed++;
         return NULL;
     }
     if (p->state != PENDING_FORWARDED || p->owner == NULL) {
-        pools.ctr.late_dropped++;
+        c->pool->row->ctr.late_dropped++;
         return NULL;
     }
     return p;
@@ -548,13 +547,14 @@ pool_child_log(struct pool_child *c, const char *line, size_t len, const struct 
             active++;
         }
     if (active != 1) {
-        pools.ctr.unattributed++; /* no request, or several: whose line it is cannot be known */
+        /* No request, or several: whose line it is cannot be known. */
+        c->pool->row->ctr.unattributed++;
         return;
     }
     struct pool_call *call = only->owner;
     int level = pool_log_level(line, info->level);
     if (call->log_level < 0 || level < call->log_level) {
-        pools.ctr.logs_filtered++;
+        c->pool->row->ctr.logs_filtered++;
         return;
     }
     struct iovec iov = { (void *)(uintptr_t)line, len };
@@ -594,7 +594,7 @@ static void
 pool_child_message(struct pool_child *c, char *line, size_t len)
 {
     struct jsonrpc_info info;
-    if (relay_scan(&c->r, line, len, &info, false, &pools.ctr.child_lines_invalid)
+    if (relay_scan(&c->r, line, len, &info, false, &c->pool->row->ctr.child_lines_invalid)
         != RELAY_LINE_MESSAGE)
         return;
     switch (info.kind) {
@@ -617,7 +617,7 @@ pool_child_message(struct pool_child *c, char *line, size_t len)
     else if (strcmp(info.method, "notifications/cancelled") == 0)
         pool_bridge_withdrawn(c, line, &info);
     else if (c->pool->era != CONFIG_ERA_LEGACY || !pool_listen_notify(c, line, &info))
-        pools.ctr.unattributed++;
+        c->pool->row->ctr.unattributed++;
 }
 
 void

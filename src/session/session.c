@@ -170,7 +170,16 @@ session_count(void)
 const struct session_counters *
 session_counters(void)
 {
-    return &sessions.ctr;
+    struct session_counters *c = &sessions.ctr;
+    c->late_dropped = c->timeouts = c->child_lines_invalid = c->notifications_dropped = 0;
+    for (const struct session_server *r = (const struct session_server *)(void *)sessions.servers;
+         r != NULL; r = METRICS_ROW_NEXT(r)) {
+        c->late_dropped += r->late_dropped;
+        c->timeouts += r->timeouts;
+        c->child_lines_invalid += r->child_lines_invalid;
+        c->notifications_dropped += r->notifications_dropped;
+    }
+    return c;
 }
 
 static void
@@ -223,6 +232,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, session_expired, s);
     msgq_init(&s->backlog);
     s->srv = srv;
+    s->stats = session_server_of(srv->name);
     char **envp = config_child_env(srv);
     struct upstream_params up = {
         .argv = srv->argv,
@@ -237,7 +247,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     };
     uint64_t t0 = util_now_us();
     s->u = upstream_spawn(sessions.l, &up, session_child_line, session_child_gone, s, err);
-    metrics_observe(&sessions.spawn, util_now_us() - t0);
+    metrics_observe(&s->stats->spawn, util_now_us() - t0);
     for (char **e = envp; *e; e++)
         free(*e);
     free(envp);
@@ -257,7 +267,6 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     sessions.buckets[h] = s;
     sessions.count++;
     sessions.ctr.created++;
-    s->stats = session_server_of(srv->name);
     s->stats->open++;
     s->stats->created++;
     s->owner = auth_principal_ref(owner);
@@ -322,7 +331,6 @@ session_close(struct session *s, enum session_end why, const char *detail)
     auth_principal_unref(s->owner);
     s->owner = NULL;
     sessions.ctr.closed++;
-    sessions.closed_by[why]++;
     s->stats->closed_by[why]++;
     const struct log_field f[] = { { "server", s->srv != NULL ? s->srv->name : NULL, false },
                                    { "reason", reason, false } };
@@ -405,24 +413,30 @@ session_draining(void)
 }
 
 size_t
+session_inflight_in(const struct session *s, enum pending_dir dir)
+{
+    size_t n = pending_active(&s->r.pt, dir);
+    /*
+     * An initialize whose client left is waited for by no one: a drain does not wait for it (the
+     * session would be useless to its client anyway).
+     */
+    const struct pending *p =
+        s->state == SESSION_INITIALIZING && dir == PENDING_TO_CHILD && s->init_gw_id != 0
+            ? pending_find_gw(&s->r.pt, PENDING_TO_CHILD, s->init_gw_id)
+            : NULL;
+    if (p != NULL && p->state == PENDING_FORWARDED) {
+        const struct stream *st = session_stream_by_id(s, p->stream_id);
+        n -= st == NULL || !st->attached;
+    }
+    return n;
+}
+
+size_t
 session_inflight(enum pending_dir dir)
 {
     size_t n = 0;
     for (size_t i = 0; i < sessions.nbuckets; i++)
-        for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
-            n += pending_active(&s->r.pt, dir);
-            /*
-             * An initialize whose client left is waited for by no one: a drain does not wait for
-             * it (the session would be useless to its client anyway).
-             */
-            const struct pending *p =
-                s->state == SESSION_INITIALIZING && dir == PENDING_TO_CHILD && s->init_gw_id != 0
-                    ? pending_find_gw(&s->r.pt, PENDING_TO_CHILD, s->init_gw_id)
-                    : NULL;
-            if (p != NULL && p->state == PENDING_FORWARDED) {
-                const struct stream *st = session_stream_by_id(s, p->stream_id);
-                n -= st == NULL || !st->attached;
-            }
-        }
+        for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext)
+            n += session_inflight_in(s, dir);
     return n;
 }

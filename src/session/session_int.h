@@ -72,7 +72,12 @@ struct session_server {
     uint64_t created;
     uint64_t closed_by[SESSION_END_N];
     uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
-    struct metrics_hist latency;
+    uint64_t late_dropped;                 /* answers or progress that came after a cancel */
+    uint64_t timeouts;
+    uint64_t child_lines_invalid, notifications_dropped;
+    struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
+    struct metrics_hist spawn;   /* the spawn call of a session's child */
+    size_t inflight[2];          /* scratch of the scrape: session_inflight_in, by direction */
 };
 
 /* The layer's state: one table of sessions per process. */
@@ -86,11 +91,7 @@ struct session_globals {
     uint64_t next_stream_id;
     bool draining;    /* SIGTERM: no new sessions or requests, what is in flight may finish */
     struct msg *line; /* the child's large line being routed: pushed by reference, not copied */
-    struct session_counters ctr;
-    uint64_t requests[2][SESSION_CLASS_N]; /* [0] client -> child, [1] child -> client */
-    uint64_t closed_by[SESSION_END_N];
-    struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
-    struct metrics_hist spawn;   /* the spawn call of a session's child */
+    struct session_counters ctr; /* created and closed; the rest is summed from the rows */
     struct metrics_row *servers; /* struct session_server rows, in the order seen */
 };
 extern struct session_globals sessions;
@@ -98,6 +99,8 @@ extern struct session_globals sessions;
 /* session.c */
 /* The row of server (made on first use). */
 struct session_server *session_server_of(const char *name);
+/* What session_inflight counts, of s alone. */
+size_t session_inflight_in(const struct session *s, enum pending_dir dir);
 void session_touch(struct session *s);
 size_t session_class(const char *method);
 

@@ -5,8 +5,10 @@
  */
 #include <assert.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "buf.h"
 #include "log.h"
@@ -107,7 +109,7 @@ session_admin_json(size_t *len)
             }
             omitted++;
         }
-    const struct session_counters *c = &sessions.ctr;
+    const struct session_counters *c = session_counters();
     buf_out_printf(
         &o,
         "],\"truncated\":%s,\"sessions_omitted\":%zu,\"counters\":{\"sessions_open\":%zu,"
@@ -129,74 +131,101 @@ session_admin_json(size_t *len)
     return out;
 }
 
+/* The first server's row. */
+static struct session_server *
+session_rows(void)
+{
+    return (struct session_server *)(void *)sessions.servers;
+}
+
+/* A counter family with one series per server: the uint64_t at off in each row. */
+static void
+session_per_server(struct buf *b, const char *name, const char *help, size_t off)
+{
+    char labels[256];
+    const struct session_server *r;
+    metrics_family(b, name, "counter", help);
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
+        uint64_t v;
+        memcpy(&v, (const char *)r + off, sizeof(v));
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
+        metrics_sample(b, name, labels, v);
+    }
+}
+
 void
 session_metrics(struct buf *b)
 {
     char labels[256];
-    const struct session_counters *c = &sessions.ctr;
-    const struct session_server *r;
+    struct session_server *r;
     metrics_family(b, "mcpgw_sessions_open", "gauge", "Sessions open now, by server.");
-    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_sessions_open", labels, r->open);
     }
     metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created, by server.");
-    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_sessions_created_total", labels, r->created);
     }
     metrics_family(b, "mcpgw_sessions_closed_total", "counter",
                    "Sessions ended, by server and reason.");
-    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r))
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
         for (size_t i = 0; i < SESSION_END_N; i++) {
             snprintf(labels, sizeof(labels), "server=\"%s\",reason=\"%s\"", r->row.name,
                      session_ends[i].label);
             metrics_sample(b, "mcpgw_sessions_closed_total", labels, r->closed_by[i]);
         }
-    const struct upstream_counters *u = upstream_counters();
+    /* The gauge is counted at the scrape: one walk of the sessions, each adding to its row. */
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        r->inflight[0] = r->inflight[1] = 0;
+    for (size_t i = 0; i < sessions.nbuckets; i++)
+        for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
+            s->stats->inflight[0] += session_inflight_in(s, PENDING_TO_CHILD);
+            s->stats->inflight[1] += session_inflight_in(s, PENDING_TO_CLIENT);
+        }
     metrics_family(b, "mcpgw_inflight_requests", "gauge",
-                   "Requests waiting for their answer, by direction.");
-    metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_child\"",
-                   session_inflight(PENDING_TO_CHILD));
-    metrics_sample(b, "mcpgw_inflight_requests", "direction=\"to_client\"",
-                   session_inflight(PENDING_TO_CLIENT));
+                   "Requests of sessions waiting for their answer, by server and direction.");
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        for (size_t d = 0; d < 2; d++) {
+            snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"%s\"", r->row.name,
+                     d == 0 ? "to_child" : "to_client");
+            metrics_sample(b, "mcpgw_inflight_requests", labels, r->inflight[d]);
+        }
     metrics_family(b, "mcpgw_requests_total", "counter",
                    "Requests forwarded, by server, direction and method class (the part before "
                    "'/').");
-    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r))
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
         for (size_t d = 0; d < 2; d++)
             for (size_t i = 0; i < SESSION_CLASS_N; i++) {
                 snprintf(labels, sizeof(labels), "server=\"%s\",direction=\"%s\",class=\"%s\"",
                          r->row.name, d == 0 ? "to_child" : "to_client", session_classes[i]);
                 metrics_sample(b, "mcpgw_requests_total", labels, r->requests[d][i]);
             }
-    metrics_family(b, "mcpgw_late_messages_dropped_total", "counter",
-                   "Answers and progress that arrived after their request was cancelled.");
-    metrics_sample(b, "mcpgw_late_messages_dropped_total", NULL, c->late_dropped);
-    metrics_family(b, "mcpgw_request_timeouts_total", "counter",
-                   "Requests that passed their request_timeout_ms.");
-    metrics_sample(b, "mcpgw_request_timeouts_total", NULL, c->timeouts);
-    metrics_family(b, "mcpgw_child_lines_invalid_total", "counter",
-                   "Lines from children that were not JSON-RPC (dropped).");
-    metrics_sample(b, "mcpgw_child_lines_invalid_total", NULL, c->child_lines_invalid);
-    metrics_family(b, "mcpgw_notifications_dropped_total", "counter",
-                   "Child notifications no stream could take.");
-    metrics_sample(b, "mcpgw_notifications_dropped_total", NULL, c->notifications_dropped);
-    metrics_family(b, "mcpgw_child_stdin_bytes_total", "counter", "Bytes written to children.");
-    metrics_sample(b, "mcpgw_child_stdin_bytes_total", NULL, u->stdin_bytes);
-    metrics_family(b, "mcpgw_child_stdout_bytes_total", "counter", "Bytes read from children.");
-    metrics_sample(b, "mcpgw_child_stdout_bytes_total", NULL, u->stdout_bytes);
+    session_per_server(b, "mcpgw_late_messages_dropped_total",
+                       "Answers and progress that arrived after their request was cancelled, by "
+                       "server.",
+                       offsetof(struct session_server, late_dropped));
+    session_per_server(b, "mcpgw_request_timeouts_total",
+                       "Requests that passed their request_timeout_ms, by server.",
+                       offsetof(struct session_server, timeouts));
+    session_per_server(b, "mcpgw_child_lines_invalid_total",
+                       "Lines from sessions' children that were not JSON-RPC (dropped), by "
+                       "server.",
+                       offsetof(struct session_server, child_lines_invalid));
+    session_per_server(b, "mcpgw_notifications_dropped_total",
+                       "Child notifications no stream could take, by server.",
+                       offsetof(struct session_server, notifications_dropped));
     metrics_family(b, "mcpgw_request_duration_seconds", "histogram",
                    "Client request to the child's answer, through the gateway, by server.");
-    for (r = (const struct session_server *)(void *)sessions.servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_histogram_series(b, "mcpgw_request_duration_seconds", labels, &r->latency);
     }
-    metrics_histogram(b, "mcpgw_spawn_duration_seconds", "Starting a session's child process.",
-                      &sessions.spawn);
+    metrics_family(b, "mcpgw_spawn_duration_seconds", "histogram",
+                   "Starting a session's child process, by server.");
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
+        metrics_histogram_series(b, "mcpgw_spawn_duration_seconds", labels, &r->spawn);
+    }
 }

@@ -55,7 +55,7 @@ void
 session_expired(struct relay *r, struct pending *p)
 {
     struct session *s = r->arg;
-    sessions.ctr.timeouts++;
+    s->stats->timeouts++;
     uint64_t waited = util_now_ms() - p->start_ms;
     char message[128];
     snprintf(message, sizeof(message), "request timed out after %" PRIu64 " ms at the gateway",
@@ -174,7 +174,7 @@ session_child_answer(struct session *s, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
     struct pending *p =
-        relay_answered(&s->r, PENDING_TO_CHILD, line, info, &sessions.ctr.late_dropped);
+        relay_answered(&s->r, PENDING_TO_CHILD, line, info, &s->stats->late_dropped);
     if (p == NULL)
         return;
     struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -189,9 +189,7 @@ session_child_answer(struct session *s, const char *line, size_t len,
         session_push_tools(s, st, p, line, len, info);
     else if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
-    uint64_t took = util_now_us() - p->start_us;
-    metrics_observe(&sessions.latency, took);
-    metrics_observe(&s->stats->latency, took);
+    metrics_observe(&s->stats->latency, util_now_us() - p->start_us);
     pending_del(&s->r.pt, p);
     session_stream_answered(s, st);
 }
@@ -216,7 +214,6 @@ session_child_request(struct session *s, const char *line, size_t len,
     }
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
                                     info->method, st->id, util_now_ms());
-    sessions.requests[1][session_class(info->method)]++;
     s->stats->requests[1][session_class(info->method)]++;
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
@@ -234,7 +231,7 @@ session_child_progress(struct session *s, const char *line, size_t len,
         p = pending_find_token(&s->r.pt, line + info->progress_token.off, info->progress_token.len);
     if (p == NULL || p->state != PENDING_FORWARDED) {
         if (p != NULL)
-            sessions.ctr.late_dropped++;
+            s->stats->late_dropped++;
         log_debug(s->id, "progress for no active request dropped");
         return;
     }
@@ -303,13 +300,13 @@ session_child_notification(struct session *s, const char *line, size_t len,
     /* At most SESSION_BACKLOG_MAX messages and stream_queue_bytes: the oldest go first. */
     uint64_t max_bytes = sessions.cfg->stream_queue_bytes;
     if (len > max_bytes) {
-        sessions.ctr.notifications_dropped++;
+        s->stats->notifications_dropped++;
         return;
     }
     while (s->backlog.head != NULL
            && (s->backlog.count >= SESSION_BACKLOG_MAX || s->backlog.bytes + len > max_bytes)) {
         msgq_advance(&s->backlog, s->backlog.head->m->len - s->backlog.head_off);
-        sessions.ctr.notifications_dropped++;
+        s->stats->notifications_dropped++;
     }
     struct msg *m = msg_new(len);
     memcpy(m->data, line, len);
@@ -326,7 +323,7 @@ session_child_batch(struct session *s, char *line, size_t len)
     struct jsonrpc_span el[SESSION_BATCH_MAX];
     size_t n;
     if (jsonrpc_batch_split(line, len, el, ARRAY_LEN(el), &n) == -1 || n == 0) {
-        relay_invalid(&s->r, &sessions.ctr.child_lines_invalid, "an empty or oversized batch", line,
+        relay_invalid(&s->r, &s->stats->child_lines_invalid, "an empty or oversized batch", line,
                       len);
         return;
     }
@@ -358,7 +355,7 @@ session_child_message(struct session *s, char *line, size_t len, bool top)
 {
     struct jsonrpc_info info;
     switch (relay_scan(&s->r, line, len, &info, top && session_batches(s),
-                       &sessions.ctr.child_lines_invalid)) {
+                       &s->stats->child_lines_invalid)) {
     case RELAY_LINE_MESSAGE:
         break;
     case RELAY_LINE_BATCH:
@@ -453,7 +450,6 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
                                     info->method, st->id, now_us / 1000u);
     p->start_us = now_us;
-    sessions.requests[0][session_class(info->method)]++;
     s->stats->requests[0][session_class(info->method)]++;
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
@@ -506,7 +502,7 @@ static enum session_status
 session_client_answer(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
 {
     struct pending *p =
-        relay_answered(&s->r, PENDING_TO_CLIENT, body, info, &sessions.ctr.late_dropped);
+        relay_answered(&s->r, PENDING_TO_CLIENT, body, info, &s->stats->late_dropped);
     if (p == NULL)
         return SESSION_OK;
     /* Refused (stdin full): the entry stays, so the 503's retry still finds it. */

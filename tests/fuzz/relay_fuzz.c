@@ -1291,12 +1291,13 @@ finish(void)
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
         FUZZ_CHECK(p->children == NULL && p->qhead == NULL && p->listeners == NULL,
                    "pool %s not empty after shutdown", p->name);
+    struct pool_counters total = pool_counters_total();
     if (trace)
         fprintf(stderr,
                 "relay: %zu requests: %" PRIu64 " to the pool, %" PRIu64 " answered, %" PRIu64
                 " rounds, %" PRIu64 " refused states, %" PRIu64 " children\n",
-                nreq, pools.ctr.requests, pools.ctr.answered, pools.ctr.rounds,
-                pools.ctr.states_refused, pools.ctr.spawned);
+                nreq, total.requests, total.answered, total.rounds, total.states_refused,
+                total.spawned);
     pool_module_free();
     if (sessions_mode) {
         session_reap();

@@ -654,7 +654,7 @@ describe('jwt mode', () => {
     assert.equal(root.resource, resourceOf('/mcp'));
   });
 
-  test('metrics: refusals are counted by reason; principals are a gauge', async () => {
+  test('metrics: refusals are counted by server and reason; principals are a gauge', async () => {
     const m0 = await metrics(gw);
     for (const k of ['missing', 'invalid', 'insufficient_scope']) assert.ok(`mcpgw_auth_refused_total{reason="${k}"}` in m0, `${k} series`);
     assert.ok('mcpgw_rate_limited_total' in m0);
@@ -669,6 +669,10 @@ describe('jwt mode', () => {
     assert.equal(d('missing'), 2);
     assert.equal(d('invalid'), 1);
     assert.equal(d('insufficient_scope'), 1);
+    // Each on the server whose endpoint refused it.
+    const ds = (server, k) => m1[`mcpgw_auth_refused_total{server="${server}",reason="${k}"}`] - m0[`mcpgw_auth_refused_total{server="${server}",reason="${k}"}`];
+    assert.deepEqual(['missing', 'invalid', 'insufficient_scope'].map((k) => ds('example', k)), [2, 1, 0], 'example\'s refusals');
+    assert.deepEqual(['missing', 'invalid', 'insufficient_scope'].map((k) => ds('scoped', k)), [0, 0, 1], 'scoped\'s refusals');
     // Principals holding sessions are in the table: two new ones add (at least) two.
     const before0 = (await metrics(gw)).mcpgw_principals;
     const t1 = mint(claims({ sub: 'gauge-user-1' }));

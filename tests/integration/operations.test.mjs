@@ -15,6 +15,7 @@ import { test } from 'node:test';
 import {
   EXAMPLE, GW_BIN, callTool, del, initSession, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor, withGateway,
 } from '../lib/gw.mjs';
+import { V, mpost, msgsOf } from '../lib/modern.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const TOKEN = 'ops-test-token-0123456789abcdefghijkl';
@@ -261,24 +262,24 @@ const FAMILIES = {
   mcpgw_children_spawn_failures_total: ['counter', PER_SERVER],
   mcpgw_children_exited_total: ['counter', BY_SERVER('status', ['exit_zero', 'exit_nonzero', 'signal'])],
   mcpgw_children_resident_memory_bytes: ['gauge', PER_SERVER],
-  mcpgw_inflight_requests: ['gauge', LABELS('direction', ['to_child', 'to_client'])],
+  mcpgw_inflight_requests: ['gauge', BY_SERVER('direction', ['to_child', 'to_client'])],
   mcpgw_requests_total: ['counter', (servers) => servers.flatMap((server) => ['to_child', 'to_client'].flatMap((d) => CLASSES.map((c) => ({ server, direction: d, class: c }))))],
   // One series per configured server for each reason (both eras): a function of the servers.
   mcpgw_cancels_total: ['counter', (servers) => servers.flatMap((server) => [...CANCEL_REASONS.map((r) => ({ server, direction: 'to_child', reason: r })), { server, direction: 'to_client', reason: 'child' }])],
-  mcpgw_late_messages_dropped_total: ['counter', [{}]],
-  mcpgw_request_timeouts_total: ['counter', [{}]],
-  mcpgw_child_lines_invalid_total: ['counter', [{}]],
-  mcpgw_notifications_dropped_total: ['counter', [{}]],
-  mcpgw_child_stdin_bytes_total: ['counter', [{}]],
-  mcpgw_child_stdout_bytes_total: ['counter', [{}]],
+  mcpgw_late_messages_dropped_total: ['counter', PER_SERVER],
+  mcpgw_request_timeouts_total: ['counter', PER_SERVER],
+  mcpgw_child_lines_invalid_total: ['counter', PER_SERVER],
+  mcpgw_notifications_dropped_total: ['counter', PER_SERVER],
+  mcpgw_child_stdin_bytes_total: ['counter', PER_SERVER],
+  mcpgw_child_stdout_bytes_total: ['counter', PER_SERVER],
   mcpgw_request_duration_seconds: ['histogram', 'server'],
-  mcpgw_spawn_duration_seconds: ['histogram', null],
+  mcpgw_spawn_duration_seconds: ['histogram', 'server'],
   mcpgw_ready: ['gauge', [{}]],
   mcpgw_http_requests_open: ['gauge', [{}]],
   mcpgw_http_responses_total: ['counter', LABELS('code', ['1xx', '2xx', '3xx', '4xx', '5xx'])],
   mcpgw_http_received_bytes_total: ['counter', [{}]],
   mcpgw_http_sent_bytes_total: ['counter', [{}]],
-  mcpgw_auth_refused_total: ['counter', LABELS('reason', ['missing', 'invalid', 'insufficient_scope'])],
+  mcpgw_auth_refused_total: ['counter', BY_SERVER('reason', ['missing', 'invalid', 'insufficient_scope'])],
   mcpgw_auth_unavailable_total: ['counter', [{}]],
   mcpgw_auth_waits_total: ['counter', [{}]],
   mcpgw_auth_fetches_total: ['counter', [{}]],
@@ -292,15 +293,15 @@ const FAMILIES = {
   mcpgw_principals: ['gauge', [{}]],
   // The 2026-07-28 pools: every configured server's series from the start.
   mcpgw_pool_children: ['gauge', BY_SERVER('state', ['ready', 'starting'])],
-  mcpgw_pools_retired: ['gauge', [{}]],
-  mcpgw_pool_inflight_requests: ['gauge', [{}]],
+  mcpgw_pools_retired: ['gauge', PER_SERVER],
+  mcpgw_pool_inflight_requests: ['gauge', PER_SERVER],
   mcpgw_pool_requests_total: ['counter', PER_SERVER],
-  mcpgw_pool_messages_dropped_total: ['counter', LABELS('reason', ['late', 'slow_reader', 'unattributed', 'log_level', 'invalid'])],
-  mcpgw_pool_child_requests_total: ['counter', LABELS('outcome', ['bridged', 'refused'])],
-  mcpgw_pool_input_rounds_total: ['counter', [{}]],
-  mcpgw_pool_held_calls: ['gauge', [{}]],
-  mcpgw_pool_request_states_refused_total: ['counter', [{}]],
-  mcpgw_pool_child_events_total: ['counter', LABELS('event', ['started', 'start_failed', 'failed', 'idle_stopped', 'refused_restart'])],
+  mcpgw_pool_messages_dropped_total: ['counter', BY_SERVER('reason', ['late', 'slow_reader', 'unattributed', 'log_level', 'invalid'])],
+  mcpgw_pool_child_requests_total: ['counter', BY_SERVER('outcome', ['bridged', 'refused'])],
+  mcpgw_pool_input_rounds_total: ['counter', PER_SERVER],
+  mcpgw_pool_held_calls: ['gauge', PER_SERVER],
+  mcpgw_pool_request_states_refused_total: ['counter', PER_SERVER],
+  mcpgw_pool_child_events_total: ['counter', BY_SERVER('event', ['started', 'start_failed', 'failed', 'idle_stopped', 'refused_restart'])],
   mcpgw_pool_request_duration_seconds: ['histogram', 'server'],
   // The per-tool policy: a server's series appear with its first event (no policy in these tests).
   mcpgw_policy_denied_total: ['counter', []],
@@ -632,6 +633,126 @@ test('metrics: a server whose command does not exist counts a spawn failure, not
     assert.ok(m2.get('process_resident_memory_bytes') > 1 << 20, 'the gateway has some memory');
     assert.ok(m2.get('process_open_fds') >= 4, 'listener, epoll, the child\'s pipes');
     assert.ok(m2.get('process_cpu_seconds_total') >= 0);
+  });
+});
+
+/** A 2026-07-28 request (no session: a pool child of the server at path serves it). */
+const modernCall = (gw, path, name, args, id) => mpost(gw, {
+  jsonrpc: '2.0', id, method: 'tools/call',
+  params: { name, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'ops-it', version: '1' } } },
+}, { path });
+
+test('metrics: every figure of one server is on its own series: traffic to one server moves its series, not the other\'s (sessions, children, pools)', async () => {
+  const servers = ['example', 'other'];
+  await withGateway({
+    servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300' }, { name: 'other', path: '/other' }],
+  }, async (gw) => {
+    const m0 = await metrics(gw);
+    checkShape(m0, servers);
+    /** name{server, ...labels} of each server, in the order of servers. */
+    const each = (m, name, labels = {}) => servers.map((server) => m.get(name, { server, ...labels }));
+
+    // Sessions: traffic to example only.
+    const a = await initSession(gw);
+    assert.equal(textOf((await callTool(gw, a.sid, 'echo', { text: 'a' })).response), 'a');
+    assert.equal(textOf((await callTool(gw, a.sid, 'garbage', {})).response), 'ok');
+    // stubborn answers after 1 s whatever happens: request_timeout_ms (300) ends it first, then its
+    // answer comes late and is dropped.
+    const timedOut = await callTool(gw, a.sid, 'stubborn', { delay_ms: 1000 });
+    assert.ok(timedOut.response?.error, 'the request timed out at the gateway');
+    await waitFor(async () => (await metrics(gw)).get('mcpgw_late_messages_dropped_total', { server: 'example' }) === 1, scaled(5000), 'the late answer dropped');
+    const { r: held } = await startHeld(gw, a.sid, 'per-server-held');
+    const m1 = await metrics(gw);
+    checkShape(m1, servers);
+    assert.deepEqual(each(m1, 'mcpgw_inflight_requests', { direction: 'to_child' }), [1, 0], 'the held call is example\'s');
+    assert.deepEqual(each(m1, 'mcpgw_inflight_requests', { direction: 'to_client' }), [0, 0]);
+    assert.deepEqual(each(m1, 'mcpgw_request_timeouts_total'), [1, 0]);
+    assert.deepEqual(each(m1, 'mcpgw_late_messages_dropped_total'), [1, 0]);
+    assert.deepEqual(each(m1, 'mcpgw_child_lines_invalid_total'), [1, 0]);
+    assert.deepEqual(each(m1, 'mcpgw_notifications_dropped_total'), [0, 0]);
+    assert.deepEqual(each(m1, 'mcpgw_spawn_duration_seconds_count'), [1, 0]);
+    assert.ok(m1.get('mcpgw_spawn_duration_seconds_sum', { server: 'example' }) > 0);
+    const [inA, inB] = each(m1, 'mcpgw_child_stdin_bytes_total');
+    const [outA, outB] = each(m1, 'mcpgw_child_stdout_bytes_total');
+    assert.ok(inA > 0 && outA > 0, `example's child bytes moved (${inA}, ${outA})`);
+    assert.deepEqual([inB, outB], [0, 0], 'no bytes for other, which had no traffic');
+
+    // Then traffic to other only: its series move, example's stay.
+    go(a.pid);
+    await held.done(scaled(5000));
+    const m2a = await metrics(gw);
+    const b = await initSession(gw, { url: `${gw.base}/other` });
+    const eb = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'b' } }), { sid: b.sid, url: `${gw.base}/other` });
+    await eb.done(scaled(10000));
+    assert.equal(textOf(eb.events().map((e) => e.json).find(isAnswer)), 'b', eb.text());
+    const m2 = await metrics(gw);
+    checkShape(m2, servers);
+    assert.deepEqual(each(m2, 'mcpgw_spawn_duration_seconds_count'), [1, 1]);
+    assert.deepEqual(each(m2, 'mcpgw_inflight_requests', { direction: 'to_child' }), [0, 0]);
+    assert.ok(m2.get('mcpgw_child_stdin_bytes_total', { server: 'other' }) > 0, 'other\'s stdin bytes moved');
+    assert.ok(m2.get('mcpgw_child_stdout_bytes_total', { server: 'other' }) > 0, 'other\'s stdout bytes moved');
+    for (const k of ['mcpgw_child_stdin_bytes_total', 'mcpgw_child_stdout_bytes_total']) {
+      assert.equal(m2.get(k, { server: 'example' }), m2a.get(k, { server: 'example' }), `${k}: example's did not move with other's traffic`);
+    }
+    assert.deepEqual(each(m2, 'mcpgw_request_timeouts_total'), [1, 0]);
+    assert.deepEqual(each(m2, 'mcpgw_child_lines_invalid_total'), [1, 0]);
+
+    // The 2026-07-28 pools: a call to other's pool starts its child; a log line nobody asked for
+    // is dropped (log_level) on other; a call held in flight there is other's.
+    const r = await modernCall(gw, '/other', 'notify', { level: 'info', text: 'unasked' }, 'p-notify');
+    await r.done(scaled(10000));
+    assert.equal(textOf(msgsOf(r).find(isAnswer)), 'ok', r.text());
+    const slow = modernCall(gw, '/other', 'cancel_self', {}, 'p-held');
+    slow.then((x) => x.done(scaled(30000))).catch(() => {}); // ended by the gateway's stop
+    await waitFor(async () => (await metrics(gw)).get('mcpgw_pool_inflight_requests', { server: 'other' }) === 1, scaled(10000), 'the pool call in flight');
+    const m3 = await metrics(gw);
+    checkShape(m3, servers);
+    assert.deepEqual(each(m3, 'mcpgw_pool_inflight_requests'), [0, 1]);
+    assert.deepEqual(each(m3, 'mcpgw_pool_child_events_total', { event: 'started' }), [0, 1]);
+    assert.deepEqual(each(m3, 'mcpgw_pool_messages_dropped_total', { reason: 'log_level' }), [0, 1]);
+    assert.deepEqual(each(m3, 'mcpgw_pool_held_calls'), [0, 0]);
+    assert.deepEqual(each(m3, 'mcpgw_pools_retired'), [0, 0]);
+    assert.ok(m3.get('mcpgw_child_stdin_bytes_total', { server: 'other' }) > m2.get('mcpgw_child_stdin_bytes_total', { server: 'other' }), 'the pool child\'s bytes are other\'s');
+    assert.equal(m3.get('mcpgw_child_stdin_bytes_total', { server: 'example' }), m2.get('mcpgw_child_stdin_bytes_total', { server: 'example' }));
+    assert.deepEqual(each(m3, 'mcpgw_spawn_duration_seconds_count'), [1, 1], 'a pool child is not a session\'s spawn');
+  });
+});
+
+test('metrics: a server a SIGHUP removes keeps its series: its counters where they were, its gauges at 0 once what it had ended', async () => {
+  const servers = ['example', 'gone'];
+  await withGateway({ servers: [{ name: 'example', path: '/mcp' }, { name: 'gone', path: '/gone' }] }, async (gw) => {
+    const url = `${gw.base}/gone`;
+    const s = await initSession(gw, { url });
+    const e = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }), { sid: s.sid, url });
+    await e.done(scaled(10000));
+    assert.equal(textOf(e.events().map((x) => x.json).find(isAnswer)), 'g', e.text());
+    const pr = await modernCall(gw, '/gone', 'echo', { text: 'pooled' }, 'p-gone');
+    await pr.done(scaled(10000));
+    assert.equal(textOf(msgsOf(pr).find(isAnswer)), 'pooled', pr.text());
+    const m0 = await metrics(gw);
+    checkShape(m0, servers);
+    const counters = ['mcpgw_child_stdin_bytes_total', 'mcpgw_child_stdout_bytes_total', 'mcpgw_spawn_duration_seconds_count', 'mcpgw_sessions_created_total', 'mcpgw_pool_requests_total'];
+    for (const k of counters) assert.ok(m0.get(k, { server: 'gone' }) > 0, `${k}{server="gone"} moved`);
+    assert.equal(m0.get('mcpgw_pool_child_events_total', { server: 'gone', event: 'started' }), 1);
+
+    // Its session ends first (once the server is gone, no path reaches it); its pool retires.
+    const d = await del(gw, { sid: s.sid, url });
+    await d.done();
+    assert.equal(d.status, 200);
+    fs.writeFileSync(gw.conf, iniText({}, [{ name: 'example', path: '/mcp', command: exampleCmd(gw.childLog) }]));
+    gw.proc.kill('SIGHUP');
+    await waitLogCount(gw, /SIGHUP: configuration reloaded from \S+ \(1 servers\)/, 1);
+    await waitFor(async () => {
+      const m = await metrics(gw);
+      return m.get('mcpgw_children_running', { server: 'gone' }) === 0 && m.get('mcpgw_pools_retired', { server: 'gone' }) === 0;
+    }, scaled(10000), 'gone\'s session and retired pool ended');
+    const m1 = await metrics(gw);
+    checkShape(m1, servers); // every family still has gone's series
+    for (const k of counters) assert.equal(m1.get(k, { server: 'gone' }), m0.get(k, { server: 'gone' }), `${k}{server="gone"} kept`);
+    assert.equal(m1.get('mcpgw_pool_child_events_total', { server: 'gone', event: 'started' }), 1);
+    for (const k of ['mcpgw_sessions_open', 'mcpgw_pool_inflight_requests', 'mcpgw_pool_held_calls']) assert.equal(m1.get(k, { server: 'gone' }), 0, k);
+    assert.equal(m1.get('mcpgw_inflight_requests', { server: 'gone', direction: 'to_child' }), 0);
+    assert.equal(m1.get('mcpgw_pool_children', { server: 'gone', state: 'ready' }), 0);
   });
 });
 

@@ -137,6 +137,8 @@ dpkg -L mcp-gateway | sort >"$work/files"
 for f in /usr/bin/mcp-gateway /usr/lib/mcp-gateway/mcp-example-server /etc/mcp-gateway/gateway.ini \
     "$unit" /usr/lib/sysusers.d/mcp-gateway.conf /usr/share/man/man8/mcp-gateway.8.gz \
     /usr/share/man/man5/mcp-gateway.ini.5.gz /usr/share/doc/mcp-gateway/examples/mcp-gateway.conf \
+    /usr/share/doc/mcp-gateway/examples/prometheus/mcp-gateway.rules.yml \
+    /usr/share/doc/mcp-gateway/examples/prometheus/mcp-gateway.rules.test.yml \
     /etc/logrotate.d/mcp-gateway; do
     [ -e "$f" ] || fail "$f is not installed"
     echo "installed: $f"

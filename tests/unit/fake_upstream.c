@@ -41,7 +41,6 @@ static struct {
     unsigned misuse;
     size_t live;
     pid_t next_pid;
-    struct upstream_counters ctr;
 } F;
 
 const char upstream_no_fds[] = "out of file descriptors";
@@ -62,7 +61,6 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     if (F.fail_spawn != NULL) {
         *errstr = F.fail_spawn;
         F.fail_spawn = NULL;
-        F.ctr.spawn_failed++;
         return NULL;
     }
     struct upstream *u = xcalloc(1, sizeof(*u));
@@ -77,7 +75,6 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     u->next = F.all;
     F.all = u;
     F.live++;
-    F.ctr.spawned++;
     return u;
 }
 
@@ -120,7 +117,6 @@ upstream_send(struct upstream *u, struct msg *m)
         u->sent = xrealloc(u->sent, u->capsent * sizeof(*u->sent));
     }
     u->sent[u->nsent++] = msg_ref(m);
-    F.ctr.stdin_bytes += m->len;
     return 0;
 }
 
@@ -177,12 +173,6 @@ size_t
 upstream_live_count(void)
 {
     return F.live;
-}
-
-const struct upstream_counters *
-upstream_counters(void)
-{
-    return &F.ctr;
 }
 
 /* --- the test's side --------------------------------------------------------------------- */
