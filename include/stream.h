@@ -22,56 +22,38 @@
  * with Last-Event-ID gets every event after it (stream_resume). Eviction is only ever from the
  * head: the retained events are always contiguous.
  *
- * Refcounted: the session holds one reference while the stream belongs to it, the HTTP connection
- * one while attached.
+ * Refcounted: its owner (a session, or a 2026-07-28 call) holds one reference while the stream
+ * belongs to it, the HTTP connection one while attached. The stream's state is its own
+ * (src/mcp/stream_int.h); what the owner keeps on it is struct stream_owner, which the stream
+ * module never reads.
  */
 
 typedef void stream_wake_cb(void *arg);
 
-/*
- * One framed event: the bytes of m, then body_len bytes of body from body_off, then those of
- * tail. body (a large message the child wrote, shared with nobody else's copy) and tail are NULL
- * for an event framed into m alone.
- */
-struct stream_event {
-    struct stream_event *next;
-    uint64_t seq; /* 0: a comment (heartbeat), not an event a client can name */
-    size_t len;   /* framed bytes in all */
-    struct msg *m;
-    struct msg *body;
-    size_t body_off, body_len;
-    struct msg *tail;
-};
-
 struct loop_timer;
+struct stream;
 
-struct stream {
-    uint64_t id;
-    unsigned refs;
-    bool is_get;       /* the standalone GET stream */
-    bool ended;        /* nothing more will be pushed */
-    bool dropped;      /* the client went away for good: nothing more is kept */
-    bool attached;     /* an HTTP connection is reading it */
-    bool hangup;       /* end the current connection at the next event boundary (SSE polling) */
-    unsigned awaiting; /* client requests bound here still waiting for their answer */
-    int answer_code;   /* 2026-07-28: the error code of the answer that ended it; 0: none */
-    /* head..cursor: events read (the replay history); cursor..tail: events not yet read */
-    struct stream_event *head, *tail, *cursor;
-    size_t cursor_off; /* bytes of the cursor event already read */
-    size_t pending;    /* bytes not yet read */
-    size_t history;    /* bytes of read events kept for replay */
-    size_t replay_max; /* ceiling of history; 0: no event ids and no history */
-    uint64_t next_seq;
-    uint64_t last_push_ms;
-    stream_wake_cb *wake;
-    void *wake_arg;
-    size_t low_water;      /* stream_read calls drain once pending falls to it */
-    stream_wake_cb *drain; /* installed by the session for back-pressure */
-    void *drain_arg;
-    struct loop_timer *timer;   /* the session's: resume grace while detached, hangup while read */
-    void *owner;                /* the session's */
+/* What the owner of a stream keeps on it; the stream module neither reads nor writes it. */
+struct stream_owner {
+    void *owner;                /* the session, or the pool call */
     struct stream *prev, *next; /* the owning session's list */
+    struct loop_timer *timer;   /* a session's: resume grace while detached, hangup while read */
+    unsigned awaiting;          /* client requests bound here still waiting for their answer */
+    int answer_code; /* 2026-07-28: the error code of the answer that ended it; 0: none */
+    bool attached;   /* an HTTP connection is reading it */
 };
+
+/* The owner's part of st: the first member of the stream (stream.c checks it). */
+static inline struct stream_owner *
+stream_own(struct stream *st)
+{
+    return (struct stream_owner *)(void *)st;
+}
+static inline const struct stream_owner *
+stream_own_const(const struct stream *st)
+{
+    return (const struct stream_owner *)(const void *)st;
+}
 
 struct stream *stream_new(uint64_t id, bool is_get, size_t replay_max);
 struct stream *stream_ref(struct stream *st);
@@ -124,6 +106,32 @@ void stream_set_wake(struct stream *st, stream_wake_cb *cb, void *arg);
 bool stream_resume(struct stream *st, uint64_t seq);
 /* Drops events from the head until at most max bytes are unread (a reader that is away). */
 void stream_trim(struct stream *st, size_t max);
+
+uint64_t stream_id(const struct stream *st);
+bool stream_is_get(const struct stream *st);           /* the standalone GET stream of a session */
+size_t stream_pending(const struct stream *st);        /* bytes not yet read */
+size_t stream_history(const struct stream *st);        /* bytes of read events kept for replay */
+size_t stream_replay_max(const struct stream *st);     /* 0: no event ids and no history */
+uint64_t stream_last_push_ms(const struct stream *st); /* when an event was last queued */
+bool stream_ended(const struct stream *st);            /* nothing more will be pushed */
+/* The client went away for good: nothing more is kept (stream_discard forgets what there is). */
+void stream_mark_dropped(struct stream *st);
+bool stream_dropped(const struct stream *st);
+/* Exactly one whole event is queued and nothing of it read (an answer that can go as one body). */
+bool stream_one_event(const struct stream *st);
+/*
+ * SSE polling: end the current connection at the next event boundary (the reader is woken);
+ * stream_hangup_clear takes the request back and says whether there was one.
+ */
+void stream_hang_up(struct stream *st);
+bool stream_hangup_clear(struct stream *st);
+/*
+ * Back-pressure: stream_read calls cb(arg) once the unread bytes fall to low_water; cb NULL:
+ * nothing is called.
+ */
+void stream_set_drain(struct stream *st, stream_wake_cb *cb, void *arg, size_t low_water);
+/* Whether the unread bytes are above the drain's low water mark. */
+bool stream_over_low_water(const struct stream *st);
 
 /* Formats "<stream>-<seq>" into out (at least 42 bytes); returns its length. */
 int stream_event_id(uint64_t stream_id, uint64_t seq, char *out, size_t size);

@@ -140,7 +140,7 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
      * Answered already (the gateway's own answer), or, 2026-07-28, something came before any
      * answer (a listen's acknowledgement): nothing to wait for.
      */
-    if (st->ended || (rc->modern && st->pending > 0))
+    if (stream_ended(st) || (rc->modern && stream_pending(st) > 0))
         return http_unhold(rc);
     rc->hold = loop_timer_add(httpd.l, hold_ms, http_hold_over, rc);
     rc->suspended = true;
@@ -158,7 +158,7 @@ static enum MHD_Result
 http_json(struct http_req *rc, struct stream *st)
 {
     size_t head = sizeof http_event_head - 1;
-    int code = st->answer_code;
+    int code = stream_own(st)->answer_code;
     unsigned status = code == JSONRPC_METHOD_NOT_FOUND ? MHD_HTTP_NOT_FOUND
                       : (code == JSONRPC_INVALID_REQUEST || code == JSONRPC_INVALID_PARAMS
                          || code == JSONRPC_HEADER_MISMATCH || code == JSONRPC_MISSING_CAPABILITY
@@ -166,10 +166,10 @@ http_json(struct http_req *rc, struct stream *st)
                           ? MHD_HTTP_BAD_REQUEST
                           : MHD_HTTP_OK;
     struct MHD_Response *r;
-    if (st->pending <= HTTP_COPY_MAX) {
+    if (stream_pending(st) <= HTTP_COPY_MAX) {
         /* Small: one buffer, so headers and body leave in one write. */
-        char *body = xmalloc(st->pending + 1);
-        size_t n = stream_read(st, body, st->pending);
+        char *body = xmalloc(stream_pending(st) + 1);
+        size_t n = stream_read(st, body, stream_pending(st));
         if (n < head + 2 || memcmp(body, http_event_head, head) != 0) {
             free(body);
             return MHD_NO; /* not one event: cannot happen for a stream that ended on its answer */
@@ -209,14 +209,14 @@ http_unhold(struct http_req *rc)
     struct stream *st = rc->st;
     if (rc->dropped || st == NULL)
         return MHD_NO; /* the client left: MHD closes the connection */
-    if (!st->ended)
+    if (!stream_ended(st))
         return http_sse(rc, st, rc->with_sid);
-    if (rc->modern && st->cursor != NULL && st->cursor == st->tail && rc->st->cursor_off == 0)
+    if (rc->modern && stream_one_event(st))
         return http_json(rc, st); /* the answer alone */
     struct MHD_Response *r;
-    if (st->pending <= HTTP_COPY_MAX) {
-        char *body = xmalloc(st->pending + 1);
-        r = http_body_response(body, stream_read(st, body, st->pending));
+    if (stream_pending(st) <= HTTP_COPY_MAX) {
+        char *body = xmalloc(stream_pending(st) + 1);
+        r = http_body_response(body, stream_read(st, body, stream_pending(st)));
     } else {
         struct iovec iov[HTTP_IOV_MAX];
         struct MHD_IoVec mio[HTTP_IOV_MAX];

@@ -4,14 +4,17 @@
  * ("id: 7-3\nevent: message\ndata: ...\n\n") when it is queued; the JSON never holds a raw CR or
  * LF (the scanner's flatten guarantees it), so one data line always suffices.
  */
-#include "stream.h"
-
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "stream_int.h"
 #include "util.h"
+
+_Static_assert(offsetof(struct stream, own) == 0,
+               "stream_own() casts a stream to its first member");
 
 static const char stream_prefix[] = "event: message\ndata: ";
 static const char stream_suffix[] = "\n\n";
@@ -390,4 +393,93 @@ stream_trim(struct stream *st, size_t max)
 {
     while (st->pending > max && st->head != NULL)
         stream_pop(st);
+}
+
+uint64_t
+stream_id(const struct stream *st)
+{
+    return st->id;
+}
+
+bool
+stream_is_get(const struct stream *st)
+{
+    return st->is_get;
+}
+
+size_t
+stream_pending(const struct stream *st)
+{
+    return st->pending;
+}
+
+size_t
+stream_history(const struct stream *st)
+{
+    return st->history;
+}
+
+size_t
+stream_replay_max(const struct stream *st)
+{
+    return st->replay_max;
+}
+
+uint64_t
+stream_last_push_ms(const struct stream *st)
+{
+    return st->last_push_ms;
+}
+
+bool
+stream_ended(const struct stream *st)
+{
+    return st->ended;
+}
+
+void
+stream_mark_dropped(struct stream *st)
+{
+    st->dropped = true;
+}
+
+bool
+stream_dropped(const struct stream *st)
+{
+    return st->dropped;
+}
+
+bool
+stream_one_event(const struct stream *st)
+{
+    return st->cursor != NULL && st->cursor == st->tail && st->cursor_off == 0;
+}
+
+void
+stream_hang_up(struct stream *st)
+{
+    st->hangup = true;
+    stream_wake(st);
+}
+
+bool
+stream_hangup_clear(struct stream *st)
+{
+    bool was = st->hangup;
+    st->hangup = false;
+    return was;
+}
+
+void
+stream_set_drain(struct stream *st, stream_wake_cb *cb, void *arg, size_t low_water)
+{
+    st->drain = cb;
+    st->drain_arg = arg;
+    st->low_water = low_water;
+}
+
+bool
+stream_over_low_water(const struct stream *st)
+{
+    return st->pending > st->low_water;
 }

@@ -615,7 +615,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         if (pool_call_start(call, c, body, len, info) == -1) {
             pool_bridge_forget(call);
             pool_caps_release(call);
-            call->st->owner = NULL;
+            stream_own(call->st)->owner = NULL;
             stream_unref(call->st);
             stream_unref(st);
             free(call);
@@ -656,8 +656,8 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
         }
         if (e->state == PENDING_FORWARDED) {
             busy |= e->gw_id != c->start_id && e->gw_id != c->fence_id; /* not the gateway's */
-            if (call != NULL && call->st != NULL && call->st->attached
-                && now_ms - call->st->last_push_ms >= hb)
+            if (call != NULL && call->st != NULL && stream_own(call->st)->attached
+                && now_ms - stream_last_push_ms(call->st) >= hb)
                 stream_push_heartbeat(call->st);
         } else if (now_ms - e->cancelled_ms >= POOL_CANCEL_LINGER_MS) {
             pending_del(&c->r.pt, e);
@@ -699,12 +699,12 @@ pool_sweep(uint64_t now_ms)
         uint64_t hb = pools.cfg->heartbeat_s * 1000u;
         for (struct pool_listen *l = p->listeners; l != NULL; l = l->next) {
             struct stream *st = l->call->st;
-            if (st != NULL && now_ms - st->last_push_ms >= hb)
+            if (st != NULL && now_ms - stream_last_push_ms(st) >= hb)
                 stream_push_heartbeat(st);
         }
         for (struct pool_call *call = p->qhead; call != NULL; call = call->qnext) {
             struct stream *st = call->st; /* waiting for a child to start: in flight all the same */
-            if (st != NULL && st->attached && now_ms - st->last_push_ms >= hb)
+            if (st != NULL && stream_own(st)->attached && now_ms - stream_last_push_ms(st) >= hb)
                 stream_push_heartbeat(st);
         }
         /* A held call whose child answered is in no child's table, yet it is the pool's. */

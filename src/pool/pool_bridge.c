@@ -522,7 +522,7 @@ pool_round(struct pool_call *call, bool fresh)
     /* The stream is done; the call waits for the retry, held. */
     struct stream *st = call->st;
     call->st = NULL;
-    st->owner = NULL;
+    stream_own(st)->owner = NULL;
     stream_end(st);
     stream_unref(st);
     if (!call->held) {

@@ -118,10 +118,10 @@ struct pool_call {
     struct pool *pool;
     struct pool_child *c; /* NULL while queued */
     struct pending *p;    /* its entry in c's table; NULL while queued */
-    struct stream *st;    /* one reference; st->owner points back here; NULL while held */
-    int log_level;        /* -1: no log lines for this request */
-    uint64_t grants;      /* the token's scopes as the server's tool policy numbers them */
-    char *body;           /* queued only: the request, until a child is ready */
+    struct stream *st; /* one reference; stream_own(st)->owner points back here; NULL while held */
+    int log_level;     /* -1: no log lines for this request */
+    uint64_t grants;   /* the token's scopes as the server's tool policy numbers them */
+    char *body;        /* queued only: the request, until a child is ready */
     size_t len;
     struct pool_call *qnext;
     /* Input rounds (pool_bridge.c); all NULL/0 for a call that never asks. */
@@ -171,7 +171,7 @@ struct pool {
     size_t discover_len;
     struct relay_stats *stats; /* its server's counters (relay.h) */
     const struct pool_retire_info *retired_why;
-    struct pool_server *row;   /* its server's figures (below) */
+    struct pool_server *row; /* its server's figures (below) */
     struct pool_child *children;
     size_t n_children, n_starting;
     struct pool_call *qhead, *qtail; /* waiting for a child to be ready */

@@ -297,7 +297,7 @@ pool_listen_push(struct pool_listen *l, const char *head, size_t hlen, const cha
     };
     struct pool_call *call = l->call;
     pool_push(call, iov, 4);
-    if (call->st == NULL || call->st->pending <= pools.cfg->stream_queue_bytes)
+    if (call->st == NULL || stream_pending(call->st) <= pools.cfg->stream_queue_bytes)
         return;
     log_warn(NULL,
              "pool %s: listener %.*s fell behind (more than stream_queue_bytes unread): ended",

@@ -74,8 +74,9 @@ pool_call_stream(struct pool_call *call)
 {
     static uint64_t next_stream_id = 1;
     call->st = stream_new(next_stream_id++, false, 0);
-    call->st->owner = call;
-    call->st->attached = true; /* the HTTP request reads it from now until pool_stream_detach */
+    stream_own(call->st)->owner = call;
+    stream_own(call->st)->attached =
+        true; /* the HTTP request reads it from now until pool_stream_detach */
     call->pool->row->ctr.requests++;
     return stream_ref(call->st);
 }
@@ -99,7 +100,7 @@ void
 pool_push_note(struct pool_call *call, const struct iovec *iov, int n)
 {
     struct stream *st = call->st;
-    if (st != NULL && st->pending > pools.cfg->stream_queue_bytes) {
+    if (st != NULL && stream_pending(st) > pools.cfg->stream_queue_bytes) {
         call->pool->row->ctr.slow_dropped++;
         return;
     }
@@ -114,7 +115,7 @@ static void
 pool_answer_code(struct pool_call *call, int code)
 {
     if (call->st != NULL)
-        call->st->answer_code = code;
+        stream_own(call->st)->answer_code = code;
 }
 
 /* The call is over: its stream ends (everything pushed stays readable), the call is freed. */
@@ -130,7 +131,7 @@ pool_call_end(struct pool_call *call)
         call->p->timer = NULL;
     }
     if (call->st != NULL) {
-        call->st->owner = NULL;
+        stream_own(call->st)->owner = NULL;
         stream_end(call->st);
         stream_unref(call->st);
     }
@@ -208,11 +209,11 @@ pool_call_cancel(struct pool_call *call, enum relay_reason why)
 void
 pool_stream_detach(struct stream *st)
 {
-    struct pool_call *call = st->owner;
-    st->attached = false;
+    struct pool_call *call = stream_own(st)->owner;
+    stream_own(st)->attached = false;
     if (call != NULL) {
         /* Closing the stream is the cancel: at once, no grace. */
-        st->dropped = true;
+        stream_mark_dropped(st);
         stream_discard(st);
         if (call->listen != NULL) {
             pool_call_end(call); /* a listener: the subscription ends */

@@ -368,9 +368,9 @@ session_sweep(uint64_t now_ms)
         while (s != NULL) {
             struct session *next = s->hnext;
             bool read = false;
-            for (struct stream *st = s->streams; st != NULL; st = st->next) {
-                read |= st->attached;
-                if (st->attached && now_ms - st->last_push_ms >= hb)
+            for (struct stream *st = s->streams; st != NULL; st = stream_own(st)->next) {
+                read |= stream_own(st)->attached;
+                if (stream_own(st)->attached && now_ms - stream_last_push_ms(st) >= hb)
                     stream_push_heartbeat(st);
             }
             session_retire(s, now_ms);
@@ -425,8 +425,8 @@ session_inflight_in(const struct session *s, enum pending_dir dir)
             ? pending_find_gw(&s->r.pt, PENDING_TO_CHILD, s->init_gw_id)
             : NULL;
     if (p != NULL && p->state == PENDING_FORWARDED) {
-        const struct stream *st = session_stream_by_id(s, p->stream_id);
-        n -= st == NULL || !st->attached;
+        struct stream *st = session_stream_by_id(s, p->stream_id);
+        n -= st == NULL || !stream_own(st)->attached;
     }
     return n;
 }

@@ -69,13 +69,14 @@ session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
                    now - s->last_active_ms, s->ntasks);
     session_put_quoted(o, s->owner->name);
     buf_out_printf(o, ",\"streams\":[");
-    for (const struct stream *st = s->streams; st != NULL; st = st->next)
-        buf_out_printf(o,
-                       "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"
-                       "\"awaiting\":%u,\"queued_bytes\":%zu,\"replay_bytes\":%zu}",
-                       st == s->streams ? "" : ",", st->id, st->is_get ? "get" : "post",
-                       st->attached ? "true" : "false", st->ended ? "true" : "false", st->awaiting,
-                       st->pending, st->history);
+    for (const struct stream *st = s->streams; st != NULL; st = stream_own_const(st)->next)
+        buf_out_printf(
+            o,
+            "%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"attached\":%s,\"ended\":%s,"
+            "\"awaiting\":%u,\"queued_bytes\":%zu,\"replay_bytes\":%zu}",
+            st == s->streams ? "" : ",", stream_id(st), stream_is_get(st) ? "get" : "post",
+            stream_own_const(st)->attached ? "true" : "false", stream_ended(st) ? "true" : "false",
+            stream_own_const(st)->awaiting, stream_pending(st), stream_history(st));
     buf_out_printf(o, "],\"inflight\":[");
     for (const struct pending *p = s->r.pt.head; p != NULL; p = p->next)
         session_admin_entry(o, p, now, p == s->r.pt.head);

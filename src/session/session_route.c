@@ -213,13 +213,13 @@ session_child_request(struct session *s, const char *line, size_t len,
         return;
     }
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
-                                    info->method, st->id, util_now_ms());
+                                    info->method, stream_id(st), util_now_ms());
     s->stats->requests[1][session_class(info->method)]++;
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     session_splice_push(s, st, line, len, info->id, idbuf, (size_t)idlen);
     log_debug(s->id, "child request %s sent on %s stream %" PRIu64 " as client id %" PRIu64,
-              info->method, st->is_get ? "GET" : "POST", st->id, p->gw_id);
+              info->method, stream_is_get(st) ? "GET" : "POST", stream_id(st), p->gw_id);
 }
 
 static void
@@ -260,7 +260,7 @@ session_child_cancel(struct session *s, const char *line, size_t len,
     relay_count_to_client(s->r.stats);
     log_info(s->id, "child cancelled its %s request", p->method);
     struct stream *st = session_stream_by_id(s, p->stream_id);
-    if (st == NULL || st->ended || st->dropped)
+    if (st == NULL || stream_ended(st) || stream_dropped(st))
         return;
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
@@ -286,7 +286,7 @@ session_child_notification(struct session *s, const char *line, size_t len,
         struct iovec iov = { (void *)(uintptr_t)line, len };
         session_push(s, st, &iov, 1);
         log_debug(s->id, "child notification %s sent on %s stream %" PRIu64, info->method,
-                  st->is_get ? "GET" : "POST", st->id);
+                  stream_is_get(st) ? "GET" : "POST", stream_id(st));
         return;
     }
     if (s->get != NULL) {
@@ -439,7 +439,8 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     uint64_t bits = s->srv->policy != NULL ? policy_bits(s->srv->policy, grants) : 0;
     if (s->srv->policy != NULL && strcmp(info->method, "tools/call") == 0
         && session_refuse_hidden(s, st, body, info, bits)) {
-        st->awaiting++; /* answered at once, as the child would: the stream ends as it would */
+        stream_own(st)
+            ->awaiting++; /* answered at once, as the child would: the stream ends as it would */
         session_stream_answered(s, st);
         return SESSION_OK;
     }
@@ -448,7 +449,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     uint64_t now_us = util_now_us();
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
-                                    info->method, st->id, now_us / 1000u);
+                                    info->method, stream_id(st), now_us / 1000u);
     p->start_us = now_us;
     s->stats->requests[0][session_class(info->method)]++;
     if (info->progress_token.len)
@@ -463,7 +464,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         pending_del(&s->r.pt, p);
         return SESSION_E_BUSY;
     }
-    st->awaiting++;
+    stream_own(st)->awaiting++;
     session_arm_timeout(s, p);
     session_touch(s);
     log_debug(s->id, "request %s forwarded as child id %" PRIu64, info->method, p->gw_id);
@@ -579,7 +580,8 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
     if (upstream_queued_bytes(s->u) + len + n * 24 > sessions.cfg->stdin_queue_bytes)
         return SESSION_E_BUSY;
     if (st != NULL)
-        st->awaiting++; /* the batch's own hold: a request answered at once must not end st */
+        stream_own(st)
+            ->awaiting++; /* the batch's own hold: a request answered at once must not end st */
     for (size_t i = 0; i < n; i++) {
         char *m = body + el[i].off;
         if (info[i].kind != JSONRPC_REQUEST) {

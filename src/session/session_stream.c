@@ -17,8 +17,8 @@
 struct stream *
 session_stream_by_id(const struct session *s, uint64_t id)
 {
-    for (struct stream *st = s->streams; st != NULL; st = st->next)
-        if (st->id == id)
+    for (struct stream *st = s->streams; st != NULL; st = stream_own(st)->next)
+        if (stream_id(st) == id)
             return st;
     return NULL;
 }
@@ -36,8 +36,8 @@ session_maybe_resume(struct session *s)
 {
     if (!s->paused || s->u == NULL)
         return;
-    for (struct stream *st = s->streams; st != NULL; st = st->next)
-        if (st->attached && !st->ended && st->pending > st->low_water)
+    for (struct stream *st = s->streams; st != NULL; st = stream_own(st)->next)
+        if (stream_own(st)->attached && !stream_ended(st) && stream_over_low_water(st))
             return; /* an ended stream cannot grow: it holds nothing back */
     s->paused = false;
     upstream_pause(s->u, false);
@@ -58,11 +58,11 @@ session_stream_drained(void *arg)
 static void
 session_pressure(struct session *s, struct stream *st)
 {
-    if (!st->attached) {
+    if (!stream_own(st)->attached) {
         stream_trim(st, sessions.cfg->stream_queue_bytes);
         return;
     }
-    if (!s->paused && s->u != NULL && st->pending > sessions.cfg->stream_queue_bytes) {
+    if (!s->paused && s->u != NULL && stream_pending(st) > sessions.cfg->stream_queue_bytes) {
         s->paused = true;
         upstream_pause(s->u, true);
     }
@@ -71,24 +71,24 @@ session_pressure(struct session *s, struct stream *st)
 void
 session_stream_timer_stop(struct stream *st)
 {
-    loop_timer_del(st->timer);
-    st->timer = NULL;
+    loop_timer_del(stream_own(st)->timer);
+    stream_own(st)->timer = NULL;
 }
 
 /* Takes the stream out of the session and drops the session's reference. */
 void
 session_stream_remove(struct session *s, struct stream *st)
 {
-    if (st->prev != NULL)
-        st->prev->next = st->next;
+    if (stream_own(st)->prev != NULL)
+        stream_own(stream_own(st)->prev)->next = stream_own(st)->next;
     else if (s->streams == st)
-        s->streams = st->next;
-    if (st->next != NULL)
-        st->next->prev = st->prev;
-    st->prev = st->next = NULL;
+        s->streams = stream_own(st)->next;
+    if (stream_own(st)->next != NULL)
+        stream_own(stream_own(st)->next)->prev = stream_own(st)->prev;
+    stream_own(st)->prev = stream_own(st)->next = NULL;
     if (s->get == st)
         s->get = NULL;
-    st->drain = NULL;
+    stream_set_drain(st, NULL, NULL, 0);
     session_stream_timer_stop(st);
     stream_unref(st);
     session_maybe_resume(s);
@@ -105,9 +105,10 @@ session_retire(struct session *s, uint64_t now_ms)
     uint64_t age = sessions.cfg->replay_max_age_s * 1000u, kept = 0;
     struct stream *st = s->streams; /* newest first */
     while (st != NULL) {
-        struct stream *next = st->next;
-        if (!st->attached && st->awaiting == 0) {
-            if (now_ms - st->last_push_ms >= age || ++kept > sessions.cfg->max_inflight_per_session)
+        struct stream *next = stream_own(st)->next;
+        if (!stream_own(st)->attached && stream_own(st)->awaiting == 0) {
+            if (now_ms - stream_last_push_ms(st) >= age
+                || ++kept > sessions.cfg->max_inflight_per_session)
                 session_stream_remove(s, st);
         }
         st = next;
@@ -126,12 +127,10 @@ static void
 session_hangup_fired(void *arg)
 {
     struct stream *st = arg;
-    st->timer = NULL;
-    if (!st->attached || stream_finished(st))
+    stream_own(st)->timer = NULL;
+    if (!stream_own(st)->attached || stream_finished(st))
         return;
-    st->hangup = true;
-    if (st->wake != NULL)
-        st->wake(st->wake_arg);
+    stream_hang_up(st);
 }
 
 /*
@@ -142,10 +141,10 @@ static void
 session_stream_attach(struct session *s, struct stream *st, bool fresh)
 {
     session_stream_timer_stop(st);
-    st->attached = true;
-    st->hangup = false;
-    if (fresh && !st->is_get && sessions.cfg->sse_close_after_ms > 0 && session_polls(s))
-        st->timer =
+    stream_own(st)->attached = true;
+    (void)stream_hangup_clear(st);
+    if (fresh && !stream_is_get(st) && sessions.cfg->sse_close_after_ms > 0 && session_polls(s))
+        stream_own(st)->timer =
             loop_timer_add(sessions.l, sessions.cfg->sse_close_after_ms, session_hangup_fired, st);
     session_touch(s);
 }
@@ -158,7 +157,7 @@ session_stream_open(struct session *s, bool is_get, enum session_status *status)
         return NULL;
     }
     if (is_get && s->get != NULL) {
-        if (s->get->attached) {
+        if (stream_own(s->get)->attached) {
             *status = SESSION_E_CONFLICT;
             return NULL;
         }
@@ -169,13 +168,11 @@ session_stream_open(struct session *s, bool is_get, enum session_status *status)
     }
     struct stream *st =
         stream_new(sessions.next_stream_id++, is_get, sessions.cfg->replay_buffer_bytes);
-    st->low_water = sessions.cfg->stream_queue_bytes / 2;
-    st->drain = session_stream_drained;
-    st->drain_arg = s;
-    st->owner = s;
-    st->next = s->streams;
+    stream_set_drain(st, session_stream_drained, s, sessions.cfg->stream_queue_bytes / 2);
+    stream_own(st)->owner = s;
+    stream_own(st)->next = s->streams;
     if (s->streams != NULL)
-        s->streams->prev = st;
+        stream_own(s->streams)->prev = st;
     s->streams = st;
     if (session_polls(s))
         stream_push_priming(st, sessions.cfg->sse_retry_ms);
@@ -199,10 +196,8 @@ struct stream *
 session_legacy_open(struct session *s, const char *endpoint)
 {
     struct stream *st = stream_new(sessions.next_stream_id++, true, 0);
-    st->low_water = sessions.cfg->stream_queue_bytes / 2;
-    st->drain = session_stream_drained;
-    st->drain_arg = s;
-    st->owner = s;
+    stream_set_drain(st, session_stream_drained, s, sessions.cfg->stream_queue_bytes / 2);
+    stream_own(st)->owner = s;
     s->streams = st;
     s->get = st;
     s->legacy = true;
@@ -222,17 +217,17 @@ session_stream_resume(struct session *s, const char *last_event_id, enum session
     }
     if (stream_parse_event_id(last_event_id, &sid, &seq))
         st = session_stream_by_id(s, sid);
-    if (st != NULL && st->attached) {
+    if (st != NULL && stream_own(st)->attached) {
         *status = SESSION_E_CONFLICT;
         return NULL;
     }
-    if (st == NULL || st->dropped || !stream_resume(st, seq) || stream_finished(st)) {
+    if (st == NULL || stream_dropped(st) || !stream_resume(st, seq) || stream_finished(st)) {
         log_info(s->id, "resume from Last-Event-ID %s refused: not replayable", last_event_id);
         *status = SESSION_E_EVICTED;
         return NULL;
     }
     log_info(s->id, "%s stream %" PRIu64 " resumed after event %" PRIu64 " (%zu bytes to replay)",
-             st->is_get ? "GET" : "POST", st->id, seq, st->pending);
+             stream_is_get(st) ? "GET" : "POST", stream_id(st), seq, stream_pending(st));
     session_stream_attach(s, st, false);
     *status = SESSION_OK;
     return stream_ref(st);
@@ -242,14 +237,14 @@ session_stream_resume(struct session *s, const char *last_event_id, enum session
 void
 session_stream_answered(struct session *s, struct stream *st)
 {
-    if (st == NULL || st->awaiting == 0)
+    if (st == NULL || stream_own(st)->awaiting == 0)
         return;
-    if (--st->awaiting == 0 && !st->is_get) {
+    if (--stream_own(st)->awaiting == 0 && !stream_is_get(st)) {
         stream_end(st);
         session_stream_timer_stop(st); /* no hangup, no resume grace: nothing is waited for */
         session_maybe_resume(s);
         /* Kept for a late resume (the client may not have read it all) unless not replayable. */
-        if (st->replay_max == 0)
+        if (stream_replay_max(st) == 0)
             session_stream_remove(s, st);
     }
 }
@@ -258,11 +253,12 @@ session_stream_answered(struct session *s, struct stream *st)
 struct stream *
 session_route_unrelated(const struct session *s)
 {
-    if (s->get != NULL && s->get->attached)
+    if (s->get != NULL && stream_own(s->get)->attached)
         return s->get;
     /* streams is newest-first */
-    for (struct stream *st = s->streams; st != NULL; st = st->next)
-        if (!st->is_get && st->attached && !st->ended && !st->dropped)
+    for (struct stream *st = s->streams; st != NULL; st = stream_own(st)->next)
+        if (!stream_is_get(st) && stream_own(st)->attached && !stream_ended(st)
+            && !stream_dropped(st))
             return st;
     return NULL;
 }
@@ -274,7 +270,7 @@ session_stream_abandon(struct session *s, struct stream *st, const char *why)
     unsigned n = 0;
     for (struct pending *p = s->r.pt.head, *next; p != NULL; p = next) {
         next = p->next;
-        if (p->stream_id != st->id || p->state != PENDING_FORWARDED)
+        if (p->stream_id != stream_id(st) || p->state != PENDING_FORWARDED)
             continue;
         if (p->dir == PENDING_TO_CLIENT) {
             /* The child's own request went out on st: nobody can answer it now. */
@@ -288,8 +284,8 @@ session_stream_abandon(struct session *s, struct stream *st, const char *why)
         relay_cancel(&s->r, p, RELAY_CANCEL_DISCONNECT);
         n++;
     }
-    log_info(s->id, "%s POST stream %" PRIu64 ": %u requests cancelled", why, st->id, n);
-    st->dropped = true;
+    log_info(s->id, "%s POST stream %" PRIu64 ": %u requests cancelled", why, stream_id(st), n);
+    stream_mark_dropped(st);
     stream_discard(st);
     session_stream_remove(s, st);
 }
@@ -298,40 +294,40 @@ static void
 session_grace_fired(void *arg)
 {
     struct stream *st = arg;
-    st->timer = NULL;
-    if (!st->attached)
-        session_stream_abandon(st->owner, st, "no resume in time of");
+    stream_own(st)->timer = NULL;
+    if (!stream_own(st)->attached)
+        session_stream_abandon(stream_own(st)->owner, st, "no resume in time of");
 }
 
 void
 session_stream_detach(const char *sid, struct stream *st)
 {
     struct session *s = session_find(sid);
-    if (s == NULL || (st->prev == NULL && s->streams != st)) {
+    if (s == NULL || (stream_own(st)->prev == NULL && s->streams != st)) {
         stream_unref(st); /* the session, or its hold on st, is gone */
         return;
     }
     if (s->legacy) {
         /* HTTP+SSE: the stream's connection is the session. */
-        st->attached = false;
+        stream_own(st)->attached = false;
         session_close(s, SESSION_END_DISCONNECTED, NULL);
         stream_unref(st);
         return;
     }
-    bool hangup = st->hangup;
-    st->attached = false;
-    st->hangup = false;
+    bool hangup = stream_hangup_clear(st);
+    stream_own(st)->attached = false;
     session_stream_timer_stop(st);
     session_touch(s);
-    bool unused = !st->is_get && st->awaiting == 0 && !st->ended; /* its request never went */
-    bool waited = !st->is_get && st->awaiting > 0;
+    bool unused = !stream_is_get(st) && stream_own(st)->awaiting == 0
+                  && !stream_ended(st); /* its request never went */
+    bool waited = !stream_is_get(st) && stream_own(st)->awaiting > 0;
     /* A POST stream read to its end is done: only what a client missed is kept for a resume. */
-    bool done = !st->is_get && stream_finished(st);
-    if (unused || done || (st->replay_max == 0 && !waited)) {
+    bool done = !stream_is_get(st) && stream_finished(st);
+    if (unused || done || (stream_replay_max(st) == 0 && !waited)) {
         if (!unused && !stream_finished(st))
             log_info(s->id, "client dropped %s stream %" PRIu64 ": 0 requests cancelled",
-                     st->is_get ? "GET" : "POST", st->id);
-        st->dropped = true;
+                     stream_is_get(st) ? "GET" : "POST", stream_id(st));
+        stream_mark_dropped(st);
         stream_discard(st);
         session_stream_remove(s, st);
         stream_unref(st);
@@ -348,19 +344,19 @@ session_stream_detach(const char *sid, struct stream *st)
         if (wait == 0) {
             session_stream_abandon(s, st, "client dropped");
         } else {
-            st->timer = loop_timer_add(sessions.l, wait, session_grace_fired, st);
+            stream_own(st)->timer = loop_timer_add(sessions.l, wait, session_grace_fired, st);
             log_info(s->id,
                      "%s POST stream %" PRIu64 ": %u requests wait up to %" PRIu64
                      " ms for a resume",
-                     hangup ? "gateway ended the connection of" : "client dropped", st->id,
-                     st->awaiting, wait);
+                     hangup ? "gateway ended the connection of" : "client dropped", stream_id(st),
+                     stream_own(st)->awaiting, wait);
         }
     } else if (!stream_finished(st)) {
         /* Kept: a client may resume it with Last-Event-ID. */
         log_info(s->id,
                  "client dropped %s stream %" PRIu64 ": 0 requests cancelled (%zu bytes unread "
                  "kept for a resume)",
-                 st->is_get ? "GET" : "POST", st->id, st->pending);
+                 stream_is_get(st) ? "GET" : "POST", stream_id(st), stream_pending(st));
     }
     session_maybe_resume(s);
     session_retire(s, util_now_ms());

@@ -66,8 +66,8 @@
 #include "loop.h"
 #include "pool.h"
 #include "session.h"
-#include "src/session/session_int.h"
 #include "src/pool/pool_int.h"
+#include "src/session/session_int.h"
 #include "stream.h"
 #include "util.h"
 
@@ -1148,11 +1148,12 @@ check_all(void)
                inflight);
     for (size_t i = 0; i < nreq && !sessions_mode; i++) {
         const struct stream *st = R[i].st;
-        if (st == NULL || st->ended)
+        if (st == NULL || stream_ended(st))
             continue;
-        FUZZ_CHECK(st->owner != NULL, "request %s: its stream is not ended and has no call",
-                   R[i].id);
-        FUZZ_CHECK(reachable(st->owner), "request %s: its call is nowhere the pool looks", R[i].id);
+        FUZZ_CHECK(stream_own_const(st)->owner != NULL,
+                   "request %s: its stream is not ended and has no call", R[i].id);
+        FUZZ_CHECK(reachable(stream_own_const(st)->owner),
+                   "request %s: its call is nowhere the pool looks", R[i].id);
     }
 }
 
@@ -1281,7 +1282,8 @@ finish(void)
         if (r->st != NULL)
             client_read(r, 4096, 0);
         if (r->st != NULL) {
-            FUZZ_CHECK(r->st->ended, "request %s: its stream did not end at shutdown", r->id);
+            FUZZ_CHECK(stream_ended(r->st), "request %s: its stream did not end at shutdown",
+                       r->id);
             detach(r);
         }
     }

@@ -332,7 +332,8 @@ Test(pool, slow_reader_does_not_pause_a_shared_child, .init = setup_small, .fini
         cr_assert(fake_upstream_line(u, line));
     settle();
     cr_assert_not(fake_upstream_paused(u));
-    cr_assert_leq(slow.st->pending, 65536 + sizeof line, "notifications past the ceiling dropped");
+    cr_assert_leq(stream_pending(slow.st), 65536 + sizeof line,
+                  "notifications past the ceiling dropped");
     call_start(&other, CALL("o", "echo", ""));
     child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}",
                child_got(u, "\"name\":\"echo\""));

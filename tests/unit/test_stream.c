@@ -25,7 +25,7 @@
 
 #include <criterion/criterion.h>
 
-#include "stream.h"
+#include "src/mcp/stream_int.h"
 #include "util.h"
 
 TestSuite(stream, .timeout = 30);
@@ -171,12 +171,12 @@ Test(stream, new_fields)
     cr_assert_eq(st->refs, 1);
     cr_assert_not(st->ended);
     cr_assert_not(st->dropped);
-    cr_assert_eq(st->awaiting, 0);
+    cr_assert_eq(st->own.awaiting, 0);
     cr_assert_eq(st->pending, 0);
     cr_assert_null(st->wake);
     cr_assert_null(st->drain);
-    cr_assert_null(st->prev);
-    cr_assert_null(st->next);
+    cr_assert_null(st->own.prev);
+    cr_assert_null(st->own.next);
     cr_assert_geq(st->last_push_ms, before);
     cr_assert_not(stream_finished(st));
     char out[8];
