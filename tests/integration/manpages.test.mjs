@@ -185,6 +185,7 @@ test('mcp-gateway.ini(5) gives each key its whole text: a default, its bound, a 
   assert.deepEqual(problems, []);
 });
 
+const FACTS = /\d{4}-\d\d-\d\d|\b[a-z]+(?:_[a-z]+)+\b|\bSIG[A-Z0-9]+\b|\bRFC \d+\b|\b\d{2,}\b/g;
 const UNIT_WORDS = { milliseconds: /\bmilliseconds\b/i, seconds: /\bseconds\b/i, bytes: /\bbytes\b/i, count: /\bcount\b/i, 'per second': /\bper second\b/i, 'per minute': /\bper minute\b/i };
 
 test('conf/gateway.ini agrees with mcp-gateway.ini(5) on every key: its comment, default, bound and unit', () => {
@@ -213,6 +214,9 @@ test('conf/gateway.ini agrees with mcp-gateway.ini(5) on every key: its comment,
       }
     }
     if (e.unit && !UNIT_WORDS[e.unit].test(c.comment)) problems.push(`${id}: unit ${e.unit} not in its comment: ${c.comment}`);
+    // The text: the facts the page's text states (a status code, a signal, another key, a
+    // revision, an RFC, a number) are stated by the comment too.
+    for (const fact of new Set(e.doc.match(FACTS) ?? [])) if (!c.comment.includes(fact)) problems.push(`${id}: the page says ${fact}, its comment does not: ${c.comment}`);
   }
   for (const id of Object.keys(conf)) if (!iniEntries(page('mcp-gateway.ini.5')).some((e) => `${e.section}.${e.key}` === id)) problems.push(`${id}: in conf/gateway.ini, not in the option table`);
   assert.deepEqual(problems, []);
