@@ -274,6 +274,7 @@ t_sdk=$(date +%s)
 step 5 "the installed site, Debian's nginx with a private prefix, its listen on a free loopback port"
 # What sites-enabled/ is to Debian's nginx.conf: a file included inside http {}. Only the listen
 # line (443 ssl, a free loopback port here) and the TLS placeholders change.
+command -v nginx >/dev/null || fail "nginx is not installed (tests/deps.sh installs nginx-light)"
 ng=$work/nginx
 mkdir -p "$ng/sites-enabled"
 chmod 0755 "$ng"
