@@ -349,7 +349,7 @@ main_after(void *arg)
 /*
  * Raises the open-file limit to its hard limit and says when that still cannot hold
  * max_sessions children (stdin, stdout, stderr and a pidfd each) beside max_connections sockets:
- * sessions past it are refused with 503 (README: Deploying, file limits).
+ * sessions past it are refused with 503 (deploy/README.md, "File limits").
  */
 static void
 main_raise_nofile(const struct config *cfg)

@@ -83,6 +83,28 @@ config_man_bound(FILE *f, const struct config_option *o)
     fputs("\n.br\n", f);
 }
 
+/* The unit of a numeric key, from its name's suffix; NULL for a 0..1 switch or a non-number. */
+static const char *
+config_man_unit(const struct config_option *o)
+{
+    static const struct {
+        const char *suffix, *unit;
+    } units[] = { { "_per_s", "per second" },
+                  { "_per_min", "per minute" },
+                  { "_ms", "milliseconds" },
+                  { "_s", "seconds" },
+                  { "_bytes", "bytes" } };
+    if (o->type != CONFIG_U64 || (o->min == 0 && o->max == 1))
+        return NULL;
+    size_t len = strlen(o->key);
+    for (size_t i = 0; i < ARRAY_LEN(units); i++) {
+        size_t n = strlen(units[i].suffix);
+        if (len > n && strcmp(o->key + len - n, units[i].suffix) == 0)
+            return units[i].unit;
+    }
+    return "count";
+}
+
 static void
 config_man_section(FILE *f, enum config_section sec, const char *title, const char *intro)
 {
@@ -99,6 +121,9 @@ config_man_section(FILE *f, enum config_section sec, const char *title, const ch
         config_man_line(f, o->def == NULL ? "(none)" : *o->def == '\0' ? "(empty)" : o->def);
         fputs(".br\n", f);
         config_man_bound(f, o);
+        const char *unit = config_man_unit(o);
+        if (unit != NULL)
+            fprintf(f, "unit: %s\n.br\n", unit);
         config_man_line(f, o->doc);
     }
 }
@@ -115,8 +140,10 @@ config_man_ini(FILE *f, const char *version)
           "Lines are limited to 198 bytes; a longer value is split over indented continuation "
           "lines, which for list keys are joined. A blank followed by ; starts a comment.\n"
           ".PP\n"
-          "Every key below is listed with its default and, where the parser checks one, its "
-          "bound. Numeric keys carry their unit in their name (_ms, _s, _bytes).\n"
+          "Every key below is listed with its default, where the parser checks one its bound, "
+          "for a number its unit (named by the key's suffix: _ms, _s, _bytes, _per_s, "
+          "_per_min; a count otherwise), and what it does. conf/gateway.ini says the same for "
+          "each key.\n"
           ".B mcp\\-gateway \\-\\-check\\-config\n"
           "validates a file and prints file:line: key: reason for the first error.\n",
           f);

@@ -201,7 +201,7 @@ pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *i
     if (call == NULL
         || (call->pool != p && !(call->pool->retired && strcmp(call->pool->name, p->name) == 0))) {
         *why = "requestState names no call held here: already used, ended, or held by another "
-               "gateway instance (keep a client on one instance: README, several instances)";
+               "gateway instance (keep a client on one instance: deploy/README.md, step 10)";
         return NULL;
     }
     char name[1024] = "";

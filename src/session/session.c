@@ -256,7 +256,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         free(s);
         *status = 500;
         if (*err == upstream_no_fds) {
-            /* Passing: sessions that end give their descriptors back (README: file limits). */
+            /* Passing: sessions that end give their descriptors back (deploy/README.md, "File limits"). */
             *status = 503;
             log_warn(NULL, "new session refused: %s (%zu sessions open)", *err, sessions.count);
         }

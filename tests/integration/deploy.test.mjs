@@ -3,7 +3,8 @@
 // systemd-analyze verify, its fd limit and stop timeout sized for conf/gateway.ini,
 // reload by SIGHUP after a config check, hardening present) and both nginx sites (body limit equal
 // to max_body_bytes, read timeout far above the heartbeat). The nginx sites themselves run in
-// nginx.test.mjs and instances.test.mjs.
+// nginx.test.mjs and instances.test.mjs. deploy/README.md, the operator's path, has the steps
+// tests/package/run.sh walks.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -147,4 +148,21 @@ test('both nginx sites take the bodies the gateway takes and outlast its heartbe
     assert.match(text, /proxy_buffering off;/);
     assert.match(text, /proxy_http_version 1\.1;/);
   }
+});
+
+test('deploy/README.md is the operator\'s path that tests/package/run.sh walks: the same numbered steps, in order', () => {
+  // The package test runs as root in CI only; this keeps the two in step on every run.
+  const steps = [...read('deploy/README.md').matchAll(/^## (\d+)\. (.+)$/gm)].map((m) => Number(m[1]));
+  assert.ok(steps.length >= 8, `deploy/README.md has ${steps.length} numbered steps`);
+  assert.deepEqual(steps, steps.map((_, i) => i + 1), 'steps are numbered 1, 2, 3, ...');
+  const walked = [...read('tests/package/run.sh').matchAll(/^step (\d+)\b/gm)].map((m) => Number(m[1]));
+  assert.deepEqual(walked, steps, 'tests/package/run.sh walks each step of deploy/README.md, in order');
+  // The commands the steps name are the shipped ones.
+  const md = read('deploy/README.md');
+  for (const s of ['sh deploy/debian/build.sh', 'dpkg -i', 'mcp-gateway --check-config', 'systemctl enable --now mcp-gateway',
+    '/usr/share/doc/mcp-gateway/examples/mcp-gateway.conf', 'nginx -t && systemctl reload nginx', '/healthz', '/readyz',
+    '/etc/logrotate.d/mcp-gateway', 'systemctl reload mcp-gateway', 'mcp-gateway@g1', 'mcp-gateway-instances.conf', 'dpkg --purge mcp-gateway'])
+    assert.ok(md.includes(s), `deploy/README.md names ${s}`);
+  for (const f of ['deploy/nginx/mcp-gateway.conf', 'deploy/nginx/mcp-gateway-instances.conf', 'deploy/debian/mcp-gateway.logrotate', 'deploy/systemd/mcp-gateway@.service'])
+    assert.ok(fs.existsSync(path.join(root, f)), f);
 });

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The man pages meson generated (the binary's hidden --man option) against --help and the README:
 // mcp-gateway(8) says what --help says, and mcp-gateway.ini(5), written from the option table,
-// agrees with the README's Configuration tables on every key, default and bound.
+// gives each key's default, bound, unit and text, and agrees with the README's Configuration
+// tables and with conf/gateway.ini's comments on every key, default, bound and unit.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -26,22 +27,60 @@ const plain = (roff) => (Array.isArray(roff) ? roff : roff.split('\n'))
   .filter((l) => !l.startsWith('.'))
   .map((l) => l.replaceAll('\\-', '-').replaceAll('\\e', '\\').replaceAll('\\&', ''));
 
-/** mcp-gateway.ini(5) entries: {section, key, def, bound} in page order. */
+/**
+ * mcp-gateway.ini(5) entries: {section, key, def, bound, unit, doc} in page order; bound and unit
+ * are null when the page gives none. An entry is ".TP", ".B KEY", then its lines up to the next
+ * entry or section: "default: ...", "bound: ...", "unit: ...", and the text.
+ */
 function iniEntries(roff) {
   const out = [];
   let section = null;
+  let e = null;
   const lines = roff.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const sh = /^\.SH "\[(gateway|auth|server):?[A-Z]*\] SECTIONS?"$/.exec(lines[i]);
     if (sh) section = sh[1];
-    if (lines[i] !== '.TP' || !lines[i + 1].startsWith('.B ')) continue;
-    const [key] = plain([lines[i + 1]]);
-    const def = plain([lines[i + 2]])[0].replace(/^default: /, '');
-    const b = plain([lines[i + 4]])[0];
-    const bound = b.startsWith('bound: ') ? b.slice(7) : null;
-    out.push({ section, key, def, bound, doc: bound === null ? b : plain([lines[i + 6]])[0] });
+    if (lines[i].startsWith('.SH') || lines[i] === '.TP') e = null;
+    if (lines[i] === '.TP' && lines[i + 1]?.startsWith('.B ')) {
+      e = { section, key: plain([lines[++i]])[0], def: null, bound: null, unit: null, doc: '' };
+      out.push(e);
+      continue;
+    }
+    if (!e || lines[i].startsWith('.')) continue;
+    const [text] = plain([lines[i]]);
+    const m = /^(default|bound|unit): (.*)$/.exec(text);
+    if (m && !e.doc) e[m[1] === 'default' ? 'def' : m[1]] = m[2];
+    else e.doc += (e.doc ? ' ' : '') + text;
   }
   return out;
+}
+
+/**
+ * conf/gateway.ini, key by key: {'gateway.listen': {value, set, comment}}. `set`: the key's line
+ * is not commented out. `comment`: the ';' lines right above it, joined; keys on consecutive lines
+ * share the comment above the first (jwks_cache_min_s, jwks_cache_max_s).
+ */
+function confKeys(text) {
+  const keys = {};
+  let section = null;
+  let comment = [];
+  let shared = null; // the comment of the key on the line above, for a key right below it
+  for (const line of text.split('\n')) {
+    const sec = /^\[(gateway|auth|server)(:[^\]]*)?\]/.exec(line);
+    if (sec) { section = sec[1]; comment = []; shared = null; continue; }
+    const kv = /^(; )?([a-z_]+) =(?: (.*))?$/.exec(line);
+    if (kv && section) {
+      const id = `${section}.${kv[2]}`;
+      const c = comment.length ? comment.join(' ') : shared ?? '';
+      if (!(id in keys)) keys[id] = { value: kv[3] ?? '', set: !kv[1], comment: c };
+      shared = c;
+      comment = [];
+      continue;
+    }
+    if (line.startsWith(';')) { comment.push(line.replace(/^;\s?/, '')); shared = null; }
+    else if (!/^\s/.test(line)) { comment = []; shared = null; } // a blank line ends a comment; continuation lines keep it
+  }
+  return keys;
 }
 
 /** The README's Configuration tables: {'gateway.listen': {def, bound}, ...}. */
@@ -132,5 +171,53 @@ test('the README tables agree with mcp-gateway.ini(5) on every key, default and 
     if (!readme.includes(`${lo}..${hi}`) && !new RegExp(`^${lo}\\.\\.\``).test(readme)) problems.push(`${id}: bound ${lo}..${hi}, README says ${row.bound}`);
   }
   for (const id of Object.keys(rows)) if (!entries.some((e) => `${e.section}.${e.key}` === id)) problems.push(`${id}: in the README, not in the page`);
+  assert.deepEqual(problems, []);
+});
+
+test('mcp-gateway.ini(5) gives each key its whole text: a default, its bound, a number\'s unit, and what it does', () => {
+  const problems = [];
+  for (const e of iniEntries(page('mcp-gateway.ini.5'))) {
+    const id = `${e.section}.${e.key}`;
+    if (!e.def) problems.push(`${id}: no default`);
+    if (!e.doc || e.doc.length < 12) problems.push(`${id}: no text (${e.doc})`);
+    if (e.bound && /^\d+\.\.\d+$/.test(e.bound) && e.bound !== '0..1' && !e.unit) problems.push(`${id}: bound ${e.bound} without a unit`);
+  }
+  assert.deepEqual(problems, []);
+});
+
+const FACTS = /\d{4}-\d\d-\d\d|\b[a-z]+(?:_[a-z]+)+\b|\bSIG[A-Z0-9]+\b|\bRFC \d+\b|\b\d{2,}\b/g;
+const UNIT_WORDS = { milliseconds: /\bmilliseconds\b/i, seconds: /\bseconds\b/i, bytes: /\bbytes\b/i, count: /\bcount\b/i, 'per second': /\bper second\b/i, 'per minute': /\bper minute\b/i };
+
+test('conf/gateway.ini agrees with mcp-gateway.ini(5) on every key: its comment, default, bound and unit', () => {
+  const conf = confKeys(fs.readFileSync(path.join(ROOT, 'conf/gateway.ini'), 'utf8'));
+  const problems = [];
+  for (const e of iniEntries(page('mcp-gateway.ini.5'))) {
+    const id = `${e.section}.${e.key}`;
+    const c = conf[id];
+    if (!c) { problems.push(`${id}: not in conf/gateway.ini`); continue; }
+    if (!c.comment.trim()) { problems.push(`${id}: no comment above it`); continue; }
+    const def = e.def === '(empty)' || e.def === '(none)' ? '' : e.def;
+    // A line that is set carries the default (the example server's command and path are the
+    // file's own); a commented-out example with a default other than empty names that default.
+    if (c.set && e.def !== '(none)' && c.value !== def) problems.push(`${id}: set to ${c.value}, the default is ${e.def}`);
+    if (!c.set && def && !c.comment.includes(def)) problems.push(`${id}: commented out, its comment does not name the default ${def}`);
+    if (e.bound) {
+      const range = /(\d+)\.\.(\d+)/.exec(e.bound);
+      if (range && !/^[a-z]+(, [a-z]+)+$/.test(e.bound)) {
+        const [, lo, hi] = range;
+        // The upper end may be another key (pool_warm_children: 0..pool_max_children).
+        // A key that may also be empty states the bound it checks then (admin_token: 32..256).
+        const orEmpty = lo === '0' && new RegExp(`\\bempty\\b.*\\b\\d+\\.\\.${hi}\\b`).test(c.comment);
+        if (!orEmpty && !c.comment.includes(`${lo}..${hi}`) && !new RegExp(`\\b${lo}\\.\\.[a-z_]+`).test(c.comment)) problems.push(`${id}: bound ${lo}..${hi} not in its comment: ${c.comment}`);
+      } else {
+        for (const v of e.bound.split(', ')) if (!new RegExp(`\\b${v}\\b`).test(c.comment)) problems.push(`${id}: value ${v} not in its comment: ${c.comment}`);
+      }
+    }
+    if (e.unit && !UNIT_WORDS[e.unit].test(c.comment)) problems.push(`${id}: unit ${e.unit} not in its comment: ${c.comment}`);
+    // The text: the facts the page's text states (a status code, a signal, another key, a
+    // revision, an RFC, a number) are stated by the comment too.
+    for (const fact of new Set(e.doc.match(FACTS) ?? [])) if (!c.comment.includes(fact)) problems.push(`${id}: the page says ${fact}, its comment does not: ${c.comment}`);
+  }
+  for (const id of Object.keys(conf)) if (!iniEntries(page('mcp-gateway.ini.5')).some((e) => `${e.section}.${e.key}` === id)) problems.push(`${id}: in conf/gateway.ini, not in the option table`);
   assert.deepEqual(problems, []);
 });
