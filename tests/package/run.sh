@@ -196,8 +196,8 @@ echo "build and lintian: $(($(date +%s) - t_start)) s"
 # The container image made from it (deploy/container/README.md), run by podman.
 t_cont=$(date +%s)
 sh tests/container/run.sh "$deb1"
-echo "container image: $(($(date +%s) - t_cont)) s"
 t_built=$(date +%s)
+echo "container image: $((t_built - t_cont)) s"
 
 step 2 "$(basename "$deb1")"
 dpkg -i "$deb1"
@@ -527,4 +527,4 @@ echo "purged: no package, user, group, file or process of mcp-gateway left"
 
 [ "$walked" = "$readme_steps" ] || fail "walked steps $walked, deploy/README.md has $readme_steps"
 echo "walked deploy/README.md steps $walked"
-echo "package test passed in $(($(date +%s) - t_start)) s (build $((t_built - t_start)) s; SDK interop $((t_sdk - t_built)) s with install; the rest $(($(date +%s) - t_sdk)) s)"
+echo "package test passed in $(($(date +%s) - t_start)) s (build $((t_cont - t_start)) s; container $((t_built - t_cont)) s; SDK interop $((t_sdk - t_built)) s with install; the rest $(($(date +%s) - t_sdk)) s)"
