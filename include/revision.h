@@ -22,9 +22,11 @@ enum revision_transport {
 struct revision {
     const char *name; /* the date, as on the wire */
     enum revision_transport transport;
-    bool batches;               /* JSON-RPC batches on the endpoint */
-    bool polling;               /* priming event with retry; POST streams may be ended so
-                                   the client polls (resumable streams are every session's) */
+    bool batches;      /* JSON-RPC batches on the endpoint */
+    bool polling;      /* priming event with retry; POST streams may be ended so the client polls */
+    bool resumable;    /* SSE event ids and Last-Event-ID resumption (replay_buffer_bytes) */
+    bool input_rounds; /* the server asks its client by input_required + requestState (MRTR), so a
+                          legacy child's questions are bridged into rounds */
     const char *const *removed; /* methods it removed from its predecessors; NULL-ended */
 };
 

@@ -28,11 +28,12 @@ static const char *const revision_removed_none[] = { NULL };
 
 /* Oldest first. */
 static const struct revision revision_table[] = {
-    { "2024-11-05", REVISION_HTTP_SSE, false, false, revision_removed_none },
-    { "2025-03-26", REVISION_STREAMABLE, true, false, revision_removed_none },
-    { "2025-06-18", REVISION_STREAMABLE, false, false, revision_removed_none },
-    { "2025-11-25", REVISION_STREAMABLE, false, true, revision_removed_none },
-    { "2026-07-28", REVISION_STATELESS, false, false, revision_removed_2026 },
+    /* name, transport, batches, polling, resumable, input_rounds, removed */
+    { "2024-11-05", REVISION_HTTP_SSE, false, false, false, false, revision_removed_none },
+    { "2025-03-26", REVISION_STREAMABLE, true, false, true, false, revision_removed_none },
+    { "2025-06-18", REVISION_STREAMABLE, false, false, true, false, revision_removed_none },
+    { "2025-11-25", REVISION_STREAMABLE, false, true, true, false, revision_removed_none },
+    { "2026-07-28", REVISION_STATELESS, false, false, false, true, revision_removed_2026 },
 };
 #define REVISION_N        ARRAY_LEN(revision_table)
 #define REVISION_MASKS    8 /* every combination of the three transport bits */

@@ -73,7 +73,11 @@ struct stream *
 pool_call_stream(struct pool_call *call)
 {
     static uint64_t next_stream_id = 1;
-    call->st = stream_new(next_stream_id++, false, 0);
+    /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
+     */
+    call->st = stream_new(
+        next_stream_id++, false,
+        revision_named(POOL_MODERN_VERSION)->resumable ? pools.cfg->replay_buffer_bytes : 0);
     stream_own(call->st)->owner = call;
     stream_own(call->st)->attached =
         true; /* the HTTP request reads it from now until pool_stream_detach */

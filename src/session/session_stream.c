@@ -23,6 +23,14 @@ session_stream_by_id(const struct session *s, uint64_t id)
     return NULL;
 }
 
+/* The replay history of a stream over transport: what replay_buffer_bytes says if it resumes. */
+static size_t
+session_replay_bytes(unsigned transport)
+{
+    const struct revision *r = revision_newest(transport);
+    return r != NULL && r->resumable ? sessions.cfg->replay_buffer_bytes : 0;
+}
+
 /* Whether the session's revision has priming events and SSE polling (revision.h). */
 static bool
 session_polls(const struct session *s)
@@ -167,7 +175,7 @@ session_stream_open(struct session *s, bool is_get, enum session_status *status)
         return stream_ref(s->get);
     }
     struct stream *st =
-        stream_new(sessions.next_stream_id++, is_get, sessions.cfg->replay_buffer_bytes);
+        stream_new(sessions.next_stream_id++, is_get, session_replay_bytes(REVISION_STREAMABLE));
     stream_set_drain(st, session_stream_drained, s, sessions.cfg->stream_queue_bytes / 2);
     stream_own(st)->owner = s;
     stream_own(st)->next = s->streams;
@@ -195,7 +203,8 @@ session_stream_open(struct session *s, bool is_get, enum session_status *status)
 struct stream *
 session_legacy_open(struct session *s, const char *endpoint)
 {
-    struct stream *st = stream_new(sessions.next_stream_id++, true, 0);
+    struct stream *st =
+        stream_new(sessions.next_stream_id++, true, session_replay_bytes(REVISION_HTTP_SSE));
     stream_set_drain(st, session_stream_drained, s, sessions.cfg->stream_queue_bytes / 2);
     stream_own(st)->owner = s;
     s->streams = st;

@@ -38,6 +38,11 @@ Test(revision, transports_and_features)
     cr_assert(!revision_named("2025-06-18")->batches);
     cr_assert(revision_named("2025-11-25")->polling);
     cr_assert(!revision_named("2025-06-18")->polling);
+    cr_assert(revision_named("2025-03-26")->resumable);
+    cr_assert(!revision_named("2024-11-05")->resumable);
+    cr_assert(!revision_named("2026-07-28")->resumable);
+    cr_assert(revision_named("2026-07-28")->input_rounds);
+    cr_assert(!revision_named("2025-11-25")->input_rounds);
     cr_assert(revision_removed(revision_named("2026-07-28"), "initialize"));
     cr_assert(revision_removed(revision_named("2026-07-28"), "sampling/createMessage"));
     cr_assert(!revision_removed(revision_named("2026-07-28"), "tools/call"));
