@@ -92,8 +92,8 @@ function readmeRows() {
   for (const line of conf.split('\n')) {
     const h = /^### `\[(gateway|auth|server)/.exec(line);
     if (h) section = h[1];
-    const m = /^\| `([a-z_]+)` \| ([^|]*) \| ((?:[^|\\]|\\\|)*) \|/.exec(line);
-    if (m && section) rows[`${section}.${m[1]}`] = { def: m[2], bound: m[3] };
+    const m = /^\| `([a-z_]+)` \| ([^|]*) \| ((?:[^|\\]|\\\|)*) \|(.*)\|\s*$/.exec(line);
+    if (m && section) rows[`${section}.${m[1]}`] = { def: m[2], bound: m[3], text: m[4] };
   }
   return rows;
 }
@@ -146,7 +146,7 @@ test('mcp-gateway.ini(5) is what --man 5 writes, one entry per key of the option
   for (const e of entries) assert.ok(e.section, `${e.key} outside a section`);
 });
 
-test('the README tables agree with mcp-gateway.ini(5) on every key, default and bound', () => {
+test('the README tables agree with mcp-gateway.ini(5) on every key, default, bound and the facts its text states', () => {
   const rows = readmeRows();
   const entries = iniEntries(page('mcp-gateway.ini.5'));
   const problems = [];
@@ -171,6 +171,13 @@ test('the README tables agree with mcp-gateway.ini(5) on every key, default and 
     if (!readme.includes(`${lo}..${hi}`) && !new RegExp(`^${lo}\\.\\.\``).test(readme)) problems.push(`${id}: bound ${lo}..${hi}, README says ${row.bound}`);
   }
   for (const id of Object.keys(rows)) if (!entries.some((e) => `${e.section}.${e.key}` === id)) problems.push(`${id}: in the README, not in the page`);
+  // The text: the facts the option table's text states are stated by the README's row too.
+  for (const e of entries) {
+    const row = rows[`${e.section}.${e.key}`];
+    if (!row) continue;
+    const said = `${row.def} ${row.bound} ${row.text}`.replace(/(\d),(\d{3})\b/g, '$1$2'); // 4,096 is 4096
+    for (const fact of new Set(e.doc.match(FACTS) ?? [])) if (!said.includes(fact)) problems.push(`${e.section}.${e.key}: the page says ${fact}, the README's row does not`);
+  }
   assert.deepEqual(problems, []);
 });
 
