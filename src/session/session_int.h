@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "msg.h"
 #include "relay.h"
+#include "revision.h"
 #include "session.h"
 #include "stream.h"
 #include "upstream.h"
@@ -33,11 +34,12 @@ struct session {
     struct session_server *stats; /* its server's counters (session_int.h) */
     struct auth_principal *owner; /* who created it; only they may use it (a reference) */
     struct upstream *u;
-    struct relay r;         /* its in-flight table and the writes that go with it */
-    struct stream *streams; /* every stream of the session (one reference each) */
-    struct stream *get;     /* the standalone GET stream, also in streams */
-    struct msgq backlog;    /* child notifications waiting for a stream */
-    char version[16];       /* negotiated protocol version */
+    struct relay r;             /* its in-flight table and the writes that go with it */
+    struct stream *streams;     /* every stream of the session (one reference each) */
+    struct stream *get;         /* the standalone GET stream, also in streams */
+    struct msgq backlog;        /* child notifications waiting for a stream */
+    char version[16];           /* negotiated protocol version */
+    const struct revision *rev; /* its row (revision.h); NULL until negotiated */
     uint64_t init_gw_id;
     uint64_t last_active_ms;
     bool paused; /* child stdout not read: a stream queue is over its high watermark */

@@ -145,6 +145,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
         return -1;
     }
     snprintf(s->version, sizeof(s->version), "%s", rev->name);
+    s->rev = rev;
     s->state = SESSION_READY;
     relay_start_ok(s->r.stats);
     log_info(s->id, "session initialized: protocol %s", v);
@@ -334,8 +335,7 @@ session_child_batch(struct session *s, char *line, size_t len)
 bool
 session_batches(const struct session *s)
 {
-    const struct revision *r = revision_named(s->version);
-    return r != NULL && r->batches;
+    return s->rev != NULL && s->rev->batches;
 }
 
 void

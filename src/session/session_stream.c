@@ -35,8 +35,7 @@ session_replay_bytes(unsigned transport)
 static bool
 session_polls(const struct session *s)
 {
-    const struct revision *r = revision_named(s->version);
-    return r != NULL && r->polling;
+    return s->rev != NULL && s->rev->polling;
 }
 
 void
