@@ -79,8 +79,8 @@ pool_call_stream(struct pool_call *call)
         next_stream_id++, false,
         revision_named(POOL_MODERN_VERSION)->resumable ? pools.cfg->replay_buffer_bytes : 0);
     stream_own(call->st)->owner = call;
-    stream_own(call->st)->attached =
-        true; /* the HTTP request reads it from now until pool_stream_detach */
+    /* The HTTP request reads it from now until pool_stream_detach. */
+    stream_own(call->st)->attached = true;
     call->pool->row->ctr.requests++;
     return stream_ref(call->st);
 }
