@@ -39,7 +39,6 @@ enum session_status {
     SESSION_E_DUPLICATE,   /* the request id is already in flight: 400 */
     SESSION_E_CONFLICT,    /* a GET stream is already open, or the stream resumed is read: 409 */
     SESSION_E_EVICTED,     /* Last-Event-ID names nothing this session can still replay: 410 */
-    SESSION_E_DRAINING,    /* the gateway is shutting down and takes no new request: 503 */
     SESSION_E_ID_TOO_LONG, /* the request id or progress token passes max_id_bytes: 400 */
 };
 

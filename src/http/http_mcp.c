@@ -74,10 +74,6 @@ http_session_error(struct http_req *rc, enum session_status status)
     case SESSION_E_ID_TOO_LONG:
         code = MHD_HTTP_BAD_REQUEST;
         break;
-    case SESSION_E_DRAINING:
-        code = MHD_HTTP_SERVICE_UNAVAILABLE;
-        rpc = JSONRPC_INTERNAL_ERROR;
-        break;
     }
     return http_error(rc, code, rpc,
                       status == SESSION_OK ? "internal error" : session_status_text(status));

@@ -563,8 +563,6 @@ session_status_text(enum session_status status)
         return "Last-Event-ID names no event this session can still replay";
     case SESSION_E_ID_TOO_LONG:
         return "request id or progress token longer than max_id_bytes";
-    case SESSION_E_DRAINING:
-        return "gateway shutting down: no new requests; start a new session";
     }
     return "internal error";
 }
