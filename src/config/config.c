@@ -5,43 +5,27 @@
  * config_keys() all read it. libinih does the INI syntax. Our line reader in front of it counts
  * lines, refuses lines that inih would silently cut at INI_MAX_LINE, and tracks section headers
  * itself, because inih keeps only 49 bytes of a section name and says nothing about empty
- * sections. Values are collected raw first and converted once the whole file is read, so
- * continuation lines can extend a list and cross-checks see final values. Besides the file, a load
- * reads the files that keep secrets out of it (admin_token_file, env_file); config_check_command
- * looks at each server's command and cwd, for --check-config and as a warning at start.
+ * sections. Values are collected raw first and converted once the whole file is read
+ * (config_build.c), so continuation lines can extend a list and cross-checks see final values.
+ * config_env.c has what a server's children start with.
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <sys/stat.h>
 
-#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <ini.h>
 
 #include "config_int.h"
 
-/* Values as written, before conversion; indexed like config_options. */
-struct config_raw {
-    char *value[CONFIG_N_OPTIONS];
-    int line[CONFIG_N_OPTIONS];
-};
-
-struct config_raw_server {
-    char *name;
-    int line; /* of the section header */
-    struct config_raw raw;
-};
+_Static_assert(INI_MAX_LINE == CONFIG_INI_LINE_MAX, "config_int.h sizes lines as libinih does");
 
 /* What inih would make of a line; config_classify mirrors ini_parse_stream's order. */
 enum config_line {
@@ -53,33 +37,7 @@ enum config_line {
     CONFIG_LINE_JUNK,
 };
 
-struct config_parse {
-    const char *name; /* for messages */
-    FILE *fp;         /* the source: fp, or text when fp is NULL */
-    const char *text;
-    char *err;
-    size_t errlen;
-    bool failed; /* first error wins; the reader then ends the parse */
-    int lineno;
-    bool in_pair;      /* a key was seen since the last header: indented lines continue it */
-    bool continuation; /* the line inih is handling continues the previous key */
-    char last_key[INI_MAX_LINE];
-    bool gateway_seen, auth_seen;
-    struct config_raw gateway;
-    struct config_raw auth;
-    struct config_raw_server *servers;
-    size_t n_servers;
-    struct config_raw *cur; /* section being read; NULL before the first header */
-    enum config_section cur_section;
-    bool inline_secret; /* admin_token or an env line is written in the file itself */
-};
-
-#define CONFIG_SECRET_FILE_MAX 65536u /* admin_token_file, env_file */
-
-static int config_fail(struct config_parse *ps, int line, const char *key, const char *fmt, ...)
-    PRINTF(4, 5);
-
-static int
+int
 config_fail(struct config_parse *ps, int line, const char *key, const char *fmt, ...)
 {
     if (ps->failed)
@@ -103,8 +61,7 @@ config_opt_name(const struct config_option *opt)
     return strchr(opt->key, '.') + 1;
 }
 
-/* Index of a key in config_options, or CONFIG_N_OPTIONS. */
-static size_t
+size_t
 config_find(enum config_section section, const char *name)
 {
     size_t i = 0;
@@ -174,7 +131,7 @@ config_apply_ident(struct config_parse *ps, const struct config_option *opt, con
     return 0;
 }
 
-static int
+int
 config_apply(struct config_parse *ps, const struct config_option *opt, const char *v, int line,
              void *base)
 {
@@ -283,7 +240,7 @@ config_getc(struct config_parse *ps)
     return (unsigned char)*ps->text++;
 }
 
-static const char *
+const char *
 config_lskip(const char *s)
 {
     while (*s && isspace((unsigned char)*s))
@@ -542,419 +499,6 @@ config_handler(void *user, const char *section, const char *name, const char *va
     return config_store(ps, name, value) == 0;
 }
 
-/* ---- from raw values to struct config ---- */
-
-static const char *
-config_raw_get(const struct config_raw *raw, const char *name, enum config_section section,
-               int *line)
-{
-    size_t i = config_find(section, name);
-    assert(i < CONFIG_N_OPTIONS);
-    *line = raw->line[i];
-    return raw->value[i] ? raw->value[i] : config_options[i].def;
-}
-
-/* ---- files that keep secrets out of the INI file ---- */
-
-/*
- * The text of a file that holds a secret (admin_token_file, env_file), checked like the other
- * secret files (util_file_unsafe): at most CONFIG_SECRET_FILE_MAX bytes, no NUL. NULL after
- * config_fail; the caller wipes and frees the text.
- */
-static char *
-config_read_secret(struct config_parse *ps, int line, const char *key, const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1) {
-        config_fail(ps, line, key, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char why[1024];
-    const char *unsafe = util_file_unsafe(fd, path, true, why, sizeof why);
-    if (unsafe != NULL) {
-        close(fd);
-        config_fail(ps, line, key, "%s", unsafe);
-        return NULL;
-    }
-    char *text = xmalloc(CONFIG_SECRET_FILE_MAX + 1);
-    size_t n = 0;
-    ssize_t got = 0;
-    while (n <= CONFIG_SECRET_FILE_MAX) {
-        got = read(fd, text + n, CONFIG_SECRET_FILE_MAX + 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
-    int e = errno;
-    close(fd);
-    const char *bad = got < 0                         ? strerror(e)
-                      : n > CONFIG_SECRET_FILE_MAX    ? "is larger than 64 KiB"
-                      : memchr(text, '\0', n) != NULL ? "contains a NUL byte"
-                                                      : NULL;
-    if (bad != NULL) {
-        explicit_bzero(text, n < CONFIG_SECRET_FILE_MAX ? n : CONFIG_SECRET_FILE_MAX);
-        free(text);
-        config_fail(ps, line, key, "%s: %s", path, bad);
-        return NULL;
-    }
-    text[n] = '\0';
-    return text;
-}
-
-/* admin_token_file: the token is its first line (without "\r\n"); admin_token must be empty. */
-static int
-config_admin_token_file(struct config_parse *ps, struct config *cfg)
-{
-    int line;
-    config_raw_get(&ps->gateway, "admin_token_file", CONFIG_SEC_GATEWAY, &line);
-    if (cfg->admin_token[0] != '\0')
-        return config_fail(ps, line, "admin_token_file",
-                           "and admin_token exclude each other: set one");
-    char *text = config_read_secret(ps, line, "admin_token_file", cfg->admin_token_file);
-    if (text == NULL)
-        return -1;
-    size_t len = strcspn(text, "\r\n");
-    bool ok = len >= 32 && len <= 256;
-    for (size_t i = 0; ok && i < len; i++)
-        ok = isalnum((unsigned char)text[i]) || text[i] == '_' || text[i] == '-';
-    if (ok) {
-        free(cfg->admin_token);
-        cfg->admin_token = xmalloc(len + 1);
-        memcpy(cfg->admin_token, text, len);
-        cfg->admin_token[len] = '\0';
-    }
-    explicit_bzero(text, strlen(text));
-    free(text);
-    if (!ok)
-        return config_fail(ps, line, "admin_token_file",
-                           "%s: the first line must be 32..256 characters of [A-Za-z0-9_-]",
-                           cfg->admin_token_file);
-    return 0;
-}
-
-/* Whether env holds a variable called name (len bytes). */
-static bool
-config_env_has(char **env, const char *name, size_t len)
-{
-    for (char **e = env; e != NULL && *e != NULL; e++)
-        if (strncmp(*e, name, len) == 0 && (*e)[len] == '=')
-            return true;
-    return false;
-}
-
-/*
- * env_file: NAME=VALUE lines, the value as written up to the end of the line (no quotes, no
- * expansion); blank lines and lines starting with '#' are skipped. Appended to env; a name set
- * twice (in env and the file, or twice in the file) is an error rather than a silent override.
- * Messages name the file's line, never a value.
- */
-static int
-config_env_file(struct config_parse *ps, const struct config_raw_server *rs,
-                struct config_server *srv)
-{
-    int line;
-    config_raw_get(&rs->raw, "env_file", CONFIG_SEC_SERVER, &line);
-    char *text = config_read_secret(ps, line, "env_file", srv->env_file);
-    if (text == NULL)
-        return -1;
-    size_t total = strlen(text), n = 0;
-    while (srv->env != NULL && srv->env[n] != NULL)
-        n++;
-    unsigned lineno = 0;
-    int rc = 0;
-    for (char *p = text, *next; rc == 0 && *p != '\0'; p = next) {
-        char *nl = strchr(p, '\n');
-        next = nl != NULL ? nl + 1 : p + strlen(p);
-        if (nl != NULL)
-            *nl = '\0';
-        lineno++;
-        size_t len = strlen(p);
-        if (len > 0 && p[len - 1] == '\r')
-            p[len - 1] = '\0';
-        const char *s = config_lskip(p);
-        if (*s == '\0' || *s == '#')
-            continue;
-        const char *eq = strchr(s, '=');
-        if (eq == NULL || !config_is_name(s, (size_t)(eq - s)))
-            rc = config_fail(ps, line, "env_file",
-                             "%s:%u: must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*",
-                             srv->env_file, lineno);
-        else if (config_env_has(srv->env, s, (size_t)(eq - s)))
-            rc = config_fail(ps, line, "env_file", "%s:%u: %.*s is already set (env or env_file)",
-                             srv->env_file, lineno, (int)(eq - s), s);
-        else {
-            srv->env = xrealloc(srv->env, (n + 2) * sizeof *srv->env);
-            srv->env[n++] = xstrdup(s);
-            srv->env[n] = NULL;
-        }
-    }
-    explicit_bzero(text, total);
-    free(text);
-    return rc;
-}
-
-static int
-config_build_gateway(struct config_parse *ps, struct config *cfg)
-{
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
-        const struct config_option *opt = &config_options[i];
-        if (opt->section != CONFIG_SEC_GATEWAY)
-            continue;
-        const char *v = ps->gateway.value[i] ? ps->gateway.value[i] : opt->def;
-        if (config_apply(ps, opt, v, ps->gateway.line[i], cfg) == -1)
-            return -1;
-    }
-    if (cfg->admin_token_file != NULL && config_admin_token_file(ps, cfg) == -1)
-        return -1;
-    size_t tlen = strlen(cfg->admin_token);
-    if (tlen > 0 && tlen < 32) {
-        int line;
-        config_raw_get(&ps->gateway, "admin_token", CONFIG_SEC_GATEWAY, &line);
-        return config_fail(ps, line, "admin_token", "must be empty or 32..256 characters");
-    }
-    for (char **p = cfg->trusted_proxies; p != NULL && *p != NULL; p++) {
-        unsigned char net[16];
-        unsigned bits;
-        if (util_cidr_parse(*p, net, &bits) == -1) {
-            int line;
-            config_raw_get(&ps->gateway, "trusted_proxies", CONFIG_SEC_GATEWAY, &line);
-            return config_fail(ps, line, "trusted_proxies", "%s is not an IP address or CIDR", *p);
-        }
-    }
-    if (cfg->stdin_queue_bytes < cfg->max_body_bytes + 1024) {
-        int line, body_line;
-        config_raw_get(&ps->gateway, "stdin_queue_bytes", CONFIG_SEC_GATEWAY, &line);
-        config_raw_get(&ps->gateway, "max_body_bytes", CONFIG_SEC_GATEWAY, &body_line);
-        return config_fail(ps, line ? line : body_line, "stdin_queue_bytes",
-                           "must be at least max_body_bytes + 1024 = %" PRIu64,
-                           cfg->max_body_bytes + 1024);
-    }
-    if (cfg->replay_buffer_bytes == 0
-        && (cfg->disconnect_grace_ms > 0 || cfg->sse_close_after_ms > 0)) {
-        int line;
-        const char *key =
-            cfg->disconnect_grace_ms > 0 ? "disconnect_grace_ms" : "sse_close_after_ms";
-        config_raw_get(&ps->gateway, key, CONFIG_SEC_GATEWAY, &line);
-        return config_fail(ps, line, key,
-                           "needs replay_buffer_bytes > 0 (a client resumes with Last-Event-ID)");
-    }
-    return 0;
-}
-
-/* RFC 6749 scope-token characters: %x21 / %x23-5B / %x5D-7E. */
-static int
-config_check_scopes(struct config_parse *ps, char **scopes, int line)
-{
-    const char *errstr = NULL;
-    for (char **sc = scopes; sc && *sc; sc++)
-        if (config_check_text(*sc, &errstr) == -1)
-            return config_fail(ps, line, "required_scopes", "%s is not a scope token", *sc);
-    return 0;
-}
-
-static bool
-config_loopback_host(const char *h)
-{
-    return strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0 || strncmp(h, "127.", 4) == 0;
-}
-
-/* The [auth] values and what each mode needs. */
-/* An https:// URL with a host: where keys and token answers come from (no plain http). */
-static bool
-config_https_url(const char *s)
-{
-    const char *errstr;
-    return s != NULL && util_has_prefix_i(s, "https://") && s[8] != '\0' && s[8] != '/'
-           && config_check_text(s, &errstr) == 0;
-}
-
-/*
- * mode = jwt: keys from jwks_file, from jwks_uri, or from the issuer's discovery document; opaque
- * tokens introspected when credentials are given, at introspection_endpoint or the discovered one.
- */
-static int
-config_check_jwt(struct config_parse *ps, struct config_auth *a)
-{
-    int line;
-    if (a->jwks_file != NULL && a->jwks_uri != NULL) {
-        config_raw_get(&ps->auth, "jwks_uri", CONFIG_SEC_AUTH, &line);
-        return config_fail(ps, line, "jwks_uri", "and jwks_file exclude each other: set one");
-    }
-    const char *bad =
-        a->jwks_uri != NULL && !config_https_url(a->jwks_uri) ? "jwks_uri"
-        : a->introspection_endpoint != NULL && !config_https_url(a->introspection_endpoint)
-            ? "introspection_endpoint"
-            : NULL;
-    if (bad != NULL) {
-        config_raw_get(&ps->auth, bad, CONFIG_SEC_AUTH, &line);
-        return config_fail(ps, line, bad, "must be an https:// URL");
-    }
-    if (a->introspection_endpoint != NULL && a->introspection_credentials_file == NULL) {
-        config_raw_get(&ps->auth, "introspection_endpoint", CONFIG_SEC_AUTH, &line);
-        return config_fail(ps, line, "introspection_credentials_file",
-                           "is required with introspection_endpoint (RFC 7662: the gateway "
-                           "authenticates itself)");
-    }
-    bool discover =
-        (a->jwks_file == NULL && a->jwks_uri == NULL)
-        || (a->introspection_credentials_file != NULL && a->introspection_endpoint == NULL);
-    if (discover && !config_https_url(a->issuer)) {
-        config_raw_get(&ps->auth, "issuer", CONFIG_SEC_AUTH, &line);
-        return config_fail(
-            ps, line, "issuer", "must be an https:// URL to discover %s from (or set %s)",
-            a->jwks_file == NULL && a->jwks_uri == NULL ? "its keys" : "its introspection endpoint",
-            a->jwks_file == NULL && a->jwks_uri == NULL ? "jwks_file or jwks_uri"
-                                                        : "introspection_endpoint");
-    }
-    if (a->jwks_cache_min_s > a->jwks_cache_max_s) {
-        config_raw_get(&ps->auth, "jwks_cache_min_s", CONFIG_SEC_AUTH, &line);
-        return config_fail(ps, line, "jwks_cache_min_s", "exceeds jwks_cache_max_s");
-    }
-    return 0;
-}
-
-static int
-config_build_auth(struct config_parse *ps, struct config *cfg)
-{
-    struct config_auth *a = &cfg->auth;
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
-        const struct config_option *opt = &config_options[i];
-        if (opt->section != CONFIG_SEC_AUTH)
-            continue;
-        const char *v = ps->auth.value[i] ? ps->auth.value[i] : opt->def;
-        if (config_apply(ps, opt, v, ps->auth.line[i], cfg) == -1)
-            return -1;
-    }
-    int line;
-    config_raw_get(&ps->auth, "authorization_servers", CONFIG_SEC_AUTH, &line);
-    const char *errstr = NULL;
-    for (char **u = a->authorization_servers; *u; u++)
-        if (config_check_text(*u, &errstr) == -1
-            || !(util_has_prefix_i(*u, "https://") || util_has_prefix_i(*u, "http://")))
-            return config_fail(ps, line, "authorization_servers", "%s is not an http(s) URL", *u);
-    config_raw_get(&ps->auth, "mode", CONFIG_SEC_AUTH, &line);
-    if (a->mode == CONFIG_AUTH_NONE) {
-        if (!config_loopback_host(cfg->listen_host))
-            return config_fail(ps, line, "mode",
-                               "none needs a loopback listen address (127.0.0.0/8, ::1, "
-                               "localhost); set mode = bearer or jwt");
-        return 0;
-    }
-    const char *missing = a->public_url == NULL                              ? "public_url"
-                          : a->mode == CONFIG_AUTH_BEARER && !a->tokens_file ? "tokens_file"
-                          : a->mode == CONFIG_AUTH_JWT && !a->issuer         ? "issuer"
-                                                                             : NULL;
-    if (missing != NULL)
-        return config_fail(ps, line, missing, "is required with mode = %s",
-                           a->mode == CONFIG_AUTH_JWT ? "jwt" : "bearer");
-    if (a->mode == CONFIG_AUTH_JWT && config_check_jwt(ps, a) == -1)
-        return -1;
-    if (a->mode == CONFIG_AUTH_JWT && a->authorization_servers[0] == NULL) {
-        config_strv_free(a->authorization_servers);
-        a->authorization_servers = xcalloc(2, sizeof(char *));
-        a->authorization_servers[0] = xstrdup(a->issuer);
-    }
-    return 0;
-}
-
-/* allowed_tools, denied_tools, tool_scopes: the server's tool policy; NULL when all are empty. */
-static int
-config_build_policy(struct config_parse *ps, const struct config_raw_server *rs,
-                    struct config_server *srv)
-{
-    static const char *const keys[] = { "allowed_tools", "denied_tools", "tool_scopes" };
-    char **lists[] = { srv->allowed_tools, srv->denied_tools, srv->tool_scopes };
-    struct policy *pol = policy_new(srv->name);
-    for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
-        const char *bad = NULL, *why = NULL;
-        if (policy_add(pol, (enum policy_list)i, (const char *const *)lists[i], &bad, &why) == -1) {
-            policy_free(pol);
-            int line;
-            config_raw_get(&rs->raw, keys[i], CONFIG_SEC_SERVER, &line);
-            return config_fail(ps, line ? line : rs->line, keys[i], "%s %s", bad, why);
-        }
-    }
-    if (policy_empty(pol)) {
-        policy_free(pol);
-        pol = NULL;
-    }
-    srv->policy = pol;
-    return 0;
-}
-
-static int
-config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
-{
-    struct config_raw_server *rs = &ps->servers[idx];
-    struct config_server *srv = &cfg->servers[idx];
-    srv->name = xstrdup(rs->name);
-    srv->line = rs->line;
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
-        const struct config_option *opt = &config_options[i];
-        if (opt->section != CONFIG_SEC_SERVER)
-            continue;
-        const char *v = rs->raw.value[i] ? rs->raw.value[i] : opt->def;
-        int line = rs->raw.value[i] ? rs->raw.line[i] : rs->line;
-        if (v == NULL && opt->type == CONFIG_PATH && idx == 0)
-            v = config_raw_get(&ps->gateway, "path", CONFIG_SEC_GATEWAY, &line);
-        else if (v == NULL && opt->type == CONFIG_PATH)
-            return config_fail(ps, rs->line, "path",
-                               "is required (only the first server defaults to [gateway] path)");
-        else if (v == NULL && opt->type == CONFIG_ARGV)
-            return config_fail(ps, rs->line, "command", "is required");
-        if (v != NULL && config_apply(ps, opt, v, line, srv) == -1)
-            return -1;
-    }
-    config_raw_get(&rs->raw, "command", CONFIG_SEC_SERVER, &srv->command_line);
-    config_raw_get(&rs->raw, "cwd", CONFIG_SEC_SERVER, &srv->cwd_line);
-    if (srv->env_file != NULL && config_env_file(ps, rs, srv) == -1)
-        return -1;
-    int scopes_line;
-    config_raw_get(&rs->raw, "required_scopes", CONFIG_SEC_SERVER, &scopes_line);
-    if (config_check_scopes(ps, srv->required_scopes, scopes_line ? scopes_line : rs->line) == -1
-        || config_build_policy(ps, rs, srv) == -1)
-        return -1;
-    if (srv->request_timeout_max_ms != 0 && srv->request_timeout_max_ms < srv->request_timeout_ms) {
-        int line;
-        config_raw_get(&rs->raw, "request_timeout_max_ms", CONFIG_SEC_SERVER, &line);
-        return config_fail(ps, line ? line : rs->line, "request_timeout_max_ms",
-                           "must be 0 or at least request_timeout_ms");
-    }
-    if (srv->pool_warm_children > srv->pool_max_children) {
-        int line;
-        config_raw_get(&rs->raw, "pool_warm_children", CONFIG_SEC_SERVER, &line);
-        return config_fail(ps, line ? line : rs->line, "pool_warm_children",
-                           "must be at most pool_max_children (%" PRIu64 ")",
-                           srv->pool_max_children);
-    }
-    for (size_t j = 0; j < idx; j++) {
-        if (strcmp(cfg->servers[j].path, srv->path) == 0) {
-            int line;
-            config_raw_get(&rs->raw, "path", CONFIG_SEC_SERVER, &line);
-            return config_fail(ps, line ? line : rs->line, "path", "is already used by [server:%s]",
-                               cfg->servers[j].name);
-        }
-    }
-    return 0;
-}
-
-static int
-config_build(struct config_parse *ps, struct config *cfg)
-{
-    if (config_build_gateway(ps, cfg) == -1 || config_build_auth(ps, cfg) == -1)
-        return -1;
-    if (ps->n_servers == 0)
-        return config_fail(ps, 0, "server", "no [server:NAME] section");
-    cfg->servers = xcalloc(ps->n_servers, sizeof *cfg->servers);
-    cfg->n_servers = ps->n_servers;
-    for (size_t i = 0; i < ps->n_servers; i++)
-        if (config_build_server(ps, cfg, i) == -1)
-            return -1;
-    return 0;
-}
-
 static void
 config_raw_free(struct config_raw *raw)
 {
@@ -1094,77 +638,4 @@ config_keys(void)
         for (size_t i = 0; i < CONFIG_N_OPTIONS; i++)
             keys[i] = config_options[i].key;
     return keys;
-}
-
-/* Why path cannot be executed, or NULL when it is an executable regular file. */
-static const char *
-config_exec_problem(const char *path, char *buf, size_t len)
-{
-    struct stat st;
-    if (stat(path, &st) == -1)
-        snprintf(buf, len, "%s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        snprintf(buf, len, "is not a regular file");
-    else if (access(path, X_OK) == -1)
-        snprintf(buf, len, "is not executable (%s)", strerror(errno));
-    else
-        return NULL;
-    return buf;
-}
-
-int
-config_check_command(const struct config *cfg, const struct config_server *srv, char *err,
-                     size_t errlen)
-{
-    struct stat st;
-    const char *cwd_bad = srv->cwd == NULL            ? NULL
-                          : stat(srv->cwd, &st) == -1 ? strerror(errno)
-                          : !S_ISDIR(st.st_mode)      ? "is not a directory"
-                                                      : NULL;
-    if (cwd_bad != NULL) {
-        snprintf(err, errlen, "%s:%d: cwd: [server:%s] %s: %s", cfg->file, srv->cwd_line, srv->name,
-                 srv->cwd, cwd_bad);
-        return -1;
-    }
-    const char *cmd = srv->argv[0];
-    char path[PATH_MAX], why[256];
-    const char *bad = NULL;
-    if (strchr(cmd, '/') != NULL) {
-        /* The child execs it after its chdir: a relative command is relative to cwd. */
-        if (cmd[0] != '/' && srv->cwd != NULL)
-            snprintf(path, sizeof path, "%s/%s", srv->cwd, cmd);
-        else
-            snprintf(path, sizeof path, "%s", cmd);
-        bad = config_exec_problem(path, why, sizeof why);
-    } else {
-        /* As upstream_exec searches: the gateway's PATH, an empty entry is ".". */
-        const char *search = getenv("PATH");
-        if (search == NULL)
-            search = "/bin:/usr/bin";
-        bad = "not found in PATH";
-        for (const char *d = search; bad != NULL;) {
-            const char *end = strchrnul(d, ':');
-            int dlen = end == d ? 1 : (int)(end - d);
-            const char *dir = end == d ? "." : d;
-            if (dir[0] != '/' && srv->cwd != NULL)
-                snprintf(path, sizeof path, "%s/%.*s/%s", srv->cwd, dlen, dir, cmd);
-            else
-                snprintf(path, sizeof path, "%.*s/%s", dlen, dir, cmd);
-            if (config_exec_problem(path, why, sizeof why) == NULL)
-                bad = NULL;
-            if (*end == '\0')
-                break;
-            d = end + 1;
-        }
-        if (bad != NULL) {
-            snprintf(why, sizeof why, "not found in PATH (%s)", search);
-            snprintf(path, sizeof path, "%s", cmd);
-            bad = why;
-        }
-    }
-    if (bad == NULL)
-        return 0;
-    snprintf(err, errlen, "%s:%d: command: [server:%s] %s: %s", cfg->file, srv->command_line,
-             srv->name, path, bad);
-    return -1;
 }

@@ -3,14 +3,17 @@
 #define MCPGW_CONFIG_INT_H
 
 /*
- * Private to the config module (config.c, config_table.c, config_value.c, config_man.c): the
- * option table's shape and the value parsers config.c applies to each raw value. Each parser
- * returns 0, or -1 with a static phrase in *errstr.
+ * Private to the config module (its files in src/config/): the option table's shape, the value
+ * parsers config.c applies to each raw value (each returns 0, or -1 with a static phrase in
+ * *errstr), and what the reader (config.c) hands the builder (config_build.c).
  */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "util.h"
 
 enum config_section {
     CONFIG_SEC_GATEWAY = 0,
@@ -64,5 +67,57 @@ int config_check_text(const char *s, const char **errstr);
 int config_check_url(const char *s, const char **errstr);
 int config_parse_listen(const char *s, uint64_t max_port, char **host, uint16_t *port,
                         const char **errstr);
+
+/* ---- between the reader (config.c) and the builder (config_build.c) ---- */
+
+#define CONFIG_INI_LINE_MAX    200    /* libinih's INI_MAX_LINE (config.c checks it) */
+#define CONFIG_SECRET_FILE_MAX 65536u /* admin_token_file, env_file */
+
+/* Values as written, before conversion; indexed like config_options. */
+struct config_raw {
+    char *value[CONFIG_N_OPTIONS];
+    int line[CONFIG_N_OPTIONS];
+};
+
+struct config_raw_server {
+    char *name;
+    int line; /* of the section header */
+    struct config_raw raw;
+};
+
+struct config;
+
+struct config_parse {
+    const char *name; /* for messages */
+    FILE *fp;         /* the source: fp, or text when fp is NULL */
+    const char *text;
+    char *err;
+    size_t errlen;
+    bool failed; /* first error wins; the reader then ends the parse */
+    int lineno;
+    bool in_pair;      /* a key was seen since the last header: indented lines continue it */
+    bool continuation; /* the line inih is handling continues the previous key */
+    char last_key[CONFIG_INI_LINE_MAX];
+    bool gateway_seen, auth_seen;
+    struct config_raw gateway;
+    struct config_raw auth;
+    struct config_raw_server *servers;
+    size_t n_servers;
+    struct config_raw *cur; /* section being read; NULL before the first header */
+    enum config_section cur_section;
+    bool inline_secret; /* admin_token or an env line is written in the file itself */
+};
+
+/* Records the first error as "file:line: key: message"; returns -1. */
+int config_fail(struct config_parse *ps, int line, const char *key, const char *fmt, ...)
+    PRINTF(4, 5);
+/* Index of a key in config_options, or CONFIG_N_OPTIONS. */
+size_t config_find(enum config_section section, const char *name);
+/* Converts one raw value of opt into its target in base (struct config or config_server). */
+int config_apply(struct config_parse *ps, const struct config_option *opt, const char *v, int line,
+                 void *base);
+const char *config_lskip(const char *s);
+/* The raw values of ps into cfg (config_build.c): 0, or -1 with the error in ps. */
+int config_build(struct config_parse *ps, struct config *cfg);
 
 #endif
