@@ -377,7 +377,7 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
     if (cap != NULL && candidates > 0)
         c->asks = true;
     const char *why = NULL;
-    if (!revision_named(POOL_MODERN_VERSION)->input_rounds)
+    if (!POOL_MODERN_REVISION->input_rounds)
         why = "not available: the revision served has no input rounds";
     else if (cap == NULL)
         why = "not available: this gateway relays only elicitation, sampling and roots requests "

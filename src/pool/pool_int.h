@@ -23,8 +23,9 @@
 #define POOL_BACKOFF_MAX_MS   30000
 /* A line that repeats while a server fails is written at most once in this many ms. */
 #define POOL_LOG_REPEAT_MS    5000
-/* The stateless revision pools serve (revision.h): the newest. */
-#define POOL_MODERN_VERSION   (revision_newest(REVISION_STATELESS)->name)
+/* The stateless revision pools serve (revision.h): the newest; and its name. */
+#define POOL_MODERN_REVISION  (revision_newest(REVISION_STATELESS))
+#define POOL_MODERN_VERSION   (POOL_MODERN_REVISION->name)
 
 enum pool_child_state {
     POOL_CHILD_STARTING = 0, /* probe or initialize in flight */

@@ -63,8 +63,7 @@ pool_method_served(const struct pool *p, const char *method)
      * A modern child may serve extensions (the tasks extension, say); a legacy one only the core.
      * While the era is unknown anything not removed is taken, and judged again at dispatch.
      */
-    return p->era != CONFIG_ERA_LEGACY
-           && !revision_removed(revision_named(POOL_MODERN_VERSION), method);
+    return p->era != CONFIG_ERA_LEGACY && !revision_removed(POOL_MODERN_REVISION, method);
 }
 
 /* --- the end of a call ------------------------------------------------------------------ */
@@ -75,9 +74,8 @@ pool_call_stream(struct pool_call *call)
     static uint64_t next_stream_id = 1;
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
-    call->st = stream_new(
-        next_stream_id++, false,
-        revision_named(POOL_MODERN_VERSION)->resumable ? pools.cfg->replay_buffer_bytes : 0);
+    call->st = stream_new(next_stream_id++, false,
+                          POOL_MODERN_REVISION->resumable ? pools.cfg->replay_buffer_bytes : 0);
     stream_own(call->st)->owner = call;
     /* The HTTP request reads it from now until pool_stream_detach. */
     stream_own(call->st)->attached = true;
