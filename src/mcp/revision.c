@@ -77,17 +77,28 @@ revision_names(unsigned mask)
     return names[mask];
 }
 
+#define REVISION_LIST_MAX (REVISION_N * (REVISION_NAME_MAX + 2))
+
+/* The names of the rows over mask (with batches, if batches_only), ", "-joined into out. */
+static void
+revision_join(char *out, unsigned mask, bool batches_only)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < REVISION_N; i++)
+        if (revision_over(&revision_table[i], mask) && (!batches_only || revision_table[i].batches))
+            used += (size_t)snprintf(out + used, REVISION_LIST_MAX - used, "%s%s",
+                                     used == 0 ? "" : ", ", revision_table[i].name);
+}
+
 const char *
 revision_list(unsigned mask)
 {
-    static char text[REVISION_MASKS][REVISION_N * (REVISION_NAME_MAX + 2)];
+    static char text[REVISION_MASKS][REVISION_LIST_MAX];
     static bool made[REVISION_MASKS];
     mask &= REVISION_MASKS - 1;
     if (!made[mask]) {
-        size_t used = 0;
-        for (const char *const *n = revision_names(mask); *n != NULL; n++)
-            used += (size_t)snprintf(text[mask] + used, sizeof text[mask] - used, "%s%s",
-                                     used == 0 ? "" : ", ", *n);
+        revision_join(text[mask], mask, false);
         made[mask] = true;
     }
     return text[mask];
@@ -96,13 +107,12 @@ revision_list(unsigned mask)
 const char *
 revision_list_batches(void)
 {
-    static char text[REVISION_N * (REVISION_NAME_MAX + 2)];
-    size_t used = 0;
-    if (text[0] == '\0')
-        for (size_t i = 0; i < REVISION_N; i++)
-            if (revision_table[i].batches)
-                used += (size_t)snprintf(text + used, sizeof text - used, "%s%s",
-                                         used == 0 ? "" : ", ", revision_table[i].name);
+    static char text[REVISION_LIST_MAX];
+    static bool made;
+    if (!made) {
+        revision_join(text, REVISION_MASKS - 1, true);
+        made = true;
+    }
     return text;
 }
 
