@@ -452,7 +452,16 @@ g2pid=$started
 inst=""
 site /usr/share/doc/mcp-gateway/examples/mcp-gateway-instances.conf "8081:$p1 8082:$p2"
 nginx -t -q -p "$ng" -c "$ng/nginx.conf" -e "$ng/error.log" || fail "nginx -t rejects the installed instances site"
-kill -HUP "$ngpid" # systemctl reload nginx
+# systemctl reload nginx. The reload is done once the old worker has exited: until then it may
+# still take a new connection, with the old site (whose gateway was just stopped: a 502).
+old_workers=$(pgrep -P "$ngpid" | tr '\n' ' ')
+[ -n "$old_workers" ] || fail "nginx (pid $ngpid) has no worker"
+kill -HUP "$ngpid"
+old_workers_gone() {
+    for w in $old_workers; do kill -0 "$w" 2>/dev/null && return 1; done
+    return 0
+}
+wait_for "nginx's old worker ($old_workers) to exit after the reload" old_workers_gone
 # The new site answers once an initialize through nginx gets a session id of g1 or g2.
 instance_site() {
     curl -s -m 20 -D - -o /dev/null "$via/mcp" -H "Host: $public" -H 'Content-Type: application/json' \
