@@ -20,17 +20,17 @@
  * error that says why, and counted. So is a question the request's own _meta did not declare the
  * capability for, or one past POOL_ASKS_MAX.
  *
- * The fence. After a call that may ask is cancelled, a question the child wrote before it read the
- * cancel may still arrive, and would look like the next call's. So the cancel is followed by a
- * ping (the fence), and until the ping is answered (or given up after POOL_CANCEL_LINGER_MS) the
- * child gets no new request at all (pool.c). Every question written before the child read the
- * cancel arrives before the ping's answer, since the child reads the cancel first; a question of
- * a request sent after the ping might too (a child may answer its ping after a handler it started
- * later has asked), which is why none is sent. So a question that arrives while the fence is out
- * belongs to the cancelled request or to one that was in flight beside it: never to a request
- * that came later, and waiting for the fence could not tell which. It is refused at once, with
- * that reason: "the request that asked it was cancelled" when nothing else is in flight, "cannot
- * tell which" when something is.
+ * The fence. After any request on a legacy child is cancelled, a question the child wrote before
+ * it read the cancel may still arrive, and would look like the next call's. So the cancel is
+ * followed by a ping (the fence), and until the ping is answered (or given up after
+ * POOL_CANCEL_LINGER_MS) the child gets no new request at all (pool.c). Every question written
+ * before the child read the cancel arrives before the ping's answer, since the child reads the
+ * cancel first; a question of a request sent after the ping might too (a child may answer its ping
+ * after a handler it started later has asked), which is why none is sent. So a question that
+ * arrives while the fence is out belongs to the cancelled request or to one that was in flight
+ * beside it: never to a request that came later, and waiting for the fence could not tell which. It
+ * is refused at once, with that reason: "the request that asked it was cancelled" when nothing else
+ * is in flight, "cannot tell which" when something is.
  *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
  * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
