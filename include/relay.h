@@ -63,6 +63,9 @@ struct relay_stats;
 struct relay_stats *relay_stats_of(const char *server);
 void relay_count(struct relay_stats *st, enum relay_reason why);
 void relay_count_to_client(struct relay_stats *st);
+/* Every server's row in turn (the first after NULL, NULL after the last), and its name. */
+const struct relay_stats *relay_stats_next(const struct relay_stats *st);
+const char *relay_stats_name(const struct relay_stats *st);
 /* Over every server: requests ended for why, and the children's cancels (the admin view). */
 uint64_t relay_cancels(enum relay_reason why);
 uint64_t relay_cancels_to_client(void);

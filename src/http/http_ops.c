@@ -108,6 +108,16 @@ http_ready_servers(struct buf *b, bool *ok)
     return any;
 }
 
+/* Why the gateway takes no new session now (/readyz, mcpgw_ready), or NULL while it does. */
+static const char *
+http_not_ready(bool serving)
+{
+    return session_draining()                           ? "draining"
+           : session_count() >= httpd.cfg->max_sessions ? "max_sessions reached"
+           : !serving && httpd.cfg->n_servers > 0       ? "no server can serve"
+                                                        : NULL;
+}
+
 /*
  * GET /readyz: 200 while new sessions are taken and some server can serve; 503 while draining, at
  * max_sessions, or when every server is broken or drained. The body says each server's state.
@@ -124,10 +134,7 @@ http_ready(struct http_req *rc)
     buf_init(&servers, (size_t)1 << 20);
     bool ok;
     bool serving = http_ready_servers(&servers, &ok);
-    const char *reason = session_draining()                           ? "draining"
-                         : session_count() >= httpd.cfg->max_sessions ? "max_sessions reached"
-                         : !serving && httpd.cfg->n_servers > 0       ? "no server can serve"
-                                                                      : NULL;
+    const char *reason = http_not_ready(serving);
     unsigned status = reason == NULL ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
     if (reason == NULL)
         ok = ok && buf_printf(&b, "{\"ready\":true") == 0;
@@ -147,6 +154,43 @@ http_ready(struct http_req *rc)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     return http_queue(rc, status, r);
+}
+
+/*
+ * mcpgw_server_state{server,state}: 1 for the state /readyz gives each configured server, 0 for
+ * the others; a server a reload removed keeps its series, all 0. And mcpgw_ready: 1 when /readyz
+ * answers 200.
+ */
+static void
+http_server_states(struct buf *b)
+{
+    metrics_family(b, "mcpgw_server_state", "gauge",
+                   "Each server's state as /readyz gives it: 1 for the state it is in.");
+    uint64_t now = util_now_ms();
+    bool serving = false;
+    for (size_t i = 0; i < httpd.cfg->n_servers; i++) /* its series before any traffic */
+        (void)relay_stats_of(httpd.cfg->servers[i].name);
+    for (const struct relay_stats *st = relay_stats_next(NULL); st != NULL;
+         st = relay_stats_next(st)) {
+        const char *name = relay_stats_name(st);
+        const struct config_server *srv = NULL;
+        for (size_t i = 0; srv == NULL && i < httpd.cfg->n_servers; i++)
+            if (strcmp(httpd.cfg->servers[i].name, name) == 0)
+                srv = &httpd.cfg->servers[i];
+        const char *why;
+        int h =
+            srv == NULL ? -1 : (int)relay_health_of(st, srv->pool_max_restarts_per_min, now, &why);
+        serving |= srv != NULL && h != RELAY_HEALTH_BROKEN && h != RELAY_HEALTH_DRAINED;
+        for (enum relay_health s = RELAY_HEALTH_OK; s <= RELAY_HEALTH_DRAINED; s++) {
+            char labels[256];
+            snprintf(labels, sizeof(labels), "server=\"%s\",state=\"%s\"", name,
+                     relay_health_text(s));
+            metrics_sample(b, "mcpgw_server_state", labels, h == (int)s);
+        }
+    }
+    metrics_family(b, "mcpgw_ready", "gauge",
+                   "1 while new sessions are taken and a server can serve (/readyz answers 200).");
+    metrics_sample(b, "mcpgw_ready", NULL, http_not_ready(serving) == NULL);
 }
 
 /*
@@ -176,9 +220,7 @@ http_metrics(struct http_req *rc)
     pool_metrics(&b);
     policy_metrics(&b);
     http_admin_metrics(&b);
-    metrics_family(&b, "mcpgw_ready", "gauge", "1 while new sessions are taken (/readyz).");
-    metrics_sample(&b, "mcpgw_ready", NULL,
-                   !session_draining() && session_count() < httpd.cfg->max_sessions);
+    http_server_states(&b);
     metrics_family(&b, "mcpgw_http_requests_open", "gauge",
                    "HTTP requests being handled (open streams included).");
     metrics_sample(&b, "mcpgw_http_requests_open", NULL, httpd.live);

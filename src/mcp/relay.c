@@ -51,6 +51,18 @@ relay_stats_of(const char *server)
     return metrics_row_of(&relay_rows, server, sizeof(struct relay_stats));
 }
 
+const struct relay_stats *
+relay_stats_next(const struct relay_stats *st)
+{
+    return st == NULL ? (const struct relay_stats *)(void *)relay_rows : METRICS_ROW_NEXT(st);
+}
+
+const char *
+relay_stats_name(const struct relay_stats *st)
+{
+    return st->row.name;
+}
+
 void
 relay_count(struct relay_stats *st, enum relay_reason why)
 {

@@ -265,11 +265,19 @@ test('drain: initialize and 2026-07-28 calls get 503 with Retry-After naming the
     assert.equal(stateOf(rz, 'example'), 'drained');
     assert.match(rz.body.servers.find((x) => x.name === 'example').why, /drained by the operator/);
     assert.equal(stateOf(rz, 'other'), 'ok');
+    let m = await metrics(gw);
+    assert.equal(m['mcpgw_server_state{server="example",state="drained"}'], 1);
+    assert.equal(m['mcpgw_server_state{server="example",state="ok"}'], 0);
+    assert.equal(m['mcpgw_server_state{server="other",state="ok"}'], 1);
+    assert.equal(m.mcpgw_ready, 1);
     assert.equal((await admin(gw, '/admin/servers/other/drain')).status, 200);
     rz = await readyz(gw);
     assert.equal(rz.status, 503, JSON.stringify(rz.body));
     assert.equal(rz.body.reason, 'no server can serve');
     assert.deepEqual(rz.body.servers.map((x) => x.state), ['drained', 'drained']);
+    m = await metrics(gw);
+    assert.equal(m['mcpgw_server_state{state="drained"}'], 2, 'both drained, summed over servers');
+    assert.equal(m.mcpgw_ready, 0, 'mcpgw_ready agrees with /readyz');
 
     // Resume: served again.
     for (const name of ['example', 'other']) {
@@ -284,7 +292,9 @@ test('drain: initialize and 2026-07-28 calls get 503 with Retry-After naming the
     assert.ok(back.sid);
     const mb = await mcall(gw, 'echo', { text: 'modern again' }, { id: 'm-again' });
     assert.equal(textOf(mb.answer), 'modern again');
-    const m = await metrics(gw);
+    m = await metrics(gw);
+    assert.equal(m['mcpgw_server_state{state="ok"}'], 2);
+    assert.equal(m.mcpgw_ready, 1);
     assert.equal(m[ACTIONS('drain', 'ok')], 3);
     assert.equal(m[ACTIONS('resume', 'ok')], 2);
   });

@@ -274,6 +274,7 @@ const FAMILIES = {
   mcpgw_child_stdout_bytes_total: ['counter', PER_SERVER],
   mcpgw_request_duration_seconds: ['histogram', 'server'],
   mcpgw_spawn_duration_seconds: ['histogram', 'server'],
+  mcpgw_server_state: ['gauge', BY_SERVER('state', ['ok', 'failing', 'broken', 'drained'])],
   mcpgw_ready: ['gauge', [{}]],
   mcpgw_http_requests_open: ['gauge', [{}]],
   mcpgw_http_responses_total: ['counter', LABELS('code', ['1xx', '2xx', '3xx', '4xx', '5xx'])],

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Readiness and failing servers: a server whose child exits at once is restarted with backoff
 // inside pool_max_restarts_per_min, its repeated log line is rate-limited with a count, and
-// /readyz names its state per server (503 when no server can serve); a session child that never
+// /readyz and /metrics (mcpgw_server_state, mcpgw_ready) name its state per server (503 when no
+// server can serve); a session child that never
 // answers initialize is stopped after init_timeout_ms (the client gets a JSON-RPC error); a drain
 // does not wait for an initialize whose client left.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { post, reaped, request, rpc, waitFor, withGateway } from '../lib/gw.mjs';
+import { metricSamples, post, reaped, request, rpc, waitFor, withGateway } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const initMsg = (id) => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, id);
@@ -20,6 +21,19 @@ async function readyz(gw) {
   assert.match(r.headers['content-type'] || '', /^application\/json/);
   return { status: r.status, body: r.json() };
 }
+
+/** GET /metrics (loopback, no admin_token): its samples by series. */
+async function metrics(gw) {
+  const r = await request(`${gw.base}/metrics`, { method: 'GET' });
+  await r.done();
+  assert.equal(r.status, 200, r.text());
+  return metricSamples(r.text());
+}
+
+/** mcpgw_server_state's four series of one server: {ok, failing, broken, drained}. */
+const STATES = ['ok', 'failing', 'broken', 'drained'];
+const statesOf = (m, server) => Object.fromEntries(STATES.map((s) => [s, m[`mcpgw_server_state{server="${server}",state="${s}"}`]]));
+const only = (state) => Object.fromEntries(STATES.map((s) => [s, s === state ? 1 : 0]));
 
 /** The times (ms since the epoch, from the log's timestamps) at which pool children of name started. */
 function startTimes(gw, name) {
@@ -40,6 +54,10 @@ test('a server whose child exits at once: restarts back off inside the budget, t
     assert.equal(rz.body.servers[0].name, 'dead');
     assert.equal(rz.body.servers[0].state, 'broken');
     assert.match(rz.body.servers[0].why, /./);
+    // /metrics says the same: the server's state, and not ready.
+    const m = await metrics(gw);
+    assert.deepEqual(statesOf(m, 'dead'), only('broken'));
+    assert.equal(m.mcpgw_ready, 0, 'mcpgw_ready agrees with /readyz');
     // Once the budget is spent, each tick's refusal is one line, then one with the count.
     const line = await gw.waitLog(/pool dead: not starting a child: pool_max_restarts_per_min reached \((\d+) more like this in the last (\d+) s\)/, scaled(30000));
     assert.ok(Number(line[1]) >= 1, line[0]);
@@ -65,6 +83,10 @@ test('/readyz: 200 while another server is fine, its JSON naming the failing one
     assert.equal(rz.status, 200);
     assert.equal(rz.body.ready, true);
     assert.deepEqual(rz.body.servers.map((s) => [s.name, s.state]), [['dead', 'broken'], ['fine', 'ok']]);
+    const m = await metrics(gw);
+    assert.deepEqual(statesOf(m, 'dead'), only('broken'));
+    assert.deepEqual(statesOf(m, 'fine'), only('ok'));
+    assert.equal(m.mcpgw_ready, 1);
   });
 });
 
