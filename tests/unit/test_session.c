@@ -1612,3 +1612,72 @@ Test(session, tool_policy_in_a_batch_answers_the_hidden_call_and_waits_for_the_r
     cr_assert_eq(nsent(&f), before + 1);
     detach(st);
 }
+
+/*
+ * A child's request on a stream the client leaves for good without reading it (replay off: the
+ * dropped GET is discarded, the POST stream already let go of once its answer came) is answered
+ * to the child with an error, as for an abandoned stream: it no longer waits for ever. One the
+ * client read stays, to be answered by POST.
+ */
+#define INI_NO_REPLAY GATEWAY "replay_buffer_bytes = 0\n" SERVER
+
+static bool
+child_got_error_for(struct fx *f, size_t from, const char *id)
+{
+    for (size_t i = from; i < nsent(f); i++)
+        if (strstr(sent(f, i), "\"error\"") != NULL && strstr(sent(f, i), id) != NULL)
+            return true;
+    return false;
+}
+
+Test(session, child_request_on_a_get_stream_dropped_unread_is_answered_with_an_error)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    struct stream *get = open_stream(&f, true);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 1);
+    size_t before = nsent(&f);
+    detach(get); /* unread */
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
+    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+}
+
+Test(session, child_request_on_an_answered_post_stream_dropped_unread_is_answered_with_an_error)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    uint64_t c1;
+    struct stream *st = post(&f, "1", &c1);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", c1);
+    cr_assert(stream_ended(st));
+    size_t before = nsent(&f);
+    detach(st); /* neither the question nor the answer read */
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
+    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+}
+
+Test(session, child_request_the_client_read_stays_answerable_after_the_drop)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    struct stream *get = open_stream(&f, true);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    char ev[EV_MAX][EV_LEN];
+    cr_assert_eq(events(get, ev, EV_MAX), 1);
+    struct jsonrpc_info info;
+    uint64_t id = 0;
+    cr_assert_eq(jsonrpc_scan(ev[0], strlen(ev[0]), &info, NULL), JSONRPC_OK);
+    cr_assert(jsonrpc_id_u64(ev[0], info.id, &id), "%s", ev[0]);
+    size_t before = nsent(&f);
+    detach(get);
+    cr_assert_eq(nsent(&f), before, "the child was told something of a request the client read");
+    char answer[128];
+    snprintf(answer, sizeof answer, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
+    cr_assert_eq(other(&f, answer), SESSION_OK);
+    cr_assert_str_eq(last_sent(&f), "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{}}");
+}
