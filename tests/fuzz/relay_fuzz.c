@@ -1168,6 +1168,16 @@ session_batch(unsigned a, unsigned b)
             memcpy(r->btokens[i], tokens[i], sizeof r->btokens[0]);
         }
         snprintf(r->id, sizeof r->id, "%s", ids[0]);
+        /* A cancel in the batch may name one of the batch's own requests. */
+        for (size_t i = 0; i < count; i++) {
+            const struct jsonrpc_span q = info[i].request_id;
+            char id[24];
+            if (info[i].kind != JSONRPC_NOTIFICATION || q.len == 0 || q.len >= sizeof id)
+                continue;
+            memcpy(id, body + sp[i].off + q.off, q.len);
+            id[q.len] = '\0';
+            mark_cancelled(s->id, id);
+        }
     }
     if (session_client_batch(s, r != NULL ? r->st : NULL, body, len, sp, info, count, G)
         != SESSION_OK) {
