@@ -158,9 +158,11 @@ static struct auth_principal *P;
 static struct policy_grants G;
 #define SESS_MAX       3
 #define SESSION_EVENTS 25
+#define SIGHUP_MAX     4
 static char sids[SESS_MAX][CRYPTO_SESSION_ID_MAX]; /* sessions made, live or not */
 static size_t nsids;
-static char *big; /* BIG_BYTES of filler */
+static unsigned nsighup; /* session mode: reloads so far in this run */
+static char *big;        /* BIG_BYTES of filler */
 
 static bool
 skipping(unsigned finding)
@@ -1232,13 +1234,18 @@ session_resume(unsigned a, unsigned b)
     r->acc_len = 0; /* what was read of an event not whole comes again */
 }
 
-/* SIGHUP as main.c takes it: new settings and [auth], new sessions use the new server. */
+/*
+ * SIGHUP as main.c takes it: new settings and [auth], new sessions use the new server. At most
+ * SIGHUP_MAX a run: more only loads the same files again (slow, and the loader's hit counts
+ * would lure the search away from the sessions).
+ */
 static void
 session_sighup(unsigned a, unsigned b)
 {
     free_retired(false);
-    if (ncfg == CFG_MAX)
+    if (ncfg == CFG_MAX || nsighup == SIGHUP_MAX)
         return;
+    nsighup++;
     cfg_b0 ^= a & 0xf8;
     cfg_b1 ^= b & 3;
     cfg_b2 ^= b & 0x0c;
@@ -1851,6 +1858,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg_b1 = b1;
     cfg_b2 = b2;
     nseen = 0;
+    nsighup = 0;
     make_ini(b0, b1, b2);
     L = loop_new();
     loop_set_hooks(L, NULL, after_turn, NULL);
