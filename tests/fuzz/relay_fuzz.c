@@ -60,6 +60,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "auth.h"
 #include "config.h"
 #include "fake_upstream.h"
@@ -1343,6 +1345,30 @@ session_child(unsigned op, unsigned a, unsigned b)
     session_child_says(s, line);
 }
 
+/*
+ * /metrics and the admin view walk every session, stream and entry: the view is JSON that lists
+ * as many sessions as are open.
+ */
+static void
+session_scrape(void)
+{
+    struct buf b;
+    buf_init(&b, (size_t)1 << 20);
+    session_metrics(&b);
+    buf_clear(&b);
+    size_t len = 0;
+    char *view = session_admin_json(&len);
+    json_error_t err;
+    json_t *doc = json_loadb(view, len, 0, &err);
+    FUZZ_CHECK(doc != NULL, "the admin view is not JSON (%s): %.300s", err.text, view);
+    json_t *list = json_object_get(doc, "sessions");
+    FUZZ_CHECK(json_is_array(list) && json_array_size(list) == sessions.count,
+               "the admin view lists %zu sessions, %zu are open", json_array_size(list),
+               sessions.count);
+    json_decref(doc);
+    free(view);
+}
+
 /* Session mode's events; false for those the pool's switch plays (reads, drops, time, spawns). */
 static bool
 session_event(unsigned ev, unsigned a, unsigned b)
@@ -1397,8 +1423,10 @@ session_event(unsigned ev, unsigned a, unsigned b)
             closed = true;
         } else if ((a & 3) == 1) {
             session_drain();
-        } else {
+        } else if ((a & 3) == 2) {
             session_sweep(util_now_ms());
+        } else {
+            session_scrape();
         }
         break;
     case 20:
@@ -1821,6 +1849,7 @@ finish(void)
     if (sessions_mode) {
         session_reap();
         session_module_free();
+        relay_module_free(); /* the server's start failures, for the next run */
         auth_principal_unref(P);
         auth_free(A);
         auth_module_free();
@@ -1874,6 +1903,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(auth_check(A, NULL, &cfgs[0]->servers[0], util_now_unix(), &P, &G, &why)
                        == AUTH_OK,
                    "auth_check: %s", why);
+        /*
+         * Nothing of the last run stays: session_module_free leaves the drain flag and the
+         * counters (a process frees the module once), and a drained table would refuse every
+         * session of every later run.
+         */
+        memset(&sessions, 0, sizeof sessions);
         session_module_init(L, cfgs[0]);
     } else {
         pool_module_init(L, cfgs[0]);
