@@ -70,6 +70,12 @@ session_pressure(struct session *s, struct stream *st)
         return;
     }
     if (!s->paused && s->u != NULL && stream_pending(st) > sessions.cfg->stream_queue_bytes) {
+        /*
+         * Resumed at half the ceiling that paused it: st's drain was set when it opened, and a
+         * reload since may have lowered stream_queue_bytes under twice that (the drain would
+         * then never come, and the child stay paused for good).
+         */
+        stream_set_drain(st, session_stream_drained, s, sessions.cfg->stream_queue_bytes / 2);
         s->paused = true;
         upstream_pause(s->u, true);
     }

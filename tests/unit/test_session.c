@@ -56,6 +56,8 @@ TestSuite(session, .timeout = 30, .fini = fx_fini);
 
 static struct loop *L;
 static struct config CFG;
+static struct config CFG2; /* a reload's, when a test makes one */
+static bool reloaded;
 static struct auth *A;
 static struct auth_principal *P;
 static struct policy_grants grants; /* the token's, for the server's tool policy */
@@ -123,6 +125,9 @@ fx_fini(void)
     auth_free(A);
     auth_module_free();
     config_clear(&CFG);
+    if (reloaded)
+        config_clear(&CFG2);
+    reloaded = false;
     if (misuse != 0) {
         fprintf(stderr, "the session used its upstream %u times after upstream_close\n", misuse);
         abort();
@@ -1680,4 +1685,37 @@ Test(session, child_request_the_client_read_stays_answerable_after_the_drop)
     snprintf(answer, sizeof answer, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
     cr_assert_eq(other(&f, answer), SESSION_OK);
     cr_assert_str_eq(last_sent(&f), "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{}}");
+}
+
+/*
+ * A reload that lowers stream_queue_bytes under a stream already open: the stream that pauses the
+ * child must also resume it once read. Its drain's low water was half the old ceiling, which a
+ * stream paused at the new one may never pass: the child stayed paused for good.
+ */
+Test(session, a_stream_open_before_a_reload_that_lowered_its_ceiling_resumes_the_child)
+{
+    start(INI); /* stream_queue_bytes at its default */
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    struct stream *get = open_stream(&f, true);
+    char err[512] = "";
+    cr_assert_eq(config_load_string(GATEWAY "stream_queue_bytes = 65536\n" SERVER, "reload.ini",
+                                    &CFG2, err, sizeof err),
+                 0, "%s", err);
+    reloaded = true;
+    session_set_config(&CFG2);
+    char *line = big_notification(40000);
+    cr_assert(fake_upstream_line(f.u, line));
+    cr_assert(fake_upstream_line(f.u, line));
+    cr_assert(fake_upstream_paused(f.u),
+              "over the new stream_queue_bytes and the child still read");
+    char *out = xmalloc(1 << 17);
+    size_t n;
+    for (int i = 0; i < 64 && (n = stream_read(get, out, 4096)) > 0; i++)
+        ;
+    cr_assert_eq(stream_pending(get), 0, "the stream was not read to its end");
+    cr_assert_not(fake_upstream_paused(f.u), "the stream was read and its child stays paused");
+    free(out);
+    free(line);
+    detach(get);
 }
