@@ -22,7 +22,8 @@
  *   gateway: time (timers, session_sweep every second: idle expiry), DELETE or expiry
  *     (session_close) while requests are in flight, SIGHUP (a new configuration and [auth] as
  *     main.c swaps them: session_set_config, auth_adopt, sessions keep their old server, a retired
- *     configuration is freed once session_uses_config is false), a failing spawn, drain, shutdown.
+ *     configuration is freed once session_uses_config is false; at most four a run), a failing
+ *     spawn, drain, shutdown, a scrape (/metrics and the admin view).
  * Invariants, after every event once the loop has run its deferred calls (check_sessions):
  *   - the client's streams: at most one final answer per request, with its own id (a batch's
  *     stream: one per request of the batch), none on a GET stream, progress only with its own
@@ -39,9 +40,11 @@
  *   - gauges equal table sizes: sessions.count, session_count(), created - closed, each server's
  *     open gauge, the owner's session count, the table's count, session_requests_in_flight,
  *     session_inflight, ntasks; no session over its in-flight cap;
- *   - no deferred call left queued; the upstream never used after upstream_close;
+ *   - no deferred call left queued; the upstream never used after upstream_close; the admin view
+ *     is JSON listing every open session;
  *   - at the end (shutdown, every stream read, time far ahead): no session, no timer, no deferred
- *     call, the principal owns nothing, and LeakSanitizer sees no leak.
+ *     call, the principal owns nothing, and LeakSanitizer sees no leak. Each run starts from a
+ *     clean session table (the drain flag and the counters of the last run do not stay).
  */
 #define RELAY_SESSIONS 1
 #include "relay_fuzz.c"
