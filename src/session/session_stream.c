@@ -282,8 +282,11 @@ session_stream_answered(struct session *s, struct stream *st)
         session_stream_timer_stop(st); /* no hangup, no resume grace: nothing is waited for */
         session_maybe_resume(s);
         /* Kept for a late resume (the client may not have read it all) unless not replayable. */
-        if (stream_replay_max(st) == 0)
+        if (stream_replay_max(st) == 0) {
+            if (!stream_own(st)->attached) /* nobody reads it now: a reload's grace held it */
+                session_stream_unread(s, st);
             session_stream_remove(s, st);
+        }
     }
 }
 

@@ -1719,3 +1719,30 @@ Test(session, a_stream_open_before_a_reload_that_lowered_its_ceiling_resumes_the
     free(line);
     detach(get);
 }
+
+/*
+ * A stream opened without replay whose client dropped it while a reload's disconnect_grace_ms
+ * held its request: the answer ends it and, not replayable, it goes; the child's request it
+ * carried, never read, is answered with an error rather than waited for for ever.
+ */
+Test(session, child_request_on_a_stream_let_go_of_during_its_grace_is_answered_with_an_error)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    uint64_t c1;
+    struct stream *st = post(&f, "1", &c1);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    char err[512] = "";
+    cr_assert_eq(config_load_string(GATEWAY "disconnect_grace_ms = 500\n" SERVER, "reload.ini",
+                                    &CFG2, err, sizeof err),
+                 0, "%s", err);
+    reloaded = true;
+    session_set_config(&CFG2);
+    detach(st); /* unread: its request waits for a resume */
+    cr_assert_eq(session_inflight(PENDING_TO_CHILD), 1, "the grace did not hold the request");
+    size_t before = nsent(&f);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", c1);
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
+    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+}
