@@ -2,6 +2,7 @@
 #ifndef MCPGW_LOOP_H
 #define MCPGW_LOOP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util.h"
@@ -56,6 +57,12 @@ int loop_signal_add(struct loop *l, int signo, loop_signal_cb *cb, void *arg) MU
  */
 void loop_defer(struct loop *l, loop_defer_cb *cb, void *arg);
 
+/*
+ * What is still queued (tests and fuzzers check that nothing is left behind): timers not yet
+ * fired, deferred calls not yet run.
+ */
+size_t loop_timers_pending(const struct loop *l);
+size_t loop_deferred_pending(const struct loop *l);
 void loop_set_hooks(struct loop *l, loop_prepare_cb *prepare, loop_after_cb *after, void *arg);
 /* Asks for the next wait not to block (work was queued from inside a callback). */
 void loop_wake(struct loop *l);

@@ -285,6 +285,21 @@ loop_run_deferred(struct loop *l)
     }
 }
 
+size_t
+loop_timers_pending(const struct loop *l)
+{
+    return l->nheap;
+}
+
+size_t
+loop_deferred_pending(const struct loop *l)
+{
+    size_t n = 0;
+    for (const struct loop_defer *d = l->defer_head; d != NULL; d = d->next)
+        n++;
+    return n;
+}
+
 /* --- signals ----------------------------------------------------------------------------- */
 
 static void

@@ -70,6 +70,12 @@ session_pressure(struct session *s, struct stream *st)
         return;
     }
     if (!s->paused && s->u != NULL && stream_pending(st) > sessions.cfg->stream_queue_bytes) {
+        /*
+         * Resumed at half the ceiling that paused it: st's drain was set when it opened, and a
+         * reload since may have lowered stream_queue_bytes under twice that (the drain would
+         * then never come, and the child stay paused for good).
+         */
+        stream_set_drain(st, session_stream_drained, s, sessions.cfg->stream_queue_bytes / 2);
         s->paused = true;
         upstream_pause(s->u, true);
     }
@@ -102,6 +108,28 @@ session_stream_remove(struct session *s, struct stream *st)
 }
 
 /*
+ * st leaves for good while the client has not read all of it: the child's requests that went out
+ * on it may never have been seen, and nobody can read them now. Each is answered with an error
+ * (as for an abandoned stream) rather than left waiting for ever in the table. A stream read to
+ * its end lets go of nothing: its questions were delivered and may still be answered by POST.
+ */
+static void
+session_stream_unread(struct session *s, struct stream *st)
+{
+    if (stream_pending(st) == 0 || s->state == SESSION_CLOSED)
+        return;
+    for (struct pending *p = s->r.pt.head, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->dir != PENDING_TO_CLIENT || p->stream_id != stream_id(st)
+            || p->state != PENDING_FORWARDED)
+            continue;
+        session_error_to_child(s, p->orig_id, p->orig_id_len,
+                               "client disconnected before reading this request");
+        pending_del(&s->r.pt, p);
+    }
+}
+
+/*
  * Forgets streams kept only for a late resume: nobody reads them, nothing is waited for on them,
  * and their last event is older than replay_max_age_s, or they are beyond the newest
  * max_inflight_per_session such streams of the session.
@@ -115,8 +143,10 @@ session_retire(struct session *s, uint64_t now_ms)
         struct stream *next = stream_own(st)->next;
         if (!stream_own(st)->attached && stream_own(st)->awaiting == 0) {
             if (now_ms - stream_last_push_ms(st) >= age
-                || ++kept > sessions.cfg->max_inflight_per_session)
+                || ++kept > sessions.cfg->max_inflight_per_session) {
+                session_stream_unread(s, st);
                 session_stream_remove(s, st);
+            }
         }
         st = next;
     }
@@ -252,8 +282,11 @@ session_stream_answered(struct session *s, struct stream *st)
         session_stream_timer_stop(st); /* no hangup, no resume grace: nothing is waited for */
         session_maybe_resume(s);
         /* Kept for a late resume (the client may not have read it all) unless not replayable. */
-        if (stream_replay_max(st) == 0)
+        if (stream_replay_max(st) == 0) {
+            if (!stream_own(st)->attached) /* nobody reads it now: a reload's grace held it */
+                session_stream_unread(s, st);
             session_stream_remove(s, st);
+        }
     }
 }
 
@@ -312,6 +345,8 @@ session_stream_detach(const char *sid, struct stream *st)
 {
     struct session *s = session_find(sid);
     if (s == NULL || (stream_own(st)->prev == NULL && s->streams != st)) {
+        if (s != NULL) /* the session let go of st once nothing was awaited on it */
+            session_stream_unread(s, st);
         stream_unref(st); /* the session, or its hold on st, is gone */
         return;
     }
@@ -335,6 +370,7 @@ session_stream_detach(const char *sid, struct stream *st)
         if (!unused && !stream_finished(st))
             log_info(s->id, "client dropped %s stream %" PRIu64 ": 0 requests cancelled",
                      stream_is_get(st) ? "GET" : "POST", stream_id(st));
+        session_stream_unread(s, st);
         stream_mark_dropped(st);
         stream_discard(st);
         session_stream_remove(s, st);

@@ -5,7 +5,9 @@
  * clock: this file is built with -Dclock_gettime=fuzz_clock_gettime (tests/fuzz/meson.build), so
  * util_now_ms and the loop's timers read relay_now_us, which only the input moves. Nothing
  * sleeps, nothing forks, no socket: an input takes about a millisecond under ASan. Built with
- * RELAY_SESSIONS 1 (session_relay_fuzz.c), the same script drives the session layer instead.
+ * RELAY_SESSIONS 1 (session_relay_fuzz.c), the same script drives the session layer instead: its
+ * events, settings and invariants are listed there; the code for them is below, under "session
+ * mode" and check_sessions.
  *
  * The input is a script. Its first three bytes choose the configuration ([server:a] with era
  * legacy, modern or auto, pool size and per-child cap, warm children, request_timeout_ms on or
@@ -37,6 +39,7 @@
  *     pool_inflight() equal to the queued calls plus forwarded entries;
  *   - a child is paused only while a stream the client holds is over its ceiling;
  *   - a pool with queued requests has a child starting (else they wait for ever);
+ *   - the loop's deferred calls have all run (nothing is left queued after the turns);
  *   - at the end (pool_close_all, every stream read, time far ahead) every request was answered
  *     exactly once, nothing is left, and LeakSanitizer sees no leak.
  * Use-after-free (timers of freed entries, a drain callback on a freed call) are ASan's.
@@ -56,6 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <jansson.h>
 
 #include "auth.h"
 #include "config.h"
@@ -81,6 +86,8 @@
 #define EVENTS_MAX 160
 #define BIG_BYTES  70000 /* past stream_queue_bytes at its floor (65536) */
 #define START_US   ((uint64_t)1000000000 * 1000000)
+#define BATCH_MAX  4   /* elements of the client's batches */
+#define SEEN_MAX   128 /* child questions the client saw */
 
 /* --- the fake clock ------------------------------------------------------------------------ */
 
@@ -118,7 +125,13 @@ struct req {
     bool get;       /* session mode: the standalone GET stream (no answer ever comes on it) */
     bool cancelled; /* session mode: the client cancelled it (an answer may not come) */
     char sid[CRYPTO_SESSION_ID_MAX]; /* session mode: the session it belongs to */
-    char id[24];                     /* raw JSON */
+    uint64_t stream_id;              /* session mode: its stream's id */
+    char last_eid[48];               /* session mode: the id of the last whole event read */
+    unsigned nb;                     /* session mode, a batch: its requests' ids, in bids */
+    char bids[BATCH_MAX][24];
+    char btokens[BATCH_MAX][24];
+    bool banswered[BATCH_MAX];
+    char id[24]; /* raw JSON */
     char token[24];
     char method[32];
     char name[8];
@@ -141,13 +154,17 @@ static unsigned skip;      /* bit n: finding n steered away from */
 static bool trace;         /* RELAY_FUZZ_TRACE: each event and the end's counters on stderr */
 static bool closed;        /* pool_close_all ran */
 static bool sessions_mode; /* the header chose the session layer instead of the pool */
+static unsigned cfg_b0, cfg_b1, cfg_b2; /* the header's configuration bytes (a reload flips some) */
 static struct auth *A;
 static struct auth_principal *P;
 static struct policy_grants G;
-#define SESS_MAX 3
+#define SESS_MAX       3
+#define SESSION_EVENTS 25
+#define SIGHUP_MAX     4
 static char sids[SESS_MAX][CRYPTO_SESSION_ID_MAX]; /* sessions made, live or not */
 static size_t nsids;
-static char *big; /* BIG_BYTES of filler */
+static unsigned nsighup; /* session mode: reloads so far in this run */
+static char *big;        /* BIG_BYTES of filler */
 
 static bool
 skipping(unsigned finding)
@@ -243,21 +260,25 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
     static const unsigned timeouts[] = { 300, 2000, 700, 5000 };
     unsigned timeout = (b1 & 1) && !skipping(1) ? timeouts[(b2 >> 2) & 3] : 0;
     /* Session mode: a grace period (which needs a replay buffer), replay alone, or neither. */
-    char session_keys[160] = "";
-    if (RELAY_SESSIONS)
+    char session_keys[256] = "", server_keys[64] = "";
+    if (RELAY_SESSIONS) {
         snprintf(session_keys, sizeof session_keys,
-                 "max_inflight_per_session = 4\nsession_idle_timeout_s = 10\n"
-                 "replay_buffer_bytes = %u\ndisconnect_grace_ms = %u\n",
-                 (b0 & 24) ? 65536 : 0, (b0 & 8) ? 500 : 0);
+                 "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n"
+                 "replay_buffer_bytes = %u\ndisconnect_grace_ms = %u\nsse_close_after_ms = %u\n",
+                 (b0 & 128) ? 2 : 4, (b0 & 24) ? 65536 : 0, (b0 & 8) ? 500 : 0,
+                 (b0 & 32) && (b0 & 24) ? 700 : 0);
+        snprintf(server_keys, sizeof server_keys, "init_timeout_ms = %u\n",
+                 (b0 & 64) ? 1500 : 30000);
+    }
     snprintf(ini, sizeof ini,
              "[gateway]\nlisten = 127.0.0.1:0\nheartbeat_s = 1\n%s%s"
              "[server:a]\ncommand = /bin/false\nera = %s\npool_max_children = %u\n"
              "pool_child_max_inflight = %u\npool_warm_children = %u\npool_idle_timeout_s = 2\n"
              "pool_start_timeout_ms = 500\npool_max_restarts_per_min = %u\n"
-             "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n",
+             "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n%s",
              session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3],
              1 + ((b1 >> 2) & 3), (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10,
-             timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3]);
+             timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3], server_keys);
 }
 
 static struct config *
@@ -285,7 +306,7 @@ free_retired(bool all)
     size_t k = 0;
     for (size_t i = 0; i < ncfg; i++) {
         bool current = i == ncfg - 1 && !all;
-        if (current || pool_uses_config(cfgs[i])) {
+        if (current || pool_uses_config(cfgs[i]) || session_uses_config(cfgs[i])) {
             cfgs[k++] = cfgs[i];
             continue;
         }
@@ -355,6 +376,58 @@ span_is(const char *s, struct jsonrpc_span sp, const char *want)
     return sp.len == strlen(want) && memcmp(s + sp.off, want, sp.len) == 0;
 }
 
+/* An answer on a batch's stream: to one of its requests not yet answered (ids may repeat). */
+static void
+batch_answer(struct req *r, const char *data, struct jsonrpc_span id)
+{
+    for (unsigned i = 0; i < r->nb; i++)
+        if (!r->banswered[i] && span_is(data, id, r->bids[i])) {
+            r->banswered[i] = true;
+            r->finals++;
+            return;
+        }
+    fuzz_fail(__FILE__, __LINE__, "batch %s got an answer to none of its open requests: %.200s",
+              r->id, data);
+}
+
+/* The child's questions the client has read (session, minted id): those it can still answer. */
+static struct {
+    char sid[CRYPTO_SESSION_ID_MAX];
+    uint64_t id;
+} seen[SEEN_MAX];
+static size_t nseen;
+
+static void
+question_seen(const struct req *r, const char *data, struct jsonrpc_span id)
+{
+    uint64_t n;
+    FUZZ_CHECK(jsonrpc_id_u64(data, id, &n),
+               "a question with an id the gateway did not mint: %.200s", data);
+    if (nseen < SEEN_MAX) {
+        snprintf(seen[nseen].sid, sizeof seen[0].sid, "%s", r->sid);
+        seen[nseen++].id = n;
+    }
+}
+
+static bool
+was_seen(const char *sid, uint64_t id)
+{
+    for (size_t i = 0; i < nseen; i++)
+        if (seen[i].id == id && strcmp(seen[i].sid, sid) == 0)
+            return true;
+    return nseen == SEEN_MAX; /* full: no longer known */
+}
+
+/* Whether the client still reads (holds) stream id of session sid. */
+static bool
+client_holds(const char *sid, uint64_t id)
+{
+    for (size_t i = 0; i < nreq; i++)
+        if (R[i].st != NULL && R[i].stream_id == id && strcmp(R[i].sid, sid) == 0)
+            return true;
+    return false;
+}
+
 /* One "message" event's data as the client sees it. */
 static void
 check_message(struct req *r, char *data, size_t len)
@@ -366,6 +439,10 @@ check_message(struct req *r, char *data, size_t len)
     switch (info.kind) {
     case JSONRPC_RESULT:
     case JSONRPC_ERROR:
+        if (r->nb > 0) {
+            batch_answer(r, data, info.id);
+            return;
+        }
         FUZZ_CHECK(span_is(data, info.id, r->id),
                    "request %s got the answer of another request: %.200s", r->id, data);
         r->finals++;
@@ -379,13 +456,17 @@ check_message(struct req *r, char *data, size_t len)
     case JSONRPC_REQUEST:
         /* A session's child may ask its client (it goes on a stream); a pool's never does. */
         FUZZ_CHECK(sessions_mode, "request %s got a request: %.200s", r->id, data);
+        question_seen(r, data, info.id);
         return;
     case JSONRPC_NOTIFICATION:
         break;
     }
+    bool own = r->token[0] != '\0' && span_is(data, info.progress_token, r->token);
+    for (unsigned i = 0; i < r->nb; i++)
+        own |= r->btokens[i][0] != '\0' && span_is(data, info.progress_token, r->btokens[i]);
     if (strcmp(info.method, "notifications/progress") == 0)
-        FUZZ_CHECK(r->token[0] != '\0' && span_is(data, info.progress_token, r->token),
-                   "request %s (token %s) got another's progress: %.200s", r->id, r->token, data);
+        FUZZ_CHECK(own, "request %s (token %s) got another's progress: %.200s", r->id, r->token,
+                   data);
     if (info.meta_subscription.len != 0)
         FUZZ_CHECK(span_is(data, info.meta_subscription, r->id),
                    "request %s got another subscription's notification: %.200s", r->id, data);
@@ -403,7 +484,7 @@ parse_events(struct req *r)
         if (end == NULL)
             break;
         *end = '\0';
-        char *data = NULL;
+        char *data = NULL, *eid = NULL;
         bool message = true;
         for (char *l = start; l != NULL && l < end;) {
             char *nl = strchr(l, '\n');
@@ -414,15 +495,18 @@ parse_events(struct req *r)
                 data = l + 6;
             } else if (strncmp(l, "event: ", 7) == 0) {
                 message = strcmp(l + 7, "message") == 0;
+            } else if (strncmp(l, "id: ", 4) == 0) {
+                eid = l + 4;
             } else {
-                FUZZ_CHECK(l[0] == ':' || strncmp(l, "id: ", 4) == 0
-                               || strncmp(l, "retry: ", 7) == 0,
+                FUZZ_CHECK(l[0] == ':' || strncmp(l, "retry: ", 7) == 0,
                            "request %s: an unknown event line: %.200s", r->id, l);
             }
             l = nl != NULL ? nl + 1 : NULL;
         }
         if (message && data != NULL && data[0] != '\0')
             check_message(r, data, strlen(data));
+        if (eid != NULL)
+            snprintf(r->last_eid, sizeof r->last_eid, "%s", eid);
         at = (size_t)(end - r->acc) + 2;
     }
     memmove(r->acc, r->acc + at, r->acc_len - at);
@@ -452,8 +536,10 @@ client_read(struct req *r, size_t max, unsigned rounds)
         parse_events(r);
     }
     if (stream_finished(r->st)) {
-        FUZZ_CHECK(r->finals == (r->get ? 0u : 1u) || (r->cancelled && r->finals == 0),
-                   "request %s: its stream ended with %u final answers", r->id, r->finals);
+        unsigned want = r->get ? 0u : r->nb > 0 ? r->nb : 1u;
+        FUZZ_CHECK(r->finals == want || (r->cancelled && r->finals < want),
+                   "request %s: its stream ended with %u of %u final answers", r->id, r->finals,
+                   want);
         detach(r); /* the HTTP response is complete */
     }
 }
@@ -824,21 +910,26 @@ session_open(struct session *s, bool is_get)
     memset(r, 0, sizeof(*r));
     r->st = st;
     r->get = is_get;
+    r->stream_id = stream_id(st);
     snprintf(r->sid, sizeof r->sid, "%s", s->id);
     return r;
 }
 
 /* body on a new POST stream of s, as http_mcp.c sends it; a refusal ends the stream unread. */
 static void
-session_send(struct session *s, struct req *r, char *body, size_t len)
+session_send(struct session *s, struct req *r, char *body, size_t len, bool created)
 {
     struct jsonrpc_info info;
     FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
     if (session_client_request(s, r->st, body, len, &info, G) != SESSION_OK) {
         r->refused = true;
         detach(r);
+        if (created)
+            session_close(s, SESSION_END_INIT, "initialize not delivered");
     }
 }
+
+static const char *const versions[] = { "2025-06-18", "2025-03-26", "2025-11-25", "2024-11-05" };
 
 static void
 session_new(unsigned b)
@@ -852,8 +943,7 @@ session_new(unsigned b)
         return;
     snprintf(sids[nsids++], sizeof sids[0], "%s", s->id);
     struct req *r = session_open(s, false);
-    if (r == NULL)
-        return;
+    FUZZ_CHECK(r != NULL, "a new session refused its first stream");
     unsigned n = ++id_seq;
     snprintf(r->id, sizeof r->id, "%u", 1000 + n);
     char body[512];
@@ -861,8 +951,23 @@ session_new(unsigned b)
                        "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"initialize\",\"params\":{"
                        "\"protocolVersion\":\"%s\",\"capabilities\":{\"elicitation\":{}},"
                        "\"clientInfo\":{\"name\":\"f\",\"version\":\"1\"}}}",
-                       r->id, (b & 1) ? "2025-03-26" : "2025-06-18");
-    session_send(s, r, body, (size_t)len);
+                       r->id, versions[b & 3]);
+    session_send(s, r, body, (size_t)len, true);
+}
+
+static const char *const session_methods[] = { "tools/call",     "tools/call",    "tools/list",
+                                               "resources/read", "prompts/get",   "ping",
+                                               "tools/call",     "resources/list" };
+
+/* A request's text (id, method, progress token) into body; its length. */
+static int
+session_body(char *body, size_t size, const char *id, const char *m, const char *token, bool task)
+{
+    return snprintf(body, size,
+                    "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{"
+                    "\"name\":\"t\",\"uri\":\"u1\"%s%s%s%s}}",
+                    id, m, token[0] ? ",\"_meta\":{\"progressToken\":" : "", token,
+                    token[0] ? "}" : "", task ? ",\"task\":{\"ttl\":3000}" : "");
 }
 
 static void
@@ -876,28 +981,85 @@ session_request(unsigned a, unsigned b)
     struct req *r = session_open(s, false);
     if (r == NULL)
         return;
-    static const char *const ms[] = { "tools/call",  "tools/call", "tools/list", "resources/read",
-                                      "prompts/get", "ping",       "tools/call", "resources/list" };
     unsigned n = ++id_seq;
     if (n & 1)
         snprintf(r->id, sizeof r->id, "\"c%u\"", n);
     else
         snprintf(r->id, sizeof r->id, "%u", 1000 + n);
-    const char *m = ms[(a >> 2) & 7];
+    const char *m = session_methods[(a >> 2) & 7];
     snprintf(r->method, sizeof r->method, "%s", m);
-    bool progress = (b & 16) != 0;
-    if (progress)
+    if (b & 16)
         snprintf(r->token, sizeof r->token, "\"p%u\"", n);
     char body[512];
-    int len = snprintf(body, sizeof body,
-                       "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{"
-                       "\"name\":\"t\",\"uri\":\"u1\"%s%s%s}}",
-                       r->id, m, progress ? ",\"_meta\":{\"progressToken\":" : "",
-                       progress ? r->token : "", progress ? "}" : "");
-    session_send(s, r, body, (size_t)len);
+    int len = session_body(body, sizeof body, r->id, m, r->token, (b & 0xe0) == 0xe0);
+    session_send(s, r, body, (size_t)len, false);
 }
 
-/* The client's notifications: initialized, a cancel of one of its requests, an answer. */
+/* The client cancels id of session sid: no answer is owed to a request of that id there. */
+static void
+mark_cancelled(const char *sid, const char *id)
+{
+    for (size_t i = 0; i < nreq; i++) {
+        struct req *r = &R[i];
+        if (strcmp(r->sid, sid) != 0)
+            continue;
+        bool named = strcmp(r->id, id) == 0;
+        for (unsigned k = 0; k < r->nb; k++)
+            named |= strcmp(r->bids[k], id) == 0;
+        r->cancelled |= named;
+    }
+}
+
+/* The k-th request the child sent the client (any state) in s's table; NULL when none. */
+static struct pending *
+pick_question(struct session *s, unsigned k)
+{
+    size_t n = 0;
+    for (struct pending *e = s->r.pt.head; e != NULL; e = e->next)
+        n += e->dir == PENDING_TO_CLIENT;
+    if (n == 0)
+        return NULL;
+    k %= (unsigned)n;
+    for (struct pending *e = s->r.pt.head; e != NULL; e = e->next)
+        if (e->dir == PENDING_TO_CLIENT && k-- == 0)
+            return e;
+    return NULL;
+}
+
+/*
+ * One client notification or answer into body: initialized, a cancel of one of its requests, an
+ * answer (result or error) to one of the child's questions, or a stray answer. Its length.
+ */
+static int
+session_other_body(struct session *s, char *body, size_t size, unsigned b)
+{
+    if ((b & 3) == 0)
+        return snprintf(body, size,
+                        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    if ((b & 3) == 1 && nreq > 0) {
+        const struct req *r = &R[(b >> 2) % nreq];
+        const char *id = r->nb > 0 ? r->bids[0] : r->id[0] ? r->id : "0";
+        mark_cancelled(s->id, id);
+        return snprintf(body, size,
+                        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                        "\"requestId\":%s}}",
+                        id);
+    }
+    struct pending *q = (b & 3) == 3 ? pick_question(s, b >> 3) : NULL;
+    if (q != NULL && (b & 4))
+        return snprintf(body, size,
+                        "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                        ",\"error\":{\"code\":-1,\"message\":\"declined\"}}",
+                        q->gw_id);
+    if (q != NULL)
+        return snprintf(body, size,
+                        "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                        ",\"result\":{\"action\":\"accept\",\"roots\":[]}}",
+                        q->gw_id);
+    return snprintf(body, size, "{\"jsonrpc\":\"2.0\",\"id\":%u,\"result\":{}}", (b >> 2) & 7);
+}
+
+/* A POST of one notification or answer (202). */
 static void
 session_other(unsigned a, unsigned b)
 {
@@ -905,25 +1067,207 @@ session_other(unsigned a, unsigned b)
     if (s == NULL)
         return;
     char body[256];
-    int len;
-    if ((b & 3) == 0) {
-        len = snprintf(body, sizeof body,
-                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
-    } else if ((b & 3) == 1 && nreq > 0) {
-        struct req *r = &R[(b >> 2) % nreq];
-        if (strcmp(r->sid, s->id) == 0)
-            r->cancelled = true; /* notifications/cancelled: no answer is owed */
-        len = snprintf(body, sizeof body,
-                       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
-                       "\"requestId\":%s}}",
-                       R[(b >> 2) % nreq].id[0] ? R[(b >> 2) % nreq].id : "0");
-    } else {
-        len = snprintf(body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":%u,\"result\":{}}",
-                       (b >> 2) & 7);
-    }
+    int len = session_other_body(s, body, sizeof body, b);
     struct jsonrpc_info info;
     FUZZ_CHECK(jsonrpc_scan(body, (size_t)len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
     (void)session_client_other(s, body, (size_t)len, &info);
+}
+
+/*
+ * A JSON-RPC batch POSTed to s, as http_mcp.c's http_post_batch takes it: refused whole (400)
+ * when the session's revision has no batches, it is empty, or an element is invalid, a batch or
+ * an initialize; else its requests are answered on one new stream. Elements (each a byte of the
+ * input): requests (new ids, or the id of one already sent), cancels, initialized, answers to the
+ * child's questions, and invalid ones.
+ */
+static void
+session_batch(unsigned a, unsigned b)
+{
+    struct session *s = pick_session(a);
+    if (s == NULL || !session_batches(s))
+        return;
+    unsigned n = b & 3;
+    if ((b & 12) == 12)
+        n = 4;
+    char body[2048], ids[BATCH_MAX][24], tokens[BATCH_MAX][24] = { "" };
+    size_t len = 0, nids = 0;
+    len += (size_t)snprintf(body + len, sizeof body - len, "%s", (b & 0xf0) == 0xf0 ? " [ " : "[");
+    for (unsigned i = 0; i < n; i++) {
+        unsigned k = next_byte();
+        char el[512];
+        int elen;
+        switch (k & 7) {
+        case 0:
+        case 1:
+        case 2: {
+            unsigned id = ++id_seq;
+            snprintf(ids[nids], sizeof ids[0], (id & 1) ? "\"c%u\"" : "%u",
+                     (id & 1) ? id : 1000 + id);
+            if (k & 8)
+                snprintf(tokens[nids], sizeof tokens[0], "\"p%u\"", id);
+            elen = session_body(el, sizeof el, ids[nids], session_methods[(k >> 4) & 7],
+                                tokens[nids], (k & 0xe0) == 0xe0);
+            nids++;
+            break;
+        }
+        case 3: { /* the id of an earlier request of this session: a duplicate if in flight */
+            const char *id = "1001";
+            for (size_t j = nreq; j > 0; j--)
+                if (strcmp(R[j - 1].sid, s->id) == 0 && R[j - 1].id[0] && (k >> 3) % 2 == 0) {
+                    id = R[j - 1].id;
+                    break;
+                }
+            snprintf(ids[nids], sizeof ids[0], "%s", id);
+            elen = session_body(el, sizeof el, ids[nids++], "tools/call", "", false);
+            break;
+        }
+        case 4: /* a cancel */
+            elen = session_other_body(s, el, sizeof el, ((k >> 3) << 2) | 1);
+            break;
+        case 5: /* initialized */
+            elen = session_other_body(s, el, sizeof el, 0);
+            break;
+        case 6: /* an answer to one of the child's questions */
+            elen = session_other_body(s, el, sizeof el, ((k >> 3) << 2) | 3);
+            break;
+        default: {
+            static const char *const bad[] = {
+                "1",
+                "{\"jsonrpc\":\"2.0\"}",
+                "[]",
+                "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":{}}",
+            };
+            elen = snprintf(el, sizeof el, "%s", bad[(k >> 3) & 3]);
+        }
+        }
+        if (len + (size_t)elen + 4 >= sizeof body)
+            break;
+        len += (size_t)snprintf(body + len, sizeof body - len, "%s%s", i ? "," : "", el);
+    }
+    if ((b & 0xf0) != 0xe0) /* else: unterminated */
+        len += (size_t)snprintf(body + len, sizeof body - len, "]");
+
+    struct jsonrpc_span sp[SESSION_BATCH_MAX];
+    size_t count;
+    if (jsonrpc_batch_split(body, len, sp, ARRAY_LEN(sp), &count) == -1 || count == 0)
+        return; /* 400 */
+    struct jsonrpc_info info[BATCH_MAX + 1];
+    FUZZ_CHECK(count <= BATCH_MAX, "a batch of %zu elements from %u", count, n);
+    bool requests = false;
+    for (size_t i = 0; i < count; i++) {
+        if (jsonrpc_scan(body + sp[i].off, sp[i].len, &info[i], NULL) != JSONRPC_OK)
+            return; /* 400 */
+        if (info[i].kind == JSONRPC_REQUEST && strcmp(info[i].method, "initialize") == 0)
+            return; /* 400 */
+        requests |= info[i].kind == JSONRPC_REQUEST;
+    }
+    struct req *r = NULL;
+    if (requests && (r = session_open(s, false)) == NULL)
+        return;
+    if (r != NULL) {
+        FUZZ_CHECK(nids > 0 && nids <= BATCH_MAX, "a batch of %zu requests", nids);
+        r->nb = (unsigned)nids;
+        for (size_t i = 0; i < nids; i++) {
+            memcpy(r->bids[i], ids[i], sizeof r->bids[0]);
+            memcpy(r->btokens[i], tokens[i], sizeof r->btokens[0]);
+        }
+        snprintf(r->id, sizeof r->id, "%s", ids[0]);
+        /* A cancel in the batch may name one of the batch's own requests. */
+        for (size_t i = 0; i < count; i++) {
+            const struct jsonrpc_span q = info[i].request_id;
+            char id[24];
+            if (info[i].kind != JSONRPC_NOTIFICATION || q.len == 0 || q.len >= sizeof id)
+                continue;
+            memcpy(id, body + sp[i].off + q.off, q.len);
+            id[q.len] = '\0';
+            mark_cancelled(s->id, id);
+        }
+    }
+    if (session_client_batch(s, r != NULL ? r->st : NULL, body, len, sp, info, count, G)
+        != SESSION_OK) {
+        FUZZ_CHECK(r == NULL || !stream_ended(r->st), "a refused batch ended its stream");
+        if (r != NULL) {
+            r->refused = true;
+            detach(r);
+        }
+    }
+}
+
+/*
+ * GET with Last-Event-ID for a stream the client left: the id of the last whole event it read
+ * (or the stream's start), one past what was sent, or one that does not parse. A stream resumed is
+ * read on by the request that had it.
+ */
+static void
+session_resume(unsigned a, unsigned b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nreq; i++)
+        n += R[i].st == NULL && R[i].detached && !R[i].refused;
+    if (n == 0)
+        return;
+    size_t k = a % n;
+    struct req *r = NULL;
+    for (size_t i = 0; i < nreq && r == NULL; i++)
+        if (R[i].st == NULL && R[i].detached && !R[i].refused && k-- == 0)
+            r = &R[i];
+    struct session *s = session_find(r->sid);
+    if (s == NULL)
+        return; /* 404 */
+    char eid[48];
+    bool honest = r->last_eid[0] != '\0' && (b & 3) < 2;
+    if (r->last_eid[0] == '\0') /* nothing read: seq 0 is no event id */
+        stream_event_id(r->stream_id, 0, eid, sizeof eid);
+    else if ((b & 3) == 2)
+        stream_event_id(r->stream_id,
+                        (uint64_t)strtoull(strchr(r->last_eid, '-') + 1, NULL, 10) + 1000, eid,
+                        sizeof eid);
+    else
+        snprintf(eid, sizeof eid, "%s", (b & 3) == 3 ? ((b & 4) ? "x-1" : "") : r->last_eid);
+    enum session_status status = SESSION_OK;
+    struct stream *st = session_stream_resume(s, eid, &status);
+    if (st == NULL)
+        return;
+    FUZZ_CHECK(honest, "a resume from Last-Event-ID %s was taken", eid);
+    FUZZ_CHECK(stream_id(st) == r->stream_id, "a resume from %s got stream %" PRIu64, eid,
+               stream_id(st));
+    r->st = st;
+    r->detached = false;
+    r->acc_len = 0; /* what was read of an event not whole comes again */
+}
+
+/*
+ * SIGHUP as main.c takes it: new settings and [auth], new sessions use the new server. At most
+ * SIGHUP_MAX a run: more only loads the same files again (slow, and the loader's hit counts
+ * would lure the search away from the sessions).
+ */
+static void
+session_sighup(unsigned a, unsigned b)
+{
+    free_retired(false);
+    if (ncfg == CFG_MAX || nsighup == SIGHUP_MAX)
+        return;
+    nsighup++;
+    cfg_b0 ^= a & 0xf8;
+    cfg_b1 ^= b & 3;
+    cfg_b2 ^= b & 0x0c;
+    make_ini(cfg_b0, cfg_b1, cfg_b2);
+    struct config *c = load_config();
+    char err[256] = "";
+    const char *why = NULL;
+    struct auth *next = auth_new(c, err, sizeof err);
+    FUZZ_CHECK(next != NULL, "auth_new: %s", err);
+    session_set_config(c);
+    auth_adopt(next, A);
+    auth_free(A);
+    A = next;
+    cfgs[ncfg++] = c;
+    free_retired(false);
+    struct auth_principal *p = NULL;
+    FUZZ_CHECK(auth_check(A, NULL, &c->servers[0], util_now_unix(), &p, &G, &why) == AUTH_OK,
+               "auth_check: %s", why);
+    auth_principal_unref(P);
+    P = p;
 }
 
 static void
@@ -947,12 +1291,21 @@ session_child(unsigned op, unsigned a, unsigned b)
     }
     uint64_t id = e != NULL ? e->gw_id : 777;
     switch (op) {
-    case 0: /* an answer */
+    case 0: /* an answer (a batch of two for a 2025-03-26 child) */
         if (e != NULL && e->gw_id == s->init_gw_id && (b & 7) != 7)
             line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
                      ",\"result\":{\"protocolVersion\":\"%s\",\"capabilities\":{\"tools\":{}},"
                      "\"serverInfo\":{\"name\":\"f\",\"version\":\"1\"}}}",
-                     id, (b & 8) ? "2025-03-26" : "2025-06-18");
+                     id, versions[(b >> 3) & 3]);
+        else if ((b & 3) == 3 && session_batches(s))
+            line_fmt("[{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}},"
+                     "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}]",
+                     id, e != NULL && e->next != NULL ? e->next->gw_id : 778);
+        else if ((b & 3) == 2 && e != NULL && e->task)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"result\":{\"task\":{\"taskId\":\"t%u\",\"status\":\"working\","
+                     "\"ttl\":%u}}}",
+                     id, (b >> 4) & 3, (b & 64) ? 3000 : 60000);
         else if (b & 1)
             line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
                      ",\"error\":{\"code\":-32000,\"message\":\"failed\"}}",
@@ -966,25 +1319,62 @@ session_child(unsigned op, unsigned a, unsigned b)
                  e != NULL && e->token != NULL ? (int)e->token_len : 3,
                  e != NULL && e->token != NULL ? e->token : "\"z\"", allow_big(b) ? big : "half");
         break;
-    case 2: /* a log line, a list change */
-        line_fmt((b & 1) ? "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
+    case 2: /* a log line, a list change, a task's status, the withdrawal of a question */
+        if ((b & 6) == 2)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks/status\",\"params\":{"
+                     "\"taskId\":\"t%u\",\"status\":\"%s\"}}",
+                     (b >> 3) & 3, (b & 32) ? "completed" : "working");
+        else if ((b & 6) == 4)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                     "\"requestId\":\"k%u\",\"reason\":\"never mind\"}}",
+                     ask_seq > ((b >> 3) & 3) ? ask_seq - ((b >> 3) & 3) : 1);
+        else
+            line_fmt((b & 1)
+                         ? "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
                          : "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
                            "\"params\":{\"level\":\"info\",\"data\":\"x\"}}");
         break;
-    default: /* a request to the client */
+    default: { /* a request to the client */
+        static const char *const asks[] = { "roots/list", "elicitation/create",
+                                            "sampling/createMessage", "ping" };
         line_fmt("{\"jsonrpc\":\"2.0\",\"id\":\"k%u\",\"method\":\"%s\",\"params\":{"
                  "\"message\":\"%s\"}}",
-                 ++ask_seq, (b & 2) ? "roots/list" : "elicitation/create",
-                 allow_big(b) ? big : "which?");
+                 ++ask_seq, asks[(b >> 1) & 3], allow_big(b) ? big : "which?");
+    }
     }
     session_child_says(s, line);
 }
 
+/*
+ * /metrics and the admin view walk every session, stream and entry: the view is JSON that lists
+ * as many sessions as are open.
+ */
 static void
-session_event(unsigned op, unsigned a, unsigned b)
+session_scrape(void)
+{
+    struct buf b;
+    buf_init(&b, (size_t)1 << 20);
+    session_metrics(&b);
+    buf_clear(&b);
+    size_t len = 0;
+    char *view = session_admin_json(&len);
+    json_error_t err;
+    json_t *doc = json_loadb(view, len, 0, &err);
+    FUZZ_CHECK(doc != NULL, "the admin view is not JSON (%s): %.300s", err.text, view);
+    json_t *list = json_object_get(doc, "sessions");
+    FUZZ_CHECK(json_is_array(list) && json_array_size(list) == sessions.count,
+               "the admin view lists %zu sessions, %zu are open", json_array_size(list),
+               sessions.count);
+    json_decref(doc);
+    free(view);
+}
+
+/* Session mode's events; false for those the pool's switch plays (reads, drops, time, spawns). */
+static bool
+session_event(unsigned ev, unsigned a, unsigned b)
 {
     struct session *s;
-    switch (op % 20) {
+    switch (ev) {
     case 0:
     case 1:
     case 2:
@@ -1033,13 +1423,33 @@ session_event(unsigned op, unsigned a, unsigned b)
             closed = true;
         } else if ((a & 3) == 1) {
             session_drain();
-        } else {
+        } else if ((a & 3) == 2) {
             session_sweep(util_now_ms());
+        } else {
+            session_scrape();
         }
         break;
-    default:
+    case 20:
+        if (!closed)
+            session_sighup(a, b);
+        break;
+    case 21:
+    case 22:
+        session_batch(a, b);
+        break;
+    case 23: {
+        /* An answer to one of the child's questions, alone on its POST. */
+        if ((s = pick_session(a)) != NULL)
+            session_other(a, 3 | (b << 2));
         break;
     }
+    case 24:
+        session_resume(a, b);
+        break;
+    default:
+        return false;
+    }
+    return true;
 }
 
 /* --- invariants ------------------------------------------------------------------------------ */
@@ -1077,11 +1487,138 @@ reachable(const struct pool_call *call)
     return false;
 }
 
+/*
+ * Session mode: the session layer's own tables against each other, after the loop ran its
+ * deferred calls. Timers: every one the loop holds is an in-flight entry's or a session stream's.
+ */
+static void
+check_sessions(void)
+{
+    size_t count = 0, timers = 0, inflight = 0;
+    for (size_t i = 0; i < sessions.nbuckets; i++)
+        for (struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
+            count++;
+            FUZZ_CHECK(s->state != SESSION_CLOSED, "session %s: closed, still in the table", s->id);
+            FUZZ_CHECK(session_find(s->id) == s, "session %s: not found by its id", s->id);
+            FUZZ_CHECK(s->u != NULL && !fake_upstream_closed(s->u),
+                       "session %s: open without its child", s->id);
+            FUZZ_CHECK(s->paused == fake_upstream_paused(s->u),
+                       "session %s: paused %d, its child's stdout paused %d", s->id, s->paused,
+                       fake_upstream_paused(s->u));
+            size_t owned = 0;
+            for (size_t j = 0; j < sessions.nbuckets; j++)
+                for (struct session *o = sessions.buckets[j]; o != NULL; o = o->hnext)
+                    owned += o->owner == s->owner;
+            FUZZ_CHECK(s->owner != NULL && s->owner->sessions == owned,
+                       "session %s: its owner counts %" PRIu64 " sessions, owns %zu", s->id,
+                       s->owner != NULL ? s->owner->sessions : 0, owned);
+
+            /* Streams: linked both ways, the session's; a POST's awaiting is its entries. */
+            bool get_listed = s->get == NULL, over = false;
+            const struct stream *prev = NULL;
+            for (struct stream *st = s->streams; st != NULL; st = stream_own(st)->next) {
+                FUZZ_CHECK(stream_own(st)->prev == prev && stream_own(st)->owner == s,
+                           "session %s: stream %" PRIu64 " badly linked", s->id, stream_id(st));
+                FUZZ_CHECK(!stream_dropped(st), "session %s: dropped stream %" PRIu64 " kept",
+                           s->id, stream_id(st));
+                prev = st;
+                get_listed |= st == s->get;
+                timers += stream_own(st)->timer != NULL;
+                over |= stream_own(st)->attached && !stream_ended(st) && stream_over_low_water(st);
+                size_t bound = 0;
+                for (const struct pending *e = s->r.pt.head; e != NULL; e = e->next)
+                    bound += e->dir == PENDING_TO_CHILD && e->state == PENDING_FORWARDED
+                             && e->stream_id == stream_id(st);
+                if (!stream_is_get(st))
+                    FUZZ_CHECK(stream_own(st)->awaiting == bound,
+                               "session %s: stream %" PRIu64 " awaits %u answers, %zu in flight "
+                               "on it",
+                               s->id, stream_id(st), stream_own(st)->awaiting, bound);
+            }
+            FUZZ_CHECK(get_listed && (s->get == NULL || stream_is_get(s->get)),
+                       "session %s: its GET stream is not one of its streams", s->id);
+            /* A child is paused only for a stream someone reads (else it waits for ever). */
+            FUZZ_CHECK(!s->paused || over,
+                       "session %s: its child is paused and no stream read is over its low water",
+                       s->id);
+
+            /* In-flight entries: linked, counted, each with its owner; timers only on live ones. */
+            size_t n = 0, active = 0;
+            const struct pending *eprev = NULL;
+            for (struct pending *e = s->r.pt.head; e != NULL; e = e->next) {
+                n++;
+                FUZZ_CHECK(e->prev == eprev, "session %s: entry badly linked", s->id);
+                eprev = e;
+                FUZZ_CHECK(e->owner == NULL, "session %s: an entry with a pool owner", s->id);
+                if (e->timer != NULL) {
+                    timers++;
+                    FUZZ_CHECK(e->state == PENDING_FORWARDED && e->relay == &s->r,
+                               "session %s: a timer on a finished %s entry", s->id, e->method);
+                }
+                if (e->state != PENDING_FORWARDED)
+                    continue;
+                const struct stream *st = session_stream_by_id(s, e->stream_id);
+                if (e->dir == PENDING_TO_CHILD) {
+                    active++;
+                    FUZZ_CHECK(st != NULL || e->gw_id == s->init_gw_id || e->task,
+                               "session %s: an in-flight %s without its stream (no owner)", s->id,
+                               e->method);
+                } else {
+                    /* The child's question: on a stream the client can still read, or read. */
+                    FUZZ_CHECK(st != NULL || client_holds(s->id, e->stream_id)
+                                   || was_seen(s->id, e->gw_id),
+                               "session %s: the child's %s (client id %" PRIu64 ") is on no "
+                               "stream and was never read: it is waited for ever",
+                               s->id, e->method, e->gw_id);
+                }
+            }
+            FUZZ_CHECK(eprev == s->r.pt.tail && n == s->r.pt.count,
+                       "session %s: table count %zu, list %zu", s->id, s->r.pt.count, n);
+            FUZZ_CHECK(session_requests_in_flight(s) == active,
+                       "session %s: %zu requests in flight, table holds %zu", s->id,
+                       session_requests_in_flight(s), active);
+            FUZZ_CHECK(active <= 4, "session %s: %zu requests in flight past the cap", s->id,
+                       active);
+            inflight += session_inflight_in(s, PENDING_TO_CHILD);
+            size_t ntasks = 0;
+            for (const struct session_task *t = s->tasks; t != NULL; t = t->next)
+                ntasks++;
+            FUZZ_CHECK(ntasks == s->ntasks, "session %s: ntasks %zu, list %zu", s->id, s->ntasks,
+                       ntasks);
+        }
+    FUZZ_CHECK(count == sessions.count, "sessions.count %zu, table %zu", sessions.count, count);
+    FUZZ_CHECK(sessions.ctr.created - sessions.ctr.closed == count,
+               "%" PRIu64 " sessions created, %" PRIu64 " closed, %zu open", sessions.ctr.created,
+               sessions.ctr.closed, count);
+    FUZZ_CHECK(session_count() == count && session_inflight(PENDING_TO_CHILD) == inflight,
+               "session_count() or session_inflight() disagrees with the table");
+    for (const struct session_server *row = (const struct session_server *)(void *)sessions.servers;
+         row != NULL; row = METRICS_ROW_NEXT(row)) {
+        size_t open = 0;
+        uint64_t closed_n = 0;
+        for (size_t i = 0; i < sessions.nbuckets; i++)
+            for (struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext)
+                open += s->stats == row;
+        for (size_t w = 0; w < SESSION_END_N; w++)
+            closed_n += row->closed_by[w];
+        FUZZ_CHECK(row->open == open && row->created - closed_n == open,
+                   "server %s: open gauge %zu, %" PRIu64 " created, %" PRIu64 " closed, %zu open",
+                   row->row.name, row->open, row->created, closed_n, open);
+    }
+    FUZZ_CHECK(loop_timers_pending(L) == timers,
+               "the loop holds %zu timers, entries and streams %zu: a timer outlived its owner",
+               loop_timers_pending(L), timers);
+}
+
 static void
 check_all(void)
 {
     size_t inflight = 0;
     FUZZ_CHECK(fake_upstream_misuse() == 0, "the pool used an upstream after closing it");
+    FUZZ_CHECK(loop_deferred_pending(L) == 0, "%zu deferred calls still queued after the turns",
+               loop_deferred_pending(L));
+    if (sessions_mode)
+        check_sessions();
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         size_t queued = 0;
         for (struct pool_call *q = p->qhead; q != NULL; q = q->qnext) {
@@ -1163,18 +1700,17 @@ static void
 run_event(unsigned op)
 {
     unsigned a = next_byte(), b = next_byte();
+    unsigned ev = sessions_mode ? op % SESSION_EVENTS : op % 20;
     struct pool_child *c = NULL;
     if (trace)
-        fprintf(stderr, "relay: event %u a=%u b=%u at %" PRIu64 " ms\n", op % 20, a, b,
+        fprintf(stderr, "relay: event %u a=%u b=%u at %" PRIu64 " ms\n", ev, a, b,
                 util_now_ms() - START_US / 1000);
-    if (sessions_mode && op % 20 != 4 && op % 20 != 5 && op % 20 != 6 && op % 20 != 13
-        && op % 20 != 17 && op % 20 != 19) {
-        session_event(op, a, b);
+    if (sessions_mode && session_event(ev, a, b)) {
         settle();
         check_all();
         return;
     }
-    switch (op % 20) {
+    switch (ev) {
     case 0:
     case 1:
     case 2:
@@ -1289,6 +1825,15 @@ finish(void)
     }
     advance(25000); /* past every timeout: a timer left on freed memory fires */
     FUZZ_CHECK(pool_inflight() == 0, "%zu requests in flight after shutdown", pool_inflight());
+    if (sessions_mode) {
+        FUZZ_CHECK(sessions.count == 0 && sessions.graveyard == NULL,
+                   "%zu sessions left after shutdown", sessions.count);
+        FUZZ_CHECK(loop_timers_pending(L) == 0 && loop_deferred_pending(L) == 0,
+                   "%zu timers and %zu deferred calls left after shutdown", loop_timers_pending(L),
+                   loop_deferred_pending(L));
+        FUZZ_CHECK(P->sessions == 0, "the principal still counts %" PRIu64 " sessions",
+                   P->sessions);
+    }
     FUZZ_CHECK(pools.nheld == 0 && pools.held == NULL, "held calls after shutdown");
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
         FUZZ_CHECK(p->children == NULL && p->qhead == NULL && p->listeners == NULL,
@@ -1304,6 +1849,7 @@ finish(void)
     if (sessions_mode) {
         session_reap();
         session_module_free();
+        relay_module_free(); /* the server's start failures, for the next run */
         auth_principal_unref(P);
         auth_free(A);
         auth_module_free();
@@ -1337,6 +1883,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nreq = 0;
     id_seq = ask_seq = 0;
     unsigned b0 = next_byte(), b1 = next_byte(), b2 = next_byte();
+    cfg_b0 = b0;
+    cfg_b1 = b1;
+    cfg_b2 = b2;
+    nseen = 0;
+    nsighup = 0;
     make_ini(b0, b1, b2);
     L = loop_new();
     loop_set_hooks(L, NULL, after_turn, NULL);
@@ -1352,6 +1903,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(auth_check(A, NULL, &cfgs[0]->servers[0], util_now_unix(), &P, &G, &why)
                        == AUTH_OK,
                    "auth_check: %s", why);
+        /*
+         * Nothing of the last run stays: session_module_free leaves the drain flag and the
+         * counters (a process frees the module once), and a drained table would refuse every
+         * session of every later run.
+         */
+        memset(&sessions, 0, sizeof sessions);
         session_module_init(L, cfgs[0]);
     } else {
         pool_module_init(L, cfgs[0]);

@@ -559,6 +559,8 @@ Test(loop, deferred_calls_run_later_in_order, .init = fx_init, .fini = fx_fini)
     memset(&D, 0, sizeof(D));
     loop_set_hooks(L, NULL, defer_after_cb, NULL);
     loop_timer_add(L, 0, defer_queue_cb, NULL);
+    cr_assert_eq(loop_timers_pending(L), 1);
+    cr_assert_eq(loop_deferred_pending(L), 0);
     run_guarded(); /* no fd, no timer left: only the queued call may keep the wait from blocking */
     cr_assert_eq(D.n, 4);
     cr_assert_eq(D.order[0], 1);
@@ -567,12 +569,15 @@ Test(loop, deferred_calls_run_later_in_order, .init = fx_init, .fini = fx_fini)
     cr_assert_eq(D.order[3], 9, "a call queued from a deferred call runs after the others");
     cr_assert_eq(D.turn_of[0], D.turn_of[2], "queued together, run in the same turn");
     cr_assert_eq(D.turn_of[3], D.turn_of[2] + 1, "queued from a deferred call: the next turn");
+    cr_assert_eq(loop_deferred_pending(L), 0, "every deferred call ran");
 }
 
 Test(loop, deferred_calls_dropped_when_freed, .init = fx_init)
 {
     memset(&D, 0, sizeof(D));
     loop_defer(L, defer_mark_cb, (void *)(intptr_t)1);
+    loop_defer(L, defer_mark_cb, (void *)(intptr_t)2);
+    cr_assert_eq(loop_deferred_pending(L), 2);
     loop_free(L); /* LeakSanitizer fails the test if the queued call is not freed */
     L = NULL;
     cr_assert_eq(D.n, 0, "loop_free runs no deferred call");

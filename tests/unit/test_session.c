@@ -56,6 +56,8 @@ TestSuite(session, .timeout = 30, .fini = fx_fini);
 
 static struct loop *L;
 static struct config CFG;
+static struct config CFG2; /* a reload's, when a test makes one */
+static bool reloaded;
 static struct auth *A;
 static struct auth_principal *P;
 static struct policy_grants grants; /* the token's, for the server's tool policy */
@@ -123,6 +125,9 @@ fx_fini(void)
     auth_free(A);
     auth_module_free();
     config_clear(&CFG);
+    if (reloaded)
+        config_clear(&CFG2);
+    reloaded = false;
     if (misuse != 0) {
         fprintf(stderr, "the session used its upstream %u times after upstream_close\n", misuse);
         abort();
@@ -1611,4 +1616,133 @@ Test(session, tool_policy_in_a_batch_answers_the_hidden_call_and_waits_for_the_r
     cr_assert(stream_finished(st));
     cr_assert_eq(nsent(&f), before + 1);
     detach(st);
+}
+
+/*
+ * A child's request on a stream the client leaves for good without reading it (replay off: the
+ * dropped GET is discarded, the POST stream already let go of once its answer came) is answered
+ * to the child with an error, as for an abandoned stream: it no longer waits for ever. One the
+ * client read stays, to be answered by POST.
+ */
+#define INI_NO_REPLAY GATEWAY "replay_buffer_bytes = 0\n" SERVER
+
+static bool
+child_got_error_for(struct fx *f, size_t from, const char *id)
+{
+    for (size_t i = from; i < nsent(f); i++)
+        if (strstr(sent(f, i), "\"error\"") != NULL && strstr(sent(f, i), id) != NULL)
+            return true;
+    return false;
+}
+
+Test(session, child_request_on_a_get_stream_dropped_unread_is_answered_with_an_error)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    struct stream *get = open_stream(&f, true);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 1);
+    size_t before = nsent(&f);
+    detach(get); /* unread */
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
+    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+}
+
+Test(session, child_request_on_an_answered_post_stream_dropped_unread_is_answered_with_an_error)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    uint64_t c1;
+    struct stream *st = post(&f, "1", &c1);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", c1);
+    cr_assert(stream_ended(st));
+    size_t before = nsent(&f);
+    detach(st); /* neither the question nor the answer read */
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
+    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+}
+
+Test(session, child_request_the_client_read_stays_answerable_after_the_drop)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    struct stream *get = open_stream(&f, true);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    char ev[EV_MAX][EV_LEN];
+    cr_assert_eq(events(get, ev, EV_MAX), 1);
+    struct jsonrpc_info info;
+    uint64_t id = 0;
+    cr_assert_eq(jsonrpc_scan(ev[0], strlen(ev[0]), &info, NULL), JSONRPC_OK);
+    cr_assert(jsonrpc_id_u64(ev[0], info.id, &id), "%s", ev[0]);
+    size_t before = nsent(&f);
+    detach(get);
+    cr_assert_eq(nsent(&f), before, "the child was told something of a request the client read");
+    char answer[128];
+    snprintf(answer, sizeof answer, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
+    cr_assert_eq(other(&f, answer), SESSION_OK);
+    cr_assert_str_eq(last_sent(&f), "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{}}");
+}
+
+/*
+ * A reload that lowers stream_queue_bytes under a stream already open: the stream that pauses the
+ * child must also resume it once read. Its drain's low water was half the old ceiling, which a
+ * stream paused at the new one may never pass: the child stayed paused for good.
+ */
+Test(session, a_stream_open_before_a_reload_that_lowered_its_ceiling_resumes_the_child)
+{
+    start(INI); /* stream_queue_bytes at its default */
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    struct stream *get = open_stream(&f, true);
+    char err[512] = "";
+    cr_assert_eq(config_load_string(GATEWAY "stream_queue_bytes = 65536\n" SERVER, "reload.ini",
+                                    &CFG2, err, sizeof err),
+                 0, "%s", err);
+    reloaded = true;
+    session_set_config(&CFG2);
+    char *line = big_notification(40000);
+    cr_assert(fake_upstream_line(f.u, line));
+    cr_assert(fake_upstream_line(f.u, line));
+    cr_assert(fake_upstream_paused(f.u),
+              "over the new stream_queue_bytes and the child still read");
+    char *out = xmalloc(1 << 17);
+    size_t n;
+    for (int i = 0; i < 64 && (n = stream_read(get, out, 4096)) > 0; i++)
+        ;
+    cr_assert_eq(stream_pending(get), 0, "the stream was not read to its end");
+    cr_assert_not(fake_upstream_paused(f.u), "the stream was read and its child stays paused");
+    free(out);
+    free(line);
+    detach(get);
+}
+
+/*
+ * A stream opened without replay whose client dropped it while a reload's disconnect_grace_ms
+ * held its request: the answer ends it and, not replayable, it goes; the child's request it
+ * carried, never read, is answered with an error rather than waited for for ever.
+ */
+Test(session, child_request_on_a_stream_let_go_of_during_its_grace_is_answered_with_an_error)
+{
+    start(INI_NO_REPLAY);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    uint64_t c1;
+    struct stream *st = post(&f, "1", &c1);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    char err[512] = "";
+    cr_assert_eq(config_load_string(GATEWAY "disconnect_grace_ms = 500\n" SERVER, "reload.ini",
+                                    &CFG2, err, sizeof err),
+                 0, "%s", err);
+    reloaded = true;
+    session_set_config(&CFG2);
+    detach(st); /* unread: its request waits for a resume */
+    cr_assert_eq(session_inflight(PENDING_TO_CHILD), 1, "the grace did not hold the request");
+    size_t before = nsent(&f);
+    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", c1);
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
+    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
 }
