@@ -370,6 +370,25 @@ pool_child_cap(const struct pool_child *c)
     return c->asks ? 1 : c->pool->srv->pool_child_max_inflight;
 }
 
+/*
+ * What still waits in p's queue once a child took what it had room for. Requests queue only for
+ * a starting child or a fenced one (pool_pick); a fenced child may have had less room when its
+ * fence came back than was queued for it (its calls in flight, or a lease taken meanwhile). With
+ * no child starting and no fence out, nothing would come for the rest: a new child is started
+ * when the pool may grow, else they wait for room on the busy ones (pool_child_room).
+ */
+static void
+pool_queue_rest(struct pool *p)
+{
+    if (p->qhead == NULL || p->retired || pools.draining || p->broken || p->n_starting > 0
+        || p->n_children >= p->srv->pool_max_children)
+        return;
+    for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+        if (c->state == POOL_CHILD_READY && pool_bridge_unfenced(c))
+            return; /* its fence's answer takes the queue */
+    (void)pool_child_start(p);
+}
+
 void
 pool_child_take_queue(struct pool_child *c)
 {
@@ -386,6 +405,14 @@ pool_child_take_queue(struct pool_child *c)
         pool_call_dispatch(call, c);
     }
     pool_queue_settle(p, "no upstream server child has room for it");
+    pool_queue_rest(p);
+}
+
+void
+pool_child_room(struct pool_child *c)
+{
+    if (c->pool->qhead != NULL && c->state == POOL_CHILD_READY)
+        pool_child_take_queue(c);
 }
 
 /* Ends every request that waits in the queue (no child will come). */
@@ -665,6 +692,11 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
         e = next;
     }
     busy |= c->subs > 0; /* it holds listeners' subscriptions */
+    size_t queued = c->pool->queued;
+    pool_child_room(c); /* lingering entries freed, a fence given up */
+    if (c->state == POOL_CHILD_GONE)
+        return;
+    busy |= c->pool->queued != queued; /* it took what waited */
     if (busy || c->state != POOL_CHILD_READY)
         c->idle_since_ms = now_ms;
     struct pool *p = c->pool;

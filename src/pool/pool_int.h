@@ -276,6 +276,8 @@ void pool_start_ok(struct pool *p);
 void pool_child_ready(struct pool_child *c);
 /* Requests waiting in c's pool go to c while it has room (and no fence out). */
 void pool_child_take_queue(struct pool_child *c);
+/* c may have room again (an answer, a lingering entry gone): the queue, if any, is offered. */
+void pool_child_room(struct pool_child *c);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 int pool_send(struct pool_child *c, const struct iovec *iov, int n);

@@ -637,4 +637,5 @@ pool_child_line(char *line, size_t len, struct msg *shared, void *arg)
     pools.line = shared;
     pool_child_message(c, line, len);
     pools.line = NULL;
+    pool_child_room(c); /* an answer frees a slot for what waits in the queue */
 }

@@ -380,3 +380,48 @@ Test(pool, a_request_waits_for_the_fence, .init = setup_small, .fini = teardown)
     call_done(&b);
     cr_assert(strstr(b.got, "\"id\":\"b\"") != NULL, "%s", b.got);
 }
+
+Test(pool, what_the_fence_left_queued_takes_the_next_free_slot, .init = setup_small,
+     .fini = teardown)
+{
+    /*
+     * Two calls stay in flight on the one child (room for four); a third is cancelled, and the
+     * fence goes out. Four requests queue for the fenced child; when the ping comes back it has
+     * room for two. The other two wait for room, and the first answer makes it.
+     */
+    static struct call x1, x2, y, q[4];
+    call_start(&x1, CALL("x1", "slow", ""));
+    struct upstream *u = child_ready();
+    call_start(&x2, CALL("x2", "slow", ""));
+    call_start(&y, CALL("y", "slow", ""));
+    pool_stream_detach(y.st);
+    settle();
+    uint64_t ping = child_got(u, "\"method\":\"ping\"");
+    static const char *const ids[] = { "q0", "q1", "q2", "q3" };
+    char body[512];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(body, sizeof body, CALL("%s", "echo", ""), ids[i]);
+        call_start(&q[i], body);
+    }
+    cr_assert_eq(child_count(u, "\"name\":\"echo\""), 0, "no request reaches a fenced child");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", ping);
+    cr_assert_eq(child_count(u, "\"name\":\"echo\""), 2, "the child's room: two of the four");
+    /* x1's answer (the first slow call the child read) frees a slot: the next queued one. */
+    for (size_t i = 0; i < fake_upstream_sent_count(u); i++) {
+        size_t len;
+        const char *m = fake_upstream_sent(u, i, &len);
+        if (strstr(m, "\"name\":\"slow\"") != NULL) {
+            uint64_t id = strtoull(strstr(m, "\"id\":") + 5, NULL, 10);
+            child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}",
+                       id);
+            break;
+        }
+    }
+    cr_assert_eq(child_count(u, "\"name\":\"echo\""), 3,
+                 "a queued request waits while the child has room");
+    call_done(&x1);
+    cr_assert(strstr(x1.got, "\"id\":\"x1\"") != NULL, "%s", x1.got);
+    call_done(&x2);
+    for (size_t i = 0; i < 4; i++)
+        call_done(&q[i]);
+}
