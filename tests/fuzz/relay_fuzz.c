@@ -26,7 +26,8 @@
  *     it writes nothing;
  *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
  *     (pool_set_config with a fresh configuration; the old ones are freed as main.c does, once
- *     pool_uses_config is false), the next spawn fails, pool_drain, pool_close_all.
+ *     pool_uses_config is false), the next spawn fails, pool_drain, pool_close_all, the
+ *     operator's restart of the server (pool_restart, as POST /admin/servers/a/restart does).
  * Invariants, checked after every event once the loop has run its deferred calls:
  *   - every stream the client reads carries at most one final response, with its request's own
  *     id (no answer crosses to another client), progress only with its own token, and only valid
@@ -1630,7 +1631,7 @@ check_all(void)
         FUZZ_CHECK(queued == p->queued, "pool %s: queued %zu, its queue holds %zu", p->name,
                    p->queued, queued);
         inflight += queued;
-        size_t children = 0, starting = 0, fenced = 0;
+        size_t children = 0, starting = 0, fenced = 0, full = 0;
         for (struct pool_child *c = p->children; c != NULL; c = c->next) {
             children++;
             FUZZ_CHECK(c->state != POOL_CHILD_GONE, "a gone child is still in its pool");
@@ -1659,6 +1660,15 @@ check_all(void)
             if (!skipping(21))
                 FUZZ_CHECK(c->u == NULL || !fake_upstream_paused(c->u), "%s is paused", c->tag);
             fenced += c->state == POOL_CHILD_READY && pool_bridge_unfenced(c);
+            if (c->state == POOL_CHILD_READY && !pool_bridge_unfenced(c) && c->u != NULL
+                && upstream_writable(c->u)) {
+                size_t cap = c->asks ? 1 : p->srv->pool_child_max_inflight;
+                size_t active = pending_active(&c->r.pt, PENDING_TO_CHILD);
+                full += active >= cap;
+                FUZZ_CHECK(p->qhead == NULL || active >= cap,
+                           "pool %s: %s has room (%zu of %zu) and %zu requests wait in the queue",
+                           p->name, c->tag, active, cap, p->queued);
+            }
         }
         FUZZ_CHECK(children == p->n_children, "pool %s: n_children %zu, list %zu", p->name,
                    p->n_children, children);
@@ -1667,8 +1677,11 @@ check_all(void)
         bool stranded_known = p->retired || pools.draining; /* finding 10 */
         if (!(skipping(10) && stranded_known) && !(skipping(22) && pools.draining && !p->retired)
             && !(skipping(23) && !stranded_known))
-            /* Queued requests wait for a starting child, or for a ready one's fence. */
-            FUZZ_CHECK(p->qhead == NULL || p->n_starting > 0 || fenced > 0 || p->broken,
+            /*
+             * Queued requests wait for a starting child, for a ready one's fence, or (those a
+             * fence's return left over) for room on a busy one.
+             */
+            FUZZ_CHECK(p->qhead == NULL || p->n_starting > 0 || fenced > 0 || p->broken || full > 0,
                        "pool %s%s%s: %zu requests queued and no child starting: they wait for "
                        "ever",
                        p->name, p->retired ? " (retired)" : "", pools.draining ? " (draining)" : "",
@@ -1790,6 +1803,8 @@ run_event(unsigned op)
             closed = true;
         } else if ((a & 3) == 1) {
             pool_drain();
+        } else if ((a & 3) == 3 && !closed) {
+            (void)pool_restart(&pools.cfg->servers[0]); /* POST /admin/servers/a/restart */
         } else {
             pool_sweep(util_now_ms());
         }
