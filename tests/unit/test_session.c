@@ -236,6 +236,19 @@ events(struct stream *st, char ev[][EV_LEN], int max)
     return k;
 }
 
+/* The one event st has for now, a request of the child's: its id as the client sees it. */
+static uint64_t
+the_one_request_id(struct stream *st)
+{
+    char ev[EV_MAX][EV_LEN];
+    cr_assert_eq(events(st, ev, EV_MAX), 1);
+    struct jsonrpc_info info;
+    uint64_t id = 0;
+    cr_assert_eq(jsonrpc_scan(ev[0], strlen(ev[0]), &info, NULL), JSONRPC_OK);
+    cr_assert(jsonrpc_id_u64(ev[0], info.id, &id), "%s", ev[0]);
+    return id;
+}
+
 static int
 count_events(struct stream *st)
 {
@@ -1190,12 +1203,7 @@ Test(session, client_answer_refused_for_a_full_stdin_can_be_retried)
     ready_session(&f, V_CURRENT);
     struct stream *get = open_stream(&f, true);
     child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"c1\",\"method\":\"roots/list\"}");
-    char ev[EV_MAX][EV_LEN];
-    cr_assert_eq(events(get, ev, EV_MAX), 1);
-    struct jsonrpc_info info;
-    uint64_t id = 0;
-    cr_assert_eq(jsonrpc_scan(ev[0], strlen(ev[0]), &info, NULL), JSONRPC_OK);
-    cr_assert(jsonrpc_id_u64(ev[0], info.id, &id));
+    uint64_t id = the_one_request_id(get);
     char answer[128];
     snprintf(answer, sizeof answer, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
     fake_upstream_set_full(f.u, true);
@@ -1259,12 +1267,7 @@ Test(session, reentry_client_answer_to_a_child_request_whose_write_fails)
     struct stream *get = open_stream(&f, true);
     struct stream *st = post(&f, "\"a\"", NULL);
     child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"c1\",\"method\":\"elicitation/create\"}");
-    char ev[EV_MAX][EV_LEN];
-    cr_assert_eq(events(get, ev, EV_MAX), 1);
-    struct jsonrpc_info info;
-    uint64_t id = 0;
-    cr_assert_eq(jsonrpc_scan(ev[0], strlen(ev[0]), &info, NULL), JSONRPC_OK);
-    cr_assert(jsonrpc_id_u64(ev[0], info.id, &id));
+    uint64_t id = the_one_request_id(get);
     size_t before = nsent(&f);
     fake_upstream_fail_next_write(f.u);
     char answer[128];
@@ -1635,6 +1638,25 @@ child_got_error_for(struct fx *f, size_t from, const char *id)
     return false;
 }
 
+/* The child's request r1 left the table, answered to the child with an error after before. */
+/* A session without replay, a POST in flight (its child id in *c1), and the child asking r1. */
+static struct stream *
+post_then_r1(struct fx *f, uint64_t *c1)
+{
+    start(INI_NO_REPLAY);
+    ready_session(f, V_CURRENT);
+    struct stream *st = post(f, "1", c1);
+    child_says(f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    return st;
+}
+
+static void
+expect_r1_ended(struct fx *f, size_t before)
+{
+    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
+    cr_assert(child_got_error_for(f, before, "\"r1\""), "no error answer for the child's request");
+}
+
 Test(session, child_request_on_a_get_stream_dropped_unread_is_answered_with_an_error)
 {
     start(INI_NO_REPLAY);
@@ -1645,24 +1667,19 @@ Test(session, child_request_on_a_get_stream_dropped_unread_is_answered_with_an_e
     cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 1);
     size_t before = nsent(&f);
     detach(get); /* unread */
-    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
-    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+    expect_r1_ended(&f, before);
 }
 
 Test(session, child_request_on_an_answered_post_stream_dropped_unread_is_answered_with_an_error)
 {
-    start(INI_NO_REPLAY);
     struct fx f;
-    ready_session(&f, V_CURRENT);
     uint64_t c1;
-    struct stream *st = post(&f, "1", &c1);
-    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    struct stream *st = post_then_r1(&f, &c1);
     child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", c1);
     cr_assert(stream_ended(st));
     size_t before = nsent(&f);
     detach(st); /* neither the question nor the answer read */
-    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
-    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+    expect_r1_ended(&f, before);
 }
 
 Test(session, child_request_the_client_read_stays_answerable_after_the_drop)
@@ -1672,12 +1689,7 @@ Test(session, child_request_the_client_read_stays_answerable_after_the_drop)
     ready_session(&f, V_CURRENT);
     struct stream *get = open_stream(&f, true);
     child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
-    char ev[EV_MAX][EV_LEN];
-    cr_assert_eq(events(get, ev, EV_MAX), 1);
-    struct jsonrpc_info info;
-    uint64_t id = 0;
-    cr_assert_eq(jsonrpc_scan(ev[0], strlen(ev[0]), &info, NULL), JSONRPC_OK);
-    cr_assert(jsonrpc_id_u64(ev[0], info.id, &id), "%s", ev[0]);
+    uint64_t id = the_one_request_id(get);
     size_t before = nsent(&f);
     detach(get);
     cr_assert_eq(nsent(&f), before, "the child was told something of a request the client read");
@@ -1727,12 +1739,9 @@ Test(session, a_stream_open_before_a_reload_that_lowered_its_ceiling_resumes_the
  */
 Test(session, child_request_on_a_stream_let_go_of_during_its_grace_is_answered_with_an_error)
 {
-    start(INI_NO_REPLAY);
     struct fx f;
-    ready_session(&f, V_CURRENT);
     uint64_t c1;
-    struct stream *st = post(&f, "1", &c1);
-    child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}");
+    struct stream *st = post_then_r1(&f, &c1);
     char err[512] = "";
     cr_assert_eq(config_load_string(GATEWAY "disconnect_grace_ms = 500\n" SERVER, "reload.ini",
                                     &CFG2, err, sizeof err),
@@ -1743,6 +1752,5 @@ Test(session, child_request_on_a_stream_let_go_of_during_its_grace_is_answered_w
     cr_assert_eq(session_inflight(PENDING_TO_CHILD), 1, "the grace did not hold the request");
     size_t before = nsent(&f);
     child_says(&f, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", c1);
-    cr_assert_eq(session_inflight(PENDING_TO_CLIENT), 0, "the child's request waits for ever");
-    cr_assert(child_got_error_for(&f, before, "\"r1\""), "no error answer for the child's request");
+    expect_r1_ended(&f, before);
 }
