@@ -171,17 +171,27 @@ config_env_file(struct config_parse *ps, const struct config_raw_server *rs,
     return rc;
 }
 
+/* Every option of section (the [gateway] or the [auth] one) as written in raw, or its default. */
 static int
-config_build_gateway(struct config_parse *ps, struct config *cfg)
+config_apply_section(struct config_parse *ps, const struct config_raw *raw,
+                     enum config_section section, struct config *cfg)
 {
     for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
         const struct config_option *opt = &config_options[i];
-        if (opt->section != CONFIG_SEC_GATEWAY)
+        if (opt->section != section)
             continue;
-        const char *v = ps->gateway.value[i] ? ps->gateway.value[i] : opt->def;
-        if (config_apply(ps, opt, v, ps->gateway.line[i], cfg) == -1)
+        const char *v = raw->value[i] ? raw->value[i] : opt->def;
+        if (config_apply(ps, opt, v, raw->line[i], cfg) == -1)
             return -1;
     }
+    return 0;
+}
+
+static int
+config_build_gateway(struct config_parse *ps, struct config *cfg)
+{
+    if (config_apply_section(ps, &ps->gateway, CONFIG_SEC_GATEWAY, cfg) == -1)
+        return -1;
     if (cfg->admin_token_file != NULL && config_admin_token_file(ps, cfg) == -1)
         return -1;
     size_t tlen = strlen(cfg->admin_token);
@@ -295,14 +305,8 @@ static int
 config_build_auth(struct config_parse *ps, struct config *cfg)
 {
     struct config_auth *a = &cfg->auth;
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
-        const struct config_option *opt = &config_options[i];
-        if (opt->section != CONFIG_SEC_AUTH)
-            continue;
-        const char *v = ps->auth.value[i] ? ps->auth.value[i] : opt->def;
-        if (config_apply(ps, opt, v, ps->auth.line[i], cfg) == -1)
-            return -1;
-    }
+    if (config_apply_section(ps, &ps->auth, CONFIG_SEC_AUTH, cfg) == -1)
+        return -1;
     int line;
     config_raw_get(&ps->auth, "authorization_servers", CONFIG_SEC_AUTH, &line);
     const char *errstr = NULL;
