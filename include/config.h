@@ -143,6 +143,8 @@ int config_load(const char *path, struct config *cfg, char *err, size_t errlen) 
 int config_load_string(const char *text, const char *name, struct config *cfg, char *err,
                        size_t errlen) MUSTCHECK;
 void config_clear(struct config *cfg);
+/* The [server:NAME] of cfg named name; NULL if none. */
+const struct config_server *config_server_named(const struct config *cfg, const char *name);
 /*
  * Whether srv's child can start: its cwd is a directory, and its command (argv[0], looked up in
  * PATH when it has no '/', relative to cwd when it is relative) is an executable regular file.

@@ -584,6 +584,15 @@ config_load_string(const char *text, const char *name, struct config *cfg, char 
     return config_run(&ps, cfg);
 }
 
+const struct config_server *
+config_server_named(const struct config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->n_servers; i++)
+        if (strcmp(cfg->servers[i].name, name) == 0)
+            return &cfg->servers[i];
+    return NULL;
+}
+
 void
 config_clear(struct config *cfg)
 {

@@ -179,21 +179,11 @@ http_admin_end(struct http_req *rc, const struct http_admin_route *rt)
     return http_admin_done(rc, rt, http_admin_body(rt, "session", rest), detail);
 }
 
-/* The server of the configuration in force named name; NULL if none. */
-static const struct config_server *
-http_admin_server(const char *name)
-{
-    for (size_t i = 0; i < httpd.cfg->n_servers; i++)
-        if (strcmp(httpd.cfg->servers[i].name, name) == 0)
-            return &httpd.cfg->servers[i];
-    return NULL;
-}
-
 /* POST /admin/servers/NAME/{drain,resume,restart}. */
 static enum MHD_Result
 http_admin_server_action(struct http_req *rc, const struct http_admin_route *rt)
 {
-    const struct config_server *srv = http_admin_server(rt->target);
+    const struct config_server *srv = config_server_named(httpd.cfg, rt->target);
     if (srv == NULL)
         return http_admin_not_found(rc, rt, "no such server");
     struct relay_stats *st = relay_stats_of(srv->name);

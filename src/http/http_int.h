@@ -159,7 +159,7 @@ struct http_globals {
 };
 extern struct http_globals httpd;
 
-/* http.c */
+/* http_reply.c */
 enum MHD_Result http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r);
 struct MHD_Response *http_body_response(char *body, size_t len);
 /* The same, as application/json. */

@@ -79,6 +79,13 @@ http_view(struct http_req *rc, struct buf *b, const char *content_type)
     return http_queue(rc, MHD_HTTP_OK, r);
 }
 
+/* Whether a server in state h can take new sessions and requests (neither broken nor drained). */
+static bool
+http_serves(enum relay_health h)
+{
+    return h != RELAY_HEALTH_BROKEN && h != RELAY_HEALTH_DRAINED;
+}
+
 /*
  * Each server's state (relay.h: ok, failing, broken, drained) and why, as "servers":[...]; true
  * when at least one of them can serve (is neither broken nor drained by the operator).
@@ -94,7 +101,7 @@ http_ready_servers(struct buf *b, bool *ok)
         const char *why;
         enum relay_health h =
             relay_health_of(relay_stats_of(srv->name), srv->pool_max_restarts_per_min, now, &why);
-        any |= h != RELAY_HEALTH_BROKEN && h != RELAY_HEALTH_DRAINED;
+        any |= http_serves(h);
         size_t nlen, wlen;
         char *name = jsonrpc_quote(srv->name, &nlen);
         char *w = jsonrpc_quote(why, &wlen);
@@ -173,19 +180,18 @@ http_server_states(struct buf *b)
     for (const struct relay_stats *st = relay_stats_next(NULL); st != NULL;
          st = relay_stats_next(st)) {
         const char *name = relay_stats_name(st);
-        const struct config_server *srv = NULL;
-        for (size_t i = 0; srv == NULL && i < httpd.cfg->n_servers; i++)
-            if (strcmp(httpd.cfg->servers[i].name, name) == 0)
-                srv = &httpd.cfg->servers[i];
-        const char *why;
-        int h =
-            srv == NULL ? -1 : (int)relay_health_of(st, srv->pool_max_restarts_per_min, now, &why);
-        serving |= srv != NULL && h != RELAY_HEALTH_BROKEN && h != RELAY_HEALTH_DRAINED;
+        const struct config_server *srv = config_server_named(httpd.cfg, name);
+        enum relay_health h = RELAY_HEALTH_OK; /* a removed server's series are all 0 */
+        if (srv != NULL) {
+            const char *why;
+            h = relay_health_of(st, srv->pool_max_restarts_per_min, now, &why);
+            serving |= http_serves(h);
+        }
         for (enum relay_health s = RELAY_HEALTH_OK; s <= RELAY_HEALTH_DRAINED; s++) {
             char labels[256];
             snprintf(labels, sizeof(labels), "server=\"%s\",state=\"%s\"", name,
                      relay_health_text(s));
-            metrics_sample(b, "mcpgw_server_state", labels, h == (int)s);
+            metrics_sample(b, "mcpgw_server_state", labels, srv != NULL && h == s);
         }
     }
     metrics_family(b, "mcpgw_ready", "gauge",
