@@ -809,6 +809,20 @@ async function churnOne(gw, i, tally) {
   }
 }
 
+/**
+ * SIGKILLs pid, a child of the gateway that /proc listed a moment ago; false when it has ended
+ * and been reaped since (ESRCH), which a churn must not count as a kill.
+ */
+function killListed(pid) {
+  try {
+    process.kill(pid, 'SIGKILL');
+    return true;
+  } catch (e) {
+    if (e.code !== 'ESRCH') throw e;
+    return false;
+  }
+}
+
 /** Requests [from, to) on CHURN_WORKERS workers; every KILL_EVERY, one live example child SIGKILLed. */
 async function churn(gw, from, to, { kill = false, deadline }) {
   const gpid = gw.proc.pid;
@@ -821,10 +835,7 @@ async function churn(gw, from, to, { kill = false, deadline }) {
         // Only a live child of this gateway's example pool (from its log, checked in /proc).
         const live = new Set(kids(gpid));
         const victim = poolStarts(gw, 'example').map((s) => s.pid).filter((p) => live.has(p)).at(-1);
-        if (victim !== undefined) {
-          process.kill(victim, 'SIGKILL');
-          tally.killed.push(victim);
-        }
+        if (victim !== undefined && killListed(victim)) tally.killed.push(victim);
       }
       await churnOne(gw, i, tally);
     }
@@ -1214,8 +1225,7 @@ async function bridgeChurn(gw, deadline) {
         const alive = poolStarts(gw, 'example').map((s) => s.pid).filter((p) => live.has(p));
         if (alive.length > 0) {
           const victim = alive[Math.floor(rnd() * alive.length)];
-          tally.killed.push(victim);
-          process.kill(victim, 'SIGKILL');
+          if (killListed(victim)) tally.killed.push(victim);
         }
       }
       let w = rnd() * total;
