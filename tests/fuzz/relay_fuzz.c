@@ -40,6 +40,10 @@
  *     pool_inflight() equal to the queued calls plus forwarded entries;
  *   - a child is paused only while a stream the client holds is over its ceiling;
  *   - a pool with queued requests has a child starting (else they wait for ever);
+ *   - per-principal counts (quota.h, by server name) equal what is in flight in every pool,
+ *     retired or not: calls, held calls, listens and their URIs; a new request is admitted only
+ *     under the limit the header's third byte set (principal_keys), whatever restarts and
+ *     reloads came between;
  *   - the loop's deferred calls have all run (nothing is left queued after the turns);
  *   - at the end (pool_close_all, every stream read, time far ahead) every request was answered
  *     exactly once, nothing is left, and LeakSanitizer sees no leak.
