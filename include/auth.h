@@ -23,7 +23,8 @@ struct auth;
 /*
  * One identity: the token's principal name (bearer); for an issuer's token the claim that names
  * it and its value, "sub:alice" (a JWT, or an introspection answer, which may name it by
- * "username:..." or "client_id:..." instead); or "anonymous" (mode none).
+ * "username:..." or "client_id:..." instead); or, in mode none, the client's address
+ * ("address:127.0.0.1", auth_set_client), "anonymous" when it is not known.
  * Interned by name, so two requests of one principal hold the same pointer. Sessions, requests
  * and remembered JWTs hold references; an entry with none lives on until its token bucket is full
  * again.
@@ -31,7 +32,6 @@ struct auth;
 struct auth_principal {
     char *name;
     unsigned refs;
-    uint64_t sessions; /* sessions it owns (kept by session.c) */
     double tokens;     /* rate limit bucket; < 0: full, not yet used */
     uint64_t stamp_ms; /* when tokens was last brought up to date */
     struct auth_principal *next;

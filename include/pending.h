@@ -49,6 +49,9 @@ struct pending {
     struct loop_timer *timer; /* its request timeout (relay_arm_timeout); goes with the entry */
     struct relay *relay;      /* the relay the timer reports to */
     void *owner; /* the owner's back pointer (a pool call); NULL: none or the gateway's */
+    /* A session's request: its principal's count (quota.h), given back when the entry is
+     * cancelled or deleted, whichever comes first; NULL: not counted. */
+    struct quota *quota;
 };
 
 struct pending_table {
@@ -71,7 +74,9 @@ struct pending *pending_find_orig(const struct pending_table *t, enum pending_di
                                   const char *id, size_t len);
 /* A client request (TO_CHILD) holding this progress token. */
 struct pending *pending_find_token(const struct pending_table *t, const char *token, size_t len);
-/* Unlinks and frees p, and deletes its timer. */
+/* p no longer counts toward its principal (p->quota given back, if any). */
+void pending_uncount(struct pending *p);
+/* Unlinks and frees p, and deletes its timer (and gives its count back). */
 void pending_del(struct pending_table *t, struct pending *p);
 /* Entries still waiting (state FORWARDED) in one direction. */
 size_t pending_active(const struct pending_table *t, enum pending_dir dir);

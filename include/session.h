@@ -40,6 +40,7 @@ enum session_status {
     SESSION_E_CONFLICT,    /* a GET stream is already open, or the stream resumed is read: 409 */
     SESSION_E_EVICTED,     /* Last-Event-ID names nothing this session can still replay: 410 */
     SESSION_E_ID_TOO_LONG, /* the request id or progress token passes max_id_bytes: 400 */
+    SESSION_E_PRINCIPAL,   /* its owner is at max_inflight_per_principal on the server: 429 */
 };
 
 void session_module_init(struct loop *l, const struct config *cfg);

@@ -41,6 +41,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "pool.h"
+#include "quota.h"
 #include "relay.h"
 #include "revision.h"
 #include "session.h"
@@ -534,6 +535,7 @@ main_shutdown(void)
     session_module_free();
     pool_module_free();
     relay_module_free();
+    quota_module_free();
     upstream_module_free();
     auth_free(M.auth);
     auth_module_free();

@@ -903,7 +903,18 @@ auth_check(struct auth *a, const char *header, const struct config_server *srv, 
     *grants = (struct policy_grants){ srv->policy, 0 };
     *why = NULL;
     if (a->ca->mode == CONFIG_AUTH_NONE) {
-        *principal = auth_principal_get(AUTH_ANONYMOUS, strlen(AUTH_ANONYMOUS));
+        /*
+         * No token names anyone: the client's address does (the access log's client, the peer's
+         * unless a trusted proxy named it), so that one client's requests, rounds and listens
+         * count against its own per-principal limits, not everyone's. "anonymous" when the
+         * address is not known.
+         */
+        char name[AUTH_NAME_MAX];
+        int n = a->client != NULL && a->client[0] != '\0'
+                    ? snprintf(name, sizeof(name), "address:%s", a->client)
+                    : snprintf(name, sizeof(name), "%s", AUTH_ANONYMOUS);
+        *principal =
+            auth_principal_get(name, n > 0 && (size_t)n < sizeof(name) ? (size_t)n : strlen(name));
         return AUTH_OK;
     }
     size_t len;

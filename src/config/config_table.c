@@ -145,7 +145,7 @@ static const struct config_option config_table[] = {
       "leeway when checking a token's exp and nbf" },
     { "auth.max_sessions_per_principal", CONFIG_SEC_AUTH, CONFIG_U64, "0", 0, 1000000,
       CONFIG_GW(auth.max_sessions_per_principal),
-      "sessions one principal may hold; more get 429; 0: only max_sessions" },
+      "sessions one principal may hold over every server; more get 429; 0: only max_sessions" },
     { "auth.rate_limit_per_s", CONFIG_SEC_AUTH, CONFIG_U64, "0", 0, 1000000,
       CONFIG_GW(auth.rate_limit_per_s),
       "requests per second per principal (token bucket); over it 429; 0: no limit" },
@@ -210,10 +210,12 @@ static const struct config_option config_table[] = {
       "a legacy child's call waiting for a 2026-07-28 client's input is cancelled after this" },
     { "server.max_inflight_per_principal", CONFIG_SEC_SERVER, CONFIG_U64, "256", 0, 1000000,
       CONFIG_SV(max_inflight_per_principal),
-      "2026-07-28 requests one principal may have in flight in the pool (listens apart); more get 429; 0: no limit" },
+      "requests one principal may have in flight on the server, its sessions' and 2026-07-28 ones "
+      "together (listens apart); more get 429; 0: no limit" },
     { "server.max_held_per_principal", CONFIG_SEC_SERVER, CONFIG_U64, "2", 0, 65536,
       CONFIG_SV(max_held_per_principal),
-      "a principal's calls a legacy child holds for input rounds; more get 429; 0: no limit" },
+      "a principal's calls a legacy child holds for input rounds, at most (pool_max_children - 1) / 2 "
+      "(at least 1); more get 429; 0: no limit" },
     { "server.max_listens_per_principal", CONFIG_SEC_SERVER, CONFIG_U64, "16", 0, 65536,
       CONFIG_SV(max_listens_per_principal),
       "subscriptions/listen one principal may have open on the server; more get 429; 0: no limit" },

@@ -59,6 +59,7 @@ http_session_error(struct http_req *rc, enum session_status status)
         rpc = JSONRPC_INTERNAL_ERROR;
         break;
     case SESSION_E_TOO_MANY:
+    case SESSION_E_PRINCIPAL:
         code = MHD_HTTP_TOO_MANY_REQUESTS;
         rpc = JSONRPC_INTERNAL_ERROR;
         break;

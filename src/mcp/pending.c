@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "loop.h"
+#include "quota.h"
 #include "util.h"
 
 void
@@ -23,10 +24,19 @@ pending_init(struct pending_table *t)
 static void
 pending_free(struct pending *p)
 {
+    pending_uncount(p);
     loop_timer_del(p->timer);
     free(p->orig_id);
     free(p->token);
     free(p);
+}
+
+void
+pending_uncount(struct pending *p)
+{
+    if (p->quota != NULL)
+        quota_give(p->quota, QUOTA_CALLS, 1);
+    p->quota = NULL;
 }
 
 void

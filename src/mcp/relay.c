@@ -306,6 +306,7 @@ void
 relay_mark_cancelled(struct pending *p)
 {
     p->state = PENDING_CANCELLED;
+    pending_uncount(p); /* no longer in flight for its principal */
     p->cancelled_ms = util_now_ms();
     loop_timer_del(p->timer);
     p->timer = NULL;

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-principal limits of a pool, and the tables of names they and the listeners' URIs live in.
+ * Per-principal limits of a pool (counted in quota.h's table, by server), and the tables of names
+ * the listeners' URIs live in.
  *
  * A pool is shared by every client of its server; without limits one principal could take all of
  * it: every child's in-flight room, every child a legacy server leases to one request at a time
  * once it asks (pool_bridge.c) by holding calls for input rounds, or the gateway's memory with
- * listens and their URIs. So each principal (the token's name; "anonymous" without auth) has, per
- * server, at most max_inflight_per_principal requests in flight (queued, at a child or held;
- * listens apart), max_held_per_principal of them held for an input round (or with one due),
+ * listens and their URIs. So each principal (the token's name; the client's address without auth)
+ * has, per server, at most max_inflight_per_principal requests in flight (queued, at a child or
+ * held; listens apart; its sessions' requests to that server count too), max_held_per_principal
+ * of them held for an input round (or with one due; at most a share of the pool, below),
  * max_listens_per_principal listens and max_listen_uris_per_principal URIs over its legacy
  * listens. A new request past a limit gets 429 with a JSON-RPC error naming the key; a held call
  * past it cannot be refused that way (the request was taken before its child asked), so the
@@ -19,6 +21,7 @@
 
 #include "log.h"
 #include "pool_int.h"
+#include "quota.h"
 
 /* --- tables of names ------------------------------------------------------------------------ */
 
@@ -87,23 +90,23 @@ pool_names_del(struct pool_names *t, void *e, size_t next_off)
 
 /* --- principals ----------------------------------------------------------------------------- */
 
-#define WHO_NEXT offsetof(struct pool_who, hnext)
+/*
+ * The counts live in quota.h's table under the server's name, not in the pool: a pool the
+ * operator restarts or a reload replaces keeps counting what it still has in flight against the
+ * same principal as its successor, so no limit starts from zero.
+ */
 
-static struct pool_who *
-pool_who_find(const struct pool *p, const char *principal)
+/*
+ * The held calls one principal may have: max_held_per_principal, and at most (pool_max_children
+ * - 1) / 2 (at least 1). A child that asks serves one request at a time while it does, so a held
+ * call takes a child; with the share, two principals at their limit leave a child for a third.
+ */
+static uint64_t
+pool_caps_held_max(const struct config_server *srv)
 {
-    return pool_names_find(&p->whos, principal != NULL ? principal : "", WHO_NEXT);
-}
-
-/* Forgets who once nothing counts toward it. */
-static void
-pool_who_drop_idle(struct pool *p, struct pool_who *who)
-{
-    if (who->calls + who->held + who->listens + who->uris > 0)
-        return;
-    pool_names_del(&p->whos, who, WHO_NEXT);
-    free(who->name);
-    free(who);
+    uint64_t max = srv->max_held_per_principal;
+    uint64_t share = srv->pool_max_children > 2 ? (srv->pool_max_children - 1) / 2 : 1;
+    return max == 0 || max <= share ? max : share;
 }
 
 bool
@@ -111,18 +114,15 @@ pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *inf
                 struct pool_meta *meta, enum pool_status *status)
 {
     const struct config_server *srv = p->srv;
-    const struct pool_who *who = pool_who_find(p, meta->principal);
-    if (who == NULL)
-        return true;
+    const char *who = meta->principal != NULL ? meta->principal : "";
     const char *why = NULL;
     if (strcmp(info->method, "subscriptions/listen") == 0) {
-        if (srv->max_listens_per_principal > 0 && who->listens >= srv->max_listens_per_principal)
+        if (!quota_fits(p->name, who, QUOTA_LISTENS, srv->max_listens_per_principal))
             why = "too many subscriptions/listen open for this principal "
                   "(max_listens_per_principal)";
-    } else if (srv->max_inflight_per_principal > 0
-               && who->calls >= srv->max_inflight_per_principal) {
+    } else if (!quota_fits(p->name, who, QUOTA_CALLS, srv->max_inflight_per_principal)) {
         why = "too many requests in flight for this principal (max_inflight_per_principal)";
-    } else if (srv->max_held_per_principal > 0 && who->held >= srv->max_held_per_principal
+    } else if (!quota_fits(p->name, who, QUOTA_HELD, pool_caps_held_max(srv))
                && p->era != CONFIG_ERA_MODERN && pool_caps_declared(body, info->meta_caps) != 0
                && (strcmp(info->method, "tools/call") == 0
                    || strcmp(info->method, "prompts/get") == 0
@@ -132,7 +132,7 @@ pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *inf
     }
     if (why == NULL)
         return true;
-    log_debug(NULL, "pool %s: %s of %s refused: %s", p->name, info->method, who->name, why);
+    log_debug(NULL, "pool %s: %s of %s refused: %s", p->name, info->method, who, why);
     meta->why = why;
     *status = POOL_E_PRINCIPAL;
     return false;
@@ -141,37 +141,22 @@ pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *inf
 void
 pool_caps_take(struct pool_call *call, const char *principal, const char *method)
 {
-    struct pool *p = call->pool;
-    const char *name = principal != NULL ? principal : "";
-    struct pool_who *who = pool_names_find(&p->whos, name, WHO_NEXT);
-    if (who == NULL) {
-        who = xcalloc(1, sizeof(*who));
-        who->name = xstrdup(name);
-        pool_names_add(&p->whos, who, WHO_NEXT);
-    }
-    call->who = who;
     call->counted_listen = strcmp(method, "subscriptions/listen") == 0;
-    if (call->counted_listen)
-        who->listens++;
-    else
-        who->calls++;
+    call->who = quota_take(call->pool->name, principal,
+                           call->counted_listen ? QUOTA_LISTENS : QUOTA_CALLS, 1);
 }
 
 void
 pool_caps_release(struct pool_call *call)
 {
-    struct pool_who *who = call->who;
+    struct quota *who = call->who;
     if (who == NULL)
         return;
-    if (call->held_counted)
-        who->held--;
-    call->held_counted = false;
-    if (call->counted_listen)
-        who->listens--;
-    else
-        who->calls--;
     call->who = NULL;
-    pool_who_drop_idle(call->pool, who);
+    if (call->held_counted)
+        quota_give(who, QUOTA_HELD, 1); /* the call's own count keeps who */
+    call->held_counted = false;
+    quota_give(who, call->counted_listen ? QUOTA_LISTENS : QUOTA_CALLS, 1);
 }
 
 void
@@ -182,30 +167,40 @@ pool_caps_held_sync(struct pool_call *call)
         return;
     call->held_counted = want;
     if (want)
-        call->who->held++;
+        quota_add(call->who, QUOTA_HELD, 1);
     else
-        call->who->held--;
+        quota_give(call->who, QUOTA_HELD, 1);
 }
 
 bool
 pool_caps_may_hold(const struct pool_call *call)
 {
-    uint64_t max = call->pool->srv->max_held_per_principal;
-    return call->who == NULL || max == 0 || call->held_counted || call->who->held < max;
+    uint64_t max = pool_caps_held_max(call->pool->srv);
+    return call->who == NULL || max == 0 || call->held_counted
+           || quota_count(call->who, QUOTA_HELD) < max;
 }
 
 bool
 pool_caps_uris_fit(const struct pool_call *call, size_t nuris)
 {
     uint64_t max = call->pool->srv->max_listen_uris_per_principal;
-    return call->who == NULL || max == 0 || call->who->uris + nuris <= max;
+    return call->who == NULL || max == 0 || quota_count(call->who, QUOTA_URIS) + nuris <= max;
+}
+
+void
+pool_caps_uris(struct pool_call *call, size_t nuris, bool add)
+{
+    if (call->who == NULL || nuris == 0)
+        return;
+    if (add)
+        quota_add(call->who, QUOTA_URIS, nuris);
+    else
+        quota_give(call->who, QUOTA_URIS, nuris);
 }
 
 void
 pool_caps_free(struct pool *p)
 {
-    free(p->whos.b);
     free(p->sub_names.b);
-    p->whos = (struct pool_names){ 0 };
     p->sub_names = (struct pool_names){ 0 };
 }

@@ -13,6 +13,7 @@
 #include "metrics.h"
 #include "pending.h"
 #include "pool.h"
+#include "quota.h"
 #include "relay.h"
 #include "revision.h"
 #include "upstream.h"
@@ -62,20 +63,7 @@ struct pool_child {
 
 struct pool_call;
 
-/*
- * One principal's share of a pool (pool_caps.c): what the per-principal limits of the server
- * count. Kept while anything counts; its calls point at it.
- */
-struct pool_who {
-    char *name;
-    size_t calls;   /* requests in flight (queued, at a child, held), listens apart */
-    size_t held;    /* of them held for an input round's retry, or with a round due */
-    size_t listens; /* subscriptions/listen open */
-    size_t uris;    /* resourceSubscriptions over its legacy listens */
-    struct pool_who *hnext;
-};
-
-/* A table of names (principals, URIs) by hash: buckets of singly linked chains (pool_caps.c). */
+/* A table of names (URIs) by hash: buckets of singly linked chains (pool_caps.c). */
 struct pool_names {
     void **b; /* chains; each entry's first member is its char *name, its link at next_off */
     size_t nb, n;
@@ -131,9 +119,9 @@ struct pool_call {
     /* The binding of its requestState; both NULL while caps is 0 (no round can happen). */
     char *principal;        /* whose call it is (principal name) */
     char *name;             /* params.name or params.uri, decoded; "" when none */
-    struct pool_who *who;   /* its principal's counts (pool_caps.c); NULL: not counted */
-    bool held_counted;      /* who->held counts it (due or held) */
-    bool counted_listen;    /* who->listens counts it (else who->calls) */
+    struct quota *who;      /* its principal's counts (quota.h); NULL: not counted */
+    bool held_counted;      /* who's QUOTA_HELD counts it (due or held) */
+    bool counted_listen;    /* who's QUOTA_LISTENS counts it (else QUOTA_CALLS) */
     uint64_t hold_until_ms; /* its hold's end: set when a round brings something new */
     unsigned asked_keys;    /* questions r1..rN were in a round sent already */
     char method[JSONRPC_METHOD_MAX];
@@ -179,7 +167,6 @@ struct pool {
     struct pool_listen *listeners;   /* legacy: subscriptions/listen served by the gateway */
     struct pool_sub *subs;           /* legacy: resource URIs they named */
     struct pool_names sub_names;     /* the same by URI */
-    struct pool_names whos;          /* struct pool_who by principal name */
     unsigned listen_caps;            /* legacy: JSONRPC_LISTEN_* its initialize declared */
     size_t queued;
     uint64_t fail_until_ms; /* a failure within the last minute: starts count as restarts */
@@ -256,12 +243,14 @@ bool pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info
 void pool_caps_take(struct pool_call *call, const char *principal, const char *method);
 /* The call ends: its counts go. */
 void pool_caps_release(struct pool_call *call);
-/* Keeps who->held in step with call->due || call->held. */
+/* Keeps the call's QUOTA_HELD count in step with call->due || call->held. */
 void pool_caps_held_sync(struct pool_call *call);
 /* Whether the call's principal may have one more call held (max_held_per_principal). */
 bool pool_caps_may_hold(const struct pool_call *call);
 /* Whether a legacy listen of nuris URIs fits its principal's max_listen_uris_per_principal. */
 bool pool_caps_uris_fit(const struct pool_call *call, size_t nuris);
+/* A legacy listen's nuris URIs count toward its principal (add) or no longer do. */
+void pool_caps_uris(struct pool_call *call, size_t nuris, bool add);
 /* Frees the pool's tables (every entry already gone). */
 void pool_caps_free(struct pool *p);
 

@@ -213,8 +213,7 @@ pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_
     l->next = p->listeners;
     p->listeners = l;
     call->listen = l;
-    if (call->who != NULL)
-        call->who->uris += l->nuris;
+    pool_caps_uris(call, l->nuris, true);
     size_t len;
     char *ack = jsonrpc_listen_ack_new(l->id, l->id_len, l->flags, l->uris, l->nuris, &len);
     struct iovec iov = { ack, len };
@@ -243,8 +242,7 @@ pool_listen_forget(struct pool_call *call)
         pool_sub_unref(p, l->uris[i]);
         free(l->uris[i]);
     }
-    if (call->who != NULL)
-        call->who->uris -= l->nuris;
+    pool_caps_uris(call, l->nuris, false);
     free(l->uris);
     free(l->id);
     free(l);

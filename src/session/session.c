@@ -216,8 +216,8 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         *err = "too many sessions";
         return NULL;
     }
-    uint64_t cap = sessions.cfg->auth.max_sessions_per_principal;
-    if (cap != 0 && owner->sessions >= cap) {
+    if (!quota_fits(QUOTA_GATEWAY, owner->name, QUOTA_SESSIONS,
+                    sessions.cfg->auth.max_sessions_per_principal)) {
         *status = 429;
         *err = "too many sessions for this principal (max_sessions_per_principal)";
         return NULL;
@@ -256,7 +256,8 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         free(s);
         *status = 500;
         if (*err == upstream_no_fds) {
-            /* Passing: sessions that end give their descriptors back (deploy/README.md, "File limits"). */
+            /* Passing: sessions that end give their descriptors back (deploy/README.md, "File
+             * limits"). */
             *status = 503;
             log_warn(NULL, "new session refused: %s (%zu sessions open)", *err, sessions.count);
         }
@@ -270,7 +271,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     s->stats->open++;
     s->stats->created++;
     s->owner = auth_principal_ref(owner);
-    owner->sessions++;
+    s->quota = quota_take(QUOTA_GATEWAY, owner->name, QUOTA_SESSIONS, 1);
     session_touch(s);
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(s->u));
@@ -327,7 +328,8 @@ session_close(struct session *s, enum session_end why, const char *detail)
     session_tasks_clear(s);
     upstream_close(s->u, reason);
     s->u = NULL;
-    s->owner->sessions--;
+    quota_give(s->quota, QUOTA_SESSIONS, 1);
+    s->quota = NULL;
     auth_principal_unref(s->owner);
     s->owner = NULL;
     sessions.ctr.closed++;

@@ -14,6 +14,7 @@
 #include "crypto.h"
 #include "metrics.h"
 #include "msg.h"
+#include "quota.h"
 #include "relay.h"
 #include "revision.h"
 #include "session.h"
@@ -33,6 +34,7 @@ struct session {
     const struct config_server *srv;
     struct session_server *stats; /* its server's counters (session_int.h) */
     struct auth_principal *owner; /* who created it; only they may use it (a reference) */
+    struct quota *quota;          /* its owner's session count (quota.h, QUOTA_GATEWAY) */
     struct upstream *u;
     struct relay r;             /* its in-flight table and the writes that go with it */
     struct stream *streams;     /* every stream of the session (one reference each) */

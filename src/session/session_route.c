@@ -420,6 +420,19 @@ session_refuse_hidden(struct session *s, struct stream *st, const char *body,
     return true;
 }
 
+/*
+ * Whether s's owner may have one more request in flight on s's server: max_inflight_per_principal
+ * as the current configuration sets it, over the requests of every session of the owner on that
+ * server, of every configuration, and of the server's pools (quota.h).
+ */
+static bool
+session_principal_fits(const struct session *s)
+{
+    const struct config_server *now = config_server_named(sessions.cfg, s->srv->name);
+    uint64_t max = (now != NULL ? now : s->srv)->max_inflight_per_principal;
+    return quota_fits(s->srv->name, s->owner->name, QUOTA_CALLS, max);
+}
+
 enum session_status
 session_client_request(struct session *s, struct stream *st, char *body, size_t len,
                        const struct jsonrpc_info *info, struct policy_grants grants)
@@ -435,6 +448,9 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         return SESSION_E_DUPLICATE;
     if (pending_active(&s->r.pt, PENDING_TO_CHILD) >= sessions.cfg->max_inflight_per_session)
         return SESSION_E_TOO_MANY;
+    bool counted = strcmp(info->method, "initialize") != 0;
+    if (counted && !session_principal_fits(s))
+        return SESSION_E_PRINCIPAL;
     /* Grants come relative to the request's server: its definition may be newer than s's. */
     uint64_t bits = s->srv->policy != NULL ? policy_bits(s->srv->policy, grants) : 0;
     if (s->srv->policy != NULL && strcmp(info->method, "tools/call") == 0
@@ -456,6 +472,8 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
     p->task = info->has_task;
     p->grants = bits;
+    if (counted) /* given back when the entry is cancelled or deleted (pending.h) */
+        p->quota = quota_take(s->srv->name, s->owner->name, QUOTA_CALLS, 1);
     if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0)
         s->init_gw_id = p->gw_id;
     char idbuf[24];
@@ -563,6 +581,8 @@ session_status_text(enum session_status status)
         return "Last-Event-ID names no event this session can still replay";
     case SESSION_E_ID_TOO_LONG:
         return "request id or progress token longer than max_id_bytes";
+    case SESSION_E_PRINCIPAL:
+        return "too many requests in flight for this principal (max_inflight_per_principal)";
     }
     return "internal error";
 }

@@ -40,6 +40,10 @@
  *     pool_inflight() equal to the queued calls plus forwarded entries;
  *   - a child is paused only while a stream the client holds is over its ceiling;
  *   - a pool with queued requests has a child starting (else they wait for ever);
+ *   - per-principal counts (quota.h, by server name) equal what is in flight in every pool,
+ *     retired or not: calls, held calls, listens and their URIs; a new request is admitted only
+ *     under the limit the header's third byte set (principal_keys), whatever restarts and
+ *     reloads came between;
  *   - the loop's deferred calls have all run (nothing is left queued after the turns);
  *   - at the end (pool_close_all, every stream read, time far ahead) every request was answered
  *     exactly once, nothing is left, and LeakSanitizer sees no leak.
@@ -71,6 +75,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pool.h"
+#include "quota.h"
 #include "session.h"
 #include "src/pool/pool_int.h"
 #include "src/session/session_int.h"
@@ -147,7 +152,7 @@ struct req {
 static struct loop *L;
 static struct config *cfgs[CFG_MAX]; /* cfgs[ncfg - 1] is current */
 static size_t ncfg;
-static char ini[1024];
+static char ini[1536];
 static struct req R[REQ_MAX];
 static size_t nreq;
 static unsigned id_seq, ask_seq;
@@ -157,7 +162,7 @@ static bool closed;        /* pool_close_all ran */
 static bool sessions_mode; /* the header chose the session layer instead of the pool */
 static unsigned cfg_b0, cfg_b1, cfg_b2; /* the header's configuration bytes (a reload flips some) */
 static struct auth *A;
-static struct auth_principal *P;
+static struct auth_principal *P, *Q; /* session mode: two clients, by address (mode none) */
 static struct policy_grants G;
 #define SESS_MAX       3
 #define SESSION_EVENTS 25
@@ -253,6 +258,29 @@ advance(uint64_t ms)
 
 /* --- configuration ------------------------------------------------------------------------- */
 
+/*
+ * The per-principal limits the header's b2 (bits 4-5, and for sessions 6-7) chooses: the
+ * defaults, small ones that every run reaches, or none; [auth] max_sessions_per_principal.
+ */
+static void
+principal_keys(unsigned b2, char *out, size_t size)
+{
+    static const char *const sets[] = {
+        "",
+        "max_inflight_per_principal = 1\nmax_held_per_principal = 1\n"
+        "max_listens_per_principal = 1\nmax_listen_uris_per_principal = 1\n",
+        "max_inflight_per_principal = 2\nmax_held_per_principal = 2\n"
+        "max_listens_per_principal = 2\nmax_listen_uris_per_principal = 2\n",
+        "max_inflight_per_principal = 0\nmax_held_per_principal = 0\n"
+        "max_listens_per_principal = 0\nmax_listen_uris_per_principal = 0\n",
+    };
+    static const unsigned sessions_cap[] = { 0, 1, 2, 0 };
+    int n = snprintf(out, size, "%s", sets[(b2 >> 4) & 3]);
+    if (RELAY_SESSIONS && n > 0 && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, "[auth]\nmax_sessions_per_principal = %u\n",
+                 sessions_cap[(b2 >> 6) & 3]);
+}
+
 static void
 make_ini(unsigned b0, unsigned b1, unsigned b2)
 {
@@ -261,7 +289,8 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
     static const unsigned timeouts[] = { 300, 2000, 700, 5000 };
     unsigned timeout = (b1 & 1) && !skipping(1) ? timeouts[(b2 >> 2) & 3] : 0;
     /* Session mode: a grace period (which needs a replay buffer), replay alone, or neither. */
-    char session_keys[256] = "", server_keys[64] = "";
+    char session_keys[256] = "", server_keys[64] = "", limits[320] = "";
+    principal_keys(b2, limits, sizeof limits);
     if (RELAY_SESSIONS) {
         snprintf(session_keys, sizeof session_keys,
                  "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n"
@@ -276,10 +305,11 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
              "[server:a]\ncommand = /bin/false\nera = %s\npool_max_children = %u\n"
              "pool_child_max_inflight = %u\npool_warm_children = %u\npool_idle_timeout_s = 2\n"
              "pool_start_timeout_ms = 500\npool_max_restarts_per_min = %u\n"
-             "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n%s",
+             "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n%s%s",
              session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3],
              1 + ((b1 >> 2) & 3), (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10,
-             timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3], server_keys);
+             timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3], server_keys,
+             limits);
 }
 
 static struct config *
@@ -550,6 +580,28 @@ static const char *const methods[] = {
     "prompts/get", "resources/read", "server/discover", "subscriptions/listen",
 };
 
+/*
+ * A new request of a principal that had before of kind in flight on server a: admitted only under
+ * the current configuration's limit, refused for it only at it, whatever restarts and reloads
+ * came between (the limit is the server's, not a pool's or a configuration's).
+ */
+static void
+check_admitted(bool admitted, bool refused, enum quota_kind kind, uint64_t before, bool counted)
+{
+    const struct config_server *srv = &cur_cfg()->servers[0];
+    uint64_t max =
+        kind == QUOTA_LISTENS ? srv->max_listens_per_principal : srv->max_inflight_per_principal;
+    if (admitted && counted)
+        FUZZ_CHECK(max == 0 || before < max,
+                   "admitted with %" PRIu64 " of kind %d in flight, the limit %" PRIu64, before,
+                   (int)kind, max);
+    if (refused)
+        FUZZ_CHECK(max != 0 && before >= max,
+                   "refused for its principal with %" PRIu64
+                   " of kind %d in flight, the limit %" PRIu64,
+                   before, (int)kind, max);
+}
+
 /* A new request (or, with of != NULL, a retry of of's round with state). */
 static void
 client_request(unsigned a, unsigned b, const struct req *of, const char *state)
@@ -625,7 +677,11 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
         return;
     }
     enum pool_status status = POOL_OK;
+    enum quota_kind kind = r->listen ? QUOTA_LISTENS : QUOTA_CALLS;
+    uint64_t before = quota_of("a", r->principal, kind);
     r->st = pool_request(&cur_cfg()->servers[0], body, len, &info, &meta, &status);
+    if (of == NULL && status != POOL_E_PRINCIPAL)
+        check_admitted(r->st != NULL && status == POOL_OK, false, kind, before, true);
     if (r->st == NULL) {
         FUZZ_CHECK(status != POOL_OK, "pool_request: no stream and no error status");
         r->refused = true;
@@ -889,6 +945,52 @@ child_notify(struct pool_child *c, unsigned a)
 
 /* --- session mode: the same client and child against the session layer ------------------- */
 
+/*
+ * The two clients' principals as the HTTP layer gets them from A (mode none: each client's
+ * address names it), again after a reload; the old references are given back.
+ */
+static void
+principals_from(struct auth *a, const struct config *c)
+{
+    static const char *const addrs[2] = { "192.0.2.1", "2001:db8::2" };
+    struct auth_principal **who[2] = { &P, &Q };
+    for (int i = 0; i < 2; i++) {
+        struct auth_principal *p = NULL;
+        const char *why = NULL;
+        auth_set_client(a, addrs[i]);
+        FUZZ_CHECK(auth_check(a, NULL, &c->servers[0], util_now_unix(), &p, &G, &why) == AUTH_OK,
+                   "auth_check: %s", why);
+        auth_set_client(a, NULL);
+        if (*who[i] != NULL)
+            auth_principal_unref(*who[i]);
+        *who[i] = p;
+    }
+    FUZZ_CHECK(P != Q, "two client addresses are one principal in mode none");
+}
+
+/*
+ * A new session of owner: created only while the owner is under max_sessions_per_principal,
+ * refused with 429 only at it, whatever reloads came between.
+ */
+static struct session *
+session_create_checked(struct auth_principal *owner)
+{
+    uint64_t cap = cur_cfg()->auth.max_sessions_per_principal;
+    uint64_t before = quota_of(QUOTA_GATEWAY, owner->name, QUOTA_SESSIONS);
+    int status = 0;
+    const char *err = NULL;
+    struct session *s = session_create(&cur_cfg()->servers[0], owner, &status, &err);
+    if (s != NULL)
+        FUZZ_CHECK(cap == 0 || before < cap,
+                   "a session past max_sessions_per_principal (%" PRIu64 " held, cap %" PRIu64 ")",
+                   before, cap);
+    else if (status == 429)
+        FUZZ_CHECK(cap != 0 && before >= cap,
+                   "429 for a principal holding %" PRIu64 " sessions (cap %" PRIu64 ")", before,
+                   cap);
+    return s;
+}
+
 static struct session *
 pick_session(unsigned a)
 {
@@ -922,7 +1024,11 @@ session_send(struct session *s, struct req *r, char *body, size_t len, bool crea
 {
     struct jsonrpc_info info;
     FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
-    if (session_client_request(s, r->st, body, len, &info, G) != SESSION_OK) {
+    uint64_t before = quota_of(s->srv->name, s->owner->name, QUOTA_CALLS);
+    enum session_status st = session_client_request(s, r->st, body, len, &info, G);
+    check_admitted(st == SESSION_OK, st == SESSION_E_PRINCIPAL, QUOTA_CALLS, before,
+                   strcmp(info.method, "initialize") != 0);
+    if (st != SESSION_OK) {
         r->refused = true;
         detach(r);
         if (created)
@@ -937,9 +1043,7 @@ session_new(unsigned b)
 {
     if (nsids == SESS_MAX || nreq == REQ_MAX)
         return;
-    int status = 0;
-    const char *err = NULL;
-    struct session *s = session_create(&cur_cfg()->servers[0], P, &status, &err);
+    struct session *s = session_create_checked((b & 4) ? Q : P);
     if (s == NULL)
         return;
     snprintf(sids[nsids++], sizeof sids[0], "%s", s->id);
@@ -1251,11 +1355,10 @@ session_sighup(unsigned a, unsigned b)
     nsighup++;
     cfg_b0 ^= a & 0xf8;
     cfg_b1 ^= b & 3;
-    cfg_b2 ^= b & 0x0c;
+    cfg_b2 ^= b & 0xfc; /* timeouts, and the per-principal limits */
     make_ini(cfg_b0, cfg_b1, cfg_b2);
     struct config *c = load_config();
     char err[256] = "";
-    const char *why = NULL;
     struct auth *next = auth_new(c, err, sizeof err);
     FUZZ_CHECK(next != NULL, "auth_new: %s", err);
     session_set_config(c);
@@ -1264,11 +1367,7 @@ session_sighup(unsigned a, unsigned b)
     A = next;
     cfgs[ncfg++] = c;
     free_retired(false);
-    struct auth_principal *p = NULL;
-    FUZZ_CHECK(auth_check(A, NULL, &c->servers[0], util_now_unix(), &p, &G, &why) == AUTH_OK,
-               "auth_check: %s", why);
-    auth_principal_unref(P);
-    P = p;
+    principals_from(A, c);
 }
 
 static void
@@ -1370,6 +1469,18 @@ session_scrape(void)
     free(view);
 }
 
+/*
+ * A session ends from outside: DELETE, the idle expiry, or the operator's POST
+ * /admin/sessions/ID/end (http_admin.c calls the same session_close).
+ */
+static void
+session_end(struct session *s, unsigned b)
+{
+    static const enum session_end ends[4] = { SESSION_END_EXPIRED, SESSION_END_DELETED,
+                                              SESSION_END_ADMIN, SESSION_END_DELETED };
+    session_close(s, ends[b & 3], NULL);
+}
+
 /* Session mode's events; false for those the pool's switch plays (reads, drops, time, spawns). */
 static bool
 session_event(unsigned ev, unsigned a, unsigned b)
@@ -1416,7 +1527,7 @@ session_event(unsigned ev, unsigned a, unsigned b)
         break;
     case 16:
         if ((s = pick_session(a)) != NULL)
-            session_close(s, (b & 1) ? SESSION_END_DELETED : SESSION_END_EXPIRED, NULL);
+            session_end(s, b);
         break;
     case 18:
         if ((a & 3) == 0) {
@@ -1510,9 +1621,12 @@ check_sessions(void)
             for (size_t j = 0; j < sessions.nbuckets; j++)
                 for (struct session *o = sessions.buckets[j]; o != NULL; o = o->hnext)
                     owned += o->owner == s->owner;
-            FUZZ_CHECK(s->owner != NULL && s->owner->sessions == owned,
+            FUZZ_CHECK(s->owner != NULL
+                           && quota_of(QUOTA_GATEWAY, s->owner->name, QUOTA_SESSIONS) == owned,
                        "session %s: its owner counts %" PRIu64 " sessions, owns %zu", s->id,
-                       s->owner != NULL ? s->owner->sessions : 0, owned);
+                       s->owner != NULL ? quota_of(QUOTA_GATEWAY, s->owner->name, QUOTA_SESSIONS)
+                                        : 0,
+                       owned);
 
             /* Streams: linked both ways, the session's; a POST's awaiting is its entries. */
             bool get_listed = s->get == NULL, over = false;
@@ -1611,6 +1725,114 @@ check_sessions(void)
                loop_timers_pending(L), timers);
 }
 
+/*
+ * Per-principal counts (quota.h) equal what is there, in both modes, across restarts and reloads:
+ * every call of every pool (current or retired; queued, at a child, held, due, listening) and
+ * every open session and request a session forwarded counts once toward its (server, principal)
+ * entry, in the kinds it is; each entry's counts are exactly those, and no entry counts anything
+ * else (the totals over the table, and its number of entries).
+ */
+#define WHO_MAX 64
+static struct who_tally {
+    const struct quota *q;
+    uint64_t n[QUOTA_KINDS];
+} tally[WHO_MAX];
+static size_t ntally;
+static const struct pool_call *tallied[4 * REQ_MAX];
+static size_t ntallied;
+
+static void
+tally_add(const struct quota *q, const char *server, const char *principal, enum quota_kind kind,
+          uint64_t n)
+{
+    FUZZ_CHECK(q != NULL, "something in flight counts toward no principal (kind %d)", (int)kind);
+    FUZZ_CHECK(strcmp(quota_server(q), server) == 0
+                   && (principal == NULL || strcmp(quota_principal(q), principal) == 0),
+               "counted toward (%s, %s), it is (%s, %s)'s", quota_server(q), quota_principal(q),
+               server, principal != NULL ? principal : "?");
+    size_t i = 0;
+    while (i < ntally && tally[i].q != q)
+        i++;
+    FUZZ_CHECK(i < WHO_MAX, "more principals than the check holds");
+    if (i == ntally) {
+        memset(&tally[i], 0, sizeof tally[i]);
+        tally[i].q = q;
+        ntally++;
+    }
+    tally[i].n[kind] += n;
+}
+
+static void
+tally_call(const struct pool_call *call)
+{
+    for (size_t i = 0; i < ntallied; i++)
+        if (tallied[i] == call)
+            return;
+    FUZZ_CHECK(ntallied < ARRAY_LEN(tallied), "more calls than the check holds");
+    tallied[ntallied++] = call;
+    const char *server = call->pool->name;
+    tally_add(call->who, server, call->principal,
+              call->counted_listen ? QUOTA_LISTENS : QUOTA_CALLS, 1);
+    FUZZ_CHECK(call->held_counted == (call->due || call->held),
+               "a call %s held (due %d), its principal counts it %s", call->held ? "is" : "is not",
+               call->due, call->held_counted ? "held" : "not held");
+    if (call->held_counted)
+        tally_add(call->who, server, NULL, QUOTA_HELD, 1);
+    if (call->listen != NULL && call->listen->nuris > 0)
+        tally_add(call->who, server, NULL, QUOTA_URIS, call->listen->nuris);
+}
+
+static void
+check_principals(void)
+{
+    ntally = ntallied = 0;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next) {
+        for (const struct pool_call *q = p->qhead; q != NULL; q = q->qnext)
+            tally_call(q);
+        for (const struct pool_listen *l = p->listeners; l != NULL; l = l->next)
+            tally_call(l->call);
+        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+            for (const struct pending *e = c->r.pt.head; e != NULL; e = e->next) {
+                FUZZ_CHECK(e->quota == NULL, "a pool child's entry counts toward a principal");
+                if (e->owner != NULL)
+                    tally_call(e->owner);
+            }
+    }
+    for (const struct pool_call *h = pools.held; h != NULL; h = h->hnext)
+        tally_call(h);
+    for (const struct pool_call *d = pools.due; d != NULL; d = d->dnext)
+        tally_call(d);
+    for (size_t i = 0; i < sessions.nbuckets; i++)
+        for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
+            tally_add(s->quota, QUOTA_GATEWAY, s->owner->name, QUOTA_SESSIONS, 1);
+            for (const struct pending *e = s->r.pt.head; e != NULL; e = e->next) {
+                bool counts = e->dir == PENDING_TO_CHILD && e->state == PENDING_FORWARDED
+                              && e->gw_id != s->init_gw_id;
+                if (counts)
+                    tally_add(e->quota, s->srv->name, s->owner->name, QUOTA_CALLS, 1);
+                else
+                    FUZZ_CHECK(e->quota == NULL, "session %s: a %s %s entry still counts", s->id,
+                               e->state == PENDING_FORWARDED ? "forwarded" : "cancelled",
+                               e->method);
+            }
+        }
+    uint64_t total[QUOTA_KINDS] = { 0 };
+    for (size_t i = 0; i < ntally; i++)
+        for (int k = 0; k < QUOTA_KINDS; k++) {
+            FUZZ_CHECK(quota_count(tally[i].q, (enum quota_kind)k) == tally[i].n[k],
+                       "(%s, %s) counts %" PRIu64 " of kind %d, %" PRIu64 " are there",
+                       quota_server(tally[i].q), quota_principal(tally[i].q),
+                       quota_count(tally[i].q, (enum quota_kind)k), k, tally[i].n[k]);
+            total[k] += tally[i].n[k];
+        }
+    for (int k = 0; k < QUOTA_KINDS; k++)
+        FUZZ_CHECK(quota_total((enum quota_kind)k) == total[k],
+                   "the table counts %" PRIu64 " of kind %d, %" PRIu64 " are there",
+                   quota_total((enum quota_kind)k), k, total[k]);
+    FUZZ_CHECK(quota_entries() == ntally, "the table has %zu entries, %zu principals hold anything",
+               quota_entries(), ntally);
+}
+
 static void
 check_all(void)
 {
@@ -1620,6 +1842,7 @@ check_all(void)
                loop_deferred_pending(L));
     if (sessions_mode)
         check_sessions();
+    check_principals();
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         size_t queued = 0;
         for (struct pool_call *q = p->qhead; q != NULL; q = q->qnext) {
@@ -1846,9 +2069,9 @@ finish(void)
         FUZZ_CHECK(loop_timers_pending(L) == 0 && loop_deferred_pending(L) == 0,
                    "%zu timers and %zu deferred calls left after shutdown", loop_timers_pending(L),
                    loop_deferred_pending(L));
-        FUZZ_CHECK(P->sessions == 0, "the principal still counts %" PRIu64 " sessions",
-                   P->sessions);
     }
+    FUZZ_CHECK(quota_entries() == 0, "%zu principals still count something after shutdown",
+               quota_entries());
     FUZZ_CHECK(pools.nheld == 0 && pools.held == NULL, "held calls after shutdown");
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
         FUZZ_CHECK(p->children == NULL && p->qhead == NULL && p->listeners == NULL,
@@ -1866,9 +2089,10 @@ finish(void)
         session_module_free();
         relay_module_free(); /* the server's start failures, for the next run */
         auth_principal_unref(P);
+        auth_principal_unref(Q);
         auth_free(A);
         auth_module_free();
-        P = NULL;
+        P = Q = NULL;
         A = NULL;
     }
     settle();
@@ -1912,12 +2136,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     nsids = 0;
     if (sessions_mode) {
         char err[256] = "";
-        const char *why = NULL;
         A = auth_new(cfgs[0], err, sizeof err);
         FUZZ_CHECK(A != NULL, "auth_new: %s", err);
-        FUZZ_CHECK(auth_check(A, NULL, &cfgs[0]->servers[0], util_now_unix(), &P, &G, &why)
-                       == AUTH_OK,
-                   "auth_check: %s", why);
+        principals_from(A, cfgs[0]);
         /*
          * Nothing of the last run stays: session_module_free leaves the drain flag and the
          * counters (a process frees the module once), and a drained table would refuse every

@@ -4,11 +4,13 @@
  * a fake clock) against the session layer (src/session/) over the relay (src/mcp/relay.c) instead
  * of the pool. The header's first byte also picks the session settings: disconnect_grace_ms (500
  * or 0), replay_buffer_bytes (64 KiB or 0), sse_close_after_ms (700 or 0), init_timeout_ms (1500
- * or 30000), max_inflight_per_session (2 or 4).
+ * or 30000), max_inflight_per_session (2 or 4); the third byte also the per-principal limits
+ * (relay_fuzz.c's principal_keys) and max_sessions_per_principal (0, 1 or 2), which a SIGHUP may
+ * change. Two clients, each its own principal by its address ([auth] mode none).
  *
  * Events (an opcode byte modulo 25, then its argument bytes):
- *   client: initialize of a new session (protocol 2025-06-18, 2025-03-26, 2025-11-25 or
- *     2024-11-05), a request on a new POST stream (with or without a progress token or a task),
+ *   client: initialize of a new session of either client (protocol 2025-06-18, 2025-03-26,
+ *     2025-11-25 or 2024-11-05), a request on a new POST stream (with or without a progress token or a task),
  *     a POSTed notification (initialized, a cancel) or answer (to one of the child's questions,
  *     result or error, or a stray id), a 2025-03-26 batch as http_mcp.c takes it (requests, a
  *     reused id, cancels, initialized, answers; empty, unterminated or with an invalid element or
@@ -19,8 +21,8 @@
  *     a task, a batch of two to a 2025-03-26 session), progress (small or past
  *     stream_queue_bytes), a log line, a list change, a task's status, a question (roots,
  *     elicitation, sampling, ping) and its withdrawal, its end, a full stdin, a failing write;
- *   gateway: time (timers, session_sweep every second: idle expiry), DELETE or expiry
- *     (session_close) while requests are in flight, SIGHUP (a new configuration and [auth] as
+ *   gateway: time (timers, session_sweep every second: idle expiry, init_timeout_ms), DELETE,
+ *     expiry or the operator's end of a session (session_close) while requests are in flight, SIGHUP (a new configuration and [auth] as
  *     main.c swaps them: session_set_config, auth_adopt, sessions keep their old server, a retired
  *     configuration is freed once session_uses_config is false; at most four a run), a failing
  *     spawn, drain, shutdown, a scrape (/metrics and the admin view).
@@ -40,10 +42,14 @@
  *   - gauges equal table sizes: sessions.count, session_count(), created - closed, each server's
  *     open gauge, the owner's session count, the table's count, session_requests_in_flight,
  *     session_inflight, ntasks; no session over its in-flight cap;
+ *   - per-principal counts (quota.h) equal what is there: each open session and each request
+ *     forwarded and not yet answered or cancelled counts once toward its owner, and nothing else
+ *     does; a session or request is admitted only under the current configuration's limit and
+ *     refused for it only at it, across reloads;
  *   - no deferred call left queued; the upstream never used after upstream_close; the admin view
  *     is JSON listing every open session;
  *   - at the end (shutdown, every stream read, time far ahead): no session, no timer, no deferred
- *     call, the principal owns nothing, and LeakSanitizer sees no leak. Each run starts from a
+ *     call, no principal counts anything, and LeakSanitizer sees no leak. Each run starts from a
  *     clean session table (the drain flag and the counters of the last run do not stay).
  */
 #define RELAY_SESSIONS 1

@@ -76,7 +76,7 @@ for (const format of ['text', 'json']) {
       assert.equal(call.request_id, rid);
       assert.ok(call.bytes > 0, JSON.stringify(call));
       assert.ok(call.duration_ms >= 0 && call.duration_ms < 60000, JSON.stringify(call));
-      assert.equal(call.principal, 'anonymous', 'auth none: the anonymous principal');
+      assert.equal(call.principal, 'address:127.0.0.1', 'auth none: the client address is the principal');
 
       const m = await modernEcho(gw, 'modern', { 'X-Request-Id': 'edge-42.a:b_c' });
       const body = await m.done();
@@ -199,7 +199,7 @@ test('JSON lines carry server, child, principal and reason as fields', async () 
     const created = await waitFor(() => objs().find((o) => o.session === sid && /session created/.test(o.msg ?? '')), 5000, 'session created');
     assert.equal(created.server, 'example', JSON.stringify(created));
     assert.ok(Number.isInteger(created.child) && created.child > 0, JSON.stringify(created));
-    assert.equal(created.principal, 'anonymous', JSON.stringify(created));
+    assert.equal(created.principal, 'address:127.0.0.1', JSON.stringify(created));
     const d = await request(gw.url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
     await d.done();
     const closed = await waitFor(() => objs().find((o) => o.session === sid && /session closed/.test(o.msg ?? '')), 5000, 'session closed');

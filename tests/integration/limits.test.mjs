@@ -67,6 +67,8 @@ test('the admin view past its ceiling leaves whole sessions out and says so, and
   // One session holding 300 requests with 64 KiB ids (19 MiB of ids) passes the 16 MiB ceiling.
   await withGateway({
     gateway: { admin_token: TOKEN, max_id_bytes: 65536, max_inflight_per_session: 1024, max_body_bytes: 1048576, stdin_queue_bytes: 67108864 },
+    // 300 requests of one principal in flight: past max_inflight_per_principal's default.
+    servers: [{ name: 'example', path: '/mcp', extra: 'max_inflight_per_principal = 0' }],
   }, async (gw) => {
     const small = await initSession(gw);
     const { sid } = await initSession(gw);

@@ -82,7 +82,8 @@ test('held calls: retries that answer nothing do not extend the hold (it ends in
   const d = tmpdir('mcpgw-caps-held-');
   const { T, auth } = principals(d);
   const log = path.join(d, 'child.log');
-  const extra = `era = legacy\npool_max_children = 3\ninput_hold_ms = ${HOLD}\nmax_held_per_principal = 2`;
+  // Five children: a principal may hold at most (pool_max_children - 1) / 2 of them.
+  const extra = `era = legacy\npool_max_children = 5\ninput_hold_ms = ${HOLD}\nmax_held_per_principal = 2`;
   await withGateway({ auth, servers: [{ name: 'example', path: '/mcp', log, extra }] }, async (g) => {
     const A = { bearer: T.alice };
     const B = { bearer: T.bob };
@@ -91,7 +92,7 @@ test('held calls: retries that answer nothing do not extend the hold (it ends in
       const msg = elicit(tag);
       held.push({ msg, state: (await round(g, msg, A)).requestState, rounds: 1 });
     }
-    // Alice is at her limit: a third call that may ask is refused; Bob is served by the third child.
+    // Alice is at her limit: a third call that may ask is refused; Bob is served by another child.
     await refusedFor(g, elicit('a3'), 'max_held_per_principal', A);
     const b = await exchange(g, echo('bob served'), B);
     assert.equal(b.r.status, 200, b.r.text());

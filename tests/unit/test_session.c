@@ -34,6 +34,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
+#include "quota.h"
 #include "session.h"
 #include "src/session/session_int.h"
 #include "stream.h"
@@ -1156,7 +1157,7 @@ Test(session, delete_cancels_what_is_in_flight_and_errors_each_waiting_stream)
     cr_assert(stream_finished(get));
     cr_assert(fake_upstream_closed(f.u));
     cr_assert_str_eq(fake_upstream_close_reason(f.u), "session deleted");
-    cr_assert_eq(P->sessions, 0);
+    cr_assert_eq(quota_of(QUOTA_GATEWAY, P->name, QUOTA_SESSIONS), 0);
     turn();
     cr_assert_eq(closed_by("deleted"), 1);
     cr_assert_eq(nsent(&f), before + 2);
@@ -1440,9 +1441,9 @@ Test(session, create_spawns_with_the_server_params_and_counts_the_owner)
     cr_assert_eq(f.s->state, SESSION_INITIALIZING);
     cr_assert_eq(session_find(f.sid), f.s);
     cr_assert_eq(session_count(), 1);
-    cr_assert_eq(P->sessions, 1);
+    cr_assert_eq(quota_of(QUOTA_GATEWAY, P->name, QUOTA_SESSIONS), 1);
     session_close(f.s, SESSION_END_EXPIRED, NULL);
-    cr_assert_eq(P->sessions, 0);
+    cr_assert_eq(quota_of(QUOTA_GATEWAY, P->name, QUOTA_SESSIONS), 0);
 }
 
 Test(session, spawn_failure_creates_nothing)
@@ -1458,7 +1459,7 @@ Test(session, spawn_failure_creates_nothing)
     cr_assert_null(session_create(&CFG.servers[0], P, &status, &err));
     cr_assert_eq(status, 503, "running out of descriptors passes");
     cr_assert_eq(session_count(), 0);
-    cr_assert_eq(P->sessions, 0);
+    cr_assert_eq(quota_of(QUOTA_GATEWAY, P->name, QUOTA_SESSIONS), 0);
     cr_assert_eq(session_counters()->created, 0);
 }
 
@@ -1500,7 +1501,7 @@ Test(session, close_twice_is_harmless)
     cr_assert_eq(closed_by("expired"), 0);
     cr_assert_str_eq(fake_upstream_close_reason(f.u), "session deleted");
     expect_only_error(st, "1", "session deleted");
-    cr_assert_eq(P->sessions, 0);
+    cr_assert_eq(quota_of(QUOTA_GATEWAY, P->name, QUOTA_SESSIONS), 0);
     turn();
     cr_assert_eq(session_count(), 0);
     detach(st);
