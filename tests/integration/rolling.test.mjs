@@ -10,11 +10,15 @@
 // one thing a client sees is the rule of the 2025 revisions, a 404 for a session of the instance
 // that is gone, answered by initializing again (counted, and allowed). Then both instances, one
 // after the other as deploy/README.md's runbook says: the second as soon as the first's /readyz
-// answers 200 again.
+// answers 200 again; and again by deploy/systemd/mcp-gateway-restart-instances, which the Debian
+// package's postinst runs after an upgrade.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 
-import { initSession, post, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { GW_BIN, initSession, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { withInstances } from '../lib/nginx.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -210,5 +214,92 @@ test('a rolling restart of both instances behind nginx, the second as soon as th
       await t.stop();
     }
     t.report('rolling restart of g1, then g2');
+  }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
+});
+
+// deploy/systemd/mcp-gateway-restart-instances, which the Debian package's postinst runs after an
+// upgrade (debhelper restarts no instance of a template unit), does the same: each running
+// mcp-gateway@NAME in turn, the next once the one before answers /readyz. systemctl and
+// deb-systemd-invoke are stood in for by a script that lists g1 and g2 (list-units), gives each
+// one's command line as systemd shows it (show -p ExecStart --value) and, for try-restart, asks
+// this test to stop and start that instance (files in ctl/), returning once it listens again, as
+// systemctl does for the unit.
+const RESTART_INSTANCES = path.join(process.env.GW_SOURCE_ROOT, 'deploy/systemd/mcp-gateway-restart-instances');
+const STUB = `#!/bin/sh
+ctl=$(dirname "$0")/ctl
+case "$1" in
+list-units) for i in g1 g2; do echo "mcp-gateway@$i.service loaded active running mcp-gateway $i"; done ;;
+show) cat "$ctl/$5.exec" ;;
+try-restart)
+    echo "$2" >"$ctl/req.tmp" && mv "$ctl/req.tmp" "$ctl/req"
+    i=0
+    until [ -f "$ctl/done" ]; do
+        i=$((i + 1)); [ $i -lt 600 ] || exit 1
+        sleep 0.05
+    done
+    rm "$ctl/done" ;;
+*) echo "stub systemctl: $*" >&2; exit 1 ;;
+esac
+`;
+
+test('restart-instances (postinst after an upgrade) restarts both instances behind nginx one at a time, each once the one before is ready: nothing fails', async () => {
+  await withInstances(async ({ gws, via }) => {
+    const dir = tmpdir('mcpgw-restart-');
+    const ctl = path.join(dir, 'ctl');
+    fs.mkdirSync(ctl);
+    fs.writeFileSync(path.join(dir, 'systemctl'), STUB, { mode: 0o755 });
+    fs.symlinkSync('systemctl', path.join(dir, 'deb-systemd-invoke'));
+    // What systemd would show for each instance; its file names its real port (print-config).
+    const describe = (name) => {
+      const gw = gws[name];
+      fs.writeFileSync(gw.conf, fs.readFileSync(gw.conf, 'utf8').replace(/^listen = .*$/m, `listen = 127.0.0.1:${gw.port}`));
+      fs.writeFileSync(path.join(ctl, `mcp-gateway@${name}.service.exec`),
+        `{ path=${GW_BIN} ; argv[]=${GW_BIN} --config ${gw.conf} ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }\n`);
+    };
+    describe('g1');
+    describe('g2');
+    const t = traffic(via);
+    const { stats } = t;
+    const restarted = [];
+    let out = '';
+    try {
+      await waitFor(() => stats.byInst.g1 >= 3 && stats.byInst.g2 >= 3, scaled(20000), 'sessions on both instances');
+      const pids = { g1: gws.g1.proc.pid, g2: gws.g2.proc.pid };
+      const proc = spawn('sh', [RESTART_INSTANCES], { env: { ...process.env, PATH: `${dir}:${process.env.PATH}` }, stdio: ['ignore', 'pipe', 'pipe'] });
+      proc.stdout.on('data', (d) => { out += d; });
+      proc.stderr.on('data', (d) => { out += d; });
+      const exited = new Promise((resolve) => proc.on('exit', (code) => resolve(code)));
+      let code = null;
+      exited.then((c) => { code = c; });
+      const deadline = Date.now() + scaled(60000);
+      while (code === null || fs.existsSync(path.join(ctl, 'req'))) {
+        assert.ok(Date.now() < deadline, `restart-instances did not end in time:\n${out}`);
+        const req = path.join(ctl, 'req');
+        if (fs.existsSync(req)) {
+          const unit = fs.readFileSync(req, 'utf8').trim();
+          fs.unlinkSync(req);
+          const name = /^mcp-gateway@(g[12])\.service$/.exec(unit)?.[1];
+          assert.ok(name, `restart-instances asked for ${unit}`);
+          // The one restarted before this one answers /readyz: restart-instances waited for it.
+          if (restarted.length) assert.ok(await ready(gws[restarted.at(-1)]), `${restarted.at(-1)} ready before ${name} is restarted`);
+          const old = await stopInstance(gws, name);
+          await startInstance(gws, name, old.port);
+          describe(name);
+          restarted.push(name);
+          fs.writeFileSync(path.join(ctl, 'done'), '');
+        }
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(code, 0, `restart-instances:\n${out}`);
+      assert.deepEqual(restarted, ['g1', 'g2'], out);
+      assert.equal(out.match(/is ready$/gm)?.length, 2, out);
+      for (const name of ['g1', 'g2']) assert.notEqual(gws[name].proc.pid, pids[name], `${name} is a new process`);
+      const before = { ...stats.byInst };
+      await waitFor(() => stats.byInst.g1 >= before.g1 + 2 && stats.byInst.g2 >= before.g2 + 2, scaled(30000), 'new sessions on both restarted instances');
+    } finally {
+      await t.stop();
+    }
+    console.log(out.trim());
+    t.report('restart-instances');
   }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
 });

@@ -507,7 +507,7 @@ echo "--- an upgrade with both instances running (step 9): postinst restarts eac
 # with the installed version, as an upgrade does. With systemd, postinst then runs
 # /usr/lib/mcp-gateway/restart-instances; here it is run as postinst would, with systemctl and
 # deb-systemd-invoke stood in for by $work/stub: list-units names the instances this test runs,
-# try-restart asks this shell (through $work/ctl) to stop and start that instance as the unit
+# show gives an instance's ExecStart= as systemd shows it, try-restart asks this shell (through $work/ctl) to stop and start that instance as the unit
 # would, and returns once it listens again, as systemctl does.
 grep -q '^ */usr/lib/mcp-gateway/restart-instances' /var/lib/dpkg/info/mcp-gateway.postinst \
     || fail "the installed postinst does not restart the template's instances"
@@ -521,6 +521,11 @@ list-units)
         [ -f $work/ctl/\$i.pid ] && kill -0 "\$(cat $work/ctl/\$i.pid)" 2>/dev/null \
             && echo "mcp-gateway@\$i.service loaded active running mcp-gateway \$i"
     done ;;
+show) # show -p ExecStart --value mcp-gateway@NAME.service: the template's, with %i as NAME
+    i=\${5#mcp-gateway@}
+    i=\${i%.service}
+    cmd=\$(sed -n 's/^ExecStart=//p' $template | sed "s/%i/\$i/g")
+    echo "{ path=\${cmd%% *} ; argv[]=\$cmd ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }" ;;
 try-restart)
     echo "\$2" >$work/ctl/req.tmp && mv $work/ctl/req.tmp $work/ctl/req
     i=0
