@@ -166,3 +166,22 @@ test('deploy/README.md is the operator\'s path that tests/package/run.sh walks: 
   for (const f of ['deploy/nginx/mcp-gateway.conf', 'deploy/nginx/mcp-gateway-instances.conf', 'deploy/debian/mcp-gateway.logrotate', 'deploy/systemd/mcp-gateway@.service'])
     assert.ok(fs.existsSync(path.join(root, f)), f);
 });
+
+// An upgrade restarts mcp-gateway.service (dh_installsystemd --restart-after-upgrade), but
+// dh_installsystemd skips template units: the package's postinst restarts the template's running
+// instances itself, one at a time, with the script the package installs (tests/package/run.sh
+// runs it through an upgrade with two instances under a stream of new sessions).
+test('an upgrade restarts the running instances of mcp-gateway@.service one at a time: postinst runs the installed restart-instances', () => {
+  const postinst = read('deploy/debian/mcp-gateway.postinst');
+  const call = /^if \[ "\$1" = configure \] && \[ -n "\$\{2:-\}" \] .*\/run\/systemd\/system.*\n\s*\/usr\/lib\/mcp-gateway\/restart-instances\b/m;
+  assert.match(postinst, call, 'postinst runs restart-instances on an upgrade under systemd');
+  assert.ok(postinst.indexOf('#DEBHELPER#') < postinst.search(call), 'after debhelper\'s snippets (daemon-reload, the main unit\'s restart)');
+  assert.match(read('deploy/debian/rules'), /install -D -m 0755 deploy\/systemd\/mcp-gateway-restart-instances \$\(PKG\)\/usr\/lib\/mcp-gateway\/restart-instances/);
+  const script = read('deploy/systemd/mcp-gateway-restart-instances');
+  assert.match(script, /list-units --type=service --state=running .*'mcp-gateway@\*\.service'/, 'running instances only');
+  assert.match(script, /\$invoke try-restart "\$unit"/, 'one try-restart per instance');
+  assert.match(script, /until ready "\$host" "\$port"; do/, 'the next one once this one is ready');
+  const sh = spawnSync('sh', ['-n', path.join(root, 'deploy/systemd/mcp-gateway-restart-instances')], { encoding: 'utf8' });
+  assert.equal(sh.status, 0, sh.stderr);
+  assert.ok(fs.statSync(path.join(root, 'deploy/systemd/mcp-gateway-restart-instances')).mode & 0o100, 'executable');
+});

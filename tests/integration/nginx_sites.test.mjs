@@ -36,6 +36,12 @@ function answerOf(res) {
 
 /** Probes, /metrics, a legacy session and a 2026-07-28 request through nginx at base. */
 async function exercise(base, gateways) {
+  await probes(base, gateways);
+  await mcpThrough(base, '/mcp');
+}
+
+/** /healthz and /readyz pass nginx; /metrics does not (it is scraped on each gateway's listener). */
+async function probes(base, gateways) {
   for (const p of ['/healthz', '/readyz']) {
     const r = await send(base, p);
     assert.equal(r.status, 200, `GET ${p} through nginx: HTTP ${r.status} ${r.body}`);
@@ -50,28 +56,31 @@ async function exercise(base, gateways) {
     assert.equal(direct.status, 200, text);
     assert.match(text, /^mcpgw_ready 1$/m);
   }
+}
 
+/** A legacy session (initialize, initialized, tools/call) and a 2026-07-28 request at base + p. */
+async function mcpThrough(base, p) {
   // A legacy session: initialize, notifications/initialized, tools/call.
   const mcp = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH };
-  const init = await send(base, '/mcp', {
+  const init = await send(base, p, {
     method: 'POST', headers: mcp,
     body: rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'i1'),
   });
-  assert.equal(init.status, 200, `initialize through nginx: ${init.body}`);
+  assert.equal(init.status, 200, `initialize at ${p} through nginx: ${init.body}`);
   const sid = init.headers['mcp-session-id'];
   assert.ok(sid, 'a session id');
   const version = answerOf(init).result.protocolVersion;
   const inSession = { ...mcp, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': version };
-  const note = await send(base, '/mcp', { method: 'POST', headers: inSession, body: { jsonrpc: '2.0', method: 'notifications/initialized' } });
+  const note = await send(base, p, { method: 'POST', headers: inSession, body: { jsonrpc: '2.0', method: 'notifications/initialized' } });
   assert.equal(note.status, 202, note.body);
-  const call = await send(base, '/mcp', { method: 'POST', headers: inSession, body: rpc('tools/call', { name: 'echo', arguments: { text: 'legacy via nginx' } }, 'c1') });
+  const call = await send(base, p, { method: 'POST', headers: inSession, body: rpc('tools/call', { name: 'echo', arguments: { text: 'legacy via nginx' } }, 'c1') });
   assert.equal(call.status, 200, call.body);
   assert.equal(answerOf(call)?.result?.content?.[0]?.text, 'legacy via nginx', call.body);
   // nginx's $request_id (32 hex digits; the gateway mints 16) reached the gateway, which returns it.
   assert.match(call.headers['x-request-id'] ?? '', /^[0-9a-f]{32}$/, 'the request id nginx made');
 
   // A 2026-07-28 request: no session.
-  const modern = await send(base, '/mcp', {
+  const modern = await send(base, p, {
     method: 'POST',
     headers: { ...mcp, 'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' },
     body: {
@@ -120,4 +129,71 @@ test('every location of both shipped sites passes Host to the gateway', async ()
       assert.match(body, /proxy_http_version 1\.1;/, `${site}: location ${where.trim()} speaks HTTP/1.1`);
     }
   }
+});
+
+// A second server at /mcp/NAME (the path --import-mcp-json gives each server it imports), beside
+// the one at /mcp: each shipped site serves every path under its one prefix, so the new server is
+// reached with no edit to the site.
+const TWO = [{ name: 'example', path: '/mcp' }, { name: 'tools', path: '/mcp/tools' }];
+
+test('mcp-gateway.conf: a server at /mcp/NAME is reached through nginx with the site as shipped', async () => {
+  const gw = await startGateway({ gateway: GATEWAY, servers: TWO });
+  let ng;
+  let ok = false;
+  try {
+    ng = await startNginx({ gatewayPort: gw.port });
+    const base = `http://127.0.0.1:${ng.port}`;
+    await mcpThrough(base, '/mcp/tools');
+    await mcpThrough(base, '/mcp');
+    assert.match(gw.logs(), /server=tools/, 'the session at /mcp/tools is the server tools\'s');
+    ok = true;
+  } finally {
+    if (!ok && ng) console.log(`nginx error log (tail):\n${ng.errorLog().slice(-3000)}\ngateway log (tail):\n${gw.logs().slice(-3000)}`);
+    if (ng) await ng.stop();
+    await gw.stop(ok ? undefined : { expect: null });
+  }
+});
+
+test('mcp-gateway-instances.conf: a server at /mcp/NAME is reached through nginx with the site as shipped', async () => {
+  await withInstances(async ({ via }) => {
+    await mcpThrough(via.base, '/mcp/tools');
+    await mcpThrough(via.base, '/mcp');
+  }, { gateway: GATEWAY, servers: TWO, quietErrorLog: true });
+});
+
+/** A JSON-RPC error answered by nginx: the status, Content-Type application/json, an error object. */
+async function jsonError(base, p, headers, status) {
+  const r = await send(base, p, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...headers },
+    body: rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'down'),
+  });
+  assert.equal(r.status, status, `POST ${p} with no gateway up: HTTP ${r.status} ${r.body}`);
+  assert.match(r.headers['content-type'] ?? '', /^application\/json\b/, `POST ${p}: Content-Type ${r.headers['content-type']}: ${r.body}`);
+  const j = JSON.parse(r.body);
+  assert.equal(j.jsonrpc, '2.0', r.body);
+  assert.ok(Number.isInteger(j.error?.code) && typeof j.error?.message === 'string', `a JSON-RPC error object: ${r.body}`);
+}
+
+test('mcp-gateway.conf: with no gateway up, an MCP client gets a JSON-RPC error (503, application/json), not an HTML page', async () => {
+  const gw = await startGateway({ gateway: GATEWAY });
+  const port = gw.port;
+  await gw.stop(); // nothing listens on its port any more
+  const ng = await startNginx({ gatewayPort: port });
+  try {
+    const base = `http://127.0.0.1:${ng.port}`;
+    await jsonError(base, '/mcp', {}, 503);
+    await jsonError(base, '/mcp/tools', {}, 503);
+    await jsonError(base, '/mcp', { 'Mcp-Session-Id': 'x', 'MCP-Protocol-Version': '2025-06-18' }, 503);
+  } finally {
+    await ng.stop();
+  }
+});
+
+test('mcp-gateway-instances.conf: with no instance up, a new session gets 503 and a session 404, each a JSON-RPC error', async () => {
+  await withInstances(async ({ gws, via }) => {
+    for (const gw of Object.values(gws)) await gw.stop();
+    await jsonError(via.base, '/mcp', {}, 503);
+    await jsonError(via.base, '/mcp/tools', {}, 503);
+    await jsonError(via.base, '/mcp', { 'Mcp-Session-Id': 'g1.x', 'MCP-Protocol-Version': '2025-06-18' }, 404);
+  }, { gateway: GATEWAY });
 });

@@ -7,7 +7,8 @@
 # with the installed site -> probes through nginx -> reload a changed and a broken file -> log to
 # a file and rotate it with the installed logrotate file -> upgrade while requests are in flight
 # -> two template instances behind the installed instances site, one restarted under a stream of
-# initializes -> remove and purge -> no user, file or process left.
+# initializes, then both by postinst's restart-instances after an upgrade -> remove and purge -> no
+# user, file or process left.
 # Each step prints "===== package: deploy/README.md step N, TITLE =====" (N and TITLE are the
 # README's); the test fails first thing when the README's steps and the ones it walks differ.
 # Any failure exits non-zero (and the EXIT trap stops what it started and purges the package).
@@ -55,10 +56,11 @@ g1pid=""     # the template instances of step 10
 g2pid=""
 ngpid=""     # nginx
 rollpid=""   # the client stream of step 10
+restartpid="" # restart-instances in step 10
 uid=""
 cleanup() {
     status=$?
-    for p in $rollpid $ngpid $gwpid $g1pid $g2pid; do
+    for p in $restartpid $rollpid $ngpid $gwpid $g1pid $g2pid; do
         kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
     done
     if [ $status -ne 0 ]; then
@@ -431,7 +433,7 @@ dpkg-query -W mcp-gateway
 case $(readlink "/proc/$gwpid/exe") in *deleted*) fail "the new gateway runs the old binary" ;; esac
 (cd tests && node package/sdk_client.mjs "$url") | tail -n 2
 
-step 10 "mcp-gateway@g1 and @g2 behind the installed instances site; g1 restarted under a stream of initializes"
+step 10 "mcp-gateway@g1 and @g2 behind the installed instances site; g1 restarted, then an upgrade restarts both, under a stream of initializes"
 p1=$(freeport)
 p2=$(freeport)
 for i in g1 g2; do
@@ -499,6 +501,101 @@ rollpid=""
 cat "$work/rolling.out"
 [ $rc -eq 0 ] || fail "requests failed during the rolling restart"
 echo "rolling restart of g1: no initialize failed"
+
+echo "--- an upgrade with both instances running (step 9): postinst restarts each, one at a time"
+# dpkg -i of the newer package again: a reinstall replaces every file and runs postinst configure
+# with the installed version, as an upgrade does. With systemd, postinst then runs
+# /usr/lib/mcp-gateway/restart-instances; here it is run as postinst would, with systemctl and
+# deb-systemd-invoke stood in for by $work/stub: list-units names the instances this test runs,
+# show gives an instance's ExecStart= as systemd shows it, try-restart asks this shell (through $work/ctl) to stop and start that instance as the unit
+# would, and returns once it listens again, as systemctl does.
+grep -q '^ */usr/lib/mcp-gateway/restart-instances' /var/lib/dpkg/info/mcp-gateway.postinst \
+    || fail "the installed postinst does not restart the template's instances"
+mkdir -p "$work/stub" "$work/ctl"
+cat >"$work/stub/systemctl" <<STUB
+#!/bin/sh
+# systemctl and deb-systemd-invoke for restart-instances, where no systemd runs.
+case "\$1" in
+list-units)
+    for i in g1 g2; do
+        [ -f $work/ctl/\$i.pid ] && kill -0 "\$(cat $work/ctl/\$i.pid)" 2>/dev/null \
+            && echo "mcp-gateway@\$i.service loaded active running mcp-gateway \$i"
+    done ;;
+show) # show -p ExecStart --value mcp-gateway@NAME.service: the template's, with %i as NAME
+    i=\${5#mcp-gateway@}
+    i=\${i%.service}
+    cmd=\$(sed -n 's/^ExecStart=//p' $template | sed "s/%i/\$i/g")
+    echo "{ path=\${cmd%% *} ; argv[]=\$cmd ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }" ;;
+try-restart)
+    echo "\$2" >$work/ctl/req.tmp && mv $work/ctl/req.tmp $work/ctl/req
+    i=0
+    until [ -f $work/ctl/done ]; do
+        i=\$((i + 1)); [ \$i -lt 600 ] || exit 1
+        sleep 0.1
+    done
+    rm $work/ctl/done ;;
+*) echo "stub systemctl: \$*: not stood in for" >&2; exit 1 ;;
+esac
+STUB
+chmod 0755 "$work/stub/systemctl"
+ln -s systemctl "$work/stub/deb-systemd-invoke"
+echo "$g1pid" >"$work/ctl/g1.pid"
+echo "$g2pid" >"$work/ctl/g2.pid"
+rm -f "$work/rolling.stop" "$stream"
+(cd tests && exec node package/rolling.mjs "$via/mcp" "$public" "$stream" "$work/rolling.stop") >"$work/rolling.out" 2>&1 &
+rollpid=$!
+wait_for "new sessions on both instances" both
+dpkg -i --force-confold "$deb2"
+for i in g1 g2; do
+    eval "p=\$${i}pid"
+    case $(readlink "/proc/$p/exe") in
+    *deleted*) echo "mcp-gateway@$i (pid $p) runs the replaced binary: $(readlink "/proc/$p/exe")" ;;
+    *) fail "dpkg -i did not replace the binary mcp-gateway@$i runs: $(readlink "/proc/$p/exe")" ;;
+    esac
+done
+PATH=$work/stub:$PATH /usr/lib/mcp-gateway/restart-instances >"$work/restart.out" 2>&1 &
+restartpid=$!
+n=0
+while kill -0 "$restartpid" 2>/dev/null || [ -f "$work/ctl/req" ]; do
+    if [ -f "$work/ctl/req" ]; then
+        u=$(cat "$work/ctl/req")
+        rm "$work/ctl/req"
+        inst=${u#mcp-gateway@}
+        inst=${inst%.service}
+        case $inst in g1 | g2) ;; *) fail "restart-instances asked to restart $u" ;; esac
+        eval "p=\$${inst}pid"
+        unit_stop "$p"
+        unit_start
+        eval "${inst}pid=$started"
+        echo "$started" >"$work/ctl/$inst.pid"
+        echo "restarted $u at $(date +%T.%N | cut -c1-12): $(cat "$stream")"
+        inst=""
+        touch "$work/ctl/done"
+    fi
+    n=$((n + 1))
+    [ $n -lt 1500 ] || fail "restart-instances did not end within 150 s: $(cat "$work/restart.out")"
+    sleep 0.1
+done
+rc=0
+wait "$restartpid" || rc=$?
+cat "$work/restart.out"
+[ $rc -eq 0 ] || fail "restart-instances failed"
+[ "$(grep -c 'is ready$' "$work/restart.out")" = 2 ] || fail "restart-instances did not wait for both instances to be ready"
+for i in g1 g2; do
+    eval "p=\$${i}pid"
+    [ "$(readlink "/proc/$p/exe")" = /usr/bin/mcp-gateway ] \
+        || fail "mcp-gateway@$i (pid $p) does not run the installed binary: $(readlink "/proc/$p/exe")"
+done
+echo "after restart-instances: g1 (pid $g1pid) and g2 (pid $g2pid) run the new /usr/bin/mcp-gateway"
+after=$(field ok)
+wait_for "new sessions on both upgraded instances" past ok $((after + 10))
+touch "$work/rolling.stop"
+rc=0
+wait "$rollpid" || rc=$?
+rollpid=""
+cat "$work/rolling.out"
+[ $rc -eq 0 ] || fail "requests failed while the upgrade restarted the instances"
+echo "upgrade of both instances, one at a time: no initialize failed"
 
 step 11 "the instances stopped, then the package's unit stop (prerm) and purge"
 inst=g1
