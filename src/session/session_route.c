@@ -420,6 +420,25 @@ session_refuse_hidden(struct session *s, struct stream *st, const char *body,
     return true;
 }
 
+/*
+ * What the client's initialize says it is (params.clientInfo name and version), for the admin
+ * view: client data, so decoded, cut to SESSION_CLIENT_INFO_MAX - 1 bytes, and escaped only where
+ * it is shown.
+ */
+static void
+session_note_client_info(struct session *s, const char *body, const struct jsonrpc_info *info)
+{
+    struct jsonrpc_span ci, v;
+    if (info->params.len == 0 || jsonrpc_member_at(body, info->params, "clientInfo", &ci) == -1
+        || ci.len == 0 || body[ci.off] != '{')
+        return;
+    s->client_info = true;
+    if (jsonrpc_member_at(body, ci, "name", &v) == 0 && v.len > 0)
+        (void)jsonrpc_text_at(body, v, s->client_name, sizeof(s->client_name));
+    if (jsonrpc_member_at(body, ci, "version", &v) == 0 && v.len > 0)
+        (void)jsonrpc_text_at(body, v, s->client_version, sizeof(s->client_version));
+}
+
 enum session_status
 session_client_request(struct session *s, struct stream *st, char *body, size_t len,
                        const struct jsonrpc_info *info, struct policy_grants grants)
@@ -456,8 +475,10 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
     p->task = info->has_task;
     p->grants = bits;
-    if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0)
+    if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0) {
         s->init_gw_id = p->gw_id;
+        session_note_client_info(s, body, info);
+    }
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     if (session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen) == -1) {
