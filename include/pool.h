@@ -52,7 +52,7 @@ enum pool_status {
 struct pool_meta {
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
     const char *principal; /* who asks (auth's principal name): binds an input round to them */
-    const char *client;    /* its address as the access log has it, for the admin view; NULL: none */
+    const char *client;    /* its address as the access log names it (admin view); NULL: none */
     /* out: for POOL_E_BAD_STATE, what is wrong with the requestState; for POOL_E_UNAVAILABLE,
      * why the server cannot serve (when it is more than a failed start) */
     const char *why;

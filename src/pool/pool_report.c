@@ -55,8 +55,7 @@ pool_admin_caller(struct buf_out *o, const struct pool_caller *w)
         pool_put_quoted(o, w->name);
     else
         buf_out_printf(o, "null");
-    buf_out_printf(o, ",\"started_at\":\"%s\",\"started_unix_ms\":%" PRIu64, at,
-                   w->since_unix_ms);
+    buf_out_printf(o, ",\"started_at\":\"%s\",\"started_unix_ms\":%" PRIu64, at, w->since_unix_ms);
 }
 
 static void

@@ -255,7 +255,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     msgq_init(&s->backlog);
     s->srv = srv;
     s->stats = session_server_of(srv->name);
-    char **envp = config_child_env(srv, "MCPGW_SESSION", s->label);
+    char **envp = config_child_env(srv, "MCPGW_SESSION_LABEL", s->label);
     struct upstream_params up = {
         .argv = srv->argv,
         .envp = envp,
@@ -299,10 +299,10 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     const struct log_field f[] = { { "server", srv->name, false },
                                    { "child", pid, true },
                                    { "principal", owner->name, false },
-                                   { "label", s->label, false } };
+                                   { "session_label", s->label, false } };
     log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f),
-               "session created: server=%s child=%s owner=%s label=%s", srv->name, pid,
-               owner->name, s->label);
+               "session created: server=%s child=%s owner=%s label=%s", srv->name, pid, owner->name,
+               s->label);
     return s;
 }
 

@@ -70,10 +70,9 @@ session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
     session_put_quoted(o, s->owner->name);
     char at[UTIL_RFC3339_MAX];
     util_rfc3339(s->created_unix_ms, at);
-    buf_out_printf(o,
-                   ",\"label\":\"%s\",\"created_at\":\"%s\",\"created_unix_ms\":%" PRIu64
-                   ",\"client\":",
-                   s->label, at, s->created_unix_ms);
+    buf_out_printf(
+        o, ",\"label\":\"%s\",\"created_at\":\"%s\",\"created_unix_ms\":%" PRIu64 ",\"client\":",
+        s->label, at, s->created_unix_ms);
     if (s->client[0] != '\0')
         session_put_quoted(o, s->client);
     else

@@ -424,7 +424,7 @@ test('/admin/inflight says who holds each child: a session\'s client address (as
     assert.match(s.label, /^[0-9a-f]{16}$/);
     assert.ok(s.child_pid > 0);
     const env = environOf(s.child_pid);
-    assert.equal(env.MCPGW_SESSION, s.label);
+    assert.equal(env.MCPGW_SESSION_LABEL, s.label);
     assert.equal(env.MCPGW_SERVER, 'example');
     assert.ok(!Object.values(env).some((v) => v.includes(sid)), 'the session id is nowhere in the child\'s environment');
     assert.match(gw.logs(), new RegExp(`session created: server=example child=${s.child_pid} owner=\\S+ label=${s.label}`));
@@ -458,7 +458,7 @@ test('/admin/inflight says who holds each child: a session\'s client address (as
     const penv = environOf(child.pid);
     assert.equal(penv.MCPGW_POOL, child.tag);
     assert.equal(penv.MCPGW_SERVER, 'example');
-    assert.equal(penv.MCPGW_SESSION, undefined);
+    assert.equal(penv.MCPGW_SESSION_LABEL, undefined);
     process.kill(child.pid, 'SIGUSR1');
     await h.done(scaled(5000));
     assert.equal(textOf(msgsOf(h).find(isAnswer)), 'released', h.text());
