@@ -59,7 +59,7 @@ function parseLine(format, line) {
       return { level: o.level, sid: o.session, msg: '', rawMsg: '' };
     }
     // Fields some lines carry besides msg (which says the same in words).
-    const FIELDS = ['server', 'child', 'principal', 'reason', 'method', 'exit_status', 'signal'];
+    const FIELDS = ['server', 'child', 'principal', 'session_label', 'reason', 'method', 'exit_status', 'signal'];
     assert.deepEqual(Object.keys(o).filter((k) => !['ts', 'level', 'session', 'request_id', 'msg', ...FIELDS].includes(k)), [], line);
     for (const k of FIELDS) if (k in o) assert.ok(typeof o[k] === 'string' || Number.isInteger(o[k]), `${k} in ${line}`);
     if ('request_id' in o) assert.match(o.request_id, /^[A-Za-z0-9._:-]{1,64}$/, line);
