@@ -328,7 +328,7 @@ async function journalSink(dir) {
  */
 async function journalGateway(dir, socket, started) {
   const conf = path.join(dir, 'gateway.ini');
-  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\nlog_format = journal\nlog_level = debug\nshutdown_drain_ms = 0\n[server:example]\npath = /mcp\ncommand = ${EXAMPLE}\n`);
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\nlog_format = journal\nlog_level = debug\nshutdown_drain_ms = 0\n[server:example]\npath = /mcp\ncommand = /bin/sh -c 'echo said-on-stderr >&2; exec ${EXAMPLE}'\n`);
   const errPath = path.join(dir, 'stderr');
   const fd = fs.openSync(errPath, 'a');
   const st = fs.fstatSync(fd);
@@ -387,6 +387,11 @@ test('log_format = journal on the journal\'s stream: entries go by the native pr
     assert.match(created.MCPGW_CHILD, /^\d+$/);
     assert.match(created.MCPGW_SESSION_LABEL, /^[0-9a-f]{16}$/);
     assert.match(created.MESSAGE, new RegExp(`^session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created: server=example child=${created.MCPGW_CHILD} `));
+    // A child's stderr line: its session, server and pid.
+    const said = await waitFor(() => sink.entries().find((e) => /child stderr: said-on-stderr$/.test(e.MESSAGE)), scaled(5000), 'the child\'s stderr line');
+    assert.equal(said.MCPGW_SESSION, sid);
+    assert.equal(said.MCPGW_SERVER, 'example');
+    assert.equal(said.MCPGW_CHILD, created.MCPGW_CHILD);
     // Lines logged while a request is handled carry its request id; debug is priority 7.
     const during = all.filter((e) => e.MCPGW_REQUEST_ID === rid && !/^access /.test(e.MESSAGE));
     assert.ok(during.some((e) => e.PRIORITY === '7' && e.MCPGW_SESSION === sid), JSON.stringify(during));
