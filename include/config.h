@@ -156,10 +156,13 @@ int config_check_command(const struct config *cfg, const struct config_server *s
 
 /*
  * The environment of srv's children (sessions' and pools' alike): inherit_env taken from the
- * gateway's, then env (env_file's lines included). A new NULL-terminated array of new strings (the
+ * gateway's, then env (env_file's lines included), then what names the child for an operator
+ * (ps e, /proc/PID/environ): MCPGW_SERVER=<srv's name> and key=value
+ * (MCPGW_SESSION_LABEL=<label> or MCPGW_POOL=<tag>). Those two names are the gateway's: a
+ * configured variable of either name is left out. A new NULL-terminated array of new strings (the
  * caller frees each and the array).
  */
-char **config_child_env(const struct config_server *srv);
+char **config_child_env(const struct config_server *srv, const char *key, const char *value);
 
 /*
  * Writes cfg as an INI file to f (--print-config): every key with its value after defaults,

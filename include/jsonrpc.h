@@ -128,6 +128,12 @@ bool jsonrpc_id_u64(const char *p, struct jsonrpc_span id, uint64_t *out);
  * a NUL.
  */
 bool jsonrpc_string_at(const char *p, struct jsonrpc_span sp, char *out, size_t cap, size_t *len);
+/*
+ * The same for text shown to operators (a client's name, a tool's): a longer string is cut to
+ * cap - 1 bytes at a character boundary (util_utf8_copy) instead of refused. false, out "", when
+ * sp is no string or holds a NUL.
+ */
+bool jsonrpc_text_at(const char *p, struct jsonrpc_span sp, char *out, size_t cap);
 
 /* Standard codes only. */
 #define JSONRPC_PARSE_ERROR         (-32700)

@@ -18,7 +18,8 @@ enum log_level {
 enum log_format {
     LOG_FORMAT_TEXT = 0, /* "ts level [session=ID ]msg" */
     LOG_FORMAT_JSON,     /* {"ts":..,"level":..[,"session":ID],"msg":..}, one per line */
-    LOG_FORMAT_JOURNAL,  /* "<prio>[session=ID ]msg": journald reads the level, adds the time */
+    LOG_FORMAT_JOURNAL,  /* "<prio>[session=ID ]msg": journald reads the level, adds the time;
+                          * on the journal's stream, its native protocol with fields (log.c) */
 };
 
 /* Bytes in a line, newline included; a longer one is cut and ends with LOG_CUT_MARK. */

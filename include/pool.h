@@ -52,6 +52,7 @@ enum pool_status {
 struct pool_meta {
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
     const char *principal; /* who asks (auth's principal name): binds an input round to them */
+    const char *client;    /* its address as the access log names it (admin view); NULL: none */
     /* out: for POOL_E_BAD_STATE, what is wrong with the requestState; for POOL_E_UNAVAILABLE,
      * why the server cannot serve (when it is more than a failed start) */
     const char *why;
@@ -101,7 +102,8 @@ int pool_log_level(const char *p, struct jsonrpc_span sp);
 /* The pools' series in Prometheus text format. */
 void pool_metrics(struct buf *b);
 /*
- * The pools as a JSON array (server, era, children with pid, state and in-flight entries),
+ * The pools as a JSON array (server, era, children with pid, state and in-flight entries, each
+ * with its caller: principal, client address, tool or resource name, when it started),
  * appended to b in at most max bytes: children that do not fit are left out. 0, 1 when some were
  * left out, -1 when not even the pools' frame fits (nothing appended).
  */

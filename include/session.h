@@ -89,6 +89,11 @@ bool session_initialized(const struct session *s);
 struct stream *session_legacy_stream(struct session *s);
 /* The [server:NAME] it belongs to. */
 const char *session_server_name(const struct session *s);
+/*
+ * Who the session's client is, for the admin view: its address as the access log has it (the
+ * socket's peer, or a trusted proxy's X-Forwarded-For), copied (at most 63 bytes).
+ */
+void session_set_client(struct session *s, const char *client);
 /* The client's requests in flight at its child. */
 size_t session_requests_in_flight(const struct session *s);
 /* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */

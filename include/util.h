@@ -37,6 +37,16 @@ bool util_has_prefix_i(const char *s, const char *prefix);
 
 /* Wall clock, seconds since the epoch (token lifetimes). */
 int64_t util_now_unix(void);
+/* Wall clock, milliseconds since the epoch (when something began, for operators). */
+uint64_t util_now_unix_ms(void);
+#define UTIL_RFC3339_MAX 32
+/* unix_ms as RFC 3339 UTC with milliseconds ("2026-07-28T09:30:00.123Z") into out. */
+void util_rfc3339(uint64_t unix_ms, char out[UTIL_RFC3339_MAX]);
+/*
+ * Copies s into out (size >= 1 bytes, NUL-terminated), cut to what fits before a UTF-8 sequence
+ * that does not: a cut never splits a character. Returns whether s was cut.
+ */
+bool util_utf8_copy(char *out, size_t size, const char *s);
 
 /*
  * base64url without padding (RFC 7515 section 2) of s[0..n) into out, which has room for cap bytes.

@@ -15,10 +15,34 @@
 
 #include "config.h"
 
-char **
-config_child_env(const struct config_server *srv)
+/* entry (NAME=value, or a NAME of inherit_env) is the variable name. */
+static bool
+config_env_is(const char *entry, const char *name)
 {
-    size_t n = 0;
+    size_t n = strlen(name);
+    return strncmp(entry, name, n) == 0 && (entry[n] == '=' || entry[n] == '\0');
+}
+
+/* entry is a variable the gateway sets itself: the configuration's is left out. */
+static bool
+config_env_ours(const char *entry, const char *key)
+{
+    return config_env_is(entry, "MCPGW_SERVER") || config_env_is(entry, key);
+}
+
+static char *
+config_env_pair(const char *k, const char *v)
+{
+    size_t len = strlen(k) + strlen(v) + 2;
+    char *e = xmalloc(len);
+    snprintf(e, len, "%s=%s", k, v);
+    return e;
+}
+
+char **
+config_child_env(const struct config_server *srv, const char *key, const char *value)
+{
+    size_t n = 2;
     for (char **e = srv->inherit_env; e && *e; e++)
         n++;
     for (char **e = srv->env; e && *e; e++)
@@ -27,15 +51,15 @@ config_child_env(const struct config_server *srv)
     size_t k = 0;
     for (char **e = srv->inherit_env; e && *e; e++) {
         const char *v = getenv(*e);
-        if (v == NULL)
+        if (v == NULL || config_env_ours(*e, key))
             continue;
-        size_t len = strlen(*e) + strlen(v) + 2;
-        envp[k] = xmalloc(len);
-        snprintf(envp[k], len, "%s=%s", *e, v);
-        k++;
+        envp[k++] = config_env_pair(*e, v);
     }
     for (char **e = srv->env; e && *e; e++)
-        envp[k++] = xstrdup(*e);
+        if (!config_env_ours(*e, key))
+            envp[k++] = xstrdup(*e);
+    envp[k++] = config_env_pair("MCPGW_SERVER", srv->name);
+    envp[k++] = config_env_pair(key, value);
     envp[k] = NULL;
     return envp;
 }

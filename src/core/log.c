@@ -2,7 +2,9 @@
 /*
  * One-line structured logs on stderr, text, JSON or journal, with the session id as a field.
  * Journald and docker both take stderr; [gateway] log_file names a file instead, which SIGUSR1
- * reopens after logrotate renamed it (log_reopen). No syslog, no rotation here.
+ * reopens after logrotate renamed it (log_reopen). No syslog, no rotation here. The journal
+ * format on the journal's own stream sends each entry by the native protocol instead (journal.c),
+ * its text as MESSAGE and its fields as MCPGW_ fields (log_journal).
  *
  * Past the fixed prefix (time, level, journald priority) everything may come from a peer: a
  * session id from a header or a query parameter, a method name, a child's stderr line. So the
@@ -26,6 +28,7 @@
  */
 #include "log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,6 +39,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "journal.h"
 
 #define LOG_TEXT_MAX 4096 /* a formatted message, before escaping */
 #define LOG_SID_ROOM 200  /* bytes of an escaped session id; real ids are under 64 */
@@ -71,6 +76,17 @@ log_init(enum log_level level, enum log_format format)
 {
     log_level = level;
     log_format = format;
+    /*
+     * The journal format on the journal's own stream (systemd set JOURNAL_STREAM to stderr's
+     * device and inode): entries go to journald natively, with fields; a line it cannot take
+     * still goes to stderr. Anywhere else (a terminal, docker, a file) nothing changes.
+     */
+    if (format == LOG_FORMAT_JOURNAL && journal_stream_is(STDERR_FILENO)) {
+        if (journal_open() == -1)
+            journal_close();
+    } else {
+        journal_close();
+    }
 }
 
 static int
@@ -387,6 +403,62 @@ log_put_prefix(struct log_line *l, enum log_level level, enum log_format format)
     log_put(l, head, n < 0 ? 0 : (size_t)n);
 }
 
+/* The value of field key (MCPGW_...) among f[0..n), or NULL. */
+static const struct journal_field *
+log_journal_has(const struct journal_field *f, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i].key, key) == 0)
+            return &f[i];
+    return NULL;
+}
+
+/*
+ * The entry as the journal's native protocol carries it, when log_init found stderr to be the
+ * journal's stream and lines go to stderr: MESSAGE is msg[0..len) (the line without its priority
+ * prefix and newline, so journalctl shows what it showed), with PRIORITY, SYSLOG_IDENTIFIER, and
+ * MCPGW_SESSION, MCPGW_REQUEST_ID and MCPGW_<KEY> for each field of f[0..nf) given (values escaped
+ * as in the line, at most LOG_SID_ROOM bytes each). False when it was not sent: the caller writes
+ * the line to stderr, as without the protocol.
+ */
+static bool
+log_journal(enum log_level level, const char *msg, size_t len, const char *sid,
+            const struct log_field *f, size_t nf)
+{
+    if (log_fd != STDERR_FILENO || !journal_is_open())
+        return false;
+    static const char *const prio[] = { "3", "4", "6", "7" };
+    struct journal_field jf[JOURNAL_FIELDS_MAX];
+    char keys[JOURNAL_FIELDS_MAX][64];
+    struct log_line vals = { .len = 0 }; /* the escaped values, one after another */
+    size_t n = 0;
+    jf[n++] = (struct journal_field){ "MESSAGE", msg, len };
+    jf[n++] = (struct journal_field){ "PRIORITY", prio[level], 1 };
+    jf[n++] = (struct journal_field){ "SYSLOG_IDENTIFIER", program_invocation_short_name,
+                                      strlen(program_invocation_short_name) };
+    if (log_rid[0] != '\0')
+        jf[n++] = (struct journal_field){ "MCPGW_REQUEST_ID", log_rid, strlen(log_rid) };
+    for (size_t i = 0; i <= nf && n < JOURNAL_FIELDS_MAX; i++) {
+        /* The session id first, then the fields. */
+        const char *key = i == 0 ? "session" : f[i - 1].key;
+        const char *v = i == 0 ? sid : f[i - 1].value;
+        if (v == NULL || v[0] == '\0')
+            continue;
+        char *k = keys[n];
+        int kl = snprintf(k, sizeof(keys[n]), "MCPGW_%s", key);
+        for (int j = 6; j < kl && k[j] != '\0'; j++)
+            k[j] = isalnum((unsigned char)k[j]) ? (char)toupper((unsigned char)k[j]) : '_';
+        if (log_journal_has(jf, n, k) != NULL)
+            continue;
+        size_t at = vals.len;
+        size_t limit = at + LOG_SID_ROOM < sizeof(vals.buf) ? at + LOG_SID_ROOM : sizeof(vals.buf);
+        if (!log_put_escaped(&vals, limit, v, strlen(v), LOG_ESC_TEXT, false))
+            log_put(&vals, log_cut, sizeof(log_cut) - 1);
+        jf[n++] = (struct journal_field){ k, vals.buf + at, vals.len - at };
+    }
+    return journal_send(jf, n) == 0;
+}
+
 /*
  * One line for text[0..n) (cut: text was already cut short), escaped for the format; in JSON the
  * fields f[0..nf) too, each a member before "msg" (the text says the same in words).
@@ -401,6 +473,7 @@ log_emit(enum log_level level, const char *sid, const struct log_field *f, size_
     /* Room kept for the mark, the closing "} and the newline. */
     size_t end = sizeof(l.buf) - (sizeof(log_cut) - 1) - 3;
     log_put_prefix(&l, level, log_format);
+    size_t head = l.len; /* the prefix: the journal's entry is what follows it */
     if (sid != NULL) {
         log_put(&l, json ? ",\"session\":\"" : "session=", json ? 12 : 8);
         if (!log_put_escaped(&l, l.len + LOG_SID_ROOM, sid, strlen(sid),
@@ -444,6 +517,9 @@ log_emit(enum log_level level, const char *sid, const struct log_field *f, size_
         log_put(&l, log_rid, rid_len);
     }
     log_put(&l, json ? "\"}\n" : "\n", json ? 3 : 1);
+    if (log_format == LOG_FORMAT_JOURNAL
+        && log_journal(level, l.buf + head, l.len - head - 1, sid, f, nf))
+        return;
     log_write(log_fd, l.buf, l.len);
 }
 
@@ -457,6 +533,7 @@ log_access(const struct log_field *f, size_t n)
     enum log_format format = access_mode == LOG_ACCESS_MAIN ? log_format : access_format;
     bool json = format == LOG_FORMAT_JSON;
     log_put_prefix(&l, LOG_INFO, format);
+    size_t head = l.len;
     if (json)
         log_put(&l, ",\"type\":\"access\"", 16);
     else
@@ -491,6 +568,9 @@ log_access(const struct log_field *f, size_t n)
     if (cut)
         log_put(&l, log_cut, sizeof(log_cut) - 1);
     log_put(&l, json ? "}\n" : "\n", json ? 2 : 1);
+    if (format == LOG_FORMAT_JOURNAL && access_mode == LOG_ACCESS_MAIN
+        && log_journal(LOG_INFO, l.buf + head, l.len - head - 1, NULL, f, n))
+        return;
     log_write(access_mode == LOG_ACCESS_FILE ? access_fd : log_fd, l.buf, l.len);
 }
 

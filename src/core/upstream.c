@@ -659,7 +659,11 @@ upstream_log_stderr(struct upstream *u, const char *p, size_t n)
         u->err_dropped++;
         return;
     }
-    log_info(u->tag, "child stderr: %.*s", (int)n, p);
+    /* Its server and pid as fields: JSON lines and journal entries can be matched by them. */
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)u->pid);
+    const struct log_field f[] = { { "server", u->srv->row.name, false }, { "child", pid, true } };
+    log_fields(LOG_INFO, u->tag, f, ARRAY_LEN(f), "child stderr: %.*s", (int)n, p);
 }
 
 /* Splits stderr bytes into lines for the log; a line longer than the buffer is logged in pieces. */

@@ -143,6 +143,46 @@ util_now_unix(void)
     return (int64_t)ts.tv_sec;
 }
 
+uint64_t
+util_now_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void
+util_rfc3339(uint64_t unix_ms, char out[UTIL_RFC3339_MAX])
+{
+    time_t t = (time_t)(unix_ms / 1000u);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, UTIL_RFC3339_MAX - 6, "%Y-%m-%dT%H:%M:%S", &tm);
+    unsigned ms = (unsigned)(unix_ms % 1000u);
+    out[n++] = '.';
+    out[n++] = (char)('0' + ms / 100);
+    out[n++] = (char)('0' + ms / 10 % 10);
+    out[n++] = (char)('0' + ms % 10);
+    out[n++] = 'Z';
+    out[n] = '\0';
+}
+
+bool
+util_utf8_copy(char *out, size_t size, const char *s)
+{
+    size_t n = strlen(s);
+    bool cut = n >= size;
+    if (cut) {
+        n = size - 1;
+        /* s[n] is the first byte left out: back off over a sequence it continues. */
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return cut;
+}
+
 static int
 util_b64url_value(char c)
 {

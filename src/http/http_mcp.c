@@ -219,6 +219,15 @@ http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
     return st;
 }
 
+/* The new session's client, as the access log names it (http_access.c). */
+static void
+http_session_client(const struct http_req *rc, struct session *s)
+{
+    char client[64];
+    http_access_client(rc, client, sizeof(client));
+    session_set_client(s, client);
+}
+
 enum MHD_Result
 http_post(struct http_req *rc)
 {
@@ -247,6 +256,7 @@ http_post(struct http_req *rc)
         s = session_create(rc->srv, rc->principal, &status, &why);
         if (s == NULL)
             return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+        http_session_client(rc, s);
         snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
         return http_post_request(rc, s, true, &info);
     }
@@ -310,6 +320,7 @@ http_legacy_sse(struct http_req *rc)
     struct session *s = session_create(rc->srv, rc->principal, &status, &why);
     if (s == NULL)
         return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+    http_session_client(rc, s);
     snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
     char endpoint[32 + CRYPTO_SESSION_ID_MAX];
     snprintf(endpoint, sizeof(endpoint), "messages?sessionId=%s", session_id(s));

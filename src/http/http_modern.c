@@ -194,9 +194,11 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
         return http_bad_meta(rc, info,
                              "params._meta[\"io.modelcontextprotocol/clientCapabilities\"] "
                              "is required (an object)");
-    struct pool_meta meta = { .log_level = -1,
-                              .principal = rc->principal->name,
-                              .grants = rc->grants };
+    char client[64];
+    http_access_client(rc, client, sizeof(client));
+    struct pool_meta meta = {
+        .log_level = -1, .principal = rc->principal->name, .client = client, .grants = rc->grants
+    };
     if (info->meta_log_level.len != 0
         && (meta.log_level = pool_log_level(body, info->meta_log_level)) < 0)
         return http_bad_meta(rc, info,

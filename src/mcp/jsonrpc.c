@@ -944,3 +944,17 @@ jsonrpc_string_at(const char *p, struct jsonrpc_span sp, char *out, size_t cap, 
         *len = n;
     return true;
 }
+
+bool
+jsonrpc_text_at(const char *p, struct jsonrpc_span sp, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (sp.len < 2 || p[sp.off] != '"')
+        return false;
+    char *all = xmalloc(sp.len); /* the decoded text is never longer than its escaped form */
+    bool ok = jsonrpc_string_at(p, sp, all, sp.len, NULL);
+    if (ok)
+        (void)util_utf8_copy(out, cap, all);
+    free(all);
+    return ok;
+}

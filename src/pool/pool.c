@@ -293,7 +293,7 @@ pool_child_start(struct pool *p)
     c->pool = p;
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
     relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
-    char **envp = config_child_env(p->srv);
+    char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag);
     struct upstream_params up = {
         .argv = p->srv->argv,
         .envp = envp,
@@ -636,6 +636,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     call->log_level = meta->log_level;
     call->grants = p->srv->policy != NULL ? policy_bits(p->srv->policy, meta->grants) : 0;
     struct stream *st = pool_call_stream(call);
+    pool_caller_note(call, body, info, meta);
     pool_caps_take(call, meta->principal, info->method);
     pool_bridge_note(call, body, info, meta);
     if (c != NULL) {

@@ -102,6 +102,16 @@ struct pool_ask {
 
 #define POOL_ASKS_MAX 16 /* questions one call may have open; more are answered with an error */
 
+#define POOL_CALLER_TEXT 129 /* a caller's principal or name shown: 128 bytes, then cut */
+
+/* Who made a call, for the admin view (pool_report.c): copied when it arrives, bounded. */
+struct pool_caller {
+    char principal[POOL_CALLER_TEXT];
+    char client[64];             /* its address, as the access log has it; "": unknown */
+    char name[POOL_CALLER_TEXT]; /* params.name, else params.uri, decoded and cut; "": none */
+    uint64_t since_unix_ms;      /* its arrival at the gateway (queued time included) */
+};
+
 /* One request from arrival to its end; across input rounds, the child's one call. */
 struct pool_call {
     struct pool *pool;
@@ -138,6 +148,7 @@ struct pool_call {
     size_t final_len;
     struct pool_call *dnext; /* pools.due */
     struct pool_call *hnext; /* pools.held */
+    struct pool_caller caller;
 };
 
 /* Why a pool was retired: the texts its children's stop, its queue and its listeners get. */
@@ -223,6 +234,9 @@ struct pool_server *pool_server_of(const char *name);
 void pool_servers_free(void);
 /* The counters of every server added up. */
 struct pool_counters pool_counters_total(void);
+/* Notes who made the new call (the admin view shows it beside the call's entry). */
+void pool_caller_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
+                      const struct pool_meta *meta);
 
 /* pool_caps.c: per-principal limits, tables of names */
 /* The hash of a NUL-terminated name (FNV-1a). */

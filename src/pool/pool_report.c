@@ -14,6 +14,50 @@
 
 static const char *const pool_eras[] = { "auto", "modern", "legacy" };
 
+void
+pool_caller_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
+                 const struct pool_meta *meta)
+{
+    struct pool_caller *w = &call->caller;
+    (void)util_utf8_copy(w->principal, sizeof(w->principal),
+                         meta->principal != NULL ? meta->principal : "");
+    snprintf(w->client, sizeof(w->client), "%s", meta->client != NULL ? meta->client : "");
+    struct jsonrpc_span sp = info->name.len > 0 ? info->name : info->uri;
+    if (sp.len > 0)
+        (void)jsonrpc_text_at(body, sp, w->name, sizeof(w->name));
+    w->since_unix_ms = util_now_unix_ms();
+}
+
+static void
+pool_put_quoted(struct buf_out *o, const char *s)
+{
+    size_t n;
+    char *q = jsonrpc_quote(s, &n);
+    buf_out_raw(o, q, n);
+    free(q);
+}
+
+/* The caller of an entry's call: client data, cut when noted, escaped here. */
+static void
+pool_admin_caller(struct buf_out *o, const struct pool_caller *w)
+{
+    char at[UTIL_RFC3339_MAX];
+    util_rfc3339(w->since_unix_ms, at);
+    buf_out_printf(o, ",\"principal\":");
+    pool_put_quoted(o, w->principal);
+    buf_out_printf(o, ",\"client\":");
+    if (w->client[0] != '\0')
+        pool_put_quoted(o, w->client);
+    else
+        buf_out_printf(o, "null");
+    buf_out_printf(o, ",\"name\":");
+    if (w->name[0] != '\0')
+        pool_put_quoted(o, w->name);
+    else
+        buf_out_printf(o, "null");
+    buf_out_printf(o, ",\"started_at\":\"%s\",\"started_unix_ms\":%" PRIu64, at, w->since_unix_ms);
+}
+
 static void
 pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
 {
@@ -46,6 +90,8 @@ pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
                            p->gw_id, state, now - p->start_ms);
             if (call != NULL && call->round > 0)
                 buf_out_printf(o, ",\"input_rounds\":%u", call->round);
+            if (call != NULL)
+                pool_admin_caller(o, &call->caller);
         }
         if (p->token != NULL) {
             buf_out_printf(o, ",\"progress_token\":");

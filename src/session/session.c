@@ -155,6 +155,26 @@ session_server_name(const struct session *s)
     return s->srv->name;
 }
 
+void
+session_set_client(struct session *s, const char *client)
+{
+    snprintf(s->client, sizeof(s->client), "%s", client != NULL ? client : "");
+}
+
+/* The session's label: the first 8 bytes of its id's SHA-256, in hex. */
+static void
+session_label(struct session *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char h[CRYPTO_SHA256_LEN];
+    crypto_sha256(s->id, strlen(s->id), h);
+    for (size_t i = 0; i < SESSION_LABEL_LEN / 2; i++) {
+        s->label[2 * i] = hex[h[i] >> 4];
+        s->label[2 * i + 1] = hex[h[i] & 15];
+    }
+    s->label[SESSION_LABEL_LEN] = '\0';
+}
+
 size_t
 session_requests_in_flight(const struct session *s)
 {
@@ -229,11 +249,13 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
         *err = "no randomness for a session id";
         return NULL;
     }
+    session_label(s);
+    s->created_unix_ms = util_now_unix_ms();
     relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, session_expired, s);
     msgq_init(&s->backlog);
     s->srv = srv;
     s->stats = session_server_of(srv->name);
-    char **envp = config_child_env(srv);
+    char **envp = config_child_env(srv, "MCPGW_SESSION_LABEL", s->label);
     struct upstream_params up = {
         .argv = srv->argv,
         .envp = envp,
@@ -277,9 +299,11 @@ session_create(const struct config_server *srv, struct auth_principal *owner, in
     snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(s->u));
     const struct log_field f[] = { { "server", srv->name, false },
                                    { "child", pid, true },
-                                   { "principal", owner->name, false } };
-    log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f), "session created: server=%s child=%s owner=%s",
-               srv->name, pid, owner->name);
+                                   { "principal", owner->name, false },
+                                   { "session_label", s->label, false } };
+    log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f),
+               "session created: server=%s child=%s owner=%s label=%s", srv->name, pid, owner->name,
+               s->label);
     return s;
 }
 

@@ -28,6 +28,10 @@ struct session_task {
     char id[128];
 };
 
+#define SESSION_LABEL_LEN       16
+#define SESSION_CLIENT_MAX      64  /* an IPv6 address in text, with room */
+#define SESSION_CLIENT_INFO_MAX 129 /* clientInfo's name or version: 128 bytes, then cut */
+
 struct session {
     char id[CRYPTO_SESSION_ID_MAX];
     enum session_state state;
@@ -48,6 +52,17 @@ struct session {
     bool legacy; /* 2024-11-05 HTTP+SSE: the GET stream is the session */
     struct session_task *tasks; /* the child's tasks not known to be terminal (2025-11-25) */
     size_t ntasks;
+    /*
+     * For operators (the admin view, the child's environment). The label names the session
+     * where its id must not go: the id lets whoever holds it use the session, the label (16 hex
+     * digits of the id's SHA-256) does not.
+     */
+    char label[SESSION_LABEL_LEN + 1];
+    char client[SESSION_CLIENT_MAX];           /* the client's address, as the access log has it */
+    char client_name[SESSION_CLIENT_INFO_MAX]; /* initialize's clientInfo.name, cut; "": none */
+    char client_version[SESSION_CLIENT_INFO_MAX]; /* ... .version */
+    bool client_info;                             /* the initialize had a clientInfo object */
+    uint64_t created_unix_ms;
     struct session *hnext; /* hash chain */
     struct session *gnext; /* graveyard */
 };

@@ -68,6 +68,26 @@ session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
                    s->state == SESSION_READY ? "ready" : "initializing", s->version,
                    now - s->last_active_ms, s->ntasks);
     session_put_quoted(o, s->owner->name);
+    char at[UTIL_RFC3339_MAX];
+    util_rfc3339(s->created_unix_ms, at);
+    buf_out_printf(
+        o, ",\"label\":\"%s\",\"created_at\":\"%s\",\"created_unix_ms\":%" PRIu64 ",\"client\":",
+        s->label, at, s->created_unix_ms);
+    if (s->client[0] != '\0')
+        session_put_quoted(o, s->client);
+    else
+        buf_out_printf(o, "null");
+    /* Client data: decoded and cut when noted, escaped here; invalid UTF-8 shows as "". */
+    buf_out_printf(o, ",\"client_info\":");
+    if (s->client_info) {
+        buf_out_printf(o, "{\"name\":");
+        session_put_quoted(o, s->client_name);
+        buf_out_printf(o, ",\"version\":");
+        session_put_quoted(o, s->client_version);
+        buf_out_printf(o, "}");
+    } else {
+        buf_out_printf(o, "null");
+    }
     buf_out_printf(o, ",\"streams\":[");
     for (const struct stream *st = s->streams; st != NULL; st = stream_own_const(st)->next)
         buf_out_printf(

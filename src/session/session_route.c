@@ -433,6 +433,25 @@ session_principal_fits(const struct session *s)
     return quota_fits(s->srv->name, s->owner->name, QUOTA_CALLS, max);
 }
 
+/*
+ * What the client's initialize says it is (params.clientInfo name and version), for the admin
+ * view: client data, so decoded, cut to SESSION_CLIENT_INFO_MAX - 1 bytes, and escaped only where
+ * it is shown.
+ */
+static void
+session_note_client_info(struct session *s, const char *body, const struct jsonrpc_info *info)
+{
+    struct jsonrpc_span ci, v;
+    if (info->params.len == 0 || jsonrpc_member_at(body, info->params, "clientInfo", &ci) == -1
+        || ci.len == 0 || body[ci.off] != '{')
+        return;
+    s->client_info = true;
+    if (jsonrpc_member_at(body, ci, "name", &v) == 0 && v.len > 0)
+        (void)jsonrpc_text_at(body, v, s->client_name, sizeof(s->client_name));
+    if (jsonrpc_member_at(body, ci, "version", &v) == 0 && v.len > 0)
+        (void)jsonrpc_text_at(body, v, s->client_version, sizeof(s->client_version));
+}
+
 enum session_status
 session_client_request(struct session *s, struct stream *st, char *body, size_t len,
                        const struct jsonrpc_info *info, struct policy_grants grants)
@@ -474,8 +493,10 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     p->grants = bits;
     if (counted) /* given back when the entry is cancelled or deleted (pending.h) */
         p->quota = quota_take(s->srv->name, s->owner->name, QUOTA_CALLS, 1);
-    if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0)
+    if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0) {
         s->init_gw_id = p->gw_id;
+        session_note_client_info(s, body, info);
+    }
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     if (session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen) == -1) {

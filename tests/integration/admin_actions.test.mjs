@@ -368,3 +368,101 @@ test('restart: the pool\'s children are replaced (new pids), a call in flight on
     assert.equal(m[ACTIONS('restart', 'not_found')], 1);
   });
 });
+
+// ---- who holds what ----------------------------------------------------------------------------
+
+/** The environment of process pid: {NAME: value}. */
+function environOf(pid) {
+  const env = {};
+  for (const kv of fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').filter(Boolean)) {
+    const i = kv.indexOf('=');
+    env[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  return env;
+}
+/** The access log line of the request whose mcp_method and client are given: {key: value}. */
+function accessLine(gw, mcpMethod, client) {
+  for (const l of gw.logs().split('\n')) {
+    if (!/ info access /.test(l)) continue;
+    const f = Object.fromEntries([...l.matchAll(/ (\w+)=(\S+)/g)].map((m) => [m[1], m[2]]));
+    if (f.mcp_method === mcpMethod && f.client === client) return f;
+  }
+  return null;
+}
+const utf8Len = (s) => Buffer.byteLength(s, 'utf8');
+
+test('/admin/inflight says who holds each child: a session\'s client address (as the access log names it), clientInfo (cut, escaped), creation time, owner and label; a pool call\'s principal, client, tool and start; each child\'s environment names its session or pool and server', async () => {
+  // A trusted peer names the client by X-Forwarded-For, as nginx does: the view must show the
+  // client the access log shows, not the socket's peer.
+  await withGateway({ gateway: { admin_token: TOKEN, trusted_proxies: '127.0.0.1' } }, async (gw) => {
+    const t0 = Date.now();
+    // clientInfo is the client's own text: a control byte, a name longer than 128 bytes of
+    // two-byte characters, a version of 500 bytes.
+    const name = `cli\n\u0007${'ü'.repeat(100)}`;
+    const init = rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name, version: 'v'.repeat(500) } }, 'init');
+    const r = await post(gw, init, { headers: { 'X-Forwarded-For': '192.0.2.1, 203.0.113.7' } });
+    await r.done(scaled(5000));
+    assert.equal(r.status, 200, r.text());
+    const sid = r.headers['mcp-session-id'];
+    const view = await admin(gw, '/admin/inflight', { method: 'GET' });
+    assert.equal(view.status, 200, view.text);
+    const s = view.body.sessions.find((x) => x.id === sid);
+    assert.ok(s, view.text);
+    const acc = accessLine(gw, 'initialize', '203.0.113.7');
+    assert.ok(acc, `the access line of the initialize:\n${gw.logs()}`);
+    assert.equal(s.client, acc.client);
+    assert.equal(s.owner, acc.principal);
+    // Cut to 128 bytes, never inside a character; the control byte kept and escaped (JSON).
+    assert.equal(s.client_info.name, `cli\n\u0007${'ü'.repeat(61)}`);
+    assert.ok(utf8Len(s.client_info.name) <= 128);
+    assert.equal(s.client_info.version, 'v'.repeat(128));
+    assert.match(s.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.equal(Date.parse(s.created_at), s.created_unix_ms);
+    assert.ok(s.created_unix_ms >= t0 - 1000 && s.created_unix_ms <= Date.now() + 1000, `created ${s.created_at}`);
+    // The child's environment names its session by the label (not the id, which lets its
+    // holder use the session) and its server.
+    assert.match(s.label, /^[0-9a-f]{16}$/);
+    assert.ok(s.child_pid > 0);
+    const env = environOf(s.child_pid);
+    assert.equal(env.MCPGW_SESSION_LABEL, s.label);
+    assert.equal(env.MCPGW_SERVER, 'example');
+    assert.ok(!Object.values(env).some((v) => v.includes(sid)), 'the session id is nowhere in the child\'s environment');
+    assert.match(gw.logs(), new RegExp(`session created: server=example child=${s.child_pid} owner=\\S+ label=${s.label}`));
+
+    // A session whose initialize has no clientInfo, from the socket's peer.
+    const bare = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {} }, 'bare'));
+    await bare.done(scaled(5000));
+    const bareSid = bare.headers['mcp-session-id'];
+    const v2 = await admin(gw, '/admin/inflight', { method: 'GET' });
+    const b = v2.body.sessions.find((x) => x.id === bareSid);
+    assert.equal(b.client_info, null);
+    assert.equal(b.client, '127.0.0.1');
+    assert.notEqual(b.label, s.label);
+
+    // A 2026-07-28 call in flight on a pool child: its caller beside its entry.
+    const msg = rpc('tools/call', { name: 'cancel_self', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, progressToken: 'who' } }, 'who');
+    const h = await post(gw, msg, { headers: { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'cancel_self', 'X-Forwarded-For': '198.51.100.9' } });
+    assert.equal(h.status, 200, h.text());
+    await h.waitEvent((j) => j.method === 'notifications/progress', scaled(10000));
+    const v3 = await admin(gw, '/admin/inflight', { method: 'GET' });
+    const child = v3.body.pools.find((p) => p.server === 'example' && !p.retired).children[0];
+    const e = child.inflight.find((x) => x.id === 'who');
+    assert.ok(e, v3.text);
+    const pacc = accessLine(gw, 'tools/call', '198.51.100.9');
+    assert.equal(e.client, '198.51.100.9');
+    assert.equal(e.principal, s.owner);
+    assert.equal(e.name, 'cancel_self');
+    assert.equal(e.method, 'tools/call');
+    assert.equal(Date.parse(e.started_at), e.started_unix_ms);
+    assert.ok(e.started_unix_ms >= t0 - 1000 && e.started_unix_ms <= Date.now() + 1000, `started ${e.started_at}`);
+    const penv = environOf(child.pid);
+    assert.equal(penv.MCPGW_POOL, child.tag);
+    assert.equal(penv.MCPGW_SERVER, 'example');
+    assert.equal(penv.MCPGW_SESSION_LABEL, undefined);
+    process.kill(child.pid, 'SIGUSR1');
+    await h.done(scaled(5000));
+    assert.equal(textOf(msgsOf(h).find(isAnswer)), 'released', h.text());
+    assert.equal(pacc, null, 'the access line comes when the request ends');
+    assert.equal(accessLine(gw, 'tools/call', '198.51.100.9')?.principal, e.principal);
+  });
+});

@@ -888,7 +888,7 @@ test('jwt: a token that expires while in use is refused from then on (clock_skew
 // children
 // =================================================================================================
 
-test('child environment: only PATH, HOME, LANG and the server env; the token never reaches the child', async () => {
+test('child environment: only PATH, HOME, LANG, the server env and the gateway\'s MCPGW_SERVER and MCPGW_SESSION_LABEL (a label, never the id; a configured one is left out); the token never reaches the child', async () => {
   const dir = tmpdir('mcpgw-auth-env-');
   const tokensFile = path.join(dir, 'tokens');
   const tok = randomToken('envsecret');
@@ -903,16 +903,19 @@ test('child environment: only PATH, HOME, LANG and the server env; the token nev
   await withGateway({
     env,
     auth: { mode: 'bearer', public_url: PUBLIC_URL, tokens_file: tokensFile },
-    servers: [{ name: 'example', path: '/mcp', env: 'ONLY_THIS=1' }],
+    servers: [{ name: 'example', path: '/mcp', env: 'ONLY_THIS=1 MCPGW_SERVER=forged MCPGW_SESSION_LABEL=forged' }],
   }, async (gw) => {
     const { sid, pid } = await initAuth(gw, tok);
     assert.ok(pid, `child pid in the log:\n${gw.logs()}`);
     await echo(gw, tok, sid, 'env check');
     const environ = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
     const got = Object.fromEntries(environ.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-    const want = { ONLY_THIS: '1' };
+    const label = new RegExp(`session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created: .* label=([0-9a-f]{16})`).exec(gw.logs())?.[1];
+    assert.ok(label, gw.logs());
+    const want = { ONLY_THIS: '1', MCPGW_SERVER: 'example', MCPGW_SESSION_LABEL: label };
     for (const k of ['PATH', 'HOME', 'LANG']) if (env[k] !== undefined) want[k] = env[k];
     assert.deepEqual(got, want, `child environ: ${environ.join(' ')}`);
+    assert.ok(!environ.join('\n').includes(sid), 'session id not in environ');
     assert.ok(!environ.join('\n').includes(tok), 'token not in environ');
     const lines = gw.childLines();
     assert.ok(lines.length >= 3, 'the child logged what it received');

@@ -9,12 +9,19 @@
 // that is the line's level; text lines start with a timestamp and a level) with no control byte,
 // the whole output must be valid UTF-8, and the hostile values must be there, escaped, and come
 // back exactly once the format's escaping is undone.
+//
+// Under systemd (JOURNAL_STREAM names stderr) the journal format goes by the native protocol, to a
+// real receiver here (tests/fixtures/journal_sink.c, named by MCPGW_JOURNAL_SOCKET): each entry
+// keeps the line's text as MESSAGE and carries PRIORITY, SYSLOG_IDENTIFIER and the MCPGW_ fields
+// (session, server, principal, request id...), and a hostile value stays inside its field.
+import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, initSession, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { EXAMPLE, GW_BIN, callTool, initSession, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
 
 const PRIO = { error: 3, warn: 4, info: 6, debug: 7 };
 const LEVEL_OF_PRIO = Object.fromEntries(Object.entries(PRIO).map(([k, v]) => [v, k]));
@@ -59,7 +66,7 @@ function parseLine(format, line) {
       return { level: o.level, sid: o.session, msg: '', rawMsg: '' };
     }
     // Fields some lines carry besides msg (which says the same in words).
-    const FIELDS = ['server', 'child', 'principal', 'reason', 'method', 'exit_status', 'signal'];
+    const FIELDS = ['server', 'child', 'principal', 'session_label', 'reason', 'method', 'exit_status', 'signal'];
     assert.deepEqual(Object.keys(o).filter((k) => !['ts', 'level', 'session', 'request_id', 'msg', ...FIELDS].includes(k)), [], line);
     for (const k of FIELDS) if (k in o) assert.ok(typeof o[k] === 'string' || Number.isInteger(o[k]), `${k} in ${line}`);
     if ('request_id' in o) assert.match(o.request_id, /^[A-Za-z0-9._:-]{1,64}$/, line);
@@ -295,3 +302,125 @@ for (const format of ['text', 'json', 'journal']) {
   });
 }
 
+
+// ---- the journal's native protocol ---------------------------------------------------------------
+
+/** A journal receiver at dir/journal.sock: {path, entries() (parsed so far), stop()}. */
+async function journalSink(dir) {
+  const sock = path.join(dir, 'journal.sock');
+  const p = spawn(process.env.GW_JOURNAL_SINK, [sock], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout.on('data', (d) => { out += d.toString('latin1'); });
+  const exited = new Promise((res) => p.on('exit', res));
+  await waitFor(() => fs.existsSync(sock) || p.exitCode !== null, scaled(5000), 'the journal receiver to bind');
+  assert.equal(p.exitCode, null, 'the journal receiver runs');
+  return {
+    path: sock,
+    entries: () => out.split('\n').slice(0, -1).map((l) => JSON.parse(l)),
+    async stop() { p.kill('SIGTERM'); await exited; },
+  };
+}
+
+/**
+ * A gateway whose stderr is the file dir/stderr and JOURNAL_STREAM names it (as systemd names the
+ * journal's stream), its journal socket at socket: {base, url, host, port, proc, stderr(), stop()}.
+ * started: reads whether it listens (from the journal, or from stderr).
+ */
+async function journalGateway(dir, socket, started) {
+  const conf = path.join(dir, 'gateway.ini');
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\nlog_format = journal\nlog_level = debug\nshutdown_drain_ms = 0\n[server:example]\npath = /mcp\ncommand = /bin/sh -c 'echo said-on-stderr >&2; exec ${EXAMPLE}'\n`);
+  const errPath = path.join(dir, 'stderr');
+  const fd = fs.openSync(errPath, 'a');
+  const st = fs.fstatSync(fd);
+  const env = { ...process.env, JOURNAL_STREAM: `${st.dev}:${st.ino}`, MCPGW_JOURNAL_SOCKET: socket };
+  const proc = spawn(GW_BIN, ['--config', conf], { stdio: ['ignore', 'ignore', fd], env });
+  fs.closeSync(fd);
+  const exited = new Promise((res) => proc.on('exit', (code, signal) => res({ code, signal })));
+  const stderr = () => fs.readFileSync(errPath, 'utf8');
+  const m = await waitFor(() => started(stderr()) || (proc.exitCode !== null && 'exit'), scaled(5000), 'the gateway to listen');
+  assert.notEqual(m, 'exit', `the gateway exited: ${stderr()}`);
+  const [, host, port] = m;
+  return {
+    host, port: Number(port), proc, stderr, logs: stderr,
+    base: `http://${host}:${port}`, url: `http://${host}:${port}/mcp`,
+    async stop() {
+      proc.kill('SIGTERM');
+      assert.deepEqual(await exited, { code: 0, signal: null }, stderr());
+    },
+  };
+}
+
+test('log_format = journal on the journal\'s stream: entries go by the native protocol with PRIORITY, SYSLOG_IDENTIFIER and MCPGW_SESSION, _SERVER, _PRINCIPAL, _REQUEST_ID fields; MESSAGE is the line\'s text; a hostile value stays in its field; with no journal there, lines go to stderr', async () => {
+  const dir = tmpdir('mcpgw-journal-');
+  const sink = await journalSink(dir);
+  const listening = (e) => /^listening on (\S+):(\d+)$/.exec(e.MESSAGE ?? '');
+  let gw;
+  try {
+    gw = await journalGateway(dir, sink.path, () => sink.entries().map(listening).find(Boolean));
+    const rid = 'journal-test-rid-1';
+    const { sid } = await initSession(gw);
+    // A tool name that tries to end its field and forge the next one.
+    const hostile = 'x\nMCPGW_SERVER=forged\nPRIORITY=0';
+    const r = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'hi' } }), { sid, headers: { 'MCP-Protocol-Version': '2025-06-18', 'X-Request-Id': rid } });
+    await r.done(scaled(5000));
+    const bad = await post(gw, rpc('tools/call', { name: hostile, arguments: {} }), { sid, headers: { 'MCP-Protocol-Version': '2025-06-18' } });
+    await bad.done(scaled(5000));
+    const access = (fn) => sink.entries().find((e) => /^access /.test(e.MESSAGE ?? '') && fn(e));
+    await waitFor(() => access((e) => e.MCPGW_REQUEST_ID === rid) && access((e) => e.MCPGW_MCP_METHOD === 'tools/call' && e.MCPGW_REQUEST_ID !== rid), scaled(5000), 'both access entries');
+    const all = sink.entries();
+    for (const e of all) {
+      assert.deepEqual(Object.keys(e).filter((k) => !/^(MESSAGE|PRIORITY|SYSLOG_IDENTIFIER|MCPGW_[A-Z0-9_]+)$/.test(k)), [], JSON.stringify(e));
+      assert.match(e.PRIORITY, /^[3467]$/, JSON.stringify(e));
+      assert.equal(e.SYSLOG_IDENTIFIER, 'mcp-gateway');
+      assert.doesNotMatch(e.MESSAGE, /^</, 'no priority prefix in MESSAGE');
+      for (const [k, v] of Object.entries(e)) assert.doesNotMatch(v, /[\x00-\x1f\x7f]/, `${k}: a control byte`);
+      if (e.MCPGW_SERVER !== undefined) assert.equal(e.MCPGW_SERVER, 'example', JSON.stringify(e));
+    }
+    // The session's creation: its id, server, principal, child and label as fields; the text as
+    // the journal format writes it on stderr.
+    const created = all.find((e) => /session created/.test(e.MESSAGE));
+    assert.ok(created, JSON.stringify(all.slice(0, 10)));
+    assert.equal(created.PRIORITY, '6');
+    assert.equal(created.MCPGW_SESSION, sid);
+    assert.equal(created.MCPGW_SERVER, 'example');
+    assert.equal(created.MCPGW_PRINCIPAL, 'anonymous');
+    assert.match(created.MCPGW_CHILD, /^\d+$/);
+    assert.match(created.MCPGW_SESSION_LABEL, /^[0-9a-f]{16}$/);
+    assert.match(created.MESSAGE, new RegExp(`^session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created: server=example child=${created.MCPGW_CHILD} `));
+    // A child's stderr line: its session, server and pid.
+    const said = await waitFor(() => sink.entries().find((e) => /child stderr: said-on-stderr$/.test(e.MESSAGE)), scaled(5000), 'the child\'s stderr line');
+    assert.equal(said.MCPGW_SESSION, sid);
+    assert.equal(said.MCPGW_SERVER, 'example');
+    assert.equal(said.MCPGW_CHILD, created.MCPGW_CHILD);
+    // Lines logged while a request is handled carry its request id; debug is priority 7.
+    const during = all.filter((e) => e.MCPGW_REQUEST_ID === rid && !/^access /.test(e.MESSAGE));
+    assert.ok(during.some((e) => e.PRIORITY === '7' && e.MCPGW_SESSION === sid), JSON.stringify(during));
+    // The access entry: its fields by name.
+    const a = access((e) => e.MCPGW_REQUEST_ID === rid);
+    assert.equal(a.MCPGW_SESSION, sid);
+    assert.equal(a.MCPGW_PRINCIPAL, 'anonymous');
+    assert.equal(a.MCPGW_STATUS, '200');
+    assert.equal(a.MCPGW_CLIENT, '127.0.0.1');
+    assert.equal(a.MCPGW_NAME, 'echo');
+    // The hostile name (the access log keeps a name's JSON escapes as they came, then escapes
+    // the backslash): inside its own field, nothing forged.
+    const h = access((e) => e.MCPGW_MCP_METHOD === 'tools/call' && e.MCPGW_REQUEST_ID !== rid);
+    assert.equal(h.MCPGW_NAME, 'x\\\\nMCPGW_SERVER=forged\\\\nPRIORITY=0');
+    assert.equal(h.PRIORITY, '6');
+    // Nothing of this went to stderr.
+    assert.doesNotMatch(gw.stderr(), /listening on|session created|access /);
+    await gw.stop();
+    gw = null;
+
+    // No journal at that path: the lines go to stderr, as the journal format writes them.
+    const gone = path.join(dir, 'no-journal.sock');
+    gw = await journalGateway(dir, gone, (t) => /^<6>listening on (\S+):(\d+)$/m.exec(t));
+    await initSession(gw);
+    await waitFor(() => /^<6>session=\S+ session created: server=example /m.test(gw.stderr()), scaled(5000), 'the line on stderr');
+    await gw.stop();
+    gw = null;
+  } finally {
+    if (gw) gw.proc.kill('SIGKILL');
+    await sink.stop();
+  }
+});

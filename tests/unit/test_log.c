@@ -5,6 +5,8 @@
  * newline, no control byte, valid UTF-8, at most LOG_LINE_MAX bytes, one leading <N> in the
  * journal, JSON that parses), then its escaping is undone and compared with what was logged.
  * fatal and fatalx exit, so they run in this binary re-executed (a constructor catches it).
+ * Under systemd (JOURNAL_STREAM naming stderr) the journal format goes by the native protocol: a
+ * receiver bound here checks the datagram's fields byte for byte, and stderr once it is gone.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -633,4 +635,98 @@ Test(log, limit_holds_repeats_back_and_counts_them)
     cr_assert_str_eq(log_limit_note(&ll, 6000, 5000, note, sizeof(note)),
                      " (2 more like this in the last 5 s)");
     cr_assert_str_eq(log_limit_note(&ll, 20000, 5000, note, sizeof(note)), "");
+}
+
+/* --- the journal's native protocol --------------------------------------------------------- */
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "journal.h"
+
+/* A receiver bound at a temporary path, named by MCPGW_JOURNAL_SOCKET; its fd. */
+static int
+journal_receiver(char *path, size_t size)
+{
+    snprintf(path, size, "/tmp/mcpgw-test-journal-%d.sock", (int)getpid());
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    cr_assert_neq(fd, -1);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0, "bind: %s", strerror(errno));
+    cr_assert_eq(setenv(JOURNAL_SOCKET_ENV, path, 1), 0);
+    return fd;
+}
+
+/* A value with a newline goes in the binary form: KEY, newline, length (LE 64), value, newline. */
+Test(log, journal_send_fields)
+{
+    char path[108];
+    int fd = journal_receiver(path, sizeof(path));
+    cr_assert_eq(journal_open(), 0);
+    const struct journal_field f[] = { { "MESSAGE", "hello", 5 }, { "MCPGW_X", "a\nb", 3 } };
+    cr_assert_eq(journal_send(f, 2), 0, "%s", strerror(errno));
+    char buf[256];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    static const char want[] = "MESSAGE=hello\nMCPGW_X\n\x03\0\0\0\0\0\0\0a\nb\n";
+    cr_assert_eq(n, (ssize_t)sizeof(want) - 1);
+    cr_assert_eq(memcmp(buf, want, sizeof(want) - 1), 0);
+    /* No receiver: -1, nothing blocks. */
+    close(fd);
+    unlink(path);
+    cr_assert_eq(journal_send(f, 2), -1);
+    journal_close();
+    unsetenv(JOURNAL_SOCKET_ENV);
+}
+
+/*
+ * The journal format, with JOURNAL_STREAM naming stderr: the entry goes to the receiver with its
+ * fields and nothing to stderr; with the receiver gone, the line goes to stderr as before.
+ */
+Test(log, journal_native_entry)
+{
+    char path[108];
+    int fd = journal_receiver(path, sizeof(path));
+    struct cap c;
+    cap_start(&c);
+    struct stat st;
+    cr_assert_eq(fstat(STDERR_FILENO, &st), 0);
+    char js[64];
+    snprintf(js, sizeof(js), "%ju:%ju", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino);
+    cr_assert_eq(setenv("JOURNAL_STREAM", js, 1), 0);
+    log_init(LOG_INFO, LOG_FORMAT_JOURNAL);
+    cr_assert(journal_is_open());
+    log_set_request("rid-1");
+    const struct log_field f[] = { { "server", "srv one", false },
+                                   { "child", "42", true },
+                                   { "principal", NULL, false } };
+    log_fields(LOG_WARN, "sid-1", f, 3, "child %s said\n<0>no", "42");
+    log_set_request(NULL);
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    char want[512];
+    snprintf(want, sizeof(want),
+             "MESSAGE=session=sid-1 child 42 said\\n<0>no request_id=rid-1\n"
+             "PRIORITY=4\n"
+             "SYSLOG_IDENTIFIER=%s\n"
+             "MCPGW_REQUEST_ID=rid-1\n"
+             "MCPGW_SESSION=sid-1\n"
+             "MCPGW_SERVER=srv one\n"
+             "MCPGW_CHILD=42\n",
+             program_invocation_short_name);
+    cr_assert_str_eq(buf, want);
+    close(fd);
+    unlink(path);
+    log_info(NULL, "no journal now");
+    log_init(LOG_INFO, LOG_FORMAT_TEXT);
+    cr_assert(!journal_is_open());
+    unsetenv("JOURNAL_STREAM");
+    unsetenv(JOURNAL_SOCKET_ENV);
+    size_t len;
+    char *out = cap_end(&c, &len);
+    cr_assert_str_eq(out, "<6>no journal now\n");
+    free(out);
 }

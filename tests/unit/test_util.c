@@ -113,3 +113,26 @@ Test(util, file_unsafe)
         cr_assert_str_eq(buf, want);
     }
 }
+
+/* Text shown to operators is cut at a character boundary, and times are RFC 3339 UTC. */
+Test(util, utf8_copy_and_rfc3339)
+{
+    char out[6];
+    cr_assert(!util_utf8_copy(out, sizeof out, "abcde"));
+    cr_assert_str_eq(out, "abcde");
+    cr_assert(util_utf8_copy(out, sizeof out, "abcdef"));
+    cr_assert_str_eq(out, "abcde");
+    /* "ab" then two 2-byte characters: the second would end past 5 bytes, so it goes whole. */
+    cr_assert(util_utf8_copy(out, sizeof out, "ab\xc3\xbc\xc3\xbc"));
+    cr_assert_str_eq(out, "ab\xc3\xbc");
+    /* A 4-byte character that does not fit leaves nothing of itself. */
+    cr_assert(util_utf8_copy(out, sizeof out, "a\xf0\x9f\x98\x80z"));
+    cr_assert_str_eq(out, "a\xf0\x9f\x98\x80");
+    cr_assert(util_utf8_copy(out, sizeof out, "ab\xf0\x9f\x98\x80"));
+    cr_assert_str_eq(out, "ab");
+    char at[UTIL_RFC3339_MAX];
+    util_rfc3339(0, at);
+    cr_assert_str_eq(at, "1970-01-01T00:00:00.000Z");
+    util_rfc3339(1785231000123u, at);
+    cr_assert_str_eq(at, "2026-07-28T09:30:00.123Z");
+}
