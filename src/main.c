@@ -235,8 +235,9 @@ main_reopen_log(void)
 }
 
 /*
- * Each server's command and cwd (config_check_command): --check-config prints what is wrong and
- * fails; a start or reload only warns, since the other servers still serve. Returns the count.
+ * Each server's command and cwd (config_check_command): --check-config prints what is wrong as a
+ * warning; a start or reload warns in the log and marks the server broken at once (/readyz), since
+ * the other servers still serve. Returns the count.
  */
 static size_t
 main_check_commands(const struct config *cfg, bool check)
@@ -244,7 +245,14 @@ main_check_commands(const struct config *cfg, bool check)
     size_t bad = 0;
     char err[PATH_MAX + 512];
     for (size_t i = 0; i < cfg->n_servers; i++) {
-        if (config_check_command(cfg, &cfg->servers[i], err, sizeof(err)) == 0)
+        const struct config_server *srv = &cfg->servers[i];
+        bool ok = config_check_command(cfg, srv, err, sizeof(err)) == 0;
+        /* /readyz is public: its why names the cause, never a path (the log has those). */
+        const char *cause = strstr(err, ": cwd: ") != NULL ? "cwd missing or not a directory"
+                                                             : "command missing or not executable";
+        if (!check)
+            relay_set_missing(relay_stats_of(srv->name), ok ? NULL : cause);
+        if (ok)
             continue;
         bad++;
         if (check)

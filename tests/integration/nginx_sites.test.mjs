@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, request, rpc, startGateway } from '../lib/gw.mjs';
+import { ACCEPT_BOTH, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
 import { startNginx, withInstances } from '../lib/nginx.mjs';
 
 const PUBLIC = 'mcp.example.com'; // the server_name of both sites
@@ -37,7 +38,8 @@ function answerOf(res) {
 /** Probes, /metrics, a legacy session and a 2026-07-28 request through nginx at base. */
 async function exercise(base, gateways) {
   for (const p of ['/healthz', '/readyz']) {
-    const r = await send(base, p);
+    // /readyz: 503 "starting" until the probe its first question started is up.
+    const r = p === '/readyz' ? await waitFor(async () => { const x = await send(base, p); return x.status === 200 ? x : null; }, scaled(10000), `${p} 200 through nginx`) : await send(base, p);
     assert.equal(r.status, 200, `GET ${p} through nginx: HTTP ${r.status} ${r.body}`);
   }
   // /metrics stays on the loopback listener: nginx answers 404 itself, nothing of the gateway's.
