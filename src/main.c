@@ -71,7 +71,8 @@ static const char main_usage_text[] =
     "\n"
     "  -c, --config FILE    INI file (default: " MCPGW_DEFAULT_CONFIG
     "; if absent, conf/gateway.ini)\n"
-    "  -t, --check-config   validate the configuration, print the result, exit 0 or 1\n"
+    "  -t, --check-config   validate the configuration, print the result; exit 1 on an error, 0 "
+    "with a warning (a server whose command cannot run, which the gateway starts with)\n"
     "  -I, --import-mcp-json FILE [--env-dir DIR]  print [server:NAME] sections for the stdio "
     "servers of a Claude Desktop, Cursor or VS Code mcp.json; env goes to DIR/NAME.env (0600)\n"
     "  -p, --print-config   print the configuration with defaults, secrets redacted; exit 0 or 1\n"
@@ -256,7 +257,7 @@ main_check_commands(const struct config *cfg, bool check)
             continue;
         bad++;
         if (check)
-            fprintf(stderr, "%s\n", err);
+            fprintf(stderr, "warning: %s; its sessions will fail to start\n", err);
         else
             log_warn(NULL, "%s; its sessions will fail to start", err);
     }
@@ -480,12 +481,18 @@ static int
 main_offline(const struct main_args *a)
 {
     int rc = 0;
-    if (a->check && main_check_commands(M.cfg, true) > 0) {
-        rc = 1;
-    } else if (a->print) {
+    /*
+     * A server whose command cannot run is a warning, as at start and on SIGHUP, where the other
+     * servers still serve: the exit status is 1 exactly when the gateway would refuse the file.
+     */
+    size_t warned = a->check ? main_check_commands(M.cfg, true) : 0;
+    if (a->print) {
         rc = config_print(stdout, M.cfg) == 0 && fflush(stdout) == 0 ? 0 : 1;
     } else {
-        printf("%s: configuration OK (%zu servers)\n", a->path, M.cfg->n_servers);
+        printf("%s: configuration OK (%zu servers", a->path, M.cfg->n_servers);
+        if (warned > 0)
+            printf(", %zu with a warning on stderr", warned);
+        printf(")\n");
         static const char *const eras[] = { "auto", "modern", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
