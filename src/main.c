@@ -12,9 +12,10 @@
  * each child go through its stop ladder, waits until every child is reaped and every HTTP request
  * has finished (bounded by the ladder's grace times), and exits 0.
  *
- * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file (log rotation). Signals an operator may send by
- * mistake (USR2, WINCH, ALRM, VTALRM, PROF, IO, PWR) are logged and otherwise ignored: only TERM,
- * INT, QUIT (and KILL) end the gateway. SIGPIPE is ignored (a peer that closed is an EPIPE).
+ * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file (log rotation). Every other signal is logged and
+ * otherwise ignored (main_ignored: job control, resource limits, strays, real-time ones), but
+ * the core-dump ones sent on purpose (main_dumps): only TERM, INT, QUIT (and KILL, and ABRT &c.
+ * after a log line) end the gateway. SIGPIPE is ignored (a peer that closed is an EPIPE).
  *
  * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
  * New sessions use the new server definitions; a running session keeps the definition it started
@@ -82,7 +83,9 @@ static const char main_usage_text[] =
     "Signals: SIGTERM (or SIGQUIT) drains (shutdown_drain_ms), then stops; SIGINT or a\n"
     "second SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
     "SIGHUP reloads the configuration (new sessions use it). SIGUSR1 reopens log_file.\n"
-    "SIGUSR2, SIGWINCH, SIGALRM and other stray signals are logged and ignored.\n";
+    "SIGABRT, SIGSEGV, SIGBUS, SIGFPE and SIGILL sent by kill are logged, then dump core.\n"
+    "SIGTSTP, SIGTTIN, SIGTTOU, SIGXFSZ, SIGXCPU, SIGUSR2, SIGWINCH, the real-time signals\n"
+    "and every other one are logged and ignored: none stops or ends the gateway.\n";
 
 static void
 main_usage(FILE *f)
@@ -312,6 +315,55 @@ main_reload(void)
     return true;
 }
 
+/*
+ * What a signal the gateway does not use does to it. Each is read from the loop's signalfd
+ * (blocked), so it is logged and none ends the gateway, stops it or goes unnoticed: the job-control
+ * stops (TSTP, TTIN, TTOU: a background write to a terminal is then let through, a read gets EIO),
+ * the resource limits (XFSZ: the write over RLIMIT_FSIZE gets EFBIG all the same; XCPU: past the
+ * soft RLIMIT_CPU, the hard one still ends it with SIGKILL), SYS, TRAP, STKFLT, the real-time
+ * signals glibc leaves to programs (SIGRTMIN..SIGRTMAX), and the strays (USR2, WINCH, ALRM,
+ * VTALRM, PROF, IO, PWR, URG, CONT). A fault (SEGV, BUS, FPE, ILL, a seccomp SYS, a breakpoint's
+ * TRAP) is delivered whatever the mask; the same signal sent by kill is one more stray, except the
+ * core-dump ones below. CHLD keeps its default (ignored: children are watched by pidfd).
+ */
+static const int main_ignored[] = { SIGUSR2, SIGWINCH, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+                                     SIGPWR,  SIGURG,   SIGCONT, SIGTSTP,   SIGTTIN, SIGTTOU,
+                                     SIGXFSZ, SIGXCPU,  SIGSYS,  SIGTRAP,   SIGSTKFLT };
+/*
+ * Sent on purpose, these ask for a core dump (SIGABRT is what systemd's watchdog sends): logged
+ * with the sender, then their default action, as asked.
+ */
+static const int main_dumps[] = { SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
+
+static const char *
+main_signal_hint(int signo)
+{
+    return signo == SIGXFSZ   ? ": a file passed RLIMIT_FSIZE (writes to it fail with EFBIG)"
+           : signo == SIGXCPU ? ": the CPU time passed the soft RLIMIT_CPU (the hard one kills)"
+           : signo == SIGTSTP || signo == SIGTTIN || signo == SIGTTOU ? ": the gateway never stops"
+                                                                      : "";
+}
+
+/* A core-dump signal sent to the gateway: one line, then its default action (no return). */
+static bool
+main_signal_fatal(int signo, const char *name)
+{
+    bool dump = false;
+    for (size_t i = 0; i < ARRAY_LEN(main_dumps); i++)
+        dump |= main_dumps[i] == signo;
+    if (!dump)
+        return false;
+    log_error(NULL, "%s sent to the gateway: ending with its default action (a core dump)", name);
+    struct sigaction dfl = { .sa_handler = SIG_DFL };
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    (void)sigaction(signo, &dfl, NULL);
+    (void)raise(signo);
+    (void)sigprocmask(SIG_UNBLOCK, &one, NULL); /* delivered here */
+    abort();
+}
+
 static void
 main_signal(int signo, void *arg)
 {
@@ -322,14 +374,25 @@ main_signal(int signo, void *arg)
         return;
     }
     char name[32];
-    snprintf(name, sizeof(name), "SIG%s", sigabbrev_np(signo));
+    if (signo >= SIGRTMIN && signo <= SIGRTMAX)
+        snprintf(name, sizeof(name), "SIGRTMIN+%d", signo - SIGRTMIN);
+    else
+        snprintf(name, sizeof(name), "SIG%s", sigabbrev_np(signo));
     if (signo == SIGUSR1) {
         main_reopen_log();
         return;
     }
+    if (main_signal_fatal(signo, name))
+        return; /* not reached */
     if (signo != SIGTERM && signo != SIGINT && signo != SIGQUIT) {
-        log_info(NULL, "%s ignored (SIGTERM stops, SIGHUP reloads, SIGUSR1 reopens log_file)",
-                 name);
+        /* One line per signal, then one per 10 s with a count: a storm floods nothing. */
+        static struct log_limit limits[65];
+        char note[80];
+        if (signo > 0 && (size_t)signo < ARRAY_LEN(limits)
+            && log_limit_note(&limits[signo], util_now_ms(), 10000, note, sizeof(note)) != NULL)
+            log_info(NULL,
+                     "%s ignored%s (SIGTERM stops, SIGHUP reloads, SIGUSR1 reopens log_file)%s",
+                     name, main_signal_hint(signo), note);
         return;
     }
     if (signo != SIGINT && !M.draining && !M.stopping && M.cfg->shutdown_drain_ms > 0) {
@@ -523,11 +586,22 @@ main_start(void)
     if (fetch_module_init(M.l) == -1)
         fatal("libcurl");
     session_module_init(M.l, M.cfg);
-    /* Read from the loop; children start with every signal unblocked and at its default. */
-    static const int handled[] = { SIGTERM,  SIGINT,  SIGQUIT,   SIGHUP,  SIGUSR1, SIGUSR2,
-                                   SIGWINCH, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR };
-    for (size_t i = 0; i < ARRAY_LEN(handled); i++)
-        if (loop_signal_add(M.l, handled[i], main_signal, NULL) == -1)
+    /*
+     * Read from the loop, before any thread starts (libcurl's resolver inherits the mask);
+     * children start with every signal unblocked and at its default (upstream.c).
+     */
+    static const int used[] = { SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1 };
+    for (size_t i = 0; i < ARRAY_LEN(used); i++)
+        if (loop_signal_add(M.l, used[i], main_signal, NULL) == -1)
+            fatal("signalfd");
+    for (size_t i = 0; i < ARRAY_LEN(main_ignored); i++)
+        if (loop_signal_add(M.l, main_ignored[i], main_signal, NULL) == -1)
+            fatal("signalfd");
+    for (size_t i = 0; i < ARRAY_LEN(main_dumps); i++)
+        if (loop_signal_add(M.l, main_dumps[i], main_signal, NULL) == -1)
+            fatal("signalfd");
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+        if (loop_signal_add(M.l, sig, main_signal, NULL) == -1)
             fatal("signalfd");
     if (http_start(M.l, M.cfg, M.auth) == -1)
         return -1;
