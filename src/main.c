@@ -41,6 +41,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "notify.h"
 #include "pool.h"
 #include "relay.h"
 #include "revision.h"
@@ -60,6 +61,8 @@ static struct {
     size_t n_retired;
     bool draining, stopping;
     uint64_t drain_deadline_ms, stop_deadline_ms;
+    bool notified;   /* systemd got READY=1 */
+    char status[256]; /* the STATUS= it got last */
 } M;
 
 /* --help prints this; mcp-gateway(8) is made from it (config_man), so the two cannot disagree. */
@@ -110,6 +113,31 @@ main_free_retired(void)
     M.n_retired = k;
 }
 
+/*
+ * systemd (Type=notify, notify.h): READY=1 once the listener is up and readiness has its first
+ * verdict, so that `systemctl start` (and a rolling restart's next step) waits until /readyz can
+ * say whether a server serves: some server serves, or none still waits for its first child's
+ * start (a broken one does not hold the start back). Then STATUS= follows /readyz's answer.
+ */
+static void
+main_notify(void)
+{
+    if (!notify_enabled() || M.stopping || M.draining)
+        return; /* without systemd, readiness is asked by /readyz alone (it starts the probes) */
+    char status[sizeof(M.status)];
+    bool settled;
+    bool ready = http_readiness(status, sizeof(status), &settled);
+    if (!M.notified && !ready && !settled)
+        return;
+    if (M.notified && strcmp(status, M.status) == 0)
+        return;
+    notify_status(M.notified ? "" : "READY=1\n", status);
+    if (!M.notified)
+        log_info(NULL, "readiness: %s", status);
+    M.notified = true;
+    memcpy(M.status, status, sizeof(M.status));
+}
+
 static void
 main_tick(void *arg)
 {
@@ -120,6 +148,7 @@ main_tick(void *arg)
     http_sweep(now);
     auth_sweep(&M.cfg->auth, now);
     main_free_retired();
+    main_notify();
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
 }
 
@@ -160,6 +189,9 @@ main_stop(const char *why)
         return;
     M.stopping = true;
     log_info(NULL, "shutting down (%s): %zu sessions", why, session_count());
+    char status[256];
+    snprintf(status, sizeof(status), "stopping (%s)", why);
+    notify_status("STOPPING=1\n", status);
     uint64_t grace = M.cfg->child_stdin_grace_ms + M.cfg->child_term_grace_ms + 1000;
     M.stop_deadline_ms = util_now_ms() + grace;
     loop_timer_add(M.l, grace, main_deadline, NULL);
@@ -172,6 +204,9 @@ static void
 main_drain(const char *why)
 {
     M.draining = true;
+    char status[256];
+    snprintf(status, sizeof(status), "draining (%s): no new sessions or requests", why);
+    notify_status("STOPPING=1\n", status);
     session_drain();
     pool_drain();
     http_quiesce(); /* new connections are refused: a proxy sends them to another instance */
@@ -369,8 +404,18 @@ main_signal(int signo, void *arg)
 {
     (void)arg;
     if (signo == SIGHUP) {
-        if (!M.stopping)
-            metrics_reload_result(main_reload());
+        if (M.stopping)
+            return;
+        notify_reloading("reloading the configuration");
+        bool ok = main_reload();
+        metrics_reload_result(ok);
+        /* READY=1 again either way: a refused file leaves the running configuration serving. */
+        if (notify_enabled()) {
+            bool settled;
+            (void)http_readiness(M.status, sizeof(M.status), &settled);
+            notify_status(M.draining ? "" : "READY=1\n", M.status);
+            M.notified = true;
+        }
         return;
     }
     char name[32];
@@ -416,6 +461,8 @@ main_after(void *arg)
     http_run();
     session_reap();
     main_stop_check();
+    if (!M.notified)
+        main_notify();
 }
 
 /*
@@ -579,6 +626,7 @@ main_start(void)
         fatal("log_file %s", M.cfg->log_file);
     if (log_set_access(M.cfg->access_log, M.cfg->access_log_format) == -1)
         fatal("access_log %s", M.cfg->access_log);
+    (void)notify_init(); /* before any child starts: none of them inherits NOTIFY_SOCKET */
     main_check_commands(M.cfg, false);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);
@@ -627,6 +675,7 @@ main_shutdown(void)
     auth_free(M.auth);
     auth_module_free();
     fetch_module_free();
+    notify_module_free();
     loop_free(M.l);
     M.n_retired += 1;
     M.retired = xrealloc(M.retired, M.n_retired * sizeof(*M.retired));

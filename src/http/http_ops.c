@@ -158,6 +158,30 @@ http_ready(struct http_req *rc)
     return http_queue(rc, status, r);
 }
 
+bool
+http_readiness(char *status, size_t len, bool *settled)
+{
+    uint64_t now = util_now_ms();
+    size_t serving = 0;
+    *settled = true;
+    for (size_t i = 0; i < httpd.cfg->n_servers; i++) {
+        const struct config_server *srv = &httpd.cfg->servers[i];
+        const struct relay_stats *st = relay_stats_of(srv->name);
+        const char *why;
+        pool_probe(srv);
+        serving += relay_health_serves(
+            relay_health_of(st, srv->pool_max_restarts_per_min, now, &why));
+        *settled &= relay_settled(st);
+    }
+    const char *reason = http_not_ready(serving > 0);
+    if (reason != NULL)
+        snprintf(status, len, "not ready: %s (%zu of %zu servers serve)", reason, serving,
+                 httpd.cfg->n_servers);
+    else
+        snprintf(status, len, "ready: %zu of %zu servers serve", serving, httpd.cfg->n_servers);
+    return reason == NULL;
+}
+
 /*
  * mcpgw_server_state{server,state}: 1 for the state /readyz gives each configured server, 0 for
  * the others; a server a reload removed keeps its series, all 0. And mcpgw_ready: 1 when /readyz

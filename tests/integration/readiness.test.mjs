@@ -7,12 +7,14 @@
 // does not wait for an initialize whose client left. Readiness is true: a server counts as able
 // to serve only once a child of it started (asked about a server none of whose children started,
 // its pool probes it with one child, even with pool_warm_children = 0 and no request), a missing
-// command is broken at once.
+// command is broken at once; and systemd is
+// told (Type=notify: READY=1, RELOADING=1, STOPPING=1, STATUS=) through a real notify socket.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
 
-import { EXAMPLE, metricSamples, post, reaped, request, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { EXAMPLE, metricSamples, post, reaped, request, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { notifySink } from '../lib/notify.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const initMsg = (id) => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, id);
@@ -201,4 +203,65 @@ test('with pool_warm_children = 0 and no request of either era, asking /readyz m
     assert.equal(last.status, 200, 'a server that served stays ok with no child');
     assert.equal(poolPids(gw, 'example').length, 1, 'the probe is not replaced once the server served');
   });
+});
+
+// ---- systemd (Type=notify) -----------------------------------------------------------------------
+
+for (const abstract of [false, true]) {
+  test(`systemd notify (${abstract ? 'abstract' : 'path'} socket): READY=1 once readiness has a verdict, RELOADING=1 with MONOTONIC_USEC then READY=1 around SIGHUP, STOPPING=1 on SIGTERM; children do not get NOTIFY_SOCKET`, async () => {
+    const sink = await notifySink({ abstract });
+    const servers = [{ name: 'example', path: '/mcp', args: ['--hold-init'] }];
+    const gw = await startGateway({ servers, env: sink.env });
+    let ok = false;
+    try {
+      // Listening, but the probe's initialize is held: no READY=1 yet.
+      await gw.waitLog(/holding the initialize answer until SIGUSR1/, scaled(10000));
+      const [pid] = poolPids(gw, 'example');
+      const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      assert.ok(!env.some((e) => e.startsWith('NOTIFY_SOCKET=')), 'the child has no NOTIFY_SOCKET');
+      assert.ok(!sink.messages().some((m) => m.READY === '1'), `READY=1 before readiness: ${sink.raw()}`);
+      process.kill(pid, 'SIGUSR1');
+      const ready = await sink.waitFor((m) => m.READY === '1', { what: 'READY=1' });
+      assert.equal(ready.STATUS, 'ready: 1 of 1 servers serve');
+      assert.equal((await readyz(gw)).status, 200, 'READY=1 when /readyz says 200');
+      // A reload: RELOADING=1 stamped with CLOCK_MONOTONIC (node's hrtime), then READY=1.
+      const n = sink.messages().length;
+      const t0 = process.hrtime.bigint() / 1000n;
+      gw.proc.kill('SIGHUP');
+      const again = await sink.waitFor((m) => m.READY === '1', { from: n, what: 'READY=1 after SIGHUP' });
+      const t1 = process.hrtime.bigint() / 1000n;
+      const reloading = sink.messages().slice(n, again.index);
+      assert.equal(reloading.length, 1, sink.raw().join('\n'));
+      assert.equal(reloading[0].RELOADING, '1');
+      const usec = BigInt(reloading[0].MONOTONIC_USEC);
+      assert.ok(usec >= t0 && usec <= t1, `MONOTONIC_USEC ${usec} within [${t0}, ${t1}]`);
+      await gw.waitLog(/SIGHUP: configuration reloaded/);
+      // A refused file: reloading, then ready again with the running configuration.
+      const m = sink.messages().length;
+      fs.writeFileSync(gw.conf, `${fs.readFileSync(gw.conf, 'utf8')}\nno_such_key = 1\n`);
+      gw.proc.kill('SIGHUP');
+      await sink.waitFor((x) => x.READY === '1', { from: m + 1, what: 'READY=1 after a refused SIGHUP' });
+      assert.equal(sink.messages()[m].RELOADING, '1');
+      await gw.stop();
+      const stopping = await sink.waitFor((x) => x.STOPPING === '1', { what: 'STOPPING=1' });
+      assert.match(stopping.STATUS, /^stopping \(SIGTERM\)/);
+      ok = true;
+    } finally {
+      if (!ok) { await gw.stop({ expect: null }).catch(() => {}); console.log(`notify: ${sink.raw().join('\n')}\nlog (tail):\n${gw.logs().slice(-4000)}`); }
+      await sink.close();
+    }
+  });
+}
+
+test('systemd notify: a gateway whose only server is broken still says READY=1 (it runs, and /readyz says why), with a STATUS that says it cannot serve', async () => {
+  const sink = await notifySink();
+  const dir = tmpdir('mcpgw-ready-notify-');
+  try {
+    await withGateway({ servers: [{ name: 'nocmd', path: '/mcp', command: `${dir}/missing` }], env: sink.env }, async () => {
+      const ready = await sink.waitFor((m) => m.READY === '1', { what: 'READY=1' });
+      assert.equal(ready.STATUS, 'not ready: no server can serve (0 of 1 servers serve)');
+    });
+  } finally {
+    await sink.close();
+  }
 });
