@@ -68,6 +68,7 @@ static struct {
 /* --help prints this; mcp-gateway(8) is made from it (config_man), so the two cannot disagree. */
 static const char main_usage_text[] =
     "usage: mcp-gateway [--config FILE] [--check-config] [--print-config] [--version] [--help]\n"
+    "usage: mcp-gateway --import-mcp-json FILE [--env-dir DIR]\n"
     "\n"
     "Streamable HTTP front end for stdio MCP servers: one child process per session, and a pool "
     "of\n"

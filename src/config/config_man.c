@@ -204,9 +204,13 @@ static const char config_man_program_tail[] =
     "the configuration (the default \\-\\-config of an install), see\n.BR mcp\\-gateway.ini (5).\n"
     ".TP\n/etc/mcp\\-gateway/NAME.ini\n"
     "the configuration of instance NAME of the template unit mcp\\-gateway@.service.\n"
-    ".TP\nadmin_token_file, state_key_file, [auth] tokens_file, jwks_file, "
-    "introspection_credentials_file, [server:NAME] env_file\n"
-    "secrets, each 0600 or 0640 (a file others can read is refused).\n"
+    ".TP\nadmin_token_file, state_key_file, introspection_credentials_file, [server:NAME] "
+    "env_file\n"
+    "secrets, each 0600 or 0640: a file others can read is refused.\n"
+    ".TP\n[auth] tokens_file, jwks_file\n"
+    "token digests and public keys: others may read them (keep them 0640 all the same).\n"
+    ".PP\nEach of these files, and the configuration, must be owned by root or the gateway's "
+    "user and not be writable by its group or others, or it is refused.\n"
     ".TP\n/var/lib/mcp\\-gateway\nthe service's working directory.\n"
     ".SH EXAMPLES\n"
     "Check the configuration, then print it as loaded, defaults included, secrets redacted:\n"
@@ -241,10 +245,13 @@ config_man_program(FILE *f, const char *version, const char *usage)
             para += para + 1 < ARRAY_LEN(heads) ? 1 : 0;
             head = true;
         } else {
+            bool first = head;
             if (head)
                 fprintf(f, ".SH %s\n", heads[para]);
             head = false;
             if (para == 0 && strncmp(p, "usage: ", 7) == 0) {
+                if (!first)
+                    fputs(".br\n", f); /* one synopsis line each */
                 p += 7;
             } else if (para == 2 && strncmp(p, "  ", 2) == 0) {
                 const char *flags = p + 2;
