@@ -67,7 +67,8 @@ bool pool_uses_config(const struct config *cfg);
  * Readiness is asked (/readyz, /metrics, systemd): while no child of srv (of the current
  * configuration) has ever completed its start, and its command is not known missing, its pool
  * starts one child (the probe) if it has none, so that the answer becomes true without a request
- * of either era. Nothing while draining. A gateway nobody asks starts no child before a request.
+ * of either era. Nothing while the gateway or the server is drained. A gateway nobody asks starts
+ * no child before a request.
  */
 void pool_probe(const struct config_server *srv);
 void pool_module_free(void);

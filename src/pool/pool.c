@@ -146,7 +146,8 @@ pool_set_config(const struct config *cfg)
 void
 pool_probe(const struct config_server *srv)
 {
-    if (!pools.draining && pool_probes(relay_stats_of(srv->name)) && pool_find(srv) == NULL)
+    const struct relay_stats *st = relay_stats_of(srv->name);
+    if (!pools.draining && !relay_drained(st) && pool_probes(st) && pool_find(srv) == NULL)
         pool_warm(pool_new(pools.cfg, srv));
 }
 

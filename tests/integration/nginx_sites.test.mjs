@@ -47,6 +47,9 @@ async function exercise(base, gateways) {
   assert.equal(m.status, 404, `GET /metrics through nginx: HTTP ${m.status}`);
   assert.doesNotMatch(m.body, /mcpgw_/);
   for (const gw of gateways) {
+    // Each gateway's own /readyz: nginx may have asked only one of them, and the first question
+    // is what starts a gateway's probe (mcpgw_ready is 0 until a child of its server started).
+    await waitFor(async () => { const r = await request(`${gw.base}/readyz`, { method: 'GET' }); await r.done(); return r.status === 200; }, scaled(10000), `${gw.base}/readyz 200`);
     const direct = await request(`${gw.base}/metrics`, { method: 'GET' });
     const text = await direct.done();
     assert.equal(direct.status, 200, text);
