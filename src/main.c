@@ -660,6 +660,7 @@ main_start(void)
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
     log_info(NULL, "mcp-gateway %s started (%zu servers, config %s)", MCPGW_VERSION,
              M.cfg->n_servers, M.path);
+    main_notify(); /* under systemd: the probes start now, not at the loop's first wake-up */
     return 0;
 }
 
