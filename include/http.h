@@ -34,6 +34,12 @@ void http_set_config(const struct config *cfg, struct auth *auth);
 void http_sweep(uint64_t now_ms);
 /* No request is in progress. */
 bool http_idle(void);
+/*
+ * What /readyz would say now, for systemd (main.c): true when it would answer 200; status gets
+ * "N of M servers serve" or why not; *settled is false while a server that serves nothing yet
+ * still waits for the outcome of its first child's start.
+ */
+bool http_readiness(char *status, size_t len, bool *settled);
 void http_stop(void);
 
 #endif

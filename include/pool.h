@@ -64,6 +64,14 @@ void pool_module_init(struct loop *l, const struct config *cfg);
 /* SIGHUP: pools of the older configuration take no new request and end once idle. */
 void pool_set_config(const struct config *cfg);
 bool pool_uses_config(const struct config *cfg);
+/*
+ * Readiness is asked (/readyz, /metrics, systemd): while no child of srv (of the current
+ * configuration) has ever completed its start, and its command is not known missing, its pool
+ * starts one child (the probe) if it has none, so that the answer becomes true without a request
+ * of either era. Nothing while the gateway or the server is drained. A gateway nobody asks starts
+ * no child before a request.
+ */
+void pool_probe(const struct config_server *srv);
 void pool_module_free(void);
 /* Periodic: heartbeats, idle children, forgetting cancelled entries. */
 void pool_sweep(uint64_t now_ms);

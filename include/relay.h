@@ -75,20 +75,33 @@ void relay_module_free(void);
 
 /*
  * A server's state from its children's starts (pool children's starts, session children's spawns
- * and initialize results): OK until a start fails and again after one succeeds; FAILING after a
- * failed start; BROKEN once as many starts in a row failed as the restart budget allows
- * (pool_max_restarts_per_min), the last within a minute, or when its children serve nothing the
- * gateway serves. DRAINED, whatever its starts say, while the operator drains it (it takes no new
- * session and no new 2026-07-28 request). /readyz shows it (http_ops.c).
+ * and initialize results): STARTING until a child of it completes its start (an initialize
+ * answered, or the pool's probe), whether or not starts failed before; OK from then on, until a
+ * start fails; FAILING after a failed start, OK again after one succeeds; BROKEN at once when the
+ * loader found its command missing (relay_set_missing), once as many starts in a row failed as
+ * the restart budget allows (pool_max_restarts_per_min), the last within a minute, or when its
+ * children serve nothing the gateway serves. DRAINED, whatever its starts say, while the operator
+ * drains it (it takes no new session and no new 2026-07-28 request). /readyz shows it
+ * (http_ops.c); only OK and FAILING serve (relay_health_serves): a server none of whose children
+ * ever started is not counted as able to serve.
  */
 enum relay_health {
     RELAY_HEALTH_OK,
     RELAY_HEALTH_FAILING,
     RELAY_HEALTH_BROKEN,
     RELAY_HEALTH_DRAINED,
+    RELAY_HEALTH_STARTING,
+    RELAY_HEALTH_N,
 };
 void relay_start_ok(struct relay_stats *st);
 void relay_start_failed(struct relay_stats *st, const char *why, bool broken);
+/* Whether a child of the server ever completed its start (the pool probes until one did). */
+bool relay_served(const struct relay_stats *st);
+/* Whether its state is known: a child started or failed, or it is broken or drained. */
+bool relay_settled(const struct relay_stats *st);
+/* The loader's verdict on the server's command: why it cannot run, or NULL when it can. */
+void relay_set_missing(struct relay_stats *st, const char *why);
+bool relay_missing(const struct relay_stats *st);
 /*
  * The operator's drain (POST /admin/servers/NAME/drain, .../resume). It belongs to the server's
  * name for the life of the process, like the counters: a SIGHUP keeps it.
@@ -99,6 +112,8 @@ bool relay_drained(const struct relay_stats *st);
 enum relay_health relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms,
                                   const char **why);
 const char *relay_health_text(enum relay_health h);
+/* The one rule of who can take new sessions and requests: OK and FAILING. */
+bool relay_health_serves(enum relay_health h);
 
 /* Writes one message (iovecs, newline included) to the child's stdin; -1 when it refuses. */
 typedef int relay_send_cb(void *arg, const struct iovec *iov, int n);

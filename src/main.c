@@ -12,9 +12,10 @@
  * each child go through its stop ladder, waits until every child is reaped and every HTTP request
  * has finished (bounded by the ladder's grace times), and exits 0.
  *
- * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file (log rotation). Signals an operator may send by
- * mistake (USR2, WINCH, ALRM, VTALRM, PROF, IO, PWR) are logged and otherwise ignored: only TERM,
- * INT, QUIT (and KILL) end the gateway. SIGPIPE is ignored (a peer that closed is an EPIPE).
+ * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file (log rotation). Every other signal is logged and
+ * otherwise ignored (main_ignored: job control, resource limits, strays, real-time ones), but
+ * the core-dump ones sent on purpose (main_dumps): only TERM, INT, QUIT (and KILL, and ABRT &c.
+ * after a log line) end the gateway. SIGPIPE is ignored (a peer that closed is an EPIPE).
  *
  * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
  * New sessions use the new server definitions; a running session keeps the definition it started
@@ -40,6 +41,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "notify.h"
 #include "pool.h"
 #include "quota.h"
 #include "relay.h"
@@ -60,11 +62,14 @@ static struct {
     size_t n_retired;
     bool draining, stopping;
     uint64_t drain_deadline_ms, stop_deadline_ms;
+    bool notified;   /* systemd got READY=1 */
+    char status[256]; /* the STATUS= it got last */
 } M;
 
 /* --help prints this; mcp-gateway(8) is made from it (config_man), so the two cannot disagree. */
 static const char main_usage_text[] =
     "usage: mcp-gateway [--config FILE] [--check-config] [--print-config] [--version] [--help]\n"
+    "usage: mcp-gateway --import-mcp-json FILE [--env-dir DIR]\n"
     "\n"
     "Streamable HTTP front end for stdio MCP servers: one child process per session, and a pool "
     "of\n"
@@ -72,7 +77,8 @@ static const char main_usage_text[] =
     "\n"
     "  -c, --config FILE    INI file (default: " MCPGW_DEFAULT_CONFIG
     "; if absent, conf/gateway.ini)\n"
-    "  -t, --check-config   validate the configuration, print the result, exit 0 or 1\n"
+    "  -t, --check-config   validate the configuration, print the result; exit 1 on an error, 0 "
+    "with a warning (a server whose command cannot run, which the gateway starts with)\n"
     "  -I, --import-mcp-json FILE [--env-dir DIR]  print [server:NAME] sections for the stdio "
     "servers of a Claude Desktop, Cursor or VS Code mcp.json; env goes to DIR/NAME.env (0600)\n"
     "  -p, --print-config   print the configuration with defaults, secrets redacted; exit 0 or 1\n"
@@ -82,7 +88,9 @@ static const char main_usage_text[] =
     "Signals: SIGTERM (or SIGQUIT) drains (shutdown_drain_ms), then stops; SIGINT or a\n"
     "second SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
     "SIGHUP reloads the configuration (new sessions use it). SIGUSR1 reopens log_file.\n"
-    "SIGUSR2, SIGWINCH, SIGALRM and other stray signals are logged and ignored.\n";
+    "SIGABRT, SIGSEGV, SIGBUS, SIGFPE and SIGILL sent by kill are logged, then dump core.\n"
+    "SIGTSTP, SIGTTIN, SIGTTOU, SIGXFSZ, SIGXCPU, SIGUSR2, SIGWINCH, the real-time signals\n"
+    "and every other one are logged and ignored: none stops or ends the gateway.\n";
 
 static void
 main_usage(FILE *f)
@@ -107,6 +115,31 @@ main_free_retired(void)
     M.n_retired = k;
 }
 
+/*
+ * systemd (Type=notify, notify.h): READY=1 once the listener is up and readiness has its first
+ * verdict, so that `systemctl start` (and a rolling restart's next step) waits until /readyz can
+ * say whether a server serves: some server serves, or none still waits for its first child's
+ * start (a broken one does not hold the start back). Then STATUS= follows /readyz's answer.
+ */
+static void
+main_notify(void)
+{
+    if (!notify_enabled() || M.stopping || M.draining)
+        return; /* without systemd, readiness is asked by /readyz alone (it starts the probes) */
+    char status[sizeof(M.status)];
+    bool settled;
+    bool ready = http_readiness(status, sizeof(status), &settled);
+    if (!M.notified && !ready && !settled)
+        return;
+    if (M.notified && strcmp(status, M.status) == 0)
+        return;
+    notify_status(M.notified ? "" : "READY=1\n", status);
+    if (!M.notified)
+        log_info(NULL, "readiness: %s", status);
+    M.notified = true;
+    memcpy(M.status, status, sizeof(M.status));
+}
+
 static void
 main_tick(void *arg)
 {
@@ -117,6 +150,7 @@ main_tick(void *arg)
     http_sweep(now);
     auth_sweep(&M.cfg->auth, now);
     main_free_retired();
+    main_notify();
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
 }
 
@@ -157,6 +191,9 @@ main_stop(const char *why)
         return;
     M.stopping = true;
     log_info(NULL, "shutting down (%s): %zu sessions", why, session_count());
+    char status[256];
+    snprintf(status, sizeof(status), "stopping (%s)", why);
+    notify_status("STOPPING=1\n", status);
     uint64_t grace = M.cfg->child_stdin_grace_ms + M.cfg->child_term_grace_ms + 1000;
     M.stop_deadline_ms = util_now_ms() + grace;
     loop_timer_add(M.l, grace, main_deadline, NULL);
@@ -169,6 +206,9 @@ static void
 main_drain(const char *why)
 {
     M.draining = true;
+    char status[256];
+    snprintf(status, sizeof(status), "draining (%s): no new sessions or requests", why);
+    notify_status("STOPPING=1\n", status);
     session_drain();
     pool_drain();
     http_quiesce(); /* new connections are refused: a proxy sends them to another instance */
@@ -236,8 +276,9 @@ main_reopen_log(void)
 }
 
 /*
- * Each server's command and cwd (config_check_command): --check-config prints what is wrong and
- * fails; a start or reload only warns, since the other servers still serve. Returns the count.
+ * Each server's command and cwd (config_check_command): --check-config prints what is wrong as a
+ * warning; a start or reload warns in the log and marks the server broken at once (/readyz), since
+ * the other servers still serve. Returns the count.
  */
 static size_t
 main_check_commands(const struct config *cfg, bool check)
@@ -245,11 +286,18 @@ main_check_commands(const struct config *cfg, bool check)
     size_t bad = 0;
     char err[PATH_MAX + 512];
     for (size_t i = 0; i < cfg->n_servers; i++) {
-        if (config_check_command(cfg, &cfg->servers[i], err, sizeof(err)) == 0)
+        const struct config_server *srv = &cfg->servers[i];
+        bool ok = config_check_command(cfg, srv, err, sizeof(err)) == 0;
+        /* /readyz is public: its why names the cause, never a path (the log has those). */
+        const char *cause = strstr(err, ": cwd: ") != NULL ? "cwd missing or not a directory"
+                                                             : "command missing or not executable";
+        if (!check)
+            relay_set_missing(relay_stats_of(srv->name), ok ? NULL : cause);
+        if (ok)
             continue;
         bad++;
         if (check)
-            fprintf(stderr, "%s\n", err);
+            fprintf(stderr, "warning: %s; its sessions will fail to start\n", err);
         else
             log_warn(NULL, "%s; its sessions will fail to start", err);
     }
@@ -304,24 +352,94 @@ main_reload(void)
     return true;
 }
 
+/*
+ * What a signal the gateway does not use does to it. Each is read from the loop's signalfd
+ * (blocked), so it is logged and none ends the gateway, stops it or goes unnoticed: the job-control
+ * stops (TSTP, TTIN, TTOU: a background write to a terminal is then let through, a read gets EIO),
+ * the resource limits (XFSZ: the write over RLIMIT_FSIZE gets EFBIG all the same; XCPU: past the
+ * soft RLIMIT_CPU, the hard one still ends it with SIGKILL), SYS, TRAP, STKFLT, the real-time
+ * signals glibc leaves to programs (SIGRTMIN..SIGRTMAX), and the strays (USR2, WINCH, ALRM,
+ * VTALRM, PROF, IO, PWR, URG, CONT). A fault (SEGV, BUS, FPE, ILL, a seccomp SYS, a breakpoint's
+ * TRAP) is delivered whatever the mask; the same signal sent by kill is one more stray, except the
+ * core-dump ones below. CHLD keeps its default (ignored: children are watched by pidfd).
+ */
+static const int main_ignored[] = { SIGUSR2, SIGWINCH, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+                                     SIGPWR,  SIGURG,   SIGCONT, SIGTSTP,   SIGTTIN, SIGTTOU,
+                                     SIGXFSZ, SIGXCPU,  SIGSYS,  SIGTRAP,   SIGSTKFLT };
+/*
+ * Sent on purpose, these ask for a core dump (SIGABRT is what systemd's watchdog sends): logged
+ * with the sender, then their default action, as asked.
+ */
+static const int main_dumps[] = { SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
+
+static const char *
+main_signal_hint(int signo)
+{
+    return signo == SIGXFSZ   ? ": a file passed RLIMIT_FSIZE (writes to it fail with EFBIG)"
+           : signo == SIGXCPU ? ": the CPU time passed the soft RLIMIT_CPU (the hard one kills)"
+           : signo == SIGTSTP || signo == SIGTTIN || signo == SIGTTOU ? ": the gateway never stops"
+                                                                      : "";
+}
+
+/* A core-dump signal sent to the gateway: one line, then its default action (no return). */
+static bool
+main_signal_fatal(int signo, const char *name)
+{
+    bool dump = false;
+    for (size_t i = 0; i < ARRAY_LEN(main_dumps); i++)
+        dump |= main_dumps[i] == signo;
+    if (!dump)
+        return false;
+    log_error(NULL, "%s sent to the gateway: ending with its default action (a core dump)", name);
+    struct sigaction dfl = { .sa_handler = SIG_DFL };
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    (void)sigaction(signo, &dfl, NULL);
+    (void)raise(signo);
+    (void)sigprocmask(SIG_UNBLOCK, &one, NULL); /* delivered here */
+    abort();
+}
+
 static void
 main_signal(int signo, void *arg)
 {
     (void)arg;
     if (signo == SIGHUP) {
-        if (!M.stopping)
-            metrics_reload_result(main_reload());
+        if (M.stopping)
+            return;
+        notify_reloading("reloading the configuration");
+        bool ok = main_reload();
+        metrics_reload_result(ok);
+        /* READY=1 again either way: a refused file leaves the running configuration serving. */
+        if (notify_enabled()) {
+            bool settled;
+            (void)http_readiness(M.status, sizeof(M.status), &settled);
+            notify_status(M.draining ? "" : "READY=1\n", M.status);
+            M.notified = true;
+        }
         return;
     }
     char name[32];
-    snprintf(name, sizeof(name), "SIG%s", sigabbrev_np(signo));
+    if (signo >= SIGRTMIN && signo <= SIGRTMAX)
+        snprintf(name, sizeof(name), "SIGRTMIN+%d", signo - SIGRTMIN);
+    else
+        snprintf(name, sizeof(name), "SIG%s", sigabbrev_np(signo));
     if (signo == SIGUSR1) {
         main_reopen_log();
         return;
     }
+    if (main_signal_fatal(signo, name))
+        return; /* not reached */
     if (signo != SIGTERM && signo != SIGINT && signo != SIGQUIT) {
-        log_info(NULL, "%s ignored (SIGTERM stops, SIGHUP reloads, SIGUSR1 reopens log_file)",
-                 name);
+        /* One line per signal, then one per 10 s with a count: a storm floods nothing. */
+        static struct log_limit limits[65];
+        char note[80];
+        if (signo > 0 && (size_t)signo < ARRAY_LEN(limits)
+            && log_limit_note(&limits[signo], util_now_ms(), 10000, note, sizeof(note)) != NULL)
+            log_info(NULL,
+                     "%s ignored%s (SIGTERM stops, SIGHUP reloads, SIGUSR1 reopens log_file)%s",
+                     name, main_signal_hint(signo), note);
         return;
     }
     if (signo != SIGINT && !M.draining && !M.stopping && M.cfg->shutdown_drain_ms > 0) {
@@ -345,6 +463,8 @@ main_after(void *arg)
     http_run();
     session_reap();
     main_stop_check();
+    if (!M.notified)
+        main_notify();
 }
 
 /*
@@ -473,12 +593,18 @@ static int
 main_offline(const struct main_args *a)
 {
     int rc = 0;
-    if (a->check && main_check_commands(M.cfg, true) > 0) {
-        rc = 1;
-    } else if (a->print) {
+    /*
+     * A server whose command cannot run is a warning, as at start and on SIGHUP, where the other
+     * servers still serve: the exit status is 1 exactly when the gateway would refuse the file.
+     */
+    size_t warned = a->check ? main_check_commands(M.cfg, true) : 0;
+    if (a->print) {
         rc = config_print(stdout, M.cfg) == 0 && fflush(stdout) == 0 ? 0 : 1;
     } else {
-        printf("%s: configuration OK (%zu servers)\n", a->path, M.cfg->n_servers);
+        printf("%s: configuration OK (%zu servers", a->path, M.cfg->n_servers);
+        if (warned > 0)
+            printf(", %zu with a warning on stderr", warned);
+        printf(")\n");
         static const char *const eras[] = { "auto", "modern", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
@@ -502,6 +628,7 @@ main_start(void)
         fatal("log_file %s", M.cfg->log_file);
     if (log_set_access(M.cfg->access_log, M.cfg->access_log_format) == -1)
         fatal("access_log %s", M.cfg->access_log);
+    (void)notify_init(); /* before any child starts: none of them inherits NOTIFY_SOCKET */
     main_check_commands(M.cfg, false);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);
@@ -509,11 +636,22 @@ main_start(void)
     if (fetch_module_init(M.l) == -1)
         fatal("libcurl");
     session_module_init(M.l, M.cfg);
-    /* Read from the loop; children start with every signal unblocked and at its default. */
-    static const int handled[] = { SIGTERM,  SIGINT,  SIGQUIT,   SIGHUP,  SIGUSR1, SIGUSR2,
-                                   SIGWINCH, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR };
-    for (size_t i = 0; i < ARRAY_LEN(handled); i++)
-        if (loop_signal_add(M.l, handled[i], main_signal, NULL) == -1)
+    /*
+     * Read from the loop, before any thread starts (libcurl's resolver inherits the mask);
+     * children start with every signal unblocked and at its default (upstream.c).
+     */
+    static const int used[] = { SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1 };
+    for (size_t i = 0; i < ARRAY_LEN(used); i++)
+        if (loop_signal_add(M.l, used[i], main_signal, NULL) == -1)
+            fatal("signalfd");
+    for (size_t i = 0; i < ARRAY_LEN(main_ignored); i++)
+        if (loop_signal_add(M.l, main_ignored[i], main_signal, NULL) == -1)
+            fatal("signalfd");
+    for (size_t i = 0; i < ARRAY_LEN(main_dumps); i++)
+        if (loop_signal_add(M.l, main_dumps[i], main_signal, NULL) == -1)
+            fatal("signalfd");
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+        if (loop_signal_add(M.l, sig, main_signal, NULL) == -1)
             fatal("signalfd");
     if (http_start(M.l, M.cfg, M.auth) == -1)
         return -1;
@@ -523,6 +661,7 @@ main_start(void)
     loop_timer_add(M.l, MAIN_TICK_MS, main_tick, NULL);
     log_info(NULL, "mcp-gateway %s started (%zu servers, config %s)", MCPGW_VERSION,
              M.cfg->n_servers, M.path);
+    main_notify(); /* under systemd: the probes start now, not at the loop's first wake-up */
     return 0;
 }
 
@@ -540,6 +679,7 @@ main_shutdown(void)
     auth_free(M.auth);
     auth_module_free();
     fetch_module_free();
+    notify_module_free();
     loop_free(M.l);
     M.n_retired += 1;
     M.retired = xrealloc(M.retired, M.n_retired * sizeof(*M.retired));

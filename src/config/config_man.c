@@ -171,7 +171,8 @@ static const char config_man_program_tail[] =
     ".TP\n.B /healthz\n200 while the process serves.\n"
     ".TP\n.B /readyz\n"
     "200 while new sessions are taken and some server can serve; 503 while draining, at "
-    "max_sessions, or when every server is broken or drained. The body gives each server's state.\n"
+    "max_sessions, or when no server can serve: each is starting (none of its children has "
+    "started yet), broken or drained. The body gives each server's state.\n"
     ".TP\n.B /metrics\n"
     "Prometheus text: loopback peers only while admin_token is empty; with one, any peer "
     "presenting it.\n"
@@ -203,9 +204,13 @@ static const char config_man_program_tail[] =
     "the configuration (the default \\-\\-config of an install), see\n.BR mcp\\-gateway.ini (5).\n"
     ".TP\n/etc/mcp\\-gateway/NAME.ini\n"
     "the configuration of instance NAME of the template unit mcp\\-gateway@.service.\n"
-    ".TP\nadmin_token_file, state_key_file, [auth] tokens_file, jwks_file, "
-    "introspection_credentials_file, [server:NAME] env_file\n"
-    "secrets, each 0600 or 0640 (a file others can read is refused).\n"
+    ".TP\nadmin_token_file, state_key_file, introspection_credentials_file, [server:NAME] "
+    "env_file\n"
+    "secrets, each 0600 or 0640: a file others can read is refused.\n"
+    ".TP\n[auth] tokens_file, jwks_file\n"
+    "token digests and public keys: others may read them (keep them 0640 all the same).\n"
+    ".PP\nEach of these files, and the configuration, must be owned by root or the gateway's "
+    "user and not be writable by its group or others, or it is refused.\n"
     ".TP\n/var/lib/mcp\\-gateway\nthe service's working directory.\n"
     ".SH EXAMPLES\n"
     "Check the configuration, then print it as loaded, defaults included, secrets redacted:\n"
@@ -240,10 +245,13 @@ config_man_program(FILE *f, const char *version, const char *usage)
             para += para + 1 < ARRAY_LEN(heads) ? 1 : 0;
             head = true;
         } else {
+            bool first = head;
             if (head)
                 fprintf(f, ".SH %s\n", heads[para]);
             head = false;
             if (para == 0 && strncmp(p, "usage: ", 7) == 0) {
+                if (!first)
+                    fputs(".br\n", f); /* one synopsis line each */
                 p += 7;
             } else if (para == 2 && strncmp(p, "  ", 2) == 0) {
                 const char *flags = p + 2;

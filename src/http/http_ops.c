@@ -79,16 +79,9 @@ http_view(struct http_req *rc, struct buf *b, const char *content_type)
     return http_queue(rc, MHD_HTTP_OK, r);
 }
 
-/* Whether a server in state h can take new sessions and requests (neither broken nor drained). */
-static bool
-http_serves(enum relay_health h)
-{
-    return h != RELAY_HEALTH_BROKEN && h != RELAY_HEALTH_DRAINED;
-}
-
 /*
- * Each server's state (relay.h: ok, failing, broken, drained) and why, as "servers":[...]; true
- * when at least one of them can serve (is neither broken nor drained by the operator).
+ * Each server's state (relay.h: ok, failing, broken, drained, starting) and why, as
+ * "servers":[...]; true when at least one of them can serve (relay_health_serves).
  */
 static bool
 http_ready_servers(struct buf *b, bool *ok)
@@ -99,9 +92,10 @@ http_ready_servers(struct buf *b, bool *ok)
     for (size_t i = 0; *ok && i < httpd.cfg->n_servers; i++) {
         const struct config_server *srv = &httpd.cfg->servers[i];
         const char *why;
+        pool_probe(srv);
         enum relay_health h =
             relay_health_of(relay_stats_of(srv->name), srv->pool_max_restarts_per_min, now, &why);
-        any |= http_serves(h);
+        any |= relay_health_serves(h);
         size_t nlen, wlen;
         char *name = jsonrpc_quote(srv->name, &nlen);
         char *w = jsonrpc_quote(why, &wlen);
@@ -127,7 +121,8 @@ http_not_ready(bool serving)
 
 /*
  * GET /readyz: 200 while new sessions are taken and some server can serve; 503 while draining, at
- * max_sessions, or when every server is broken or drained. The body says each server's state.
+ * max_sessions, or when no server can serve (each is starting, broken or drained). The body says
+ * each server's state.
  */
 enum MHD_Result
 http_ready(struct http_req *rc)
@@ -163,6 +158,30 @@ http_ready(struct http_req *rc)
     return http_queue(rc, status, r);
 }
 
+bool
+http_readiness(char *status, size_t len, bool *settled)
+{
+    uint64_t now = util_now_ms();
+    size_t serving = 0;
+    *settled = true;
+    for (size_t i = 0; i < httpd.cfg->n_servers; i++) {
+        const struct config_server *srv = &httpd.cfg->servers[i];
+        const struct relay_stats *st = relay_stats_of(srv->name);
+        const char *why;
+        pool_probe(srv);
+        serving += relay_health_serves(
+            relay_health_of(st, srv->pool_max_restarts_per_min, now, &why));
+        *settled &= relay_settled(st);
+    }
+    const char *reason = http_not_ready(serving > 0);
+    if (reason != NULL)
+        snprintf(status, len, "not ready: %s (%zu of %zu servers serve)", reason, serving,
+                 httpd.cfg->n_servers);
+    else
+        snprintf(status, len, "ready: %zu of %zu servers serve", serving, httpd.cfg->n_servers);
+    return reason == NULL;
+}
+
 /*
  * mcpgw_server_state{server,state}: 1 for the state /readyz gives each configured server, 0 for
  * the others; a server a reload removed keeps its series, all 0. And mcpgw_ready: 1 when /readyz
@@ -185,9 +204,9 @@ http_server_states(struct buf *b)
         if (srv != NULL) {
             const char *why;
             h = relay_health_of(st, srv->pool_max_restarts_per_min, now, &why);
-            serving |= http_serves(h);
+            serving |= relay_health_serves(h);
         }
-        for (enum relay_health s = RELAY_HEALTH_OK; s <= RELAY_HEALTH_DRAINED; s++) {
+        for (enum relay_health s = RELAY_HEALTH_OK; s < RELAY_HEALTH_N; s++) {
             char labels[256];
             snprintf(labels, sizeof(labels), "server=\"%s\",state=\"%s\"", name,
                      relay_health_text(s));

@@ -40,7 +40,9 @@ struct relay_stats {
     uint64_t fail_ms;   /* when the last one failed */
     bool broken;        /* its children serve nothing the gateway serves */
     bool drained;       /* the operator drained it: no new session or 2026-07-28 request */
+    bool served;        /* a child of it completed its start (initialize, or the pool's probe) */
     char why[160];      /* the last failure */
+    char missing[320];  /* why its command cannot run (the loader's check), or "" */
 };
 
 static struct metrics_row *relay_rows; /* struct relay_stats rows */
@@ -80,7 +82,32 @@ relay_start_ok(struct relay_stats *st)
 {
     st->fails = 0;
     st->broken = false;
+    st->served = true;
     st->why[0] = '\0';
+}
+
+bool
+relay_served(const struct relay_stats *st)
+{
+    return st->served;
+}
+
+bool
+relay_settled(const struct relay_stats *st)
+{
+    return st->served || st->fails > 0 || st->broken || st->drained || st->missing[0] != '\0';
+}
+
+bool
+relay_missing(const struct relay_stats *st)
+{
+    return st->missing[0] != '\0';
+}
+
+void
+relay_set_missing(struct relay_stats *st, const char *why)
+{
+    snprintf(st->missing, sizeof(st->missing), "%s", why != NULL ? why : "");
 }
 
 void
@@ -111,16 +138,32 @@ relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms, 
         *why = "drained by the operator: no new sessions or 2026-07-28 requests";
         return RELAY_HEALTH_DRAINED;
     }
+    if (st->missing[0] != '\0') {
+        *why = st->missing;
+        return RELAY_HEALTH_BROKEN;
+    }
     *why = st->why;
     if (st->broken || (st->fails >= budget && now_ms - st->fail_ms < 60000))
         return RELAY_HEALTH_BROKEN;
+    if (!st->served) {
+        if (st->fails == 0)
+            *why = "no child of it has started yet";
+        return RELAY_HEALTH_STARTING;
+    }
     return st->fails > 0 ? RELAY_HEALTH_FAILING : RELAY_HEALTH_OK;
+}
+
+bool
+relay_health_serves(enum relay_health h)
+{
+    return h == RELAY_HEALTH_OK || h == RELAY_HEALTH_FAILING;
 }
 
 const char *
 relay_health_text(enum relay_health h)
 {
-    static const char *const names[] = { "ok", "failing", "broken", "drained" };
+    static const char *const names[RELAY_HEALTH_N] = { "ok", "failing", "broken", "drained",
+                                                       "starting" };
     return names[h];
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pools of children for the 2026-07-28 era (pool.h): one pool per [server:NAME], made on the first
- * modern request (or at start for pool_warm_children), children started, probed, initialized,
+ * modern request (or at start for pool_warm_children, or when readiness is asked while no child
+ * of its server ever started: pool_probe), children started, probed, initialized,
  * picked, replaced and stopped here. The requests themselves are pool_route.c's.
  *
  * A child's life: STARTING (era unknown: a server/discover probe; legacy: an initialize, then
@@ -76,14 +77,36 @@ pool_new(const struct config *cfg, const struct config_server *srv)
 }
 
 /*
- * Starts warm children up to pool_warm_children (while the restart budget allows). A broken pool
- * has none: its children could serve nothing, and it stays broken until a reload makes a new pool.
+ * Whether p's server needs a probe: no child of it has ever completed its start, and the loader
+ * did not find its command missing (it is broken already; a probe would only fail).
+ */
+static bool
+pool_probes(const struct relay_stats *st)
+{
+    return !relay_served(st) && !relay_missing(st);
+}
+
+/*
+ * The children p keeps started: pool_warm_children; and while its server needs a probe, at least
+ * one, so that /readyz can say whether the server serves before any request came, 2026-07-28 or
+ * legacy (pool_probe). Once started, the probe is a child like any other beyond the warm ones: it
+ * ends after pool_idle_timeout_s with nothing in flight, and is not replaced.
+ */
+static uint64_t
+pool_want(const struct pool *p)
+{
+    uint64_t warm = p->srv->pool_warm_children;
+    return warm == 0 && pool_probes(p->stats) ? 1 : warm;
+}
+
+/*
+ * Starts children up to pool_want (while the restart budget allows). A broken pool has none: its
+ * children could serve nothing, and it stays broken until a reload makes a new pool.
  */
 static void
 pool_warm(struct pool *p)
 {
-    while (!p->retired && !pools.draining && !p->broken
-           && p->n_children < p->srv->pool_warm_children)
+    while (!p->retired && !pools.draining && !p->broken && p->n_children < pool_want(p))
         if (pool_child_start(p) == NULL)
             break;
 }
@@ -118,6 +141,14 @@ pool_set_config(const struct config *cfg)
         if (cfg->servers[i].pool_warm_children > 0 && pool_find(&cfg->servers[i]) == NULL)
             pool_warm(pool_new(cfg, &cfg->servers[i]));
     }
+}
+
+void
+pool_probe(const struct config_server *srv)
+{
+    const struct relay_stats *st = relay_stats_of(srv->name);
+    if (!pools.draining && !relay_drained(st) && pool_probes(st) && pool_find(srv) == NULL)
+        pool_warm(pool_new(pools.cfg, srv));
 }
 
 bool
@@ -726,7 +757,7 @@ pool_sweep(uint64_t now_ms)
             pool_sweep_child(c, now_ms);
             c = next;
         }
-        if (!pools.draining && !p->retired && p->n_children < p->srv->pool_warm_children)
+        if (!pools.draining && !p->retired && p->n_children < pool_want(p))
             pool_warm(p);
         pool_listen_retry(p);
         uint64_t hb = pools.cfg->heartbeat_s * 1000u;

@@ -144,8 +144,8 @@ test('the gate: 401 without or with a wrong token, 405 for GET (Allow: POST), 40
     assert.match(noServer.body.error.message, /no such server/);
     const noVerb = await admin(gw, '/admin/servers/example/explode');
     assert.equal(noVerb.status, 404, noVerb.text);
-    // None of that drained anything.
-    assert.equal(stateOf(await readyz(gw), 'example'), 'ok');
+    // None of that drained anything (the first /readyz starts the probe: starting, then ok).
+    assert.equal(await waitFor(async () => { const st = stateOf(await readyz(gw), 'example'); return st !== 'starting' && st; }, scaled(10000), 'a verdict'), 'ok');
     const m = await metrics(gw);
     assert.equal(m[ACTIONS('drain', 'refused')], 3, 'two 401s and a 405');
     assert.equal(m[ACTIONS('drain', 'not_found')], 1);
@@ -315,8 +315,9 @@ test('SIGHUP keeps a drained server drained (by its name); resume ends it', asyn
     await init.done(scaled(5000));
     assert.equal(init.status, 503, init.text());
     assert.match(init.json().error.message, /drained by the operator/);
+    // No child of it ever started (a drained server gets no probe): resume says starting.
     const r = await admin(gw, '/admin/servers/example/resume');
-    assert.deepEqual(r.body, { action: 'resume', server: 'example', state: 'ok', changed: true });
+    assert.deepEqual(r.body, { action: 'resume', server: 'example', state: 'starting', changed: true });
     const s = await initSession(gw);
     assert.equal(s.result.serverInfo.name, 'reloaded', 'a session of the reloaded definition');
   });

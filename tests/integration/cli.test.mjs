@@ -137,7 +137,7 @@ test('env_file reaches the child\'s environment, beside env', async () => {
 
 // --- each server's command and cwd -------------------------------------------------------------
 
-test('--check-config fails on a server whose command or cwd is missing, naming the section and the line', () => {
+test('--check-config warns about a server whose command or cwd is missing, naming the section and the line, and exits 0: the gateway starts with it, and the other servers serve', () => {
   const dir = tmpdir('mcpgw-cli-cmd-');
   const notExec = writeMode(path.join(dir, 'not-exec'), '#!/bin/sh\n', 0o644);
   const cases = [
@@ -151,16 +151,23 @@ test('--check-config fails on a server whose command or cwd is missing, naming t
   for (const [lines, line, want] of cases) {
     const conf = writeMode(path.join(dir, 'gw.ini'), `[gateway]\nlisten = 127.0.0.1:0\n[server:bad]\npath = /bad\n${lines}`, 0o644);
     const r = checkFile(conf);
-    assert.equal(r.status, 1, `${lines}: ${r.stdout}${r.stderr}`);
-    assert.ok(r.stderr.startsWith(`${conf}:${line}: ${want}`), `${lines}: got ${r.stderr}`);
-    assert.doesNotMatch(r.stdout, /configuration OK/);
+    assert.equal(r.status, 0, `${lines}: ${r.stdout}${r.stderr}`);
+    assert.ok(r.stderr.startsWith(`warning: ${conf}:${line}: ${want}`), `${lines}: got ${r.stderr}`);
+    assert.match(r.stderr, /; its sessions will fail to start\n$/);
+    assert.ok(r.stdout.startsWith(`${conf}: configuration OK (1 servers, 1 with a warning on stderr)\n`), r.stdout);
   }
+  // With an error in the same file, the error decides: exit 1.
+  const both = writeMode(path.join(dir, 'gw.ini'), `[gateway]\nlisten = 127.0.0.1:0\nno_such_key = 1\n[server:bad]\npath = /bad\ncommand = ${dir}/missing\n`, 0o644);
+  const e = checkFile(both);
+  assert.equal(e.status, 1, e.stdout + e.stderr);
+  assert.match(e.stderr, /no_such_key/);
   // A name without '/' found in PATH, and a relative command found from cwd, are fine.
   fs.chmodSync(notExec, 0o755);
   for (const lines of ['command = sh -c true\n', `command = ./not-exec\ncwd = ${dir}\n`]) {
     const conf = writeMode(path.join(dir, 'gw.ini'), `[gateway]\nlisten = 127.0.0.1:0\n[server:ok]\npath = /ok\n${lines}`, 0o644);
     const r = checkFile(conf);
     assert.equal(r.status, 0, `${lines}: ${r.stderr}`);
+    assert.equal(r.stderr, '', 'no warning');
   }
 });
 

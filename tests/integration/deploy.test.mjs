@@ -56,6 +56,9 @@ test('the shipped configuration passes --check-config, the command the unit runs
   assert.match(r.stdout, /configuration OK/);
   for (const k of ['ExecStartPre', 'ExecReload']) assert.ok(unit[k].some((v) => /mcp-gateway --check-config --config \S+/.test(v)), `${k} checks the file`);
   assert.ok(unit.ExecReload.some((v) => /kill -HUP \$MAINPID/.test(v)), 'reload is SIGHUP');
+  // The gateway says READY=1, RELOADING=1 and STOPPING=1 itself (readiness.test.mjs).
+  assert.deepEqual(unit.Type, ['notify'], 'Type=notify: systemctl start waits for READY=1');
+  assert.deepEqual(unit.NotifyAccess, ['main'], 'only the gateway, not a child, may notify');
   assert.ok(unit.ExecStart.some((v) => /mcp-gateway --config \S+/.test(v)));
 });
 

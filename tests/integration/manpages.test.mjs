@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
@@ -227,4 +228,42 @@ test('conf/gateway.ini agrees with mcp-gateway.ini(5) on every key: its comment,
   }
   for (const id of Object.keys(conf)) if (!iniEntries(page('mcp-gateway.ini.5')).some((e) => `${e.section}.${e.key}` === id)) problems.push(`${id}: in conf/gateway.ini, not in the option table`);
   assert.deepEqual(problems, []);
+});
+
+test('mcp-gateway(8): its synopsis names every way to run it, --import-mcp-json included', () => {
+  const roff = page('mcp-gateway.8');
+  const synopsis = plain(roff.split(/^\.SH "?/m).find((x) => x.startsWith('SYNOPSIS')).split('\n').slice(1)).join('\n');
+  const help = run('--help');
+  const longs = [...new Set([...help.matchAll(/^ {2}-\w, (--[a-z-]+)/gm)].map((m) => m[1]))];
+  assert.ok(longs.length >= 6, `options in --help: ${longs}`);
+  for (const o of longs) assert.ok(synopsis.includes(o), `the synopsis lacks ${o}: ${synopsis}`);
+  assert.match(synopsis, /mcp-gateway --import-mcp-json FILE \[--env-dir DIR\]/);
+});
+
+test('mcp-gateway(8) FILES says true things of the files it names: the secrets others can read are refused, tokens_file is loaded', () => {
+  const roff = page('mcp-gateway.8');
+  const files = plain(roff.split(/^\.SH "?/m).find((x) => x.startsWith('FILES')).split('\n').slice(1)).join('\n');
+  const refused = /^(.*)\nsecrets, each 0600 or 0640: a file others can read is refused\.$/m.exec(files);
+  assert.ok(refused, files);
+  assert.doesNotMatch(refused[1], /tokens_file|jwks_file/, 'tokens_file and jwks_file are not among the refused');
+  assert.match(files, /tokens_file, jwks_file\ntoken digests and public keys: others may read them/);
+  // As the page says: a tokens_file others can read loads (it holds SHA-256 digests, not tokens);
+  // an admin_token_file others can read is refused.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcpgw-man-files-'));
+  const tokens = path.join(dir, 'tokens');
+  fs.writeFileSync(tokens, `sha256:${'ab'.repeat(32)} alice\n`, { mode: 0o644 });
+  fs.chmodSync(tokens, 0o644);
+  const conf = path.join(dir, 'gw.ini');
+  const server = '[server:x]\npath = /mcp\ncommand = /bin/true\n';
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[auth]\nmode = bearer\npublic_url = https://mcp.example\ntokens_file = ${tokens}\n${server}`, { mode: 0o644 });
+  fs.chmodSync(conf, 0o644);
+  let r = spawnSync(GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  const secret = path.join(dir, 'admin_token');
+  fs.writeFileSync(secret, `${'t'.repeat(40)}\n`);
+  fs.chmodSync(secret, 0o644);
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\nadmin_token_file = ${secret}\n${server}`);
+  r = spawnSync(GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
+  assert.equal(r.status, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /readable by others: chmod 0640/);
 });

@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, request, rpc, startGateway } from '../lib/gw.mjs';
+import { ACCEPT_BOTH, request, rpc, startGateway, waitFor } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
 import { startNginx, withInstances } from '../lib/nginx.mjs';
 
 const PUBLIC = 'mcp.example.com'; // the server_name of both sites
@@ -43,7 +44,8 @@ async function exercise(base, gateways) {
 /** /healthz and /readyz pass nginx; /metrics does not (it is scraped on each gateway's listener). */
 async function probes(base, gateways) {
   for (const p of ['/healthz', '/readyz']) {
-    const r = await send(base, p);
+    // /readyz: 503 "starting" until the probe its first question started is up.
+    const r = p === '/readyz' ? await waitFor(async () => { const x = await send(base, p); return x.status === 200 ? x : null; }, scaled(10000), `${p} 200 through nginx`) : await send(base, p);
     assert.equal(r.status, 200, `GET ${p} through nginx: HTTP ${r.status} ${r.body}`);
   }
   // /metrics stays on the loopback listener: nginx answers 404 itself, nothing of the gateway's.
@@ -51,6 +53,9 @@ async function probes(base, gateways) {
   assert.equal(m.status, 404, `GET /metrics through nginx: HTTP ${m.status}`);
   assert.doesNotMatch(m.body, /mcpgw_/);
   for (const gw of gateways) {
+    // Each gateway's own /readyz: nginx may have asked only one of them, and the first question
+    // is what starts a gateway's probe (mcpgw_ready is 0 until a child of its server started).
+    await waitFor(async () => { const r = await request(`${gw.base}/readyz`, { method: 'GET' }); await r.done(); return r.status === 200; }, scaled(10000), `${gw.base}/readyz 200`);
     const direct = await request(`${gw.base}/metrics`, { method: 'GET' });
     const text = await direct.done();
     assert.equal(direct.status, 200, text);

@@ -274,7 +274,7 @@ const FAMILIES = {
   mcpgw_child_stdout_bytes_total: ['counter', PER_SERVER],
   mcpgw_request_duration_seconds: ['histogram', 'server'],
   mcpgw_spawn_duration_seconds: ['histogram', 'server'],
-  mcpgw_server_state: ['gauge', BY_SERVER('state', ['ok', 'failing', 'broken', 'drained'])],
+  mcpgw_server_state: ['gauge', BY_SERVER('state', ['ok', 'failing', 'broken', 'drained', 'starting'])],
   mcpgw_ready: ['gauge', [{}]],
   mcpgw_http_requests_open: ['gauge', [{}]],
   mcpgw_http_responses_total: ['counter', LABELS('code', ['1xx', '2xx', '3xx', '4xx', '5xx'])],
@@ -374,7 +374,9 @@ test('GET /metrics: text format 0.0.4 with # HELP and # TYPE for every family; l
     assert.equal(m.get('mcpgw_sessions_open'), 0);
     assert.equal(m.get('mcpgw_sessions_created_total'), 0);
     assert.equal(m.get('mcpgw_children_running'), 0);
-    assert.equal(m.get('mcpgw_ready'), 1);
+    // No child of its server has started yet (a scrape starts none): not counted as able to serve.
+    assert.equal(m.get('mcpgw_server_state', { server: 'example', state: 'starting' }), 1);
+    assert.equal(m.get('mcpgw_ready'), 0);
     assert.equal(m.get('mcpgw_request_duration_seconds_count'), 0);
     assert.equal(m.get('mcpgw_spawn_duration_seconds_count'), 0);
     const r = await fetchPath(gw, '/metrics');
@@ -392,7 +394,8 @@ test('GET /metrics: text format 0.0.4 with # HELP and # TYPE for every family; l
         assert.equal(x.headers.allow, 'GET, HEAD');
         assert.equal(JSON.parse(x.text()).error.code, -32600);
       }
-      assert.equal((await fetchPath(gw, probe, { method: 'HEAD' })).status, 200, `HEAD ${probe}`);
+      // /readyz: 503 "starting" until the probe its first question started is up.
+      await waitFor(async () => (await fetchPath(gw, probe, { method: 'HEAD' })).status === 200, scaled(10000), `HEAD ${probe} 200`);
     }
     // a bearer token is not needed (and not checked) while admin_token is empty
     const t = await fetchPath(gw, '/metrics', { headers: { Authorization: 'Bearer whatever' } });
@@ -766,6 +769,9 @@ test('/readyz: 200 {"ready":true,"servers":[...]}; 503 "max_sessions reached" wi
       assert.match(r.headers['content-type'] || '', /^application\/json/);
       return { status: r.status, body: r.json() };
     };
+    // The first question starts the server's probe (no child of it has started yet): starting, 503.
+    assert.deepEqual(await ready(), { status: 503, body: { ready: false, reason: 'no server can serve', servers: [{ name: 'example', state: 'starting', why: 'no child of it has started yet' }] } });
+    await waitFor(async () => (await ready()).status === 200, scaled(10000), 'the probe up: /readyz 200');
     assert.deepEqual(await ready(), { status: 200, body: { ready: true, servers: [{ name: 'example', state: 'ok', why: '' }] } });
     const a = await initSession(gw);
     assert.deepEqual(await ready(), { status: 200, body: { ready: true, servers: [{ name: 'example', state: 'ok', why: '' }] } });

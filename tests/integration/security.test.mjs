@@ -320,9 +320,13 @@ test('F8: /metrics, /healthz and /readyz with a foreign Host -> 403; with Host 1
         const r = await request(`${lo(gw)}${p}`, { method: 'GET', headers: { Host: host } });
         await assertJsonError(r, 403, `${p} with Host: ${host}`);
       }
-      const ok = await request(`${lo(gw)}${p}`, { method: 'GET', headers: { Host: `127.0.0.1:${gw.port}` } });
-      const text = await ok.done();
-      assert.equal(ok.status, 200, `${p} with Host 127.0.0.1:${gw.port}: ${text}`);
+      const get = async () => {
+        const ok = await request(`${lo(gw)}${p}`, { method: 'GET', headers: { Host: `127.0.0.1:${gw.port}` } });
+        return { status: ok.status, text: await ok.done() };
+      };
+      // /readyz's first answer starts the server's probe: 503 "starting" until its child is up.
+      const ok = p === '/readyz' ? await waitFor(async () => { const x = await get(); return x.status === 200 && x; }, scaled(10000), '/readyz 200') : await get();
+      assert.equal(ok.status, 200, `${p} with Host 127.0.0.1:${gw.port}: ${ok.text}`);
     }
     assert.equal((await metrics(gw)).mcpgw_ready, 1, 'the refusals left the gateway serving');
   });

@@ -2,6 +2,8 @@
 // Signals an operator may send besides TERM, INT and HUP (operations.test.mjs has those), and
 // [gateway] log_file: SIGUSR1 reopens the log file (logrotate renames it, then signals), SIGUSR2,
 // SIGWINCH, SIGALRM and SIGPIPE are logged or ignored and end nothing, SIGQUIT stops like SIGTERM;
+// every other signal it does not use is logged once and ignored (none ends or stops it), SIGABRT
+// sent on purpose is logged before its core dump;
 // and the Debian package's logrotate file, run by the real logrotate against a gateway.
 // Each time the process lives on and a session opened before the signal still answers after it.
 import assert from 'node:assert/strict';
@@ -155,4 +157,70 @@ test('SIGHUP with another log_file moves the log there; one that cannot be opene
     await gw.stop(ok ? undefined : { expect: null });
     if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}\na: ${read(a).slice(-2000)}\nb: ${read(b).slice(-2000)}`);
   }
+});
+
+// ---- every other signal ------------------------------------------------------------------------
+
+/** A field of /proc/PID/status as a number (hex masks: SigBlk, SigIgn) or the raw text. */
+function procStatus(pid, key) {
+  const m = new RegExp(`^${key}:\\s*(\\S+)`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? m[1] : null;
+}
+/** The process's state letter (/proc/PID/stat's third field): T while stopped. */
+const procState = (pid) => /^\d+ \(.*\) (\S)/s.exec(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'))[1];
+
+// Signals node can send by name, and the real-time ones by number (glibc's SIGRTMIN is 34: 32 and
+// 33 are its own, which no program can catch).
+const STRAYS = ['SIGTSTP', 'SIGTTIN', 'SIGTTOU', 'SIGXFSZ', 'SIGXCPU', 'SIGSYS', 'SIGTRAP', 'SIGSTKFLT',
+  'SIGURG', 'SIGVTALRM', 'SIGPROF', 'SIGIO', 'SIGPWR', 'SIGUSR2', 'SIGWINCH', 'SIGALRM'];
+const RT = Array.from({ length: 64 - 34 + 1 }, (_, i) => [34 + i, `SIGRTMIN+${i}`]);
+
+test('every signal the gateway does not use (job control, resource limits, SYS, TRAP, STKFLT, the real-time ones) is logged once and ignored: the gateway is neither ended nor stopped and its session answers; children start with none blocked or ignored', async () => {
+  const gw = await startGateway({});
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    const pid = gw.proc.pid;
+    const sent = [...STRAYS.map((n) => [n, n === 'SIGIO' ? 'SIGPOLL' : n]), ...RT];
+    for (const [sig, name] of sent) {
+      const re = new RegExp(`info ${name.replace('+', '\\+')} ignored`, 'g');
+      if (typeof sig === 'number') { // node sends no real-time signal: kill(1) does
+        const k = spawnSync('kill', [`-${sig}`, String(pid)], { encoding: 'utf8' });
+        assert.equal(k.status, 0, k.stderr);
+      } else {
+        gw.proc.kill(sig);
+      }
+      const dead = () => gw.proc.exitCode !== null || gw.proc.signalCode !== null;
+      const seen = await waitFor(() => (dead() ? 'dead' : re.test(gw.logs())), scaled(5000), `"${name} ignored" logged`);
+      assert.notEqual(seen, 'dead', `the gateway ended on ${name}: ${gw.proc.signalCode ?? gw.proc.exitCode}`);
+      assert.notEqual(procState(pid), 'T', `the gateway is stopped after ${name}`);
+      await echoes(gw, s.sid, `after ${name}`);
+    }
+    // One line each (the same signal again within 10 s is counted on its next line, not written).
+    for (const [, name] of sent) {
+      const n = gw.logs().match(new RegExp(`info ${name.replace('+', '\\+')} ignored`, 'g')).length;
+      assert.equal(n, 1, `${n} lines for ${name}`);
+    }
+    gw.proc.kill('SIGTSTP');
+    await echoes(gw, s.sid, 'after a second SIGTSTP');
+    assert.equal(gw.logs().match(/SIGTSTP ignored/g).length, 1, 'a repeat within 10 s writes no line');
+    // The session's child: no signal blocked, none ignored but glibc's own two (32 and 33) and
+    // SIGPIPE, which the example server ignores itself.
+    assert.equal(BigInt(`0x${procStatus(s.pid, 'SigBlk')}`), 0n, 'the child blocks nothing');
+    const own = (1n << 31n) | (1n << 32n) | (1n << 12n);
+    assert.equal(BigInt(`0x${procStatus(s.pid, 'SigIgn')}`) & ~own, 0n, `the child ignores nothing: ${procStatus(s.pid, 'SigIgn')}`);
+    ok = true;
+  } finally {
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+    await gw.stop(ok ? undefined : { expect: null });
+  }
+});
+
+test('SIGABRT sent by kill (how one asks for a core dump, and what systemd\'s watchdog sends): one line in the log, then the default action', async () => {
+  const gw = await startGateway({});
+  // No core file in the test's directory: the gateway's core limit is 0 whatever it inherited.
+  const r = spawnSync('prlimit', [`--pid=${gw.proc.pid}`, '--core=0:0'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  await gw.stop({ signal: 'SIGABRT', expect: { code: null, signal: 'SIGABRT' } });
+  assert.match(gw.logs(), /error SIGABRT sent to the gateway: ending with its default action \(a core dump\)/);
 });
