@@ -361,8 +361,9 @@ bool pool_listen_open(struct pool_call *call, const char *body, const struct jso
 /* The listener is gone (pool_call_end calls this): its URIs released. */
 void pool_listen_forget(struct pool_call *call);
 /*
- * Shutdown (error NULL): every listener of p gets its graceful end; else that JSON-RPC error,
- * counted as a cancel for why.
+ * Shutdown (error NULL): every listener of p gets its graceful end; else (p retired) that JSON-RPC
+ * error, counted as a cancel for why, and so does every listen p's modern children hold (each is
+ * cancelled at its child).
  */
 void pool_listen_end_all(struct pool *p, const char *error, enum relay_reason why);
 /*
