@@ -98,6 +98,8 @@ pool_retire(struct pool *p, const struct pool_retire_info *why)
 {
     p->retired = true;
     p->retired_why = why;
+    log_info(NULL, "pool %s: retired (%s): its %zu children stop once idle", p->name, why->stopped,
+             p->n_children);
     /*
      * A listener would stay on the old pool and hear nothing once its children idle out: it ends,
      * saying why, and listens again on the new one. Held input rounds stay on the old pool until
@@ -106,12 +108,37 @@ pool_retire(struct pool *p, const struct pool_retire_info *why)
     pool_listen_end_all(p, why->listen, why->cancel);
 }
 
+/* Whether children started under a and under b are started alike (pool_child_start's params). */
+static bool
+pool_spawn_same(const struct config *a, const struct config *b)
+{
+    return a->max_message_bytes == b->max_message_bytes
+           && a->stdin_queue_bytes == b->stdin_queue_bytes
+           && a->child_stdin_grace_ms == b->child_stdin_grace_ms
+           && a->child_term_grace_ms == b->child_term_grace_ms;
+}
+
+/*
+ * A reload keeps the pool of a server whose section did not change (config_server_same), and
+ * whose children would start alike: its children, calls, held rounds and listeners go on, now
+ * under cfg. Any other pool is retired: its server changed, or is gone.
+ */
 void
 pool_set_config(const struct config *cfg)
 {
-    for (struct pool *p = pools.pools; p != NULL; p = p->next)
-        if (p->cfg != cfg && !p->retired)
-            pool_retire(p, &pool_retire_reload);
+    for (struct pool *p = pools.pools; p != NULL; p = p->next) {
+        if (p->cfg == cfg || p->retired)
+            continue;
+        const struct config_server *srv = config_server_named(cfg, p->name);
+        if (srv != NULL && pool_spawn_same(p->cfg, cfg) && config_server_same(p->srv, srv)) {
+            p->srv = srv;
+            p->cfg = cfg;
+            log_info(NULL, "pool %s: server unchanged: its %zu children stay", p->name,
+                     p->n_children);
+            continue;
+        }
+        pool_retire(p, &pool_retire_reload);
+    }
     pools.cfg = cfg;
     for (size_t i = 0; i < cfg->n_servers; i++) {
         (void)relay_stats_of(cfg->servers[i].name); /* its series exist before any traffic */

@@ -738,12 +738,14 @@ test('a shared child is never paused for one slow reader: a call whose answer it
   });
 });
 
-test('SIGHUP while a call is held in an input round: the retry still completes it, on the old pool\'s child (held rounds stay on their pool until they end)', async () => {
+test('SIGHUP that changes the server while a call is held in an input round: the retry still completes it, on the old pool\'s child (held rounds stay on their pool until they end)', async () => {
   await withGateway({ servers: [{ name: 'example', path: '/mcp', extra: 'era = legacy\npool_max_children = 1' }] }, async (g) => {
     const msg = elicit({ message: 'across a reload' });
     const res = await round(g, msg);
+    fs.appendFileSync(g.conf, 'cache_ttl_ms = 4321\n'); // the last section is the server's: its pool is retired
     g.proc.kill('SIGHUP');
     await g.waitLog(/SIGHUP: configuration reloaded/, scaled(5000));
+    await g.waitLog(/pool example: retired/, scaled(5000));
     const done = await complete(g, retryOf(msg, res.requestState, { r1: accept('kept') }));
     assert.equal(textOf(done), JSON.stringify(accept('kept')));
     // New calls go to the new pool meanwhile.

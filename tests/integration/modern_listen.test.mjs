@@ -689,11 +689,18 @@ test('the child holding a subscription crashes (no warm children): a child is st
   });
 });
 
-test('SIGHUP: a legacy listener is ended with a JSON-RPC error that says to listen again (not left on the old pool to hear nothing); a new listen works on the new pool', { timeout: scaled(60000) }, async () => {
+test('SIGHUP: an unchanged server keeps its legacy listener (it hears the next change); once the server changes, the listener is ended with a JSON-RPC error that says to listen again (not left on the old pool to hear nothing); a new listen works on the new pool', { timeout: scaled(60000) }, async () => {
   await withGw({ servers: (dir) => [listenServer(path.join(dir, 'subs.log'))] }, async (gw) => {
     const l = await rawListen(gw, { toolsListChanged: true }, { id: 'before-reload' });
-    gw.proc.kill('SIGHUP');
+    gw.proc.kill('SIGHUP'); // the same file
     await gw.waitLog(/SIGHUP: configuration reloaded/, T);
+    await gw.waitLog(/pool listen: server unchanged/, T);
+    assert.equal(await rawCall(gw, 'change_tools'), 'tools changed');
+    await waitFor(() => rawGot(l, 'notifications/tools/list_changed').length === 1, T, 'the change on the kept listen');
+    assert.ok(!l.ended, 'the listen goes on');
+    fs.appendFileSync(gw.conf, 'cache_ttl_ms = 4321\n'); // the last section is the server's: changed
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/pool listen: retired/, T);
     await waitFor(() => l.ended, T, 'the old listen stream ends');
     const end = l.msgs().find((m) => m.id === 'before-reload');
     assert.equal(end?.error?.code, -32603, l.text());
