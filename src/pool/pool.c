@@ -603,9 +603,12 @@ pool_request(const struct config_server *srv, char *body, size_t len,
 {
     /*
      * Draining: no new request. A retry of a held call is none: it carries on a call in flight,
-     * which the drain waits for, so it is served.
+     * which the drain waits for, so it is served. Only a requestState that verifies makes a
+     * retry: a forged one is a new request for the gates (the drain's 503), and is refused later
+     * (400, pool_bridge_resume) only when the gates let new requests through.
      */
-    bool resume = info->request_state.len != 0 && pool_bridge_ours(body, info->request_state);
+    bool ours = info->request_state.len != 0 && pool_bridge_ours(body, info->request_state);
+    bool resume = ours && pool_bridge_sealed(body, info->request_state);
     if (pools.draining && !resume) {
         *status = POOL_E_DRAINING;
         return NULL;
@@ -639,7 +642,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         return hidden;
     }
     /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
-    if (resume) {
+    if (ours) {
         if (info->has_crlf)
             jsonrpc_flatten(body, len);
         return pool_bridge_resume(p, body, info, meta, status);

@@ -337,6 +337,11 @@ struct stream *pool_bridge_resume(struct pool *p, const char *body, const struct
 void pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* True when the requestState at sp is one the gateway seals (else a modern child's own). */
 bool pool_bridge_ours(const char *body, struct jsonrpc_span sp);
+/*
+ * True when it is also sealed with the gateway's key and not expired: a retry that may carry on
+ * a held call through a drain (which a forged one, refused later anyway, may not pass).
+ */
+bool pool_bridge_sealed(const char *body, struct jsonrpc_span sp);
 /* What a new call keeps to bridge rounds later (capabilities, binding). */
 void pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
                       const struct pool_meta *meta);
