@@ -285,7 +285,9 @@ pool_start_failed(struct pool *p, const char *why, bool failed_start)
         p->starts_failed = 0;
         return;
     }
-    relay_start_failed(p->stats, why, false);
+    /* The server's state is its current pool's: a retired pool's children say nothing of it. */
+    if (!p->retired)
+        relay_start_failed(p->stats, why, false);
     if (++p->starts_failed == 1)
         return; /* the first in a row: at once */
     p->backoff_ms = p->backoff_ms == 0                        ? POOL_BACKOFF_MIN_MS
@@ -300,7 +302,8 @@ pool_start_ok(struct pool *p)
     p->backoff_ms = 0;
     p->next_start_ms = 0;
     p->starts_failed = 0;
-    relay_start_ok(p->stats);
+    if (!p->retired)
+        relay_start_ok(p->stats);
 }
 
 static struct pool_child *
@@ -907,7 +910,8 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
         if (info->kind == JSONRPC_RESULT) {
             /* A modern server of other versions only: nothing to serve modern clients with. */
             p->broken = true;
-            relay_start_failed(p->stats, pool_broken_text, true);
+            if (!p->retired)
+                relay_start_failed(p->stats, pool_broken_text, true);
             pool_fail_queue(p, pool_broken_text);
             pool_child_retire(c, "server/discover lists no version the gateway serves", false);
             return;

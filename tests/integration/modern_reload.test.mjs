@@ -184,6 +184,49 @@ test('a pool whose server/discover lists only an unknown version: warm children 
   });
 });
 
+// ---- 2b. the server's state is the new pool's ----------------------------------------------------
+
+/** GET /readyz: {status, body}. */
+async function readyz(gw) {
+  const r = await request(`${gw.base}/readyz`, { method: 'GET' });
+  const text = await r.done(scaled(5000));
+  return { status: r.status, body: JSON.parse(text), text };
+}
+
+// A retired pool's children end what they were doing: a start of one of them that fails after
+// the new pool's child started well says nothing about the new pool. With pool_max_restarts_per_min
+// = 1, one failure counted for the server would make it broken, and /readyz 503.
+for (const how of ['restart', 'reload']) {
+  test(`${how === 'restart' ? 'POST /admin/servers/NAME/restart' : 'SIGHUP that changes the server'}: the retired pool's child that then fails its start does not change the server's state: /readyz stays 200, the server ok`, async () => {
+    const dir = tmpdir('mcpgw-reload-');
+    const admin = 'modern-reload-admin-token-0123456789abcdef';
+    const servers = [holdingServer(dir, 'era = legacy\npool_max_children = 1\npool_warm_children = 1\npool_max_restarts_per_min = 1')];
+    await withGateway({ gateway: { admin_token: admin }, servers }, async (gw) => {
+      const [old] = await waitFor(() => poolPids(gw).length === 1 && poolPids(gw), scaled(10000), 'the warm child (starting: its initialize is held)');
+      if (how === 'restart') {
+        const r = await request(`${gw.base}/admin/servers/example/restart`, { method: 'POST', headers: { Authorization: `Bearer ${admin}` } });
+        const text = await r.done(scaled(5000));
+        assert.equal(r.status, 200, text);
+      } else {
+        await reload(gw, changeServer('example'));
+      }
+      await gw.waitLog(/pool example: retired/, scaled(5000));
+      const [, fresh] = await waitFor(() => poolPids(gw).length === 2 && poolPids(gw), scaled(10000), 'the new pool\'s child');
+      process.kill(fresh, 'SIGUSR1'); // the new pool's child answers its initialize: it is ready
+      await gw.waitLog(new RegExp(`pool:example#2 pool child ready`), scaled(10000));
+      let rz = await readyz(gw);
+      assert.equal(rz.status, 200, rz.text);
+      process.kill(old, 'SIGTERM'); // the retired pool's child ends before it was ready
+      await gw.waitLog(/pool:example#1 pool child ended/, scaled(10000));
+      rz = await readyz(gw);
+      assert.equal(rz.status, 200, `the new pool serves: ${rz.text}`);
+      assert.equal(rz.body.servers.find((x) => x.name === 'example')?.state, 'ok', rz.text);
+      const n = await call(gw, 'echo', { text: 'new pool' }, { id: 'n' });
+      assert.equal(textOf(n.answer), 'new pool', n.r.text());
+    });
+  });
+}
+
 // ---- 3. /metrics through a reload (finding 12) ---------------------------------------------------
 
 /** promtool from Debian's prometheus package (tests/deps.sh installs it): missing is a failure. */
