@@ -794,8 +794,19 @@ pool_restart(const struct config_server *srv)
     pool_retire(old, &pool_retire_restart);
     if (pools.draining)
         return n;
-    /* As many children as the old pool had (at least the warm ones), started now. */
+    /*
+     * As many children as the old pool had (at least the warm ones), started now: the operator's
+     * restart does not wait out a backoff. The restart budget is the server's, not a pool's: the
+     * new pool goes on with the old one's minute (its failures, the starts they counted) and its
+     * count of failed starts in a row, so restarts in a loop against a server that keeps failing
+     * start at most pool_max_restarts_per_min children a minute, as its own failures would.
+     */
     struct pool *p = pool_new(pools.cfg, srv);
+    p->fail_until_ms = old->fail_until_ms;
+    p->window_ms = old->window_ms;
+    p->restarts = old->restarts;
+    p->starts_failed = old->starts_failed;
+    p->backoff_ms = old->backoff_ms;
     size_t want = n > srv->pool_warm_children ? n : srv->pool_warm_children;
     if (want > srv->pool_max_children)
         want = srv->pool_max_children;
