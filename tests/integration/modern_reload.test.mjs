@@ -202,7 +202,10 @@ for (const how of ['restart', 'reload']) {
     const admin = 'modern-reload-admin-token-0123456789abcdef';
     const servers = [holdingServer(dir, 'era = legacy\npool_max_children = 1\npool_warm_children = 1\npool_max_restarts_per_min = 1')];
     await withGateway({ gateway: { admin_token: admin }, servers }, async (gw) => {
+      // Signals go to a child once it holds its initialize: before its exec, sh would die of them.
+      const holding = (n) => gw.waitLog(new RegExp(`pool:example#${n} child stderr: mcp-example-server: holding the initialize answer`), scaled(10000));
       const [old] = await waitFor(() => poolPids(gw).length === 1 && poolPids(gw), scaled(10000), 'the warm child (starting: its initialize is held)');
+      await holding(1);
       if (how === 'restart') {
         const r = await request(`${gw.base}/admin/servers/example/restart`, { method: 'POST', headers: { Authorization: `Bearer ${admin}` } });
         const text = await r.done(scaled(5000));
@@ -212,6 +215,7 @@ for (const how of ['restart', 'reload']) {
       }
       await gw.waitLog(/pool example: retired/, scaled(5000));
       const [, fresh] = await waitFor(() => poolPids(gw).length === 2 && poolPids(gw), scaled(10000), 'the new pool\'s child');
+      await holding(2);
       process.kill(fresh, 'SIGUSR1'); // the new pool's child answers its initialize: it is ready
       await gw.waitLog(new RegExp(`pool:example#2 pool child ready`), scaled(10000));
       let rz = await readyz(gw);
