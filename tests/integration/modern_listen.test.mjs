@@ -7,7 +7,10 @@
 // id; the URIs subscribed at one child (resources/subscribe, reference-counted, unsubscribed when
 // the last listener leaves, moved when the child ends); the graceful end at shutdown.
 // A modern pool (tests/fixtures/modern_server.mjs) gets listen forwarded to a child, the child's
-// subscription id mapped back to the client's.
+// subscription id mapped back to the client's. A pool the operator restarts, or a reload that
+// changes its server retires, ends every listen (legacy or modern) with an error asking to listen
+// again, and its old children stop (by pid) and the pool goes (/admin/inflight, /metrics); a
+// reload that leaves the server unchanged keeps its listeners.
 // Proved with the official v2 client, @modelcontextprotocol/client 2.4.0 (Client.listen():
 // McpSubscription {honoredFilter, close(), closed}; notifications reach the client-wide
 // setNotificationHandler handlers, so a wire tap on its fetch shows which stream carried each),
