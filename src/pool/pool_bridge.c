@@ -181,8 +181,7 @@ pool_state_open(const char *body, struct jsonrpc_span sp, unsigned char *raw, co
     unsigned char mac[64], want[CRYPTO_SHA256_LEN];
     /* Both parts are the client's: bounded by the buffers, a longer one does not verify. */
     long maclen = util_base64url_decode(dot + 1, strlen(dot + 1), mac, sizeof mac);
-    long rawlen =
-        util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw, 64);
+    long rawlen = util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw, 64);
     if (maclen != CRYPTO_SHA256_LEN || rawlen != POOL_STATE_RAW
         || crypto_hmac_sha256(pools.key, pools.key_len, state, (size_t)(dot - state), want) == -1
         || !crypto_equal(mac, want, sizeof want)) {

@@ -1678,8 +1678,7 @@ check_retired(void)
             FUZZ_CHECK(ms <= RETIRED_FREE_MS,
                        "retired pool %s: nothing in flight for %" PRIu64 " ms, and not freed "
                        "(%zu children, %zu listeners' calls, %zu starting)",
-                       p->name, ms, p->n_children, (size_t)(p->listeners != NULL),
-                       p->n_starting);
+                       p->name, ms, p->n_children, (size_t)(p->listeners != NULL), p->n_starting);
         }
     for (size_t i = 0; i + 1 < ncfg; i++) {
         bool cfg_quiet = true;

@@ -1054,7 +1054,7 @@ Test(config, test_configs)
     config_clear(&cfg);
 }
 
-/* A reload keeps what serves a server whose section is the same: every key compared, after defaults. */
+/* A reload keeps what serves an unchanged server: every key of the section, after defaults. */
 Test(config, server_same_compares_every_key_of_the_section)
 {
     static const char base[] = "[server:a]\ncommand = /bin/cat -u\nallowed_tools = x*\n"

@@ -347,8 +347,10 @@ Test(pool, retired_queue_ends_with_an_error, .init = setup_small, .fini = teardo
     static struct call c;
     call_start(&c, CALL("q", "echo", "")); /* queued: the first child is starting */
     struct upstream *u = fake_upstream_last();
-    struct config *next = load("pool_max_children = 1\npool_child_max_inflight = 4\ncache_ttl_ms = 1");
-    pool_set_config(next); /* SIGHUP that changes the server: the starting child's pool is retired */
+    /* SIGHUP that changes the server: the starting child's pool is retired. */
+    struct config *next =
+        load("pool_max_children = 1\npool_child_max_inflight = 4\ncache_ttl_ms = 1");
+    pool_set_config(next);
     fake_upstream_gone(u, "exited");
     settle();
     advance(2000);
