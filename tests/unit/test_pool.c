@@ -390,6 +390,31 @@ Test(pool, unchanged_server_keeps_its_pool_across_a_reload, .init = setup_small,
     cr_assert(fake_upstream_closed(u), "the changed server's child stops once idle");
 }
 
+/*
+ * A listen queued for a starting child, whose pool a reload then retires: once the child is ready
+ * the listen is not opened on the retired pool (it would keep it for as long as its client stays)
+ * but ends with the error that says to listen again, and the pool ends.
+ */
+Test(pool, listen_queued_in_a_retired_pool_ends_and_the_pool_goes, .init = setup_small,
+     .fini = teardown)
+{
+    static struct call l;
+    call_start(&l, "{\"jsonrpc\":\"2.0\",\"id\":\"L\",\"method\":\"subscriptions/listen\","
+                   "\"params\":{\"notifications\":{\"toolsListChanged\":true},\"_meta\":{}}}");
+    cr_assert_eq(pools.pools->queued, 1, "the listen waits for the starting child");
+    pool_set_config(load("pool_max_children = 1\npool_child_max_inflight = 4\ncache_ttl_ms = 1"));
+    struct upstream *u = child_ready();
+    call_read(&l);
+    cr_assert(strstr(l.got, "\"id\":\"L\",\"error\"") != NULL, "%s", l.got);
+    cr_assert(strstr(l.got, "configuration reloaded: send subscriptions/listen again") != NULL,
+              "%s", l.got);
+    cr_assert(stream_ended(l.st));
+    call_done(&l);
+    advance(2000);
+    cr_assert(fake_upstream_closed(u), "the retired pool's child stops");
+    cr_assert_null(pools.pools, "the retired pool is freed");
+}
+
 Test(pool, a_request_waits_for_the_fence, .init = setup_small, .fini = teardown)
 {
     static struct call a, b;
