@@ -146,6 +146,12 @@ void config_clear(struct config *cfg);
 /* The [server:NAME] of cfg named name; NULL if none. */
 const struct config_server *config_server_named(const struct config *cfg, const char *name);
 /*
+ * Whether a and b (of two loads) are the same server: the same name and every key of the section
+ * the same after defaults (env_file's lines are in env, so a changed file is a change). A reload
+ * keeps what serves an unchanged server.
+ */
+bool config_server_same(const struct config_server *a, const struct config_server *b);
+/*
  * Whether srv's child can start: its cwd is a directory, and its command (argv[0], looked up in
  * PATH when it has no '/', relative to cwd when it is relative) is an executable regular file.
  * 0, or -1 with "file:line: key: [server:NAME] reason" in err. --check-config fails on it; a start

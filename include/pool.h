@@ -61,7 +61,11 @@ struct pool_meta {
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);
-/* SIGHUP: pools of the older configuration take no new request and end once idle. */
+/*
+ * SIGHUP: a pool whose server is unchanged in cfg (config_server_same, and its children start
+ * alike) moves to cfg as it is; the others take no new request, end their listeners and end once
+ * idle.
+ */
 void pool_set_config(const struct config *cfg);
 bool pool_uses_config(const struct config *cfg);
 /*

@@ -19,7 +19,8 @@
  *
  * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
  * New sessions use the new server definitions; a running session keeps the definition it started
- * with, and the old configuration is freed once no session uses it. listen, max_connections and
+ * with. A pool whose server did not change moves to the new configuration (pool_set_config); the
+ * others are retired. The old configuration is freed once no session or pool uses it. listen, max_connections and
  * connection_timeout_s need a restart (they configure the listener).
  */
 #include <sys/resource.h>

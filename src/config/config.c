@@ -593,6 +593,66 @@ config_server_named(const struct config *cfg, const char *name)
     return NULL;
 }
 
+/* Whether two NULL-terminated string arrays (either may be NULL: empty) hold the same strings. */
+static bool
+config_strv_same(char *const *a, char *const *b)
+{
+    size_t i = 0;
+    for (; a != NULL && b != NULL && a[i] != NULL && b[i] != NULL; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return false;
+    return (a == NULL || a[i] == NULL) && (b == NULL || b[i] == NULL);
+}
+
+bool
+config_server_same(const struct config_server *a, const struct config_server *b)
+{
+    if (strcmp(a->name, b->name) != 0)
+        return false;
+    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+        const struct config_option *o = &config_options[i];
+        if (o->section != CONFIG_SEC_SERVER || o->off == CONFIG_NO_TARGET)
+            continue;
+        const char *pa = (const char *)a + o->off, *pb = (const char *)b + o->off;
+        bool same = true;
+        switch (o->type) {
+        case CONFIG_U64:
+            same = *(const uint64_t *)pa == *(const uint64_t *)pb;
+            break;
+        case CONFIG_IDENT:
+        case CONFIG_PATH:
+        case CONFIG_DIR:
+        case CONFIG_URL:
+        case CONFIG_TEXT: {
+            const char *sa = *(char *const *)pa, *sb = *(char *const *)pb;
+            same = sa == NULL || sb == NULL ? sa == sb : strcmp(sa, sb) == 0;
+            break;
+        }
+        case CONFIG_ARGV:
+        case CONFIG_ENV:
+        case CONFIG_NAMES:
+        case CONFIG_LIST:
+            same = config_strv_same(*(char **const *)pa, *(char **const *)pb);
+            break;
+        case CONFIG_ERA:
+            same = *(const enum config_era *)pa == *(const enum config_era *)pb;
+            break;
+        case CONFIG_SCOPE:
+            same = *(const bool *)pa == *(const bool *)pb;
+            break;
+        case CONFIG_LISTEN:
+        case CONFIG_LOG_LEVEL:
+        case CONFIG_LOG_FORMAT:
+        case CONFIG_AUTH_MODE:
+            same = false; /* no key of a server section has these types */
+            break;
+        }
+        if (!same)
+            return false;
+    }
+    return true;
+}
+
 void
 config_clear(struct config *cfg)
 {

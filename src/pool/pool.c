@@ -121,6 +121,8 @@ pool_retire(struct pool *p, const struct pool_retire_info *why)
 {
     p->retired = true;
     p->retired_why = why;
+    log_info(NULL, "pool %s: retired (%s): its %zu children stop once idle", p->name, why->stopped,
+             p->n_children);
     /*
      * A listener would stay on the old pool and hear nothing once its children idle out: it ends,
      * saying why, and listens again on the new one. Held input rounds stay on the old pool until
@@ -129,12 +131,37 @@ pool_retire(struct pool *p, const struct pool_retire_info *why)
     pool_listen_end_all(p, why->listen, why->cancel);
 }
 
+/* Whether children started under a and under b are started alike (pool_child_start's params). */
+static bool
+pool_spawn_same(const struct config *a, const struct config *b)
+{
+    return a->max_message_bytes == b->max_message_bytes
+           && a->stdin_queue_bytes == b->stdin_queue_bytes
+           && a->child_stdin_grace_ms == b->child_stdin_grace_ms
+           && a->child_term_grace_ms == b->child_term_grace_ms;
+}
+
+/*
+ * A reload keeps the pool of a server whose section did not change (config_server_same), and
+ * whose children would start alike: its children, calls, held rounds and listeners go on, now
+ * under cfg. Any other pool is retired: its server changed, or is gone.
+ */
 void
 pool_set_config(const struct config *cfg)
 {
-    for (struct pool *p = pools.pools; p != NULL; p = p->next)
-        if (p->cfg != cfg && !p->retired)
-            pool_retire(p, &pool_retire_reload);
+    for (struct pool *p = pools.pools; p != NULL; p = p->next) {
+        if (p->cfg == cfg || p->retired)
+            continue;
+        const struct config_server *srv = config_server_named(cfg, p->name);
+        if (srv != NULL && pool_spawn_same(p->cfg, cfg) && config_server_same(p->srv, srv)) {
+            p->srv = srv;
+            p->cfg = cfg;
+            log_info(NULL, "pool %s: server unchanged: its %zu children stay", p->name,
+                     p->n_children);
+            continue;
+        }
+        pool_retire(p, &pool_retire_reload);
+    }
     pools.cfg = cfg;
     for (size_t i = 0; i < cfg->n_servers; i++) {
         (void)relay_stats_of(cfg->servers[i].name); /* its series exist before any traffic */
@@ -289,7 +316,9 @@ pool_start_failed(struct pool *p, const char *why, bool failed_start)
         p->starts_failed = 0;
         return;
     }
-    relay_start_failed(p->stats, why, false);
+    /* The server's state is its current pool's: a retired pool's children say nothing of it. */
+    if (!p->retired)
+        relay_start_failed(p->stats, why, false);
     if (++p->starts_failed == 1)
         return; /* the first in a row: at once */
     p->backoff_ms = p->backoff_ms == 0                        ? POOL_BACKOFF_MIN_MS
@@ -304,7 +333,8 @@ pool_start_ok(struct pool *p)
     p->backoff_ms = 0;
     p->next_start_ms = 0;
     p->starts_failed = 0;
-    relay_start_ok(p->stats);
+    if (!p->retired)
+        relay_start_ok(p->stats);
 }
 
 static struct pool_child *
@@ -607,9 +637,12 @@ pool_request(const struct config_server *srv, char *body, size_t len,
 {
     /*
      * Draining: no new request. A retry of a held call is none: it carries on a call in flight,
-     * which the drain waits for, so it is served.
+     * which the drain waits for, so it is served. Only a requestState that verifies makes a
+     * retry: a forged one is a new request for the gates (the drain's 503), and is refused later
+     * (400, pool_bridge_resume) only when the gates let new requests through.
      */
-    bool resume = info->request_state.len != 0 && pool_bridge_ours(body, info->request_state);
+    bool ours = info->request_state.len != 0 && pool_bridge_ours(body, info->request_state);
+    bool resume = ours && pool_bridge_sealed(body, info->request_state);
     if (pools.draining && !resume) {
         *status = POOL_E_DRAINING;
         return NULL;
@@ -643,7 +676,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         return hidden;
     }
     /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
-    if (resume) {
+    if (ours) {
         if (info->has_crlf)
             jsonrpc_flatten(body, len);
         return pool_bridge_resume(p, body, info, meta, status);
@@ -793,8 +826,19 @@ pool_restart(const struct config_server *srv)
     pool_retire(old, &pool_retire_restart);
     if (pools.draining)
         return n;
-    /* As many children as the old pool had (at least the warm ones), started now. */
+    /*
+     * As many children as the old pool had (at least the warm ones), started now: the operator's
+     * restart does not wait out a backoff. The restart budget is the server's, not a pool's: the
+     * new pool goes on with the old one's minute (its failures, the starts they counted) and its
+     * count of failed starts in a row, so restarts in a loop against a server that keeps failing
+     * start at most pool_max_restarts_per_min children a minute, as its own failures would.
+     */
     struct pool *p = pool_new(pools.cfg, srv);
+    p->fail_until_ms = old->fail_until_ms;
+    p->window_ms = old->window_ms;
+    p->restarts = old->restarts;
+    p->starts_failed = old->starts_failed;
+    p->backoff_ms = old->backoff_ms;
     size_t want = n > srv->pool_warm_children ? n : srv->pool_warm_children;
     if (want > srv->pool_max_children)
         want = srv->pool_max_children;
@@ -909,7 +953,8 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
         if (info->kind == JSONRPC_RESULT) {
             /* A modern server of other versions only: nothing to serve modern clients with. */
             p->broken = true;
-            relay_start_failed(p->stats, pool_broken_text, true);
+            if (!p->retired)
+                relay_start_failed(p->stats, pool_broken_text, true);
             pool_fail_queue(p, pool_broken_text);
             pool_child_retire(c, "server/discover lists no version the gateway serves", false);
             return;

@@ -162,35 +162,55 @@ pool_bridge_ours(const char *body, struct jsonrpc_span sp)
            && memcmp(body + sp.off + 1, POOL_STATE_PREFIX, sizeof POOL_STATE_PREFIX - 1) == 0;
 }
 
+/*
+ * The payload (POOL_STATE_RAW bytes into raw, room for 64) of the requestState at sp, when the
+ * gateway sealed it with its key and it has not expired; false with *why otherwise.
+ */
+static bool
+pool_state_open(const char *body, struct jsonrpc_span sp, unsigned char *raw, const char **why)
+{
+    char state[256];
+    size_t n;
+    *why = "requestState is not one this gateway issued";
+    if (!jsonrpc_string_at(body, sp, state, sizeof(state), &n))
+        return false;
+    char *dot = strrchr(state, '.');
+    size_t plen = sizeof POOL_STATE_PREFIX - 1;
+    if (dot == NULL || (size_t)(dot - state) <= plen)
+        return false;
+    unsigned char mac[64], want[CRYPTO_SHA256_LEN];
+    /* Both parts are the client's: bounded by the buffers, a longer one does not verify. */
+    long maclen = util_base64url_decode(dot + 1, strlen(dot + 1), mac, sizeof mac);
+    long rawlen = util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw, 64);
+    if (maclen != CRYPTO_SHA256_LEN || rawlen != POOL_STATE_RAW
+        || crypto_hmac_sha256(pools.key, pools.key_len, state, (size_t)(dot - state), want) == -1
+        || !crypto_equal(mac, want, sizeof want)) {
+        *why = "requestState does not verify (tampered, or sealed with another key)";
+        return false;
+    }
+    if (pool_get_be(raw + 16, 8) < util_now_ms()) {
+        *why = "requestState has expired (input_hold_ms)";
+        return false;
+    }
+    return true;
+}
+
+bool
+pool_bridge_sealed(const char *body, struct jsonrpc_span sp)
+{
+    unsigned char raw[64];
+    const char *why;
+    return pool_bridge_ours(body, sp) && pool_state_open(body, sp, raw, &why);
+}
+
 /* Opens a requestState; NULL when it is not one this gateway sealed, with *why. */
 static struct pool_call *
 pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *info,
             const struct pool_meta *meta, const char **why)
 {
-    char state[256];
-    size_t n;
-    *why = "requestState is not one this gateway issued";
-    if (!jsonrpc_string_at(body, info->request_state, state, sizeof(state), &n))
+    unsigned char raw[64];
+    if (!pool_state_open(body, info->request_state, raw, why))
         return NULL;
-    char *dot = strrchr(state, '.');
-    size_t plen = sizeof POOL_STATE_PREFIX - 1;
-    if (dot == NULL || (size_t)(dot - state) <= plen)
-        return NULL;
-    unsigned char mac[64], want[CRYPTO_SHA256_LEN], raw[64];
-    /* Both parts are the client's: bounded by the buffers, a longer one does not verify. */
-    long maclen = util_base64url_decode(dot + 1, strlen(dot + 1), mac, sizeof mac);
-    long rawlen =
-        util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw, sizeof raw);
-    if (maclen != CRYPTO_SHA256_LEN || rawlen != POOL_STATE_RAW
-        || crypto_hmac_sha256(pools.key, pools.key_len, state, (size_t)(dot - state), want) == -1
-        || !crypto_equal(mac, want, sizeof want)) {
-        *why = "requestState does not verify (tampered, or sealed with another key)";
-        return NULL;
-    }
-    if (pool_get_be(raw + 16, 8) < util_now_ms()) {
-        *why = "requestState has expired (input_hold_ms)";
-        return NULL;
-    }
     struct pool_call *call = pools.held;
     while (call != NULL && memcmp(call->held_id, raw, 16) != 0)
         call = call->hnext;

@@ -340,6 +340,11 @@ struct stream *pool_bridge_resume(struct pool *p, const char *body, const struct
 void pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* True when the requestState at sp is one the gateway seals (else a modern child's own). */
 bool pool_bridge_ours(const char *body, struct jsonrpc_span sp);
+/*
+ * True when it is also sealed with the gateway's key and not expired: a retry that may carry on
+ * a held call through a drain (which a forged one, refused later anyway, may not pass).
+ */
+bool pool_bridge_sealed(const char *body, struct jsonrpc_span sp);
 /* What a new call keeps to bridge rounds later (capabilities, binding). */
 void pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
                       const struct pool_meta *meta);
@@ -364,8 +369,9 @@ bool pool_listen_open(struct pool_call *call, const char *body, const struct jso
 /* The listener is gone (pool_call_end calls this): its URIs released. */
 void pool_listen_forget(struct pool_call *call);
 /*
- * Shutdown (error NULL): every listener of p gets its graceful end; else that JSON-RPC error,
- * counted as a cancel for why.
+ * Shutdown (error NULL): every listener of p gets its graceful end; else (p retired) that JSON-RPC
+ * error, counted as a cancel for why, and so does every listen p's modern children hold (each is
+ * cancelled at its child).
  */
 void pool_listen_end_all(struct pool *p, const char *error, enum relay_reason why);
 /*

@@ -249,9 +249,37 @@ pool_listen_forget(struct pool_call *call)
     call->listen = NULL;
 }
 
+/*
+ * A modern child's listens: requests in flight at the child that never end by themselves (no
+ * timeout, no answer until the client leaves). Each is cancelled at its child (the child is told,
+ * counted for why) and its client gets error: else a retired pool's child would never idle out,
+ * and neither the pool nor its configuration would ever be freed.
+ */
+static void
+pool_listen_end_forwarded(struct pool *p, const char *error, enum relay_reason why)
+{
+    for (struct pool_child *c = p->children; c != NULL; c = c->next) {
+        struct pending *e = c->r.pt.head;
+        while (e != NULL) {
+            struct pending *next = e->next;
+            struct pool_call *call = e->owner;
+            if (e->state == PENDING_FORWARDED && call != NULL
+                && strcmp(e->method, "subscriptions/listen") == 0) {
+                if (!relay_cancel(&c->r, e, why))
+                    relay_count(p->stats, why);
+                /* The entry lingers cancelled (a late answer is dropped); the call ends. */
+                pool_call_error(call, e->orig_id, e->orig_id_len, JSONRPC_INTERNAL_ERROR, error);
+            }
+            e = next;
+        }
+    }
+}
+
 void
 pool_listen_end_all(struct pool *p, const char *error, enum relay_reason why)
 {
+    if (error != NULL)
+        pool_listen_end_forwarded(p, error, why);
     while (p->listeners != NULL) {
         struct pool_listen *l = p->listeners;
         if (error != NULL) {

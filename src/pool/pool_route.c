@@ -323,6 +323,16 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
         pool_discover_answer(call, body + info->id.off, info->id.len);
         return 0;
     }
+    if (call->pool->retired && strcmp(info->method, "subscriptions/listen") == 0) {
+        /*
+         * A listen that waited in a retired pool's queue for a starting child: it would hold that
+         * child (and the pool) for as long as its client stays. It ends as the pool's listeners
+         * ended, to listen again on the new pool.
+         */
+        pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INTERNAL_ERROR,
+                        call->pool->retired_why->listen);
+        return 0;
+    }
     if (call->pool->era == CONFIG_ERA_LEGACY && strcmp(info->method, "subscriptions/listen") == 0) {
         if (!pool_listen_open(call, body, info))
             pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS,

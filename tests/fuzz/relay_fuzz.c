@@ -45,6 +45,10 @@
  *     under the limit the header's third byte set (principal_keys), whatever restarts and
  *     reloads came between;
  *   - the loop's deferred calls have all run (nothing is left queued after the turns);
+ *   - a pool retired by a reload or a restart, once nothing of its is in flight (a listen never
+ *     ends by itself: it does not count), is freed within RETIRED_FREE_MS of the fake clock, and a
+ *     retired configuration a second after its pools (check_retired; the tick frees them as
+ *     main.c's does);
  *   - at the end (pool_close_all, every stream read, time far ahead) every request was answered
  *     exactly once, nothing is left, and LeakSanitizer sees no leak.
  * Use-after-free (timers of freed entries, a drain callback on a freed call) are ASan's.
@@ -233,6 +237,8 @@ settle(void)
         turn();
 }
 
+static void retired_tick(void);
+
 /*
  * Time passes by ms, a second at most per turn: timers fire as they fall due (in due order
  * within a turn), pool_sweep once a second (main.c's tick).
@@ -250,7 +256,7 @@ advance(uint64_t ms)
             if (sessions_mode)
                 session_sweep(util_now_ms());
             else
-                pool_sweep(util_now_ms());
+                retired_tick();
         }
     }
     settle();
@@ -1833,6 +1839,85 @@ check_principals(void)
                quota_entries(), ntally);
 }
 
+/* --- retired pools and configurations end (pool mode) ------------------------------------- */
+
+/*
+ * A pool retired by a reload or a restart, once nothing of its is in flight (pool_inflight_in: no
+ * queued, forwarded or held call; a listen never ends by itself, so it does not count), is freed
+ * within RETIRED_FREE_MS of the fake clock: its starting children's starts end (two of
+ * pool_start_timeout_ms at most), then a sweep stops its idle children and frees it. A retired
+ * configuration whose pools are all so is freed by the next tick after them. Each is tracked from
+ * the first check that saw it quiet; one that is no longer there, or in flight again, is forgotten.
+ */
+#define RETIRED_FREE_MS 3000
+#define QUIET_MAX       (CFG_MAX + 16)
+
+static struct {
+    const void *obj;
+    uint64_t since_ms;
+} quiet[QUIET_MAX], quiet_next[QUIET_MAX];
+static size_t nquiet, nquiet_next;
+
+/* main.c's tick: pool_sweep, then the configurations no pool uses are freed. */
+static void
+retired_tick(void)
+{
+    pool_sweep(util_now_ms());
+    free_retired(false);
+}
+
+static bool
+pool_quiet(const struct pool *p)
+{
+    return p->retired && pool_inflight_in(p) == 0;
+}
+
+/* obj is quiet now: how long it has been (it is kept in the next table). */
+static uint64_t
+quiet_for(const void *obj, uint64_t now)
+{
+    uint64_t since = now;
+    for (size_t i = 0; i < nquiet; i++)
+        if (quiet[i].obj == obj)
+            since = quiet[i].since_ms;
+    if (nquiet_next < QUIET_MAX) {
+        quiet_next[nquiet_next].obj = obj;
+        quiet_next[nquiet_next++].since_ms = since;
+    }
+    return now - since;
+}
+
+static void
+check_retired(void)
+{
+    if (sessions_mode)
+        return;
+    uint64_t now = util_now_ms();
+    nquiet_next = 0;
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next)
+        if (pool_quiet(p)) {
+            uint64_t ms = quiet_for(p, now);
+            FUZZ_CHECK(ms <= RETIRED_FREE_MS,
+                       "retired pool %s: nothing in flight for %" PRIu64 " ms, and not freed "
+                       "(%zu children, %zu listeners' calls, %zu starting)",
+                       p->name, ms, p->n_children, (size_t)(p->listeners != NULL), p->n_starting);
+        }
+    for (size_t i = 0; i + 1 < ncfg; i++) {
+        bool cfg_quiet = true;
+        for (const struct pool *p = pools.pools; p != NULL; p = p->next)
+            cfg_quiet &= p->cfg != cfgs[i] || pool_quiet(p);
+        if (!cfg_quiet)
+            continue;
+        uint64_t ms = quiet_for(cfgs[i], now);
+        FUZZ_CHECK(ms <= RETIRED_FREE_MS + 1000,
+                   "a retired configuration: nothing of it in flight for %" PRIu64 " ms, and not "
+                   "freed",
+                   ms);
+    }
+    memcpy(quiet, quiet_next, nquiet_next * sizeof quiet[0]);
+    nquiet = nquiet_next;
+}
+
 static void
 check_all(void)
 {
@@ -1919,6 +2004,7 @@ check_all(void)
     FUZZ_CHECK(held == pools.nheld, "nheld %zu, the held list %zu", pools.nheld, held);
     FUZZ_CHECK(pool_inflight() == inflight, "pool_inflight() %zu, tables hold %zu", pool_inflight(),
                inflight);
+    check_retired();
     for (size_t i = 0; i < nreq && !sessions_mode; i++) {
         const struct stream *st = R[i].st;
         if (st == NULL || stream_ended(st))
@@ -2127,6 +2213,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg_b2 = b2;
     nseen = 0;
     nsighup = 0;
+    nquiet = 0;
     make_ini(b0, b1, b2);
     L = loop_new();
     loop_set_hooks(L, NULL, after_turn, NULL);

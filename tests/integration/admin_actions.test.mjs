@@ -10,7 +10,9 @@
 //     Retry-After while an open session and a pool call in flight go on; /readyz names the server
 //     drained and is 503 only once every server is; SIGHUP keeps the drain; resume serves again;
 //   - POST /admin/servers/NAME/restart: the pool's children are replaced (new pids), the call in
-//     flight on the old child is answered, the old child then stops; sessions are untouched.
+//     flight on the old child is answered, the old child then stops; sessions are untouched; a
+//     restart keeps the server's restart budget (restarts in a loop start no child once it is
+//     spent).
 // Calls that must stay in flight are cancel_self calls (they end by a cancel, or by SIGUSR1 to
 // their child) with a progressToken, whose progress shows they reached the child. Nothing sleeps
 // to synchronise; deadlines scale for a slow (ASan) run.
@@ -465,5 +467,38 @@ test('/admin/inflight says who holds each child: a session\'s client address (as
     assert.equal(textOf(msgsOf(h).find(isAnswer)), 'released', h.text());
     assert.equal(pacc, null, 'the access line comes when the request ends');
     assert.equal(accessLine(gw, 'tools/call', '198.51.100.9')?.principal, e.principal);
+  });
+});
+
+// The operator's restart is deliberate: it starts the new pool's children at once, without waiting
+// out a backoff. The restart budget (pool_max_restarts_per_min) is the server's, not one pool's:
+// restarts in a loop against a server whose children die at start must not start children faster
+// than its own failures would (a hot loop of spawns).
+test('restart of a server whose children die at start: the new pool keeps the server\'s restart budget; ten restarts in a row start no child once it is spent', async () => {
+  const servers = [{ name: 'example', path: '/mcp', command: 'sh -c \'exit 3\'', extra: 'era = legacy\npool_warm_children = 1\npool_max_restarts_per_min = 2' }];
+  await withGateway({ servers, gateway: { admin_token: TOKEN } }, async (gw) => {
+    const started = async () => (await metrics(gw))['mcpgw_pool_child_events_total{server="example",event="started"}'] ?? 0;
+    // The first start, its retry at once, one more after the backoff: then the budget is spent.
+    await gw.waitLog(/pool example: not starting a child: pool_max_restarts_per_min reached/, scaled(10000));
+    const before = await started();
+    assert.equal(before, 3, 'a start and two restarts');
+    for (let i = 0; i < 10; i++) {
+      const r = await admin(gw, '/admin/servers/example/restart');
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.body.state, 'restarted');
+    }
+    // Watched for two seconds (a lower bound, not scaled): long enough for the backoff's first
+    // steps (0.5 s, 1 s), far shorter than the budget's minute.
+    const until = Date.now() + 2000;
+    while (Date.now() < until) {
+      assert.equal(await started(), before, 'no child started while the budget is spent');
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.equal(poolPids(gw).length, before);
+    const m = await metrics(gw);
+    assert.equal(m[ACTIONS('restart', 'ok')], 10);
+    // New requests are told why, as before the restarts.
+    const c = await mcall(gw, 'echo', { text: 'x' }, { id: 'refused' });
+    assert.equal(c.r.status, 503, c.r.text());
   });
 });

@@ -14,6 +14,8 @@
 //     one (while the call is held in a later round, and after it ended), another principal, tool
 //     name, method or server, a state sealed by another gateway sharing state_key_file ("another
 //     gateway instance") or by one with another key;
+//   - drains (the operator's, and SIGTERM's): a forged requestState is a new request (503), a
+//     genuine retry carries its call on;
 //   - endings: no retry within input_hold_ms (the child gets notifications/cancelled and an error
 //     for its open question), the retry's stream closed mid-call (cancelled at once), the child's
 //     answer to its call arriving while the call is held (delivered on the retry);
@@ -25,6 +27,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -608,6 +611,76 @@ test('refused: a requestState at another gateway instance sharing state_key_file
   assert.deepEqual(since(gw.childLog, n).slice(upto).map((m) => m.result), [accept('home')]);
 });
 
+// A retry that carries on a held call is let through a drain (the operator's, or the gateway's own
+// at SIGTERM): the drain waits for that call. Only a requestState the gateway sealed is such a
+// retry: a forged one is a new request and gets the 503 every new request gets, verified first.
+test('drains: a forged requestState (the gateway\'s prefix, a changed MAC) is a new request: 503 on a drained server and on a draining gateway, never let through as a retry; the genuine retry still completes its call', async () => {
+  // Room for two more children: the asking child serves one request at a time (its held call).
+  const servers = [{ name: 'example', path: '/mcp', extra: `era = legacy\npool_max_children = 3\ninput_hold_ms = ${LONG_HOLD_MS}` }];
+  const g = await startGateway({ gateway: { admin_token: ADMIN, shutdown_drain_ms: 600000 }, servers });
+  let ok = false;
+  try {
+    const adminPost = async (p) => {
+      const r = await request(`${g.base}${p}`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN}` } });
+      const text = await r.done(scaled(5000));
+      assert.equal(r.status, 200, text);
+    };
+    /** A retry of msg refused as a new request: 503, -32603, its own id; the message. */
+    const unavailable = async (msg, opts, what) => {
+      const x = await exchange(g, msg, opts);
+      assert.equal(x.r.status, 503, `${what}: ${x.r.text()}`);
+      assert.deepEqual(x.answer?.id, msg.id, what);
+      assert.equal(x.answer.error?.code, -32603, `${what}: ${x.r.text()}`);
+      return x.answer.error.message;
+    };
+    const msg = elicit({ message: 'through a drain', rounds: 2 });
+    const first = await round(g, msg);
+    const answers = (res, name) => Object.fromEntries(Object.keys(res.inputRequests).map((k) => [k, accept(name)]));
+
+    // The operator drains the server: new requests get 503; a forged retry is one of them.
+    await adminPost('/admin/servers/example/drain');
+    for (const part of [1, 2]) {
+      const why = await unavailable(retryOf(msg, tamper(first.requestState, part), answers(first, 'forged')), {}, `drained, forged part ${part}`);
+      assert.match(why, /server example is drained by the operator/);
+    }
+    // The genuine retry goes on through the drain.
+    const second = await round(g, retryOf(msg, first.requestState, answers(first, 'one')));
+
+    // SIGTERM: the gateway drains (it waits for the held call); its listener closes at once and
+    // each answer closes its connection, so two connections are kept open first. On one, a forged
+    // retry gets the shutdown's 503; on the other, the genuine one completes the call.
+    await adminPost('/admin/servers/example/resume');
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+    const via = async (m) => {
+      const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'MCP-Protocol-Version': V, 'Mcp-Method': m.method, 'Mcp-Name': m.params.name };
+      const r = await request(`${g.base}/mcp`, { method: 'POST', headers: h, body: m, agent });
+      await r.done(scaled(10000));
+      const msgs = msgsOf(r);
+      return { r, answer: msgs.find((j) => j && ('result' in j || 'error' in j)) };
+    };
+    const warm = await Promise.all(['w1', 'w2'].map((t) => via(mreq('tools/call', { name: 'echo', arguments: { text: t } }))));
+    assert.deepEqual(warm.map((x) => textOf(x.answer)), ['w1', 'w2']);
+    await waitFor(() => Object.values(agent.freeSockets).flat().length === 2, scaled(5000), 'two idle kept-alive connections');
+    g.proc.kill('SIGTERM');
+    await g.waitLog(/SIGTERM: draining/, scaled(5000));
+    const forged = retryOf(msg, tamper(second.requestState, 2), answers(second, 'forged'));
+    const x = await via(forged);
+    assert.equal(x.r.status, 503, `draining, forged: ${x.r.text()}`);
+    assert.deepEqual(x.answer?.id, forged.id);
+    assert.match(x.answer.error?.message ?? '', /gateway shutting down/, x.r.text());
+    const last = await via(retryOf(msg, second.requestState, answers(second, 'two')));
+    agent.destroy();
+    assert.equal(last.r.status, 200, last.r.text());
+    assert.equal(last.answer?.result?.resultType, 'complete', last.r.text());
+    assert.match(textOf(last.answer), /one[\s\S]*two/);
+    await g.waitLog(/drained: no request in flight/, scaled(5000));
+    await g.stop({ expect: { code: 0, signal: null } });
+    ok = true;
+  } finally {
+    if (!ok) { await g.stop({ expect: null }).catch(() => {}); console.log(g.logs().slice(-4000)); }
+  }
+});
+
 // ---- 4. a short input_hold_ms: expiry, attribution ---------------------------------------------------
 
 test('no retry within input_hold_ms: the child gets notifications/cancelled ("input not provided in time") and an error for its question; the late retry is refused as expired', async () => {
@@ -738,12 +811,14 @@ test('a shared child is never paused for one slow reader: a call whose answer it
   });
 });
 
-test('SIGHUP while a call is held in an input round: the retry still completes it, on the old pool\'s child (held rounds stay on their pool until they end)', async () => {
+test('SIGHUP that changes the server while a call is held in an input round: the retry still completes it, on the old pool\'s child (held rounds stay on their pool until they end)', async () => {
   await withGateway({ servers: [{ name: 'example', path: '/mcp', extra: 'era = legacy\npool_max_children = 1' }] }, async (g) => {
     const msg = elicit({ message: 'across a reload' });
     const res = await round(g, msg);
+    fs.appendFileSync(g.conf, 'cache_ttl_ms = 4321\n'); // the last section is the server's: its pool is retired
     g.proc.kill('SIGHUP');
     await g.waitLog(/SIGHUP: configuration reloaded/, scaled(5000));
+    await g.waitLog(/pool example: retired/, scaled(5000));
     const done = await complete(g, retryOf(msg, res.requestState, { r1: accept('kept') }));
     assert.equal(textOf(done), JSON.stringify(accept('kept')));
     // New calls go to the new pool meanwhile.

@@ -7,7 +7,10 @@
 // id; the URIs subscribed at one child (resources/subscribe, reference-counted, unsubscribed when
 // the last listener leaves, moved when the child ends); the graceful end at shutdown.
 // A modern pool (tests/fixtures/modern_server.mjs) gets listen forwarded to a child, the child's
-// subscription id mapped back to the client's.
+// subscription id mapped back to the client's. A pool the operator restarts, or a reload that
+// changes its server retires, ends every listen (legacy or modern) with an error asking to listen
+// again, and its old children stop (by pid) and the pool goes (/admin/inflight, /metrics); a
+// reload that leaves the server unchanged keeps its listeners.
 // Proved with the official v2 client, @modelcontextprotocol/client 2.4.0 (Client.listen():
 // McpSubscription {honoredFilter, close(), closed}; notifications reach the client-wide
 // setNotificationHandler handlers, so a wire tap on its fetch shows which stream carried each),
@@ -19,7 +22,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { ACCEPT_BOTH, metricSamples, reaped, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 // Resolved from tests/node_modules (this file lives in tests/integration); a missing package throws.
@@ -576,6 +579,60 @@ test('modern pool: listen is forwarded; the ack and a list change carry the clie
   });
 });
 
+/** Every pool of server `name` in /admin/inflight (retired ones included). */
+async function adminPools(gw, name) {
+  const r = await request(`${gw.base}/admin/inflight`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const text = await r.done();
+  assert.equal(r.status, 200, text);
+  return JSON.parse(text).pools.filter((p) => p.server === name);
+}
+
+/** /metrics as {series: value}. */
+async function metricsOf(gw) {
+  const r = await request(`${gw.base}/metrics`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const text = await r.done();
+  assert.equal(r.status, 200, text);
+  return metricSamples(text);
+}
+
+// A modern child's listen is a request in flight at that child, which never ends by itself: a
+// pool retired by the operator's restart or by a reload that changed the server must end it (the
+// listener gets the error deploy/README.md promises, its stream ends, the child is told), or the
+// old child never idles, and the old pool (and after a reload the old configuration) is never freed.
+for (const how of ['restart', 'reload']) {
+  test(`modern pool, ${how === 'restart' ? 'POST /admin/servers/NAME/restart' : 'SIGHUP that changes the server'}: an open listen gets an error saying to listen again and its stream ends; the old child is cancelled and stops; the old pool${how === 'reload' ? ' and configuration are' : ' is'} freed`, { timeout: scaled(60000) }, async () => {
+    await withGw({ servers: () => [{ name: 'modern', path: '/mcp', command: `${process.execPath} ${MODERN_FIXTURE}`, extra: 'era = modern\npool_max_children = 1' }] }, async (gw) => {
+      const l = await rawListen(gw, { toolsListChanged: true }, { id: `modern-${how}` });
+      const [old] = await waitFor(() => poolPids(gw, 'modern').length === 1 && poolPids(gw, 'modern'), T, 'the child\'s start line');
+      if (how === 'restart') {
+        const r = await request(`${gw.base}/admin/servers/modern/restart`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+        const text = await r.done();
+        assert.equal(r.status, 200, text);
+        assert.equal(JSON.parse(text).children_replaced, 1);
+      } else {
+        fs.appendFileSync(gw.conf, 'env = MODERN_RELOADED=1\n'); // the last section is the server's
+        gw.proc.kill('SIGHUP');
+        await gw.waitLog(/SIGHUP: configuration reloaded/, T);
+      }
+      await waitFor(() => l.ended, T, 'the listen stream ends');
+      const end = l.msgs().find((m) => m.id === `modern-${how}`);
+      assert.equal(end?.error?.code, -32603, `the listener is told: ${l.text()}`);
+      assert.match(end.error.message, how === 'restart' ? /server restarted by the operator: send subscriptions\/listen again/ : /configuration reloaded: send subscriptions\/listen again/);
+      await gw.waitLog(how === 'restart' ? /cancel sent to child: method=subscriptions\/listen\b[^\n]*reason="ended by the operator"/ : /cancel sent to child: method=subscriptions\/listen\b[^\n]*reason="configuration reloaded"/, T);
+      await waitFor(() => reaped(old), T, `the old child (pid ${old}) stopped and reaped`);
+      await waitFor(async () => (await adminPools(gw, 'modern')).every((p) => !p.retired), T, 'no retired pool left in /admin/inflight');
+      await waitFor(async () => (await metricsOf(gw))['mcpgw_pools_retired{server="modern"}'] === 0, T, 'mcpgw_pools_retired back to 0');
+      if (how === 'reload') await gw.waitLog(/configuration of \S+: no session uses it any more/, T);
+      const m = await metricsOf(gw);
+      assert.equal(m[`mcpgw_cancels_total{server="modern",direction="to_child",reason="${how === 'restart' ? 'admin' : 'reload'}"}`], 1, 'one cancel counted');
+      const again = await rawListen(gw, { toolsListChanged: true }, { id: `after-${how}` });
+      assert.match(await rawCall(gw, 'test_trigger_tool_change'), /test_toggled_tool added/);
+      await waitFor(() => rawGot(again, 'notifications/tools/list_changed').length === 1, T, 'the change on the new listen');
+      again.drop();
+    });
+  });
+}
+
 // ---- Tests: the child holding a subscription ends ------------------------------------------
 
 /** Crashes the child holding test://a and checks the subscription and its updates move on. */
@@ -635,11 +692,18 @@ test('the child holding a subscription crashes (no warm children): a child is st
   });
 });
 
-test('SIGHUP: a legacy listener is ended with a JSON-RPC error that says to listen again (not left on the old pool to hear nothing); a new listen works on the new pool', { timeout: scaled(60000) }, async () => {
+test('SIGHUP: an unchanged server keeps its legacy listener (it hears the next change); once the server changes, the listener is ended with a JSON-RPC error that says to listen again (not left on the old pool to hear nothing); a new listen works on the new pool', { timeout: scaled(60000) }, async () => {
   await withGw({ servers: (dir) => [listenServer(path.join(dir, 'subs.log'))] }, async (gw) => {
     const l = await rawListen(gw, { toolsListChanged: true }, { id: 'before-reload' });
-    gw.proc.kill('SIGHUP');
+    gw.proc.kill('SIGHUP'); // the same file
     await gw.waitLog(/SIGHUP: configuration reloaded/, T);
+    await gw.waitLog(/pool listen: server unchanged/, T);
+    assert.equal(await rawCall(gw, 'change_tools'), 'tools changed');
+    await waitFor(() => rawGot(l, 'notifications/tools/list_changed').length === 1, T, 'the change on the kept listen');
+    assert.ok(!l.ended, 'the listen goes on');
+    fs.appendFileSync(gw.conf, 'cache_ttl_ms = 4321\n'); // the last section is the server's: changed
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/pool listen: retired/, T);
     await waitFor(() => l.ended, T, 'the old listen stream ends');
     const end = l.msgs().find((m) => m.id === 'before-reload');
     assert.equal(end?.error?.code, -32603, l.text());

@@ -18,7 +18,7 @@ import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
-import { EXAMPLE, post, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
+import { EXAMPLE, metricSamples, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -81,7 +81,10 @@ async function queue(gw, n) {
   return q;
 }
 
-/** SIGHUP with the same file: every pool of the running configuration is retired. */
+/** An edit of the file that changes [server:name] (one more env variable): its pool is retired. */
+const changeServer = (name) => (s) => s.replace(`[server:${name}]\n`, `[server:${name}]\nenv = MCPGW_TEST_RELOADED=1\n`);
+
+/** Edits the file (by default not at all), then SIGHUP; resolves once the reload is logged. */
 async function reload(gw, edit = (s) => s) {
   fs.writeFileSync(gw.conf, edit(fs.readFileSync(gw.conf, 'utf8')));
   gw.proc.kill('SIGHUP');
@@ -181,6 +184,53 @@ test('a pool whose server/discover lists only an unknown version: warm children 
   });
 });
 
+// ---- 2b. the server's state is the new pool's ----------------------------------------------------
+
+/** GET /readyz: {status, body}. */
+async function readyz(gw) {
+  const r = await request(`${gw.base}/readyz`, { method: 'GET' });
+  const text = await r.done(scaled(5000));
+  return { status: r.status, body: JSON.parse(text), text };
+}
+
+// A retired pool's children end what they were doing: a start of one of them that fails after
+// the new pool's child started well says nothing about the new pool. With pool_max_restarts_per_min
+// = 1, one failure counted for the server would make it broken, and /readyz 503.
+for (const how of ['restart', 'reload']) {
+  test(`${how === 'restart' ? 'POST /admin/servers/NAME/restart' : 'SIGHUP that changes the server'}: the retired pool's child that then fails its start does not change the server's state: /readyz stays 200, the server ok`, async () => {
+    const dir = tmpdir('mcpgw-reload-');
+    const admin = 'modern-reload-admin-token-0123456789abcdef';
+    const servers = [holdingServer(dir, 'era = legacy\npool_max_children = 1\npool_warm_children = 1\npool_max_restarts_per_min = 1')];
+    await withGateway({ gateway: { admin_token: admin }, servers }, async (gw) => {
+      // Signals go to a child once it holds its initialize: before its exec, sh would die of them.
+      const holding = (n) => gw.waitLog(new RegExp(`pool:example#${n} child stderr: mcp-example-server: holding the initialize answer`), scaled(10000));
+      const [old] = await waitFor(() => poolPids(gw).length === 1 && poolPids(gw), scaled(10000), 'the warm child (starting: its initialize is held)');
+      await holding(1);
+      if (how === 'restart') {
+        const r = await request(`${gw.base}/admin/servers/example/restart`, { method: 'POST', headers: { Authorization: `Bearer ${admin}` } });
+        const text = await r.done(scaled(5000));
+        assert.equal(r.status, 200, text);
+      } else {
+        await reload(gw, changeServer('example'));
+      }
+      await gw.waitLog(/pool example: retired/, scaled(5000));
+      const [, fresh] = await waitFor(() => poolPids(gw).length === 2 && poolPids(gw), scaled(10000), 'the new pool\'s child');
+      await holding(2);
+      process.kill(fresh, 'SIGUSR1'); // the new pool's child answers its initialize: it is ready
+      await gw.waitLog(new RegExp(`pool:example#2 pool child ready`), scaled(10000));
+      let rz = await readyz(gw);
+      assert.equal(rz.status, 200, rz.text);
+      process.kill(old, 'SIGTERM'); // the retired pool's child ends before it was ready
+      await gw.waitLog(/pool:example#1 pool child ended/, scaled(10000));
+      rz = await readyz(gw);
+      assert.equal(rz.status, 200, `the new pool serves: ${rz.text}`);
+      assert.equal(rz.body.servers.find((x) => x.name === 'example')?.state, 'ok', rz.text);
+      const n = await call(gw, 'echo', { text: 'new pool' }, { id: 'n' });
+      assert.equal(textOf(n.answer), 'new pool', n.r.text());
+    });
+  });
+}
+
 // ---- 3. /metrics through a reload (finding 12) ---------------------------------------------------
 
 /** promtool from Debian's prometheus package (tests/deps.sh installs it): missing is a failure. */
@@ -221,7 +271,7 @@ test('/metrics while a retired pool lingers beside the new one: promtool accepts
     assert.equal(h.status, 200, h.text());
     await h.waitEvent((j) => j.method === 'notifications/progress', scaled(10000));
     const [old] = poolPids(gw);
-    await reload(gw);
+    await reload(gw, changeServer('example'));
     const n = await call(gw, 'echo', { text: 'new pool' }, { id: 'n' });
     assert.equal(textOf(n.answer), 'new pool', n.r.text());
     assert.equal(poolPids(gw).length, 2, 'a child for each pool');
@@ -260,7 +310,8 @@ test('a held call (input round) of a pool retired by SIGHUP: the client\'s retry
     const args = { arguments: { message: 'across a reload', rounds: 2 } };
     const first = await elicitRound(gw, 'e1', args);
     assert.equal(first.result?.resultType, 'input_required', JSON.stringify(first));
-    await reload(gw);
+    await reload(gw, changeServer('example'));
+    await gw.waitLog(/pool example: retired/, scaled(5000));
     // Each answer under the key its round asked it with (r1, then r2).
     const answer = (round, name) => Object.fromEntries(Object.keys(round.result.inputRequests).map((k) => [k, { action: 'accept', content: { name } }]));
     // The second round's connection stays open: the draining gateway's listener is closed, and
@@ -301,4 +352,56 @@ test('SIGTERM drain with a modern child\'s subscriptions/listen open: the drain 
   } finally {
     if (!ok) { await gw.stop({ expect: null }).catch(() => {}); console.log(gw.logs().slice(-4000)); }
   }
+});
+
+// ---- 5. a reload keeps what did not change ----------------------------------------------------
+
+test('SIGHUP keeps the pool of a server whose section did not change (its children, a call in flight on them); a changed server\'s children are replaced; the old configuration is freed', async () => {
+  const dir = tmpdir('mcpgw-reload-');
+  const servers = [
+    { name: 'keep', path: '/mcp', command: `sh -c 'exec ${EXAMPLE} --log ${dir}/keep-$$.log'`, extra: 'era = legacy\npool_max_children = 1\npool_warm_children = 1' },
+    { name: 'change', path: '/change', command: `sh -c 'exec ${EXAMPLE} --log ${dir}/change-$$.log'`, extra: 'era = legacy\npool_max_children = 1\npool_warm_children = 1' },
+  ];
+  await withGateway({ servers }, async (gw) => {
+    await waitFor(() => poolPids(gw, 'keep').length === 1 && poolPids(gw, 'change').length === 1, scaled(10000), 'a warm child of each server');
+    const [keep] = poolPids(gw, 'keep');
+    const [changed] = poolPids(gw, 'change');
+    // A call in flight on keep's child, answered only when the child gets SIGUSR1.
+    const h = await mpost(gw, 'tools/call', { name: 'cancel_self', arguments: { tag: 'h' } }, { id: 'h', meta: { progressToken: 'th' } });
+    assert.equal(h.status, 200, h.text());
+    await h.waitEvent((j) => j.method === 'notifications/progress', scaled(10000));
+
+    // The same file: nothing changed, every pool stays.
+    await reload(gw);
+    const m0 = metricSamples(await metricsText(gw)); // the reload's effect is there once it is logged
+    assert.deepEqual([m0['mcpgw_pools_retired{server="keep"}'], m0['mcpgw_pools_retired{server="change"}']], [0, 0], 'no pool retired by an unchanged file');
+    await gw.waitLog(/pool keep: server unchanged: its 1 children stay/, scaled(5000));
+    await gw.waitLog(/pool change: server unchanged: its 1 children stay/, scaled(5000));
+    await gw.waitLog(freedRe, scaled(5000)); // no pool holds the first configuration any more
+    assert.doesNotMatch(gw.logs(), /pool child stopped: configuration reloaded/);
+    assert.ok(!h.ended, 'the call is still in flight');
+
+    // change's section changes: its pool is retired and its child replaced; keep's stays.
+    await reload(gw, changeServer('change'));
+    await waitFor(() => poolPids(gw, 'change').length === 2, scaled(10000), 'a new child for the changed server');
+    await waitFor(() => reaped(changed), scaled(10000), `change's old child (pid ${changed}) stopped`);
+    assert.match(gw.logs(), /pool keep: server unchanged: its 1 children stay[\s\S]*pool keep: server unchanged: its 1 children stay/, 'kept on the second reload too');
+    await waitFor(() => (gw.logs().match(freedRe) ?? []).length >= 1 && /pool change of an older configuration: ended/.test(gw.logs()), scaled(10000), 'the changed server\'s old pool ended');
+    await waitFor(() => [...gw.logs().matchAll(new RegExp(freedRe.source, 'g'))].length === 2, scaled(10000), 'the second configuration freed');
+
+    assert.deepEqual(poolPids(gw, 'keep'), [keep], 'no new child for the unchanged server');
+    assert.ok(pidAlive(keep), 'its child still runs');
+    assert.ok(!h.ended, 'the call is still in flight');
+    process.kill(keep, 'SIGUSR1');
+    await h.done(scaled(5000));
+    const a = msgsOf(h).find(isAnswer);
+    assert.equal(a?.id, 'h', h.text());
+    assert.equal(textOf(a), 'released', `the call completed on the kept child: ${h.text()}`);
+    const n = await call(gw, 'echo', { text: 'kept pool' }, { id: 'n' });
+    assert.equal(textOf(n.answer), 'kept pool', n.r.text());
+    assert.deepEqual(poolPids(gw, 'keep'), [keep], 'served by the same child');
+    const m = metricSamples(await metricsText(gw));
+    assert.equal(m['mcpgw_pools_retired{server="keep"}'], 0);
+    assert.equal(m['mcpgw_pools_retired{server="change"}'], 0);
+  });
 });

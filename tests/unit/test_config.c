@@ -1053,3 +1053,71 @@ Test(config, test_configs)
                 (const char *[]){ "/usr/bin/env", "MESSAGE=hello world", "/bin/cat", NULL });
     config_clear(&cfg);
 }
+
+/* A reload keeps what serves an unchanged server: every key of the section, after defaults. */
+Test(config, server_same_compares_every_key_of_the_section)
+{
+    static const char base[] = "[server:a]\ncommand = /bin/cat -u\nallowed_tools = x*\n"
+                               "[server:b]\npath = /b\ncommand = /bin/cat\n";
+    struct config a, b;
+    load_ok(base, &a);
+    load_ok(base, &b);
+    cr_assert(config_server_same(&a.servers[0], &b.servers[0]));
+    cr_assert(config_server_same(&a.servers[1], &b.servers[1]));
+    cr_assert_not(config_server_same(&a.servers[0], &b.servers[1]), "another name");
+    config_clear(&b);
+    /* The same values written otherwise (defaults spelled out, spaces between words): the same. */
+    load_ok("[server:a]\ncommand = /bin/cat   -u\nallowed_tools = x*\nrequest_timeout_ms = 0\n"
+            "[server:b]\npath = /b\ncommand = /bin/cat\ncache_scope = private\n",
+            &b);
+    cr_assert(config_server_same(&a.servers[0], &b.servers[0]));
+    cr_assert(config_server_same(&a.servers[1], &b.servers[1]));
+    config_clear(&b);
+    /* One key differs: the first two lines replace the base's, the third is added. */
+    static const char *const changed[][3] = {
+        { "/bin/cat", "x*", "" },
+        { "/bin/cat -u -v", "x*", "" },
+        { "/bin/cat -u", "y*", "" },
+        { "/bin/cat -u", "x*, y*", "" },
+        { "/bin/cat -u", "x*", "env = A=1\n" },
+        { "/bin/cat -u", "x*", "inherit_env = PATH\n" },
+        { "/bin/cat -u", "x*", "cwd = /\n" },
+        { "/bin/cat -u", "x*", "era = legacy\n" },
+        { "/bin/cat -u", "x*", "pool_max_children = 3\n" },
+        { "/bin/cat -u", "x*", "max_listens_per_principal = 1\n" },
+        { "/bin/cat -u", "x*", "cache_scope = public\n" },
+        { "/bin/cat -u", "x*", "path = /other\n" },
+    };
+    for (size_t i = 0; i < sizeof changed / sizeof *changed; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "[server:a]\ncommand = %s\nallowed_tools = %s\n%s",
+                 changed[i][0], changed[i][1], changed[i][2]);
+        struct config c;
+        load_ok(text, &c);
+        cr_assert_not(config_server_same(&a.servers[0], &c.servers[0]), "%s", text);
+        config_clear(&c);
+    }
+    config_clear(&a);
+}
+
+/* env_file's lines are in env: a file that changed between two loads is a changed server. */
+Test(config, server_same_sees_a_changed_env_file)
+{
+    char path[32], text[256];
+    struct config a, b;
+    temp_file(path, "TOKEN=one\n", 0600);
+    snprintf(text, sizeof text, SERVER "env_file = %s\n", path);
+    load_ok(text, &a);
+    load_ok(text, &b);
+    cr_assert(config_server_same(&a.servers[0], &b.servers[0]));
+    config_clear(&b);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("TOKEN=two\n", f);
+    cr_assert_eq(fclose(f), 0);
+    load_ok(text, &b);
+    cr_assert_not(config_server_same(&a.servers[0], &b.servers[0]));
+    config_clear(&a);
+    config_clear(&b);
+    unlink(path);
+}

@@ -347,8 +347,10 @@ Test(pool, retired_queue_ends_with_an_error, .init = setup_small, .fini = teardo
     static struct call c;
     call_start(&c, CALL("q", "echo", "")); /* queued: the first child is starting */
     struct upstream *u = fake_upstream_last();
-    struct config *next = load("pool_max_children = 1\npool_child_max_inflight = 4");
-    pool_set_config(next); /* SIGHUP: the starting child's pool is retired */
+    /* SIGHUP that changes the server: the starting child's pool is retired. */
+    struct config *next =
+        load("pool_max_children = 1\npool_child_max_inflight = 4\ncache_ttl_ms = 1");
+    pool_set_config(next);
     fake_upstream_gone(u, "exited");
     settle();
     advance(2000);
@@ -356,6 +358,61 @@ Test(pool, retired_queue_ends_with_an_error, .init = setup_small, .fini = teardo
     cr_assert(strstr(c.got, "\"id\":\"q\"") != NULL && strstr(c.got, "\"error\"") != NULL,
               "the queued call is answered with an error: %s", c.got);
     cr_assert_eq(pool_inflight(), 0);
+}
+
+Test(pool, unchanged_server_keeps_its_pool_across_a_reload, .init = setup_small, .fini = teardown)
+{
+    static struct call c, d;
+    call_start(&c, CALL("k", "echo", ""));
+    struct upstream *u = child_ready();
+    uint64_t id = child_got(u, "tools/call");
+    size_t children = upstream_live_count();
+    /* SIGHUP with the same section: the pool, its child and the call in flight stay. */
+    pool_set_config(load("pool_max_children = 1\npool_child_max_inflight = 4"));
+    settle();
+    advance(2000);
+    cr_assert_eq(upstream_live_count(), children, "no child started");
+    cr_assert_not(fake_upstream_closed(u), "the child goes on");
+    cr_assert_eq(pool_inflight(), 1);
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    call_done(&c);
+    cr_assert(strstr(c.got, "\"id\":\"k\",\"result\"") != NULL, "%s", c.got);
+    /* A new request of the new configuration goes to the same child. */
+    call_start(&d, CALL("n", "echo", ""));
+    id = child_got(u, "tools/call");
+    cr_assert_eq(upstream_live_count(), children);
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    call_done(&d);
+    cr_assert(strstr(d.got, "\"id\":\"n\",\"result\"") != NULL, "%s", d.got);
+    /* The section changes: the pool is retired, its idle child stops. */
+    pool_set_config(load("pool_max_children = 2\npool_child_max_inflight = 4"));
+    advance(2000);
+    cr_assert(fake_upstream_closed(u), "the changed server's child stops once idle");
+}
+
+/*
+ * A listen queued for a starting child, whose pool a reload then retires: once the child is ready
+ * the listen is not opened on the retired pool (it would keep it for as long as its client stays)
+ * but ends with the error that says to listen again, and the pool ends.
+ */
+Test(pool, listen_queued_in_a_retired_pool_ends_and_the_pool_goes, .init = setup_small,
+     .fini = teardown)
+{
+    static struct call l;
+    call_start(&l, "{\"jsonrpc\":\"2.0\",\"id\":\"L\",\"method\":\"subscriptions/listen\","
+                   "\"params\":{\"notifications\":{\"toolsListChanged\":true},\"_meta\":{}}}");
+    cr_assert_eq(pools.pools->queued, 1, "the listen waits for the starting child");
+    pool_set_config(load("pool_max_children = 1\npool_child_max_inflight = 4\ncache_ttl_ms = 1"));
+    struct upstream *u = child_ready();
+    call_read(&l);
+    cr_assert(strstr(l.got, "\"id\":\"L\",\"error\"") != NULL, "%s", l.got);
+    cr_assert(strstr(l.got, "configuration reloaded: send subscriptions/listen again") != NULL,
+              "%s", l.got);
+    cr_assert(stream_ended(l.st));
+    call_done(&l);
+    advance(2000);
+    cr_assert(fake_upstream_closed(u), "the retired pool's child stops");
+    cr_assert_null(pools.pools, "the retired pool is freed");
 }
 
 Test(pool, a_request_waits_for_the_fence, .init = setup_small, .fini = teardown)
