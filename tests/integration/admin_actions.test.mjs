@@ -453,7 +453,7 @@ test('/admin/inflight says who holds each child: a session\'s client address (as
     assert.ok(e, v3.text);
     const pacc = accessLine(gw, 'tools/call', '198.51.100.9');
     assert.equal(e.client, '198.51.100.9');
-    assert.equal(e.principal, s.owner);
+    assert.equal(e.principal, 'address:198.51.100.9', 'without auth the client address is the principal');
     assert.equal(e.name, 'cancel_self');
     assert.equal(e.method, 'tools/call');
     assert.equal(Date.parse(e.started_at), e.started_unix_ms);

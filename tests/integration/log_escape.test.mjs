@@ -383,7 +383,7 @@ test('log_format = journal on the journal\'s stream: entries go by the native pr
     assert.equal(created.PRIORITY, '6');
     assert.equal(created.MCPGW_SESSION, sid);
     assert.equal(created.MCPGW_SERVER, 'example');
-    assert.equal(created.MCPGW_PRINCIPAL, 'anonymous');
+    assert.equal(created.MCPGW_PRINCIPAL, 'address:127.0.0.1');
     assert.match(created.MCPGW_CHILD, /^\d+$/);
     assert.match(created.MCPGW_SESSION_LABEL, /^[0-9a-f]{16}$/);
     assert.match(created.MESSAGE, new RegExp(`^session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created: server=example child=${created.MCPGW_CHILD} `));
@@ -398,7 +398,7 @@ test('log_format = journal on the journal\'s stream: entries go by the native pr
     // The access entry: its fields by name.
     const a = access((e) => e.MCPGW_REQUEST_ID === rid);
     assert.equal(a.MCPGW_SESSION, sid);
-    assert.equal(a.MCPGW_PRINCIPAL, 'anonymous');
+    assert.equal(a.MCPGW_PRINCIPAL, 'address:127.0.0.1');
     assert.equal(a.MCPGW_STATUS, '200');
     assert.equal(a.MCPGW_CLIENT, '127.0.0.1');
     assert.equal(a.MCPGW_NAME, 'echo');

@@ -616,7 +616,9 @@ test('refused: a requestState at another gateway instance sharing state_key_file
 // retry: a forged one is a new request and gets the 503 every new request gets, verified first.
 test('drains: a forged requestState (the gateway\'s prefix, a changed MAC) is a new request: 503 on a drained server and on a draining gateway, never let through as a retry; the genuine retry still completes its call', async () => {
   // Room for two more children: the asking child serves one request at a time (its held call).
-  const servers = [{ name: 'example', path: '/mcp', extra: `era = legacy\npool_max_children = 3\ninput_hold_ms = ${LONG_HOLD_MS}` }];
+  // Five children, so that the principal's share of held calls ((5 - 1) / 2 = 2) lets the two
+  // warm-up calls in beside the held one.
+  const servers = [{ name: 'example', path: '/mcp', extra: `era = legacy\npool_max_children = 5\ninput_hold_ms = ${LONG_HOLD_MS}` }];
   const g = await startGateway({ gateway: { admin_token: ADMIN, shutdown_drain_ms: 600000 }, servers });
   let ok = false;
   try {
