@@ -48,9 +48,11 @@ test('SSE events pass nginx one by one, not buffered until the end', async () =>
 });
 
 test('heartbeats keep a silent call alive past proxy_read_timeout', async () => {
-  await withStack({ gateway: { heartbeat_s: 1 } }, { readTimeout: '2s' }, async (gw, via) => {
+  // The call stays silent longer than nginx's read timeout; heartbeats come every second, two
+  // seconds inside it, so a loaded runner that delays one still beats the timeout.
+  await withStack({ gateway: { heartbeat_s: 1 } }, { readTimeout: '3s' }, async (gw, via) => {
     const s = await initSession(via);
-    const r = await post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'late', delay_ms: 3500 } }, 'n3'), { sid: s.sid });
+    const r = await post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'late', delay_ms: 4500 } }, 'n3'), { sid: s.sid });
     await r.done(10000);
     const resp = r.events().map((e) => e.json).find((j) => j?.id === 'n3');
     assert.ok(resp, `no response through nginx: ${r.text()}`);
