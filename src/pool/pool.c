@@ -163,6 +163,19 @@ pool_relay_send(void *arg, const struct iovec *iov, int n)
     return pool_send(arg, iov, n);
 }
 
+int
+pool_send_control(struct pool_child *c, const struct iovec *iov, int n)
+{
+    return c->u == NULL || c->state == POOL_CHILD_GONE ? -1
+                                                         : upstream_send_control_iov(c->u, iov, n);
+}
+
+static int
+pool_relay_send_control(void *arg, const struct iovec *iov, int n)
+{
+    return pool_send_control(arg, iov, n);
+}
+
 static void
 pool_child_free(void *arg)
 {
@@ -293,6 +306,7 @@ pool_child_start(struct pool *p)
     c->pool = p;
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
     relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
+    c->r.send_control = pool_relay_send_control; /* cancels: never lost to a full stdin */
     char **envp = config_child_env(p->srv);
     struct upstream_params up = {
         .argv = p->srv->argv,
@@ -302,6 +316,7 @@ pool_child_start(struct pool *p)
         .server = p->srv->name,
         .max_line_bytes = pools.cfg->max_message_bytes,
         .stdin_max_bytes = pools.cfg->stdin_queue_bytes,
+        .stdin_reserve_bytes = (p->srv->pool_child_max_inflight + 1) * POOL_CONTROL_BYTES,
         .stdin_grace_ms = pools.cfg->child_stdin_grace_ms,
         .term_grace_ms = pools.cfg->child_term_grace_ms,
     };

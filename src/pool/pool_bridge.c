@@ -32,6 +32,15 @@
  * is refused at once, with that reason: "the request that asked it was cancelled" when nothing else
  * is in flight, "cannot tell which" when something is.
  *
+ * The fence must never be lost: a fenced child with no ping out would take no request again. So the
+ * cancel and the ping are control messages (pool_send_control): they are queued for the child's
+ * stdin in room past stdin_queue_bytes that the clients' requests cannot take (POOL_CONTROL_BYTES
+ * for each request the child may have in flight, and one more), so a stdin queue clients filled
+ * still takes them, behind what it holds, and the child reads them when it reads on. Each request
+ * is cancelled at most once and no request is queued while the queue is past its ceiling, so that
+ * room is enough; a child that leaves even it unread has stopped reading its stdin and is retired
+ * (its calls end with an error, it is replaced), as is one whose stdin is closed: never kept fenced.
+ *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
  * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
  * with the key of state_key_file or a random one). A retry is refused (400 -32602, nothing
@@ -303,9 +312,9 @@ pool_fence_send(struct pool_child *c)
     int len = snprintf(m, sizeof(m),
                        "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n", e->gw_id);
     struct iovec iov = { m, (size_t)len };
-    if (pool_send(c, &iov, 1) == -1) {
-        pending_del(&c->r.pt,
-                    e); /* stdin full or closed: it stays unfenced (its questions refused) */
+    if (pool_send_control(c, &iov, 1) == -1) {
+        /* The child is on its way out (gone, or stuck): its end retires it, this turn. */
+        pending_del(&c->r.pt, e);
         return;
     }
     c->fence_id = e->gw_id;

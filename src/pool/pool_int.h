@@ -18,6 +18,12 @@
 #include "upstream.h"
 
 #define POOL_CANCEL_LINGER_MS 60000
+/*
+ * A child's stdin has this much room per request it may have in flight (and one more) past
+ * stdin_queue_bytes, for the gateway's cancels and fence pings alone (pool_bridge.c, the fence):
+ * a cancel is about 160 bytes, a ping 50.
+ */
+#define POOL_CONTROL_BYTES    512
 /* Restarts after failures back off: the first waits this long, each next one twice as long. */
 #define POOL_BACKOFF_MIN_MS   500
 #define POOL_BACKOFF_MAX_MS   30000
@@ -281,6 +287,11 @@ void pool_child_room(struct pool_child *c);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 int pool_send(struct pool_child *c, const struct iovec *iov, int n);
+/*
+ * The same for the gateway's cancels and fence pings: queued in room the client's requests cannot
+ * take. -1 only when the child is on its way out (gone, or taken as stuck: upstream.h).
+ */
+int pool_send_control(struct pool_child *c, const struct iovec *iov, int n);
 /* The same, as the relay's writer (relay.h). */
 int pool_relay_send(void *arg, const struct iovec *iov, int n);
 
