@@ -378,11 +378,14 @@ pool_child_ready(struct pool_child *c)
     pool_child_take_queue(c);
 }
 
-/* How many requests c may have in flight: one while it asks its clients things (a lease). */
+/*
+ * How many requests c may have in flight: one while a call that was in flight when it asked its
+ * client something still is (the lease, pool_bridge.c).
+ */
 static size_t
 pool_child_cap(const struct pool_child *c)
 {
-    return c->asks ? 1 : c->pool->srv->pool_child_max_inflight;
+    return pool_bridge_leased(c) ? 1 : c->pool->srv->pool_child_max_inflight;
 }
 
 /*
@@ -541,7 +544,7 @@ pool_least_busy(struct pool *p, size_t *active, size_t *fenced)
             continue;
         size_t n = pending_active(&c->r.pt, PENDING_TO_CHILD);
         /*
-         * A child that asks its clients things serves one request at a time, and no child gets a
+         * A child leased by a call that may ask serves one request at a time, and no child gets a
          * request while a question of a cancelled one may still come (the fence, pool_bridge.c).
          */
         if (pool_bridge_unfenced(c)) {

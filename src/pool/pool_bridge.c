@@ -14,11 +14,18 @@
  *
  * Attribution is exact: a child's request becomes a question only when exactly one client request
  * (of any method) is in flight on that child and it is one that may answer input_required
- * (tools/call, prompts/get, resources/read). A child that has asked once on behalf of a request is
- * leased to one request at a time from then on (pool.c picks no other request for it while it has
- * one), so later questions are always attributable; any other is answered to the child with an
- * error that says why, and counted. So is a question the request's own _meta did not declare the
+ * (tools/call, prompts/get, resources/read); any other is answered to the child with an error
+ * that says why, and counted. So is a question the request's own _meta did not declare the
  * capability for, or one past POOL_ASKS_MAX.
+ *
+ * The lease. The calls in flight on a child when it asks are the ones that may ask again (the
+ * asking one's next round, say): each is marked (asker), and while one of them is in flight there
+ * the child serves one request at a time (pool_child_cap: pool.c picks no other request for it),
+ * so their later questions stay attributable. Once none is (answered, cancelled, failed, or its
+ * answer kept for a held retry), the child takes pool_child_max_inflight at once again: nothing
+ * that asked can ask any more, and a question of a later call is attributed by the rule above
+ * whatever the lease did, so the lease's end cannot make it go to the wrong call. What it costs:
+ * a call that asks while it shares its child has that question refused ("cannot tell which").
  *
  * The fence. After any request on a legacy child is cancelled, a question the child wrote before
  * it read the cancel may still arrive, and would look like the next call's. So the cancel is
@@ -347,6 +354,16 @@ pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed)
 }
 
 bool
+pool_bridge_leased(const struct pool_child *c)
+{
+    for (const struct pending *p = c->r.pt.head; p != NULL; p = p->next)
+        if (p->state == PENDING_FORWARDED && p->owner != NULL
+            && ((const struct pool_call *)p->owner)->asker)
+            return true;
+    return false;
+}
+
+bool
 pool_bridge_unfenced(const struct pool_child *c)
 {
     return c->cancel_seq != c->fenced_seq;
@@ -379,12 +396,14 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
             candidates++;
         }
     /*
-     * A question asked on behalf of a request: one request at a time from now (pool_pick), so
-     * the next is attributable. One asked with no request in flight (server-everything asks for
-     * roots right after initialize) says nothing of the requests: no lease.
+     * A question asked on behalf of a request: the calls in flight may ask again, one request at a
+     * time while one of them is (the lease, above). One asked with no request in flight
+     * (server-everything asks for roots right after initialize) says nothing of the requests.
      */
     if (cap != NULL && candidates > 0)
-        c->asks = true;
+        for (struct pending *p = c->r.pt.head; p != NULL; p = p->next)
+            if (p->state == PENDING_FORWARDED && p->owner != NULL)
+                ((struct pool_call *)p->owner)->asker = true;
     const char *why = NULL;
     if (!POOL_MODERN_REVISION->input_rounds)
         why = "not available: the revision served has no input rounds";

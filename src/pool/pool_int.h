@@ -51,7 +51,6 @@ struct pool_child {
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
     bool heard;               /* it wrote a line: a child that dies before is a failed start */
-    bool asks;                /* it asked a client something: one request at a time from now */
     /*
      * The fence (pool_bridge.c): a call that may ask was cancelled here, and a question it wrote
      * before reading its cancel may still come. cancel_seq counts such cancels, a ping (fence_id)
@@ -133,6 +132,7 @@ struct pool_call {
     struct pool_call *qnext;
     /* Input rounds (pool_bridge.c); all NULL/0 for a call that never asks. */
     bool noted;    /* a request that may ask, to a legacy pool (pool_bridge_note) */
+    bool asker;    /* in flight on its child when the child asked: it leases the child */
     unsigned caps; /* the bridgeable capabilities its _meta clientCapabilities declares */
     /* The binding of its requestState; both NULL while caps is 0 (no round can happen). */
     char *principal;        /* whose call it is (principal name) */
@@ -357,6 +357,8 @@ void pool_bridge_forget(struct pool_call *call);
 void pool_bridge_cancelled(struct pool_child *c);
 /* True when p (a request of the gateway's own) is c's fence, now answered or lapsed: handled. */
 bool pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed);
+/* True while a call that was in flight on c when c asked still is: c serves one at a time. */
+bool pool_bridge_leased(const struct pool_child *c);
 /* True while a cancelled call of c may still ask (its fence has not come back). */
 bool pool_bridge_unfenced(const struct pool_child *c);
 /* The bridgeable capabilities (elicitation, sampling, roots: bits) clientCapabilities at sp has. */

@@ -1662,7 +1662,7 @@ check_all(void)
             fenced += c->state == POOL_CHILD_READY && pool_bridge_unfenced(c);
             if (c->state == POOL_CHILD_READY && !pool_bridge_unfenced(c) && c->u != NULL
                 && upstream_writable(c->u)) {
-                size_t cap = c->asks ? 1 : p->srv->pool_child_max_inflight;
+                size_t cap = pool_bridge_leased(c) ? 1 : p->srv->pool_child_max_inflight;
                 size_t active = pending_active(&c->r.pt, PENDING_TO_CHILD);
                 full += active >= cap;
                 FUZZ_CHECK(p->qhead == NULL || active >= cap,
