@@ -127,6 +127,11 @@ struct relay {
     struct relay_stats *stats; /* its server's counters */
     unsigned invalid_logged;   /* the child's invalid lines logged so far (a few, then counted) */
     relay_send_cb *send;       /* the owner's writer (it knows whether the child is gone) */
+    /*
+     * The owner's writer for cancels, which a full stdin queue must not lose (a writer with room
+     * of its own past the queue's ceiling); NULL: send. The owner sets it after relay_init.
+     */
+    relay_send_cb *send_control;
     relay_expired_cb *expired; /* NULL: no request timeouts */
     void *arg;                 /* the owner, for send */
 };

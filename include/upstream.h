@@ -30,6 +30,11 @@ struct upstream_params {
     const char *server;      /* the [server:NAME] it runs, for spawn errors; NULL: "-" */
     size_t max_line_bytes;   /* a longer stdout line ends the child */
     size_t stdin_max_bytes;  /* queued bytes toward stdin */
+    /*
+     * Room past stdin_max_bytes that only upstream_send_control may use: the owner's own control
+     * messages (a cancel, a ping) are queued behind whatever fills the queue, never refused for it.
+     */
+    size_t stdin_reserve_bytes;
     uint64_t stdin_grace_ms; /* after stdin is closed, before SIGTERM */
     uint64_t term_grace_ms;  /* after SIGTERM, before SIGKILL */
 };
@@ -65,6 +70,14 @@ struct upstream *upstream_spawn(struct loop *l, const struct upstream_params *p,
 int upstream_send(struct upstream *u, struct msg *m) MUSTCHECK;
 /* The same for the concatenation of n iovecs (one message made of them). */
 int upstream_send_iov(struct upstream *u, const struct iovec *iov, int n) MUSTCHECK;
+/*
+ * The same for one of the owner's control messages: queued up to stdin_max_bytes plus
+ * stdin_reserve_bytes, so a queue the owner's other messages filled still takes it. A control
+ * message that finds even the reserve full means the child has stopped reading its stdin: it is
+ * gone (gone_cb on a later turn, as for a failed write), and -1. So a -1 here always means the
+ * child's end is on its way (or came): the owner need not retry.
+ */
+int upstream_send_control_iov(struct upstream *u, const struct iovec *iov, int n) MUSTCHECK;
 /* Stops or resumes reading stdout (back-pressure from full HTTP streams). */
 void upstream_pause(struct upstream *u, bool paused);
 /*

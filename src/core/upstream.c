@@ -48,6 +48,7 @@ struct upstream {
     size_t scan_off; /* bytes of line already searched for '\n' */
     struct buf errline;
     size_t max_line, stdin_max;
+    size_t stdin_reserve; /* past stdin_max, for upstream_send_control_iov only */
     uint64_t stdin_grace_ms, term_grace_ms;
     struct loop_timer *timer;
     char tag[64];
@@ -353,6 +354,7 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     buf_init(&u->errline, UPSTREAM_STDERR_LINE);
     u->max_line = p->max_line_bytes;
     u->stdin_max = p->stdin_max_bytes;
+    u->stdin_reserve = p->stdin_reserve_bytes;
     u->stdin_grace_ms = p->stdin_grace_ms;
     u->term_grace_ms = p->term_grace_ms;
     snprintf(u->tag, sizeof(u->tag), "%s", p->tag ? p->tag : "-");
@@ -479,18 +481,25 @@ upstream_in_ready(int fd, uint32_t events, void *arg)
     upstream_leave(u);
 }
 
-int
-upstream_send(struct upstream *u, struct msg *m)
+/* Queues m when the queue stays within ceiling; -1 (nothing queued) otherwise or when gone. */
+static int
+upstream_queue(struct upstream *u, struct msg *m, size_t ceiling)
 {
     if (u->gone || u->closing || u->in_fd == -1)
         return -1;
-    if (u->inq.bytes + m->len > u->stdin_max)
+    if (u->inq.bytes + m->len > ceiling)
         return -1;
     msgq_push(&u->inq, m);
     /* Try at once: most writes complete without waiting for EPOLLOUT. */
     if (u->in_w == NULL)
         upstream_flush(u);
     return 0;
+}
+
+int
+upstream_send(struct upstream *u, struct msg *m)
+{
+    return upstream_queue(u, m, u->stdin_max);
 }
 
 /* --- stdout ------------------------------------------------------------------------------ */
@@ -619,6 +628,20 @@ upstream_send_iov(struct upstream *u, const struct iovec *iov, int n)
 {
     struct msg *m = msg_concat(iov, n);
     int rc = upstream_send(u, m);
+    msg_unref(m);
+    return rc;
+}
+
+int
+upstream_send_control_iov(struct upstream *u, const struct iovec *iov, int n)
+{
+    struct msg *m = msg_concat(iov, n);
+    int rc = upstream_queue(u, m, u->stdin_max + u->stdin_reserve);
+    if (rc == -1 && !u->gone && !u->closing && u->in_fd != -1) {
+        log_warn(u->tag, "child %d has not read %zu bytes of its stdin: taken as stuck",
+                 (int)u->pid, u->inq.bytes);
+        upstream_gone(u, "child stopped reading its stdin");
+    }
     msg_unref(m);
     return rc;
 }

@@ -223,6 +223,7 @@ relay_init(struct relay *r, struct loop *l, const char *tag, const char *server,
     r->tag = tag;
     r->stats = relay_stats_of(server);
     r->send = send;
+    r->send_control = NULL;
     r->expired = expired;
     r->arg = arg;
 }
@@ -373,7 +374,8 @@ relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
     size_t len;
     char *m = jsonrpc_cancel_new(idbuf, idlen, reason, &len);
     struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
-    if (r->send(r->arg, iov, 2) == -1)
+    relay_send_cb *send = r->send_control != NULL ? r->send_control : r->send;
+    if (send(r->arg, iov, 2) == -1)
         log_warn(r->tag, "cancel for %s (%s) not delivered: child stdin full or closed", p->method,
                  reason);
     else

@@ -221,6 +221,19 @@ pool_relay_send(void *arg, const struct iovec *iov, int n)
     return pool_send(arg, iov, n);
 }
 
+int
+pool_send_control(struct pool_child *c, const struct iovec *iov, int n)
+{
+    return c->u == NULL || c->state == POOL_CHILD_GONE ? -1
+                                                         : upstream_send_control_iov(c->u, iov, n);
+}
+
+static int
+pool_relay_send_control(void *arg, const struct iovec *iov, int n)
+{
+    return pool_send_control(arg, iov, n);
+}
+
 static void
 pool_child_free(void *arg)
 {
@@ -354,6 +367,7 @@ pool_child_start(struct pool *p)
     c->pool = p;
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
     relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
+    c->r.send_control = pool_relay_send_control; /* cancels: never lost to a full stdin */
     char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag);
     struct upstream_params up = {
         .argv = p->srv->argv,
@@ -363,6 +377,7 @@ pool_child_start(struct pool *p)
         .server = p->srv->name,
         .max_line_bytes = pools.cfg->max_message_bytes,
         .stdin_max_bytes = pools.cfg->stdin_queue_bytes,
+        .stdin_reserve_bytes = (p->srv->pool_child_max_inflight + 1) * POOL_CONTROL_BYTES,
         .stdin_grace_ms = pools.cfg->child_stdin_grace_ms,
         .term_grace_ms = pools.cfg->child_term_grace_ms,
     };
@@ -424,11 +439,14 @@ pool_child_ready(struct pool_child *c)
     pool_child_take_queue(c);
 }
 
-/* How many requests c may have in flight: one while it asks its clients things (a lease). */
+/*
+ * How many requests c may have in flight: one while a call that was in flight when it asked its
+ * client something still is (the lease, pool_bridge.c).
+ */
 static size_t
 pool_child_cap(const struct pool_child *c)
 {
-    return c->asks ? 1 : c->pool->srv->pool_child_max_inflight;
+    return pool_bridge_leased(c) ? 1 : c->pool->srv->pool_child_max_inflight;
 }
 
 /*
@@ -587,7 +605,7 @@ pool_least_busy(struct pool *p, size_t *active, size_t *fenced)
             continue;
         size_t n = pending_active(&c->r.pt, PENDING_TO_CHILD);
         /*
-         * A child that asks its clients things serves one request at a time, and no child gets a
+         * A child leased by a call that may ask serves one request at a time, and no child gets a
          * request while a question of a cancelled one may still come (the fence, pool_bridge.c).
          */
         if (pool_bridge_unfenced(c)) {

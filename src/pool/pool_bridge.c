@@ -14,11 +14,18 @@
  *
  * Attribution is exact: a child's request becomes a question only when exactly one client request
  * (of any method) is in flight on that child and it is one that may answer input_required
- * (tools/call, prompts/get, resources/read). A child that has asked once on behalf of a request is
- * leased to one request at a time from then on (pool.c picks no other request for it while it has
- * one), so later questions are always attributable; any other is answered to the child with an
- * error that says why, and counted. So is a question the request's own _meta did not declare the
+ * (tools/call, prompts/get, resources/read); any other is answered to the child with an error
+ * that says why, and counted. So is a question the request's own _meta did not declare the
  * capability for, or one past POOL_ASKS_MAX.
+ *
+ * The lease. The calls in flight on a child when it asks are the ones that may ask again (the
+ * asking one's next round, say): each is marked (asker), and while one of them is in flight there
+ * the child serves one request at a time (pool_child_cap: pool.c picks no other request for it),
+ * so their later questions stay attributable. Once none is (answered, cancelled, failed, or its
+ * answer kept for a held retry), the child takes pool_child_max_inflight at once again: nothing
+ * that asked can ask any more, and a question of a later call is attributed by the rule above
+ * whatever the lease did, so the lease's end cannot make it go to the wrong call. What it costs:
+ * a call that asks while it shares its child has that question refused ("cannot tell which").
  *
  * The fence. After any request on a legacy child is cancelled, a question the child wrote before
  * it read the cancel may still arrive, and would look like the next call's. So the cancel is
@@ -31,6 +38,15 @@
  * beside it: never to a request that came later, and waiting for the fence could not tell which. It
  * is refused at once, with that reason: "the request that asked it was cancelled" when nothing else
  * is in flight, "cannot tell which" when something is.
+ *
+ * The fence must never be lost: a fenced child with no ping out would take no request again. So the
+ * cancel and the ping are control messages (pool_send_control): they are queued for the child's
+ * stdin in room past stdin_queue_bytes that the clients' requests cannot take (POOL_CONTROL_BYTES
+ * for each request the child may have in flight, and one more), so a stdin queue clients filled
+ * still takes them, behind what it holds, and the child reads them when it reads on. Each request
+ * is cancelled at most once and no request is queued while the queue is past its ceiling, so that
+ * room is enough; a child that leaves even it unread has stopped reading its stdin and is retired
+ * (its calls end with an error, it is replaced), as is one whose stdin is closed: never kept fenced.
  *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
  * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
@@ -323,9 +339,9 @@ pool_fence_send(struct pool_child *c)
     int len = snprintf(m, sizeof(m),
                        "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"ping\"}\n", e->gw_id);
     struct iovec iov = { m, (size_t)len };
-    if (pool_send(c, &iov, 1) == -1) {
-        pending_del(&c->r.pt,
-                    e); /* stdin full or closed: it stays unfenced (its questions refused) */
+    if (pool_send_control(c, &iov, 1) == -1) {
+        /* The child is on its way out (gone, or stuck): its end retires it, this turn. */
+        pending_del(&c->r.pt, e);
         return;
     }
     c->fence_id = e->gw_id;
@@ -355,6 +371,16 @@ pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed)
     else
         pool_child_take_queue(c); /* requests that waited for the fence */
     return true;
+}
+
+bool
+pool_bridge_leased(const struct pool_child *c)
+{
+    for (const struct pending *p = c->r.pt.head; p != NULL; p = p->next)
+        if (p->state == PENDING_FORWARDED && p->owner != NULL
+            && ((const struct pool_call *)p->owner)->asker)
+            return true;
+    return false;
 }
 
 bool
@@ -390,12 +416,14 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
             candidates++;
         }
     /*
-     * A question asked on behalf of a request: one request at a time from now (pool_pick), so
-     * the next is attributable. One asked with no request in flight (server-everything asks for
-     * roots right after initialize) says nothing of the requests: no lease.
+     * A question asked on behalf of a request: the calls in flight may ask again, one request at a
+     * time while one of them is (the lease, above). One asked with no request in flight
+     * (server-everything asks for roots right after initialize) says nothing of the requests.
      */
     if (cap != NULL && candidates > 0)
-        c->asks = true;
+        for (struct pending *p = c->r.pt.head; p != NULL; p = p->next)
+            if (p->state == PENDING_FORWARDED && p->owner != NULL)
+                ((struct pool_call *)p->owner)->asker = true;
     const char *why = NULL;
     if (!POOL_MODERN_REVISION->input_rounds)
         why = "not available: the revision served has no input rounds";

@@ -19,6 +19,12 @@
 #include "upstream.h"
 
 #define POOL_CANCEL_LINGER_MS 60000
+/*
+ * A child's stdin has this much room per request it may have in flight (and one more) past
+ * stdin_queue_bytes, for the gateway's cancels and fence pings alone (pool_bridge.c, the fence):
+ * a cancel is about 160 bytes, a ping 50.
+ */
+#define POOL_CONTROL_BYTES    512
 /* Restarts after failures back off: the first waits this long, each next one twice as long. */
 #define POOL_BACKOFF_MIN_MS   500
 #define POOL_BACKOFF_MAX_MS   30000
@@ -46,7 +52,6 @@ struct pool_child {
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
     bool heard;               /* it wrote a line: a child that dies before is a failed start */
-    bool asks;                /* it asked a client something: one request at a time from now */
     /*
      * The fence (pool_bridge.c): a call that may ask was cancelled here, and a question it wrote
      * before reading its cancel may still come. cancel_seq counts such cancels, a ping (fence_id)
@@ -125,6 +130,7 @@ struct pool_call {
     struct pool_call *qnext;
     /* Input rounds (pool_bridge.c); all NULL/0 for a call that never asks. */
     bool noted;    /* a request that may ask, to a legacy pool (pool_bridge_note) */
+    bool asker;    /* in flight on its child when the child asked: it leases the child */
     unsigned caps; /* the bridgeable capabilities its _meta clientCapabilities declares */
     /* The binding of its requestState; both NULL while caps is 0 (no round can happen). */
     char *principal;        /* whose call it is (principal name) */
@@ -284,6 +290,11 @@ void pool_child_room(struct pool_child *c);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 int pool_send(struct pool_child *c, const struct iovec *iov, int n);
+/*
+ * The same for the gateway's cancels and fence pings: queued in room the client's requests cannot
+ * take. -1 only when the child is on its way out (gone, or taken as stuck: upstream.h).
+ */
+int pool_send_control(struct pool_child *c, const struct iovec *iov, int n);
 /* The same, as the relay's writer (relay.h). */
 int pool_relay_send(void *arg, const struct iovec *iov, int n);
 
@@ -354,6 +365,8 @@ void pool_bridge_forget(struct pool_call *call);
 void pool_bridge_cancelled(struct pool_child *c);
 /* True when p (a request of the gateway's own) is c's fence, now answered or lapsed: handled. */
 bool pool_bridge_fence_done(struct pool_child *c, struct pending *p, bool lapsed);
+/* True while a call that was in flight on c when c asked still is: c serves one at a time. */
+bool pool_bridge_leased(const struct pool_child *c);
 /* True while a cancelled call of c may still ask (its fence has not come back). */
 bool pool_bridge_unfenced(const struct pool_child *c);
 /* The bridgeable capabilities (elicitation, sampling, roots: bits) clientCapabilities at sp has. */

@@ -11,8 +11,10 @@
  *
  * The input is a script. Its first three bytes choose the configuration ([server:a] with era
  * legacy, modern or auto, pool size and per-child cap, warm children, request_timeout_ms on or
- * off (and request_timeout_max_ms), stream_queue_bytes at its floor or default, input_hold_ms),
- * loaded with config_load_string; then each event is an opcode byte and its argument bytes:
+ * off (and request_timeout_max_ms), stream_queue_bytes at its floor or default, input_hold_ms,
+ * and a tool policy: none, denied_tools, tool_scopes, or allowed_tools with tool_scopes, where
+ * alice's token grants the scope and bob's and mallory's do not), loaded with
+ * config_load_string; then each event is an opcode byte and its argument bytes:
  *   client: a request (tools/call with or without a progress token and client capabilities,
  *     tools/list, resources/list, resources/read, prompts/get, server/discover,
  *     subscriptions/listen), a retry of an input round with the good, a stale or a forged
@@ -25,9 +27,11 @@
  *     update, its end (gone), a full stdin or a failing next write; while its stdout is paused
  *     it writes nothing;
  *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
- *     (pool_set_config with a fresh configuration; the old ones are freed as main.c does, once
- *     pool_uses_config is false), the next spawn fails, pool_drain, pool_close_all, the
- *     operator's restart of the server (pool_restart, as POST /admin/servers/a/restart does).
+ *     (pool_set_config with a fresh configuration, maybe another era or tool policy; the old ones
+ *     are freed as main.c does, once pool_uses_config is false), the next spawn fails,
+ *     pool_drain, pool_close_all, the operator's actions on the server: restart (pool_restart, as
+ *     POST /admin/servers/a/restart does), drain and resume (relay_set_drained, as .../drain and
+ *     .../resume do).
  * Invariants, checked after every event once the loop has run its deferred calls:
  *   - every stream the client reads carries at most one final response, with its request's own
  *     id (no answer crosses to another client), progress only with its own token, and only valid
@@ -39,7 +43,14 @@
  *   - gauges equal table sizes: queue lengths, the held list and nheld, n_children, n_starting,
  *     pool_inflight() equal to the queued calls plus forwarded entries;
  *   - a child is paused only while a stream the client holds is over its ceiling;
- *   - a pool with queued requests has a child starting (else they wait for ever);
+ *   - a pool with queued requests has a child starting, a fenced child whose ping is out, or a
+ *     full child whose answers free room (else they wait for ever);
+ *   - a fenced child has its ping out: one with none (and none that can be sent: a child whose
+ *     stdin is closed or stuck is retired by then) would take no request again;
+ *   - the tool policy: a tools/call of a tool hidden from its principal is answered "Unknown
+ *     tool" (-32602) by the gateway, and only such a call is; a tools/list answer names no tool
+ *     hidden from its principal;
+ *   - a drained server refuses every new request (503) and no retry of a call in flight;
  *   - per-principal counts (quota.h, by server name) equal what is in flight in every pool,
  *     retired or not: calls, held calls, listens and their URIs; a new request is admitted only
  *     under the limit the header's third byte set (principal_keys), whatever restarts and
@@ -141,6 +152,8 @@ struct req {
     char bids[BATCH_MAX][24];
     char btokens[BATCH_MAX][24];
     bool banswered[BATCH_MAX];
+    bool hidden;      /* pool mode: a tools/call of a tool its principal may not see (policy) */
+    unsigned variant; /* pool mode: the tool policy it was judged by (policy_hides) */
     char id[24]; /* raw JSON */
     char token[24];
     char method[32];
@@ -297,6 +310,15 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
     /* Session mode: a grace period (which needs a replay buffer), replay alone, or neither. */
     char session_keys[256] = "", server_keys[64] = "", limits[320] = "";
     principal_keys(b2, limits, sizeof limits);
+    /* Pool mode: the tool policy of [server:a] (policy_hides says what each one hides). */
+    static const char *const policies[] = {
+        "",
+        "denied_tools = u\n",
+        "tool_scopes = u:w\n",
+        "allowed_tools = t\ntool_scopes = t:w\n",
+    };
+    if (!RELAY_SESSIONS)
+        snprintf(server_keys, sizeof server_keys, "%s", policies[(b0 >> 2) & 3]);
     if (RELAY_SESSIONS) {
         snprintf(session_keys, sizeof session_keys,
                  "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n"
@@ -353,12 +375,49 @@ free_retired(bool all)
     ncfg = k;
 }
 
+/*
+ * Pool mode: whether the tool policy of variant v (make_ini's policies, (b0 >> 2) & 3) hides tool
+ * name from principal. Only alice's token grants the scope w.
+ */
+static bool
+policy_hides(unsigned v, const char *principal, const char *name)
+{
+    bool w = strcmp(principal, "alice") == 0, t = strcmp(name, "t") == 0;
+    switch (v & 3) {
+    case 1:
+        return !t; /* denied_tools = u */
+    case 2:
+        return !t && !w; /* tool_scopes = u:w */
+    case 3:
+        return !t || !w; /* allowed_tools = t, tool_scopes = t:w */
+    default:
+        return false;
+    }
+}
+
+/* The scopes principal's token grants, as the server's policy numbers them (as auth.c does). */
+static struct policy_grants
+grants_of(const char *principal)
+{
+    const struct policy *pol = cur_cfg()->servers[0].policy;
+    static const char *const w[] = { "w" };
+    return (struct policy_grants){
+        .of = pol,
+        .bits = strcmp(principal, "alice") == 0 ? policy_grants(pol, w, 1) : 0,
+    };
+}
+
 static void
 sighup(unsigned arg)
 {
     free_retired(false);
     if (ncfg == CFG_MAX)
         return;
+    if (arg & 8) {
+        /* Another tool policy: requests from now on are judged by it. */
+        cfg_b0 = (cfg_b0 & ~0x0cu) | ((arg >> 2) & 0x0cu);
+        make_ini(cfg_b0, cfg_b1, cfg_b2);
+    }
     if (arg & 1) {
         /* The same file with another era: a reload that changes the server. */
         char *e = strstr(ini, "era = ");
@@ -482,6 +541,22 @@ check_message(struct req *r, char *data, size_t len)
         }
         FUZZ_CHECK(span_is(data, info.id, r->id),
                    "request %s got the answer of another request: %.200s", r->id, data);
+        if (!sessions_mode && strcmp(r->method, "tools/call") == 0)
+            FUZZ_CHECK(r->hidden == (info.kind == JSONRPC_ERROR
+                                     && strstr(data, "Unknown tool") != NULL),
+                       "request %s (%s's call of %s, policy %u): %s", r->id, r->principal,
+                       r->name, r->variant,
+                       r->hidden ? "a hidden tool reached the child" : "refused as unknown");
+        if (!sessions_mode && strcmp(r->method, "tools/list") == 0 && info.kind == JSONRPC_RESULT)
+            for (unsigned k = 0; k < 2; k++) {
+                const char *tool = k == 0 ? "t" : "u";
+                char needle[16];
+                snprintf(needle, sizeof needle, "\"name\":\"%s\"", tool);
+                FUZZ_CHECK(!policy_hides(r->variant, r->principal, tool)
+                               || strstr(data, needle) == NULL,
+                           "request %s: %s's tools/list shows %s (policy %u): %.200s", r->id,
+                           r->principal, tool, r->variant, data);
+            }
         r->finals++;
         FUZZ_CHECK(r->finals == 1, "request %s got %u final answers: %.200s", r->id, r->finals,
                    data);
@@ -676,12 +751,15 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
     struct jsonrpc_info info;
     FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
     struct pool_meta meta = { .log_level = -1, .principal = r->principal };
+    meta.grants = grants_of(r->principal);
     if (info.meta_log_level.len != 0
         && (meta.log_level = pool_log_level(body, info.meta_log_level)) < 0) {
         r->refused = true; /* http_modern.c's 400 */
         nreq++;
         return;
     }
+    r->variant = (cfg_b0 >> 2) & 3;
+    bool drained = relay_drained(relay_stats_of("a"));
     enum pool_status status = POOL_OK;
     enum quota_kind kind = r->listen ? QUOTA_LISTENS : QUOTA_CALLS;
     uint64_t before = quota_of("a", r->principal, kind);
@@ -694,6 +772,17 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
     } else {
         FUZZ_CHECK(status == POOL_OK, "pool_request: a stream and status %d", (int)status);
     }
+    /* The operator's drain refuses new requests, never the retry of a call in flight. */
+    if (drained && of == NULL)
+        FUZZ_CHECK(r->st == NULL
+                       && (status == POOL_E_DRAINED || status == POOL_E_DRAINING
+                           || status == POOL_E_ID_TOO_LONG),
+                   "request %s to a drained server: %s", r->id,
+                   r->st != NULL ? "taken" : pool_status_text(status));
+    if (of != NULL)
+        FUZZ_CHECK(status != POOL_E_DRAINED, "retry %s refused for the drain", r->id);
+    r->hidden = r->st != NULL && strcmp(method, "tools/call") == 0
+                && policy_hides(r->variant, r->principal, r->name);
     nreq++;
 }
 
@@ -867,7 +956,8 @@ child_answer(struct pool_child *c, unsigned a, unsigned b)
         break;
     default:
         line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
-                 ",\"result\":{\"tools\":[],\"resultType\":\"complete\",\"ttlMs\":5}}",
+                 ",\"result\":{\"tools\":[{\"name\":\"t\"},{\"name\":\"u\"}],"
+                 "\"resultType\":\"complete\",\"ttlMs\":5}}",
                  id);
     }
     child_says(c, line);
@@ -1967,10 +2057,17 @@ check_all(void)
             /* A pool child is shared: it is never paused for one slow reader (finding 8). */
             if (!skipping(21))
                 FUZZ_CHECK(c->u == NULL || !fake_upstream_paused(c->u), "%s is paused", c->tag);
-            fenced += c->state == POOL_CHILD_READY && pool_bridge_unfenced(c);
+            /*
+             * A fenced child takes no request until its ping comes back: with no ping out (and
+             * none that can be sent: its end is not on its way, it is still here) it never does.
+             */
+            if (c->state == POOL_CHILD_READY && pool_bridge_unfenced(c))
+                FUZZ_CHECK(c->fence_id != 0, "%s is fenced with no ping out: it takes no request "
+                           "again", c->tag);
+            fenced += c->state == POOL_CHILD_READY && pool_bridge_unfenced(c) && c->fence_id != 0;
             if (c->state == POOL_CHILD_READY && !pool_bridge_unfenced(c) && c->u != NULL
                 && upstream_writable(c->u)) {
-                size_t cap = c->asks ? 1 : p->srv->pool_child_max_inflight;
+                size_t cap = pool_bridge_leased(c) ? 1 : p->srv->pool_child_max_inflight;
                 size_t active = pending_active(&c->r.pt, PENDING_TO_CHILD);
                 full += active >= cap;
                 FUZZ_CHECK(p->qhead == NULL || active >= cap,
@@ -2114,6 +2211,10 @@ run_event(unsigned op)
             pool_drain();
         } else if ((a & 3) == 3 && !closed) {
             (void)pool_restart(&pools.cfg->servers[0]); /* POST /admin/servers/a/restart */
+        } else if (((a >> 2) & 3) == 1) {
+            relay_set_drained(relay_stats_of("a"), true); /* POST /admin/servers/a/drain */
+        } else if (((a >> 2) & 3) == 2) {
+            relay_set_drained(relay_stats_of("a"), false); /* POST /admin/servers/a/resume */
         } else {
             pool_sweep(util_now_ms());
         }
@@ -2234,6 +2335,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&sessions, 0, sizeof sessions);
         session_module_init(L, cfgs[0]);
     } else {
+        relay_set_drained(relay_stats_of("a"), false); /* the rows outlive a run */
         pool_module_init(L, cfgs[0]);
     }
     settle();

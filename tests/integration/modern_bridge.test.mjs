@@ -852,3 +852,90 @@ test('attribution counts every request in flight: a question the child asks whil
     assert.equal(textOf(answer), 'released');
   });
 });
+
+// ---- the fence behind a full stdin queue ------------------------------------------------------
+
+const ASKER_FIXTURE = () => path.join(process.env.GW_SOURCE_ROOT, 'tests/fixtures/asker.mjs');
+/** The asker fixture's pool child's pid, from the gateway's log. */
+function askerPid(g) {
+  const pid = Number(/session=pool:asker\S* pool child started: pid (\d+)/.exec(g.logs())?.[1]);
+  assert.ok(pid > 0, 'the child\'s pid in the log');
+  return pid;
+}
+
+test('a call cancelled while its child\'s stdin queue is full: the cancel and the fence\'s ping wait in the queue, the child reads them once it reads on, and the next request is served (the child is not left fenced for good)', async () => {
+  // The child asks N questions at once and stops reading its stdin. The retries answer them with
+  // lines of decreasing sizes, each at most twice the next (a retry body is below
+  // stdin_queue_bytes, so the big ones take one retry each, the rest left for the next round):
+  // the pipe and stdin_queue_bytes fill, and what room is left ends below the smallest answer
+  // (41 bytes), which is less than a ping (42 or more) and a cancel. The last retry's client then
+  // leaves: the cancel and the ping must still reach the child.
+  const N = 15;
+  const sizes = [32768, 32768, 32768, 32768, 32768, 16384, 8192, 4096, 2048, 1024, 512, 256, 128, 64, 0];
+  assert.equal(sizes.length, N);
+  const answer = (k, size) => {
+    if (size === 0) return {};
+    const base = `{"jsonrpc":"2.0","id":"m${k}","result":{"p":""}}\n`.length;
+    return { p: 'x'.repeat(size - base) };
+  };
+  await withGateway({
+    gateway: { stdin_queue_bytes: 65536, max_body_bytes: 64512 },
+    servers: [{ name: 'asker', path: '/mcp', command: `${process.execPath} ${ASKER_FIXTURE()}`, extra: 'era = legacy\npool_max_children = 1\npool_child_max_inflight = 4' }],
+  }, async (g) => {
+    const msg = mreq('tools/call', { name: 'askmany', arguments: { n: N } }, { id: 'stall' });
+    const res = await round(g, msg);
+    assert.equal(Object.keys(res.inputRequests).length, N, 'the questions came in one round');
+    await g.waitLog(/asker: stalled/, scaled(5000));
+    const chunks = [[1], [2], [3], [4], [5], [6, 7, 8, 9, 10, 11, 12, 13, 14, 15]];
+    let state = res.requestState;
+    for (const keys of chunks.slice(0, -1)) {
+      const more = await round(g, retryOf(msg, state, Object.fromEntries(keys.map((k) => [`r${k}`, answer(k, sizes[k - 1])]))));
+      state = more.requestState;
+    }
+    const last = chunks.at(-1);
+    const retry = await mpost(g, retryOf(msg, state, Object.fromEntries(last.map((k) => [`r${k}`, answer(k, sizes[k - 1])]))));
+    assert.equal(retry.status, 200);
+    // The queue filled: the answers that found no room were not delivered.
+    await g.waitLog(/the client's answer to elicitation\/create not delivered: child stdin full/, scaled(5000));
+    await g.waitLog(/tools\/call resumed by the client's retry \(round 6\)/, scaled(5000));
+    retry.drop(); // the client leaves: the call is cancelled at the child
+    await g.waitLog(/cancel sent to child: method=tools\/call|cancel for tools\/call \(client disconnected\) not delivered/, scaled(5000));
+    // A new request waits for the fence's ping to come back.
+    const next = mpost(g, mreq('tools/call', { name: 'echo', arguments: {} }, { id: 'next' }));
+    process.kill(askerPid(g), 'SIGUSR2'); // the child reads on
+    await g.waitLog(/asker: got notifications\/cancelled/, scaled(5000));
+    await g.waitLog(/asker: got ping/, scaled(5000));
+    const r = await next;
+    await r.done(scaled(10000));
+    const got = msgsOf(r).find((j) => j && ('result' in j || 'error' in j));
+    assert.deepEqual(got?.id, 'next', r.text());
+    assert.equal(textOf(got), 'echo', r.text());
+  });
+});
+
+test('a child that asked serves one request at a time only while a call that was in flight when it asked still is: then it takes pool_child_max_inflight at once again', async () => {
+  const CAP = 4;
+  await withGateway({ servers: [{ name: 'asker', path: '/mcp', command: `${process.execPath} ${ASKER_FIXTURE()}`, extra: `era = legacy\npool_max_children = 1\npool_child_max_inflight = ${CAP}` }] }, async (g) => {
+    // A resources/list during which the child asks the client something (refused: it cannot take
+    // input), then ends.
+    const list = await exchange(g, mreq('resources/list', {}, { id: 'list' }));
+    assert.equal(list.r.status, 200, list.r.text());
+    assert.match(list.answer.result?._meta?.asker ?? '', /not available/, list.r.text());
+    // Nothing of that question is outstanding: CAP calls at once reach the one child.
+    // (Not waiting for a response's headers: a stream may send nothing before its first event.)
+    const waits = [];
+    for (let i = 0; i < CAP; i++) {
+      waits.push(mpost(g, mreq('tools/call', { name: 'wait', arguments: {} }, { id: `wait-${i}` })));
+      await waitFor(() => (g.logs().match(/asker: got tools\/call/g) ?? []).length === i + 1, scaled(5000), `wait-${i} at the child`);
+    }
+    process.kill(askerPid(g), 'SIGUSR1');
+    for (const [i, p] of waits.entries()) {
+      const w = await p;
+      assert.equal(w.status, 200, `wait-${i}: ${w.text()}`);
+      await w.done(scaled(10000));
+      const got = msgsOf(w).find((j) => j && ('result' in j || 'error' in j));
+      assert.deepEqual(got?.id, `wait-${i}`, w.text());
+      assert.equal(textOf(got), 'released', w.text());
+    }
+  });
+});

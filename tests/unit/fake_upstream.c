@@ -21,12 +21,14 @@ struct upstream {
     struct loop *l;
     pid_t pid;
     char *argv0, *tag;
-    size_t stdin_max;
+    size_t stdin_max, stdin_reserve;
     upstream_line_cb *line_cb;
     upstream_gone_cb *gone_cb;
     void *arg;
     struct msg **sent; /* what the child read, one reference each */
     size_t nsent, capsent;
+    struct msg **waiting; /* control messages queued while full: read once it is not */
+    size_t nwaiting, waiting_bytes;
     bool full, fail_next, gone, closed, paused;
     const char *gone_reason; /* static */
     char *close_reason;
@@ -69,6 +71,7 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     u->argv0 = xstrdup(p->argv[0]);
     u->tag = xstrdup(p->tag != NULL ? p->tag : "-");
     u->stdin_max = p->stdin_max_bytes;
+    u->stdin_reserve = p->stdin_reserve_bytes;
     u->line_cb = line_cb;
     u->gone_cb = gone_cb;
     u->arg = arg;
@@ -99,10 +102,21 @@ fake_upstream_gone(struct upstream *u, const char *reason)
     loop_defer(u->l, fake_upstream_report, u);
 }
 
-int
-upstream_send(struct upstream *u, struct msg *m)
+static void
+fake_upstream_read(struct upstream *u, struct msg *m)
 {
-    if (!fake_upstream_check(u) || u->gone || u->full) {
+    if (u->nsent == u->capsent) {
+        u->capsent = u->capsent ? 2 * u->capsent : 16;
+        u->sent = xrealloc(u->sent, u->capsent * sizeof(*u->sent));
+    }
+    u->sent[u->nsent++] = m;
+}
+
+/* Queues m within ceiling (room past a full queue: what control messages may use). */
+static int
+fake_upstream_queue(struct upstream *u, struct msg *m, size_t room)
+{
+    if (!fake_upstream_check(u) || u->gone || (u->full && u->waiting_bytes + m->len > room)) {
         u->refused++;
         return -1;
     }
@@ -112,12 +126,32 @@ upstream_send(struct upstream *u, struct msg *m)
         fake_upstream_gone(u, "child stopped reading its stdin");
         return 0;
     }
-    if (u->nsent == u->capsent) {
-        u->capsent = u->capsent ? 2 * u->capsent : 16;
-        u->sent = xrealloc(u->sent, u->capsent * sizeof(*u->sent));
+    if (u->full || u->nwaiting > 0) {
+        /* Behind what fills the queue: read once the child reads on (in order). */
+        u->waiting = xrealloc(u->waiting, (u->nwaiting + 1) * sizeof(*u->waiting));
+        u->waiting[u->nwaiting++] = msg_ref(m);
+        u->waiting_bytes += m->len;
+        return 0;
     }
-    u->sent[u->nsent++] = msg_ref(m);
+    fake_upstream_read(u, msg_ref(m));
     return 0;
+}
+
+int
+upstream_send(struct upstream *u, struct msg *m)
+{
+    return fake_upstream_queue(u, m, 0);
+}
+
+int
+upstream_send_control_iov(struct upstream *u, const struct iovec *iov, int n)
+{
+    struct msg *m = msg_concat(iov, n);
+    int rc = fake_upstream_queue(u, m, u->stdin_reserve);
+    if (rc == -1 && !u->gone && !u->closed)
+        fake_upstream_gone(u, "child stopped reading its stdin"); /* past the reserve: stuck */
+    msg_unref(m);
+    return rc;
 }
 
 int
@@ -166,7 +200,7 @@ size_t
 upstream_queued_bytes(const struct upstream *u)
 {
     fake_upstream_check(u);
-    return u->full ? u->stdin_max : 0;
+    return u->full ? u->stdin_max + u->waiting_bytes : 0;
 }
 
 size_t
@@ -227,6 +261,18 @@ void
 fake_upstream_set_full(struct upstream *u, bool full)
 {
     u->full = full;
+    if (full || u->gone || u->closed)
+        return;
+    /* The child reads on: what waited behind the full queue first. */
+    for (size_t i = 0; i < u->nwaiting; i++)
+        fake_upstream_read(u, u->waiting[i]);
+    u->nwaiting = u->waiting_bytes = 0;
+}
+
+size_t
+fake_upstream_stdin_reserve(const struct upstream *u)
+{
+    return u->stdin_reserve;
 }
 
 void
@@ -299,6 +345,9 @@ fake_upstream_free_all(void)
         for (size_t i = 0; i < u->nsent; i++)
             msg_unref(u->sent[i]);
         free(u->sent);
+        for (size_t i = 0; i < u->nwaiting; i++)
+            msg_unref(u->waiting[i]);
+        free(u->waiting);
         free(u->argv0);
         free(u->tag);
         free(u->close_reason);

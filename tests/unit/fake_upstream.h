@@ -28,8 +28,13 @@ size_t fake_upstream_stdin_max(const struct upstream *u);
 size_t fake_upstream_sent_count(const struct upstream *u);
 const char *fake_upstream_sent(const struct upstream *u, size_t i, size_t *len);
 
-/* Full: upstream_send refuses (-1) and upstream_queued_bytes is at the ceiling. */
+/*
+ * Full: upstream_send refuses (-1) and upstream_queued_bytes is at the ceiling. Control messages
+ * (upstream_send_control_iov) still queue behind it, up to stdin_reserve_bytes (past that the child
+ * is gone, as the real one takes it as stuck), and the child reads them once it is no longer full.
+ */
 void fake_upstream_set_full(struct upstream *u, bool full);
+size_t fake_upstream_stdin_reserve(const struct upstream *u);
 /*
  * The next write fails as when the child closed its stdin: upstream_send still queues the message
  * (0) but the child never reads it; from then on sends fail and the gone report comes on a

@@ -482,3 +482,30 @@ Test(pool, what_the_fence_left_queued_takes_the_next_free_slot, .init = setup_sm
     for (size_t i = 0; i < 4; i++)
         call_done(&q[i]);
 }
+
+Test(pool, a_cancel_behind_a_full_stdin_still_fences, .init = setup_small, .fini = teardown)
+{
+    /*
+     * The child's stdin queue is full (clients' requests filled it) when a call on it is cancelled:
+     * the cancel and the fence's ping must still be queued, behind what fills it, or the child,
+     * fenced with no ping out, would take no request again (with one child: none is served).
+     */
+    static struct call a, b;
+    call_start(&a, CALL("a", "elicit", "\"elicitation\":{}"));
+    struct upstream *u = child_ready();
+    fake_upstream_set_full(u, true);
+    pool_stream_detach(a.st);
+    settle();
+    call_start(&b, CALL("b", "echo", "")); /* waits for the fence */
+    cr_assert_eq(child_count(u, "\"name\":\"echo\""), 0, "no request reaches a fenced child");
+    fake_upstream_set_full(u, false); /* the child reads on */
+    settle();
+    cr_assert_eq(child_count(u, "notifications/cancelled"), 1, "the cancel waited in the queue");
+    uint64_t ping = child_got(u, "\"method\":\"ping\"");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", ping);
+    uint64_t id = child_got(u, "\"name\":\"echo\"");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    call_done(&b);
+    cr_assert(strstr(b.got, "\"id\":\"b\"") != NULL && strstr(b.got, "\"result\"") != NULL, "%s",
+              b.got);
+}

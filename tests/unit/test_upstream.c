@@ -891,6 +891,42 @@ Test(upstream, send_refused_past_stdin_max, .init = fx_init, .fini = fx_fini)
     msg_unref(m);
 }
 
+Test(upstream, control_messages_pass_a_full_queue_up_to_the_reserve, .init = fx_init,
+     .fini = fx_fini)
+{
+    char *argv[] = { (char[]){ "sleep" }, (char[]){ "100" }, NULL }; /* never reads stdin */
+    struct upstream_params p = params(argv);
+    p.stdin_max_bytes = 16384;
+    p.stdin_reserve_bytes = 1024;
+    p.stdin_grace_ms = 50;
+    p.term_grace_ms = 100;
+    struct upstream *u = spawn_p(&p);
+    struct msg *m = msg_new(4096);
+    memset(m->data, 'x', m->len - 1);
+    m->data[m->len - 1] = '\n';
+    for (int sent = 0; upstream_send(u, m) == 0;)
+        cr_assert_lt(++sent, 2000, "the queue never filled");
+    size_t q = upstream_queued_bytes(u);
+    cr_assert_leq(q, p.stdin_max_bytes);
+    /* Past the ceiling the owner's control messages still queue, within the reserve. */
+    char ctl[300];
+    memset(ctl, 'c', sizeof ctl - 1);
+    ctl[sizeof ctl - 1] = '\n';
+    struct iovec iov = { ctl, sizeof ctl };
+    int taken = 0;
+    while (upstream_send_control_iov(u, &iov, 1) == 0)
+        cr_assert_lt(++taken, 100);
+    cr_assert_eq((size_t)taken, (p.stdin_max_bytes + 1024 - q) / 300,
+                 "%d control messages taken past %zu queued", taken, q);
+    cr_assert_eq(upstream_send(u, m), -1, "the client's kind is still refused");
+    /* The reserve full too: the child has stopped reading its stdin, and is gone. */
+    cr_assert(run_until(have_gone, DEADLINE_MS));
+    cr_assert_str_eq(C.reason, "child stopped reading its stdin");
+    upstream_close(u, "stuck");
+    cr_assert(run_until(none_live, DEADLINE_MS));
+    msg_unref(m);
+}
+
 /* --- pause and callbacks around close ---------------------------------------------------- */
 
 Test(upstream, pause_holds_lines_back, .init = fx_init, .fini = fx_fini)
