@@ -764,8 +764,11 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
     enum quota_kind kind = r->listen ? QUOTA_LISTENS : QUOTA_CALLS;
     uint64_t before = quota_of("a", r->principal, kind);
     r->st = pool_request(&cur_cfg()->servers[0], body, len, &info, &meta, &status);
+    /* A call of a tool hidden from its principal is answered by the gateway: it counts nothing. */
+    bool hidden = strcmp(method, "tools/call") == 0
+                  && policy_hides(r->variant, r->principal, r->name);
     if (of == NULL && status != POOL_E_PRINCIPAL)
-        check_admitted(r->st != NULL && status == POOL_OK, false, kind, before, true);
+        check_admitted(r->st != NULL && status == POOL_OK, false, kind, before, !hidden);
     if (r->st == NULL) {
         FUZZ_CHECK(status != POOL_OK, "pool_request: no stream and no error status");
         r->refused = true;
@@ -781,8 +784,7 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
                    r->st != NULL ? "taken" : pool_status_text(status));
     if (of != NULL)
         FUZZ_CHECK(status != POOL_E_DRAINED, "retry %s refused for the drain", r->id);
-    r->hidden = r->st != NULL && strcmp(method, "tools/call") == 0
-                && policy_hides(r->variant, r->principal, r->name);
+    r->hidden = r->st != NULL && hidden;
     nreq++;
 }
 
