@@ -22,6 +22,8 @@
 //     answers meet dying children. Each reply must be its own leg's and one that leg may get; a
 //     kill explains only -32603 "upstream server ended" and the refusal of a retry whose held
 //     call died.
+//   Each kill in a churn is one failed child, unless the gateway was already stopping that child
+//   for idleness when it died (a case of its own: a child SIGKILLed during its idle stop).
 // After each case: the gateway runs and answers /healthz, every pool child it started is reaped
 // (its process group empty), no zombie child is left, nothing is in flight, and the gateway's
 // descriptor count is back at its baseline, taken with no pool child running (pools here keep no
@@ -823,6 +825,57 @@ function killListed(pid) {
   }
 }
 
+/**
+ * How the children a churn SIGKILLed ended, read from the gateway's log once every child is
+ * reaped: {failed, stopped}, their tags. A kill is a failed child ("pool child ended: …", what
+ * mcpgw_pool_child_events_total{event="failed"} counts) unless the gateway had already stopped
+ * that child for idleness when it learnt of the death ("pool child stopped: idle for
+ * pool_idle_timeout_s"): its stdin was closed and it was on its way out, still listed in /proc,
+ * when the kill landed, which only cut its stop short. Which of the two cannot be known when the
+ * kill is sent (the gateway may stop a listed child at any moment), only from how the gateway
+ * ended it. Each victim has exactly one of the two ends, and no child failed but a victim.
+ */
+function killEnds(gw, victims) {
+  const log = gw.logs();
+  const tags = new Map(poolStarts(gw).map((s) => [s.pid, s.tag]));
+  const ends = { failed: [], stopped: [] };
+  for (const pid of victims) {
+    const tag = tags.get(pid);
+    const failed = new RegExp(`session=${escapeRe(tag)} pool child ended: `).test(log);
+    const stopped = new RegExp(`session=${escapeRe(tag)} pool child stopped: idle for pool_idle_timeout_s`).test(log);
+    assert.ok(failed !== stopped, `${tag} (pid ${pid}, SIGKILLed) ended once, as a failed child or an idle stop: failed ${failed}, stopped ${stopped}`);
+    ends[failed ? 'failed' : 'stopped'].push(tag);
+  }
+  const others = [...log.matchAll(/session=(pool:\w+#\d+) pool child ended: (.*)/g)].filter((m) => !ends.failed.includes(m[1]));
+  assert.deepEqual(others.map((m) => `${m[1]}: ${m[2]}`), [], 'no child failed but those SIGKILLed');
+  return ends;
+}
+
+test('a child SIGKILLed while the gateway stops it for idleness: a stop, not a failed child (what the churns\' kill count relies on)', async () => {
+  // A long stdin grace: the gateway's own SIGTERM and SIGKILL stay far behind the test's kill.
+  const gw = await startGateway({ gateway: { ...BASE, child_stdin_grace_ms: 30000 }, servers: [exampleServer()], env: gatewayEnv });
+  let ok = false;
+  try {
+    await echo(gw, 'served', scaled(10000));
+    const [c] = await startsOf(gw, 'example', 1);
+    const m0 = await metrics(gw);
+    // Stopped, it cannot exit at its stdin's EOF: the gateway's stop is under way when it dies.
+    process.kill(c.pid, 'SIGSTOP');
+    await logged(gw, c.tag, 'pool child stopped: idle for pool_idle_timeout_s', SETTLE_MS);
+    assert.ok(killListed(c.pid), `child ${c.pid} still there to be killed`);
+    await waitFor(() => reaped(c.pid), scaled(5000), `child ${c.pid} reaped`);
+    await logged(gw, c.tag, `child ${c.pid} killed by signal 9`);
+    const m1 = await metrics(gw);
+    assert.equal(grew(m0, m1, M.events('failed')), 0, 'no failed child');
+    assert.equal(grew(m0, m1, M.events('idle_stopped')), 1, 'one idle stop');
+    assert.deepEqual(killEnds(gw, [c.pid]), { failed: [], stopped: [c.tag] });
+    await stopClean(gw);
+    ok = true;
+  } finally {
+    await cleanUp(gw, ok);
+  }
+});
+
 /** Requests [from, to) on CHURN_WORKERS workers; every KILL_EVERY, one live example child SIGKILLed. */
 async function churn(gw, from, to, { kill = false, deadline }) {
   const gpid = gw.proc.pid;
@@ -870,15 +923,18 @@ test(`churn: ${CHURN} 2026-07-28 requests on ${CHURN_WORKERS} workers (echo, dro
     }
     const seen = sampler.seen;
     const secs = (performance.now() - t0) / 1000;
-    const m1 = await metrics(gw);
     await assertSettled(gw, fds0);
+    // Every child reaped: every death the gateway will ever count is in m1.
+    const m1 = await metrics(gw);
     const rss1 = rssKb(gpid);
     const kills = tally.killed.length;
-    t.diagnostic(`${CHURN} requests in ${secs.toFixed(1)} s: ${tally.echoed} echoed, ${tally.dropped} dropped, ${tally.timedOut} timed out, ${tally.killedCalls} ended by a kill; ${kills} children SIGKILLed`);
+    const ends = killEnds(gw, tally.killed);
+    t.diagnostic(`${CHURN} requests in ${secs.toFixed(1)} s: ${tally.echoed} echoed, ${tally.dropped} dropped, ${tally.timedOut} timed out, ${tally.killedCalls} ended by a kill; ${kills} children SIGKILLed (${ends.stopped.length} of them already stopped for idleness)`);
     t.diagnostic(`pool children started: ${grew(m0, m1, M.events('started'))}, failed: ${grew(m0, m1, M.events('failed'))}; most at once: ${seen.maxChildren}; fds ${fds0}; RSS ${rss0} -> ${rss1} kB (+${rss1 - rss0})${ASAN ? ' (ASan: not bounded)' : ''}`);
     assert.ok(kills >= Math.floor(CHURN / KILL_EVERY) - 1, `children were killed: ${kills}`);
-    // A victim is any live child of the pool, one still starting too: its kill is a failed start.
-    assert.equal(grew(m0, m1, M.events('failed')) + grew(m0, m1, M.events('start_failed')), kills, 'each kill is one failed child (or failed start)');
+    // A victim is any live child of the pool, one still starting too: its kill is a failed child
+    // all the same, unless the gateway was already stopping it (killEnds).
+    assert.equal(grew(m0, m1, M.events('failed')) + grew(m0, m1, M.events('start_failed')), ends.failed.length, 'each kill of a child the gateway was not stopping is one failed child');
     // A dropped call is cancelled for it, unless a kill ended it first.
     const closed = grew(m0, m1, M.cancels('client_disconnected'));
     assert.ok(closed <= tally.dropped && closed + grew(m0, m1, M.cancels('child_ended')) >= tally.dropped, `${tally.dropped} calls dropped, ${closed} cancelled for it`);
@@ -1261,18 +1317,21 @@ test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} work
     const secs = (performance.now() - t0) / 1000;
     // The last hold ends input_hold_ms after the last round at most.
     await waitFor(async () => { const m = await metrics(gw); return m[M.held] === 0 && m[M.inflight] === 0; }, scaled(BRIDGE_HOLD_MS + 5000), 'nothing held or in flight');
-    const m1 = await metrics(gw);
     await assertSettled(gw, fds0);
+    // Every child reaped: every death the gateway will ever count is in m1.
+    const m1 = await metrics(gw);
     const kills = tally.killed.length;
+    const killed = killEnds(gw, tally.killed);
     const ends = Object.entries(tally.ends).sort(([a], [b]) => a.localeCompare(b));
     const byEnd = (re) => ends.filter(([k]) => re.test(k)).reduce((a, [, n]) => a + n, 0);
     const kept = gw.logs().split('\n').filter((l) => l.includes('answered by the child: kept for the client\'s retry')).length;
-    t.diagnostic(`${BRIDGE_CHURN} conversations in ${secs.toFixed(1)} s (${tally.busy} openings tried again after a 429); ${kills} children SIGKILLed; branches ${JSON.stringify(tally.branches)}`);
+    t.diagnostic(`${BRIDGE_CHURN} conversations in ${secs.toFixed(1)} s (${tally.busy} openings tried again after a 429); ${kills} children SIGKILLed (${killed.stopped.length} of them already stopped for idleness); branches ${JSON.stringify(tally.branches)}`);
     t.diagnostic(`ends: ${ends.map(([k, n]) => `${k} ${n}`).join(', ')}`);
     t.diagnostic(`rounds ${grew(m0, m1, 'mcpgw_pool_input_rounds_total')}, states refused ${grew(m0, m1, 'mcpgw_pool_request_states_refused_total')}, held answers kept ${kept}; cancels: input_not_provided ${grew(m0, m1, M.cancels('input_not_provided'))}, client_disconnected ${grew(m0, m1, M.cancels('client_disconnected'))}, child_ended ${grew(m0, m1, M.cancels('child_ended'))}; children started ${grew(m0, m1, M.events('started'))}, most at once ${sampler.seen.maxChildren}`);
     assert.ok(kills >= Math.floor(BRIDGE_CHURN / BRIDGE_KILL_EVERY) - 1, `children were killed: ${kills}`);
-    // A victim is any live child of the pool, one still starting too: its kill is a failed start.
-    assert.equal(grew(m0, m1, M.events('failed')) + grew(m0, m1, M.events('start_failed')), kills, 'each kill is one failed child (or failed start)');
+    // A victim is any live child of the pool, one still starting too: its kill is a failed child
+    // all the same, unless the gateway was already stopping it (killEnds).
+    assert.equal(grew(m0, m1, M.events('failed')) + grew(m0, m1, M.events('start_failed')), killed.failed.length, 'each kill of a child the gateway was not stopping is one failed child');
     assert.ok(byEnd(/: completed$/) > 0, 'conversations completed');
     const vanished = byEnd(/: vanished$/);
     // Every call left held is cancelled for it at input_hold_ms, unless a kill ended it first (a
