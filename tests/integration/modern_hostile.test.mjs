@@ -235,8 +235,23 @@ async function logOrExit(gw, re, ms) {
   await assertAlive(gw);
 }
 
+/**
+ * Everything the gateway logged until now has been read: the log reaches the test through a pipe,
+ * behind the HTTP answers, so a child's start line may still be on its way when its request's
+ * answer is in. A request's own access line comes after everything logged before it.
+ */
+async function logBarrier(gw) {
+  const id = `barrier-${nextId++}`;
+  const r = await request(`${gw.base}/healthz`, { method: 'GET', headers: { 'X-Request-Id': id } });
+  await r.done(scaled(5000));
+  await gw.waitLog(new RegExp(`request_id=${id}\\b`), scaled(5000));
+}
+
 /** Every pool child the gateway started is reaped (idle ones stop after pool_idle_timeout_s). */
-const idledOut = (gw) => waitFor(() => poolStarts(gw).every((s) => reaped(s.pid)), SETTLE_MS, 'every pool child idled out and reaped');
+async function idledOut(gw) {
+  await logBarrier(gw);
+  await waitFor(() => poolStarts(gw).every((s) => reaped(s.pid)), SETTLE_MS, 'every pool child idled out and reaped');
+}
 
 /** The gateway's descriptor count once it holds still (two equal readings). */
 function stableFds(gpid) {
@@ -252,6 +267,7 @@ function stableFds(gpid) {
 async function assertSettled(gw, fds0) {
   const gpid = gw.proc.pid;
   await assertAlive(gw);
+  await logBarrier(gw);
   const started = poolStarts(gw);
   try {
     await waitFor(() => started.every((s) => reaped(s.pid)), SETTLE_MS, 'every pool child reaped');
@@ -835,7 +851,8 @@ function killListed(pid) {
  * kill is sent (the gateway may stop a listed child at any moment), only from how the gateway
  * ended it. Each victim has exactly one of the two ends, and no child failed but a victim.
  */
-function killEnds(gw, victims) {
+async function killEnds(gw, victims) {
+  await logBarrier(gw); // every child reaped: its end was logged before now
   const log = gw.logs();
   const tags = new Map(poolStarts(gw).map((s) => [s.pid, s.tag]));
   const ends = { failed: [], stopped: [] };
@@ -868,7 +885,7 @@ test('a child SIGKILLed while the gateway stops it for idleness: a stop, not a f
     const m1 = await metrics(gw);
     assert.equal(grew(m0, m1, M.events('failed')), 0, 'no failed child');
     assert.equal(grew(m0, m1, M.events('idle_stopped')), 1, 'one idle stop');
-    assert.deepEqual(killEnds(gw, [c.pid]), { failed: [], stopped: [c.tag] });
+    assert.deepEqual(await killEnds(gw, [c.pid]), { failed: [], stopped: [c.tag] });
     await stopClean(gw);
     ok = true;
   } finally {
@@ -928,7 +945,7 @@ test(`churn: ${CHURN} 2026-07-28 requests on ${CHURN_WORKERS} workers (echo, dro
     const m1 = await metrics(gw);
     const rss1 = rssKb(gpid);
     const kills = tally.killed.length;
-    const ends = killEnds(gw, tally.killed);
+    const ends = await killEnds(gw, tally.killed);
     t.diagnostic(`${CHURN} requests in ${secs.toFixed(1)} s: ${tally.echoed} echoed, ${tally.dropped} dropped, ${tally.timedOut} timed out, ${tally.killedCalls} ended by a kill; ${kills} children SIGKILLed (${ends.stopped.length} of them already stopped for idleness)`);
     t.diagnostic(`pool children started: ${grew(m0, m1, M.events('started'))}, failed: ${grew(m0, m1, M.events('failed'))}; most at once: ${seen.maxChildren}; fds ${fds0}; RSS ${rss0} -> ${rss1} kB (+${rss1 - rss0})${ASAN ? ' (ASan: not bounded)' : ''}`);
     assert.ok(kills >= Math.floor(CHURN / KILL_EVERY) - 1, `children were killed: ${kills}`);
@@ -1321,7 +1338,7 @@ test(`input-round churn: ${BRIDGE_CHURN} conversations on ${BRIDGE_WORKERS} work
     // Every child reaped: every death the gateway will ever count is in m1.
     const m1 = await metrics(gw);
     const kills = tally.killed.length;
-    const killed = killEnds(gw, tally.killed);
+    const killed = await killEnds(gw, tally.killed);
     const ends = Object.entries(tally.ends).sort(([a], [b]) => a.localeCompare(b));
     const byEnd = (re) => ends.filter(([k]) => re.test(k)).reduce((a, [, n]) => a + n, 0);
     const kept = gw.logs().split('\n').filter((l) => l.includes('answered by the child: kept for the client\'s retry')).length;
