@@ -95,9 +95,11 @@ static const struct config_option config_table[] = {
     { "gateway.log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
       CONFIG_GW(log_format), "text; json for one object per line; journal for systemd" },
     { "gateway.log_file", CONFIG_SEC_GATEWAY, CONFIG_DIR, "", 0, 0, CONFIG_GW(log_file),
-      "file the log is appended to (SIGUSR1 reopens it); empty: stderr" },
+      "regular file the log is appended to (SIGUSR1 reopens it), not through a symbolic link; "
+      "empty: stderr" },
     { "gateway.access_log", CONFIG_SEC_GATEWAY, CONFIG_DIR, "", 0, 0, CONFIG_GW(access_log),
-      "one line per HTTP request to this file (SIGUSR1 reopens it); empty: the log, at info; off" },
+      "one line per HTTP request to this regular file (SIGUSR1 reopens it; as log_file); empty: "
+      "the log, at info; off" },
     { "gateway.access_log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
       CONFIG_GW(access_log_format), "the access_log file's: text (key=value) or json; journal: text" },
     { "gateway.trusted_proxies", CONFIG_SEC_GATEWAY, CONFIG_LIST, "", 0, 0,
