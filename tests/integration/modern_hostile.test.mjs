@@ -238,13 +238,36 @@ async function logOrExit(gw, re, ms) {
 /**
  * Everything the gateway logged until now has been read: the log reaches the test through a pipe,
  * behind the HTTP answers, so a child's start line may still be on its way when its request's
- * answer is in. A request's own access line comes after everything logged before it.
+ * answer is in. A request's own access line comes after everything logged before it. Its
+ * connection is gone from the gateway before this returns, so a descriptor count taken next does
+ * not include it.
  */
 async function logBarrier(gw) {
   const id = `barrier-${nextId++}`;
   const r = await request(`${gw.base}/healthz`, { method: 'GET', headers: { 'X-Request-Id': id } });
+  const port = r.req.socket?.localPort; // read while the socket is there
+  assert.ok(port !== undefined, 'the barrier\'s own port');
   await r.done(scaled(5000));
   await gw.waitLog(new RegExp(`request_id=${id}\\b`), scaled(5000));
+  await waitFor(() => !gatewayHolds(gw, port), scaled(5000), `the gateway's end of the connection from port ${port} closed`);
+}
+
+/**
+ * Whether the gateway still has a descriptor for its end of the loopback connection from the
+ * client's port: that socket's line in /proc/net/tcp (local port the gateway's, remote port the
+ * client's) with a nonzero inode (an orphaned socket, closed but lingering, has none).
+ */
+function gatewayHolds(gw, clientPort) {
+  const hex = (n) => `:${n.toString(16).toUpperCase().padStart(4, '0')}`;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text = '';
+    try { text = fs.readFileSync(table, 'utf8'); } catch { continue; }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length > 9 && f[1].endsWith(hex(gw.port)) && f[2].endsWith(hex(clientPort)) && f[9] !== '0') return true;
+    }
+  }
+  return false;
 }
 
 /** Every pool child the gateway started is reaped (idle ones stop after pool_idle_timeout_s). */
