@@ -1005,6 +1005,12 @@ const BRIDGE_MAX_CHILDREN = 4;
 const BRIDGE_KILL_EVERY = 50; // i % 50 === 25
 /** input_hold_ms: abandoned rounds expire during the run; a retry sent at once is well within it. */
 const BRIDGE_HOLD_MS = scaled(400);
+/**
+ * request_timeout_ms as suite matrix adds it to every server (0: none): it ends a held call too,
+ * counted from the call's dispatch, so a conversation that outlives it (a loaded runner) may see
+ * its valid requestState refused.
+ */
+const MATRIX_TIMEOUT_MS = Number(/(?:^|;)\s*request_timeout_ms\s*=\s*(\d+)/.exec(process.env.GW_MATRIX_SERVER ?? '')?.[1] ?? 0);
 /** The whole loop: 100 ms a conversation, at least a minute (measured at 600: 10 to 13 s plain, loaded or not; 26 to 37 s ASan). */
 const BRIDGE_MS = scaled(100 * Math.max(600, BRIDGE_CHURN));
 const BRIDGE_BUSY_TRIES = 50;
@@ -1078,7 +1084,8 @@ function finalOf(cv, r, what) {
  * (400 -32602) or ended (-32603 "upstream server ended": only once a child was killed that was
  * not reaped yet when the conversation began). refusal: the leg's requestState is one the gateway must refuse (counted);
  * a valid one may be refused only once a child was killed (kind refused) or input_hold_ms has
- * passed since the round's request left (kind expired).
+ * passed since the request left whose round set the held call's end (kind expired; leg), or the
+ * matrix's request_timeout_ms since the conversation began.
  */
 function classify(cv, msg, r, { refusal = false, since } = {}) {
   const what = `${msg.id}: HTTP ${r.status} ${r.text}`;
@@ -1104,7 +1111,8 @@ function classify(cv, msg, r, { refusal = false, since } = {}) {
   else if (kind === 'ended') assert.ok(cv.killed(), `${what}: ended, with no child killed`);
   else if (kind === 'refused') {
     assert.ok(!first, what);
-    const over = performance.now() - since >= BRIDGE_HOLD_MS;
+    const now = performance.now();
+    const over = now - since >= BRIDGE_HOLD_MS || (MATRIX_TIMEOUT_MS > 0 && now - cv.t0 >= MATRIX_TIMEOUT_MS);
     assert.ok(cv.killed() || over, `${what}: a valid requestState refused, with no child killed and input_hold_ms not over`);
     kind = over ? 'expired' : 'refused';
   }
@@ -1114,13 +1122,22 @@ function classify(cv, msg, r, { refusal = false, since } = {}) {
 
 /**
  * Sends leg msg of conversation cv and classifies its reply (classify); a round becomes the
- * current one (cv.cur: its result, when its request left and when it came back).
+ * current one (cv.cur: its result, when its request left and when it came back, and holdAt: when
+ * the request left whose round last set the held call's end). The gateway sets that end
+ * (input_hold_ms on) only with a round that asks something new; one that asks again what a retry
+ * left unanswered keeps the end an earlier round set, so input_hold_ms is over counted from there.
  */
 async function leg(cv, msg, opts = {}) {
   const at = performance.now();
   const r = await replyOrCrash(cv.gw, send(cv.gw, '/example', msg), scaled(10000));
-  const out = classify(cv, msg, r, { since: cv.cur?.at, ...opts });
-  if (out.kind === 'round') cv.cur = { msg, res: out.res, at, back: performance.now() };
+  const out = classify(cv, msg, r, { since: cv.cur?.holdAt, ...opts });
+  if (out.kind === 'round') {
+    const keys = Object.keys(out.res.inputRequests ?? {});
+    cv.asked ??= new Set();
+    const fresh = cv.cur === undefined || keys.some((k) => !cv.asked.has(k));
+    for (const k of keys) cv.asked.add(k);
+    cv.cur = { msg, res: out.res, at, back: performance.now(), holdAt: fresh ? at : cv.cur.holdAt };
+  }
   if (out.kind === 'answer') out.final = finalOf(cv, r, out.what);
   return out;
 }
@@ -1226,7 +1243,7 @@ async function converse(cv) {
         x.drop();
         return 'dropped';
       }
-      const c = classify(cv, retry, await x.reply, { since: cv.cur.at });
+      const c = classify(cv, retry, await x.reply, { since: cv.cur.holdAt });
       assert.notEqual(c.kind, 'round', c.what);
       assert.ok(c.kind !== 'answer' || UNATTRIBUTED.test(textOf((await x.reply).answer)), `${c.what}: a waiting call answered`);
       return c.kind === 'answer' ? 'unattributed' : c.kind;
@@ -1250,7 +1267,7 @@ async function converse(cv) {
       await new Promise((r) => setTimeout(r, rnd() * 5));
       x.drop();
       const r = await x.reply.catch(() => null);
-      if (r) classify(cv, msg, r, { since: cv.cur?.at });
+      if (r) classify(cv, msg, r, { since: cv.cur?.holdAt });
       return 'vanished';
     }
     case 'tamper': {
@@ -1326,7 +1343,7 @@ async function bridgeChurn(gw, deadline) {
       }
       let w = rnd() * total;
       const branch = names.find((b) => (w -= BRIDGE_BRANCHES[b]) < 0) ?? names.at(-1);
-      const cv = { gw, tag: `bc${i}`, branch, rnd, legs: 0, given: new Map(), killed: () => tally.killed.length > kills0, busy: () => { tally.busy++; }, refused: () => { tally.refusals++; } };
+      const cv = { gw, tag: `bc${i}`, branch, rnd, t0: performance.now(), legs: 0, given: new Map(), killed: () => tally.killed.length > kills0, busy: () => { tally.busy++; }, refused: () => { tally.refusals++; } };
       count(tally.branches, branch);
       count(tally.ends, `${branch}: ${await converse(cv)}`);
     }
