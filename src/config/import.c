@@ -31,8 +31,8 @@
 #define IMPORT_NAME_MAX    64
 #define IMPORT_LINE_MAX    190 /* below the INI reader's 198 bytes with the indent */
 /* The longest physical line the INI reader takes (config.c's reader), its newline left out. */
-#define IMPORT_INI_LINE_MAX (CONFIG_INI_LINE_MAX - 2)
-#define IMPORT_CWD_MAX      (IMPORT_INI_LINE_MAX - (int)sizeof("cwd = ") + 1)
+#define IMPORT_INI_LINE_MAX ((size_t)CONFIG_INI_LINE_MAX - 2)
+#define IMPORT_CWD_MAX      (IMPORT_INI_LINE_MAX - (sizeof("cwd = ") - 1))
 
 /* Characters a word may hold unquoted. */
 static bool
@@ -201,8 +201,8 @@ import_read(const struct jsonrpc_doc *e, struct import_entry *ie, char *why, siz
     if (ie->cwd != NULL && strlen(ie->cwd) > IMPORT_CWD_MAX) {
         /* A path has no continuation lines: "cwd = PATH" is one line of the INI reader's. */
         snprintf(why, whylen,
-                 "cwd is %zu bytes, longer than the %d an INI line holds after \"cwd = \" (the "
-                 "reader takes lines of at most %d bytes)",
+                 "cwd is %zu bytes, longer than the %zu an INI line holds after \"cwd = \" (the "
+                 "reader takes lines of at most %zu bytes)",
                  strlen(ie->cwd), IMPORT_CWD_MAX, IMPORT_INI_LINE_MAX);
         return why;
     }
