@@ -270,16 +270,29 @@ function gatewayHolds(gw, clientPort) {
   return false;
 }
 
-/** Every pool child the gateway started is reaped (idle ones stop after pool_idle_timeout_s). */
+/**
+ * Every pool child the gateway started is reaped (idle ones stop after pool_idle_timeout_s), and
+ * the gateway has let go of them: a reaped child's pipes may still wait for a later turn of its
+ * loop (the stdout EOF), which a starved gateway takes late; a request it answers after the reap
+ * comes in a turn no earlier than that one.
+ */
 async function idledOut(gw) {
   await logBarrier(gw);
   await waitFor(() => poolStarts(gw).every((s) => reaped(s.pid)), SETTLE_MS, 'every pool child idled out and reaped');
+  await logBarrier(gw);
 }
 
+/** gpid's descriptors, each with what it is (for a failure's message). */
+const fdTargets = (gpid) => fdList(gpid).map((f) => { try { return `${f} -> ${fs.readlinkSync(`/proc/${gpid}/fd/${f}`)}`; } catch { return `${f}`; } });
+/** The descriptors of each gateway's baseline, by its pid: what a failure compares with. */
+const fdBaselines = new Map();
+
 /** The gateway's descriptor count once it holds still (two equal readings). */
-function stableFds(gpid) {
+async function stableFds(gpid) {
   let last = -1;
-  return waitFor(() => { const n = fdList(gpid).length; const same = n === last; last = n; return same && n; }, scaled(5000), 'a stable fd count');
+  const n = await waitFor(() => { const c = fdList(gpid).length; const same = c === last; last = c; return same && c; }, scaled(5000), 'a stable fd count');
+  fdBaselines.set(gpid, fdTargets(gpid));
+  return n;
 }
 
 /**
@@ -310,8 +323,8 @@ async function assertSettled(gw, fds0) {
   try {
     await waitFor(() => fdList(gpid).length === fds0, scaled(5000), 'fd count back to baseline');
   } catch {
-    const list = fdList(gpid).map((f) => { try { return `${f} -> ${fs.readlinkSync(`/proc/${gpid}/fd/${f}`)}`; } catch { return f; } });
-    assert.fail(`fd count ${list.length} != baseline ${fds0}:\n${list.join('\n')}`);
+    const list = fdTargets(gpid);
+    assert.fail(`fd count ${list.length} != baseline ${fds0}:\n${list.join('\n')}\nthe baseline's:\n${(fdBaselines.get(gpid) ?? []).join('\n')}`);
   }
 }
 
