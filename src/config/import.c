@@ -24,12 +24,12 @@
 #include "jsonrpc.h"
 #include "util.h"
 
-#define IMPORT_FILE_MAX    (1u << 20) /* a client's configuration is a few KiB */
-#define IMPORT_MAX_SERVERS 1024
-#define IMPORT_MAX_ARGS    256
-#define IMPORT_MAX_ENV     256
-#define IMPORT_NAME_MAX    64
-#define IMPORT_LINE_MAX    190 /* below the INI reader's 198 bytes with the indent */
+#define IMPORT_FILE_MAX     (1u << 20) /* a client's configuration is a few KiB */
+#define IMPORT_MAX_SERVERS  1024
+#define IMPORT_MAX_ARGS     256
+#define IMPORT_MAX_ENV      256
+#define IMPORT_NAME_MAX     64
+#define IMPORT_LINE_MAX     190 /* below the INI reader's 198 bytes with the indent */
 /* The longest physical line the INI reader takes (config.c's reader), its newline left out. */
 #define IMPORT_INI_LINE_MAX ((size_t)CONFIG_INI_LINE_MAX - 2)
 #define IMPORT_CWD_MAX      (IMPORT_INI_LINE_MAX - (sizeof("cwd = ") - 1))

@@ -26,6 +26,8 @@
  */
 #include "log.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,8 +88,8 @@ log_open(const char *path, const char **why)
         *why = strerror(ENAMETOOLONG);
         return -1;
     }
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
-                  0640);
+    int fd = open(
+        path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0640);
     if (fd == -1) {
         *why = errno == ELOOP   ? "a symbolic link, not followed: name the file itself"
                : errno == ENXIO ? "not a regular file (a FIFO or a socket)"
