@@ -35,17 +35,22 @@ enum log_format {
 void log_init(enum log_level level, enum log_format format);
 /*
  * Lines go to path from now on ([gateway] log_file: appended to, created 0640 less the umask);
- * NULL or "": stderr again. -1 with errno when path cannot be opened: lines stay where they were.
+ * NULL or "": stderr again. A log file is a regular file named by its own path: a symbolic link
+ * as its last component, a FIFO, a socket or a device is refused. -1 with *why (static text) when
+ * path cannot be opened or is refused: lines stay where they were.
  */
-int log_set_file(const char *path);
+int log_set_file(const char *path, const char **why);
 /* The log file's path; NULL while lines go to stderr. */
 const char *log_file(void);
 /*
  * Opens the log file and the access_log file again at their paths, for rotation (the old ones
- * were renamed): 0, or -1 with errno, and lines stay in the file already open. Nothing to do (0)
- * without either.
+ * were renamed), as log_set_file does: 0, or -1 when one failed, with its *log_why or
+ * *access_why set (the other NULL), and its lines stay in the file already open. Nothing to do
+ * (0) without either.
  */
-int log_reopen(void);
+int log_reopen(const char **log_why, const char **access_why);
+/* The access_log file's path; NULL without one. */
+const char *log_access_file(void);
 void log_set_level(enum log_level level);
 
 /* A request id: 1..64 of [A-Za-z0-9._:-] (http.c checks or mints it). */
@@ -64,10 +69,10 @@ enum log_access_mode {
 };
 /*
  * Access lines go to path (appended, created 0640 less the umask; log_reopen reopens it too);
- * NULL or "": the main log, at info; "off": nowhere. format: text or json. -1 with errno when
- * path cannot be opened (lines stay where they went).
+ * NULL or "": the main log, at info; "off": nowhere. format: text or json. -1 with *why when
+ * path cannot be opened or is refused, as for log_set_file (lines stay where they went).
  */
-int log_set_access(const char *path, enum log_format format);
+int log_set_access(const char *path, enum log_format format, const char **why);
 /* Whether an access line would be written (so the caller can skip building one). */
 bool log_access_on(void);
 /* One field of an access line: value NULL (text "-", left out in JSON); number: unquoted. */

@@ -250,8 +250,9 @@ main_log_file(const char *path, const char *why)
     char was[4096];
     snprintf(was, sizeof(was), "%s", now != NULL ? now : "stderr");
     log_info(NULL, "%s: log_file changed: the log goes to %s", why, path != NULL ? path : "stderr");
-    if (log_set_file(path) == -1)
-        log_error(NULL, "%s: log_file %s: %s; the log stays %s%s", why, path, strerror(errno),
+    const char *err = NULL;
+    if (log_set_file(path, &err) == -1)
+        log_error(NULL, "%s: log_file %s: %s; the log stays %s%s", why, path, err,
                   now != NULL ? "in " : "on ", was);
     else
         log_info(NULL, "%s: the log goes here from now on (it went to %s)", why, was);
@@ -261,17 +262,17 @@ main_log_file(const char *path, const char *why)
 static void
 main_reopen_log(void)
 {
-    if (log_file() == NULL) {
-        /* The access_log file, if any, is reopened all the same. */
-        if (log_reopen() == -1)
-            log_error(NULL, "SIGUSR1: access_log: %s; it stays in the file already open",
-                      strerror(errno));
+    /* The access_log file, if any, is reopened with the log file, or without one. */
+    const char *log_why, *access_why;
+    (void)log_reopen(&log_why, &access_why);
+    if (access_why != NULL)
+        log_error(NULL, "SIGUSR1: access_log %s: %s; access lines stay in the file already open",
+                  log_access_file(), access_why);
+    if (log_file() == NULL)
         log_info(NULL, "SIGUSR1: no log_file set; the log goes to stderr, nothing to reopen");
-        return;
-    }
-    if (log_reopen() == -1)
+    else if (log_why != NULL)
         log_error(NULL, "SIGUSR1: log_file %s: %s; the log stays in the file already open",
-                  log_file(), strerror(errno));
+                  log_file(), log_why);
     else
         log_info(NULL, "SIGUSR1: log file reopened (%s)", log_file());
 }
@@ -333,9 +334,10 @@ main_reload(void)
     }
     log_init(next->log_level, next->log_format);
     main_log_file(next->log_file, "SIGHUP");
-    if (log_set_access(next->access_log, next->access_log_format) == -1)
+    const char *access_err = NULL;
+    if (log_set_access(next->access_log, next->access_log_format, &access_err) == -1)
         log_error(NULL, "SIGHUP: access_log %s: %s; access lines stay where they went",
-                  next->access_log, strerror(errno));
+                  next->access_log, access_err);
     main_check_commands(next, false);
     session_set_config(next);
     pool_set_config(next);
@@ -625,10 +627,11 @@ static int
 main_start(void)
 {
     log_init(M.cfg->log_level, M.cfg->log_format);
-    if (log_set_file(M.cfg->log_file) == -1)
-        fatal("log_file %s", M.cfg->log_file);
-    if (log_set_access(M.cfg->access_log, M.cfg->access_log_format) == -1)
-        fatal("access_log %s", M.cfg->access_log);
+    const char *why = NULL;
+    if (log_set_file(M.cfg->log_file, &why) == -1)
+        fatalx("log_file %s: %s", M.cfg->log_file, why);
+    if (log_set_access(M.cfg->access_log, M.cfg->access_log_format, &why) == -1)
+        fatalx("access_log %s: %s", M.cfg->access_log, why);
     (void)notify_init(); /* before any child starts: none of them inherits NOTIFY_SOCKET */
     main_check_commands(M.cfg, false);
     signal(SIGPIPE, SIG_IGN);

@@ -11,17 +11,20 @@ conf=/etc/mcp-gateway/gateway.ini
 # names what `podman run -p 127.0.0.1:8080:8080` gives. The log goes to stderr (podman logs), as
 # text. The drain and the child ladder fit podman's and docker's default stop timeout of 10 s:
 # shutdown_drain_ms + child_stdin_grace_ms + child_term_grace_ms + 1 s = 5 + 1 + 1 + 1 = 8 s.
+# No peer's X-Forwarded-For is believed: nginx is not on the container's loopback (the package
+# trusts it there), where only the gateway's own children could connect from.
 sed -i -e 's/^listen = .*/listen = 0.0.0.0:8080/' \
     -e 's/^log_format = journal$/log_format = text/' \
     -e 's/^shutdown_drain_ms = .*/shutdown_drain_ms = 5000/' \
     -e 's/^child_stdin_grace_ms = .*/child_stdin_grace_ms = 1000/' \
     -e 's/^child_term_grace_ms = .*/child_term_grace_ms = 1000/' \
     -e 's/^mode = none$/mode = bearer/' \
+    -e 's/^trusted_proxies = .*/trusted_proxies =/' \
     -e 's|^; public_url = .*|public_url = http://127.0.0.1:8080|' \
     -e 's|^; tokens_file = .*|tokens_file = /etc/mcp-gateway/tokens|' "$conf"
 for line in 'listen = 0.0.0.0:8080' 'log_format = text' 'log_file =' 'shutdown_drain_ms = 5000' \
     'child_stdin_grace_ms = 1000' 'child_term_grace_ms = 1000' 'mode = bearer' \
-    'public_url = http://127.0.0.1:8080' 'tokens_file = /etc/mcp-gateway/tokens' \
+    'public_url = http://127.0.0.1:8080' 'tokens_file = /etc/mcp-gateway/tokens' 'trusted_proxies =' \
     'command = /usr/lib/mcp-gateway/mcp-example-server'; do
     grep -qx "$line" "$conf" || {
         echo "image-setup: $conf has no line '$line'" >&2

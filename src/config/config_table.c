@@ -95,14 +95,17 @@ static const struct config_option config_table[] = {
     { "gateway.log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
       CONFIG_GW(log_format), "text; json for one object per line; journal for systemd" },
     { "gateway.log_file", CONFIG_SEC_GATEWAY, CONFIG_DIR, "", 0, 0, CONFIG_GW(log_file),
-      "file the log is appended to (SIGUSR1 reopens it); empty: stderr" },
+      "regular file the log is appended to (SIGUSR1 reopens it), not through a symbolic link; "
+      "empty: stderr" },
     { "gateway.access_log", CONFIG_SEC_GATEWAY, CONFIG_DIR, "", 0, 0, CONFIG_GW(access_log),
-      "one line per HTTP request to this file (SIGUSR1 reopens it); empty: the log, at info; off" },
+      "one line per HTTP request to this regular file (SIGUSR1 reopens it; as log_file); empty: "
+      "the log, at info; off" },
     { "gateway.access_log_format", CONFIG_SEC_GATEWAY, CONFIG_LOG_FORMAT, "text", 0, 0,
       CONFIG_GW(access_log_format), "the access_log file's: text (key=value) or json; journal: text" },
-    { "gateway.trusted_proxies", CONFIG_SEC_GATEWAY, CONFIG_LIST, "127.0.0.1, ::1", 0, 0,
+    { "gateway.trusted_proxies", CONFIG_SEC_GATEWAY, CONFIG_LIST, "", 0, 0,
       CONFIG_GW(trusted_proxies),
-      "peer addresses or CIDRs whose X-Forwarded-For names the client in the access log" },
+      "peer addresses or CIDRs whose X-Forwarded-For names the client (access log, a client's "
+      "share of introspection_max_pending); empty: none, the client is the peer" },
     { "auth.mode", CONFIG_SEC_AUTH, CONFIG_AUTH_MODE, "none", 0, 0, CONFIG_GW(auth.mode),
       "none (loopback listen only), bearer (tokens_file) or jwt (jwks_file, issuer)" },
     { "auth.public_url", CONFIG_SEC_AUTH, CONFIG_URL, "", 0, 0, CONFIG_GW(auth.public_url),

@@ -20,15 +20,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config_int.h"
 #include "jsonrpc.h"
 #include "util.h"
 
-#define IMPORT_FILE_MAX    (1u << 20) /* a client's configuration is a few KiB */
-#define IMPORT_MAX_SERVERS 1024
-#define IMPORT_MAX_ARGS    256
-#define IMPORT_MAX_ENV     256
-#define IMPORT_NAME_MAX    64
-#define IMPORT_LINE_MAX    190 /* below the INI reader's 198 bytes with the indent */
+#define IMPORT_FILE_MAX     (1u << 20) /* a client's configuration is a few KiB */
+#define IMPORT_MAX_SERVERS  1024
+#define IMPORT_MAX_ARGS     256
+#define IMPORT_MAX_ENV      256
+#define IMPORT_NAME_MAX     64
+#define IMPORT_LINE_MAX     190 /* below the INI reader's 198 bytes with the indent */
+/* The longest physical line the INI reader takes (config.c's reader), its newline left out. */
+#define IMPORT_INI_LINE_MAX ((size_t)CONFIG_INI_LINE_MAX - 2)
+#define IMPORT_CWD_MAX      (IMPORT_INI_LINE_MAX - (sizeof("cwd = ") - 1))
 
 /* Characters a word may hold unquoted. */
 static bool
@@ -194,6 +198,14 @@ import_read(const struct jsonrpc_doc *e, struct import_entry *ie, char *why, siz
             || import_variable(ie->cwd, var, sizeof var) != NULL))
         return "cwd cannot be written as an INI value (empty, blanks at an end, ';', a line "
                "break or a variable)";
+    if (ie->cwd != NULL && strlen(ie->cwd) > IMPORT_CWD_MAX) {
+        /* A path has no continuation lines: "cwd = PATH" is one line of the INI reader's. */
+        snprintf(why, whylen,
+                 "cwd is %zu bytes, longer than the %zu an INI line holds after \"cwd = \" (the "
+                 "reader takes lines of at most %zu bytes)",
+                 strlen(ie->cwd), IMPORT_CWD_MAX, IMPORT_INI_LINE_MAX);
+        return why;
+    }
     return NULL;
 }
 
@@ -252,17 +264,27 @@ import_free_words(char **w, size_t n)
     free(w);
 }
 
-/* NAME.env in env_dir, mode 0600, holding the NAME=VALUE lines. Its path, or NULL (said on err). */
+/*
+ * NAME.env in env_dir, mode 0600, holding the NAME=VALUE lines: a new file, never one that is
+ * there already (an earlier import's, another user's file, a link or a FIFO, whose open would
+ * wait for a reader). Its path, or NULL (said on err).
+ */
 static char *
 import_env_file(const char *env_dir, const char *name, const struct import_entry *ie, FILE *err)
 {
     size_t plen = strlen(env_dir) + strlen(name) + 6;
     char *path = xmalloc(plen);
     snprintf(path, plen, "%s/%s.env", env_dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     FILE *f = fd != -1 && fchmod(fd, 0600) == 0 ? fdopen(fd, "w") : NULL;
     if (f == NULL) {
-        fprintf(err, "%s: %s\n", path, strerror(errno));
+        if (fd == -1 && errno == EEXIST)
+            fprintf(err,
+                    "%s: skipped: %s exists already, and is not overwritten (remove it, or "
+                    "choose another --env-dir)\n",
+                    name, path);
+        else
+            fprintf(err, "%s: skipped: %s: %s\n", name, path, strerror(errno));
         if (fd != -1)
             close(fd);
         free(path);

@@ -28,6 +28,8 @@
  */
 #include "log.h"
 
+#include <sys/stat.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -89,10 +91,34 @@ log_init(enum log_level level, enum log_format format)
     }
 }
 
+/*
+ * Opens a log file to append to (created 0640 less the umask). Its last component is not followed
+ * when it is a symbolic link (which could name another user's file), the open does not wait (for
+ * a FIFO's reader, say), and only a regular file is taken: a FIFO or a device would block the
+ * loop's writes. -1 with *why (static text) otherwise.
+ */
 static int
-log_open(const char *path)
+log_open(const char *path, const char **why)
 {
-    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+    if (strlen(path) >= sizeof(log_path)) {
+        *why = strerror(ENAMETOOLONG);
+        return -1;
+    }
+    int fd = open(
+        path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0640);
+    if (fd == -1) {
+        *why = errno == ELOOP   ? "a symbolic link, not followed: name the file itself"
+               : errno == ENXIO ? "not a regular file (a FIFO or a socket)"
+                                : strerror(errno);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        *why = "not a regular file";
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Lines go to fd from now on (the file just opened, or stderr). */
@@ -105,18 +131,14 @@ log_use(int fd)
 }
 
 int
-log_set_file(const char *path)
+log_set_file(const char *path, const char **why)
 {
     if (path == NULL || *path == '\0') {
         log_use(STDERR_FILENO);
         log_path[0] = '\0';
         return 0;
     }
-    if (strlen(path) >= sizeof(log_path)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = log_open(path);
+    int fd = log_open(path, why);
     if (fd == -1)
         return -1;
     log_use(fd);
@@ -130,12 +152,19 @@ log_file(void)
     return log_path[0] != '\0' ? log_path : NULL;
 }
 
+const char *
+log_access_file(void)
+{
+    return access_path[0] != '\0' ? access_path : NULL;
+}
+
 int
-log_reopen(void)
+log_reopen(const char **log_why, const char **access_why)
 {
     int ret = 0;
+    *log_why = *access_why = NULL;
     if (access_path[0] != '\0') {
-        int afd = log_open(access_path);
+        int afd = log_open(access_path, access_why);
         if (afd == -1) {
             ret = -1;
         } else {
@@ -143,17 +172,18 @@ log_reopen(void)
             access_fd = afd;
         }
     }
-    if (log_path[0] == '\0')
-        return ret;
-    int fd = log_open(log_path);
-    if (fd == -1)
-        return -1;
-    log_use(fd);
+    if (log_path[0] != '\0') {
+        int fd = log_open(log_path, log_why);
+        if (fd == -1)
+            ret = -1;
+        else
+            log_use(fd);
+    }
     return ret;
 }
 
 int
-log_set_access(const char *path, enum log_format format)
+log_set_access(const char *path, enum log_format format, const char **why)
 {
     access_format = format == LOG_FORMAT_JSON ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT;
     if (path == NULL || *path == '\0' || strcmp(path, "off") == 0) {
@@ -168,11 +198,7 @@ log_set_access(const char *path, enum log_format format)
         access_mode = LOG_ACCESS_FILE;
         return 0;
     }
-    if (strlen(path) >= sizeof(access_path)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = log_open(path);
+    int fd = log_open(path, why);
     if (fd == -1)
         return -1;
     if (access_fd != -1)

@@ -785,6 +785,12 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
     struct pool *p = c->pool;
     if (c->state != POOL_CHILD_READY || busy)
         return;
+    /*
+     * Its end was seen (it exited, say) and is reported at the end of this turn: a stop now would
+     * silence that report and count a death as an idle stop. It ends as what it is.
+     */
+    if (!upstream_writable(c->u))
+        return;
     if (p->retired || pools.draining) {
         pool_child_retire(c, p->retired ? p->retired_why->stopped : "gateway shutting down", false);
         return;

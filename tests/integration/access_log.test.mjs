@@ -133,8 +133,8 @@ test('access_log unset: access lines in the main log at info; off: none', async 
   }
 });
 
-test('X-Forwarded-For: its last entry is the client only when the peer is a trusted proxy', async () => {
-  for (const [trusted, want] of [[undefined, '203.0.113.7'], ['10.0.0.0/8, ::1', '127.0.0.1'], ['127.0.0.0/8', '203.0.113.7']]) {
+test('X-Forwarded-For: its last entry is the client only when the peer is a trusted proxy; by default none is, and a local client that forges it is logged under its own address', async () => {
+  for (const [trusted, want] of [[undefined, '127.0.0.1'], ['', '127.0.0.1'], ['127.0.0.1, ::1', '203.0.113.7'], ['10.0.0.0/8, ::1', '127.0.0.1'], ['127.0.0.0/8', '203.0.113.7']]) {
     const gateway = { log_level: 'info', log_format: 'json', access_log_format: 'json' };
     if (trusted !== undefined) gateway.trusted_proxies = trusted;
     const gw = await startGateway({ gateway });

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // --import-mcp-json: the [server:NAME] sections printed for Claude Desktop, VS Code and Cursor
 // files pass --check-config; a child started from them gets exactly the JSON's argv and env;
-// env goes to 0600 files with --env-dir (inline with a warning without); skipped entries are
+// env goes to new 0600 files with --env-dir (never over one that is there: a file, a link, a FIFO;
+// inline with a warning without); a cwd too long for one INI line is refused; skipped entries are
 // named with their reason; a bad file exits 1.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -65,6 +66,49 @@ test('VS Code: stdio, an ${input:...} env and an http entry; the output passes -
   assert.equal(fs.readFileSync(envFile, 'utf8'), 'LOG_LEVEL=debug\n');
   const c = checkConfig(dir, r.stdout);
   assert.equal(c.status, 0, c.stderr + c.stdout);
+});
+
+test('--env-dir never overwrites: an existing NAME.env (a file, a link, a FIFO) skips the entry with the reason, at once, and is left as it was', () => {
+  const dir = fs.realpathSync(tmpdir('mcpgw-import-'));
+  const theirs = path.join(dir, 'theirs');
+  fs.writeFileSync(theirs, 'KEEP=me\n', { mode: 0o600 });
+  fs.writeFileSync(path.join(dir, 'kept.env'), 'OLD=value\n', { mode: 0o600 });
+  fs.symlinkSync(theirs, path.join(dir, 'linked.env'));
+  const fifo = path.join(dir, 'piped.env');
+  assert.equal(spawnSync('mkfifo', ['-m', '0600', fifo]).status, 0);
+  const f = path.join(dir, 'mcp.json');
+  const env = { TOKEN: 'new' };
+  fs.writeFileSync(f, JSON.stringify({ mcpServers: { kept: { command: EXAMPLE, env }, linked: { command: EXAMPLE, env }, piped: { command: EXAMPLE, env }, fresh: { command: EXAMPLE, env } } }));
+  // A writer's open() of a FIFO waits for a reader: the time bound catches a gateway that waits.
+  const r = spawnSync(GW_BIN, ['--import-mcp-json', f, '--env-dir', dir], { encoding: 'utf8', timeout: 10000, killSignal: 'SIGKILL' });
+  try { fs.closeSync(fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)); } catch { /* gone */ }
+  assert.equal(r.error, undefined, `the import did not end: ${r.error?.code}`);
+  assert.equal(r.status, 0, r.stderr);
+  for (const name of ['kept', 'linked', 'piped']) {
+    assert.ok(r.stderr.includes(`${name}: skipped: ${path.join(dir, `${name}.env`)} exists already, and is not overwritten`), r.stderr);
+    assert.doesNotMatch(r.stdout, new RegExp(`\\[server:${name}\\]`));
+  }
+  assert.equal(fs.readFileSync(path.join(dir, 'kept.env'), 'utf8'), 'OLD=value\n');
+  assert.equal(fs.readFileSync(theirs, 'utf8'), 'KEEP=me\n', 'the link\'s target is not written');
+  assert.ok(fs.lstatSync(fifo).isFIFO());
+  assert.ok(r.stdout.includes(`env_file = ${path.join(dir, 'fresh.env')}\n`), r.stdout);
+  assert.equal(fs.readFileSync(path.join(dir, 'fresh.env'), 'utf8'), 'TOKEN=new\n');
+  const c = checkConfig(dir, r.stdout);
+  assert.equal(c.status, 0, c.stderr + c.stdout);
+});
+
+test('a cwd too long for one INI line skips its entry with the reason; the longest that fits is written and loads', () => {
+  const dir = tmpdir('mcpgw-import-');
+  // "cwd = " and the path on one line of at most 198 bytes (the INI reader's): 192 fit, 193 do not.
+  const deep = (n) => `/${'d'.repeat(n - 1)}`;
+  const r = importJson(dir, 'mcp.json', { mcpServers: { fits: { command: EXAMPLE, cwd: deep(192) }, long: { command: EXAMPLE, cwd: deep(193) } } });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /^long: skipped: cwd is 193 bytes, longer than the 192 an INI line holds after "cwd = "/m);
+  assert.doesNotMatch(r.stdout, /\[server:long\]/);
+  assert.ok(r.stdout.includes(`cwd = ${deep(192)}\n`), r.stdout);
+  const c = checkConfig(dir, r.stdout);
+  // The directory does not exist: a warning about it, not a refusal of the line.
+  assert.doesNotMatch(c.stderr + c.stdout, /line too long/);
 });
 
 test('Cursor: a url entry is skipped, disabled and unknown-field entries named, odd names renamed', () => {

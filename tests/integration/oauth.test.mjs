@@ -387,8 +387,9 @@ test('a client_id is not a sub: an opaque token introspected as client_id mcp-cl
 test('one client cannot keep introspection_max_pending full: past its quarter of it a new opaque token of that client gets 503, and another client\'s token is still introspected', async () => {
   await withOidc({ algs: ['RS256'] }, async (op) => {
     const cred = op.writeCredentials();
-    // 8 in flight at most: 2 per client (X-Forwarded-For from the loopback proxy names the client).
-    await withGateway({ auth: authOf(op, { introspection_credentials_file: cred, introspection_max_pending: 8 }) }, async (gw) => {
+    // 8 in flight at most: 2 per client (X-Forwarded-For from the loopback proxy, trusted here,
+    // names the client).
+    await withGateway({ gateway: { trusted_proxies: '127.0.0.1, ::1' }, auth: authOf(op, { introspection_credentials_file: cred, introspection_max_pending: 8 }) }, async (gw) => {
       await gw.waitLog(/discovered jwks_uri \S+ introspection_endpoint/, scaled(10000));
       const SLOW = scaled(1500); // each introspection answer takes this long
       op.delay('introspection', SLOW);
@@ -412,6 +413,28 @@ test('one client cannot keep introspection_max_pending full: past its quarter of
       }
       assert.equal(statuses.filter((st) => st === 503).length, 6, `the flood's answers: ${statuses}`);
       assert.equal(statuses.filter((st) => st === 401).length, 2, `its two introspected tokens are not active: ${statuses}`);
+      op.delay('introspection', 0);
+    });
+  });
+});
+
+test('by default no proxy is trusted: a local client that names a new X-Forwarded-For with each random token is still one client, and past its quarter of introspection_max_pending its new tokens get 503', async () => {
+  await withOidc({ algs: ['RS256'] }, async (op) => {
+    const cred = op.writeCredentials();
+    await withGateway({ gateway: { log_level: 'info' }, auth: authOf(op, { introspection_credentials_file: cred, introspection_max_pending: 8 }) }, async (gw) => {
+      await gw.waitLog(/discovered jwks_uri \S+ introspection_endpoint/, scaled(10000));
+      op.delay('introspection', scaled(1500));
+      const flood = [];
+      for (let i = 0; i < 8; i++) flood.push(authPost(gw, initMsg(), `forged-${i}-${Date.now()}`, { headers: { 'X-Forwarded-For': `192.0.2.${100 + i}` } }));
+      const statuses = [];
+      for (const p of flood) {
+        const f = await p;
+        await f.done(scaled(10000));
+        statuses.push(f.status);
+      }
+      assert.equal(statuses.filter((st) => st === 503).length, 6, `its quarter (2 of 8) introspected, the rest refused: ${statuses}`);
+      assert.equal(statuses.filter((st) => st === 401).length, 2, `its two introspected tokens are not active: ${statuses}`);
+      assert.equal((gw.logs().match(/this client has a quarter of introspection_max_pending introspections in flight/g) ?? []).length, 6, 'refused as one client');
       op.delay('introspection', 0);
     });
   });

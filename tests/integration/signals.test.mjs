@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { callTool, initSession, pidAlive, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { EXAMPLE, GW_BIN, callTool, initSession, pidAlive, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const read = (f) => { try { return fs.readFileSync(f, 'utf8'); } catch { return ''; } };
@@ -58,6 +58,76 @@ test('log_file: the log goes to the file (0640 at most); SIGUSR1 after a rename 
   } finally {
     await gw.stop(ok ? undefined : { expect: null });
     if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+  }
+});
+
+/** A FIFO at f (mkfifo(1)). */
+function mkfifo(f) {
+  const r = spawnSync('mkfifo', ['-m', '0600', f], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+}
+
+/** A writer blocked in open() on FIFO f gets its reader (and goes on): the test never hangs. */
+function releaseFifo(f) {
+  try { fs.closeSync(fs.openSync(f, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)); } catch { /* not there */ }
+}
+
+test('SIGUSR1 when the paths of log_file and access_log come back as a symbolic link and a FIFO: each refused with its reason, lines stay in the files already open, the link\'s target is not written, the gateway does not block', async () => {
+  const dir = tmpdir('mcpgw-logsafe-');
+  const file = path.join(dir, 'gateway.log');
+  const access = path.join(dir, 'access.log');
+  const theirs = path.join(dir, 'someone-elses');
+  fs.writeFileSync(theirs, 'theirs\n', { mode: 0o600 });
+  const gw = await startGateway({ gateway: { log_file: file, access_log: access } });
+  let ok = false;
+  try {
+    const s = await initSession(gw);
+    fs.renameSync(file, `${file}.1`);
+    fs.symlinkSync(theirs, file);
+    fs.renameSync(access, `${access}.1`);
+    mkfifo(access);
+    gw.proc.kill('SIGUSR1');
+    await waitFor(() => /SIGUSR1: log_file \S+: a symbolic link, not followed/.test(read(`${file}.1`)), scaled(5000), 'the refused log_file in the open log');
+    assert.match(read(`${file}.1`), /SIGUSR1: access_log \S+access\.log: not a regular file \(a FIFO or a socket\); access lines stay in the file already open/);
+    assert.match(read(`${file}.1`), /SIGUSR1: log_file \S+gateway\.log: a symbolic link, not followed: name the file itself; the log stays in the file already open/);
+    await echoes(gw, s.sid, 'after the refused reopen');
+    await waitFor(() => (read(`${access}.1`).match(/method=POST/g) ?? []).length >= 3, scaled(5000), 'access lines in the access log already open');
+    assert.equal(read(theirs), 'theirs\n', 'the link\'s target is not written');
+    // Back to files: the next SIGUSR1 reopens both.
+    fs.unlinkSync(file);
+    fs.unlinkSync(access);
+    gw.proc.kill('SIGUSR1');
+    await waitFor(() => /log file reopened/.test(read(file)), scaled(5000), 'the log reopened at its path');
+    await echoes(gw, s.sid, 'reopened');
+    await waitFor(() => /method=POST/.test(read(access)), scaled(5000), 'the access log reopened at its path');
+    ok = true;
+  } finally {
+    releaseFifo(access);
+    await gw.stop(ok ? undefined : { expect: null });
+    if (!ok) console.log(`log (tail):\n${gw.logs().slice(-4000)}`);
+  }
+});
+
+test('a log_file or access_log that is a symbolic link or a FIFO at start: the gateway exits 1 at once with the reason', () => {
+  const dir = tmpdir('mcpgw-logsafe-');
+  const theirs = path.join(dir, 'someone-elses');
+  fs.writeFileSync(theirs, 'theirs\n', { mode: 0o600 });
+  const link = path.join(dir, 'link.log');
+  fs.symlinkSync(theirs, link);
+  const fifo = path.join(dir, 'fifo.log');
+  mkfifo(fifo);
+  try {
+    for (const [key, f, why] of [['log_file', link, 'a symbolic link, not followed'], ['log_file', fifo, 'not a regular file'], ['access_log', fifo, 'not a regular file'], ['log_file', '/dev/null', 'not a regular file']]) {
+      const conf = path.join(dir, 'gw.ini');
+      fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n${key} = ${f}\n[server:example]\npath = /mcp\ncommand = ${EXAMPLE}\n`);
+      const r = spawnSync(GW_BIN, ['--config', conf], { encoding: 'utf8', timeout: scaled(10000), killSignal: 'SIGKILL' });
+      assert.equal(r.error, undefined, `${key} = ${f}: the gateway did not exit (${r.error?.code})`);
+      assert.equal(r.status, 1, `${key} = ${f}: ${r.stderr}`);
+      assert.ok(r.stderr.includes(`${key} ${f}: ${why}`), `${key} = ${f}: ${r.stderr}`);
+    }
+    assert.equal(read(theirs), 'theirs\n', 'the link\'s target is not written');
+  } finally {
+    releaseFifo(fifo);
   }
 });
 

@@ -591,9 +591,10 @@ Test(log, log_file_appends_and_reopens_at_its_path_after_a_rename)
     snprintf(path, sizeof(path), "%s/gw.log", dir);
     snprintf(moved, sizeof(moved), "%s.1", path);
     log_init(LOG_INFO, LOG_FORMAT_TEXT);
-    cr_assert_eq(log_reopen(), 0, "nothing to reopen without a file");
+    const char *why, *access_why;
+    cr_assert_eq(log_reopen(&why, &access_why), 0, "nothing to reopen without a file");
     cr_assert_null(log_file());
-    cr_assert_eq(log_set_file(path), 0);
+    cr_assert_eq(log_set_file(path, &why), 0);
     cr_assert_str_eq(log_file(), path);
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
@@ -601,7 +602,7 @@ Test(log, log_file_appends_and_reopens_at_its_path_after_a_rename)
     log_info(NULL, "first");
     cr_assert_eq(rename(path, moved), 0);
     log_info(NULL, "second"); /* still the renamed file: it is open */
-    cr_assert_eq(log_reopen(), 0);
+    cr_assert_eq(log_reopen(&why, &access_why), 0);
     log_info(NULL, "third");
     char *old = slurp(moved), *now = slurp(path);
     cr_assert(strstr(old, "info first\n") && strstr(old, "info second\n") && !strstr(old, "third"),
@@ -612,16 +613,77 @@ Test(log, log_file_appends_and_reopens_at_its_path_after_a_rename)
     /* A file that cannot be opened: -1, and lines stay in the one open. */
     char bad[160];
     snprintf(bad, sizeof(bad), "%s/no/such/dir/gw.log", dir);
-    cr_assert_eq(log_set_file(bad), -1);
+    cr_assert_eq(log_set_file(bad, &why), -1);
+    cr_assert_str_eq(why, strerror(ENOENT));
     cr_assert_str_eq(log_file(), path);
     log_info(NULL, "fourth");
     now = slurp(path);
     cr_assert(strstr(now, "info fourth\n"), "%s", now);
     free(now);
-    cr_assert_eq(log_set_file(NULL), 0);
+    cr_assert_eq(log_set_file(NULL, &why), 0);
     cr_assert_null(log_file());
     unlink(path);
     unlink(moved);
+    rmdir(dir);
+}
+
+Test(log, log_files_are_regular_files_named_by_their_own_path)
+{
+    /*
+     * A symbolic link (which could name another user's file), a FIFO (whose open would wait for a
+     * reader, and its writes block the loop) or a device is refused, at once and with its reason;
+     * on a reopen the file already open stays, for the log and the access log alike.
+     */
+    char dir[] = "/tmp/mcpgw-logtest-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128], other[128], moved[160], fifo[128], apath[128];
+    snprintf(path, sizeof(path), "%s/gw.log", dir);
+    snprintf(other, sizeof(other), "%s/someone-elses", dir);
+    snprintf(moved, sizeof(moved), "%s.1", path);
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    snprintf(apath, sizeof(apath), "%s/access.log", dir);
+    int ofd = open(other, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_neq(ofd, -1);
+    close(ofd);
+    cr_assert_eq(symlink(other, path), 0);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    log_init(LOG_INFO, LOG_FORMAT_TEXT);
+    const char *why = NULL, *access_why = NULL;
+    cr_assert_eq(log_set_file(path, &why), -1, "a symbolic link is not followed");
+    cr_assert(strstr(why, "symbolic link") != NULL, "%s", why);
+    cr_assert_eq(log_set_file(fifo, &why), -1, "a FIFO is refused without waiting");
+    cr_assert(strstr(why, "not a regular file") != NULL, "%s", why);
+    cr_assert_eq(log_set_file("/dev/null", &why), -1, "a device is refused");
+    cr_assert_str_eq(why, "not a regular file");
+    cr_assert_eq(log_set_access(fifo, LOG_FORMAT_TEXT, &why), -1);
+    cr_assert(strstr(why, "not a regular file") != NULL, "%s", why);
+    cr_assert_null(log_file());
+    /* Rotation, then the path comes back as a link and as a FIFO: the open files stay. */
+    unlink(path);
+    cr_assert_eq(log_set_file(path, &why), 0, "%s", why);
+    cr_assert_eq(log_set_access(apath, LOG_FORMAT_TEXT, &why), 0, "%s", why);
+    cr_assert_eq(rename(path, moved), 0);
+    cr_assert_eq(symlink(other, path), 0);
+    cr_assert_eq(unlink(apath), 0);
+    cr_assert_eq(mkfifo(apath, 0600), 0);
+    cr_assert_eq(log_reopen(&why, &access_why), -1);
+    cr_assert(why != NULL && strstr(why, "symbolic link") != NULL, "%s", why);
+    cr_assert(access_why != NULL && strstr(access_why, "not a regular file") != NULL, "%s",
+              access_why);
+    cr_assert_str_eq(log_file(), path);
+    log_info(NULL, "after the refused reopen");
+    char *old = slurp(moved), *theirs = slurp(other);
+    cr_assert(strstr(old, "info after the refused reopen\n") != NULL, "%s", old);
+    cr_assert_str_eq(theirs, "", "the link's target is not written: %s", theirs);
+    free(old);
+    free(theirs);
+    cr_assert_eq(log_set_access(NULL, LOG_FORMAT_TEXT, &why), 0);
+    cr_assert_eq(log_set_file(NULL, &why), 0);
+    unlink(path);
+    unlink(moved);
+    unlink(other);
+    unlink(fifo);
+    unlink(apath);
     rmdir(dir);
 }
 

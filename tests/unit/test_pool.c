@@ -509,3 +509,34 @@ Test(pool, a_cancel_behind_a_full_stdin_still_fences, .init = setup_small, .fini
     cr_assert(strstr(b.got, "\"id\":\"b\"") != NULL && strstr(b.got, "\"result\"") != NULL, "%s",
               b.got);
 }
+
+static void
+setup_idle(void)
+{
+    setup_with("pool_max_children = 1\npool_warm_children = 0\npool_idle_timeout_s = 1");
+}
+
+Test(pool, a_death_seen_before_the_idle_stop_is_a_failed_child, .init = setup_idle,
+     .fini = teardown)
+{
+    /*
+     * The child served a call, then idled past pool_idle_timeout_s and died (killed by someone
+     * else). Its exit was seen in the same loop turn as the sweep that would stop it for
+     * idleness, before its end was reported (a deferred call): the gateway saw it die, so it is a
+     * failed child, counted once, not an idle stop that swallows the death.
+     */
+    static struct call c;
+    call_start(&c, CALL("c", "echo", ""));
+    struct upstream *u = child_ready();
+    uint64_t id = child_got(u, "\"name\":\"echo\"");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    call_done(&c);
+    now_us += 1500 * 1000; /* idle past the timeout; no sweep yet */
+    fake_upstream_gone(u, "child exited");
+    pool_sweep(util_now_ms()); /* the same turn: the sweep runs before the deferred report */
+    settle();
+    const struct pool_server *row = pools.pools->row;
+    cr_assert_eq(row->ctr.crashed, 1, "the death is one failed child");
+    cr_assert_eq(row->ctr.idle_stopped, 0, "not an idle stop");
+    cr_assert_eq(fake_upstream_gone_calls(u), 1, "its end reported to the pool");
+}
