@@ -56,7 +56,7 @@ bool util_utf8_copy(char *out, size_t size, const char *s);
  */
 long util_base64url_decode(const char *s, size_t n, unsigned char *out, size_t cap) MUSTCHECK;
 /*
- * Finding F6 (as sshd does): a file anyone but root or the gateway's own user may write steers
+ * As sshd does: a file anyone but root or the gateway's own user may write steers
  * the gateway, and a secret anyone may read is no secret. The open file fd (named path) must be
  * owned by root or this process's user and not writable by group or others; with secret, not
  * readable by others either (0640 with the gateway's group, or 0600). NULL when it is safe; else

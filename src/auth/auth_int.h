@@ -39,7 +39,7 @@ int auth_keyset_parse(struct auth_keyset *ks, const char *text, size_t len, size
 void auth_keyset_clear(struct auth_keyset *ks);
 
 /* The whole file (at most AUTH_FILE_MAX), NUL-terminated, or NULL with the reason in err. A file
- * others may write (or, secret, read) is refused (finding F6). */
+ * others may write (or, secret, read) is refused. */
 char *auth_slurp(const char *path, bool secret, size_t *len, char *err, size_t errlen);
 int auth_fail(char *err, size_t errlen, const char *fmt, ...) PRINTF(3, 4);
 

@@ -128,7 +128,7 @@ crypto_key_rsa(const unsigned char *n, size_t nlen, const unsigned char *e, size
         return NULL;
     }
     BIGNUM *bn = BN_bin2bn(n, (int)nlen, NULL), *be = BN_bin2bn(e, (int)elen, NULL);
-    /* e = 1 makes every "signature" its own message: a token forged with no key (finding F11). */
+    /* e = 1 makes every "signature" its own message: a token forged with no key. */
     if (be != NULL && (!BN_is_odd(be) || BN_num_bits(be) < 2 || BN_get_word(be) < 3)) {
         BN_free(bn);
         BN_free(be);

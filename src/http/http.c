@@ -196,7 +196,7 @@ http_head_value(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_
 
 /*
  * The first look at a request, before any handler runs: the head's size (431 over
- * max_header_bytes), then what two parsers could read two ways (finding F10, request smuggling
+ * max_header_bytes), then what two parsers could read two ways (request smuggling
  * behind a proxy), refused with 400: see http_rules_head_refusal. The head is read where MHD 0.9.75
  * parsed it, in place (http_rules.h); the target's raw length comes from the request-line hook.
  * True when refused (*ret is the answer).

@@ -36,7 +36,7 @@ bool http_rules_origin_allowed(char *const *allowed, const char *origin);
 bool http_rules_mcp_value(const char *h, char *out, size_t cap, size_t *len);
 /*
  * A browser's request that carries no Origin (a GET by <img>, <script> or a navigation from
- * another site: finding F7) says where it comes from in Sec-Fetch-Site: refused unless
+ * another site) says where it comes from in Sec-Fetch-Site: refused unless
  * "same-origin" or "none" (typed by the user). Non-browser clients send neither header.
  */
 bool http_rules_fetch_site_allowed(const char *origin, const char *fetch_site);
@@ -45,7 +45,7 @@ bool http_rules_loopback(const struct sockaddr *sa);
 
 /*
  * A request head as libmicrohttpd 0.9.75 leaves it in its read buffer, checked before any handler
- * runs (finding F10). That version parses in place: it writes a NUL over every line end (CR and LF
+ * runs. That version parses in place: it writes a NUL over every line end (CR and LF
  * each), over the colon of each header line and over the spaces around the request target, and
  * keeps pointers to the pieces. A value's length is its strlen, so a NUL the client sent inside a
  * value ends it there and what follows disappears. The pieces and the head's size show it: between

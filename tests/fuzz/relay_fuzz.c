@@ -64,14 +64,14 @@
  *     exactly once, nothing is left, and LeakSanitizer sees no leak.
  * Use-after-free (timers of freed entries, a drain callback on a freed call) are ASan's.
  *
- * RELAY_FUZZ_SKIP (environment, a comma list of finding numbers) steers the search away from
- * what is already known: 1 keeps request_timeout_ms off, 3 keeps rounds and progress under
+ * RELAY_FUZZ_SKIP (environment, a comma list of finding numbers) steers the search away from what
+ * is already known: 1 keeps request_timeout_ms off, 3 keeps rounds and progress under
  * stream_queue_bytes, 10 turns off the queue check for retired or draining pools; 20 (found: an
  * empty result {} stamped into invalid JSON) makes the child's empty results non-empty, 21 turns
- * off the paused-child check (finding 3 then shows as ASan's use-after-free in pool_drained), 22
- * keeps the queue check to retired pools (a draining one strands its queue the same way), 23
- * turns it off for live pools (found here: a listener's subscriptions fill a starting child's
- * slots, and what was queued behind them stays queued). RELAY_FUZZ_TRACE prints each event.
+ * off the paused-child check (a drain callback on a freed call then shows as ASan's use-after-free
+ * in pool_drained), 22 keeps the queue check to retired pools (a draining one strands its queue the
+ * same way), 23 turns it off for live pools (found here: a listener's subscriptions fill a starting
+ * child's slots, and what was queued behind them stays queued). RELAY_FUZZ_TRACE prints each event.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -2056,7 +2056,7 @@ check_all(void)
             }
             FUZZ_CHECK(start_seen, "start_id names no entry");
             FUZZ_CHECK(fence_seen, "fence_id names no entry");
-            /* A pool child is shared: it is never paused for one slow reader (finding 8). */
+            /* A pool child is shared: it is never paused for one slow reader. */
             if (!skipping(21))
                 FUZZ_CHECK(c->u == NULL || !fake_upstream_paused(c->u), "%s is paused", c->tag);
             /*
@@ -2081,7 +2081,7 @@ check_all(void)
                    p->n_children, children);
         FUZZ_CHECK(starting == p->n_starting, "pool %s: n_starting %zu, list %zu", p->name,
                    p->n_starting, starting);
-        bool stranded_known = p->retired || pools.draining; /* finding 10 */
+        bool stranded_known = p->retired || pools.draining; /* a retired or draining pool's queue */
         if (!(skipping(10) && stranded_known) && !(skipping(22) && pools.draining && !p->retired)
             && !(skipping(23) && !stranded_known))
             /*

@@ -197,7 +197,7 @@ for (const format of ['text', 'json', 'journal']) {
           body: rpc('ping', {}),
         });
         await r.done();
-        // %00 anywhere in the request target is refused before routing (finding F9).
+        // %00 anywhere in the request target is refused before routing.
         const want = send.includes('\0') ? 400 : 404;
         assert.equal(r.status, want, `sessionId ${JSON.stringify(send)}: HTTP ${r.status} ${r.text()}`);
       }

@@ -104,7 +104,7 @@ async function assertFailed(rs, re) {
 
 const freedRe = /configuration of \S+: no session uses it any more/;
 
-// ---- 1. a retired pool's queue (finding 10) --------------------------------------------------------
+// ---- 1. a retired pool's queue --------------------------------------------------------------------
 
 test('SIGHUP, then the retired pool\'s starting child dies: its queued requests had heartbeats, then get an error that says why; the old configuration is freed', async () => {
   const dir = tmpdir('mcpgw-reload-');
@@ -160,7 +160,7 @@ test('SIGTERM drain, then the starting child dies: the queued request gets its e
   }
 });
 
-// ---- 2. a broken pool (finding 11) ---------------------------------------------------------------
+// ---- 2. a broken pool ---------------------------------------------------------------------------
 
 test('a pool whose server/discover lists only an unknown version: warm children are not restarted outside pool_max_restarts_per_min; requests get 503 saying why', async () => {
   const servers = [{ name: 'example', path: '/mcp', command: `${process.execPath} ${HOSTILE} discover-unknown`, extra: 'pool_warm_children = 2\npool_max_restarts_per_min = 2' }];
@@ -231,7 +231,7 @@ for (const how of ['restart', 'reload']) {
   });
 }
 
-// ---- 3. /metrics through a reload (finding 12) ---------------------------------------------------
+// ---- 3. /metrics through a reload ---------------------------------------------------------------
 
 /** promtool from Debian's prometheus package (tests/deps.sh installs it): missing is a failure. */
 function promtoolCheck(text) {

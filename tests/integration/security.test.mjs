@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Findings F1/F5, F7, F8, F9 and F11 of issue 16 (SECURITY.md), through the real gateway:
+// SECURITY.md's hardening, through the real gateway (each case labelled as the tests below are):
 //   F1/F5  [auth] mode none is checked against the address the listening socket is bound to, so
 //          a SIGHUP that switches a gateway bound to 0.0.0.0 to mode none is refused;
 //   F7     a browser's request without Origin whose Sec-Fetch-Site is cross-site or same-site is

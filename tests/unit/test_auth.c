@@ -340,7 +340,7 @@ Test(auth, resource_and_metadata_urls, .fini = cleanup)
     cr_assert_eq(auth_resource(&cfg.auth, &s, out, 10), -1, "too small a buffer");
 }
 
-/* Finding F11: an RSA key with e = 1 verifies any "signature" equal to its message: refused. */
+/* An RSA key with e = 1 verifies any "signature" equal to its message: refused. */
 Test(auth, rsa_weak_exponent_refused, .fini = cleanup)
 {
     unsigned char n[256];

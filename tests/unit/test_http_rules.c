@@ -119,7 +119,7 @@ Test(http_rules, mcp_value)
     cr_expect_str_eq(out, "=?BASE64?YQ==?=");
 }
 
-/* Finding F7: a browser's cross-site request without Origin is told apart by Sec-Fetch-Site. */
+/* A browser's cross-site request without Origin is told apart by Sec-Fetch-Site. */
 Test(http_rules, fetch_site)
 {
     cr_expect(http_rules_fetch_site_allowed(NULL, NULL), "not a browser");
@@ -235,7 +235,7 @@ Test(http_rules, head_clean)
     cr_expect_null(HEAD("GET / HTTP/1.1\r\nHost: x\n\r\n"), "mixed line ends");
 }
 
-/* Finding F10: a NUL inside a value hides what follows it from every reader of the value. */
+/* A NUL inside a value hides what follows it from every reader of the value. */
 Test(http_rules, head_nul)
 {
     const char *nul = "a NUL in a header value";
