@@ -166,6 +166,10 @@ char *jsonrpc_cancel_new(const char *id_raw, size_t id_len, const char *reason, 
  */
 char *jsonrpc_quote(const char *s, size_t *len);
 
+struct buf_out;
+/* s as a JSON string literal (as jsonrpc_quote) appended to o. */
+void jsonrpc_put_quoted(struct buf_out *o, const char *s);
+
 /*
  * protocolVersion of an initialize request (params.protocolVersion) or of its result
  * (result.protocolVersion), copied NUL-terminated into out. Returns 0, or -1 when absent, not a

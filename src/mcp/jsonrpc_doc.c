@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "buf.h"
 #include "jsonrpc.h"
 
 /*
@@ -40,6 +41,15 @@ jsonrpc_quote(const char *text, size_t *len)
     }
     *len = n;
     return q;
+}
+
+void
+jsonrpc_put_quoted(struct buf_out *o, const char *s)
+{
+    size_t n;
+    char *q = jsonrpc_quote(s, &n);
+    buf_out_raw(o, q, n);
+    free(q);
 }
 
 static size_t

@@ -28,15 +28,6 @@ pool_caller_note(struct pool_call *call, const char *body, const struct jsonrpc_
     w->since_unix_ms = util_now_unix_ms();
 }
 
-static void
-pool_put_quoted(struct buf_out *o, const char *s)
-{
-    size_t n;
-    char *q = jsonrpc_quote(s, &n);
-    buf_out_raw(o, q, n);
-    free(q);
-}
-
 /* The caller of an entry's call: client data, cut when noted, escaped here. */
 static void
 pool_admin_caller(struct buf_out *o, const struct pool_caller *w)
@@ -44,15 +35,15 @@ pool_admin_caller(struct buf_out *o, const struct pool_caller *w)
     char at[UTIL_RFC3339_MAX];
     util_rfc3339(w->since_unix_ms, at);
     buf_out_printf(o, ",\"principal\":");
-    pool_put_quoted(o, w->principal);
+    jsonrpc_put_quoted(o, w->principal);
     buf_out_printf(o, ",\"client\":");
     if (w->client[0] != '\0')
-        pool_put_quoted(o, w->client);
+        jsonrpc_put_quoted(o, w->client);
     else
         buf_out_printf(o, "null");
     buf_out_printf(o, ",\"name\":");
     if (w->name[0] != '\0')
-        pool_put_quoted(o, w->name);
+        jsonrpc_put_quoted(o, w->name);
     else
         buf_out_printf(o, "null");
     buf_out_printf(o, ",\"started_at\":\"%s\",\"started_unix_ms\":%" PRIu64, at, w->since_unix_ms);
@@ -63,10 +54,7 @@ pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
 {
     static const char *const states[] = { "starting", "ready", "gone" };
     buf_out_printf(o, "{\"tag\":");
-    size_t n;
-    char *q = jsonrpc_quote(c->tag, &n);
-    buf_out_raw(o, q, n);
-    free(q);
+    jsonrpc_put_quoted(o, c->tag);
     buf_out_printf(o, ",\"pid\":%d,\"state\":\"%s\",\"idle_ms\":%" PRIu64 ",\"inflight\":[",
                    c->u != NULL ? (int)upstream_pid(c->u) : 0, states[c->state],
                    now - c->idle_since_ms);
@@ -76,9 +64,7 @@ pool_admin_child(struct buf_out *o, const struct pool_child *c, uint64_t now)
             continue; /* the gateway's own probe or initialize */
         buf_out_printf(o, "%s{\"method\":", first ? "" : ",");
         first = false;
-        q = jsonrpc_quote(p->method, &n);
-        buf_out_raw(o, q, n);
-        free(q);
+        jsonrpc_put_quoted(o, p->method);
         buf_out_printf(o, ",\"id\":");
         buf_out_raw(o, p->orig_id, p->orig_id_len);
         {

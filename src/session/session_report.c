@@ -26,20 +26,11 @@
 #define SESSION_ADMIN_TAIL ((size_t)4096) /* the counters */
 
 static void
-session_put_quoted(struct buf_out *o, const char *s)
-{
-    size_t n;
-    char *q = jsonrpc_quote(s, &n);
-    buf_out_raw(o, q, n);
-    free(q);
-}
-
-static void
 session_admin_entry(struct buf_out *o, const struct pending *p, uint64_t now, bool first)
 {
     buf_out_printf(o, "%s{\"direction\":\"%s\",\"method\":", first ? "" : ",",
                    p->dir == PENDING_TO_CHILD ? "to_child" : "to_client");
-    session_put_quoted(o, p->method);
+    jsonrpc_put_quoted(o, p->method);
     buf_out_printf(o, ",\"id\":");
     buf_out_raw(o, p->orig_id, p->orig_id_len);
     buf_out_printf(o,
@@ -67,23 +58,23 @@ session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
                    s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
                    s->state == SESSION_READY ? "ready" : "initializing", s->version,
                    now - s->last_active_ms, s->ntasks);
-    session_put_quoted(o, s->owner->name);
+    jsonrpc_put_quoted(o, s->owner->name);
     char at[UTIL_RFC3339_MAX];
     util_rfc3339(s->created_unix_ms, at);
     buf_out_printf(
         o, ",\"label\":\"%s\",\"created_at\":\"%s\",\"created_unix_ms\":%" PRIu64 ",\"client\":",
         s->label, at, s->created_unix_ms);
     if (s->client[0] != '\0')
-        session_put_quoted(o, s->client);
+        jsonrpc_put_quoted(o, s->client);
     else
         buf_out_printf(o, "null");
     /* Client data: decoded and cut when noted, escaped here; invalid UTF-8 shows as "". */
     buf_out_printf(o, ",\"client_info\":");
     if (s->client_info) {
         buf_out_printf(o, "{\"name\":");
-        session_put_quoted(o, s->client_name);
+        jsonrpc_put_quoted(o, s->client_name);
         buf_out_printf(o, ",\"version\":");
-        session_put_quoted(o, s->client_version);
+        jsonrpc_put_quoted(o, s->client_version);
         buf_out_printf(o, "}");
     } else {
         buf_out_printf(o, "null");
