@@ -9,9 +9,10 @@
 // on the same port. Every new session initializes and every call answers: no request fails. The
 // one thing a client sees is the rule of the 2025 revisions, a 404 for a session of the instance
 // that is gone, answered by initializing again (counted, and allowed). Then both instances, one
-// after the other as deploy/README.md's runbook says: the second as soon as the first's /readyz
-// answers 200 again; and again by deploy/systemd/mcp-gateway-restart-instances, which the Debian
-// package's postinst runs after an upgrade.
+// after the other as deploy/README.md's runbook says: the second as soon as the first has sent
+// systemd READY=1 (where `systemctl restart` of a Type=notify unit returns); and again by
+// deploy/systemd/mcp-gateway-restart-instances, which the Debian package's postinst runs after an
+// upgrade.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -20,6 +21,7 @@ import { test } from 'node:test';
 
 import { GW_BIN, initSession, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { withInstances } from '../lib/nginx.mjs';
+import { notifySink } from '../lib/notify.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const MODERN = '2026-07-28';
@@ -138,9 +140,15 @@ async function stopInstance(gws, name) {
   return old;
 }
 
-/** gws[name] again on the port it had (systemctl restart's start; a new process: a new log). */
-async function startInstance(gws, name, port) {
-  gws[name] = await startGateway({ gateway: { shutdown_drain_ms: DRAIN_MS, instance_id: name, listen: `127.0.0.1:${port}` } });
+/**
+ * gws[name] again on the port it had (systemctl restart's start; a new process: a new log). With a
+ * notify sink, resolves as `systemctl restart` of the Type=notify unit returns: at the new
+ * process's READY=1 (the only process with that NOTIFY_SOCKET, as systemd's is per unit).
+ */
+async function startInstance(gws, name, port, sink) {
+  const from = sink ? sink.messages().length : 0;
+  gws[name] = await startGateway({ gateway: { shutdown_drain_ms: DRAIN_MS, instance_id: name, listen: `127.0.0.1:${port}` }, ...(sink ? { env: sink.env } : {}) });
+  if (sink) await sink.waitFor((m) => m.READY === '1', { from, ms: scaled(10000), what: `${name}'s READY=1` });
 }
 
 /** GET /readyz on the instance's own loopback listener answers 200. */
@@ -151,70 +159,77 @@ async function ready(gw) {
 }
 
 test('a rolling restart of one instance behind nginx: every new session initializes, every 2026-07-28 call answers', async () => {
-  await withInstances(async ({ gws, via }) => {
-    const t = traffic(via);
-    const { stats } = t;
-    try {
-      await waitFor(() => stats.byInst.g1 >= 3 && stats.byInst.g2 >= 3, scaled(20000), 'sessions on both instances');
+    await withInstances(async ({ gws, via }) => {
+      const t = traffic(via);
+      const { stats } = t;
+      try {
+        await waitFor(() => stats.byInst.g1 >= 3 && stats.byInst.g2 >= 3, scaled(20000), 'sessions on both instances');
 
-      // A call of a g1 session in flight when g1 is told to stop: the drain lets it finish.
-      let held;
-      for (let i = 0; i < 20 && !held; i++) {
-        const s = await initSession(via);
-        if (s.sid.startsWith('g1.')) held = s;
+        // A call of a g1 session in flight when g1 is told to stop: the drain lets it finish.
+        let held;
+        for (let i = 0; i < 20 && !held; i++) {
+          const s = await initSession(via);
+          if (s.sid.startsWith('g1.')) held = s;
+        }
+        assert.ok(held, 'a session on g1');
+        const call = post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'held', delay_ms: 1500 } }, 'held'), { sid: held.sid, headers: { 'MCP-Protocol-Version': held.version } });
+        await waitFor(() => gws.g1.childMessages().some((m) => m.id !== undefined && m.params?.arguments?.text === 'held'), scaled(5000), 'the held call at g1\'s child');
+
+        const atTerm = t.total();
+        const old = await stopInstance(gws, 'g1');
+        const c = await call;
+        await c.done(scaled(5000));
+        assert.equal(c.status, 200, `the held call: ${c.text()}`);
+        assert.equal(textOf(answerOf(c)), 'held', c.text());
+        await waitFor(() => t.total() >= atTerm + 10, scaled(20000), 'requests while g1 is down');
+
+        await startInstance(gws, 'g1', old.port);
+        const g1Before = stats.byInst.g1;
+        await waitFor(() => stats.byInst.g1 >= g1Before + 2, scaled(30000), 'new sessions on the restarted g1');
+      } finally {
+        await t.stop();
       }
-      assert.ok(held, 'a session on g1');
-      const call = post(via, rpc('tools/call', { name: 'echo', arguments: { text: 'held', delay_ms: 1500 } }, 'held'), { sid: held.sid, headers: { 'MCP-Protocol-Version': held.version } });
-      await waitFor(() => gws.g1.childMessages().some((m) => m.id !== undefined && m.params?.arguments?.text === 'held'), scaled(5000), 'the held call at g1\'s child');
-
-      const atTerm = t.total();
-      const old = await stopInstance(gws, 'g1');
-      const c = await call;
-      await c.done(scaled(5000));
-      assert.equal(c.status, 200, `the held call: ${c.text()}`);
-      assert.equal(textOf(answerOf(c)), 'held', c.text());
-      await waitFor(() => t.total() >= atTerm + 10, scaled(20000), 'requests while g1 is down');
-
-      await startInstance(gws, 'g1', old.port);
-      const g1Before = stats.byInst.g1;
-      await waitFor(() => stats.byInst.g1 >= g1Before + 2, scaled(30000), 'new sessions on the restarted g1');
-    } finally {
-      await t.stop();
-    }
-    t.report('rolling restart of g1');
-  }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
+      t.report('rolling restart of g1');
+    }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
 });
 
-// deploy/README.md's runbook: restart g1; as soon as g1 is ready again (its /readyz on its
-// loopback listener answers 200), restart g2. nginx must not hold g1 as failed for what it
-// refused while it was down: then g2's restart would leave new sessions no instance at all.
-// The readiness used is /readyz, polled every 10 ms, the earliest moment an operator's script
-// (or systemd's readiness, once the unit reports it) could go on.
-test('a rolling restart of both instances behind nginx, the second as soon as the first is ready: nothing fails', async () => {
-  await withInstances(async ({ gws, via, ng }) => {
-    const t = traffic(via);
-    const { stats } = t;
-    const refused = (port) => new RegExp(`Connection refused\\) while connecting to upstream.*upstream: "http://127\\.0\\.0\\.1:${port}/`).test(ng.errorLog());
-    try {
-      await waitFor(() => stats.byInst.g1 >= 3 && stats.byInst.g2 >= 3, scaled(20000), 'sessions on both instances');
-      for (const [name, other] of [['g1', 'g2'], ['g2', 'g1']]) {
-        const atTerm = t.total();
-        const otherBefore = stats.byInst[other];
-        const old = await stopInstance(gws, name);
-        // While it is down the stream goes on: new sessions on the other instance, and nginx has
-        // tried the one that is down (a refused connect, which a max_fails upstream counts).
-        await waitFor(() => t.total() >= atTerm + 10 && stats.byInst[other] >= otherBefore + 2 && refused(old.port), scaled(20000), `requests while ${name} is down`);
-        await startInstance(gws, name, old.port);
-        await waitFor(() => ready(gws[name]), scaled(10000), `${name}'s /readyz`);
+// deploy/README.md's runbook: `systemctl restart mcp-gateway@g1 && curl -sf .../readyz &&
+// systemctl restart mcp-gateway@g2`. Under Type=notify each restart returns at the new process's
+// READY=1; the runbook then asks /readyz once (READY=1 also comes when readiness's first verdict is
+// "not ready") and restarts the second at once, without polling. nginx must not hold g1 as failed
+// for what it refused while it was down: then g2's restart would leave new sessions no instance.
+test('a rolling restart of both instances behind nginx, the second as soon as the first sent READY=1: nothing fails', async () => {
+  const sink = await notifySink();
+  try {
+    await withInstances(async ({ gws, via, ng }) => {
+      const t = traffic(via);
+      const { stats } = t;
+      const refused = (port) => new RegExp(`Connection refused\\) while connecting to upstream.*upstream: "http://127\\.0\\.0\\.1:${port}/`).test(ng.errorLog());
+      // Each wait ends early on a failed request: t.report then says which ones failed.
+      const until = (cond, ms, what) => waitFor(() => t.failures.length > 0 || cond(), ms, what);
+      try {
+        await until(() => stats.byInst.g1 >= 3 && stats.byInst.g2 >= 3, scaled(20000), 'sessions on both instances');
+        for (const [name, other] of [['g1', 'g2'], ['g2', 'g1']]) {
+          const atTerm = t.total();
+          const otherBefore = stats.byInst[other];
+          const old = await stopInstance(gws, name);
+          // While it is down the stream goes on: new sessions on the other instance, and nginx has
+          // tried the one that is down (a refused connect, which a max_fails upstream counts).
+          await until(() => t.total() >= atTerm + 10 && stats.byInst[other] >= otherBefore + 2 && refused(old.port), scaled(20000), `requests while ${name} is down`);
+          await startInstance(gws, name, old.port, sink);
+          assert.ok(await ready(gws[name]), `${name}'s /readyz answers 200 once it sent READY=1`);
+        }
+        // Both restarted: new sessions reach each of them.
+        const before = { ...stats.byInst };
+        await until(() => stats.byInst.g1 >= before.g1 + 2 && stats.byInst.g2 >= before.g2 + 2, scaled(30000), 'new sessions on both restarted instances');
+      } finally {
+        await t.stop();
       }
-      // Both restarted: new sessions reach each of them.
-      const before = { ...stats.byInst };
-      await waitFor(() => stats.byInst.g1 >= before.g1 + 2 && stats.byInst.g2 >= before.g2 + 2, scaled(30000), 'new sessions on both restarted instances');
-    } finally {
-      await t.stop();
-    }
-    t.report('rolling restart of g1, then g2');
-  }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
+      t.report('rolling restart of g1, then g2 at its READY=1');
+    }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
+  } finally {
+    await sink.close();
+  }
 });
 
 // deploy/systemd/mcp-gateway-restart-instances, which the Debian package's postinst runs after an
@@ -222,8 +237,8 @@ test('a rolling restart of both instances behind nginx, the second as soon as th
 // mcp-gateway@NAME in turn, the next once the one before answers /readyz. systemctl and
 // deb-systemd-invoke are stood in for by a script that lists g1 and g2 (list-units), gives each
 // one's command line as systemd shows it (show -p ExecStart --value) and, for try-restart, asks
-// this test to stop and start that instance (files in ctl/), returning once it listens again, as
-// systemctl does for the unit.
+// this test to stop and start that instance (files in ctl/), returning at the new process's
+// READY=1, as systemctl does for the Type=notify unit.
 const RESTART_INSTANCES = path.join(process.env.GW_SOURCE_ROOT, 'deploy/systemd/mcp-gateway-restart-instances');
 const STUB = `#!/bin/sh
 ctl=$(dirname "$0")/ctl
@@ -243,6 +258,8 @@ esac
 `;
 
 test('restart-instances (postinst after an upgrade) restarts both instances behind nginx one at a time, each once the one before is ready: nothing fails', async () => {
+  const sink = await notifySink();
+  try {
   await withInstances(async ({ gws, via }) => {
     const dir = tmpdir('mcpgw-restart-');
     const ctl = path.join(dir, 'ctl');
@@ -283,7 +300,7 @@ test('restart-instances (postinst after an upgrade) restarts both instances behi
           // The one restarted before this one answers /readyz: restart-instances waited for it.
           if (restarted.length) assert.ok(await ready(gws[restarted.at(-1)]), `${restarted.at(-1)} ready before ${name} is restarted`);
           const old = await stopInstance(gws, name);
-          await startInstance(gws, name, old.port);
+          await startInstance(gws, name, old.port, sink);
           describe(name);
           restarted.push(name);
           fs.writeFileSync(path.join(ctl, 'done'), '');
@@ -302,4 +319,7 @@ test('restart-instances (postinst after an upgrade) restarts both instances behi
     console.log(out.trim());
     t.report('restart-instances');
   }, { quietErrorLog: true, gateway: { shutdown_drain_ms: DRAIN_MS } });
+  } finally {
+    await sink.close();
+  }
 });
