@@ -925,34 +925,6 @@ pool_inflight(void)
     return n;
 }
 
-const char *
-pool_status_text(enum pool_status status)
-{
-    switch (status) {
-    case POOL_OK:
-        return "ok";
-    case POOL_E_FULL:
-        return "too many requests in flight for this server (pool_child_max_inflight)";
-    case POOL_E_UNAVAILABLE:
-        return "upstream server cannot be started now; try again later";
-    case POOL_E_BUSY:
-        return "upstream server is not reading its input; try again later";
-    case POOL_E_DRAINING:
-        return "gateway shutting down: no new requests";
-    case POOL_E_DRAINED:
-        return "server drained by the operator: no new requests";
-    case POOL_E_ID_TOO_LONG:
-        return "request id or progress token longer than max_id_bytes";
-    case POOL_E_NO_METHOD:
-        return "Method not found";
-    case POOL_E_BAD_STATE:
-        return "requestState refused";
-    case POOL_E_PRINCIPAL:
-        return "too many requests for this principal";
-    }
-    return "internal error";
-}
-
 /* --- a child's start: the probe's verdict, the initialize ----------------------------------- */
 
 void
