@@ -479,6 +479,16 @@ stream=$work/rolling.json
 rollpid=$!
 # field NAME: a count the client stream wrote last.
 field() { [ -f "$stream" ] && node -e "const j=JSON.parse(require('fs').readFileSync(process.argv[1],'utf8'));console.log(j[process.argv[2]]??0)" "$stream" "$1" || echo 0; }
+# end_stream WHEN: stops the client stream of step 10, prints what it counted, fails the run if
+# any of its requests failed.
+end_stream() {
+    touch "$work/rolling.stop"
+    rc=0
+    wait "$rollpid" || rc=$?
+    rollpid=""
+    cat "$work/rolling.out"
+    [ $rc -eq 0 ] || fail "requests failed $1"
+}
 both() { [ "$(field g1)" -ge 3 ] && [ "$(field g2)" -ge 3 ]; }
 wait_for "new sessions on both instances" both
 echo "before: $(cat "$stream")"
@@ -494,12 +504,7 @@ g1pid=$started
 inst=""
 g1before=$(field g1)
 wait_for "new sessions on the restarted g1" past g1 $((g1before + 3))
-touch "$work/rolling.stop"
-rc=0
-wait "$rollpid" || rc=$?
-rollpid=""
-cat "$work/rolling.out"
-[ $rc -eq 0 ] || fail "requests failed during the rolling restart"
+end_stream "during the rolling restart"
 echo "rolling restart of g1: no initialize failed"
 
 echo "--- an upgrade with both instances running (step 9): postinst restarts each, one at a time"
@@ -589,12 +594,7 @@ done
 echo "after restart-instances: g1 (pid $g1pid) and g2 (pid $g2pid) run the new /usr/bin/mcp-gateway"
 after=$(field ok)
 wait_for "new sessions on both upgraded instances" past ok $((after + 10))
-touch "$work/rolling.stop"
-rc=0
-wait "$rollpid" || rc=$?
-rollpid=""
-cat "$work/rolling.out"
-[ $rc -eq 0 ] || fail "requests failed while the upgrade restarted the instances"
+end_stream "while the upgrade restarted the instances"
 echo "upgrade of both instances, one at a time: no initialize failed"
 
 step 11 "the instances stopped, then the package's unit stop (prerm) and purge"
