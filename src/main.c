@@ -518,7 +518,7 @@ main_man(const char *what, int argc, char **argv)
     if (config_man(stdout, what, argc > 0 ? argv[0] : NULL, argc > 1 ? argv[1] : NULL,
                    MCPGW_VERSION, main_usage_text, err, sizeof err)
         != 0) {
-        fprintf(stderr, "mcp-gateway: --man %s\n", err);
+        fprintf(stderr, "mcp-gateway: --man %s: %s\n", what, err);
         return 1;
     }
     return fflush(stdout) == 0 ? 0 : 1;
