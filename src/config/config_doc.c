@@ -16,8 +16,8 @@
 #include "config.h"
 #include "config_int.h"
 
-#define CONFIG_DOC_FILE_MAX (1u << 20) /* options.md, README.md, conf/gateway.ini */
-#define CONFIG_DOC_CONF_WIDTH 98       /* columns of a comment in conf/gateway.ini */
+#define CONFIG_DOC_FILE_MAX   (1u << 20) /* options.md, README.md, conf/gateway.ini */
+#define CONFIG_DOC_CONF_WIDTH 98         /* columns of a comment in conf/gateway.ini */
 
 static const char *const config_doc_heading[] = { "[gateway]", "[auth]", "[server:NAME]" };
 
@@ -53,7 +53,9 @@ config_doc_slurp(const char *path, size_t *len, char *err, size_t errlen)
     fclose(f);
     if (bad || n > CONFIG_DOC_FILE_MAX || memchr(text, '\0', n) != NULL) {
         config_doc_fail(err, errlen, "%s: %s", path,
-                        bad ? "read error" : n > CONFIG_DOC_FILE_MAX ? "larger than 1 MiB" : "a NUL byte");
+                        bad                       ? "read error"
+                        : n > CONFIG_DOC_FILE_MAX ? "larger than 1 MiB"
+                                                  : "a NUL byte");
         free(text);
         return NULL;
     }
@@ -206,8 +208,10 @@ config_doc_read(struct config_doc *doc, const char *path, char *err, size_t errl
             goto out;
         }
         if (t->n == 0 || t->para[0].code) {
-            config_doc_fail(err, errlen, "%s:%d: ### %s: its first paragraph, the summary, is "
-                            "missing", path, t->line, strchr(o->key, '.') + 1);
+            config_doc_fail(err, errlen,
+                            "%s:%d: ### %s: its first paragraph, the summary, is "
+                            "missing",
+                            path, t->line, strchr(o->key, '.') + 1);
             goto out;
         }
     }
@@ -358,8 +362,7 @@ config_doc_line_is(const char *line, const char *s)
 }
 
 int
-config_doc_readme(FILE *f, const struct config_doc *doc, const char *path, char *err,
-                  size_t errlen)
+config_doc_readme(FILE *f, const struct config_doc *doc, const char *path, char *err, size_t errlen)
 {
     size_t len = 0;
     char *text = config_doc_slurp(path, &len, err, errlen);
@@ -447,7 +450,8 @@ config_doc_key_line(const char *line, const char **key)
 {
     const char *p = line[0] == ';' && line[1] == ' ' ? line + 2 : line;
     size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
-    if (n == 0 || strncmp(p + n, " =", 2) != 0 || (p[n + 2] != '\n' && p[n + 2] != ' ' && p[n + 2] != '\0'))
+    if (n == 0 || strncmp(p + n, " =", 2) != 0
+        || (p[n + 2] != '\n' && p[n + 2] != ' ' && p[n + 2] != '\0'))
         return 0;
     *key = p;
     return n;
@@ -459,8 +463,7 @@ config_doc_key_line(const char *line, const char **key)
  * line (a line ";  ..." continues a key written out and stays). Everything else is kept.
  */
 int
-config_doc_conf(FILE *f, const struct config_doc *doc, const char *path, char *err,
-                size_t errlen)
+config_doc_conf(FILE *f, const struct config_doc *doc, const char *path, char *err, size_t errlen)
 {
     size_t len = 0;
     char *text = config_doc_slurp(path, &len, err, errlen);
@@ -488,8 +491,8 @@ config_doc_conf(FILE *f, const struct config_doc *doc, const char *path, char *e
         const char *key = NULL;
         size_t klen = config_doc_key_line(line, &key);
         if (line[0] == '[') {
-            sec = strncmp(line, "[gateway]", 9) == 0 ? CONFIG_SEC_GATEWAY
-                  : strncmp(line, "[auth]", 6) == 0  ? CONFIG_SEC_AUTH
+            sec = strncmp(line, "[gateway]", 9) == 0  ? CONFIG_SEC_GATEWAY
+                  : strncmp(line, "[auth]", 6) == 0   ? CONFIG_SEC_AUTH
                   : strncmp(line, "[server:", 8) == 0 ? CONFIG_SEC_SERVER
                                                       : -1;
         } else if (klen > 0) {

@@ -261,12 +261,13 @@ config_man(FILE *f, const char *what, const char *options_md, const char *target
     }
     bool page = strcmp(what, "5") == 0, readme = strcmp(what, "readme") == 0;
     if (!page && !readme && strcmp(what, "conf") != 0) {
-        snprintf(err, errlen, "%s: 8, 5 OPTIONS_MD, readme OPTIONS_MD README or conf OPTIONS_MD "
-                 "CONF", what);
+        snprintf(err, errlen,
+                 "not a page or a document: 8, 5 OPTIONS_MD, readme OPTIONS_MD README or conf "
+                 "OPTIONS_MD CONF");
         return -1;
     }
     if (options_md == NULL || (page != (target == NULL))) {
-        snprintf(err, errlen, "%s takes %s", what,
+        snprintf(err, errlen, "takes %s",
                  page ? "the path of options.md" : "the paths of options.md and of the file");
         return -1;
     }
