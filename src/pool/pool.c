@@ -987,7 +987,7 @@ pool_probe_verdict(struct pool_child *c, const char *line, size_t len,
     if (speaks != 0) {
         char text[128];
         revision_set_text(speaks, text, sizeof text);
-        log_info(c->tag, "server/discover %s: the server speaks %s",
+        log_info(c->tag, "server/discover %s: the server serves %s",
                  refused ? "refused the probe's version" : "answered", text);
         p->era = CONFIG_ERA_MODERN;
         p->speaks = speaks;

@@ -79,7 +79,7 @@ test('a child of 2026-07-28 only beside one of both rows: both pools serve, in t
     // The pool of the 2026-07-28 child: its probe (2099-01-01) was refused with its list.
     await served(gw, '/old', OLD);
     await refused(gw, '/old', NEW, [OLD]);
-    assert.match(gw.logs(), /pool:old#\d+ server\/discover refused the probe's version: the server speaks 2026-07-28/);
+    assert.match(gw.logs(), /pool:old#\d+ server\/discover refused the probe's version: the server serves 2026-07-28/);
     // The pool of the child of both rows serves both.
     await served(gw, '/both', NEW);
     await served(gw, '/both', OLD);
