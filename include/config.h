@@ -47,9 +47,9 @@ struct config_auth {
 
 /* A server's protocol era toward 2026-07-28 clients (its pool's children). */
 enum config_era {
-    CONFIG_ERA_AUTO = 0, /* probe the first child with server/discover */
-    CONFIG_ERA_MODERN,   /* serves 2026-07-28 itself */
-    CONFIG_ERA_LEGACY,   /* initialize-based: the gateway initializes it and adapts results */
+    CONFIG_ERA_AUTO = 0,  /* probe the first child with server/discover */
+    CONFIG_ERA_STATELESS, /* serves 2026-07-28 itself */
+    CONFIG_ERA_LEGACY,    /* initialize-based: the gateway initializes it and adapts results */
 };
 
 struct config_server {

@@ -251,7 +251,7 @@ char *jsonrpc_initialize_new(uint64_t id, const char *version, const char *agent
 bool jsonrpc_discover_supports(const char *p, size_t n, const char *version);
 /*
  * A DiscoverResult object (the value of "result") made from a legacy initialize response: its
- * capabilities (without those the gateway does not carry to modern clients: subscribe,
+ * capabilities (without those the gateway does not carry to stateless clients: subscribe,
  * listChanged, tasks), instructions and serverInfo (as _meta io.modelcontextprotocol/serverInfo),
  * supportedVersions [version], ttlMs and cacheScope. NULL when p holds no result object.
  */

@@ -14,7 +14,7 @@
 #include "stream.h"
 
 /*
- * The 2026-07-28 ("modern") era has no sessions: each request stands alone. A pool of children per
+ * The stateless (2026-07-28) era has no sessions: each request stands alone. A pool of children per
  * [server:NAME] serves these requests, many clients per child. The era of the children is found
  * once per pool (a server/discover probe of the first child) or set in the INI; a
  * legacy child is initialized once by the gateway and its results are adapted (resultType, ttlMs,
@@ -34,7 +34,7 @@
  * one request, or that the client did not declare the capability for, gets an error.
  */
 
-/* Outcomes of pool_request; http_modern.c maps them to HTTP statuses. */
+/* Outcomes of pool_request; http_stateless.c maps them to HTTP statuses. */
 enum pool_status {
     POOL_OK = 0,
     POOL_E_FULL,        /* every child at pool_child_max_inflight, the pool at its size: 429 */
@@ -48,7 +48,7 @@ enum pool_status {
     POOL_E_PRINCIPAL,   /* the principal is at a per-principal limit (meta.why names it): 429 */
 };
 
-/* What http_modern.c knows of the request beyond the scanner's spans. */
+/* What http_stateless.c knows of the request beyond the scanner's spans. */
 struct pool_meta {
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
     const char *principal; /* who asks (auth's principal name): binds an input round to them */

@@ -608,7 +608,7 @@ main_offline(const struct main_args *a)
         if (warned > 0)
             printf(", %zu with a warning on stderr", warned);
         printf(")\n");
-        static const char *const eras[] = { "auto", "modern", "legacy" };
+        static const char *const eras[] = { "auto", "stateless", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
             printf("  [server:%s] %s: %s pool of %" PRIu64 "..%" PRIu64

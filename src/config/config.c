@@ -185,13 +185,13 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         return config_fail(ps, line, key, "must be none, bearer or jwt");
     }
     case CONFIG_ERA: {
-        static const char *const eras[] = { "auto", "modern", "legacy" };
+        static const char *const eras[] = { "auto", "stateless", "legacy" };
         for (size_t m = 0; m < ARRAY_LEN(eras); m++)
             if (strcmp(v, eras[m]) == 0) {
                 *(enum config_era *)config_target(base, opt) = (enum config_era)m;
                 return 0;
             }
-        return config_fail(ps, line, key, "must be auto, modern or legacy");
+        return config_fail(ps, line, key, "must be auto, stateless or legacy");
     }
     case CONFIG_SCOPE:
         if (strcmp(v, "private") != 0 && strcmp(v, "public") != 0)

@@ -36,7 +36,7 @@ enum config_type {
     CONFIG_LOG_LEVEL,  /* enum log_level */
     CONFIG_LOG_FORMAT, /* enum log_format: text, json, journal */
     CONFIG_AUTH_MODE,  /* enum config_auth_mode: none, bearer, jwt */
-    CONFIG_ERA,        /* enum config_era: auto, modern, legacy */
+    CONFIG_ERA,        /* enum config_era: auto, stateless, legacy */
     CONFIG_SCOPE,      /* bool cache_public: private, public */
 };
 

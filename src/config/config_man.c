@@ -63,7 +63,7 @@ config_man_bound(FILE *f, const struct config_option *o)
         snprintf(b, sizeof(b), "none, bearer, jwt");
         break;
     case CONFIG_ERA:
-        snprintf(b, sizeof(b), "auto, modern, legacy");
+        snprintf(b, sizeof(b), "auto, stateless, legacy");
         break;
     case CONFIG_SCOPE:
         snprintf(b, sizeof(b), "private, public");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pools of children for the 2026-07-28 era (pool.h): one pool per [server:NAME], made on the first
- * modern request (or at start for pool_warm_children, or when readiness is asked while no child
+ * stateless request (or at start for pool_warm_children, or when readiness is asked while no child
  * of its server ever started: pool_probe), children started, probed, initialized,
  * picked, replaced and stopped here. The requests themselves are pool_route.c's.
  *
@@ -254,7 +254,7 @@ pool_child_hello(struct pool_child *c)
     c->start_id = e->gw_id;
     size_t len;
     char *m = c->probing
-                  ? jsonrpc_probe_new(e->gw_id, POOL_MODERN_VERSION, MCPGW_VERSION, &len)
+                  ? jsonrpc_probe_new(e->gw_id, POOL_STATELESS_VERSION, MCPGW_VERSION, &len)
                   : jsonrpc_initialize_new(e->gw_id, revision_newest(REVISION_STREAMABLE)->name,
                                            MCPGW_VERSION, &len);
     struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
@@ -406,7 +406,7 @@ pool_child_start(struct pool *p)
     snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(c->u));
     const struct log_field f[] = { { "server", p->name, false }, { "child", pid, true } };
     log_fields(LOG_INFO, c->tag, f, ARRAY_LEN(f), "pool child started: pid %s", pid);
-    if (p->era == CONFIG_ERA_MODERN) {
+    if (p->era == CONFIG_ERA_STATELESS) {
         c->state = POOL_CHILD_READY;
         pool_child_ready(c);
         return c;
@@ -434,7 +434,7 @@ pool_child_ready(struct pool_child *c)
     c->timer = NULL;
     c->idle_since_ms = util_now_ms();
     log_info(c->tag, "pool child ready (%s)",
-             p->era == CONFIG_ERA_MODERN ? POOL_MODERN_VERSION : "legacy");
+             p->era == CONFIG_ERA_STATELESS ? POOL_STATELESS_VERSION : "legacy");
     pool_listen_child_change(c, false);
     pool_child_take_queue(c);
 }
@@ -693,7 +693,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_OK;
         return hidden;
     }
-    /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
+    /* A retry of an input round the gateway bridged (a stateless child's own rounds pass). */
     if (ours) {
         if (info->has_crlf)
             jsonrpc_flatten(body, len);
@@ -898,8 +898,8 @@ pool_close_all(void)
 
 /*
  * p's requests that will end with an answer, held ones included: not the gateway's own probe,
- * initialize or fence, and not a modern child's subscriptions/listen, which lasts until its client
- * leaves (a drain that waited for one would always run to shutdown_drain_ms).
+ * initialize or fence, and not a stateless child's subscriptions/listen, which lasts until its
+ * client leaves (a drain that waited for one would always run to shutdown_drain_ms).
  */
 size_t
 pool_inflight_in(const struct pool *p)
@@ -940,14 +940,14 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
     c->timer = NULL;
     if (c->probing) {
         if (info->kind == JSONRPC_RESULT
-            && jsonrpc_discover_supports(line, len, POOL_MODERN_VERSION)) {
+            && jsonrpc_discover_supports(line, len, POOL_STATELESS_VERSION)) {
             log_info(c->tag, "server/discover answered: the server serves 2026-07-28");
-            p->era = CONFIG_ERA_MODERN;
+            p->era = CONFIG_ERA_STATELESS;
             pool_child_ready(c);
             return;
         }
         if (info->kind == JSONRPC_RESULT) {
-            /* A modern server of other versions only: nothing to serve modern clients with. */
+            /* A stateless server of other versions only: nothing to serve clients with. */
             p->broken = true;
             if (!p->retired)
                 relay_start_failed(p->stats, pool_broken_text, true);
@@ -966,9 +966,10 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
         return;
     }
     size_t dlen = 0;
-    char *d = info->kind == JSONRPC_RESULT ? jsonrpc_discover_from_init(
-                  line, len, POOL_MODERN_VERSION, p->srv->cache_ttl_ms, p->srv->cache_public, &dlen)
-                                           : NULL;
+    char *d = info->kind == JSONRPC_RESULT
+                  ? jsonrpc_discover_from_init(line, len, POOL_STATELESS_VERSION,
+                                               p->srv->cache_ttl_ms, p->srv->cache_public, &dlen)
+                  : NULL;
     if (d == NULL) {
         pool_child_retire(c, "initialize refused", true);
         return;

@@ -310,7 +310,7 @@ void
 pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
                  const struct pool_meta *meta)
 {
-    if (call->pool->era == CONFIG_ERA_MODERN || !pool_may_ask(info->method))
+    if (call->pool->era == CONFIG_ERA_STATELESS || !pool_may_ask(info->method))
         return;
     snprintf(call->method, sizeof(call->method), "%s", info->method);
     call->noted = true;
@@ -425,7 +425,7 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
             if (p->state == PENDING_FORWARDED && p->owner != NULL)
                 ((struct pool_call *)p->owner)->asker = true;
     const char *why = NULL;
-    if (!POOL_MODERN_REVISION->input_rounds)
+    if (!POOL_STATELESS_REVISION->input_rounds)
         why = "not available: the revision served has no input rounds";
     else if (cap == NULL)
         why = "not available: this gateway relays only elicitation, sampling and roots requests "

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// The pool that serves 2026-07-28 ("modern", stateless) requests, seen from outside: over HTTP,
+// The pool that serves stateless (2026-07-28) requests, seen from outside: over HTTP,
 // through each pool child's own record of what it received (the example server's --log, one file
 // per child: the command is `sh -c 'exec mcp-example-server --log <dir>/child-$$.log'`, so the
 // file is named by the child's pid), /metrics (mcpgw_pool_*) and /proc (the gateway's children).
 //   - era: a legacy child is probed once with server/discover, then initialized once; era = legacy
-//     skips the probe; a modern child (tests/fixtures/modern_server.mjs, its stdin recorded by tee)
-//     is never sent initialize, and era = modern forwards server/discover;
+//     skips the probe; a stateless child (tests/fixtures/stateless_server.mjs, its stdin recorded by tee)
+//     is never sent initialize, and era = stateless forwards server/discover;
 //   - minted ids and progress tokens: two clients with the same id and token on one child;
 //   - growth, spread, 429, warm children, idle stop;
 //   - a child that dies mid-call, a child that keeps dying (restart budget, then 503);
@@ -34,7 +34,7 @@ const textOf = (j) => j?.result?.content?.[0]?.text;
 const FIXTURE = (() => {
   const root = process.env.GW_SOURCE_ROOT;
   if (!root) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
-  const f = path.join(root, 'tests/fixtures/modern_server.mjs');
+  const f = path.join(root, 'tests/fixtures/stateless_server.mjs');
   if (!fs.existsSync(path.join(root, 'tests/node_modules/@modelcontextprotocol/server'))) throw new Error('tests/node_modules/@modelcontextprotocol/server missing: run `npm ci` in tests/');
   return f;
 })();
@@ -43,8 +43,8 @@ const FIXTURE = (() => {
 
 /** The example server with its own --log file per child: <dir>/<prefix>-<pid>.log. */
 const perChild = (dir, args = [], prefix = 'child') => `sh -c 'exec ${EXAMPLE} --log ${dir}/${prefix}-$$.log ${args.join(' ')}'`;
-/** The modern fixture, what it reads on stdin recorded in <dir>/in-<sh pid>.log. */
-const modernFixture = (dir) => `sh -c 'tee -a ${dir}/in-$$.log | ${process.execPath} ${FIXTURE}'`;
+/** The stateless fixture, what it reads on stdin recorded in <dir>/in-<sh pid>.log. */
+const statelessFixture = (dir) => `sh -c 'tee -a ${dir}/in-$$.log | ${process.execPath} ${FIXTURE}'`;
 
 /** Messages a child (by pid) received, from its own log. */
 function childMsgs(dir, pid, prefix = 'child') {
@@ -242,7 +242,7 @@ function answerJson(r, what) {
   }
 }
 
-for (const era of ['legacy', 'modern']) {
+for (const era of ['legacy', 'stateless']) {
   test(`era = ${era}: a child's empty result ({}, { }) and a non-empty one get resultType (and ttlMs, cacheScope when cacheable) as valid JSON`, async () => {
     const cmd = `${process.execPath} ${path.join(process.env.GW_SOURCE_ROOT, 'tests/fixtures/raw_results.mjs')}`;
     await withGateway({ servers: [{ name: 'raw', path: '/mcp', command: cmd, extra: `era = ${era}\ncache_ttl_ms = 4321` }] }, async (gw) => {
@@ -268,24 +268,24 @@ for (const era of ['legacy', 'modern']) {
   });
 }
 
-test('era auto, modern server: the probe finds 2026-07-28; initialize is never sent; requests reach the child with minted ids', async () => {
+test('era auto, stateless server: the probe finds 2026-07-28; initialize is never sent; requests reach the child with minted ids', async () => {
   const dir = tmpdir('mcpgw-pool-');
-  await withGateway({ servers: [{ name: 'modern', path: '/mcp', command: modernFixture(dir) }] }, async (gw) => {
-    const e = await call(gw, 'echo', { text: 'modern hello' }, { id: 'm-1', ms: scaled(20000) });
+  await withGateway({ servers: [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir) }] }, async (gw) => {
+    const e = await call(gw, 'echo', { text: 'stateless hello' }, { id: 'm-1', ms: scaled(20000) });
     assert.equal(e.r.status, 200, e.r.text());
     assert.equal(e.answer.id, 'm-1');
-    assert.equal(textOf(e.answer), 'modern hello');
-    await gw.waitLog(/session=pool:modern#1 server\/discover answered: the server serves 2026-07-28/);
-    await gw.waitLog(/session=pool:modern#1 pool child ready \(2026-07-28\)/);
+    assert.equal(textOf(e.answer), 'stateless hello');
+    await gw.waitLog(/session=pool:stateless#1 server\/discover answered: the server serves 2026-07-28/);
+    await gw.waitLog(/session=pool:stateless#1 pool child ready \(2026-07-28\)/);
     const d = await mpost(gw, 'server/discover', {}, { id: 'd' });
     await d.done(scaled(10000));
     assert.ok(msgsOf(d).find(isAnswer)?.result?.supportedVersions?.includes(V), d.text());
-    const [pid] = await nPids(gw, 1, 'modern');
+    const [pid] = await nPids(gw, 1, 'stateless');
     const seen = childMsgs(dir, pid, 'in');
     const m = methodsOf(seen);
     assert.equal(count(m, 'initialize'), 0, `never initialize: ${m}`);
     assert.equal(count(m, 'notifications/initialized'), 0);
-    assert.deepEqual(m, ['server/discover', 'tools/call', 'server/discover'], 'the probe, then both requests forwarded (modern)');
+    assert.deepEqual(m, ['server/discover', 'tools/call', 'server/discover'], 'the probe, then both requests forwarded (stateless)');
     const ids = seen.filter((x) => x.method).map((x) => x.id);
     assert.ok(ids.every((i) => typeof i === 'number'), `minted numeric ids: ${ids}`);
     assert.equal(new Set(ids).size, 3);
@@ -293,15 +293,15 @@ test('era auto, modern server: the probe finds 2026-07-28; initialize is never s
   });
 });
 
-test('era = modern: no probe, the client\'s server/discover is forwarded to the child', async () => {
+test('era = stateless: no probe, the client\'s server/discover is forwarded to the child', async () => {
   const dir = tmpdir('mcpgw-pool-');
-  await withGateway({ servers: [{ name: 'modern', path: '/mcp', command: modernFixture(dir), extra: 'era = modern' }] }, async (gw) => {
+  await withGateway({ servers: [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir), extra: 'era = stateless' }] }, async (gw) => {
     const d = await mpost(gw, 'server/discover', {}, { id: 'disc' });
     await d.done(scaled(20000));
     const a = msgsOf(d).find(isAnswer);
     assert.equal(a.id, 'disc');
     assert.ok(a.result.supportedVersions.includes(V));
-    const [pid] = await nPids(gw, 1, 'modern');
+    const [pid] = await nPids(gw, 1, 'stateless');
     const seen = childMsgs(dir, pid, 'in');
     assert.deepEqual(methodsOf(seen), ['server/discover'], 'only the client\'s request, no probe and no initialize');
     assert.equal(typeof seen[0].id, 'number');
@@ -416,12 +416,12 @@ test('request_timeout_ms on calls that are answered at once: no timer outlives i
   });
 });
 
-test('a modern child: closing the stream of its slow call cancels it there (the fixture logs CANCELLED with the minted id)', async () => {
+test('a stateless child: closing the stream of its slow call cancels it there (the fixture logs CANCELLED with the minted id)', async () => {
   const dir = tmpdir('mcpgw-pool-');
   const cancelLog = path.join(dir, 'cancel.log');
-  await withGateway({ servers: [{ name: 'modern', path: '/mcp', command: modernFixture(dir), env: `MODERN_CANCEL_LOG=${cancelLog}`, extra: 'era = modern' }] }, async (gw) => {
+  await withGateway({ servers: [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir), env: `STATELESS_CANCEL_LOG=${cancelLog}`, extra: 'era = stateless' }] }, async (gw) => {
     const r = await mpost(gw, 'tools/call', { name: 'slow', arguments: { ms: 600000 } }, { id: 's' });
-    const [pid] = await nPids(gw, 1, 'modern');
+    const [pid] = await nPids(gw, 1, 'stateless');
     const seen = await waitFor(() => childMsgs(dir, pid, 'in').find((m) => m.method === 'tools/call'), scaled(20000), 'the call at the child');
     assert.equal(typeof seen.id, 'number');
     r.drop();
@@ -635,7 +635,7 @@ test('the child\'s sampling, elicitation and roots requests, for a request that 
   const dir = tmpdir('mcpgw-pool-');
   await withGateway({ servers: [exampleServer(dir, 'pool_max_children = 1')] }, async (gw) => {
     const m0 = await metrics(gw);
-    // Declared, they become input rounds (modern_bridge.test.mjs); undeclared, never.
+    // Declared, they become input rounds (stateless_bridge.test.mjs); undeclared, never.
     const caps = { 'io.modelcontextprotocol/clientCapabilities': {} };
     const cases = [['sample', 'sampling', 'sampling/createMessage'], ['elicit', 'elicitation', 'elicitation/create'], ['roots', 'roots', 'roots/list']];
     for (const [tool, what] of cases) {

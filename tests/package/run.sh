@@ -275,7 +275,7 @@ echo "--- the SDK client against the installed gateway ($url)"
 (cd tests && node package/sdk_client.mjs "$url")
 echo "--- SDK interop tests with GW_BIN=/usr/bin/mcp-gateway, GW_EXAMPLE=/usr/lib/mcp-gateway/mcp-example-server"
 GW_BIN=/usr/bin/mcp-gateway GW_EXAMPLE=/usr/lib/mcp-gateway/mcp-example-server GW_SOURCE_ROOT="$root" \
-    node --test --test-reporter=spec tests/integration/sdk_interop.test.mjs tests/integration/modern_sdk.test.mjs \
+    node --test --test-reporter=spec tests/integration/sdk_interop.test.mjs tests/integration/stateless_sdk.test.mjs \
     >"$work/interop.log" 2>&1 || {
     cat "$work/interop.log"
     fail "SDK interop against the installed binary"
