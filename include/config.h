@@ -132,6 +132,9 @@ struct config {
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;
+    /* "file:line: key = old is deprecated ...: write key = new", one per use of a spelling kept
+     * for one release after a rename (the deprecated era = modern); NULL-terminated, NULL: none. */
+    char **deprecated;
 };
 
 /*

@@ -106,6 +106,8 @@ struct config_parse {
     struct config_raw *cur; /* section being read; NULL before the first header */
     enum config_section cur_section;
     bool inline_secret; /* admin_token or an env line is written in the file itself */
+    char **deprecated;  /* notes of deprecated spellings, NULL-terminated; NULL: none */
+    size_t n_deprecated;
 };
 
 /* Records the first error as "file:line: key: message"; returns -1. */

@@ -18,12 +18,13 @@
 // cancel or SIGUSR1 to their child) with a progressToken: their progress 0 shows they are under
 // way. Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, del, initSession, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
+import { EXAMPLE, GW_BIN, del, initSession, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
 import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -310,6 +311,33 @@ test('era = stateless: no probe, the client\'s server/discover is forwarded to t
 });
 
 // ---- 2. minted ids and tokens ------------------------------------------------------------------
+
+// The era's deprecated spelling: read as stateless for one release after the rename.
+const DEPRECATED_ERA = 'modern';
+
+test(`era = ${DEPRECATED_ERA}, the deprecated spelling, is era = stateless; --check-config, the start and each SIGHUP warn once with file:line and the new spelling`, async () => {
+  const dir = tmpdir('mcpgw-pool-');
+  const servers = [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir), extra: `era = ${DEPRECATED_ERA}` }];
+  await withGateway({ servers }, async (gw) => {
+    const line = fs.readFileSync(gw.conf, 'utf8').split('\n').indexOf(`era = ${DEPRECATED_ERA}`) + 1;
+    assert.ok(line > 0, 'the era line is in the file');
+    const want = `${gw.conf}:${line}: era = ${DEPRECATED_ERA} is deprecated and will be refused by the next release: write era = stateless`;
+    const times = () => gw.logs().split(want).length - 1;
+    const check = spawnSync(GW_BIN, ['--check-config', '--config', gw.conf], { encoding: 'utf8', timeout: 10000 });
+    assert.equal(check.status, 0, check.stdout + check.stderr);
+    assert.equal(check.stderr, `warning: ${want}\n`, 'the one warning of --check-config');
+    assert.match(check.stdout, /\(era stateless, /, '--check-config names the era by its name');
+    assert.equal(times(), 1, `one warning at start:\n${gw.logs()}`);
+    const d = await mpost(gw, 'server/discover', {}, { id: 'disc' });
+    await d.done(scaled(20000));
+    assert.ok(msgsOf(d).find(isAnswer)?.result?.supportedVersions?.includes(V), 'the child\'s own discover result');
+    const [pid] = await nPids(gw, 1, 'stateless');
+    assert.deepEqual(methodsOf(childMsgs(dir, pid, 'in')), ['server/discover'], 'no probe and no initialize: the era is stateless');
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/SIGHUP: configuration reloaded/, scaled(5000));
+    assert.equal(times(), 2, 'one more warning on the reload');
+  });
+});
 
 test('two clients with the same id and progress token on one child: each gets its own progress and answer; the child sees distinct numbers', async () => {
   const dir = tmpdir('mcpgw-pool-');
