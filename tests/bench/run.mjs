@@ -7,9 +7,9 @@
 //   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
-// --only name,name (scenarios: echo1, echo1_stateless, echo1pin, echo1pin_stateless, echo16x4, echo16x4_stateless, init,
-// large, cancel, disconnect, disconnect_stateless, hold1000_stateless, elicit_stateless, idle, hold; the names ending in _stateless are
-// stateless (2026-07-28) requests;
+// --only name,name (scenarios: echo1, echo1pin, echo16x4, init, large, cancel, disconnect, idle,
+// hold; stateless (2026-07-28) ones: echo1_stateless, echo1pin_stateless, echo16x4_stateless,
+// disconnect_stateless, hold1000_stateless, elicit_stateless;
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
