@@ -34,6 +34,8 @@ const EVERYTHING_DOCS = path.join(ROOT, 'tests/node_modules/@modelcontextprotoco
 const STATELESS = '2026-07-28';
 const PIN = { mode: { pin: STATELESS } };
 const AUTO = { mode: 'auto' };
+// The SDK's own name for the stateless era is 'modern' (its getProtocolEra()); eraOf says ours.
+const eraOf = (client) => (client.getProtocolEra() === 'modern' ? 'stateless' : client.getProtocolEra());
 const MODES = [
   { label: 'pinned 2026-07-28', negotiation: PIN, era: 'stateless' },
   { label: 'auto', negotiation: AUTO, era: 'stateless' },
@@ -254,7 +256,7 @@ for (const up of UPSTREAMS) {
     for (const { label, negotiation } of MODES.filter((m) => m.era === 'stateless')) {
       const c = await open(negotiation);
       calls++;
-      assert.equal(c.client.getProtocolEra(), 'stateless', `${label}: era`);
+      assert.equal(eraOf(c.client), 'stateless', `${label}: era`);
       assert.equal(c.client.getNegotiatedProtocolVersion(), STATELESS, `${label}: version`);
       assert.equal(c.transport.sessionId, undefined, `${label}: no session id`);
       const d = c.client.getDiscoverResult();
@@ -274,7 +276,7 @@ for (const up of UPSTREAMS) {
 
     const legacy = await open(undefined);
     calls++;
-    assert.equal(legacy.client.getProtocolEra(), 'legacy');
+    assert.equal(eraOf(legacy.client), 'legacy');
     assert.match(legacy.client.getNegotiatedProtocolVersion(), /^2025-/);
     assert.ok(legacy.transport.sessionId, 'Mcp-Session-Id received');
     assert.equal(legacy.wire.methods()[0], 'initialize');
@@ -301,7 +303,7 @@ for (const up of UPSTREAMS) {
     for (let i = 0; i < 3; i++) {
       const c = await open(i % 2 ? AUTO : PIN);
       calls++;
-      assert.equal(c.client.getProtocolEra(), 'stateless');
+      assert.equal(eraOf(c.client), 'stateless');
       took.push(c.connectMs);
     }
     assert.ok(took.every((ms) => ms < scaled(2000)), `connect times ${took.join(', ')} ms (server/discover answered late)`);
@@ -311,7 +313,7 @@ for (const up of UPSTREAMS) {
     for (const { label, negotiation, era } of MODES) {
       const c = await open(negotiation);
       calls++;
-      assert.equal(c.client.getProtocolEra(), era, label);
+      assert.equal(eraOf(c.client), era, label);
       const { tools } = await c.client.listTools();
       calls++;
       for (const n of up.tools) assert.ok(tools.some((t) => t.name === n), `${label}: tool ${n} in ${tools.map((t) => t.name)}`);
@@ -372,7 +374,7 @@ for (const up of UPSTREAMS) {
         up.progressText(steps[i], rs[i]);
         assert.deepEqual(got[i], up.progressExpected(steps[i]), `${label}: call ${i} got exactly its own progress`);
       }
-      if (c.client.getProtocolEra() === 'stateless') {
+      if (eraOf(c.client) === 'stateless') {
         const calls2 = c.wire.requests().filter((e) => e.msg.method === 'tools/call');
         assert.equal(calls2.length, 2);
         for (const e of calls2) {
@@ -444,7 +446,7 @@ for (const up of UPSTREAMS) {
     const cs = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => open(i % 2 ? AUTO : PIN, { name: `stateless-sdk-c${i}` })));
     calls += CLIENTS;
     for (const c of cs) {
-      assert.equal(c.client.getProtocolEra(), 'stateless');
+      assert.equal(eraOf(c.client), 'stateless');
       assert.equal(c.transport.sessionId, undefined);
     }
     const mismatches = [];
