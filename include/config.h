@@ -48,9 +48,9 @@ struct config_auth {
 
 /* A server's protocol era toward 2026-07-28 clients (its pool's children). */
 enum config_era {
-    CONFIG_ERA_AUTO = 0, /* probe the first child with server/discover */
-    CONFIG_ERA_MODERN,   /* serves 2026-07-28 itself */
-    CONFIG_ERA_LEGACY,   /* initialize-based: the gateway initializes it and adapts results */
+    CONFIG_ERA_AUTO = 0,  /* probe the first child with server/discover */
+    CONFIG_ERA_STATELESS, /* serves 2026-07-28 itself */
+    CONFIG_ERA_LEGACY,    /* initialize-based: the gateway initializes it and adapts results */
 };
 
 struct config_server {
@@ -133,6 +133,9 @@ struct config {
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;
+    /* "file:line: key = old is deprecated ...: write key = new", one per use of a spelling kept
+     * for one release after a rename (the deprecated era = modern); NULL-terminated, NULL: none. */
+    char **deprecated;
 };
 
 /*

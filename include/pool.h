@@ -14,7 +14,7 @@
 #include "stream.h"
 
 /*
- * The 2026-07-28 ("modern") era has no sessions: each request stands alone. A pool of children per
+ * The stateless (2026-07-28) era has no sessions: each request stands alone. A pool of children per
  * [server:NAME] serves these requests, many clients per child. The era of the children is found
  * once per pool (a server/discover probe of the first child, which also tells the stateless
  * revisions the children speak: each request is served as the revision it names, or refused with
@@ -36,7 +36,7 @@
  * one request, or that the client did not declare the capability for, gets an error.
  */
 
-/* Outcomes of pool_request; http_modern.c maps them to HTTP statuses. */
+/* Outcomes of pool_request; http_stateless.c maps them to HTTP statuses. */
 enum pool_status {
     POOL_OK = 0,
     POOL_E_FULL,        /* every child at pool_child_max_inflight, the pool at its size: 429 */
@@ -52,7 +52,7 @@ enum pool_status {
 
 struct revision;
 
-/* What http_modern.c knows of the request beyond the scanner's spans. */
+/* What http_stateless.c knows of the request beyond the scanner's spans. */
 struct pool_meta {
     const struct revision *rev; /* the stateless row the request names (revision.h) */
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */

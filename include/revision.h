@@ -18,7 +18,7 @@
  * A revision that behaves differently needs, beyond its row, the code of what is new: a column
  * here when a decision made today differs (and the places that ask it), a new method's handling
  * in the pool or the sessions (pool_route.c, session_route.c), new _meta or header rules in the
- * HTTP front (http_modern.c, http_mcp.c), and a new transport its own path.
+ * HTTP front (http_stateless.c, http_mcp.c), and a new transport its own path.
  */
 
 /* How a revision reaches the gateway: bits, so a question can name several. */

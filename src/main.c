@@ -306,6 +306,21 @@ main_check_commands(const struct config *cfg, bool check)
     return bad;
 }
 
+/*
+ * The file's deprecated spellings (config.h's deprecated): each a warning, on stderr for
+ * --check-config, in the log at start and on each reload; the file is used all the same.
+ */
+static void
+main_warn_deprecated(const struct config *cfg, bool check)
+{
+    for (char *const *d = cfg->deprecated; d != NULL && *d != NULL; d++) {
+        if (check)
+            fprintf(stderr, "warning: %s\n", *d);
+        else
+            log_warn(NULL, "%s", *d);
+    }
+}
+
 static bool
 main_reload(void)
 {
@@ -338,6 +353,7 @@ main_reload(void)
     if (log_set_access(next->access_log, next->access_log_format, &access_err) == -1)
         log_error(NULL, "SIGHUP: access_log %s: %s; access lines stay where they went",
                   next->access_log, access_err);
+    main_warn_deprecated(next, false);
     main_check_commands(next, false);
     session_set_config(next);
     pool_set_config(next);
@@ -618,6 +634,7 @@ main_offline(const struct main_args *a)
      * A server whose command cannot run is a warning, as at start and on SIGHUP, where the other
      * servers still serve: the exit status is 1 exactly when the gateway would refuse the file.
      */
+    main_warn_deprecated(M.cfg, true);
     size_t warned = a->check ? main_check_commands(M.cfg, true) : 0;
     if (a->print) {
         rc = config_print(stdout, M.cfg) == 0 && fflush(stdout) == 0 ? 0 : 1;
@@ -626,7 +643,7 @@ main_offline(const struct main_args *a)
         if (warned > 0)
             printf(", %zu with a warning on stderr", warned);
         printf(")\n");
-        static const char *const eras[] = { "auto", "modern", "legacy" };
+        static const char *const eras[] = { "auto", "stateless", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
             printf("  [server:%s] %s: %s pool of %" PRIu64 "..%" PRIu64
@@ -651,6 +668,7 @@ main_start(void)
     if (log_set_access(M.cfg->access_log, M.cfg->access_log_format, &why) == -1)
         fatalx("access_log %s: %s", M.cfg->access_log, why);
     (void)notify_init(); /* before any child starts: none of them inherits NOTIFY_SOCKET */
+    main_warn_deprecated(M.cfg, false);
     main_check_commands(M.cfg, false);
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # the tests make a throwaway CA and certificate for the loopback authorization server with.
 # dpkg-dev, debhelper, build-essential, lintian, man-db: building and checking the Debian package
 # (deploy/debian/build.sh); procps: ps for tests/package/run.sh, and a dependency of the package.
-# prometheus: its promtool, which modern_reload.test.mjs checks /metrics with (promtool check
+# prometheus: its promtool, which stateless_reload.test.mjs checks /metrics with (promtool check
 # metrics) and prometheus_rules.test.mjs deploy/prometheus with (check rules, test rules); the
 # package's service is not started in a container. logrotate: signals.test.mjs runs
 # the package's logrotate file with it. mmdebstrap, podman, runc, netavark, iptables, uidmap:

@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 }
 deb=$(realpath "$1")
 version=$(dpkg-deb -f "$deb" Version)
-# A tag is [A-Za-z0-9_.-]: 0.1.0-1+test1 becomes 0.1.0-1_test1.
+# A tag is [A-Za-z0-9_.-]: 0.2.0-1+test1 becomes 0.2.0-1_test1.
 tag=${2:-localhost/mcp-gateway:$(printf %s "$version" | tr -c 'A-Za-z0-9_.\n-' _)}
 # The release the .deb was built on: its shared libraries are that release's.
 suite=${MCPGW_IMAGE_SUITE:-$(. /etc/os-release && echo "$VERSION_CODENAME")}

@@ -2,7 +2,7 @@
 # Builds the mcp-gateway .deb from a clean copy of the tree with Debian's own tools, then runs
 # lintian on it:
 #   sh deploy/debian/build.sh [OUTDIR]          (default OUTDIR: ./debs)
-# MCPGW_DEB_SUFFIX=+test1 adds a changelog entry 0.1.0-1+test1 on top (a newer build, for
+# MCPGW_DEB_SUFFIX=+test1 adds a changelog entry 0.2.0-1+test1 on top (a newer build, for
 # upgrade tests). The upstream version is meson.build's; the script fails when the changelog's
 # disagrees. Lintian's errors and warnings fail the build; overrides are in
 # mcp-gateway.lintian-overrides, each with its reason.

@@ -54,6 +54,24 @@ config_fail(struct config_parse *ps, int line, const char *key, const char *fmt,
     return -1;
 }
 
+/*
+ * A value written in a spelling kept for one release after its rename: recorded as "file:line:
+ * key = old is deprecated ...: write key = now" for main.c to log (at start and on each reload)
+ * or print (--check-config), as a warning; the file still loads.
+ */
+static void
+config_deprecated(struct config_parse *ps, int line, const char *key, const char *old,
+                  const char *now)
+{
+    char note[512];
+    snprintf(note, sizeof note,
+             "%s:%d: %s = %s is deprecated and will be refused by the next release: write %s = %s",
+             ps->name, line, key, old, key, now);
+    ps->deprecated = xrealloc(ps->deprecated, (ps->n_deprecated + 2) * sizeof *ps->deprecated);
+    ps->deprecated[ps->n_deprecated++] = xstrdup(note);
+    ps->deprecated[ps->n_deprecated] = NULL;
+}
+
 static const char *
 config_opt_name(const struct config_option *opt)
 {
@@ -184,13 +202,20 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         return config_fail(ps, line, key, "must be none, bearer or jwt");
     }
     case CONFIG_ERA: {
-        static const char *const eras[] = { "auto", "modern", "legacy" };
+        static const char *const eras[] = { "auto", "stateless", "legacy" };
         for (size_t m = 0; m < ARRAY_LEN(eras); m++)
             if (strcmp(v, eras[m]) == 0) {
                 *(enum config_era *)config_target(base, opt) = (enum config_era)m;
                 return 0;
             }
-        return config_fail(ps, line, key, "must be auto, modern or legacy");
+        /* The era's name before 0.2.0, accepted for one release after the rename. */
+        static const char era_deprecated[] = "modern"; /* deprecated spelling of stateless */
+        if (strcmp(v, era_deprecated) == 0) {
+            config_deprecated(ps, line, key, v, "stateless");
+            *(enum config_era *)config_target(base, opt) = CONFIG_ERA_STATELESS;
+            return 0;
+        }
+        return config_fail(ps, line, key, "must be auto, stateless or legacy");
     }
     case CONFIG_SCOPE:
         if (strcmp(v, "private") != 0 && strcmp(v, "public") != 0)
@@ -529,9 +554,11 @@ config_run(struct config_parse *ps, struct config *cfg)
     }
     free(ps->servers);
     if (ps->failed) {
+        config_strv_free(ps->deprecated);
         config_clear(cfg);
         return -1;
     }
+    cfg->deprecated = ps->deprecated;
     return 0;
 }
 
@@ -694,6 +721,7 @@ config_clear(struct config *cfg)
         policy_free(srv->policy);
     }
     free(cfg->servers);
+    config_strv_free(cfg->deprecated);
     memset(cfg, 0, sizeof *cfg);
 }
 

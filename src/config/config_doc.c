@@ -278,7 +278,7 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
         snprintf(b, size, "none, bearer, jwt");
         break;
     case CONFIG_ERA:
-        snprintf(b, size, "auto, modern, legacy");
+        snprintf(b, size, "auto, stateless, legacy");
         break;
     case CONFIG_SCOPE:
         snprintf(b, size, "private, public");

@@ -36,7 +36,7 @@ enum config_type {
     CONFIG_LOG_LEVEL,  /* enum log_level */
     CONFIG_LOG_FORMAT, /* enum log_format: text, json, journal */
     CONFIG_AUTH_MODE,  /* enum config_auth_mode: none, bearer, jwt */
-    CONFIG_ERA,        /* enum config_era: auto, modern, legacy */
+    CONFIG_ERA,        /* enum config_era: auto, stateless, legacy */
     CONFIG_SCOPE,      /* bool cache_public: private, public */
 };
 
@@ -142,6 +142,8 @@ struct config_parse {
     struct config_raw *cur; /* section being read; NULL before the first header */
     enum config_section cur_section;
     bool inline_secret; /* admin_token or an env line is written in the file itself */
+    char **deprecated;  /* notes of deprecated spellings, NULL-terminated; NULL: none */
+    size_t n_deprecated;
 };
 
 /* Records the first error as "file:line: key: message"; returns -1. */

@@ -42,7 +42,7 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
     static const char *const levels[] = { "error", "warn", "info", "debug" };
     static const char *const formats[] = { "text", "json", "journal" };
     static const char *const modes[] = { "none", "bearer", "jwt" };
-    static const char *const eras[] = { "auto", "modern", "legacy" };
+    static const char *const eras[] = { "auto", "stateless", "legacy" };
     const void *at = base + o->off;
     switch (o->type) {
     case CONFIG_U64:

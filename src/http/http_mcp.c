@@ -237,8 +237,8 @@ http_post(struct http_req *rc)
     int rc_scan = http_scan_body(rc, &info, &err, &ret);
     if (rc->responded)
         return ret;
-    if (http_is_modern(rc, rc_scan, &info))
-        return http_modern_post(rc, rc_scan, &info, err);
+    if (http_is_stateless(rc, rc_scan, &info))
+        return http_stateless_post(rc, rc_scan, &info, err);
     if (http_refuse_version(rc, &ret))
         return ret;
     if (rc_scan == JSONRPC_EBATCH)
@@ -278,8 +278,8 @@ http_post(struct http_req *rc)
 enum MHD_Result
 http_get(struct http_req *rc)
 {
-    if (rc->sid[0] == '\0' && http_modern_header(http_header(rc, HTTP_VERSION_HEADER)))
-        return http_modern_refuse_method(rc);
+    if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
+        return http_stateless_refuse_method(rc);
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc);
@@ -295,8 +295,8 @@ http_get(struct http_req *rc)
 enum MHD_Result
 http_delete(struct http_req *rc)
 {
-    if (rc->sid[0] == '\0' && http_modern_header(http_header(rc, HTTP_VERSION_HEADER)))
-        return http_modern_refuse_method(rc);
+    if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
+        return http_stateless_refuse_method(rc);
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc);
@@ -595,11 +595,11 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
     if (rc->method == HTTP_POST && http_refuse_body(rc, ret))
         return true;
     /*
-     * Without a session a POST's era is its body's (http_modern.c), and a 2026-07-28 GET or DELETE
-     * gets 405: the version is judged there.
+     * Without a session a POST's era is its body's (http_stateless.c), and a 2026-07-28 GET or
+     * DELETE gets 405: the version is judged there.
      */
     const char *ver = http_header(rc, HTTP_VERSION_HEADER);
-    if (rc->sid[0] == '\0' && (rc->method == HTTP_POST || http_modern_header(ver)))
+    if (rc->sid[0] == '\0' && (rc->method == HTTP_POST || http_stateless_header(ver)))
         return false;
     return http_refuse_version(rc, ret);
 }

@@ -44,7 +44,7 @@ http_detach(struct http_req *rc)
     struct stream *st = rc->st;
     rc->st = NULL;
     stream_set_wake(st, NULL, NULL);
-    if (rc->modern)
+    if (rc->stateless)
         pool_stream_detach(st);
     else
         session_stream_detach(rc->sid, st);
@@ -129,7 +129,7 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
      * leaves as one JSON object with the status its error code calls for; anything
      * else first (progress, a log line, the time up) starts an SSE stream.
      */
-    uint64_t hold_ms = rc->modern ? httpd.cfg->heartbeat_s * 1000u : httpd.cfg->response_hold_ms;
+    uint64_t hold_ms = rc->stateless ? httpd.cfg->heartbeat_s * 1000u : httpd.cfg->response_hold_ms;
     if (hold_ms == 0 || rc->conn == NULL || rc->conn->gone)
         return http_sse(rc, st, with_sid);
     rc->st = st;
@@ -140,7 +140,7 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
      * Answered already (the gateway's own answer), or, 2026-07-28, something came before any
      * answer (a listen's acknowledgement): nothing to wait for.
      */
-    if (stream_ended(st) || (rc->modern && stream_pending(st) > 0))
+    if (stream_ended(st) || (rc->stateless && stream_pending(st) > 0))
         return http_unhold(rc);
     rc->hold = loop_timer_add(httpd.l, hold_ms, http_hold_over, rc);
     rc->suspended = true;
@@ -151,8 +151,8 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
 static const char http_event_head[] = "event: message\ndata: ";
 
 /*
- * A modern request's stream that holds its answer alone (one event, no id: nothing is replayed in
- * 2026-07-28): the JSON object itself, application/json, with the status of its error code.
+ * A stateless request's stream that holds its answer alone (one event, no id: nothing is replayed
+ * in 2026-07-28): the JSON object itself, application/json, with the status of its error code.
  */
 static enum MHD_Result
 http_json(struct http_req *rc, struct stream *st)
@@ -211,7 +211,7 @@ http_unhold(struct http_req *rc)
         return MHD_NO; /* the client left: MHD closes the connection */
     if (!stream_ended(st))
         return http_sse(rc, st, rc->with_sid);
-    if (rc->modern && stream_one_event(st))
+    if (rc->stateless && stream_one_event(st))
         return http_json(rc, st); /* the answer alone */
     struct MHD_Response *r;
     if (stream_pending(st) <= HTTP_COPY_MAX) {

@@ -404,7 +404,7 @@ jsonrpc_discover_versions(const char *p, size_t n, jsonrpc_version_cb *seen, voi
  * subscribe stay: the gateway serves subscriptions/listen for legacy children (pool_listen.c).
  */
 static void
-jsonrpc_modern_caps(json_t *caps)
+jsonrpc_stateless_caps(json_t *caps)
 {
     json_object_del(caps, "tasks");
 }
@@ -527,7 +527,7 @@ jsonrpc_discover_from_init(const char *p, size_t n, const char *const *versions,
     }
     json_t *caps = json_object_get(res, "capabilities");
     caps = json_is_object(caps) ? json_deep_copy(caps) : json_object();
-    jsonrpc_modern_caps(caps);
+    jsonrpc_stateless_caps(caps);
     json_t *out = json_pack("{s:s,s:o,s:o,s:I,s:s}", "resultType", "complete", "supportedVersions",
                             jsonrpc_versions_new(versions), "capabilities", caps, "ttlMs",
                             (json_int_t)ttl_ms, "cacheScope", public_scope ? "public" : "private");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pools of children for the 2026-07-28 era (pool.h): one pool per [server:NAME], made on the first
- * modern request (or at start for pool_warm_children, or when readiness is asked while no child
+ * stateless request (or at start for pool_warm_children, or when readiness is asked while no child
  * of its server ever started: pool_probe), children started, probed, initialized,
  * picked, replaced and stopped here. The requests themselves are pool_route.c's.
  *
@@ -416,7 +416,7 @@ pool_child_start(struct pool *p)
     snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(c->u));
     const struct log_field f[] = { { "server", p->name, false }, { "child", pid, true } };
     log_fields(LOG_INFO, c->tag, f, ARRAY_LEN(f), "pool child started: pid %s", pid);
-    if (p->era == CONFIG_ERA_MODERN) {
+    if (p->era == CONFIG_ERA_STATELESS) {
         c->state = POOL_CHILD_READY;
         pool_child_ready(c);
         return c;
@@ -709,7 +709,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_OK;
         return hidden;
     }
-    /* A retry of an input round the gateway bridged; a modern child's own rounds pass through. */
+    /* A retry of an input round the gateway bridged (a stateless child's own rounds pass). */
     if (ours) {
         if (info->has_crlf)
             jsonrpc_flatten(body, len);
@@ -915,8 +915,8 @@ pool_close_all(void)
 
 /*
  * p's requests that will end with an answer, held ones included: not the gateway's own probe,
- * initialize or fence, and not a modern child's subscriptions/listen, which lasts until its client
- * leaves (a drain that waited for one would always run to shutdown_drain_ms).
+ * initialize or fence, and not a stateless child's subscriptions/listen, which lasts until its
+ * client leaves (a drain that waited for one would always run to shutdown_drain_ms).
  */
 size_t
 pool_inflight_in(const struct pool *p)
@@ -989,7 +989,7 @@ pool_probe_verdict(struct pool_child *c, const char *line, size_t len,
         revision_set_text(speaks, text, sizeof text);
         log_info(c->tag, "server/discover %s: the server serves %s",
                  refused ? "refused the probe's version" : "answered", text);
-        p->era = CONFIG_ERA_MODERN;
+        p->era = CONFIG_ERA_STATELESS;
         p->speaks = speaks;
         pool_child_ready(c);
         return;

@@ -310,7 +310,7 @@ void
 pool_bridge_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,
                  const struct pool_meta *meta)
 {
-    if (call->pool->era == CONFIG_ERA_MODERN || !pool_may_ask(info->method))
+    if (call->pool->era == CONFIG_ERA_STATELESS || !pool_may_ask(info->method))
         return;
     snprintf(call->method, sizeof(call->method), "%s", info->method);
     call->noted = true;

@@ -123,7 +123,7 @@ pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *inf
     } else if (!quota_fits(p->name, who, QUOTA_CALLS, srv->max_inflight_per_principal)) {
         why = "too many requests in flight for this principal (max_inflight_per_principal)";
     } else if (!quota_fits(p->name, who, QUOTA_HELD, pool_caps_held_max(srv))
-               && p->era != CONFIG_ERA_MODERN && pool_caps_declared(body, info->meta_caps) != 0
+               && p->era != CONFIG_ERA_STATELESS && pool_caps_declared(body, info->meta_caps) != 0
                && (strcmp(info->method, "tools/call") == 0
                    || strcmp(info->method, "prompts/get") == 0
                    || strcmp(info->method, "resources/read") == 0)) {

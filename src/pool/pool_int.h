@@ -18,16 +18,16 @@
 #include "revision.h"
 #include "upstream.h"
 
-#define POOL_CANCEL_LINGER_MS 60000
+#define POOL_CANCEL_LINGER_MS   60000
 /*
  * A child's stdin has this much room per request it may have in flight (and one more) past
  * stdin_queue_bytes, for the gateway's cancels and fence pings alone (pool_bridge.c, the fence):
  * a cancel is about 160 bytes, a ping 50.
  */
-#define POOL_CONTROL_BYTES    512
+#define POOL_CONTROL_BYTES      512
 /* Restarts after failures back off: the first waits this long, each next one twice as long. */
-#define POOL_BACKOFF_MIN_MS   500
-#define POOL_BACKOFF_MAX_MS   30000
+#define POOL_BACKOFF_MIN_MS     500
+#define POOL_BACKOFF_MAX_MS     30000
 /* A line that repeats while a server fails is written at most once in this many ms. */
 #define POOL_LOG_REPEAT_MS    5000
 
@@ -197,7 +197,7 @@ struct pool {
     /*
      * The stateless revisions its children speak (revision.h's sets): the probe's verdict, the
      * rows the first child listed (its command is every child's); every stateless row for legacy
-     * children (the gateway bridges them) and for era = modern (the child refuses what it does
+     * children (the gateway bridges them) and for era = stateless (the child refuses what it does
      * not speak itself); 0 while the era is unknown.
      */
     uint32_t speaks;
@@ -367,7 +367,7 @@ struct stream *pool_bridge_resume(struct pool *p, const char *body, const struct
                                   struct pool_meta *meta, enum pool_status *status);
 /* The child's notifications/cancelled for one of its questions: withdrawn from its round. */
 void pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
-/* True when the requestState at sp is one the gateway seals (else a modern child's own). */
+/* True when the requestState at sp is one the gateway seals (else a stateless child's own). */
 bool pool_bridge_ours(const char *body, struct jsonrpc_span sp);
 /*
  * True when it is also sealed with the gateway's key and not expired: a retry that may carry on
@@ -401,7 +401,7 @@ bool pool_listen_open(struct pool_call *call, const char *body, const struct jso
 void pool_listen_forget(struct pool_call *call);
 /*
  * Shutdown (error NULL): every listener of p gets its graceful end; else (p retired) that JSON-RPC
- * error, counted as a cancel for why, and so does every listen p's modern children hold (each is
+ * error, counted as a cancel for why, and so does every listen p's stateless children hold (each is
  * cancelled at its child).
  */
 void pool_listen_end_all(struct pool *p, const char *error, enum relay_reason why);

@@ -250,7 +250,7 @@ pool_listen_forget(struct pool_call *call)
 }
 
 /*
- * A modern child's listens: requests in flight at the child that never end by themselves (no
+ * A stateless child's listens: requests in flight at the child that never end by themselves (no
  * timeout, no answer until the client leaves). Each is cancelled at its child (the child is told,
  * counted for why) and its client gets error: else a retired pool's child would never idle out,
  * and neither the pool nor its configuration would ever be freed.

@@ -12,7 +12,7 @@
 #include "metrics.h"
 #include "pool_int.h"
 
-static const char *const pool_eras[] = { "auto", "modern", "legacy" };
+static const char *const pool_eras[] = { "auto", "stateless", "legacy" };
 
 const char *
 pool_status_text(enum pool_status status)

@@ -17,7 +17,7 @@
  *     subscriptions/listen) goes, with the client's id put back, on that listen's stream;
  *   - any other notification (list changes outside a listen, say): dropped and counted; requests
  *     (sampling, elicitation, roots): answered with an error, ping with {}.
- * subscriptions/listen is passed to modern children (it has no timeout, and closing its stream
+ * subscriptions/listen is passed to stateless children (it has no timeout, and closing its stream
  * cancels it like any request); for legacy children the gateway serves it (pool_listen.c).
  * A request leaves the table by its answer, a cancel (the client closed its stream, a timeout,
  * shutdown: notifications/cancelled with the minted id, once) or the child's end.
@@ -60,8 +60,8 @@ pool_method_served(const struct pool *p, const struct revision *rev, const char 
     if (pool_in(pool_core, ARRAY_LEN(pool_core), method))
         return true;
     /*
-     * A modern child may serve extensions (the tasks extension, say); a legacy one only the core.
-     * While the era is unknown anything not removed is taken, and judged again at dispatch.
+     * A stateless child may serve extensions (the tasks extension, say); a legacy one only the
+     * core. While the era is unknown anything not removed is taken, and judged again at dispatch.
      */
     return p->era != CONFIG_ERA_LEGACY && !revision_removed(rev, method);
 }
@@ -203,7 +203,7 @@ pool_call_cancel(struct pool_call *call, enum relay_reason why)
     struct pool_child *c = call->c;
     if (p != NULL && relay_cancel(&c->r, p, why)) {
         /* A legacy child's question it wrote before reading the cancel may still come. */
-        if (call->pool->era != CONFIG_ERA_MODERN && why != RELAY_CANCEL_SHUTDOWN)
+        if (call->pool->era != CONFIG_ERA_STATELESS && why != RELAY_CANCEL_SHUTDOWN)
             pool_bridge_cancelled(c);
     } else {
         relay_count(call->pool->stats,
@@ -684,7 +684,7 @@ pool_child_line(char *line, size_t len, struct msg *shared, void *arg)
     if (!c->heard) {
         c->heard = true;
         if (c->state == POOL_CHILD_READY)
-            pool_start_ok(c->pool); /* ready at its start (modern): its first line proves it */
+            pool_start_ok(c->pool); /* ready at its start (stateless): its first line proves it */
     }
     pools.line = shared;
     pool_child_message(c, line, len);

@@ -15,9 +15,9 @@
  *   cancel      explicit notifications/cancelled: client send -> child receipt (child log)
  *   disconnect  drop the connection of a running call -> child receives the cancel
  *   pending     N connections, each with one slow echo, all in flight at once: the server's RSS
- *               growth per request in flight, then every answer checked (--modern only)
+ *               growth per request in flight, then every answer checked (--stateless only)
  *
- * --modern: 2026-07-28 requests instead (echo, large, disconnect, pending): no initialize, no
+ * --stateless: 2026-07-28 requests instead (echo, large, disconnect, pending): no initialize, no
  * session; each POST carries MCP-Protocol-Version: 2026-07-28, Mcp-Method, Mcp-Name and the
  * _meta envelope (protocolVersion, clientCapabilities) in its params. Connections stay open
  * (keep-alive) and every request has its own id.
@@ -58,17 +58,17 @@
 #define NORETURN     __attribute__((noreturn))
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))
 
-#define PREFIX_MAX       4096 /* bytes of each body (or stdout line) kept for checks */
-#define HEAD_MAX         16384
-#define READ_BUF         (256 * 1024)
-#define PROTO            "2025-06-18"
-#define MODERN           "2026-07-28"
-#define MAX_ARGV         32
-#define NS_PER_S         1000000000ULL
-#define NS_PER_MS        1000000ULL
-#define SLOW_ARGS        "{\"steps\":100000,\"interval_ms\":1000}"
-/* disconnect --modern: the example server's echo, answered after ten minutes unless cancelled */
-#define MODERN_SLOW_ARGS "{\"text\":\"held\",\"delay_ms\":600000}"
+#define PREFIX_MAX          4096 /* bytes of each body (or stdout line) kept for checks */
+#define HEAD_MAX            16384
+#define READ_BUF            (256 * 1024)
+#define PROTO               "2025-06-18"
+#define STATELESS           "2026-07-28"
+#define MAX_ARGV            32
+#define NS_PER_S            1000000000ULL
+#define NS_PER_MS           1000000ULL
+#define SLOW_ARGS           "{\"steps\":100000,\"interval_ms\":1000}"
+/* disconnect --stateless: the example server's echo, answered after ten minutes unless cancelled */
+#define STATELESS_SLOW_ARGS "{\"text\":\"held\",\"delay_ms\":600000}"
 
 extern char **environ;
 
@@ -94,7 +94,7 @@ struct options {
     long give_up;
     long delay_ms; /* pending: the echo's delay_ms */
     long children; /* pending: wait for this many initialized children first (0: do not) */
-    bool modern;
+    bool stateless;
     pid_t pid;
 };
 
@@ -356,8 +356,8 @@ struct conn {
     int fd;
     bool want_out;
     /* request */
-    const char *mcp_method; /* modern: Mcp-Method (and MCP-Protocol-Version), or NULL */
-    const char *mcp_name;   /* modern: Mcp-Name, or NULL */
+    const char *mcp_method; /* stateless: Mcp-Method (and MCP-Protocol-Version), or NULL */
+    const char *mcp_name;   /* stateless: Mcp-Name, or NULL */
     char *out;
     size_t out_len;
     size_t out_off;
@@ -578,7 +578,7 @@ conn_request(struct conn *c, const char *method, const char *sid, const char *bo
     if (sid != NULL && sid[0] != '\0')
         out_append(c, "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: " PROTO "\r\n", sid);
     else if (c->mcp_method != NULL)
-        out_append(c, "MCP-Protocol-Version: " MODERN "\r\nMcp-Method: %s\r\n", c->mcp_method);
+        out_append(c, "MCP-Protocol-Version: " STATELESS "\r\nMcp-Method: %s\r\n", c->mcp_method);
     if (c->mcp_method != NULL && c->mcp_name != NULL)
         out_append(c, "Mcp-Name: %s\r\n", c->mcp_name);
     if (opt.header != NULL)
@@ -1148,11 +1148,11 @@ struct echo_run {
 static struct echo_run run;
 
 /* A 2026-07-28 request's _meta (the client's capabilities: none). */
-#define MODERN_META                                                          \
-    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"" MODERN "\"," \
+#define STATELESS_META                                                          \
+    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"" STATELESS "\"," \
     "\"io.modelcontextprotocol/clientCapabilities\":{}}"
 
-/* tools/call TOOL with ARGS (a JSON object), legacy or, with --modern, with the _meta envelope. */
+/* tools/call TOOL with ARGS (a JSON object): legacy, or with --stateless the _meta envelope. */
 static void
 call_body(char *buf, size_t len, long id, const char *tool, const char *args)
 {
@@ -1160,15 +1160,15 @@ call_body(char *buf, size_t len, long id, const char *tool, const char *args)
         buf, len,
         "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
         "\"arguments\":%s%s}}",
-        id, tool, args, opt.modern ? "," MODERN_META : "");
+        id, tool, args, opt.stateless ? "," STATELESS_META : "");
 }
 
-/* Marks c's next requests as 2026-07-28 tools/call of tool (the Mcp-* headers), with --modern. */
+/* With --stateless, marks c's next requests as 2026-07-28 tools/call of tool (Mcp-* headers). */
 static void
-conn_modern(struct conn *c, const char *tool)
+conn_stateless(struct conn *c, const char *tool)
 {
-    c->mcp_method = opt.modern ? "tools/call" : NULL;
-    c->mcp_name = opt.modern ? tool : NULL;
+    c->mcp_method = opt.stateless ? "tools/call" : NULL;
+    c->mcp_name = opt.stateless ? tool : NULL;
 }
 
 static void
@@ -1218,7 +1218,7 @@ echo_http_next(struct conn *c)
     c->id = ++run.next_id;
     echo_body(body, sizeof(body), c->id);
     run.inflight++;
-    conn_modern(c, run.tool);
+    conn_stateless(c, run.tool);
     conn_request(c, "POST", (const char *)c->user, body);
 }
 
@@ -1339,12 +1339,12 @@ mode_echo(bool large)
         char(*sids)[256] = xrealloc(NULL, (size_t)s * sizeof(*sids));
         for (long i = 0; i < s; i++) {
             struct conn *c = conn_new();
-            /* modern: no session, S x K connections that each send their own requests */
-            if (!opt.modern && !session_open(c, sids[i], sizeof(sids[i])))
+            /* stateless: no session, S x K connections that each send their own requests */
+            if (!opt.stateless && !session_open(c, sids[i], sizeof(sids[i])))
                 die("session %ld: initialize failed (status %d)", i, c->status);
             for (long j = 0; j < k; j++) {
                 struct conn *cj = j == 0 ? c : conn_new();
-                cj->user = opt.modern ? NULL : sids[i];
+                cj->user = opt.stateless ? NULL : sids[i];
                 cj->done = echo_http_done;
                 cs[i * k + j] = cj;
             }
@@ -1674,10 +1674,10 @@ mode_cancel(bool disconnect)
 
     if (opt.child_log == NULL)
         die("--child-log is required");
-    if (opt.cmd == NULL && opt.modern) {
+    if (opt.cmd == NULL && opt.stateless) {
         /* 2026-07-28 defines no notification over HTTP: a call is cancelled by closing it. */
         if (!disconnect)
-            die("cancel has no --modern variant (use disconnect)");
+            die("cancel has no --stateless variant (use disconnect)");
     } else if (opt.cmd == NULL) {
         b = conn_new();
         if (!session_open(b, sid, sizeof(sid)))
@@ -1690,12 +1690,12 @@ mode_cancel(bool disconnect)
             die("direct child: initialize failed");
     }
     /*
-     * The child opens its log at start: wait for it. A modern call may find no child yet (a pool
+     * The child opens its log at start: wait for it. A stateless call may find no child yet (a pool
      * starts its first on the first request; a peer may spawn one per request): the log is made
      * here then, and each child appends to it.
      */
     uint64_t deadline = now_ns() + (uint64_t)opt.timeout_ms * NS_PER_MS;
-    if (opt.modern)
+    if (opt.stateless)
         cl.fd = open(opt.child_log, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
     else
         cl.fd = childlog_open(deadline);
@@ -1704,8 +1704,8 @@ mode_cancel(bool disconnect)
     for (long i = 1; i <= opt.count; i++) {
         runs++;
         childlog_skip(&cl);
-        if (opt.modern)
-            call_body(body, sizeof(body), 1000 + i, "echo", MODERN_SLOW_ARGS);
+        if (opt.stateless)
+            call_body(body, sizeof(body), 1000 + i, "echo", STATELESS_SLOW_ARGS);
         else
             slow_call_body(body, sizeof(body), 1000 + i);
         if (ch != NULL) {
@@ -1714,7 +1714,7 @@ mode_cancel(bool disconnect)
             if (a == NULL)
                 a = conn_new();
             a->done = ignore_done;
-            conn_modern(a, "echo");
+            conn_stateless(a, "echo");
             conn_request(a, "POST", sid, body);
         }
         deadline = now_ns() + (uint64_t)opt.timeout_ms * NS_PER_MS;
@@ -1891,8 +1891,8 @@ mode_pending(void)
     char body[9000], args[128];
     long n = opt.sessions;
 
-    if (!opt.modern)
-        die("pending needs --modern");
+    if (!opt.stateless)
+        die("pending needs --stateless");
     if (opt.child_log == NULL)
         die("--child-log is required");
     uint64_t deadline = now_ns() + (uint64_t)opt.timeout_ms * NS_PER_MS;
@@ -1913,7 +1913,7 @@ mode_pending(void)
     snprintf(run.args, sizeof(run.args), "{\"text\":\"warm\"}");
     echo_body(body, sizeof(body), 1);
     w->id = 1;
-    conn_modern(w, "echo");
+    conn_stateless(w, "echo");
     if (!roundtrip(w, "POST", NULL, body) || w->status != 200
         || !answer_ok(w->prefix, w->prefix_len, 1))
         die("pending: the first request failed (status %d): %.*s", w->status,
@@ -1931,7 +1931,7 @@ mode_pending(void)
         cs[i] = conn_new();
         cs[i]->done = pending_done;
         cs[i]->id = 2 + i;
-        conn_modern(cs[i], "echo");
+        conn_stateless(cs[i], "echo");
         call_body(body, sizeof(body), cs[i]->id, "echo", args);
         conn_request(cs[i], "POST", NULL, body);
         if (i % 64 == 63)
@@ -2004,7 +2004,7 @@ usage(int status)
         "  --label TEXT      copied into the output\n"
         "  --header LINE     one more request header, e.g. 'Authorization: Bearer T'\n"
         "  --tokens FILE     Authorization values, one a line, one per request round-robin\n"
-        "  --modern          2026-07-28 requests: no session (echo, large, disconnect, pending)\n"
+        "  --stateless       2026-07-28 requests: no session (echo, large, disconnect, pending)\n"
         "  --delay-ms D      the echo's delay_ms (pending)                      [5000]\n"
         "  --children N      wait for N initialized children first (pending)    [0]\n");
     exit(status);
@@ -2087,7 +2087,7 @@ main(int argc, char **argv)
         { "label", required_argument, NULL, 'L' },
         { "header", required_argument, NULL, 'H' },
         { "tokens", required_argument, NULL, 'K' },
-        { "modern", no_argument, NULL, 'M' },
+        { "stateless", no_argument, NULL, 'M' },
         { "delay-ms", required_argument, NULL, 'D' },
         { "children", required_argument, NULL, 'C' },
         { "help", no_argument, NULL, 'h' },
@@ -2146,7 +2146,7 @@ main(int argc, char **argv)
             opt.label = optarg;
             break;
         case 'M':
-            opt.modern = true;
+            opt.stateless = true;
             break;
         case 'D':
             opt.delay_ms = num(optarg);
@@ -2167,10 +2167,10 @@ main(int argc, char **argv)
         die("give exactly one of --url and --cmd");
     if (opt.sessions < 1 || opt.inflight < 1 || opt.count < 1)
         die("--sessions, --inflight and --count must be at least 1");
-    if (opt.modern && opt.url == NULL)
-        die("--modern needs --url (the stdio floor is legacy)");
-    if (opt.modern && (strcmp(opt.mode, "init") == 0 || strcmp(opt.mode, "hold") == 0))
-        die("%s has no --modern variant", opt.mode);
+    if (opt.stateless && opt.url == NULL)
+        die("--stateless needs --url (the stdio floor is legacy)");
+    if (opt.stateless && (strcmp(opt.mode, "init") == 0 || strcmp(opt.mode, "hold") == 0))
+        die("%s has no --stateless variant", opt.mode);
     /* pending holds a socket per request: take the hard limit of descriptors. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

@@ -7,9 +7,9 @@
 //   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
-// --only name,name (scenarios: echo1, echo1m, echo1pin, echo1pinm, echo16x4, echo16x4m, init,
-// large, cancel, disconnect, disconnectm, hold1000m, elicitm, idle, hold; the names ending in m are
-// 2026-07-28 "modern" requests;
+// --only name,name (scenarios: echo1, echo1pin, echo16x4, init, large, cancel, disconnect, idle,
+// hold; stateless (2026-07-28) ones: echo1_stateless, echo1pin_stateless, echo16x4_stateless,
+// disconnect_stateless, hold1000_stateless, elicit_stateless;
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
@@ -52,14 +52,14 @@ const P = quick
       elicit: { dur: 5, warm: 1, maxRounds: 100000 } };
 // large: [bytes, requests, requests for supergateway (which then runs in the first round only)]:
 // supergateway needs about two minutes for one 100 MB result here.
-// pending: 2026-07-28 requests held in flight at once (hold1000m), on a pool of pendingPool children,
+// pending: 2026-07-28 requests held in flight at once (hold1000_stateless), on a pool of pendingPool children,
 // each an echo answered pendingDelay ms after the child read it.
 // auth: the auth scenarios' 1x1 echo (warm-up and measured seconds; quick keeps them short, since
 // they add to CI's run), the RS256 JWTs minted for authjwtnew (used round-robin: far more than the
 // gateway's 256 remembered tokens, so a token comes back only long after it was forgotten) and the
 // opaque tokens of authintronew (likewise, against 1,024 remembered introspection answers).
 P.auth = quick ? { dur: 0.5, warm: 0.25, jwts: 2048, opaque: 16384 } : { dur: 5, warm: 1, jwts: 8192, opaque: 65536 };
-// elicit: one elicitation round at a time for dur seconds after warm seconds (elicitm), at most
+// elicit: one elicitation round at a time for dur seconds after warm seconds (elicit_stateless), at most
 // maxRounds rounds.
 
 // ---- build and locate ----
@@ -388,7 +388,7 @@ async function authRun(sc) {
   };
 }
 
-// ---- one elicitation round, driven from here (elicitm) ----
+// ---- one elicitation round, driven from here (elicit_stateless) ----
 // The example server's tool `elicit` (no arguments) sends the client one elicitation/create and
 // answers with the client's result as JSON. Two ways through the gateway, each on its own fresh
 // gateway: "bridged" (2026-07-28: the question comes back as an input_required result and the
@@ -458,8 +458,8 @@ function checkElicitAnswer(m, what) {
   if (!ok || m.result.isError) throw new Error(`${what}: unexpected final answer ${JSON.stringify(m).slice(0, 400)}`);
 }
 
-const MODERN_META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
-const MODERN_HEADERS = { 'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'elicit' };
+const STATELESS_META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+const STATELESS_HEADERS = { 'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'elicit' };
 
 /** A function doing one bridged round (two POSTs), returning its time in µs. */
 function bridgedRounds(agent, url) {
@@ -467,7 +467,7 @@ function bridgedRounds(agent, url) {
   return async () => {
     const id1 = `b${next++}`;
     const t0 = nowUs();
-    const r1 = await rpcPost(agent, url, MODERN_HEADERS, { jsonrpc: '2.0', id: id1, method: 'tools/call', params: { name: 'elicit', arguments: {}, _meta: MODERN_META } });
+    const r1 = await rpcPost(agent, url, STATELESS_HEADERS, { jsonrpc: '2.0', id: id1, method: 'tools/call', params: { name: 'elicit', arguments: {}, _meta: STATELESS_META } });
     const a1 = r1.msgs.find((m) => m.id === id1);
     const reqs = a1?.result?.inputRequests;
     if (r1.status !== 200 || a1?.result?.resultType !== 'input_required' || !reqs || Object.values(reqs).some((q) => q.method !== 'elicitation/create') || typeof a1.result.requestState !== 'string') {
@@ -475,7 +475,7 @@ function bridgedRounds(agent, url) {
     }
     const inputResponses = Object.fromEntries(Object.keys(reqs).map((k) => [k, { action: 'accept', content: ELICIT_CONTENT }]));
     const id2 = `b${next++}`;
-    const r2 = await rpcPost(agent, url, MODERN_HEADERS, { jsonrpc: '2.0', id: id2, method: 'tools/call', params: { name: 'elicit', arguments: {}, inputResponses, requestState: a1.result.requestState, _meta: MODERN_META } });
+    const r2 = await rpcPost(agent, url, STATELESS_HEADERS, { jsonrpc: '2.0', id: id2, method: 'tools/call', params: { name: 'elicit', arguments: {}, inputResponses, requestState: a1.result.requestState, _meta: STATELESS_META } });
     const t1 = nowUs();
     const a2 = r2.msgs.find((m) => m.id === id2);
     if (r2.status !== 200 || a2?.result?.resultType !== 'complete') throw new Error(`bridged retry: expected complete, got HTTP ${r2.status} ${JSON.stringify(r2.msgs).slice(0, 400)}`);
@@ -577,23 +577,23 @@ function viaServer(contender, opts, argsFn, mode, timeoutMs) {
 }
 
 const all = ['gateway', 'supergateway', 'direct'];
-// 2026-07-28 ("modern") echo: the same load with modern requests (no initialize, no session, one
+// stateless (2026-07-28) echo: the same load with stateless requests (no initialize, no session, one
 // keep-alive connection per request in flight, each request its own id), the gateway on its default
 // pool (up to 4 children, started on demand). The direct contender is the legacy floor, the same run
 // as in echo1/echo16x4: the pool child is the legacy example server, initialized once by the gateway,
-// so the child's work per echo is the legacy direct echo (there is no modern stdio floor for it).
-const modern = (s) => (s ? ['--url', s.url, '--pid', s.pid, '--modern'] : direct());
+// so the child's work per echo is the legacy direct echo (there is no stateless stdio floor for it).
+const stateless = (s) => (s ? ['--url', s.url, '--pid', s.pid, '--stateless'] : direct());
 const scenarios = [
   { name: 'echo1', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // [auth] mode = jwt, keys and introspection from authserver.mjs (authSetup); gateway only, after echo1.
   ...['authjwt', 'authjwtnew', 'authintro', 'authintronew'].map((name) => ({ name, group: 'auth', who: ['gateway'], run: () => authRun(name) })),
-  { name: 'echo1m', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...modern(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo1_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   ...(canPin ? [{ name: 'echo1pin', who: all, run: (c) => viaServer(c, { pin: true }, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
-  // The same modern load pinned to CPU 0 with the gateway and its pool child, as echo1pin: the
-  // steadiest modern/legacy comparison on a shared VM (no cross-CPU wake-ups in either figure).
-  ...(canPin ? [{ name: 'echo1pinm', who: all, run: (c) => viaServer(c, { pin: true, pool: {} }, (s) => [...modern(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
+  // The same stateless load pinned to CPU 0 with the gateway and its pool child, as echo1pin: the
+  // steadiest stateless/legacy comparison on a shared VM (no cross-CPU wake-ups in either figure).
+  ...(canPin ? [{ name: 'echo1pin_stateless', who: all, run: (c) => viaServer(c, { pin: true, pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   { name: 'echo16x4', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
-  { name: 'echo16x4m', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...modern(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo16x4_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'init', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url] : direct()), '--count', P.init], 'init') },
   ...P.large.map(([bytes, count, sgCount]) => ({
     name: `large${bytes >> 20}`, group: 'large', who: all, firstRoundOnly: sgCount ? ['supergateway'] : [],
@@ -617,24 +617,24 @@ const scenarios = [
   },
   {
     // The same for a 2026-07-28 call (echo with delay_ms 600000 on its own connection), one warm pool
-    // child; supergateway spawns a child per modern request (and ends it by killing it).
-    name: 'disconnectm', who: ['gateway', 'supergateway'],
+    // child; supergateway spawns a child per stateless request (and ends it by killing it).
+    name: 'disconnect_stateless', who: ['gateway', 'supergateway'],
     run: (c) => {
       const f = path.join(tmp, `child-${c}-${Date.now()}.log`);
-      return viaServer(c, { childArgs: ['--log', f, '--log-times'], pool: { warm: 1 } }, (s) => ['--url', s.url, '--modern', '--child-log', f, '--count', P.disc, '--timeout-ms', P.discTimeout, '--give-up', 2], 'disconnect');
+      return viaServer(c, { childArgs: ['--log', f, '--log-times'], pool: { warm: 1 } }, (s) => ['--url', s.url, '--stateless', '--child-log', f, '--count', P.disc, '--timeout-ms', P.discTimeout, '--give-up', 2], 'disconnect');
     },
   },
   {
-    // 1,000 modern requests in flight at once, one connection each, on a pool of 8 warm children
+    // 1,000 stateless requests in flight at once, one connection each, on a pool of 8 warm children
     // (pool_child_max_inflight 256 >= 125 each): the gateway's RSS growth per request in flight, the
     // time until every child has read its share (their shared --log), then every answer checked.
     // Gateway only: a pool is the gateway's (supergateway would start 1,000 children).
-    name: 'hold1000m', who: ['gateway'],
+    name: 'hold1000_stateless', who: ['gateway'],
     run: (c) => {
       const f = path.join(tmp, `child-${c}-${Date.now()}.log`);
       const pool = { warm: P.pendingPool, max: P.pendingPool, inflight: 256 };
       return withServer(c, { childArgs: ['--log', f, '--log-times'], pool, nofile: true, track: true }, async (s) => ({
-        ...(await loadgen('pending', ['--url', s.url, '--pid', s.pid, '--modern', '--child-log', f, '--children', P.pendingPool,
+        ...(await loadgen('pending', ['--url', s.url, '--pid', s.pid, '--stateless', '--child-log', f, '--children', P.pendingPool,
           '--sessions', P.pending, '--delay-ms', P.pendingDelay, '--timeout-ms', 10000], 120000)),
         nofile: s.nofile,
         stderr_tail: s.stderr().split('\n').filter((l) => l.trim() && !l.startsWith('bench-listen')).slice(-6).join(' / ').slice(0, 600),
@@ -646,7 +646,7 @@ const scenarios = [
     // agent, each way on its own fresh gateway (era = legacy, one warm pool child, so no probe or
     // spawn is timed): bridged = 2026-07-28 input_required + retry; legacy = a 2025-11-25 session's
     // SSE question and response POST. Gateway only (the contenders are the two ways).
-    name: 'elicitm', who: ['bridged', 'legacy'],
+    name: 'elicit_stateless', who: ['bridged', 'legacy'],
     run: (c) => withServer('gateway', { pool: { warm: 1 } }, (s) => elicitRun(s, c, P.elicit)),
   },
   {
@@ -783,26 +783,26 @@ if (has('echo16x4')) {
   row('16×4 echo: loadgen CPU (share of one core)', 'echo16x4', (r) => r.client_cpu_util, { noRatio: true });
 }
 // 2026-07-28 requests; D is the legacy direct echo (see the note).
-if (has('echo1m')) {
-  row('modern CPU per echo, 1×1 (µs, server process only)', 'echo1m', cpuPerReq);
-  if (has('echo1')) ratioRow('modern/legacy CPU per echo, 1×1 (G: gateway, S: supergateway)', 'echo1m', 'echo1', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
-  row('1×1 modern echo: req/s', 'echo1m', (r) => r.rps);
-  row('1×1 modern echo: p50 latency (µs)', 'echo1m', lat('p50_us'), { gd: 'diff' });
-  row('1×1 modern echo: p99 latency (µs)', 'echo1m', lat('p99_us'), { gd: 'diff' });
+if (has('echo1_stateless')) {
+  row('stateless CPU per echo, 1×1 (µs, server process only)', 'echo1_stateless', cpuPerReq);
+  if (has('echo1')) ratioRow('stateless/legacy CPU per echo, 1×1 (G: gateway, S: supergateway)', 'echo1_stateless', 'echo1', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
+  row('1×1 stateless echo: req/s', 'echo1_stateless', (r) => r.rps);
+  row('1×1 stateless echo: p50 latency (µs)', 'echo1_stateless', lat('p50_us'), { gd: 'diff' });
+  row('1×1 stateless echo: p99 latency (µs)', 'echo1_stateless', lat('p99_us'), { gd: 'diff' });
 }
-if (has('echo1pinm')) {
-  row('modern 1×1 echo, all on CPU 0: CPU per echo (µs)', 'echo1pinm', cpuPerReq);
-  if (has('echo1pin')) ratioRow('modern/legacy CPU per echo, 1×1 all on CPU 0 (G: gateway, S: supergateway)', 'echo1pinm', 'echo1pin', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
-  row('modern 1×1 echo, all on CPU 0: req/s', 'echo1pinm', (r) => r.rps);
-  row('modern 1×1 echo, all on CPU 0: p50 latency (µs)', 'echo1pinm', lat('p50_us'), { gd: 'diff' });
+if (has('echo1pin_stateless')) {
+  row('stateless 1×1 echo, all on CPU 0: CPU per echo (µs)', 'echo1pin_stateless', cpuPerReq);
+  if (has('echo1pin')) ratioRow('stateless/legacy CPU per echo, 1×1 all on CPU 0 (G: gateway, S: supergateway)', 'echo1pin_stateless', 'echo1pin', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
+  row('stateless 1×1 echo, all on CPU 0: req/s', 'echo1pin_stateless', (r) => r.rps);
+  row('stateless 1×1 echo, all on CPU 0: p50 latency (µs)', 'echo1pin_stateless', lat('p50_us'), { gd: 'diff' });
 }
-if (has('echo16x4m')) {
-  row('modern CPU per echo, 16×4 (µs, server process only)', 'echo16x4m', cpuPerReq);
-  if (has('echo16x4')) ratioRow('modern/legacy CPU per echo, 16×4 (G: gateway, S: supergateway)', 'echo16x4m', 'echo16x4', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
-  row('16×4 modern echo: req/s', 'echo16x4m', (r) => r.rps);
-  row('16×4 modern echo: p50 latency (µs)', 'echo16x4m', lat('p50_us'));
-  row('16×4 modern echo: p99 latency (µs)', 'echo16x4m', lat('p99_us'));
-  row('16×4 modern echo: server CPU (share of one core)', 'echo16x4m', (r) => (r.server_cpu_ms / 1000) / r.seconds, { noRatio: true });
+if (has('echo16x4_stateless')) {
+  row('stateless CPU per echo, 16×4 (µs, server process only)', 'echo16x4_stateless', cpuPerReq);
+  if (has('echo16x4')) ratioRow('stateless/legacy CPU per echo, 16×4 (G: gateway, S: supergateway)', 'echo16x4_stateless', 'echo16x4', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
+  row('16×4 stateless echo: req/s', 'echo16x4_stateless', (r) => r.rps);
+  row('16×4 stateless echo: p50 latency (µs)', 'echo16x4_stateless', lat('p50_us'));
+  row('16×4 stateless echo: p99 latency (µs)', 'echo16x4_stateless', lat('p99_us'));
+  row('16×4 stateless echo: server CPU (share of one core)', 'echo16x4_stateless', (r) => (r.server_cpu_ms / 1000) / r.seconds, { noRatio: true });
 }
 if (has('idle')) {
   row('memory per idle session (KiB, server RSS)', 'idle', (r) => (r.bytes_per_session >= 0 ? r.bytes_per_session / 1024 : undefined), { target: 'G ≤ 16 KiB', check: ({ g }) => (g.none ? null : g.med <= 16) });
@@ -826,11 +826,11 @@ if (has('disconnect')) {
   row('disconnect → child cancel, p99 (µs)', 'disconnect', lat('p99_us'), { none, target: 'G ≤ 10,000 µs', check: ({ g }) => (g.none ? null : g.med <= 10000) });
   row('disconnect: runs without a cancel', 'disconnect', (r) => r.misses, { noRatio: true });
 }
-if (has('disconnectm')) {
+if (has('disconnect_stateless')) {
   const none = `never (${P.discTimeout} ms wait)`;
-  row('modern close → child cancel, p50 (µs)', 'disconnectm', lat('p50_us'), { none });
-  row('modern close → child cancel, p99 (µs)', 'disconnectm', lat('p99_us'), { none, target: 'G ≤ 10,000 µs', check: ({ g }) => (g.none ? null : g.med <= 10000) });
-  row('modern close: runs without a cancel', 'disconnectm', (r) => r.misses, { noRatio: true });
+  row('stateless close → child cancel, p50 (µs)', 'disconnect_stateless', lat('p50_us'), { none });
+  row('stateless close → child cancel, p99 (µs)', 'disconnect_stateless', lat('p99_us'), { none, target: 'G ≤ 10,000 µs', check: ({ g }) => (g.none ? null : g.med <= 10000) });
+  row('stateless close: runs without a cancel', 'disconnect_stateless', (r) => r.misses, { noRatio: true });
 }
 if (has('hold')) {
   row(`${P.hold.toLocaleString('en-US')} sessions: held`, 'hold', (r) => r.held, { noRatio: true });
@@ -838,20 +838,20 @@ if (has('hold')) {
   row(`${P.hold.toLocaleString('en-US')} sessions: memory per session (KiB)`, 'hold', (r) => (r.bytes_per_session >= 0 ? r.bytes_per_session / 1024 : undefined));
   row(`${P.hold.toLocaleString('en-US')} sessions: seconds to open`, 'hold', (r) => r.open_seconds);
 }
-if (has('hold1000m')) {
+if (has('hold1000_stateless')) {
   const n = P.pending.toLocaleString('en-US');
   const inFlight = (f) => (r) => (r.all_in_flight && r.answered_before_all_in_flight === 0 ? f(r) : undefined); // all at once only
-  row(`${n} modern requests: in flight at once (children's count)`, 'hold1000m', (r) => r.in_flight, { noRatio: true });
-  row(`${n} modern requests: answered, each its own result`, 'hold1000m', (r) => r.ok, { noRatio: true });
-  row(`${n} modern requests: pool children`, 'hold1000m', (r) => r.children, { noRatio: true });
-  row(`${n} modern requests: memory per request in flight (KiB, server RSS)`, 'hold1000m', inFlight((r) => (r.bytes_per_request >= 0 ? r.bytes_per_request / 1024 : undefined)), { noRatio: true });
-  row(`${n} modern requests: seconds to get all in flight`, 'hold1000m', inFlight((r) => r.in_flight_seconds), { noRatio: true });
-  row(`${n} modern requests: server CPU per request (µs)`, 'hold1000m', cpuPerReq, { noRatio: true });
+  row(`${n} stateless requests: in flight at once (children's count)`, 'hold1000_stateless', (r) => r.in_flight, { noRatio: true });
+  row(`${n} stateless requests: answered, each its own result`, 'hold1000_stateless', (r) => r.ok, { noRatio: true });
+  row(`${n} stateless requests: pool children`, 'hold1000_stateless', (r) => r.children, { noRatio: true });
+  row(`${n} stateless requests: memory per request in flight (KiB, server RSS)`, 'hold1000_stateless', inFlight((r) => (r.bytes_per_request >= 0 ? r.bytes_per_request / 1024 : undefined)), { noRatio: true });
+  row(`${n} stateless requests: seconds to get all in flight`, 'hold1000_stateless', inFlight((r) => r.in_flight_seconds), { noRatio: true });
+  row(`${n} stateless requests: server CPU per request (µs)`, 'hold1000_stateless', cpuPerReq, { noRatio: true });
 }
-if (has('elicitm')) {
+if (has('elicit_stateless')) {
   // The two ways of one elicitation round, both the gateway's (G column); the ratio rows divide the
   // bridged median by the legacy median of the same run.
-  const way = (w, f) => stat('elicitm', w, f);
+  const way = (w, f) => stat('elicit_stateless', w, f);
   const wayRow = (label, f) => {
     const b = way('bridged', f);
     const l = way('legacy', f);
@@ -904,12 +904,12 @@ for (const c of ['gateway', 'supergateway']) {
   for (const r of results.disconnect?.[c] || []) {
     if (r.misses && r.samples === 0) notes.push(`${c}: no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of a disconnect (${r.misses} of ${r.runs} runs; the run stops after 2 misses).`);
   }
-  for (const r of results.disconnectm?.[c] || []) {
-    if (r.misses && r.samples === 0) notes.push(`${c} (modern): no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of closing a 2026-07-28 call's connection (${r.misses} of ${r.runs} runs; the run stops after 2 misses)${c === 'supergateway' ? '; supergateway ends a modern request by killing the child it spawned for it' : ''}.`);
+  for (const r of results.disconnect_stateless?.[c] || []) {
+    if (r.misses && r.samples === 0) notes.push(`${c} (stateless): no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of closing a 2026-07-28 call's connection (${r.misses} of ${r.runs} runs; the run stops after 2 misses)${c === 'supergateway' ? '; supergateway ends a stateless request by killing the child it spawned for it' : ''}.`);
   }
-  for (const r of results.hold1000m?.[c] || []) {
+  for (const r of results.hold1000_stateless?.[c] || []) {
     if (r.failed) continue;
-    notes.push(`${c} ${r.requests} modern requests at once (delay_ms ${r.delay_ms}, one connection each), RLIMIT_NOFILE ${r.nofile}: ${r.in_flight} in flight at the children ${r.all_in_flight ? `after ${r.in_flight_seconds.toFixed(2)} s` : '(not all: timed out)'}, ${r.answered_before_all_in_flight} answered before that, ${r.ok} answered with their own result, ${r.bad} bad (${r.status_429} with 429), ${r.unanswered} unanswered, ${r.children} pool children, server RSS ${r.server_rss0_kib} → ${r.server_rss_kib} KiB, server alive: ${r.server_alive}.${!r.server_alive && r.stderr_tail ? ` Its last words on stderr: ${r.stderr_tail}` : ''}`);
+    notes.push(`${c} ${r.requests} stateless requests at once (delay_ms ${r.delay_ms}, one connection each), RLIMIT_NOFILE ${r.nofile}: ${r.in_flight} in flight at the children ${r.all_in_flight ? `after ${r.in_flight_seconds.toFixed(2)} s` : '(not all: timed out)'}, ${r.answered_before_all_in_flight} answered before that, ${r.ok} answered with their own result, ${r.bad} bad (${r.status_429} with 429), ${r.unanswered} unanswered, ${r.children} pool children, server RSS ${r.server_rss0_kib} → ${r.server_rss_kib} KiB, server alive: ${r.server_alive}.${!r.server_alive && r.stderr_tail ? ` Its last words on stderr: ${r.stderr_tail}` : ''}`);
   }
   for (const r of results.idle?.[c] || []) notes.push(`${c} idle: ${r.held} of ${r.attempted} sessions held, ${r.refused_503} refused with 503, ${r.failed_other} other failures, ${r.verified} answered an echo afterwards, server alive: ${r.server_alive}.`);
   for (const r of results.hold?.[c] || []) {
@@ -921,14 +921,14 @@ for (const c of ['gateway', 'supergateway']) {
   }
 }
 for (const [sc, byC] of Object.entries(results)) for (const [c, rs] of Object.entries(byC)) for (const r of rs) if (r.failed) notes.push(`${sc} ${c}: failed: ${r.failed}`);
-if (['echo1m', 'echo16x4m'].some((sc) => results[sc]?.direct)) {
-  notes.push('modern echo, direct (D): the legacy direct echo, as in echo1/echo16x4 (initialize once, then tools/call over pipes). The example server is a legacy server and the pool child is initialized once by the gateway, so the child\'s work per modern echo is the legacy echo; there is no 2026-07-28 stdio floor for it.');
+if (['echo1_stateless', 'echo16x4_stateless'].some((sc) => results[sc]?.direct)) {
+  notes.push('stateless echo, direct (D): the legacy direct echo, as in echo1/echo16x4 (initialize once, then tools/call over pipes). The example server is a legacy server and the pool child is initialized once by the gateway, so the child\'s work per stateless echo is the legacy echo; there is no 2026-07-28 stdio floor for it.');
 }
-if (['echo1m', 'echo16x4m'].some((sc) => results[sc]?.supergateway)) {
-  notes.push(`modern echo, supergateway (S): ${versions.supergateway} serves each 2026-07-28 request with a child it spawns for that request (a tools/list to it, then the call) and stops afterwards; its answers lack resultType (the load generator checks only the id and the result).`);
+if (['echo1_stateless', 'echo16x4_stateless'].some((sc) => results[sc]?.supergateway)) {
+  notes.push(`stateless echo, supergateway (S): ${versions.supergateway} serves each 2026-07-28 request with a child it spawns for that request (a tools/list to it, then the call) and stops afterwards; its answers lack resultType (the load generator checks only the id and the result).`);
 }
-for (const [i, r] of ['bridged', 'legacy'].flatMap((w) => (results.elicitm?.[w] || []).map((x, k) => [k, x]))) {
-  if (!r.failed) notes.push(`elicitm ${r.way}, round ${i + 1}: ${r.samples} rounds in ${r.seconds.toFixed(1)} s (${r.rounds_per_s.toFixed(0)}/s), p50 ${r.p50_us.toFixed(0)} µs, p99 ${r.p99_us.toFixed(0)} µs, max ${r.max_us.toFixed(0)} µs, gateway CPU ${(r.server_cpu_us / 1000).toFixed(0)} ms (clock ticks of 1/${r.clk_tck} s).`);
+for (const [i, r] of ['bridged', 'legacy'].flatMap((w) => (results.elicit_stateless?.[w] || []).map((x, k) => [k, x]))) {
+  if (!r.failed) notes.push(`elicit_stateless ${r.way}, round ${i + 1}: ${r.samples} rounds in ${r.seconds.toFixed(1)} s (${r.rounds_per_s.toFixed(0)}/s), p50 ${r.p50_us.toFixed(0)} µs, p99 ${r.p99_us.toFixed(0)} µs, max ${r.max_us.toFixed(0)} µs, gateway CPU ${(r.server_cpu_us / 1000).toFixed(0)} ms (clock ticks of 1/${r.clk_tck} s).`);
 }
 for (const [sc] of AUTH_ROWS) {
   const rs = (results[sc]?.gateway || []).filter((r) => !r.failed);
@@ -936,8 +936,8 @@ for (const [sc] of AUTH_ROWS) {
   const sum = (k) => rs.reduce((a, r) => a + (r[k] || 0), 0);
   notes.push(`${sc}: ${rs.length} run${rs.length > 1 ? 's' : ''}, ${sum('tokens_sent').toLocaleString('en-US')} requests sent (${rs[0].tokens.toLocaleString('en-US')} token${rs[0].tokens > 1 ? 's' : ''} round-robin), ${sum('errors')} failed; the authorization server served ${sum('as_discovery')} discovery document${sum('as_discovery') === 1 ? '' : 's'} (and ${sum('as_not_found')} 404 for RFC 8414's), ${sum('as_jwks')} JWK Set${sum('as_jwks') === 1 ? '' : 's'}, ${sum('as_introspections').toLocaleString('en-US')} introspections (${sum('as_active').toLocaleString('en-US')} active, ${sum('as_inactive')} inactive, ${sum('as_unauthorized')} refused) on ${sum('as_connections')} new connections while the load ran, with ${(sum('as_cpu_us') / 1000).toFixed(0)} ms of its CPU (its own process, not counted in the gateway's).`);
 }
-if (results.elicitm) {
-  notes.push('elicitation round (elicitm): tool `elicit` of the example server, one round at a time from run.mjs (Node http, keep-alive), each way on its own fresh gateway (era = legacy, pool_warm_children = 1); the client answers at once, so a round\'s time is gateway + child + HTTP (+ the Node driver), with no client handler time. Bridged: a POST with clientCapabilities.elicitation gets input_required (the child\'s elicitation/create), then the retry (new id, inputResponses, the same requestState) gets the result: two POSTs, two JSON answers. Legacy: a 2025-11-25 session (initialized before the window) POSTs the call, reads the question on its SSE stream, POSTs the response (202), and the answer ends that stream. Gateway CPU: its own process only, children excluded.');
+if (results.elicit_stateless) {
+  notes.push('elicitation round (elicit_stateless): tool `elicit` of the example server, one round at a time from run.mjs (Node http, keep-alive), each way on its own fresh gateway (era = legacy, pool_warm_children = 1); the client answers at once, so a round\'s time is gateway + child + HTTP (+ the Node driver), with no client handler time. Bridged: a POST with clientCapabilities.elicitation gets input_required (the child\'s elicitation/create), then the retry (new id, inputResponses, the same requestState) gets the result: two POSTs, two JSON answers. Legacy: a 2025-11-25 session (initialized before the window) POSTs the call, reads the question on its SSE stream, POSTs the response (202), and the answer ends that stream. Gateway CPU: its own process only, children excluded.');
 }
 
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [])[1] || '?';
@@ -951,10 +951,10 @@ for (const n of [...new Set(notes)]) console.log(`- ${n}`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, versions, params: P, results }, null, 1));
 // Figures are never asserted (shared, noisy machines); a scenario the gateway or the direct floor
 // could not run at all is a broken benchmark, and CI's quick run must say so.
-// (elicitm's contenders, bridged and legacy, are both the gateway.)
+// (elicit_stateless's contenders, bridged and legacy, are both the gateway.)
 const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct', 'bridged', 'legacy'].flatMap((c) => (byC[c] || []).filter((r) => r.failed).map((r) => `${sc} ${c}: ${r.failed}`)));
-// A gateway that did not survive its 1,000 modern requests in flight cannot run that scenario.
-for (const r of results.hold1000m?.gateway || []) if (!r.failed && !r.server_alive) broken.push('hold1000m gateway: the gateway died');
+// A gateway that did not survive its 1,000 stateless requests in flight cannot run that scenario.
+for (const r of results.hold1000_stateless?.gateway || []) if (!r.failed && !r.server_alive) broken.push('hold1000_stateless gateway: the gateway died');
 // An auth scenario with a refused or failed request: a valid token was not served.
 for (const [sc] of AUTH_ROWS) for (const r of results[sc]?.gateway || []) if (!r.failed && r.errors) broken.push(`${sc} gateway: ${r.errors} failed requests`);
 if (broken.length) {

@@ -10,7 +10,7 @@
  * mode" and check_sessions.
  *
  * The input is a script. Its first three bytes choose the configuration ([server:a] with era
- * legacy, modern or auto, pool size and per-child cap, warm children, request_timeout_ms on or
+ * legacy, stateless or auto, pool size and per-child cap, warm children, request_timeout_ms on or
  * off (and request_timeout_max_ms), stream_queue_bytes at its floor or default, input_hold_ms,
  * and a tool policy: none, denied_tools, tool_scopes, or allowed_tools with tool_scopes, where
  * alice's token grants the scope and bob's and mallory's do not), loaded with
@@ -303,7 +303,8 @@ principal_keys(unsigned b2, char *out, size_t size)
 static void
 make_ini(unsigned b0, unsigned b1, unsigned b2)
 {
-    static const char *const eras[] = { "legacy", "modern", "auto", "legacy" };
+    /* Padded to one width, so that a reload can write another era in place (sighup). */
+    static const char *const eras[] = { "legacy   ", "stateless", "auto     ", "legacy   " };
     static const unsigned holds[] = { 1000, 3000, 500, 20000 };
     static const unsigned timeouts[] = { 300, 2000, 700, 5000 };
     unsigned timeout = (b1 & 1) && !skipping(1) ? timeouts[(b2 >> 2) & 3] : 0;
@@ -422,11 +423,11 @@ sighup(unsigned arg)
         /* The same file with another era: a reload that changes the server. */
         char *e = strstr(ini, "era = ");
         if (e != NULL) {
-            static const char *const eras[] = { "legacy", "modern", "auto  " };
+            static const char *const eras[] = { "legacy   ", "stateless", "auto     " };
             const char *with = eras[(arg >> 1) % 3];
-            if (strncmp(e + 6, "legacy", 6) == 0 || strncmp(e + 6, "modern", 6) == 0
-                || strncmp(e + 6, "auto  ", 6) == 0)
-                memcpy(e + 6, with, 6);
+            if (strncmp(e + 6, "legacy   ", 9) == 0 || strncmp(e + 6, "stateless", 9) == 0
+                || strncmp(e + 6, "auto     ", 9) == 0)
+                memcpy(e + 6, with, 9);
         }
     }
     struct config *c = load_config();
@@ -756,7 +757,7 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
     meta.grants = grants_of(r->principal);
     if (info.meta_log_level.len != 0
         && (meta.log_level = pool_log_level(body, info.meta_log_level)) < 0) {
-        r->refused = true; /* http_modern.c's 400 */
+        r->refused = true; /* http_stateless.c's 400 */
         nreq++;
         return;
     }

@@ -17,7 +17,7 @@ const V = '2026-07-28';
 const META = 'io.modelcontextprotocol/';
 
 /** A 2026-07-28 tools/call of echo, with its mirrored headers. */
-function modernEcho(gw, text, headers = {}) {
+function statelessEcho(gw, text, headers = {}) {
   const msg = {
     jsonrpc: '2.0', id: 'm-1', method: 'tools/call',
     params: {
@@ -78,7 +78,7 @@ for (const format of ['text', 'json']) {
       assert.ok(call.duration_ms >= 0 && call.duration_ms < 60000, JSON.stringify(call));
       assert.equal(call.principal, 'address:127.0.0.1', 'auth none: the client address is the principal');
 
-      const m = await modernEcho(gw, 'modern', { 'X-Request-Id': 'edge-42.a:b_c' });
+      const m = await statelessEcho(gw, 'stateless', { 'X-Request-Id': 'edge-42.a:b_c' });
       const body = await m.done();
       assert.equal(m.status, 200, body);
       assert.equal(m.headers['x-request-id'], 'edge-42.a:b_c', 'a well-formed X-Request-Id is echoed');

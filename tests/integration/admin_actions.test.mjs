@@ -244,10 +244,10 @@ test('drain: initialize and 2026-07-28 calls get 503 with Retry-After naming the
     assert.equal(init.json().id, 'init-drained');
     assert.match(init.json().error.message, /server example is drained by the operator/);
     // New 2026-07-28 requests: the same.
-    const m503 = await mcall(gw, 'echo', { text: 'refused' }, { id: 'modern-drained' });
+    const m503 = await mcall(gw, 'echo', { text: 'refused' }, { id: 'stateless-drained' });
     assert.equal(m503.r.status, 503, m503.r.text());
     assert.ok(Number(m503.r.headers['retry-after']) > 0);
-    assert.equal(m503.answer?.id, 'modern-drained');
+    assert.equal(m503.answer?.id, 'stateless-drained');
     assert.match(m503.answer.error.message, /server example is drained by the operator/);
     // The other server serves as before.
     const o = await mcall(gw, 'echo', { text: 'other serves' }, { id: 'o1', url: `${gw.base}/other` });
@@ -292,8 +292,8 @@ test('drain: initialize and 2026-07-28 calls get 503 with Retry-After naming the
     assert.deepEqual(rz.body.servers.map((x) => x.state), ['ok', 'ok']);
     const back = await initSession(gw);
     assert.ok(back.sid);
-    const mb = await mcall(gw, 'echo', { text: 'modern again' }, { id: 'm-again' });
-    assert.equal(textOf(mb.answer), 'modern again');
+    const mb = await mcall(gw, 'echo', { text: 'stateless again' }, { id: 'm-again' });
+    assert.equal(textOf(mb.answer), 'stateless again');
     m = await metrics(gw);
     assert.equal(m['mcpgw_server_state{state="ok"}'], 2);
     assert.equal(m.mcpgw_ready, 1);

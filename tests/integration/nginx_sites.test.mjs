@@ -13,7 +13,7 @@ import { scaled } from '../lib/timing.mjs';
 import { startNginx, withInstances } from '../lib/nginx.mjs';
 
 const PUBLIC = 'mcp.example.com'; // the server_name of both sites
-const MODERN = '2026-07-28';
+const STATELESS = '2026-07-28';
 const GATEWAY = { allowed_hosts: `${PUBLIC}, 127.0.0.1` };
 
 /** A request to nginx naming the public host; resolves with {status, headers, body}. */
@@ -85,17 +85,17 @@ async function mcpThrough(base, p) {
   assert.match(call.headers['x-request-id'] ?? '', /^[0-9a-f]{32}$/, 'the request id nginx made');
 
   // A 2026-07-28 request: no session.
-  const modern = await send(base, p, {
+  const stateless = await send(base, p, {
     method: 'POST',
-    headers: { ...mcp, 'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' },
+    headers: { ...mcp, 'MCP-Protocol-Version': STATELESS, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' },
     body: {
       jsonrpc: '2.0', id: 'm1', method: 'tools/call',
-      params: { name: 'echo', arguments: { text: 'modern via nginx' }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+      params: { name: 'echo', arguments: { text: 'stateless via nginx' }, _meta: { 'io.modelcontextprotocol/protocolVersion': STATELESS, 'io.modelcontextprotocol/clientCapabilities': {} } },
     },
   });
-  assert.equal(modern.status, 200, modern.body);
-  assert.equal(modern.headers['mcp-session-id'], undefined);
-  assert.equal(answerOf(modern)?.result?.content?.[0]?.text, 'modern via nginx', modern.body);
+  assert.equal(stateless.status, 200, stateless.body);
+  assert.equal(stateless.headers['mcp-session-id'], undefined);
+  assert.equal(answerOf(stateless)?.result?.content?.[0]?.text, 'stateless via nginx', stateless.body);
 }
 
 test('mcp-gateway.conf: probes, a legacy session and a 2026-07-28 request pass nginx by the public name; /metrics is not proxied', async () => {

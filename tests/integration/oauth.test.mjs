@@ -520,12 +520,12 @@ test('2026-07-28 requests are authenticated the same way (a pooled request with 
   await withOidc({ algs: ['EdDSA'] }, async (op) => {
     await withGateway({ auth: authOf(op) }, async (gw) => {
       const token = await op.token({ resource: RESOURCE, alg: 'EdDSA' });
-      const msg = { jsonrpc: '2.0', id: 'm1', method: 'tools/call', params: { name: 'echo', arguments: { text: 'modern' }, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {}, [`${META}clientInfo`]: { name: 'oauth-it', version: '1' } } } };
+      const msg = { jsonrpc: '2.0', id: 'm1', method: 'tools/call', params: { name: 'echo', arguments: { text: 'stateless' }, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {}, [`${META}clientInfo`]: { name: 'oauth-it', version: '1' } } } };
       const headers = { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' };
       let r = await authPost(gw, msg, token, { headers });
       let body = await r.done(scaled(15000));
       assert.equal(r.status, 200, body);
-      assert.equal(textOf(JSON.parse(body)), 'modern');
+      assert.equal(textOf(JSON.parse(body)), 'stateless');
       r = await authPost(gw, msg, undefined, { headers });
       body = await r.done();
       assert.equal(r.status, 401, body);

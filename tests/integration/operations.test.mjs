@@ -15,7 +15,7 @@ import { test } from 'node:test';
 import {
   EXAMPLE, GW_BIN, callTool, del, initSession, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor, withGateway,
 } from '../lib/gw.mjs';
-import { V, mpost, msgsOf } from '../lib/modern.mjs';
+import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const TOKEN = 'ops-test-token-0123456789abcdefghijkl';
@@ -641,7 +641,7 @@ test('metrics: a server whose command does not exist counts a spawn failure, not
 });
 
 /** A 2026-07-28 request (no session: a pool child of the server at path serves it). */
-const modernCall = (gw, path, name, args, id) => mpost(gw, {
+const statelessCall = (gw, path, name, args, id) => mpost(gw, {
   jsonrpc: '2.0', id, method: 'tools/call',
   params: { name, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'ops-it', version: '1' } } },
 }, { path });
@@ -703,10 +703,10 @@ test('metrics: every figure of one server is on its own series: traffic to one s
 
     // The 2026-07-28 pools: a call to other's pool starts its child; a log line nobody asked for
     // is dropped (log_level) on other; a call held in flight there is other's.
-    const r = await modernCall(gw, '/other', 'notify', { level: 'info', text: 'unasked' }, 'p-notify');
+    const r = await statelessCall(gw, '/other', 'notify', { level: 'info', text: 'unasked' }, 'p-notify');
     await r.done(scaled(10000));
     assert.equal(textOf(msgsOf(r).find(isAnswer)), 'ok', r.text());
-    const slow = modernCall(gw, '/other', 'cancel_self', {}, 'p-held');
+    const slow = statelessCall(gw, '/other', 'cancel_self', {}, 'p-held');
     slow.then((x) => x.done(scaled(30000))).catch(() => {}); // ended by the gateway's stop
     await waitFor(async () => (await metrics(gw)).get('mcpgw_pool_inflight_requests', { server: 'other' }) === 1, scaled(10000), 'the pool call in flight');
     const m3 = await metrics(gw);
@@ -730,7 +730,7 @@ test('metrics: a server a SIGHUP removes keeps its series: its counters where th
     const e = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }), { sid: s.sid, url });
     await e.done(scaled(10000));
     assert.equal(textOf(e.events().map((x) => x.json).find(isAnswer)), 'g', e.text());
-    const pr = await modernCall(gw, '/gone', 'echo', { text: 'pooled' }, 'p-gone');
+    const pr = await statelessCall(gw, '/gone', 'echo', { text: 'pooled' }, 'p-gone');
     await pr.done(scaled(10000));
     assert.equal(textOf(msgsOf(pr).find(isAnswer)), 'pooled', pr.text());
     const m0 = await metrics(gw);

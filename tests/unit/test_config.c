@@ -1253,3 +1253,51 @@ Test(config, server_same_sees_a_changed_env_file)
     config_clear(&b);
     unlink(path);
 }
+
+/*
+ * era is auto, stateless or legacy. The era's spelling before its rename still loads, for one
+ * release, as stateless (deprecated): one note per use, naming the file, the line and the new
+ * spelling, for the gateway to warn with; a failed load frees the notes it had made.
+ */
+Test(config, era_values_and_the_deprecated_spelling)
+{
+    static const char deprecated[] = "modern"; /* the era's deprecated spelling */
+    static const char *const names[] = { "auto", "stateless", "legacy" };
+    static const enum config_era eras[] = { CONFIG_ERA_AUTO, CONFIG_ERA_STATELESS,
+                                            CONFIG_ERA_LEGACY };
+    char text[512];
+    for (size_t i = 0; i < 3; i++) {
+        struct config cfg;
+        snprintf(text, sizeof text, SERVER "era = %s\n", names[i]);
+        load_ok(text, &cfg);
+        cr_expect_eq(cfg.servers[0].era, eras[i], "era = %s", names[i]);
+        cr_expect_null(cfg.deprecated, "era = %s is no deprecated spelling", names[i]);
+        config_clear(&cfg);
+    }
+    sv_err("era = stateful", "t.ini:3: era: must be auto, stateless or legacy");
+
+    struct config cfg;
+    snprintf(text, sizeof text,
+             SERVER "era = %s\n[server:b]\npath = /b\ncommand = /bin/cat\nera = %s\n", deprecated,
+             deprecated);
+    load_ok(text, &cfg);
+    cr_expect_eq(cfg.servers[0].era, CONFIG_ERA_STATELESS);
+    cr_expect_eq(cfg.servers[1].era, CONFIG_ERA_STATELESS);
+    cr_assert_not_null(cfg.deprecated);
+    char want[256];
+    const int lines[] = { 3, 7 };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(want, sizeof want,
+                 "t.ini:%d: era = %s is deprecated and will be refused by the next release: write "
+                 "era = stateless",
+                 lines[i], deprecated);
+        cr_assert_not_null(cfg.deprecated[i]);
+        cr_expect_str_eq(cfg.deprecated[i], want);
+    }
+    cr_expect_null(cfg.deprecated[2], "one note per use");
+    config_clear(&cfg);
+
+    /* The deprecated spelling, then an error in the same server: nothing is kept, nothing leaks. */
+    snprintf(text, sizeof text, SERVER "era = %s\npool_max_children = 0\n", deprecated);
+    load_err(text, "t.ini:4: pool_max_children: must be 1..1024");
+}

@@ -933,7 +933,7 @@ Test(jsonrpc, task_state_absent_or_unusable)
 }
 
 /* The 2026-07-28 spans: params.name/uri/taskId/level, the _meta keys, the result's members. */
-Test(jsonrpc, modern_request_spans)
+Test(jsonrpc, stateless_request_spans)
 {
     const char *s = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":"
                     "\"echo\",\"arguments\":{\"name\":\"inner\"},\"_meta\":{"
@@ -1019,7 +1019,7 @@ versions_seen(const char *version, void *arg)
     strcat(strcat(arg, version), " ");
 }
 
-Test(jsonrpc, modern_builders)
+Test(jsonrpc, stateless_builders)
 {
     size_t len;
     char *p = jsonrpc_probe_new(3, "2026-07-28", "9.9", &len);

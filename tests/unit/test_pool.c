@@ -137,7 +137,7 @@ request(const char *body, enum pool_status *status)
     struct pool_meta meta = { .rev = revision_newest(REVISION_STATELESS),
                               .log_level = -1,
                               .principal = "alice" };
-    if (info.meta_log_level.len != 0) /* as http_modern.c reads it */
+    if (info.meta_log_level.len != 0) /* as http_stateless.c reads it */
         meta.log_level = pool_log_level(copy, info.meta_log_level);
     *status = POOL_OK;
     struct stream *st =

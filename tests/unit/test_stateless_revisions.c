@@ -142,7 +142,7 @@ teardown(void)
     free(cfg);
 }
 
-/* A request of revision rev (id and name as given) as http_modern.c hands it on. */
+/* A request of revision rev (id and name as given) as http_stateless.c hands it on. */
 static struct stream *
 request(const char *rev, const char *id, const char *method)
 {

@@ -1,20 +1,20 @@
 // SPDX-License-Identifier: MIT
-// The 2026-07-28 ("modern") front on the MCP endpoint, in raw HTTP: the era is judged per request
-// (a legacy session keeps working beside modern requests on the same path), every refusal of
-// http_modern.c with its status, its JSON-RPC code and the request's own id (batch and malformed
+// The stateless (2026-07-28) front on the MCP endpoint, in raw HTTP: the era is judged per request
+// (a legacy session keeps working beside stateless requests on the same path), every refusal of
+// http_stateless.c with its status, its JSON-RPC code and the request's own id (batch and malformed
 // bodies 400 -32600, _meta 400 -32602, mirrored headers 400 -32020, versions 400 -32022 with
 // data.supported/requested, removed or unknown methods 404 -32601, a notification 202, GET and
 // DELETE 405 with Allow: POST), the header rules (Mcp-Name plain and =?base64?…?=, blanks around
 // values, names case-insensitive, values case-sensitive), the checks every request gets (Origin,
 // Host, bearer auth, max_body_bytes), the answer as one JSON object (its status from its error
 // code) or, when progress comes first, as an SSE stream with the client's own progress token,
-// server/discover answered by the gateway for a legacy child and forwarded to a modern one, the
+// server/discover answered by the gateway for a legacy child and forwarded to a stateless one, the
 // resultType/ttlMs/cacheScope stamps on a legacy child's results, and cancellation: a client that
 // drops its connection while nothing is being written cancels at the child at once, and
 // request_timeout_ms cancels with reason "request timed out".
 // One gateway fronts the example server (legacy: the pool's server/discover probe gets -32601)
-// at /mcp and /timed, and tests/fixtures/modern_server.mjs (modern) at /modern. heartbeat_s is
-// long, so a modern request's answer is held (nothing written) until it comes.
+// at /mcp and /timed, and tests/fixtures/stateless_server.mjs (stateless) at /stateless. heartbeat_s is
+// long, so a stateless request's answer is held (nothing written) until it comes.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -27,7 +27,7 @@ import { scaled } from '../lib/timing.mjs';
 
 const V = '2026-07-28';
 const META = 'io.modelcontextprotocol/';
-const MODERN_JS = path.join(process.env.GW_SOURCE_ROOT ?? '', 'tests/fixtures/modern_server.mjs');
+const STATELESS_JS = path.join(process.env.GW_SOURCE_ROOT ?? '', 'tests/fixtures/stateless_server.mjs');
 const CACHE_TTL_MS = 45000;
 const TIMEOUT_MS = 300;
 const HEARTBEAT_S = 30;
@@ -42,7 +42,7 @@ function mreq(method, params = {}, { id = `m-${nextId++}`, meta = {} } = {}) {
   const m = {
     [`${META}protocolVersion`]: V,
     [`${META}clientCapabilities`]: {},
-    [`${META}clientInfo`]: { name: 'modern-http-it', version: '1' },
+    [`${META}clientInfo`]: { name: 'stateless-http-it', version: '1' },
     ...(params._meta || {}),
     ...meta,
   };
@@ -87,7 +87,7 @@ async function jsonAnswer(r, { status = 200, what = '' } = {}) {
   const text = await r.done(scaled(10000));
   assert.equal(r.status, status, `${what}: HTTP ${r.status} ${text}`);
   assert.match(r.headers['content-type'] || '', /^application\/json\b/, `${what}: Content-Type of ${text}`);
-  assert.equal(r.headers['mcp-session-id'], undefined, `${what}: no session for a modern request`);
+  assert.equal(r.headers['mcp-session-id'], undefined, `${what}: no session for a stateless request`);
   let body;
   assert.doesNotThrow(() => { body = JSON.parse(text); }, `${what}: one JSON object: ${text}`);
   assert.equal(body.jsonrpc, '2.0', `${what}: ${text}`);
@@ -104,7 +104,7 @@ async function refused(r, { status, code, id, what = '' }) {
   return body;
 }
 
-/** A modern call that must succeed: the answer object (id checked). */
+/** A stateless call that must succeed: the answer object (id checked). */
 async function mcall(gw, msg, opts = {}) {
   const body = await jsonAnswer(await mpost(gw, msg, opts), { what: `${msg.method} ${opts.path ?? '/mcp'}` });
   assert.deepEqual(body.id, msg.id, JSON.stringify(body));
@@ -149,7 +149,7 @@ function openPost(url, headers, body) {
   });
 }
 
-// One gateway serves every test below (before/after): the example server twice and the modern
+// One gateway serves every test below (before/after): the example server twice and the stateless
 // fixture.
 let gw;
 let dir;
@@ -158,16 +158,16 @@ let timedLog;
 const childMsgs = () => gw.childMessages();
 
 before(async () => {
-  assert.ok(fs.existsSync(MODERN_JS), `${MODERN_JS} (GW_SOURCE_ROOT must be set)`);
-  dir = tmpdir('mcpgw-modern-http-');
-  cancelLog = path.join(dir, 'modern-cancel.log');
+  assert.ok(fs.existsSync(STATELESS_JS), `${STATELESS_JS} (GW_SOURCE_ROOT must be set)`);
+  dir = tmpdir('mcpgw-stateless-http-');
+  cancelLog = path.join(dir, 'stateless-cancel.log');
   timedLog = path.join(dir, 'timed.log');
   gw = await startGateway({
     gateway: { heartbeat_s: HEARTBEAT_S, max_body_bytes: MAX_BODY },
     servers: [
       { name: 'example', path: '/mcp', extra: `cache_ttl_ms = ${CACHE_TTL_MS}\ncache_scope = public` },
       { name: 'timed', path: '/timed', log: timedLog, extra: `request_timeout_ms = ${TIMEOUT_MS}` },
-      { name: 'modern', path: '/modern', command: `${process.execPath} ${MODERN_JS}`, env: `MODERN_CANCEL_LOG=${cancelLog}` },
+      { name: 'stateless', path: '/stateless', command: `${process.execPath} ${STATELESS_JS}`, env: `STATELESS_CANCEL_LOG=${cancelLog}` },
     ],
   });
 });
@@ -178,11 +178,11 @@ after(async () => {
 
 // --- the era, per request ----------------------------------------------------------------------
 
-test('era per request: a legacy session and modern requests share /mcp, each served in its own era', async () => {
+test('era per request: a legacy session and stateless requests share /mcp, each served in its own era', async () => {
   const s = await initSession(gw);
   assert.ok(s.sid, 'legacy initialize opened a session');
-  const m1 = await mcall(gw, mreq('tools/call', { name: 'echo', arguments: { text: 'modern one' } }));
-  assert.equal(textOf(m1), 'modern one');
+  const m1 = await mcall(gw, mreq('tools/call', { name: 'echo', arguments: { text: 'stateless one' } }));
+  assert.equal(textOf(m1), 'stateless one');
   assert.equal(m1.result.resultType, 'complete');
   // The session goes on (an SSE body, legacy framing, no resultType added).
   const l = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'legacy one' } }, 'legacy-1'), { sid: s.sid, headers: { 'MCP-Protocol-Version': s.version } });
@@ -192,12 +192,12 @@ test('era per request: a legacy session and modern requests share /mcp, each ser
   const la = l.events().map((e) => e.json).find((j) => j && j.id === 'legacy-1');
   assert.equal(textOf(la), 'legacy one', l.text());
   assert.equal(la.result.resultType, undefined, 'a session\'s results are passed through');
-  // A modern request again, then a second legacy initialize: both eras keep working.
+  // A stateless request again, then a second legacy initialize: both eras keep working.
   const m2 = await mcall(gw, mreq('tools/list'));
   assert.ok(m2.result.tools.some((t) => t.name === 'echo'));
   const s2 = await initSession(gw);
   assert.notEqual(s2.sid, s.sid);
-  // The modern requests went to a pool child, not to the session's.
+  // The stateless requests went to a pool child, not to the session's.
   const pool = /pool:example#\d+.*pool child started: pid (\d+)/.exec(gw.logs());
   assert.ok(pool, `pool child in the log:\n${gw.logs()}`);
   assert.notEqual(Number(pool[1]), s.pid, 'pool child is not the session child');
@@ -258,7 +258,7 @@ test('400 -32020: MCP-Protocol-Version missing or unlike the envelope', async ()
   let m = mreq('tools/list');
   await refused(await mpost(gw, m, { headers: { 'MCP-Protocol-Version': undefined } }), { status: 400, code: -32020, id: m.id, what: 'no header' });
   m = mreq('tools/list');
-  await refused(await mpost(gw, m, { headers: { 'MCP-Protocol-Version': '2025-11-25' } }), { status: 400, code: -32020, id: m.id, what: 'legacy header, modern envelope' });
+  await refused(await mpost(gw, m, { headers: { 'MCP-Protocol-Version': '2025-11-25' } }), { status: 400, code: -32020, id: m.id, what: 'legacy header, stateless envelope' });
   m = mreq('tools/list');
   await refused(await mpost(gw, m, { headers: { 'MCP-Protocol-Version': '2026-07-29' } }), { status: 400, code: -32020, id: m.id, what: 'another version' });
   m = mreq('tools/list');
@@ -381,13 +381,13 @@ test('400 -32600: an id or a progress token longer than max_id_bytes', async () 
 
 test('GET and DELETE of a 2026-07-28 client: 405 with Allow: POST', async () => {
   for (const method of ['GET', 'DELETE']) {
-    for (const p of ['/mcp', '/modern']) {
+    for (const p of ['/mcp', '/stateless']) {
       const r = await request(`${gw.base}${p}`, { method, headers: { Accept: 'text/event-stream', 'MCP-Protocol-Version': V } });
       const body = await refused(r, { status: 405, code: -32600, id: null, what: `${method} ${p}` });
       assert.equal(r.headers.allow, 'POST', `${method} ${p}: Allow`);
       assert.ok(body.error.message.length > 0);
     }
-    // A version no legacy revision has is modern too; a legacy one is not (no session: 400).
+    // A version no legacy revision has is stateless too; a legacy one is not (no session: 400).
     const r2 = await request(`${gw.base}/mcp`, { method, headers: { Accept: 'text/event-stream', 'MCP-Protocol-Version': '2099-01-01' } });
     await r2.done();
     assert.equal(r2.status, 405, `${method} 2099-01-01`);
@@ -397,7 +397,7 @@ test('GET and DELETE of a 2026-07-28 client: 405 with Allow: POST', async () => 
   }
 });
 
-test('Origin and Host are checked for modern requests: 403', async () => {
+test('Origin and Host are checked for stateless requests: 403', async () => {
   let m = mreq('tools/list');
   let r = await mpost(gw, m, { headers: { Origin: 'http://evil.example' } });
   let text = await r.done();
@@ -408,7 +408,7 @@ test('Origin and Host are checked for modern requests: 403', async () => {
   assert.equal(r.status, 403, text);
   // A listed origin passes.
   await mcall(gw, mreq('tools/list'), { headers: { Origin: `http://localhost:${gw.port}` } });
-  // The 405 of a modern GET comes after them.
+  // The 405 of a stateless GET comes after them.
   r = await request(`${gw.base}/mcp`, { method: 'GET', headers: { 'MCP-Protocol-Version': V, Origin: 'http://evil.example' } });
   await r.done();
   assert.equal(r.status, 403, 'GET with a foreign Origin');
@@ -448,20 +448,20 @@ test('a single answer is one JSON object: 200 for results and most errors, 400 f
   await refused(await mpost(gw, u), { status: 400, code: -32602, id: u.id, what: 'unknown tool (child\'s -32602)' });
   const nr = mreq('resources/read', { uri: 'example://nope' });
   await refused(await mpost(gw, nr), { status: 200, code: -32002, id: nr.id, what: 'unknown resource (child\'s -32002)' });
-  // The modern child answers an unknown method -32601 itself: 404.
+  // The stateless child answers an unknown method -32601 itself: 404.
   const x = mreq('no/such/method', {}, { id: 77 });
-  await refused(await mpost(gw, x, { path: '/modern' }), { status: 404, code: -32601, id: 77, what: 'modern child\'s -32601' });
+  await refused(await mpost(gw, x, { path: '/stateless' }), { status: 404, code: -32601, id: 77, what: 'stateless child\'s -32601' });
   // -32021 (the request's own clientCapabilities lack sampling) is 400; declared, the same
   // call gets its input_required round: each request's capabilities reach the child.
   const c = mreq('tools/call', { name: 'test_missing_capability', arguments: {} });
-  const cb = await refused(await mpost(gw, c, { path: '/modern' }), { status: 400, code: -32021, id: c.id, what: 'missing capability' });
+  const cb = await refused(await mpost(gw, c, { path: '/stateless' }), { status: 400, code: -32021, id: c.id, what: 'missing capability' });
   assert.deepEqual(cb.error.data?.requiredCapabilities, { sampling: {} }, JSON.stringify(cb));
   const c2 = mreq('tools/call', { name: 'test_missing_capability', arguments: {} }, { meta: { [`${META}clientCapabilities`]: { sampling: {} } } });
-  const ir = await mcall(gw, c2, { path: '/modern' });
+  const ir = await mcall(gw, c2, { path: '/stateless' });
   assert.equal(ir.result.resultType, 'input_required', JSON.stringify(ir));
   assert.ok(ir.result.inputRequests?.summary, JSON.stringify(ir));
   // ... and its tool error result is a 200 result.
-  const e = await mcall(gw, mreq('tools/call', { name: 'test_error_handling', arguments: {} }), { path: '/modern' });
+  const e = await mcall(gw, mreq('tools/call', { name: 'test_error_handling', arguments: {} }), { path: '/stateless' });
   assert.equal(e.result.isError, true);
 });
 
@@ -490,16 +490,16 @@ test('progress first: an SSE stream (X-Accel-Buffering: no), progress with the c
   assert.ok(seen, 'child read the call');
   assert.equal(seen.params._meta.progressToken, seen.id, JSON.stringify(seen));
   assert.ok(!JSON.stringify(childMsgs()).includes(token), 'the client\'s token never reached the child');
-  // A numeric client token, on the modern child.
-  const m2 = mreq('tools/call', { name: 'test_tool_with_progress', arguments: {}, _meta: { progressToken: 9 } }, { id: 'modern-progress' });
-  const r2 = await mpost(gw, m2, { path: '/modern' });
+  // A numeric client token, on the stateless child.
+  const m2 = mreq('tools/call', { name: 'test_tool_with_progress', arguments: {}, _meta: { progressToken: 9 } }, { id: 'stateless-progress' });
+  const r2 = await mpost(gw, m2, { path: '/stateless' });
   assert.match(r2.headers['content-type'], /^text\/event-stream/);
   assert.equal(r2.headers['x-accel-buffering'], 'no');
   await r2.done(scaled(10000));
   const ev = r2.events().map((e) => e.json);
   const progress = ev.filter((j) => j.method === 'notifications/progress');
   assert.deepEqual(progress.map((p) => [p.params.progressToken, p.params.progress]), [[9, 0], [9, 50], [9, 100]], r2.text());
-  assert.equal(ev.at(-1).id, 'modern-progress');
+  assert.equal(ev.at(-1).id, 'stateless-progress');
   assert.equal(ev.at(-1).result.resultType, 'complete');
 });
 
@@ -529,14 +529,14 @@ test('server/discover of a legacy child: answered by the gateway from its initia
   assert.equal(before, 1, 'one probe per pool');
 });
 
-test('server/discover of a modern child: forwarded, its own answer', async () => {
-  const body = await mcall(gw, mreq('server/discover', {}, { id: 5 }), { path: '/modern' });
+test('server/discover of a stateless child: forwarded, its own answer', async () => {
+  const body = await mcall(gw, mreq('server/discover', {}, { id: 5 }), { path: '/stateless' });
   const res = body.result;
   assert.ok(res.supportedVersions.includes(V), JSON.stringify(res));
   assert.equal(res.resultType, 'complete');
-  assert.equal(res._meta?.[`${META}serverInfo`]?.name, 'mcp-gateway-modern-fixture', JSON.stringify(res));
+  assert.equal(res._meta?.[`${META}serverInfo`]?.name, 'mcp-gateway-stateless-fixture', JSON.stringify(res));
   assert.equal(body.id, 5);
-  assert.match(gw.logs(), /pool:modern#\d+.*serves 2026-07-28/);
+  assert.match(gw.logs(), /pool:stateless#\d+.*serves 2026-07-28/);
 });
 
 test('a legacy child\'s results: resultType "complete"; ttlMs and cacheScope (the INI\'s) on cacheable ones', async () => {
@@ -552,26 +552,26 @@ test('a legacy child\'s results: resultType "complete"; ttlMs and cacheScope (th
     assert.equal(result.ttlMs, undefined, `${method} is not cacheable`);
     assert.equal(result.cacheScope, undefined, `${method} is not cacheable`);
   }
-  // A modern child's own hints are kept.
-  const { result } = await mcall(gw, mreq('tools/list'), { path: '/modern' });
+  // A stateless child's own hints are kept.
+  const { result } = await mcall(gw, mreq('tools/list'), { path: '/stateless' });
   assert.equal(result.ttlMs, 60000);
   assert.equal(result.cacheScope, 'public');
-  const rr = await mcall(gw, mreq('resources/read', { uri: 'test://static-text' }), { path: '/modern' });
+  const rr = await mcall(gw, mreq('resources/read', { uri: 'test://static-text' }), { path: '/stateless' });
   assert.equal(rr.result.ttlMs, 5000);
   assert.equal(rr.result.cacheScope, 'private');
 });
 
-test('Mcp-Name through base64 to the modern child: a non-ASCII template uri is served', async () => {
+test('Mcp-Name through base64 to the stateless child: a non-ASCII template uri is served', async () => {
   const uri = 'test://template/日本/data';
   const m = mreq('resources/read', { uri });
   assert.match(mheaders(m)['Mcp-Name'], /^=\?base64\?/);
-  const { result } = await mcall(gw, m, { path: '/modern' });
+  const { result } = await mcall(gw, m, { path: '/stateless' });
   const data = JSON.parse(result.contents[0].text);
   assert.equal(data.templateTest, true, JSON.stringify(result));
   assert.equal(decodeURIComponent(data.id), '日本', JSON.stringify(result));
   // The same uri, its header unlike it: refused before the child.
   const bad = mreq('resources/read', { uri });
-  await refused(await mpost(gw, bad, { path: '/modern', headers: { 'Mcp-Name': b64name('test://template/日本/dat') } }),
+  await refused(await mpost(gw, bad, { path: '/stateless', headers: { 'Mcp-Name': b64name('test://template/日本/dat') } }),
     { status: 400, code: -32020, id: bad.id, what: 'base64 of another uri' });
 });
 
@@ -597,18 +597,18 @@ test('a client that drops a legacy-child call (nothing written): notifications/c
   assert.equal(childMsgs().filter((x) => x.method === 'notifications/cancelled' && x.params?.requestId === seen.id).length, 1);
 });
 
-test('a client that drops a modern-child call: the fixture\'s slow is cancelled under the child-facing id', async () => {
+test('a client that drops a stateless-child call: the fixture\'s slow is cancelled under the child-facing id', async () => {
   const before = await metric(gw, 'mcpgw_cancels_total', 'direction="to_child",reason="client_disconnected"');
   const m = mreq('tools/call', { name: 'slow', arguments: { ms: 60000 } });
-  await mcall(gw, mreq('tools/list'), { path: '/modern' }); // its child is up and ready
+  await mcall(gw, mreq('tools/list'), { path: '/stateless' }); // its child is up and ready
   assert.equal(await metric(gw, 'mcpgw_pool_inflight_requests'), 0);
-  const { req, response } = await openPost(`${gw.base}/modern`, mheaders(m), m);
+  const { req, response } = await openPost(`${gw.base}/stateless`, mheaders(m), m);
   // In flight: written to the child's stdin, which reads it before anything sent later.
   await waitFor(async () => (await metric(gw, 'mcpgw_pool_inflight_requests')) === 1, scaled(5000), 'the call in flight');
   await new Promise((r) => setTimeout(r, 100));
   const t0 = performance.now();
   req.destroy();
-  const sent = await gw.waitLog(/pool:modern#\d+ .*cancel sent to child: method=tools\/call child_id=(\d+) reason="client disconnected"/, scaled(3000));
+  const sent = await gw.waitLog(/pool:stateless#\d+ .*cancel sent to child: method=tools\/call child_id=(\d+) reason="client disconnected"/, scaled(3000));
   const line = await waitFor(() => fileLines(cancelLog).find((l) => l === `CANCELLED ${sent[1]}`), scaled(5000), `CANCELLED ${sent[1]} in ${cancelLog}`);
   const ms = performance.now() - t0;
   assert.ok(line);
@@ -636,14 +636,14 @@ test('request_timeout_ms: a JSON-RPC error to the client, a cancel at the child 
 });
 
 // =================================================================================================
-// bearer auth applies to modern requests
+// bearer auth applies to stateless requests
 // =================================================================================================
 
-test('bearer auth: a modern request without a valid token gets 401 with a challenge; with one it is served', async () => {
-  const dir = tmpdir('mcpgw-modern-auth-');
+test('bearer auth: a stateless request without a valid token gets 401 with a challenge; with one it is served', async () => {
+  const dir = tmpdir('mcpgw-stateless-auth-');
   const tokensFile = path.join(dir, 'tokens');
   const token = crypto.randomBytes(24).toString('base64url');
-  fs.writeFileSync(tokensFile, `sha256:${crypto.createHash('sha256').update(token).digest('hex')} modern-user\n`);
+  fs.writeFileSync(tokensFile, `sha256:${crypto.createHash('sha256').update(token).digest('hex')} stateless-user\n`);
   const gw = await startGateway({ auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokensFile } });
   let ok = false;
   try {
@@ -656,7 +656,7 @@ test('bearer auth: a modern request without a valid token gets 401 with a challe
       assert.match(r.headers['content-type'] || '', /^application\/json\b/, what);
       assert.equal(typeof JSON.parse(text).error.code, 'number', text);
     }
-    // Auth comes before the 405 of a modern GET.
+    // Auth comes before the 405 of a stateless GET.
     const g = await request(gw.url, { method: 'GET', headers: { 'MCP-Protocol-Version': V } });
     await g.done();
     assert.equal(g.status, 401, 'GET without a token');

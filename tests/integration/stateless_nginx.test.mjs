@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
-// 2026-07-28 ("modern", stateless) requests through several gateway instances behind Debian's real
+// stateless (2026-07-28) requests through several gateway instances behind Debian's real
 // nginx, with the shipped deploy/nginx/mcp-gateway-instances.conf (only its ports and TLS lines
 // replaced). Two gateways, instance_id g1 and g2, each in front of the example server (a legacy
-// stdio server: each instance's pool bridges modern requests to its children). A modern request
+// stdio server: each instance's pool bridges stateless requests to its children). A stateless request
 // has no Mcp-Session-Id, so nginx sends it to upstream mcp_any, round-robin: both instances serve
 // some, each request exactly one; a legacy session opened through nginx keeps landing on the
-// instance whose id prefix it carries, between modern requests that alternate; a modern client that
+// instance whose id prefix it carries, between stateless requests that alternate; a stateless client that
 // drops mid-call behind nginx (before any byte of its answer, or in the middle of its SSE stream)
 // gets its request cancelled at the child at once, since nginx closes the upstream connection on a
-// client abort; progress of a modern request passes nginx as SSE events one by one; and when an
-// instance stops, nginx sends every modern request to the other one.
+// client abort; progress of a stateless request passes nginx as SSE events one by one; and when an
+// instance stops, nginx sends every stateless request to the other one.
 // Input rounds (a pool child's elicitation/create becomes input_required; the client's retry must
 // reach the instance holding the child's call), both instances sharing one state_key_file: with
 // the shipped round-robin mcp_any, a retry that lands on the other instance gets 400 -32602
@@ -27,7 +27,7 @@ import { callTool, initSession, metricSamples, request, startGateway, tmpdir, wa
 import { withInstances as withNginxInstances } from '../lib/nginx.mjs';
 import { scaled } from '../lib/timing.mjs';
 
-const MODERN = '2026-07-28';
+const STATELESS = '2026-07-28';
 const INSTANCES = ['g1', 'g2'];
 const SID_RE = /^(g[12])\.[A-Za-z0-9_-]{22}$/;
 const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&');
@@ -44,30 +44,30 @@ const withInstances = (fn, opts = {}) => withNginxInstances(fn, { quietErrorLog:
 let nextId = 1;
 
 /** The headers and body of a 2026-07-28 tools/call (the envelope and the mirrored headers). */
-function modernCall(name, args, { id = `m-${nextId++}`, meta = {} } = {}) {
+function statelessCall(name, args, { id = `m-${nextId++}`, meta = {} } = {}) {
   const body = {
     jsonrpc: '2.0', id, method: 'tools/call',
-    params: { name, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {}, ...meta } },
+    params: { name, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': STATELESS, 'io.modelcontextprotocol/clientCapabilities': {}, ...meta } },
   };
   const headers = {
     'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
-    'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': name,
+    'MCP-Protocol-Version': STATELESS, 'Mcp-Method': 'tools/call', 'Mcp-Name': name,
   };
   return { id, body, headers };
 }
 
-/** POSTs a modern tools/call to url; resolves at the response headers (see request()). */
-function modernPost(url, name, args, opts) {
-  const { id, body, headers } = modernCall(name, args, opts);
+/** POSTs a stateless tools/call to url; resolves at the response headers (see request()). */
+function statelessPost(url, name, args, opts) {
+  const { id, body, headers } = statelessCall(name, args, opts);
   return request(url, { method: 'POST', headers, body }).then((r) => Object.assign(r, { id }));
 }
 
-/** A modern echo through url: asserts a plain JSON answer with the text and no session id. */
-async function modernEcho(url, text) {
-  const r = await modernPost(url, 'echo', { text });
+/** A stateless echo through url: asserts a plain JSON answer with the text and no session id. */
+async function statelessEcho(url, text) {
+  const r = await statelessPost(url, 'echo', { text });
   const body = await r.done(scaled(10_000));
-  assert.equal(r.status, 200, `modern echo ${text}: HTTP ${r.status} ${body}`);
-  assert.match(r.headers['content-type'] || '', /^application\/json\b/, `modern echo ${text}: ${body}`);
+  assert.equal(r.status, 200, `stateless echo ${text}: HTTP ${r.status} ${body}`);
+  assert.match(r.headers['content-type'] || '', /^application\/json\b/, `stateless echo ${text}: ${body}`);
   assert.equal(r.headers['mcp-session-id'], undefined, 'a 2026-07-28 answer opens no session');
   const j = JSON.parse(body);
   assert.equal(j.id, r.id, body);
@@ -79,7 +79,7 @@ async function modernEcho(url, text) {
 /** The tools/call messages of one instance's children (session and pool children alike). */
 const childCalls = (gw, name) => gw.childMessages().filter((m) => m.method === 'tools/call' && m.params?.name === name);
 
-/** For each modern echo text, the instance whose children received it: {text: [instances]}. */
+/** For each stateless echo text, the instance whose children received it: {text: [instances]}. */
 function servedBy(gws, texts) {
   const at = Object.fromEntries(texts.map((t) => [t, []]));
   for (const [inst, gw] of Object.entries(gws)) {
@@ -113,20 +113,20 @@ async function poolRequests(gws) {
 test('2026-07-28 requests through nginx are answered, round-robin over both instances, each by one', async () => {
   await withInstances(async ({ gws, via }) => {
     const before = await poolRequests(gws);
-    assert.deepEqual(before, { g1: 0, g2: 0 }, 'no modern request yet');
+    assert.deepEqual(before, { g1: 0, g2: 0 }, 'no stateless request yet');
     const N = 8;
     const texts = [];
     for (let i = 0; i < N; i++) {
-      texts.push(`modern ${i}`);
-      await modernEcho(via.url, texts[i]);
+      texts.push(`stateless ${i}`);
+      await statelessEcho(via.url, texts[i]);
     }
     // Every request reached exactly one instance's children.
     const at = servedBy(gws, texts);
     for (const t of texts) assert.equal(at[t].length, 1, `"${t}" served by exactly one instance: ${JSON.stringify(at)}`);
     const perInst = Object.fromEntries(INSTANCES.map((inst) => [inst, texts.filter((t) => at[t][0] === inst).length]));
-    // Both instances served some (round-robin spreads them; nothing pins a modern request).
+    // Both instances served some (round-robin spreads them; nothing pins a stateless request).
     for (const inst of INSTANCES) assert.ok(perInst[inst] >= 1, `instance ${inst} served some of the ${N}: ${JSON.stringify(at)}`);
-    // Each gateway counted exactly the modern requests its children saw.
+    // Each gateway counted exactly the stateless requests its children saw.
     assert.deepEqual(await poolRequests(gws), perInst, 'mcpgw_pool_requests_total of each instance');
     // No session was opened anywhere.
     for (const gw of Object.values(gws)) assert.doesNotMatch(gw.logs(), /session created/);
@@ -144,7 +144,7 @@ test('a legacy session opened through nginx keeps landing on its instance while 
     const texts = [];
     for (let i = 0; i < 6; i++) {
       texts.push(`between ${i}`);
-      await modernEcho(via.url, texts[i]);
+      await statelessEcho(via.url, texts[i]);
       const { r, response } = await callTool(via, s.sid, 'echo', { text: `session ${i}` }, { id: `leg-${i}`, ms: scaled(10_000) });
       assert.equal(r.status, 200, `tools/call in ${s.sid} through nginx: HTTP ${r.status} ${r.text()}`);
       assert.equal(textOf(response), `session ${i}`, r.text());
@@ -154,10 +154,10 @@ test('a legacy session opened through nginx keeps landing on its instance while 
     assert.deepEqual(sessionTexts(gws[inst]), [0, 1, 2, 3, 4, 5].map((i) => `session ${i}`), `the session's calls on ${inst}`);
     assert.deepEqual(sessionTexts(gws[other]), [], `none of the session's calls on ${other}`);
     assert.doesNotMatch(gws[other].logs(), new RegExp(escapeRe(s.sid)), `${other} never saw session ${s.sid}`);
-    // Meanwhile the modern requests went to both instances.
+    // Meanwhile the stateless requests went to both instances.
     const at = servedBy(gws, texts);
     for (const t of texts) assert.equal(at[t].length, 1, `"${t}" served by exactly one instance: ${JSON.stringify(at)}`);
-    assert.deepEqual(new Set(texts.map((t) => at[t][0])), new Set(INSTANCES), `modern requests on both instances: ${JSON.stringify(at)}`);
+    assert.deepEqual(new Set(texts.map((t) => at[t][0])), new Set(INSTANCES), `stateless requests on both instances: ${JSON.stringify(at)}`);
   });
 });
 
@@ -189,7 +189,7 @@ async function assertCancelledAtChild(gws, { inst, msg }, what) {
 test('a 2026-07-28 client that drops mid-call behind nginx gets its request cancelled at the child', async () => {
   await withInstances(async ({ gws, via }) => {
     // 1. Before any byte of the answer (a plain JSON answer is still pending: no headers yet).
-    const { body, headers } = modernCall('slow', { steps: 100001, interval_ms: 100 });
+    const { body, headers } = statelessCall('slow', { steps: 100001, interval_ms: 100 });
     const payload = JSON.stringify(body);
     const u = new URL(via.url);
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent: false, headers: { ...headers, 'Content-Length': Buffer.byteLength(payload) } });
@@ -203,7 +203,7 @@ test('a 2026-07-28 client that drops mid-call behind nginx gets its request canc
     await assertCancelledAtChild(gws, pending, 'the pending call');
 
     // 2. In the middle of its SSE stream (progress already received through nginx).
-    const r = await modernPost(via.url, 'slow', { steps: 100002, interval_ms: 100 }, { meta: { progressToken: 'drop-pt' } });
+    const r = await statelessPost(via.url, 'slow', { steps: 100002, interval_ms: 100 }, { meta: { progressToken: 'drop-pt' } });
     assert.equal(r.status, 200);
     assert.match(r.headers['content-type'] || '', /^text\/event-stream\b/);
     await r.waitEvent((j) => j.method === 'notifications/progress', scaled(5000));
@@ -215,7 +215,7 @@ test('a 2026-07-28 client that drops mid-call behind nginx gets its request canc
     let closed = 0;
     for (const gw of Object.values(gws)) closed += await metric(gw, 'mcpgw_cancels_total{server="example",direction="to_child",reason="client_disconnected"}');
     assert.equal(closed, 2, 'mcpgw_cancels_total{reason="client_disconnected"} over both instances');
-    for (let i = 0; i < 2; i++) await modernEcho(via.url, `after the drops ${i}`);
+    for (let i = 0; i < 2; i++) await statelessEcho(via.url, `after the drops ${i}`);
   });
 });
 
@@ -224,7 +224,7 @@ test('SSE progress of a 2026-07-28 request passes nginx unbuffered: an event arr
     // Once per instance (round-robin: two requests in a row land on different instances).
     for (let k = 0; k < 2; k++) {
       const token = `pt-${k}`;
-      const r = await modernPost(via.url, 'slow', { steps: 3, interval_ms: 400 }, { meta: { progressToken: token } });
+      const r = await statelessPost(via.url, 'slow', { steps: 3, interval_ms: 400 }, { meta: { progressToken: token } });
       assert.equal(r.status, 200, r.text());
       assert.match(r.headers['content-type'] || '', /^text\/event-stream\b/);
       const first = await r.waitEvent((j) => j.method === 'notifications/progress', scaled(5000));
@@ -246,12 +246,12 @@ test('SSE progress of a 2026-07-28 request passes nginx unbuffered: an event arr
 
 test('an instance stops: every 2026-07-28 request through nginx goes to the other one, none fails', async () => {
   await withInstances(async ({ gws, via }) => {
-    for (let i = 0; i < 2; i++) await modernEcho(via.url, `before ${i}`);
+    for (let i = 0; i < 2; i++) await statelessEcho(via.url, `before ${i}`);
     await gws.g1.stop();
     const texts = [];
     for (let i = 0; i < 6; i++) {
       texts.push(`after ${i}`);
-      await modernEcho(via.url, texts[i]);
+      await statelessEcho(via.url, texts[i]);
     }
     const at = servedBy(gws, texts);
     assert.deepEqual(texts.map((t) => at[t]), texts.map(() => ['g2']), `served after g1 stopped: ${JSON.stringify(at)}`);
@@ -279,7 +279,7 @@ const roundOpts = (extra = {}) => ({
 });
 
 /** A 2026-07-28 tools/call of the example server's elicit, declaring elicitation. */
-const elicitCall = (args) => modernCall('elicit', args, { meta: { [CAPS]: { elicitation: {} } } });
+const elicitCall = (args) => statelessCall('elicit', args, { meta: { [CAPS]: { elicitation: {} } } });
 
 /** The retry of call: a new id, the same params plus inputResponses and requestState. */
 function retryCall(call, requestState, inputResponses) {

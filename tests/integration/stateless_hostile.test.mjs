@@ -785,8 +785,8 @@ test('a child flooding its stderr: its pool\'s requests are answered promptly, t
 
 // --- 6. churn ------------------------------------------------------------------------------------------
 
-const CHURN = Number(process.env.GW_MODERN_CHURN || 1500);
-assert.ok(Number.isInteger(CHURN) && CHURN > 0, `GW_MODERN_CHURN=${process.env.GW_MODERN_CHURN}`);
+const CHURN = Number(process.env.GW_STATELESS_CHURN || 1500);
+assert.ok(Number.isInteger(CHURN) && CHURN > 0, `GW_STATELESS_CHURN=${process.env.GW_STATELESS_CHURN}`);
 const CHURN_WORKERS = 8;
 const CHURN_MAX_CHILDREN = 4;
 const DROP_EVERY = 10; // i % 10 === 3: a cancel_self call the client drops once it is under way

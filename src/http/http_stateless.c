@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The 2026-07-28 ("modern") era on the MCP endpoint. A POST with no Mcp-Session-Id whose body
+ * The stateless (2026-07-28) era on the MCP endpoint. A POST with no Mcp-Session-Id whose body
  * carries params._meta
  * ["io.modelcontextprotocol/protocolVersion"], or whose MCP-Protocol-Version header names no
- * legacy revision, is modern; initialize still opens a legacy session. Host, Origin, auth, rate,
+ * legacy revision, is stateless; initialize still opens a legacy session. Host, Origin, auth, rate,
  * Accept, Content-Type and size were checked as for every request (http_mcp.c). Then, in order:
  * one message, a request (a notification gets 202 and goes nowhere: the revision defines none
  * over HTTP), _meta protocolVersion present (400 -32602), the MCP-Protocol-Version header equal to
@@ -12,8 +12,8 @@
  * equal to the method (400 -32020), Mcp-Name equal to params.name, params.uri or params.taskId
  * where the revision requires it, base64 form decoded (400 -32020), clientCapabilities present and
  * logLevel valid (400 -32602), a method of the revision (404 -32601). The request then goes to its
- * server's pool (pool.h) and is answered on its own stream. GET and DELETE have no modern meaning:
- * 405 with Allow: POST.
+ * server's pool (pool.h) and is answered on its own stream. GET and DELETE have no stateless
+ * meaning: 405 with Allow: POST.
  */
 #include <stdio.h>
 #include <string.h>
@@ -28,13 +28,13 @@
 /* A header naming no revision with sessions: a stateless one, or one later than the gateway knows.
  */
 bool
-http_modern_header(const char *ver)
+http_stateless_header(const char *ver)
 {
     return ver != NULL && !revision_over(revision_named(ver), REVISION_SESSIONS);
 }
 
 bool
-http_is_modern(const struct http_req *rc, int scan, const struct jsonrpc_info *info)
+http_is_stateless(const struct http_req *rc, int scan, const struct jsonrpc_info *info)
 {
     if (rc->sid[0] != '\0')
         return false;
@@ -42,14 +42,14 @@ http_is_modern(const struct http_req *rc, int scan, const struct jsonrpc_info *i
     /* initialize opens a legacy session, unless it says it is of a later revision. */
     if (scan == JSONRPC_OK && info->kind == JSONRPC_REQUEST
         && strcmp(info->method, "initialize") == 0)
-        return http_modern_header(ver);
+        return http_stateless_header(ver);
     if (scan == JSONRPC_OK && info->meta_version.len != 0)
         return true;
-    return http_modern_header(ver);
+    return http_stateless_header(ver);
 }
 
 enum MHD_Result
-http_modern_refuse_method(struct http_req *rc)
+http_stateless_refuse_method(struct http_req *rc)
 {
     char why[128];
     snprintf(why, sizeof why, "Method not allowed: protocol revision %s uses POST only",
@@ -110,8 +110,8 @@ http_name_field(const struct jsonrpc_info *info, bool *required)
 
 /* The headers against the body; true when refused (answered); else *rev is the request's row. */
 static bool
-http_modern_headers(struct http_req *rc, const struct jsonrpc_info *info,
-                    const struct revision **rev, enum MHD_Result *ret)
+http_stateless_headers(struct http_req *rc, const struct jsonrpc_info *info,
+                       const struct revision **rev, enum MHD_Result *ret)
 {
     const char *body = buf_head(&rc->body);
     char version[64];
@@ -168,7 +168,7 @@ http_modern_headers(struct http_req *rc, const struct jsonrpc_info *info,
 }
 
 enum MHD_Result
-http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info, const char *err)
+http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *info, const char *err)
 {
     char why[128];
     const char *stateless = revision_list(REVISION_STATELESS);
@@ -191,7 +191,7 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
     }
     enum MHD_Result ret;
     const struct revision *rev;
-    if (http_modern_headers(rc, info, &rev, &ret))
+    if (http_stateless_headers(rc, info, &rev, &ret))
         return ret;
     const char *body = buf_head(&rc->body);
     if (info->meta_caps.len == 0 || body[info->meta_caps.off] != '{')
@@ -233,6 +233,6 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
         return http_answer_error(rc, code, info, rpc,
                                  meta.why != NULL ? meta.why : pool_status_text(status));
     }
-    rc->modern = true;
+    rc->stateless = true;
     return http_hold(rc, st, false);
 }

@@ -3,7 +3,7 @@
 // @modelcontextprotocol/conformance 0.2.0-alpha.12 (pinned in tests/package-lock.json, installed
 // as tests/node_modules/conformance-modern) runs `server --requirements 2026-07-28` over Streamable
 // HTTP against the gateway, which serves those stateless requests from a pool of children running
-// tests/fixtures/modern_server.mjs (a 2026-07-28 stdio server written with the v2 SDK).
+// tests/fixtures/stateless_server.mjs (a 2026-07-28 stdio server written with the v2 SDK).
 //
 // The requirement set is the suite's own frozen file requirements/2026-07-28.yaml: its `server:`
 // list is what conformance to the revision requires (scored: every one of those scenarios must
@@ -16,7 +16,7 @@
 // Every checks.json is read back, and a table per scenario with the total is printed.
 // dns-rebinding-protection is also run with the URL host `localhost` and, where IPv6 loopback
 // exists, `[::1]` (at --spec-version 2026-07-28), so every loopback spelling the suite accepts is
-// checked against allowed_hosts on the modern path as well.
+// checked against allowed_hosts on the stateless path as well.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -33,7 +33,7 @@ import { scaled } from '../lib/timing.mjs';
 const PKG = path.join(MODULES, 'conformance-modern');
 const SUITE = path.join(PKG, 'dist/index.js');
 const REQUIREMENTS = path.join(PKG, 'requirements/2026-07-28.yaml');
-const SERVER = path.join(ROOT, 'tests/fixtures/modern_server.mjs');
+const SERVER = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
 requireInstalled([NODE22, SUITE, REQUIREMENTS, SERVER]);
 const REVISION = '2026-07-28';
 
@@ -138,16 +138,16 @@ function printTable(results) {
 
 /** Runs one scenario against url at this revision into a fresh results directory; returns its checks. */
 const runScenario = (url, scenario) => runSuiteScenario(SUITE, url, scenario, {
-  prefix: 'mcpgw-modern-conformance-', args: ['--spec-version', REVISION], ms: SCENARIO_TIMEOUT_MS,
+  prefix: 'mcpgw-stateless-conformance-', args: ['--spec-version', REVISION], ms: SCENARIO_TIMEOUT_MS,
 });
 
-const modernServer = (name = 'modern') => ({
+const statelessServer = (name = 'stateless') => ({
   name, path: '/mcp', command: `${process.execPath} ${SERVER}`, extra: `pool_warm_children = ${WARM_CHILDREN}`,
 });
 
 before(async () => {
-  gw = await startGateway({ gateway: { log_level: 'info' }, servers: [modernServer()] });
-  await waitReadyChildren(gw, 'modern', WARM_CHILDREN);
+  gw = await startGateway({ gateway: { log_level: 'info' }, servers: [statelessServer()] });
+  await waitReadyChildren(gw, 'stateless', WARM_CHILDREN);
 });
 
 after(async () => {
@@ -166,7 +166,7 @@ test('the requirements file lists the scored and the not scored server scenarios
 });
 
 test(`the conformance suite runs every ${REVISION} server requirement through the gateway`, async () => {
-  out = tmpdir('mcpgw-modern-conformance-');
+  out = tmpdir('mcpgw-stateless-conformance-');
   const r = await runSuite(SUITE, ['server', '--url', gw.url, '--requirements', REVISION, '-o', out], SUITE_TIMEOUT_MS);
   Object.assign(results, readResults(out));
   // Every scored scenario must have run (with checks); the not scored ones are run as well.
@@ -182,7 +182,7 @@ test('dns-rebinding-protection with the URL host localhost', async () => {
   results['dns-rebinding-protection@localhost'] = await runScenario(`http://localhost:${gw.port}/mcp`, 'dns-rebinding-protection');
 });
 
-test('dns-rebinding-protection with the URL host [::1]', (t) => withIpv6Gateway(t, { ...modernServer('modern6'), extra: undefined }, async (gw6) => {
+test('dns-rebinding-protection with the URL host [::1]', (t) => withIpv6Gateway(t, { ...statelessServer('stateless6'), extra: undefined }, async (gw6) => {
   results['dns-rebinding-protection@[::1]'] = await runScenario(gw6.url, 'dns-rebinding-protection');
 }));
 

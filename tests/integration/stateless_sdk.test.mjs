@@ -4,13 +4,13 @@
 // gateway to two upstreams, each behind its own gateway and a pool of at most 4 children:
 //   - everything: the reference @modelcontextprotocol/server-everything (2025-era, initialize-
 //     based: the gateway answers server/discover for it and stamps resultType / cache hints);
-//   - modern: tests/fixtures/modern_server.mjs (2026-07-28 on the v2 server package;
-//     MODERN_FIXTURE_LEGACY=serve so that a 2025-era session can open on it too).
+//   - stateless: tests/fixtures/stateless_server.mjs (2026-07-28 on the v2 server package;
+//     STATELESS_FIXTURE_LEGACY=serve so that a 2025-era session can open on it too).
 // Per upstream, in order: which era each negotiation mode ends in ({pin: '2026-07-28'} and 'auto'
-// modern, without a session; the default 'legacy' through a session), tools / resources / prompts
+// stateless, without a session; the default 'legacy' through a session), tools / resources / prompts
 // in every mode, progress on the request's own stream, an AbortSignal reaching the child as a
 // cancel, and 50 concurrent clients whose answers never cross. Raw HTTP rules of the era are
-// modern_http.test.mjs's, pool internals modern_pool.test.mjs's.
+// stateless_http.test.mjs's, pool internals stateless_pool.test.mjs's.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -27,16 +27,18 @@ assert.equal(CLIENT_PKG.version, '2.4.0', 'the pinned v2 client (tests/package-l
 
 const ROOT = process.env.GW_SOURCE_ROOT;
 if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
-const FIXTURE = path.join(ROOT, 'tests/fixtures/modern_server.mjs');
+const FIXTURE = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
 if (!fs.existsSync(FIXTURE)) throw new Error(`${FIXTURE} missing`);
 const EVERYTHING_DOCS = path.join(ROOT, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/docs');
 
-const MODERN = '2026-07-28';
-const PIN = { mode: { pin: MODERN } };
+const STATELESS = '2026-07-28';
+const PIN = { mode: { pin: STATELESS } };
 const AUTO = { mode: 'auto' };
+// The SDK's own name for the stateless era is 'modern' (its getProtocolEra()); eraOf says ours.
+const eraOf = (client) => (client.getProtocolEra() === 'modern' ? 'stateless' : client.getProtocolEra());
 const MODES = [
-  { label: 'pinned 2026-07-28', negotiation: PIN, era: 'modern' },
-  { label: 'auto', negotiation: AUTO, era: 'modern' },
+  { label: 'pinned 2026-07-28', negotiation: PIN, era: 'stateless' },
+  { label: 'auto', negotiation: AUTO, era: 'stateless' },
   { label: 'default (legacy)', negotiation: undefined, era: 'legacy' },
 ];
 const POOL_MAX = 4;
@@ -94,7 +96,7 @@ function wire() {
 }
 
 /** A connected v2 client; {client, transport, wire, connectMs}. */
-async function connect(gw, negotiation, { name = 'modern-sdk-it' } = {}) {
+async function connect(gw, negotiation, { name = 'stateless-sdk-it' } = {}) {
   const w = wire();
   const client = new Client({ name, version: '1.0.0' }, negotiation ? { versionNegotiation: negotiation } : {});
   const transport = new StreamableHTTPClientTransport(new URL(gw.url), { fetch: w.fetch });
@@ -160,14 +162,14 @@ const UPSTREAMS = [
     slowHasProgress: true,
   },
   {
-    name: 'modern',
-    what: 'modern_server.mjs (2026-07-28 child)',
-    serverName: 'mcp-gateway-modern-fixture',
+    name: 'stateless',
+    what: 'stateless_server.mjs (2026-07-28 child)',
+    serverName: 'mcp-gateway-stateless-fixture',
     server: (dir) => ({
-      name: 'modern',
+      name: 'stateless',
       path: '/mcp',
       command: `${process.execPath} ${FIXTURE}`,
-      env: `MODERN_CANCEL_LOG=${path.join(dir, 'cancel.log')} MODERN_FIXTURE_LEGACY=serve`,
+      env: `STATELESS_CANCEL_LOG=${path.join(dir, 'cancel.log')} STATELESS_FIXTURE_LEGACY=serve`,
       extra: POOL_INI,
     }),
     tools: ['echo', 'slow', 'test_simple_text', 'test_tool_with_progress'],
@@ -244,37 +246,37 @@ for (const up of UPSTREAMS) {
   after(async () => {
     for (const c of clients) { try { await c.client.close(); } catch { /* already closed */ } }
     if (!gw) return;
-    console.log(`modern_sdk ${up.name}: ${calls} client calls (connects included) in ${Date.now() - t0} ms, ${poolChildren().size} pool children`);
+    console.log(`stateless_sdk ${up.name}: ${calls} client calls (connects included) in ${Date.now() - t0} ms, ${poolChildren().size} pool children`);
     await gw.stop();
   });
 
-  step('eras: {pin: 2026-07-28} and auto end modern without a session; the default opens a session', async () => {
+  step('eras: {pin: 2026-07-28} and auto end stateless without a session; the default opens a session', async () => {
     const sessionsBefore = await metric(gw, 'mcpgw_sessions_created_total');
     const logBefore = gw.logs().length;
-    for (const { label, negotiation } of MODES.filter((m) => m.era === 'modern')) {
+    for (const { label, negotiation } of MODES.filter((m) => m.era === 'stateless')) {
       const c = await open(negotiation);
       calls++;
-      assert.equal(c.client.getProtocolEra(), 'modern', `${label}: era`);
-      assert.equal(c.client.getNegotiatedProtocolVersion(), MODERN, `${label}: version`);
+      assert.equal(eraOf(c.client), 'stateless', `${label}: era`);
+      assert.equal(c.client.getNegotiatedProtocolVersion(), STATELESS, `${label}: version`);
       assert.equal(c.transport.sessionId, undefined, `${label}: no session id`);
       const d = c.client.getDiscoverResult();
-      assert.ok(d?.supportedVersions?.includes(MODERN), `${label}: discover result ${JSON.stringify(d)}`);
+      assert.ok(d?.supportedVersions?.includes(STATELESS), `${label}: discover result ${JSON.stringify(d)}`);
       assert.equal(c.client.getServerVersion()?.name, up.serverName, `${label}: server identity`);
       const sent = c.wire.methods();
       assert.deepEqual(sent, ['server/discover'], `${label}: connect sends only the probe`);
       assert.ok(c.wire.log.every((e) => e.method === 'POST' && !e.headers.has('mcp-session-id') && e.sessionId === null), `${label}: no session header either way`);
       const probe = c.wire.log[0];
-      assert.equal(probe.headers.get('mcp-protocol-version'), MODERN);
-      assert.equal(probe.msg.params._meta['io.modelcontextprotocol/protocolVersion'], MODERN);
+      assert.equal(probe.headers.get('mcp-protocol-version'), STATELESS);
+      assert.equal(probe.msg.params._meta['io.modelcontextprotocol/protocolVersion'], STATELESS);
       assert.equal(probe.status, 200);
     }
-    assert.equal(await metric(gw, 'mcpgw_sessions_created_total'), sessionsBefore, 'no session created by the modern connects');
+    assert.equal(await metric(gw, 'mcpgw_sessions_created_total'), sessionsBefore, 'no session created by the stateless connects');
     assert.doesNotMatch(gw.logs().slice(logBefore), /session created/, 'no session in the log');
     assert.match(gw.logs(), new RegExp(`${esc(poolTag)}\\d+ pool child ready`), 'served by the pool');
 
     const legacy = await open(undefined);
     calls++;
-    assert.equal(legacy.client.getProtocolEra(), 'legacy');
+    assert.equal(eraOf(legacy.client), 'legacy');
     assert.match(legacy.client.getNegotiatedProtocolVersion(), /^2025-/);
     assert.ok(legacy.transport.sessionId, 'Mcp-Session-Id received');
     assert.equal(legacy.wire.methods()[0], 'initialize');
@@ -301,17 +303,17 @@ for (const up of UPSTREAMS) {
     for (let i = 0; i < 3; i++) {
       const c = await open(i % 2 ? AUTO : PIN);
       calls++;
-      assert.equal(c.client.getProtocolEra(), 'modern');
+      assert.equal(eraOf(c.client), 'stateless');
       took.push(c.connectMs);
     }
     assert.ok(took.every((ms) => ms < scaled(2000)), `connect times ${took.join(', ')} ms (server/discover answered late)`);
   });
 
-  step('tools, resources and prompts in every mode; modern results carry resultType (and cache hints)', async () => {
+  step('tools, resources and prompts in every mode; stateless results carry resultType (and cache hints)', async () => {
     for (const { label, negotiation, era } of MODES) {
       const c = await open(negotiation);
       calls++;
-      assert.equal(c.client.getProtocolEra(), era, label);
+      assert.equal(eraOf(c.client), era, label);
       const { tools } = await c.client.listTools();
       calls++;
       for (const n of up.tools) assert.ok(tools.some((t) => t.name === n), `${label}: tool ${n} in ${tools.map((t) => t.name)}`);
@@ -326,7 +328,7 @@ for (const up of UPSTREAMS) {
       calls += 3;
       await up.prompts(c.client);
       calls += 2;
-      if (era !== 'modern') {
+      if (era !== 'stateless') {
         assert.ok(c.transport.sessionId, `${label}: a session`);
         await c.transport.terminateSession();
         continue;
@@ -337,9 +339,9 @@ for (const up of UPSTREAMS) {
       assert.ok(reqs.length >= 9, `${label}: ${reqs.length} requests`);
       for (const e of reqs) {
         const { method } = e.msg;
-        assert.equal(e.headers.get('mcp-protocol-version'), MODERN, `${label} ${method}: header`);
+        assert.equal(e.headers.get('mcp-protocol-version'), STATELESS, `${label} ${method}: header`);
         assert.equal(e.headers.get('mcp-method'), method, `${label} ${method}: Mcp-Method`);
-        assert.equal(e.msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'], MODERN, `${label} ${method}: _meta`);
+        assert.equal(e.msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'], STATELESS, `${label} ${method}: _meta`);
         assert.equal(e.status, 200, `${label} ${method}: HTTP ${e.status}`);
         assert.equal(e.sessionId, null, `${label} ${method}: no session`);
         const msgs = await e.messages;
@@ -372,7 +374,7 @@ for (const up of UPSTREAMS) {
         up.progressText(steps[i], rs[i]);
         assert.deepEqual(got[i], up.progressExpected(steps[i]), `${label}: call ${i} got exactly its own progress`);
       }
-      if (c.client.getProtocolEra() === 'modern') {
+      if (eraOf(c.client) === 'stateless') {
         const calls2 = c.wire.requests().filter((e) => e.msg.method === 'tools/call');
         assert.equal(calls2.length, 2);
         for (const e of calls2) {
@@ -394,7 +396,7 @@ for (const up of UPSTREAMS) {
   });
 
   step('an AbortSignal reaches the child as a cancel, promptly; the call rejects; the gateway serves on', async () => {
-    for (const { label, negotiation } of MODES.filter((m) => m.era === 'modern')) {
+    for (const { label, negotiation } of MODES.filter((m) => m.era === 'stateless')) {
       const c = await open(negotiation);
       calls++;
       const cancelsBefore = [...gw.logs().matchAll(/cancel sent to child/g)].length;
@@ -410,16 +412,16 @@ for (const up of UPSTREAMS) {
       else await waitFor(async () => settled || (await metric(gw, 'mcpgw_pool_inflight_requests')) > inflightBefore, scaled(10000), 'the slow call in flight');
       assert.equal(settled, null, `${label}: the slow call is still running`);
       const abortedAt = Date.now();
-      ac.abort(new Error(`modern_sdk abort ${label}`));
+      ac.abort(new Error(`stateless_sdk abort ${label}`));
       const err = await waitFor(() => settled, scaled(2000), 'the aborted call to reject');
       assert.ok(err instanceof SdkError, `${label}: rejected with an SdkError, not ${err}`);
-      assert.match(err.message, new RegExp(`modern_sdk abort ${esc(label)}`), `${label}: the abort reason`);
+      assert.match(err.message, new RegExp(`stateless_sdk abort ${esc(label)}`), `${label}: the abort reason`);
       const m = await waitFor(() => {
         const all = [...gw.logs().matchAll(new RegExp(`${esc(poolTag)}\\d+ cancel sent to child: method=tools/call child_id=(\\d+) reason="([^"]*)"`, 'g'))];
         return all.length > cancelsBefore ? all.at(-1) : null;
       }, scaled(3000), 'the gateway to send the cancel');
       assert.equal(m[2], 'client disconnected', `${label}: the stream's close is the cancel`);
-      if (up.name === 'modern') {
+      if (up.name === 'stateless') {
         // The child itself saw it: the fixture logs the id it received (the gateway's minted one).
         const cancelLog = path.join(dir, 'cancel.log');
         await waitFor(() => fs.existsSync(cancelLog) && fs.readFileSync(cancelLog, 'utf8').split('\n').includes(`CANCELLED ${m[1]}`), scaled(3000), `CANCELLED ${m[1]} in the fixture's cancel log`);
@@ -441,10 +443,10 @@ for (const up of UPSTREAMS) {
 
   step(`${CLIENTS} concurrent clients, ${ROUNDS}x${PARALLEL} parallel echo calls each: every answer is the caller's own`, async () => {
     const started = Date.now();
-    const cs = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => open(i % 2 ? AUTO : PIN, { name: `modern-sdk-c${i}` })));
+    const cs = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => open(i % 2 ? AUTO : PIN, { name: `stateless-sdk-c${i}` })));
     calls += CLIENTS;
     for (const c of cs) {
-      assert.equal(c.client.getProtocolEra(), 'modern');
+      assert.equal(eraOf(c.client), 'stateless');
       assert.equal(c.transport.sessionId, undefined);
     }
     const mismatches = [];
@@ -466,7 +468,7 @@ for (const up of UPSTREAMS) {
     assert.ok(children.size <= POOL_MAX, `pool_max_children = ${POOL_MAX}: ${children.size} children started`);
     assert.ok(children.size >= 2, `the pool grew under load: ${children.size} children`);
     assert.doesNotMatch(gw.logs(), /pool child ended/, 'no child failed');
-    console.log(`modern_sdk ${up.name}: ${CLIENTS} clients, ${n} echo calls in ${Date.now() - started} ms over ${children.size} pool children`);
+    console.log(`stateless_sdk ${up.name}: ${CLIENTS} clients, ${n} echo calls in ${Date.now() - started} ms over ${children.size} pool children`);
     await Promise.all(cs.map((c) => c.client.close()));
   });
 }

@@ -33,7 +33,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { ACCEPT_BOTH, everythingServer, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
-import { V, exchange, mpost, msgsOf } from '../lib/modern.mjs';
+import { V, exchange, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 // Resolved from tests/node_modules; a missing package throws.
@@ -63,7 +63,7 @@ function mreq(method, params = {}, { id = `b-${nextId++}`, caps = ELICIT, meta =
     jsonrpc: '2.0', id, method,
     params: {
       ...params,
-      _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: caps, [`${META}clientInfo`]: { name: 'modern-bridge-it', version: '1' }, ...meta },
+      _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: caps, [`${META}clientInfo`]: { name: 'stateless-bridge-it', version: '1' }, ...meta },
     },
   };
 }
@@ -208,7 +208,7 @@ async function v2client(url, handlers) {
     if (typeof init.body === 'string') { try { wire.push(JSON.parse(init.body)); } catch { /* not JSON */ } }
     return fetch(u, init);
   };
-  const client = new Client({ name: 'modern-bridge-it', version: '1.0.0' }, { versionNegotiation: { mode: { pin: V } }, capabilities: ALL_CAPS });
+  const client = new Client({ name: 'stateless-bridge-it', version: '1.0.0' }, { versionNegotiation: { mode: { pin: V } }, capabilities: ALL_CAPS });
   for (const [method, fn] of Object.entries(handlers)) client.setRequestHandler(method, fn);
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: fetchImpl }));
   return { client, wire, calls: () => wire.filter((m) => m.method === 'tools/call') };

@@ -6,9 +6,9 @@
 // request's id; then the list changes and resource updates its children report, each carrying that
 // id; the URIs subscribed at one child (resources/subscribe, reference-counted, unsubscribed when
 // the last listener leaves, moved when the child ends); the graceful end at shutdown.
-// A modern pool (tests/fixtures/modern_server.mjs) gets listen forwarded to a child, the child's
+// A stateless pool (tests/fixtures/stateless_server.mjs) gets listen forwarded to a child, the child's
 // subscription id mapped back to the client's. A pool the operator restarts, or a reload that
-// changes its server retires, ends every listen (legacy or modern) with an error asking to listen
+// changes its server retires, ends every listen (legacy or stateless) with an error asking to listen
 // again, and its old children stop (by pid) and the pool goes (/admin/inflight, /metrics); a
 // reload that leaves the server unchanged keeps its listeners.
 // Proved with the official v2 client, @modelcontextprotocol/client 2.4.0 (Client.listen():
@@ -35,13 +35,13 @@ assert.equal(SDK_PKG.version, '1.32.2', 'the pinned v1 SDK the listen fixture is
 const ROOT = process.env.GW_SOURCE_ROOT;
 if (!ROOT) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
 const FIXTURE = path.join(ROOT, 'tests/fixtures/listen_server.mjs');
-const MODERN_FIXTURE = path.join(ROOT, 'tests/fixtures/modern_server.mjs');
-for (const f of [FIXTURE, MODERN_FIXTURE]) if (!fs.existsSync(f)) throw new Error(`${f} missing`);
+const STATELESS_FIXTURE = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
+for (const f of [FIXTURE, STATELESS_FIXTURE]) if (!fs.existsSync(f)) throw new Error(`${f} missing`);
 
 const V = '2026-07-28';
 const META = 'io.modelcontextprotocol/';
 const SUB_ID = `${META}subscriptionId`;
-const ADMIN_TOKEN = 'modern-listen-admin-token-0123456789abcdef';
+const ADMIN_TOKEN = 'stateless-listen-admin-token-0123456789abcdef';
 const PIN = { mode: { pin: V } };
 const T = scaled(10000); // deadline of one wait
 // A 2026-07-28 request's response headers wait up to heartbeat_s for its answer; anything pushed
@@ -106,7 +106,7 @@ const poolPids = (gw, name) => [...gw.logs().matchAll(new RegExp(`session=pool:$
 let nextId = 1;
 /** A 2026-07-28 request with the _meta envelope. */
 function mreq(method, params = {}, id = `raw-${nextId++}`) {
-  const _meta = { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {}, [`${META}clientInfo`]: { name: 'modern-listen-it', version: '1' } };
+  const _meta = { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {}, [`${META}clientInfo`]: { name: 'stateless-listen-it', version: '1' } };
   return { jsonrpc: '2.0', id, method, params: { ...params, _meta } };
 }
 
@@ -550,21 +550,21 @@ for (const signal of ['SIGTERM', 'SIGINT']) {
   });
 }
 
-// ---- Tests: a modern pool -------------------------------------------------------------------
+// ---- Tests: a stateless pool -------------------------------------------------------------------
 
-test('modern pool: listen is forwarded; the ack and a list change carry the client\'s id; closing the stream cancels it at the child', { timeout: scaled(60000) }, async () => {
-  await withGw({ servers: () => [{ name: 'modern', path: '/mcp', command: `${process.execPath} ${MODERN_FIXTURE}`, extra: 'pool_max_children = 1' }] }, async (gw) => {
-    const l1 = await rawListen(gw, { toolsListChanged: true }, { id: 'modern-listen' });
+test('stateless pool: listen is forwarded; the ack and a list change carry the client\'s id; closing the stream cancels it at the child', { timeout: scaled(60000) }, async () => {
+  await withGw({ servers: () => [{ name: 'stateless', path: '/mcp', command: `${process.execPath} ${STATELESS_FIXTURE}`, extra: 'pool_max_children = 1' }] }, async (gw) => {
+    const l1 = await rawListen(gw, { toolsListChanged: true }, { id: 'stateless-listen' });
     const l2 = await rawListen(gw, { toolsListChanged: true, promptsListChanged: true }, { id: 99 });
     assert.deepEqual(l1.ack, { toolsListChanged: true }, 'the child\'s ack, passed through');
     assert.deepEqual(l2.ack, { toolsListChanged: true, promptsListChanged: true });
     // The requests the child works on (a cancelled one lingers a while as "cancelled").
-    const inflight = async () => (await adminPool(gw, 'modern')).children.flatMap((ch) => ch.inflight.filter((e) => e.state === 'forwarded').map((e) => e.method));
+    const inflight = async () => (await adminPool(gw, 'stateless')).children.flatMap((ch) => ch.inflight.filter((e) => e.state === 'forwarded').map((e) => e.method));
     assert.equal((await inflight()).filter((m) => m === 'subscriptions/listen').length, 2, 'both listens in flight at the child');
 
     assert.match(await rawCall(gw, 'test_trigger_tool_change'), /test_toggled_tool added/);
     await waitFor(() => rawGot(l1, 'notifications/tools/list_changed').length === 1 && rawGot(l2, 'notifications/tools/list_changed').length === 1, T, 'the list change at both listeners');
-    assert.deepEqual(rawGot(l1, 'notifications/tools/list_changed')[0].params._meta[SUB_ID], 'modern-listen', 'the client\'s string id');
+    assert.deepEqual(rawGot(l1, 'notifications/tools/list_changed')[0].params._meta[SUB_ID], 'stateless-listen', 'the client\'s string id');
     assert.deepEqual(rawGot(l2, 'notifications/tools/list_changed')[0].params._meta[SUB_ID], 99, 'the client\'s numeric id');
 
     l1.drop();
@@ -595,36 +595,36 @@ async function metricsOf(gw) {
   return metricSamples(text);
 }
 
-// A modern child's listen is a request in flight at that child, which never ends by itself: a
+// A stateless child's listen is a request in flight at that child, which never ends by itself: a
 // pool retired by the operator's restart or by a reload that changed the server must end it (the
 // listener gets the error deploy/README.md promises, its stream ends, the child is told), or the
 // old child never idles, and the old pool (and after a reload the old configuration) is never freed.
 for (const how of ['restart', 'reload']) {
-  test(`modern pool, ${how === 'restart' ? 'POST /admin/servers/NAME/restart' : 'SIGHUP that changes the server'}: an open listen gets an error saying to listen again and its stream ends; the old child is cancelled and stops; the old pool${how === 'reload' ? ' and configuration are' : ' is'} freed`, { timeout: scaled(60000) }, async () => {
-    await withGw({ servers: () => [{ name: 'modern', path: '/mcp', command: `${process.execPath} ${MODERN_FIXTURE}`, extra: 'era = modern\npool_max_children = 1' }] }, async (gw) => {
-      const l = await rawListen(gw, { toolsListChanged: true }, { id: `modern-${how}` });
-      const [old] = await waitFor(() => poolPids(gw, 'modern').length === 1 && poolPids(gw, 'modern'), T, 'the child\'s start line');
+  test(`stateless pool, ${how === 'restart' ? 'POST /admin/servers/NAME/restart' : 'SIGHUP that changes the server'}: an open listen gets an error saying to listen again and its stream ends; the old child is cancelled and stops; the old pool${how === 'reload' ? ' and configuration are' : ' is'} freed`, { timeout: scaled(60000) }, async () => {
+    await withGw({ servers: () => [{ name: 'stateless', path: '/mcp', command: `${process.execPath} ${STATELESS_FIXTURE}`, extra: 'era = stateless\npool_max_children = 1' }] }, async (gw) => {
+      const l = await rawListen(gw, { toolsListChanged: true }, { id: `stateless-${how}` });
+      const [old] = await waitFor(() => poolPids(gw, 'stateless').length === 1 && poolPids(gw, 'stateless'), T, 'the child\'s start line');
       if (how === 'restart') {
-        const r = await request(`${gw.base}/admin/servers/modern/restart`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
+        const r = await request(`${gw.base}/admin/servers/stateless/restart`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } });
         const text = await r.done();
         assert.equal(r.status, 200, text);
         assert.equal(JSON.parse(text).children_replaced, 1);
       } else {
-        fs.appendFileSync(gw.conf, 'env = MODERN_RELOADED=1\n'); // the last section is the server's
+        fs.appendFileSync(gw.conf, 'env = STATELESS_RELOADED=1\n'); // the last section is the server's
         gw.proc.kill('SIGHUP');
         await gw.waitLog(/SIGHUP: configuration reloaded/, T);
       }
       await waitFor(() => l.ended, T, 'the listen stream ends');
-      const end = l.msgs().find((m) => m.id === `modern-${how}`);
+      const end = l.msgs().find((m) => m.id === `stateless-${how}`);
       assert.equal(end?.error?.code, -32603, `the listener is told: ${l.text()}`);
       assert.match(end.error.message, how === 'restart' ? /server restarted by the operator: send subscriptions\/listen again/ : /configuration reloaded: send subscriptions\/listen again/);
       await gw.waitLog(how === 'restart' ? /cancel sent to child: method=subscriptions\/listen\b[^\n]*reason="ended by the operator"/ : /cancel sent to child: method=subscriptions\/listen\b[^\n]*reason="configuration reloaded"/, T);
       await waitFor(() => reaped(old), T, `the old child (pid ${old}) stopped and reaped`);
-      await waitFor(async () => (await adminPools(gw, 'modern')).every((p) => !p.retired), T, 'no retired pool left in /admin/inflight');
-      await waitFor(async () => (await metricsOf(gw))['mcpgw_pools_retired{server="modern"}'] === 0, T, 'mcpgw_pools_retired back to 0');
+      await waitFor(async () => (await adminPools(gw, 'stateless')).every((p) => !p.retired), T, 'no retired pool left in /admin/inflight');
+      await waitFor(async () => (await metricsOf(gw))['mcpgw_pools_retired{server="stateless"}'] === 0, T, 'mcpgw_pools_retired back to 0');
       if (how === 'reload') await gw.waitLog(/configuration of \S+: no session uses it any more/, T);
       const m = await metricsOf(gw);
-      assert.equal(m[`mcpgw_cancels_total{server="modern",direction="to_child",reason="${how === 'restart' ? 'admin' : 'reload'}"}`], 1, 'one cancel counted');
+      assert.equal(m[`mcpgw_cancels_total{server="stateless",direction="to_child",reason="${how === 'restart' ? 'admin' : 'reload'}"}`], 1, 'one cancel counted');
       const again = await rawListen(gw, { toolsListChanged: true }, { id: `after-${how}` });
       assert.match(await rawCall(gw, 'test_trigger_tool_change'), /test_toggled_tool added/);
       await waitFor(() => rawGot(again, 'notifications/tools/list_changed').length === 1, T, 'the change on the new listen');

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { ACCEPT_BOTH, request, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
-import { V, exchange, mpost, msgsOf } from '../lib/modern.mjs';
+import { V, exchange, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const ROOT = process.env.GW_SOURCE_ROOT;
@@ -38,7 +38,7 @@ let nextId = 1;
 function mreq(method, params = {}, { id = `c-${nextId++}`, caps = ELICIT, meta = {} } = {}) {
   return {
     jsonrpc: '2.0', id, method,
-    params: { ...params, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: caps, [`${META}clientInfo`]: { name: 'modern-caps-it', version: '1' }, ...meta } },
+    params: { ...params, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: caps, [`${META}clientInfo`]: { name: 'stateless-caps-it', version: '1' }, ...meta } },
   };
 }
 const elicit = (message, opts) => mreq('tools/call', { name: 'elicit', arguments: { message } }, opts);
@@ -161,7 +161,7 @@ test('max_inflight_per_principal: past it 429 naming the key; another principal 
 
 // ---- legacy listens (served by the gateway) ----------------------------------------------------
 
-const ADMIN = 'modern-caps-admin-token-0123456789abcdef';
+const ADMIN = 'stateless-caps-admin-token-0123456789abcdef';
 
 /** A [server:listen] running listen_server.mjs (subscribe log at log). */
 function listenServer(log, extra) {

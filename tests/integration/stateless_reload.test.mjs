@@ -199,7 +199,7 @@ async function readyz(gw) {
 for (const how of ['restart', 'reload']) {
   test(`${how === 'restart' ? 'POST /admin/servers/NAME/restart' : 'SIGHUP that changes the server'}: the retired pool's child that then fails its start does not change the server's state: /readyz stays 200, the server ok`, async () => {
     const dir = tmpdir('mcpgw-reload-');
-    const admin = 'modern-reload-admin-token-0123456789abcdef';
+    const admin = 'stateless-reload-admin-token-0123456789abcdef';
     const servers = [holdingServer(dir, 'era = legacy\npool_max_children = 1\npool_warm_children = 1\npool_max_restarts_per_min = 1')];
     await withGateway({ gateway: { admin_token: admin }, servers }, async (gw) => {
       // Signals go to a child once it holds its initialize: before its exec, sh would die of them.
@@ -334,9 +334,9 @@ test('a held call (input round) of a pool retired by SIGHUP: the client\'s retry
   }
 });
 
-test('SIGTERM drain with a modern child\'s subscriptions/listen open: the drain does not wait for the listen (it never ends by itself); the listen stream ends', async () => {
+test('SIGTERM drain with a stateless child\'s subscriptions/listen open: the drain does not wait for the listen (it never ends by itself); the listen stream ends', async () => {
   const root = process.env.GW_SOURCE_ROOT;
-  const servers = [{ name: 'modern', path: '/mcp', command: `${process.execPath} ${root}/tests/fixtures/modern_server.mjs`, extra: 'era = modern\npool_max_children = 1' }];
+  const servers = [{ name: 'stateless', path: '/mcp', command: `${process.execPath} ${root}/tests/fixtures/stateless_server.mjs`, extra: 'era = stateless\npool_max_children = 1' }];
   const gw = await startGateway({ gateway: { shutdown_drain_ms: 600000 }, servers });
   let ok = false;
   try {

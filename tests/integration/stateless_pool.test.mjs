@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// The pool that serves 2026-07-28 ("modern", stateless) requests, seen from outside: over HTTP,
+// The pool that serves stateless (2026-07-28) requests, seen from outside: over HTTP,
 // through each pool child's own record of what it received (the example server's --log, one file
 // per child: the command is `sh -c 'exec mcp-example-server --log <dir>/child-$$.log'`, so the
 // file is named by the child's pid), /metrics (mcpgw_pool_*) and /proc (the gateway's children).
 //   - era: a legacy child is probed once with server/discover, then initialized once; era = legacy
-//     skips the probe; a modern child (tests/fixtures/modern_server.mjs, its stdin recorded by tee)
-//     is never sent initialize, and era = modern forwards server/discover;
+//     skips the probe; a stateless child (tests/fixtures/stateless_server.mjs, its stdin recorded by tee)
+//     is never sent initialize, and era = stateless forwards server/discover;
 //   - minted ids and progress tokens: two clients with the same id and token on one child;
 //   - growth, spread, 429, warm children, idle stop;
 //   - a child that dies mid-call, a child that keeps dying (restart budget, then 503);
@@ -18,12 +18,13 @@
 // cancel or SIGUSR1 to their child) with a progressToken: their progress 0 shows they are under
 // way. Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, del, initSession, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
+import { EXAMPLE, GW_BIN, del, initSession, pidAlive, post, reaped, request, startGateway, tmpdir, waitFor, withGateway, metricSamples } from '../lib/gw.mjs';
 import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -34,7 +35,7 @@ const textOf = (j) => j?.result?.content?.[0]?.text;
 const FIXTURE = (() => {
   const root = process.env.GW_SOURCE_ROOT;
   if (!root) throw new Error('GW_SOURCE_ROOT must be set (meson test sets it)');
-  const f = path.join(root, 'tests/fixtures/modern_server.mjs');
+  const f = path.join(root, 'tests/fixtures/stateless_server.mjs');
   if (!fs.existsSync(path.join(root, 'tests/node_modules/@modelcontextprotocol/server'))) throw new Error('tests/node_modules/@modelcontextprotocol/server missing: run `npm ci` in tests/');
   return f;
 })();
@@ -43,8 +44,8 @@ const FIXTURE = (() => {
 
 /** The example server with its own --log file per child: <dir>/<prefix>-<pid>.log. */
 const perChild = (dir, args = [], prefix = 'child') => `sh -c 'exec ${EXAMPLE} --log ${dir}/${prefix}-$$.log ${args.join(' ')}'`;
-/** The modern fixture, what it reads on stdin recorded in <dir>/in-<sh pid>.log. */
-const modernFixture = (dir) => `sh -c 'tee -a ${dir}/in-$$.log | ${process.execPath} ${FIXTURE}'`;
+/** The stateless fixture, what it reads on stdin recorded in <dir>/in-<sh pid>.log. */
+const statelessFixture = (dir) => `sh -c 'tee -a ${dir}/in-$$.log | ${process.execPath} ${FIXTURE}'`;
 
 /** Messages a child (by pid) received, from its own log. */
 function childMsgs(dir, pid, prefix = 'child') {
@@ -242,7 +243,7 @@ function answerJson(r, what) {
   }
 }
 
-for (const era of ['legacy', 'modern']) {
+for (const era of ['legacy', 'stateless']) {
   test(`era = ${era}: a child's empty result ({}, { }) and a non-empty one get resultType (and ttlMs, cacheScope when cacheable) as valid JSON`, async () => {
     const cmd = `${process.execPath} ${path.join(process.env.GW_SOURCE_ROOT, 'tests/fixtures/raw_results.mjs')}`;
     await withGateway({ servers: [{ name: 'raw', path: '/mcp', command: cmd, extra: `era = ${era}\ncache_ttl_ms = 4321` }] }, async (gw) => {
@@ -268,24 +269,24 @@ for (const era of ['legacy', 'modern']) {
   });
 }
 
-test('era auto, modern server: the probe finds 2026-07-28; initialize is never sent; requests reach the child with minted ids', async () => {
+test('era auto, stateless server: the probe finds 2026-07-28; initialize is never sent; requests reach the child with minted ids', async () => {
   const dir = tmpdir('mcpgw-pool-');
-  await withGateway({ servers: [{ name: 'modern', path: '/mcp', command: modernFixture(dir) }] }, async (gw) => {
-    const e = await call(gw, 'echo', { text: 'modern hello' }, { id: 'm-1', ms: scaled(20000) });
+  await withGateway({ servers: [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir) }] }, async (gw) => {
+    const e = await call(gw, 'echo', { text: 'stateless hello' }, { id: 'm-1', ms: scaled(20000) });
     assert.equal(e.r.status, 200, e.r.text());
     assert.equal(e.answer.id, 'm-1');
-    assert.equal(textOf(e.answer), 'modern hello');
-    await gw.waitLog(/session=pool:modern#1 server\/discover answered: the server serves 2026-07-28/);
-    await gw.waitLog(/session=pool:modern#1 pool child ready \(2026-07-28\)/);
+    assert.equal(textOf(e.answer), 'stateless hello');
+    await gw.waitLog(/session=pool:stateless#1 server\/discover answered: the server serves 2026-07-28/);
+    await gw.waitLog(/session=pool:stateless#1 pool child ready \(2026-07-28\)/);
     const d = await mpost(gw, 'server/discover', {}, { id: 'd' });
     await d.done(scaled(10000));
     assert.ok(msgsOf(d).find(isAnswer)?.result?.supportedVersions?.includes(V), d.text());
-    const [pid] = await nPids(gw, 1, 'modern');
+    const [pid] = await nPids(gw, 1, 'stateless');
     const seen = childMsgs(dir, pid, 'in');
     const m = methodsOf(seen);
     assert.equal(count(m, 'initialize'), 0, `never initialize: ${m}`);
     assert.equal(count(m, 'notifications/initialized'), 0);
-    assert.deepEqual(m, ['server/discover', 'tools/call', 'server/discover'], 'the probe, then both requests forwarded (modern)');
+    assert.deepEqual(m, ['server/discover', 'tools/call', 'server/discover'], 'the probe, then both requests forwarded (stateless)');
     const ids = seen.filter((x) => x.method).map((x) => x.id);
     assert.ok(ids.every((i) => typeof i === 'number'), `minted numeric ids: ${ids}`);
     assert.equal(new Set(ids).size, 3);
@@ -293,15 +294,15 @@ test('era auto, modern server: the probe finds 2026-07-28; initialize is never s
   });
 });
 
-test('era = modern: no probe, the client\'s server/discover is forwarded to the child', async () => {
+test('era = stateless: no probe, the client\'s server/discover is forwarded to the child', async () => {
   const dir = tmpdir('mcpgw-pool-');
-  await withGateway({ servers: [{ name: 'modern', path: '/mcp', command: modernFixture(dir), extra: 'era = modern' }] }, async (gw) => {
+  await withGateway({ servers: [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir), extra: 'era = stateless' }] }, async (gw) => {
     const d = await mpost(gw, 'server/discover', {}, { id: 'disc' });
     await d.done(scaled(20000));
     const a = msgsOf(d).find(isAnswer);
     assert.equal(a.id, 'disc');
     assert.ok(a.result.supportedVersions.includes(V));
-    const [pid] = await nPids(gw, 1, 'modern');
+    const [pid] = await nPids(gw, 1, 'stateless');
     const seen = childMsgs(dir, pid, 'in');
     assert.deepEqual(methodsOf(seen), ['server/discover'], 'only the client\'s request, no probe and no initialize');
     assert.equal(typeof seen[0].id, 'number');
@@ -310,6 +311,33 @@ test('era = modern: no probe, the client\'s server/discover is forwarded to the 
 });
 
 // ---- 2. minted ids and tokens ------------------------------------------------------------------
+
+// The era's deprecated spelling: read as stateless for one release after the rename.
+const DEPRECATED_ERA = 'modern';
+
+test(`era = ${DEPRECATED_ERA}, the deprecated spelling, is era = stateless; --check-config, the start and each SIGHUP warn once with file:line and the new spelling`, async () => {
+  const dir = tmpdir('mcpgw-pool-');
+  const servers = [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir), extra: `era = ${DEPRECATED_ERA}` }];
+  await withGateway({ servers }, async (gw) => {
+    const line = fs.readFileSync(gw.conf, 'utf8').split('\n').indexOf(`era = ${DEPRECATED_ERA}`) + 1;
+    assert.ok(line > 0, 'the era line is in the file');
+    const want = `${gw.conf}:${line}: era = ${DEPRECATED_ERA} is deprecated and will be refused by the next release: write era = stateless`;
+    const times = () => gw.logs().split(want).length - 1;
+    const check = spawnSync(GW_BIN, ['--check-config', '--config', gw.conf], { encoding: 'utf8', timeout: 10000 });
+    assert.equal(check.status, 0, check.stdout + check.stderr);
+    assert.equal(check.stderr, `warning: ${want}\n`, 'the one warning of --check-config');
+    assert.match(check.stdout, /\(era stateless, /, '--check-config names the era by its name');
+    assert.equal(times(), 1, `one warning at start:\n${gw.logs()}`);
+    const d = await mpost(gw, 'server/discover', {}, { id: 'disc' });
+    await d.done(scaled(20000));
+    assert.ok(msgsOf(d).find(isAnswer)?.result?.supportedVersions?.includes(V), 'the child\'s own discover result');
+    const [pid] = await nPids(gw, 1, 'stateless');
+    assert.deepEqual(methodsOf(childMsgs(dir, pid, 'in')), ['server/discover'], 'no probe and no initialize: the era is stateless');
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/SIGHUP: configuration reloaded/, scaled(5000));
+    assert.equal(times(), 2, 'one more warning on the reload');
+  });
+});
 
 test('two clients with the same id and progress token on one child: each gets its own progress and answer; the child sees distinct numbers', async () => {
   const dir = tmpdir('mcpgw-pool-');
@@ -416,12 +444,12 @@ test('request_timeout_ms on calls that are answered at once: no timer outlives i
   });
 });
 
-test('a modern child: closing the stream of its slow call cancels it there (the fixture logs CANCELLED with the minted id)', async () => {
+test('a stateless child: closing the stream of its slow call cancels it there (the fixture logs CANCELLED with the minted id)', async () => {
   const dir = tmpdir('mcpgw-pool-');
   const cancelLog = path.join(dir, 'cancel.log');
-  await withGateway({ servers: [{ name: 'modern', path: '/mcp', command: modernFixture(dir), env: `MODERN_CANCEL_LOG=${cancelLog}`, extra: 'era = modern' }] }, async (gw) => {
+  await withGateway({ servers: [{ name: 'stateless', path: '/mcp', command: statelessFixture(dir), env: `STATELESS_CANCEL_LOG=${cancelLog}`, extra: 'era = stateless' }] }, async (gw) => {
     const r = await mpost(gw, 'tools/call', { name: 'slow', arguments: { ms: 600000 } }, { id: 's' });
-    const [pid] = await nPids(gw, 1, 'modern');
+    const [pid] = await nPids(gw, 1, 'stateless');
     const seen = await waitFor(() => childMsgs(dir, pid, 'in').find((m) => m.method === 'tools/call'), scaled(20000), 'the call at the child');
     assert.equal(typeof seen.id, 'number');
     r.drop();
@@ -635,7 +663,7 @@ test('the child\'s sampling, elicitation and roots requests, for a request that 
   const dir = tmpdir('mcpgw-pool-');
   await withGateway({ servers: [exampleServer(dir, 'pool_max_children = 1')] }, async (gw) => {
     const m0 = await metrics(gw);
-    // Declared, they become input rounds (modern_bridge.test.mjs); undeclared, never.
+    // Declared, they become input rounds (stateless_bridge.test.mjs); undeclared, never.
     const caps = { 'io.modelcontextprotocol/clientCapabilities': {} };
     const cases = [['sample', 'sampling', 'sampling/createMessage'], ['elicit', 'elicitation', 'elicitation/create'], ['roots', 'roots', 'roots/list']];
     for (const [tool, what] of cases) {
