@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 
 #include "relay.h"
+#include "slurp.h"
 
 TestSuite(relay, .timeout = 30);
 
@@ -269,23 +270,6 @@ Test(relay, error_to_child, .init = setup, .fini = teardown)
 
 /* --- the documents that list the reasons by hand ------------------------------------------- */
 
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot read %s", path);
-    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    cr_assert_geq(n, 0);
-    cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_not_null(s);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* A label and its text as doc lists them: counted in seen, or a failure naming what differs. */
 static void
 doc_pair(const char *doc, const char *label, size_t ll, const char *text, size_t tl,
@@ -321,6 +305,7 @@ Test(relay, protocol_md_lists_the_reasons_of_the_table)
 {
     const char *doc = "PROTOCOL.md";
     char *md = slurp(MCPGW_SOURCE_ROOT "/PROTOCOL.md");
+    cr_assert_not_null(md, "cannot read %s", doc);
     unsigned seen[RELAY_CANCEL_N] = { 0 };
     const char *t = strstr(md, "\n| label | text | when |\n");
     cr_assert_not_null(t, "%s has no table of the cancel reasons (\"| label | text | when |\")", doc);
@@ -363,6 +348,7 @@ Test(relay, deploy_readme_lists_the_reasons_of_the_table)
 {
     const char *doc = "deploy/README.md";
     char *md = slurp(MCPGW_SOURCE_ROOT "/deploy/README.md");
+    cr_assert_not_null(md, "cannot read %s", doc);
     unsigned seen[RELAY_CANCEL_N] = { 0 };
     const char *row = strstr(md, "| `cancels_total` |");
     cr_assert_not_null(row, "%s has no row of `cancels_total`", doc);
