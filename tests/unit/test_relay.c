@@ -308,7 +308,8 @@ Test(relay, protocol_md_lists_the_reasons_of_the_table)
     cr_assert_not_null(md, "cannot read %s", doc);
     unsigned seen[RELAY_CANCEL_N] = { 0 };
     const char *t = strstr(md, "\n| label | text | when |\n");
-    cr_assert_not_null(t, "%s has no table of the cancel reasons (\"| label | text | when |\")", doc);
+    cr_assert_not_null(t, "%s has no table of the cancel reasons (\"| label | text | when |\")",
+                       doc);
     t = strchr(t + 1, '\n') + 1; /* the separator row */
     t = strchr(t, '\n');
     cr_assert_not_null(t);
@@ -382,7 +383,8 @@ Test(relay, deploy_readme_lists_the_reasons_of_the_table)
             tl = strcspn(x, "\"\n");
             ok = x[tl] == '"';
         }
-        cr_expect(ok, "%s: `%.*s` in the row of `cancels_total` is not followed by its text "
+        cr_expect(ok,
+                  "%s: `%.*s` in the row of `cancels_total` is not followed by its text "
                   "(`label` \"text\")",
                   doc, (int)ll, l);
         if (!ok)
