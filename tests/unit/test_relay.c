@@ -289,6 +289,17 @@ doc_pair(const char *doc, const char *label, size_t ll, const char *text, size_t
               (int)ll, label, (int)tl, text);
 }
 
+/* The document doc (a path from the source root), whole. */
+static char *
+doc_read(const char *doc)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", MCPGW_SOURCE_ROOT, doc);
+    char *md = slurp(path);
+    cr_assert_not_null(md, "cannot read %s", path);
+    return md;
+}
+
 static void
 doc_lists_each_once(const char *doc, const unsigned seen[RELAY_CANCEL_N])
 {
@@ -304,8 +315,7 @@ doc_lists_each_once(const char *doc, const unsigned seen[RELAY_CANCEL_N])
 Test(relay, protocol_md_lists_the_reasons_of_the_table)
 {
     const char *doc = "PROTOCOL.md";
-    char *md = slurp(MCPGW_SOURCE_ROOT "/PROTOCOL.md");
-    cr_assert_not_null(md, "cannot read %s", doc);
+    char *md = doc_read(doc);
     unsigned seen[RELAY_CANCEL_N] = { 0 };
     const char *t = strstr(md, "\n| label | text | when |\n");
     cr_assert_not_null(t, "%s has no table of the cancel reasons (\"| label | text | when |\")",
@@ -348,8 +358,7 @@ Test(relay, protocol_md_lists_the_reasons_of_the_table)
 Test(relay, deploy_readme_lists_the_reasons_of_the_table)
 {
     const char *doc = "deploy/README.md";
-    char *md = slurp(MCPGW_SOURCE_ROOT "/deploy/README.md");
-    cr_assert_not_null(md, "cannot read %s", doc);
+    char *md = doc_read(doc);
     unsigned seen[RELAY_CANCEL_N] = { 0 };
     const char *row = strstr(md, "| `cancels_total` |");
     cr_assert_not_null(row, "%s has no row of `cancels_total`", doc);
