@@ -12,8 +12,9 @@
 #include "util.h"
 
 /*
- * The INI file -> struct config: defaults, bounds, cross-checks. The option table in config.c is
- * the single source of truth; config_keys() exposes it so a test can check conf/ and the README.
+ * The INI file -> struct config: defaults, bounds, cross-checks. The option table
+ * (config/config_table.c) holds each key's facts, config/options.md its prose; config_keys()
+ * lists the keys.
  */
 
 enum config_auth_mode {
@@ -180,9 +181,14 @@ int config_print(FILE *f, const struct config *cfg);
 const char *const *config_keys(void);
 
 /*
- * Writes a man page in roff to f: section 8, mcp-gateway(8), from usage (the text --help prints);
- * section 5, mcp-gateway.ini(5), from the option table. Returns -1 for another section.
+ * The hidden --man of the build and of `meson compile -C build docs`, written to f. what "8":
+ * mcp-gateway(8) from usage (the text --help prints); "5": mcp-gateway.ini(5) from options_md
+ * (the keys' prose, src/config/options.md) and the option table; "readme", "conf": the file
+ * target (README.md, conf/gateway.ini) with its option tables, or the comment above each key,
+ * written anew from the same two. Returns 0, or -1 with the reason in err (options.md lacks a key
+ * of the table, has one it lacks or one twice; a file cannot be read).
  */
-int config_man(FILE *f, int section, const char *version, const char *usage) MUSTCHECK;
+int config_man(FILE *f, const char *what, const char *options_md, const char *target,
+               const char *version, const char *usage, char *err, size_t errlen) MUSTCHECK;
 
 #endif

@@ -247,16 +247,22 @@ int jsonrpc_error_code(const char *p, size_t n, int *code) MUSTCHECK;
  */
 char *jsonrpc_probe_new(uint64_t id, const char *version, const char *agent, size_t *len);
 char *jsonrpc_initialize_new(uint64_t id, const char *version, const char *agent, size_t *len);
-/* The response p[0..n) is a DiscoverResult whose supportedVersions lists version. */
-bool jsonrpc_discover_supports(const char *p, size_t n, const char *version);
+/*
+ * The protocol versions the answer p[0..n) to a server/discover lists: a result's
+ * supportedVersions, or an error's data.supported (the unsupported-version error's list). Each
+ * string of the list goes to seen (the first 64 entries; other values skipped). False when the
+ * answer has no such array.
+ */
+typedef void jsonrpc_version_cb(const char *version, void *arg);
+bool jsonrpc_discover_versions(const char *p, size_t n, jsonrpc_version_cb *seen, void *arg);
 /*
  * A DiscoverResult object (the value of "result") made from a legacy initialize response: its
- * capabilities (without those the gateway does not carry to modern clients: subscribe,
- * listChanged, tasks), instructions and serverInfo (as _meta io.modelcontextprotocol/serverInfo),
- * supportedVersions [version], ttlMs and cacheScope. NULL when p holds no result object.
+ * capabilities (without those the gateway does not carry to stateless clients: tasks),
+ * instructions and serverInfo (as _meta io.modelcontextprotocol/serverInfo), supportedVersions
+ * (versions, NULL-ended), ttlMs and cacheScope. NULL when p holds no result object.
  */
-char *jsonrpc_discover_from_init(const char *p, size_t n, const char *version, uint64_t ttl_ms,
-                                 bool public_scope, size_t *len);
+char *jsonrpc_discover_from_init(const char *p, size_t n, const char *const *versions,
+                                 uint64_t ttl_ms, bool public_scope, size_t *len);
 /*
  * The member key of the JSON object p[0..n) as compact JSON (a new string, length in *len), or
  * NULL when p is not an object or has no such member (2026-07-28 inputResponses).

@@ -16,7 +16,9 @@
 /*
  * The 2026-07-28 ("modern") era has no sessions: each request stands alone. A pool of children per
  * [server:NAME] serves these requests, many clients per child. The era of the children is found
- * once per pool (a server/discover probe of the first child) or set in the INI; a
+ * once per pool (a server/discover probe of the first child, which also tells the stateless
+ * revisions the children speak: each request is served as the revision it names, or refused with
+ * the list of those they speak) or set in the INI; a
  * legacy child is initialized once by the gateway and its results are adapted (resultType, ttlMs,
  * cacheScope), and server/discover is answered for it from its initialize result.
  *
@@ -48,8 +50,11 @@ enum pool_status {
     POOL_E_PRINCIPAL,   /* the principal is at a per-principal limit (meta.why names it): 429 */
 };
 
+struct revision;
+
 /* What http_modern.c knows of the request beyond the scanner's spans. */
 struct pool_meta {
+    const struct revision *rev; /* the stateless row the request names (revision.h) */
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
     const char *principal; /* who asks (auth's principal name): binds an input round to them */
     const char *client;    /* its address as the access log names it (admin view); NULL: none */

@@ -4,11 +4,21 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * The MCP protocol revisions the gateway knows, one row each (revision.c), with what each has.
  * Every decision made by revision or era asks this table, and the errors that list revisions take
- * their lists from it: adding a revision is one row plus the behaviour that is really new.
+ * their lists from it.
+ *
+ * Adding a stateless revision that behaves as 2026-07-28 does (the same removed methods, input
+ * rounds, no resumption, results stamped alike) is one row, with those columns: the pools probe
+ * children with the newest stateless row, keep the rows each server speaks, serve every request
+ * on the row it names, and the discover answers the gateway writes list every stateless row.
+ * A revision that behaves differently needs, beyond its row, the code of what is new: a column
+ * here when a decision made today differs (and the places that ask it), a new method's handling
+ * in the pool or the sessions (pool_route.c, session_route.c), new _meta or header rules in the
+ * HTTP front (http_modern.c, http_mcp.c), and a new transport its own path.
  */
 
 /* How a revision reaches the gateway: bits, so a question can name several. */
@@ -27,6 +37,8 @@ struct revision {
     bool resumable;    /* SSE event ids and Last-Event-ID resumption (replay_buffer_bytes) */
     bool input_rounds; /* the server asks its client by input_required + requestState (MRTR), so a
                           legacy child's questions are bridged into rounds */
+    bool result_fields; /* results carry resultType; cacheable ones ttlMs and cacheScope (the pool
+                           adds them where a child's result lacks them) */
     const char *const *removed; /* methods it removed from its predecessors; NULL-ended */
 };
 
@@ -45,5 +57,23 @@ const char *revision_list_batches(void);
 const struct revision *revision_newest(unsigned mask);
 /* Whether r removed method. */
 bool revision_removed(const struct revision *r, const char *method);
+
+/*
+ * Sets of rows (what a pool's children speak): bit i is the table's row i, oldest first. The
+ * table has at most REVISION_SET_MAX rows.
+ */
+#define REVISION_SET_MAX 32
+/* r's bit; 0 for NULL. */
+uint32_t revision_bit(const struct revision *r);
+/* Every row over mask. */
+uint32_t revision_set_over(unsigned mask);
+/* The rows over mask that names (NULL-ended) lists; names the gateway does not know are skipped. */
+uint32_t revision_set_named(const char *const *names, unsigned mask);
+/* The names of the rows in set, oldest first, NULL-ended, into out[REVISION_SET_MAX + 1]. */
+void revision_set_names(uint32_t set, const char **out);
+/* The same ", "-joined into out[0..cap) (cut to fit). */
+void revision_set_text(uint32_t set, char *out, size_t cap);
+/* The newest row over mask older than r (NULL: none). */
+const struct revision *revision_older(const struct revision *r, unsigned mask);
 
 #endif

@@ -506,6 +506,24 @@ struct main_args {
     bool check, print;
 };
 
+/* The hidden --man (src/meson.build, src/config/docs.sh): a page or a document on stdout. */
+static int
+main_man(const char *what, int argc, char **argv)
+{
+    char err[1024] = "";
+    if (argc > 2) {
+        main_usage(stderr);
+        return 2;
+    }
+    if (config_man(stdout, what, argc > 0 ? argv[0] : NULL, argc > 1 ? argv[1] : NULL,
+                   MCPGW_VERSION, main_usage_text, err, sizeof err)
+        != 0) {
+        fprintf(stderr, "mcp-gateway: --man %s: %s\n", what, err);
+        return 1;
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 /* -1: serve or check as a says; otherwise the exit status of an option that did its work. */
 static int
 main_options(int argc, char **argv, struct main_args *a)
@@ -543,8 +561,8 @@ main_options(int argc, char **argv, struct main_args *a)
             return 0;
         case 'I': /* the rest of the command line is the import's own */
             return import_mcp_json(optarg, argc - optind, argv + optind);
-        case 'M':
-            return config_man(stdout, atoi(optarg), MCPGW_VERSION, main_usage_text) == 0 ? 0 : 2;
+        case 'M': /* --man WHAT [OPTIONS_MD [FILE]] */
+            return main_man(optarg, argc - optind, argv + optind);
         default:
             main_usage(stderr);
             return 2;

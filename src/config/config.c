@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The INI file -> struct config. One option table, config_options, holds every key with its
- * section, type, default, bounds, target and a line of documentation; parsing, defaults and
- * config_keys() all read it. libinih does the INI syntax. Our line reader in front of it counts
+ * section, type, default, bounds and target; parsing, defaults and config_keys() all read it. libinih does the INI syntax. Our line reader in front of it counts
  * lines, refuses lines that inih would silently cut at INI_MAX_LINE, and tracks section headers
  * itself, because inih keeps only 49 bytes of a section name and says nothing about empty
  * sections. Values are collected raw first and converted once the whole file is read
@@ -65,7 +64,7 @@ size_t
 config_find(enum config_section section, const char *name)
 {
     size_t i = 0;
-    for (; i < CONFIG_N_OPTIONS; i++)
+    for (; i < config_n_options; i++)
         if (config_options[i].section == section
             && strcmp(config_opt_name(&config_options[i]), name) == 0)
             break;
@@ -468,7 +467,7 @@ config_store(struct config_parse *ps, const char *name, const char *value)
     if (ps->cur == NULL)
         return config_fail(ps, ps->lineno, name, "is outside any section");
     size_t i = config_find(ps->cur_section, name);
-    if (i == CONFIG_N_OPTIONS)
+    if (i == config_n_options)
         return config_fail(ps, ps->lineno, name, "unknown key");
     const struct config_option *opt = &config_options[i];
     char **slot = &ps->cur->value[i];
@@ -502,7 +501,7 @@ config_handler(void *user, const char *section, const char *name, const char *va
 static void
 config_raw_free(struct config_raw *raw)
 {
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++)
+    for (size_t i = 0; i < config_n_options; i++)
         free(raw->value[i]);
 }
 
@@ -609,7 +608,7 @@ config_server_same(const struct config_server *a, const struct config_server *b)
 {
     if (strcmp(a->name, b->name) != 0)
         return false;
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+    for (size_t i = 0; i < config_n_options; i++) {
         const struct config_option *o = &config_options[i];
         if (o->section != CONFIG_SEC_SERVER || o->off == CONFIG_NO_TARGET)
             continue;
@@ -702,9 +701,9 @@ const char *const *
 config_keys(void)
 {
     /* Filled on first use; the gateway reads its config on one thread at startup. */
-    static const char *keys[CONFIG_N_OPTIONS + 1];
+    static const char *keys[CONFIG_OPTIONS_MAX + 1];
     if (keys[0] == NULL)
-        for (size_t i = 0; i < CONFIG_N_OPTIONS; i++)
+        for (size_t i = 0; i < config_n_options; i++)
             keys[i] = config_options[i].key;
     return keys;
 }

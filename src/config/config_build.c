@@ -25,7 +25,7 @@ config_raw_get(const struct config_raw *raw, const char *name, enum config_secti
                int *line)
 {
     size_t i = config_find(section, name);
-    assert(i < CONFIG_N_OPTIONS);
+    assert(i < config_n_options);
     *line = raw->line[i];
     return raw->value[i] ? raw->value[i] : config_options[i].def;
 }
@@ -176,7 +176,7 @@ static int
 config_apply_section(struct config_parse *ps, const struct config_raw *raw,
                      enum config_section section, struct config *cfg)
 {
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+    for (size_t i = 0; i < config_n_options; i++) {
         const struct config_option *opt = &config_options[i];
         if (opt->section != section)
             continue;
@@ -371,7 +371,7 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
     struct config_server *srv = &cfg->servers[idx];
     srv->name = xstrdup(rs->name);
     srv->line = rs->line;
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+    for (size_t i = 0; i < config_n_options; i++) {
         const struct config_option *opt = &config_options[i];
         if (opt->section != CONFIG_SEC_SERVER)
             continue;

@@ -51,12 +51,48 @@ struct config_option {
     const char *def; /* default, written as in the file; NULL: none (see config_build_server) */
     uint64_t min, max;
     size_t off; /* in struct config or struct config_server; CONFIG_NO_TARGET: checked only */
-    const char *doc;
 };
 
-/* The table (config_table.c): CONFIG_N_OPTIONS entries, checked there at compile time. */
-#define CONFIG_N_OPTIONS 85
+/*
+ * The table (config_table.c): config_n_options entries, counted by the compiler. What a key does
+ * is said in options.md, not here. CONFIG_OPTIONS_MAX is room, not a count: it sizes the arrays
+ * indexed like the table, and config_table.c fails to compile when the table outgrows it.
+ */
+#define CONFIG_OPTIONS_MAX 128
 extern const struct config_option *const config_options;
+extern const size_t config_n_options;
+
+/* ---- the keys' prose (config_doc.c): options.md, and what is written from it ---- */
+
+struct config_doc_para {
+    char *text; /* prose: its lines joined by a blank; code: its lines, each with its newline */
+    bool code;  /* a block between lines of three backquotes */
+};
+
+struct config_doc_text {
+    struct config_doc_para *para;
+    size_t n;
+    int line; /* of its heading in options.md; 0: none */
+};
+
+struct config_doc {
+    struct config_doc_text intro[3];                   /* by enum config_section */
+    struct config_doc_text option[CONFIG_OPTIONS_MAX]; /* indexed like config_options */
+};
+
+/* Reads options.md: 0, or -1 with the reason (a key missing, unknown or twice) in err. */
+int config_doc_read(struct config_doc *doc, const char *path, char *err, size_t errlen);
+void config_doc_free(struct config_doc *doc);
+/* The facts of a key as every document gives them: "(none)"/"(empty)" or the default, the
+ * values the parser accepts, the unit (NULL for a switch or a non-number). */
+const char *config_doc_default(const struct config_option *o);
+const char *config_doc_bound(const struct config_option *o, char *buf, size_t size);
+const char *config_doc_unit(const struct config_option *o);
+/* The file at path with its generated parts written anew from doc, to f: 0, or -1 with err. */
+int config_doc_readme(FILE *f, const struct config_doc *doc, const char *path, char *err,
+                      size_t errlen);
+int config_doc_conf(FILE *f, const struct config_doc *doc, const char *path, char *err,
+                    size_t errlen);
 
 void config_strv_free(char **v);
 bool config_is_name(const char *s, size_t len);
@@ -75,8 +111,8 @@ int config_parse_listen(const char *s, uint64_t max_port, char **host, uint16_t 
 
 /* Values as written, before conversion; indexed like config_options. */
 struct config_raw {
-    char *value[CONFIG_N_OPTIONS];
-    int line[CONFIG_N_OPTIONS];
+    char *value[CONFIG_OPTIONS_MAX];
+    int line[CONFIG_OPTIONS_MAX];
 };
 
 struct config_raw_server {
@@ -111,7 +147,7 @@ struct config_parse {
 /* Records the first error as "file:line: key: message"; returns -1. */
 int config_fail(struct config_parse *ps, int line, const char *key, const char *fmt, ...)
     PRINTF(4, 5);
-/* Index of a key in config_options, or CONFIG_N_OPTIONS. */
+/* Index of a key in config_options, or config_n_options. */
 size_t config_find(enum config_section section, const char *name);
 /* Converts one raw value of opt into its target in base (struct config or config_server). */
 int config_apply(struct config_parse *ps, const struct config_option *opt, const char *v, int line,

@@ -1,22 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The man pages, in roff, from the texts the program already has: mcp-gateway(8) from the usage
- * text --help prints, mcp-gateway.ini(5) from the option table. meson runs the binary with the
- * hidden --man option at build time, and a test compares the pages with --help and the README,
- * so there is no second copy of either to drift.
+ * text --help prints, mcp-gateway.ini(5) from the keys' prose (options.md, read by config_doc.c)
+ * and the option table's facts. meson runs the binary with the hidden --man option at build time
+ * (which fails when options.md and the table disagree on the keys); the same option rewrites the
+ * README's tables and conf/gateway.ini's comments (`meson compile -C build docs`).
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "config_int.h"
 
-/* Writes s[0..len) escaped for roff: backslashes, minus signs, and a leading control character. */
+/*
+ * Writes s[0..len) escaped for roff: backslashes, minus signs, and, when it starts a line (lead),
+ * a leading control character.
+ */
 static void
-config_man_text(FILE *f, const char *s, size_t len)
+config_man_text(FILE *f, const char *s, size_t len, bool lead)
 {
-    if (len > 0 && (s[0] == '.' || s[0] == '\''))
+    if (lead && len > 0 && (s[0] == '.' || s[0] == '\''))
         fputs("\\&", f);
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '\\')
@@ -31,105 +36,82 @@ config_man_text(FILE *f, const char *s, size_t len)
 static void
 config_man_line(FILE *f, const char *s)
 {
-    config_man_text(f, s, strlen(s));
+    config_man_text(f, s, strlen(s), true);
     fputc('\n', f);
 }
 
-/* The allowed values of a key, as the parser checks them; "" when the type has no simple bound. */
+/* A paragraph of options.md: `code` in bold, the rest as it is. */
 static void
-config_man_bound(FILE *f, const struct config_option *o)
+config_man_prose(FILE *f, const char *s)
 {
-    char b[128];
-    switch (o->type) {
-    case CONFIG_U64:
-        snprintf(b, sizeof(b), "%llu..%llu", (unsigned long long)o->min,
-                 (unsigned long long)o->max);
-        break;
-    case CONFIG_LISTEN:
-        snprintf(b, sizeof(b), "port %llu..%llu", (unsigned long long)o->min,
-                 (unsigned long long)o->max);
-        break;
-    case CONFIG_IDENT:
-        snprintf(b, sizeof(b), "%llu..%llu characters of [A-Za-z0-9_-]", (unsigned long long)o->min,
-                 (unsigned long long)o->max);
-        break;
-    case CONFIG_LOG_LEVEL:
-        snprintf(b, sizeof(b), "error, warn, info, debug");
-        break;
-    case CONFIG_LOG_FORMAT:
-        snprintf(b, sizeof(b), "text, json, journal");
-        break;
-    case CONFIG_AUTH_MODE:
-        snprintf(b, sizeof(b), "none, bearer, jwt");
-        break;
-    case CONFIG_ERA:
-        snprintf(b, sizeof(b), "auto, modern, legacy");
-        break;
-    case CONFIG_SCOPE:
-        snprintf(b, sizeof(b), "private, public");
-        break;
-    case CONFIG_PATH:
-    case CONFIG_DIR:
-    case CONFIG_URL:
-    case CONFIG_TEXT:
-    case CONFIG_ARGV:
-    case CONFIG_ENV:
-    case CONFIG_NAMES:
-    case CONFIG_LIST:
-        return;
+    if (s[0] == '.' || s[0] == '\'')
+        fputs("\\&", f);
+    bool bold = false;
+    for (const char *p = s; *p != '\0';) {
+        size_t n = strcspn(p, "`");
+        config_man_text(f, p, n, false);
+        p += n;
+        if (*p == '`') {
+            fputs(bold ? "\\fR" : "\\fB", f);
+            bold = !bold;
+            p++;
+        }
     }
-    fputs("bound: ", f);
-    config_man_text(f, b, strlen(b));
-    fputs("\n.br\n", f);
+    if (bold)
+        fputs("\\fR", f);
+    fputc('\n', f);
 }
 
-/* The unit of a numeric key, from its name's suffix; NULL for a 0..1 switch or a non-number. */
-static const char *
-config_man_unit(const struct config_option *o)
+/* The paragraphs of t; in a key's entry (indented) each after the first keeps its indent. */
+static void
+config_man_paras(FILE *f, const struct config_doc_text *t, bool indented)
 {
-    static const struct {
-        const char *suffix, *unit;
-    } units[] = { { "_per_s", "per second" },
-                  { "_per_min", "per minute" },
-                  { "_ms", "milliseconds" },
-                  { "_s", "seconds" },
-                  { "_bytes", "bytes" } };
-    if (o->type != CONFIG_U64 || (o->min == 0 && o->max == 1))
-        return NULL;
-    size_t len = strlen(o->key);
-    for (size_t i = 0; i < ARRAY_LEN(units); i++) {
-        size_t n = strlen(units[i].suffix);
-        if (len > n && strcmp(o->key + len - n, units[i].suffix) == 0)
-            return units[i].unit;
+    for (size_t p = 0; p < t->n; p++) {
+        const struct config_doc_para *para = &t->para[p];
+        if (p > 0)
+            fputs(indented ? ".IP\n" : ".PP\n", f);
+        if (!para->code) {
+            config_man_prose(f, para->text);
+            continue;
+        }
+        fputs(".nf\n", f);
+        for (const char *l = para->text; *l != '\0';) {
+            const char *nl = strchr(l, '\n');
+            config_man_text(f, l, (size_t)(nl - l), true);
+            fputc('\n', f);
+            l = nl + 1;
+        }
+        fputs(".fi\n", f);
     }
-    return "count";
 }
 
 static void
-config_man_section(FILE *f, enum config_section sec, const char *title, const char *intro)
+config_man_section(FILE *f, const struct config_doc *doc, enum config_section sec,
+                   const char *title)
 {
     fprintf(f, ".SH \"%s\"\n", title);
-    config_man_line(f, intro);
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+    config_man_paras(f, &doc->intro[sec], false);
+    for (size_t i = 0; i < config_n_options; i++) {
         const struct config_option *o = &config_options[i];
         if (o->section != sec)
             continue;
-        const char *name = strchr(o->key, '.') + 1;
+        char b[128];
         fputs(".TP\n.B ", f);
-        config_man_line(f, name);
+        config_man_line(f, strchr(o->key, '.') + 1);
         fputs("default: ", f);
-        config_man_line(f, o->def == NULL ? "(none)" : *o->def == '\0' ? "(empty)" : o->def);
-        fputs(".br\n", f);
-        config_man_bound(f, o);
-        const char *unit = config_man_unit(o);
+        config_man_line(f, config_doc_default(o));
+        fputs(".br\nbound: ", f);
+        config_man_line(f, config_doc_bound(o, b, sizeof b));
+        const char *unit = config_doc_unit(o);
         if (unit != NULL)
-            fprintf(f, "unit: %s\n.br\n", unit);
-        config_man_line(f, o->doc);
+            fprintf(f, ".br\nunit: %s\n", unit);
+        fputs(".br\n", f);
+        config_man_paras(f, &doc->option[i], true);
     }
 }
 
 static void
-config_man_ini(FILE *f, const char *version)
+config_man_ini(FILE *f, const struct config_doc *doc, const char *version)
 {
     fprintf(f, ".TH MCP\\-GATEWAY.INI 5 \"\" \"mcp\\-gateway %s\" \"File Formats\"\n", version);
     fputs(".SH NAME\nmcp\\-gateway.ini \\- configuration file of mcp\\-gateway\n"
@@ -140,20 +122,17 @@ config_man_ini(FILE *f, const char *version)
           "Lines are limited to 198 bytes; a longer value is split over indented continuation "
           "lines, which for list keys are joined. A blank followed by ; starts a comment.\n"
           ".PP\n"
-          "Every key below is listed with its default, where the parser checks one its bound, "
+          "Every key below is listed with its default, the values the parser accepts (bound), "
           "for a number its unit (named by the key's suffix: _ms, _s, _bytes, _per_s, "
-          "_per_min; a count otherwise), and what it does. conf/gateway.ini says the same for "
-          "each key.\n"
+          "_per_min; a count otherwise), and what it does. The README's Configuration tables "
+          "and the comments of conf/gateway.ini are written from the same text.\n"
+          ".PP\n"
           ".B mcp\\-gateway \\-\\-check\\-config\n"
           "validates a file and prints file:line: key: reason for the first error.\n",
           f);
-    config_man_section(f, CONFIG_SEC_GATEWAY, "[gateway] SECTION",
-                       "The listener, limits, timeouts and logging; the section may be left out.");
-    config_man_section(f, CONFIG_SEC_AUTH, "[auth] SECTION",
-                       "Who may use the gateway. mode none is accepted on a loopback listener "
-                       "only.");
-    config_man_section(f, CONFIG_SEC_SERVER, "[server:NAME] SECTIONS",
-                       "One per stdio MCP server; NAME is the server's name in logs and metrics.");
+    config_man_section(f, doc, CONFIG_SEC_GATEWAY, "[gateway] SECTION");
+    config_man_section(f, doc, CONFIG_SEC_AUTH, "[auth] SECTION");
+    config_man_section(f, doc, CONFIG_SEC_SERVER, "[server:NAME] SECTIONS");
     fputs(".SH FILES\n/etc/mcp\\-gateway/gateway.ini\n"
           ".SH \"SEE ALSO\"\n.BR mcp\\-gateway (8),\n.BR systemd.service (5)\n",
           f);
@@ -259,12 +238,12 @@ config_man_program(FILE *f, const char *version, const char *usage)
                 if (gap == NULL || gap > end)
                     gap = end;
                 fputs(".TP\n.B ", f);
-                config_man_text(f, flags, (size_t)(gap - flags));
+                config_man_text(f, flags, (size_t)(gap - flags), true);
                 fputc('\n', f);
                 for (p = gap; p < end && *p == ' '; p++)
                     ;
             }
-            config_man_text(f, p, (size_t)(end - p));
+            config_man_text(f, p, (size_t)(end - p), true);
             fputc('\n', f);
         }
         p = nl != NULL ? nl + 1 : end;
@@ -273,13 +252,36 @@ config_man_program(FILE *f, const char *version, const char *usage)
 }
 
 int
-config_man(FILE *f, int section, const char *version, const char *usage)
+config_man(FILE *f, const char *what, const char *options_md, const char *target,
+           const char *version, const char *usage, char *err, size_t errlen)
 {
-    if (section == 5)
-        config_man_ini(f, version);
-    else if (section == 8)
+    if (strcmp(what, "8") == 0) {
         config_man_program(f, version, usage);
-    else
+        return 0;
+    }
+    bool page = strcmp(what, "5") == 0, readme = strcmp(what, "readme") == 0;
+    if (!page && !readme && strcmp(what, "conf") != 0) {
+        snprintf(err, errlen,
+                 "not a page or a document: 8, 5 OPTIONS_MD, readme OPTIONS_MD README or conf "
+                 "OPTIONS_MD CONF");
         return -1;
-    return 0;
+    }
+    if (options_md == NULL || (page != (target == NULL))) {
+        snprintf(err, errlen, "takes %s",
+                 page ? "the path of options.md" : "the paths of options.md and of the file");
+        return -1;
+    }
+    struct config_doc *doc = xmalloc(sizeof(*doc));
+    int rc = config_doc_read(doc, options_md, err, errlen);
+    if (rc == 0) {
+        if (page)
+            config_man_ini(f, doc, version);
+        else if (readme)
+            rc = config_doc_readme(f, doc, target, err, errlen);
+        else
+            rc = config_doc_conf(f, doc, target, err, errlen);
+        config_doc_free(doc);
+    }
+    free(doc);
+    return rc;
 }

@@ -101,7 +101,7 @@ static int
 config_print_section(FILE *f, const struct config *cfg, enum config_section sec, const char *base,
                      const char *first_path)
 {
-    for (size_t i = 0; i < CONFIG_N_OPTIONS; i++) {
+    for (size_t i = 0; i < config_n_options; i++) {
         const struct config_option *o = &config_options[i];
         if (o->section != sec)
             continue;

@@ -7,7 +7,8 @@
  * Accept, Content-Type and size were checked as for every request (http_mcp.c). Then, in order:
  * one message, a request (a notification gets 202 and goes nowhere: the revision defines none
  * over HTTP), _meta protocolVersion present (400 -32602), the MCP-Protocol-Version header equal to
- * it (400 -32020), a version served (400 -32022 with data.supported and data.requested), Mcp-Method
+ * it (400 -32020), a stateless revision the gateway knows (400 -32022 with data.supported and
+ * data.requested; the pool refuses alike a revision its children do not speak), Mcp-Method
  * equal to the method (400 -32020), Mcp-Name equal to params.name, params.uri or params.taskId
  * where the revision requires it, base64 form decoded (400 -32020), clientCapabilities present and
  * logLevel valid (400 -32602), a method of the revision (404 -32601). The request then goes to its
@@ -107,9 +108,10 @@ http_name_field(const struct jsonrpc_info *info, bool *required)
     return none;
 }
 
-/* The headers against the body; true when refused (answered). */
+/* The headers against the body; true when refused (answered); else *rev is the request's row. */
 static bool
-http_modern_headers(struct http_req *rc, const struct jsonrpc_info *info, enum MHD_Result *ret)
+http_modern_headers(struct http_req *rc, const struct jsonrpc_info *info,
+                    const struct revision **rev, enum MHD_Result *ret)
 {
     const char *body = buf_head(&rc->body);
     char version[64];
@@ -130,7 +132,8 @@ http_modern_headers(struct http_req *rc, const struct jsonrpc_info *info, enum M
                                       "params._meta protocolVersion");
         return true;
     }
-    if (!revision_over(revision_named(version), REVISION_STATELESS)) {
+    *rev = revision_named(version);
+    if (!revision_over(*rev, REVISION_STATELESS)) {
         size_t len;
         char *e = jsonrpc_version_error_new(body + info->id.off, info->id.len, version,
                                             revision_names(REVISION_STATELESS), &len);
@@ -187,7 +190,8 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, why);
     }
     enum MHD_Result ret;
-    if (http_modern_headers(rc, info, &ret))
+    const struct revision *rev;
+    if (http_modern_headers(rc, info, &rev, &ret))
         return ret;
     const char *body = buf_head(&rc->body);
     if (info->meta_caps.len == 0 || body[info->meta_caps.off] != '{')
@@ -196,9 +200,11 @@ http_modern_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
                              "is required (an object)");
     char client[64];
     http_access_client(rc, client, sizeof(client));
-    struct pool_meta meta = {
-        .log_level = -1, .principal = rc->principal->name, .client = client, .grants = rc->grants
-    };
+    struct pool_meta meta = { .rev = rev,
+                              .log_level = -1,
+                              .principal = rc->principal->name,
+                              .client = client,
+                              .grants = rc->grants };
     if (info->meta_log_level.len != 0
         && (meta.log_level = pool_log_level(body, info->meta_log_level)) < 0)
         return http_bad_meta(rc, info,

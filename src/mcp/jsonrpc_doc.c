@@ -362,18 +362,36 @@ jsonrpc_load_result(const char *p, size_t n)
     return json_loadb(p, n, JSON_REJECT_DUPLICATES, NULL);
 }
 
+/* A JSON array of the NULL-ended versions. */
+static json_t *
+jsonrpc_versions_new(const char *const *versions)
+{
+    json_t *list = json_array();
+    for (; *versions != NULL; versions++)
+        json_array_append_new(list, json_string(*versions));
+    return list;
+}
+
 bool
-jsonrpc_discover_supports(const char *p, size_t n, const char *version)
+jsonrpc_discover_versions(const char *p, size_t n, jsonrpc_version_cb *seen, void *arg)
 {
     json_t *root = jsonrpc_load_result(p, n);
     json_t *list = json_object_get(json_object_get(root, "result"), "supportedVersions");
-    bool found = false;
+    if (list == NULL)
+        list =
+            json_object_get(json_object_get(json_object_get(root, "error"), "data"), "supported");
+    bool listed = json_is_array(list);
     size_t i;
     json_t *v;
-    json_array_foreach(list, i, v) found |=
-        json_is_string(v) && strcmp(json_string_value(v), version) == 0;
+    json_array_foreach(list, i, v)
+    {
+        if (i >= 64)
+            break;
+        if (json_is_string(v))
+            seen(json_string_value(v), arg);
+    }
     json_decref(root);
-    return found;
+    return listed;
 }
 
 /*
@@ -494,7 +512,7 @@ jsonrpc_listen_ack_new(const char *id_raw, size_t id_len, unsigned flags, char *
 }
 
 char *
-jsonrpc_discover_from_init(const char *p, size_t n, const char *version, uint64_t ttl_ms,
+jsonrpc_discover_from_init(const char *p, size_t n, const char *const *versions, uint64_t ttl_ms,
                            bool public_scope, size_t *len)
 {
     json_t *root = jsonrpc_load_result(p, n);
@@ -506,8 +524,8 @@ jsonrpc_discover_from_init(const char *p, size_t n, const char *version, uint64_
     json_t *caps = json_object_get(res, "capabilities");
     caps = json_is_object(caps) ? json_deep_copy(caps) : json_object();
     jsonrpc_modern_caps(caps);
-    json_t *out = json_pack("{s:s,s:[s],s:o,s:I,s:s}", "resultType", "complete",
-                            "supportedVersions", version, "capabilities", caps, "ttlMs",
+    json_t *out = json_pack("{s:s,s:o,s:o,s:I,s:s}", "resultType", "complete", "supportedVersions",
+                            jsonrpc_versions_new(versions), "capabilities", caps, "ttlMs",
                             (json_int_t)ttl_ms, "cacheScope", public_scope ? "public" : "private");
     json_t *instructions = json_object_get(res, "instructions");
     if (json_is_string(instructions))
@@ -524,9 +542,7 @@ char *
 jsonrpc_version_error_new(const char *id_raw, size_t id_len, const char *requested,
                           const char *const *supported, size_t *len)
 {
-    json_t *list = json_array();
-    for (; *supported != NULL; supported++)
-        json_array_append_new(list, json_string(*supported));
+    json_t *list = jsonrpc_versions_new(supported);
     json_t *req = json_string(requested);
     json_t *err = json_pack("{s:i,s:s,s:{s:o,s:o}}", "code", JSONRPC_UNSUPPORTED_VERSION, "message",
                             "Unsupported protocol version", "data", "supported", list, "requested",

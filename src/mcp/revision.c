@@ -28,14 +28,24 @@ static const char *const revision_removed_none[] = { NULL };
 
 /* Oldest first. */
 static const struct revision revision_table[] = {
-    /* name, transport, batches, polling, resumable, input_rounds, removed */
-    { "2024-11-05", REVISION_HTTP_SSE, false, false, false, false, revision_removed_none },
-    { "2025-03-26", REVISION_STREAMABLE, true, false, true, false, revision_removed_none },
-    { "2025-06-18", REVISION_STREAMABLE, false, false, true, false, revision_removed_none },
-    { "2025-11-25", REVISION_STREAMABLE, false, true, true, false, revision_removed_none },
-    { "2026-07-28", REVISION_STATELESS, false, false, false, true, revision_removed_2026 },
+    /* name, transport, batches, polling, resumable, input_rounds, result_fields, removed */
+    { "2024-11-05", REVISION_HTTP_SSE, false, false, false, false, false, revision_removed_none },
+    { "2025-03-26", REVISION_STREAMABLE, true, false, true, false, false, revision_removed_none },
+    { "2025-06-18", REVISION_STREAMABLE, false, false, true, false, false, revision_removed_none },
+    { "2025-11-25", REVISION_STREAMABLE, false, true, true, false, false, revision_removed_none },
+    { "2026-07-28", REVISION_STATELESS, false, false, false, true, true, revision_removed_2026 },
+#ifdef MCPGW_TEST_STATELESS_ROW
+    /*
+     * Test builds only (tests/unit/meson.build, tests/fixtures/meson.build compile this file a
+     * second time with the define; the gateway's own build never has it): a made-up later
+     * stateless row that behaves as 2026-07-28, to show that such a row is all it takes.
+     */
+    { MCPGW_TEST_STATELESS_ROW, REVISION_STATELESS, false, false, false, true, true,
+      revision_removed_2026 },
+#endif
 };
 #define REVISION_N        ARRAY_LEN(revision_table)
+_Static_assert(ARRAY_LEN(revision_table) <= REVISION_SET_MAX, "a revision set is 32 bits");
 #define REVISION_MASKS    8 /* every combination of the three transport bits */
 #define REVISION_NAME_MAX 16
 
@@ -132,4 +142,64 @@ revision_removed(const struct revision *r, const char *method)
         if (strcmp(*m, method) == 0)
             return true;
     return false;
+}
+
+uint32_t
+revision_bit(const struct revision *r)
+{
+    return r == NULL ? 0 : UINT32_C(1) << (r - revision_table);
+}
+
+uint32_t
+revision_set_over(unsigned mask)
+{
+    uint32_t set = 0;
+    for (size_t i = 0; i < REVISION_N; i++)
+        if (revision_over(&revision_table[i], mask))
+            set |= revision_bit(&revision_table[i]);
+    return set;
+}
+
+uint32_t
+revision_set_named(const char *const *names, unsigned mask)
+{
+    uint32_t set = 0;
+    for (; *names != NULL; names++) {
+        const struct revision *r = revision_named(*names);
+        if (revision_over(r, mask))
+            set |= revision_bit(r);
+    }
+    return set;
+}
+
+void
+revision_set_names(uint32_t set, const char **out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < REVISION_N; i++)
+        if (set & revision_bit(&revision_table[i]))
+            out[k++] = revision_table[i].name;
+    out[k] = NULL;
+}
+
+void
+revision_set_text(uint32_t set, char *out, size_t cap)
+{
+    size_t used = 0;
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    for (size_t i = 0; i < REVISION_N && used < cap; i++)
+        if (set & revision_bit(&revision_table[i]))
+            used += (size_t)snprintf(out + used, cap - used, "%s%s", used == 0 ? "" : ", ",
+                                     revision_table[i].name);
+}
+
+const struct revision *
+revision_older(const struct revision *r, unsigned mask)
+{
+    for (size_t i = (size_t)(r - revision_table); i-- > 0;)
+        if (revision_over(&revision_table[i], mask))
+            return &revision_table[i];
+    return NULL;
 }

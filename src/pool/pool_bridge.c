@@ -425,9 +425,7 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
             if (p->state == PENDING_FORWARDED && p->owner != NULL)
                 ((struct pool_call *)p->owner)->asker = true;
     const char *why = NULL;
-    if (!POOL_MODERN_REVISION->input_rounds)
-        why = "not available: the revision served has no input rounds";
-    else if (cap == NULL)
+    if (cap == NULL)
         why = "not available: this gateway relays only elicitation, sampling and roots requests "
               "to 2026-07-28 clients";
     else if (idlen > pools.cfg->max_id_bytes)
@@ -439,6 +437,8 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
               "request cancelled on this server may have asked it)";
     else if (candidates != 1)
         why = "not available: the gateway cannot tell which client request this belongs to";
+    else if (!owner->rev->input_rounds)
+        why = "not available: the request's protocol revision has no input rounds";
     else if (!owner->noted)
         why = "not available: the request in flight on this server cannot take input (only "
               "tools/call, prompts/get and resources/read can)";

@@ -30,9 +30,6 @@
 #define POOL_BACKOFF_MAX_MS   30000
 /* A line that repeats while a server fails is written at most once in this many ms. */
 #define POOL_LOG_REPEAT_MS    5000
-/* The stateless revision pools serve (revision.h): the newest; and its name. */
-#define POOL_MODERN_REVISION  (revision_newest(REVISION_STATELESS))
-#define POOL_MODERN_VERSION   (POOL_MODERN_REVISION->name)
 
 enum pool_child_state {
     POOL_CHILD_STARTING = 0, /* probe or initialize in flight */
@@ -52,6 +49,8 @@ struct pool_child {
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
     bool heard;               /* it wrote a line: a child that dies before is a failed start */
+    /* The stateless row the probe names (pool.c). */
+    const struct revision *probe_rev;
     /*
      * The fence (pool_bridge.c): a call that may ask was cancelled here, and a question it wrote
      * before reading its cancel may still come. cancel_seq counts such cancels, a ping (fence_id)
@@ -120,6 +119,8 @@ struct pool_caller {
 /* One request from arrival to its end; across input rounds, the child's one call. */
 struct pool_call {
     struct pool *pool;
+    /* The stateless row the request names: what it is served as. */
+    const struct revision *rev;
     struct pool_child *c; /* NULL while queued */
     struct pending *p;    /* its entry in c's table; NULL while queued */
     struct stream *st; /* one reference; stream_own(st)->owner points back here; NULL while held */
@@ -193,6 +194,13 @@ struct pool {
     unsigned starts_failed; /* failed starts in a row (the first is retried at once) */
     uint64_t next_start_ms; /* no start before this (backing off after a failure) */
     struct log_limit budget_log, fail_log; /* lines that repeat while its server fails */
+    /*
+     * The stateless revisions its children speak (revision.h's sets): the probe's verdict, the
+     * rows the first child listed (its command is every child's); every stateless row for legacy
+     * children (the gateway bridges them) and for era = modern (the child refuses what it does
+     * not speak itself); 0 while the era is unknown.
+     */
+    uint32_t speaks;
     struct pool *next;
 };
 
@@ -305,6 +313,12 @@ int pool_relay_send(void *arg, const struct iovec *iov, int n);
  */
 struct stream *pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *info,
                                   const struct pool_meta *meta);
+/*
+ * A request of a revision p's children do not speak (pool_speaks): a stream already carrying the
+ * unsupported-version error (-32022) that lists the revisions they speak; nothing sent to a child.
+ */
+struct stream *pool_refuse_version(struct pool *p, const char *body,
+                                   const struct jsonrpc_info *info, const struct pool_meta *meta);
 /* Sends a queued call to c; on failure ends the call with an error. */
 void pool_call_dispatch(struct pool_call *call, struct pool_child *c);
 /* Sends a new call's request (the HTTP request's body) to c; -1: its stdin is full. */
@@ -324,8 +338,12 @@ void pool_child_line(char *line, size_t len, struct msg *shared, void *arg);
 /* The probe or initialize of a starting child was answered. */
 void pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
                              const struct jsonrpc_info *info);
-/* Methods a child of this era serves (false: 404 -32601). */
-bool pool_method_served(const struct pool *p, const char *method);
+/* Methods a child of this era serves in revision rev (false: 404 -32601). */
+bool pool_method_served(const struct pool *p, const struct revision *rev, const char *method);
+/* Whether p's children speak rev (true while the era is unknown: judged again at dispatch). */
+bool pool_speaks(const struct pool *p, const struct revision *rev);
+/* The call's revision is one p's children do not speak: -32022 listing those they do (ends it). */
+void pool_call_refuse_version(struct pool_call *call, const char *id, size_t idlen);
 /* The child's answer to call (of method) for the client's id: stamped, pushed (not ended). */
 void pool_deliver(struct pool_call *call, const char *method, const char *id, size_t idlen,
                   const char *line, size_t len, const struct jsonrpc_info *info);

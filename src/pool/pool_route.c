@@ -54,7 +54,7 @@ pool_in(const char *const *list, size_t n, const char *method)
 }
 
 bool
-pool_method_served(const struct pool *p, const char *method)
+pool_method_served(const struct pool *p, const struct revision *rev, const char *method)
 {
     /* The core first: the common requests are there, and none of it is removed. */
     if (pool_in(pool_core, ARRAY_LEN(pool_core), method))
@@ -63,7 +63,13 @@ pool_method_served(const struct pool *p, const char *method)
      * A modern child may serve extensions (the tasks extension, say); a legacy one only the core.
      * While the era is unknown anything not removed is taken, and judged again at dispatch.
      */
-    return p->era != CONFIG_ERA_LEGACY && !revision_removed(POOL_MODERN_REVISION, method);
+    return p->era != CONFIG_ERA_LEGACY && !revision_removed(rev, method);
+}
+
+bool
+pool_speaks(const struct pool *p, const struct revision *rev)
+{
+    return p->era == CONFIG_ERA_AUTO || (p->speaks & revision_bit(rev)) != 0;
 }
 
 /* --- the end of a call ------------------------------------------------------------------ */
@@ -75,7 +81,7 @@ pool_call_stream(struct pool_call *call)
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
     call->st = stream_new(next_stream_id++, false,
-                          POOL_MODERN_REVISION->resumable ? pools.cfg->replay_buffer_bytes : 0);
+                          call->rev->resumable ? pools.cfg->replay_buffer_bytes : 0);
     stream_own(call->st)->owner = call;
     /* The HTTP request reads it from now until pool_stream_detach. */
     stream_own(call->st)->attached = true;
@@ -162,6 +168,20 @@ pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code, 
     pool_call_end(call);
     if (p != NULL && p->state == PENDING_FORWARDED)
         pending_del(&c->r.pt, p);
+}
+
+void
+pool_call_refuse_version(struct pool_call *call, const char *id, size_t idlen)
+{
+    const char *names[REVISION_SET_MAX + 1];
+    revision_set_names(call->pool->speaks, names);
+    size_t len;
+    char *e = jsonrpc_version_error_new(id, idlen, call->rev->name, names, &len);
+    struct iovec iov = { e, len };
+    pool_push(call, &iov, 1);
+    free(e);
+    pool_answer_code(call, JSONRPC_UNSUPPORTED_VERSION);
+    pool_call_end(call);
 }
 
 void
@@ -260,6 +280,7 @@ pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *
         snprintf(message, sizeof(message), "Unknown tool: %s", name);
     struct pool_call *call = xcalloc(1, sizeof(*call));
     call->pool = p;
+    call->rev = meta->rev;
     call->log_level = -1;
     struct stream *st = pool_call_stream(call);
     pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message);
@@ -267,6 +288,21 @@ pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *
     log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", p->name, name,
               meta->principal != NULL ? meta->principal : "-", policy_verdict_text(v),
               scope != NULL ? ": " : "", scope != NULL ? scope : "");
+    return st;
+}
+
+struct stream *
+pool_refuse_version(struct pool *p, const char *body, const struct jsonrpc_info *info,
+                    const struct pool_meta *meta)
+{
+    struct pool_call *call = xcalloc(1, sizeof(*call));
+    call->pool = p;
+    call->rev = meta->rev;
+    call->log_level = -1;
+    struct stream *st = pool_call_stream(call);
+    pool_call_refuse_version(call, body + info->id.off, info->id.len);
+    log_debug(NULL, "pool %s: %s of %s refused: its children do not speak that revision", p->name,
+              info->method, meta->rev->name);
     return st;
 }
 
@@ -307,14 +343,19 @@ pool_discover_answer(struct pool_call *call, const char *id, size_t idlen)
 
 /*
  * Sends body (the request info describes) to c as call's: minted id and token, the timeout armed.
- * A method the pool's era does not serve, or a legacy child's server/discover, is answered here
- * (the call ends). -1 when the child's stdin refuses it (the call is untouched).
+ * A revision the pool's children do not speak, a method the pool's era does not serve, or a legacy
+ * child's server/discover, is answered here (the call ends). -1 when the child's stdin refuses it
+ * (the call is untouched).
  */
 static int
 pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, size_t len,
                const struct jsonrpc_info *info)
 {
-    if (!pool_method_served(call->pool, info->method)) {
+    if (!pool_speaks(call->pool, call->rev)) {
+        pool_call_refuse_version(call, body + info->id.off, info->id.len);
+        return 0;
+    }
+    if (!pool_method_served(call->pool, call->rev, info->method)) {
         pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_METHOD_NOT_FOUND,
                         "Method not found");
         return 0;
@@ -415,7 +456,8 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
     bool private_list = tools && policy_per_token(srv->policy);
     char stamp[96];
     size_t slen = 0;
-    if (info->kind == JSONRPC_RESULT && info->result.len >= 2 && line[info->result.off] == '{') {
+    if (call->rev->result_fields && info->kind == JSONRPC_RESULT && info->result.len >= 2
+        && line[info->result.off] == '{') {
         bool cacheable = pool_in(pool_cacheable, ARRAY_LEN(pool_cacheable), method);
         if (info->result_type.len == 0)
             slen += (size_t)snprintf(stamp + slen, sizeof(stamp) - slen,

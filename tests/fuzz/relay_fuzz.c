@@ -779,7 +779,9 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
 
     struct jsonrpc_info info;
     FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
-    struct pool_meta meta = { .log_level = -1, .principal = r->principal };
+    struct pool_meta meta = { .rev = revision_newest(REVISION_STATELESS),
+                              .log_level = -1,
+                              .principal = r->principal };
     meta.grants = grants_of(r->principal);
     if (info.meta_log_level.len != 0
         && (meta.log_level = pool_log_level(body, info.meta_log_level)) < 0) {

@@ -115,7 +115,9 @@ export async function startGateway(opts = {}) {
   const conf = path.join(dir, 'gateway.ini');
   fs.writeFileSync(conf, ini);
   // opts.nofile: soft and hard open-file limit (prlimit execs the gateway: same pid).
-  const argv = opts.nofile ? ['prlimit', `--nofile=${opts.nofile}:${opts.nofile}`, GW_BIN] : [GW_BIN];
+  // opts.bin: another build of the gateway (default GW_BIN).
+  const bin = opts.bin ?? GW_BIN;
+  const argv = opts.nofile ? ['prlimit', `--nofile=${opts.nofile}:${opts.nofile}`, bin] : [bin];
   const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d.toString(); });

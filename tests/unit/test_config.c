@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * config: defaults, bounds, listen syntax, lists, shell splitting, duplicates, long and
- * continuation lines, several servers, and the docs check (every key in conf/gateway.ini and the
- * README), through config.h only.
+ * continuation lines, several servers, and the keys' prose (options.md: every key of the table
+ * once; the man page, README tables and conf comments written from it), through config.h only.
  */
 #include <sys/stat.h>
 
@@ -943,53 +943,186 @@ Test(config, keys_list_the_table)
             cr_assert_fail("key %s has no section prefix", keys[n]);
     }
     cr_assert_eq(n, gw + au + sv);
-    cr_assert_eq(gw, 38);
-    cr_assert_eq(au, 20);
-    cr_assert_eq(sv, 27);
+    cr_assert(gw > 0 && au > 0 && sv > 0);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            cr_assert_str_neq(keys[i], keys[j], "%s twice", keys[i]);
+    /* As many keys as options.md describes (no count kept by hand: each key is one heading). */
+    char *md = slurp(MCPGW_SOURCE_ROOT "/src/config/options.md");
+    cr_assert_not_null(md);
+    size_t headings = 0;
+    for (const char *p = strstr(md, "\n## "); p != NULL; p = strstr(p + 1, "\n### "))
+        headings += strncmp(p, "\n### ", 5) == 0;
+    free(md);
+    cr_assert_eq(n, headings, "%zu keys, %zu ### headings in options.md", n, headings);
     cr_assert_eq(config_keys(), keys);
 }
 
-/* True if some line of text is "NAME =" or "; NAME =" (blanks allowed around). */
-static bool
-ini_mentions(const char *text, const char *name)
+#define OPTIONS_MD MCPGW_SOURCE_ROOT "/src/config/options.md"
+
+/* Writes text to a new temporary file; its path, which the caller unlinks and frees. */
+static char *
+write_temp(const char *text)
 {
-    size_t len = strlen(name);
-    for (const char *line = text; line && *line;
-         line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
-        const char *p = line + strspn(line, " \t");
-        if (*p == ';')
-            p += 1 + strspn(p + 1, " \t");
-        if (strncmp(p, name, len) != 0)
-            continue;
-        p += len;
-        p += strspn(p, " \t");
-        if (*p == '=')
-            return true;
-    }
-    return false;
+    char *path = strdup("/tmp/mcpgw-options-XXXXXX");
+    cr_assert_not_null(path);
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(fputs(text, f) >= 0, true);
+    cr_assert_eq(fclose(f), 0);
+    return path;
 }
 
-Test(config, docs_ini_lists_every_key)
+/* text with the first occurrence of from replaced by to (a new string). */
+static char *
+replace_once(const char *text, const char *from, const char *to)
 {
-    char *ini = slurp(MCPGW_SOURCE_ROOT "/conf/gateway.ini");
-    cr_assert_not_null(ini, "cannot read conf/gateway.ini");
-    for (const char *const *k = config_keys(); *k; k++)
-        cr_expect(ini_mentions(ini, strchr(*k, '.') + 1), "conf/gateway.ini lacks \"%s =\"",
-                  strchr(*k, '.') + 1);
-    free(ini);
+    const char *at = strstr(text, from);
+    cr_assert_not_null(at, "\"%s\" is not in the text", from);
+    size_t head = (size_t)(at - text), flen = strlen(from), tlen = strlen(to);
+    char *out = malloc(strlen(text) - flen + tlen + 1);
+    cr_assert_not_null(out);
+    memcpy(out, text, head);
+    memcpy(out + head, to, tlen);
+    strcpy(out + head + tlen, at + flen);
+    return out;
 }
 
-Test(config, docs_readme_lists_every_key)
+/* config_man's answer for what on options.md text (and target, for readme and conf): its return
+ * value, the reason in err. */
+static int
+man_of(const char *what, const char *options_md_text, const char *target, char *err, size_t errlen)
 {
-    char *readme = slurp(MCPGW_SOURCE_ROOT "/README.md");
-    cr_assert_not_null(readme, "README.md does not exist yet: it must document every config key "
-                               "as `KEY` before merge");
+    char *md = write_temp(options_md_text);
+    FILE *out = fopen("/dev/null", "w");
+    cr_assert_not_null(out);
+    err[0] = '\0';
+    int rc = config_man(out, what, md, target, "test", "usage: test\n", err, errlen);
+    fclose(out);
+    unlink(md);
+    free(md);
+    return rc;
+}
+
+/* The man page is written from options.md and the table: each key of the table has its text. */
+Test(config, docs_options_md_has_every_key_once)
+{
+    char *md = slurp(OPTIONS_MD);
+    cr_assert_not_null(md, "cannot read %s", OPTIONS_MD);
+    char err[512];
+    cr_assert_eq(man_of("5", md, NULL, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(man_of("readme", md, MCPGW_SOURCE_ROOT "/README.md", err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_eq(man_of("conf", md, MCPGW_SOURCE_ROOT "/conf/gateway.ini", err, sizeof err), 0,
+                 "%s", err);
     for (const char *const *k = config_keys(); *k; k++) {
-        char quoted[128];
-        snprintf(quoted, sizeof quoted, "`%s`", strchr(*k, '.') + 1);
-        cr_expect(strstr(readme, quoted) != NULL, "README.md lacks %s", quoted);
+        char heading[128];
+        snprintf(heading, sizeof heading, "\n### %s\n", strchr(*k, '.') + 1);
+        cr_expect(strstr(md, heading) != NULL, "options.md lacks ### %s", strchr(*k, '.') + 1);
     }
+    free(md);
+}
+
+/* A key of the table that options.md does not describe stops the build, naming it. */
+Test(config, docs_options_md_lacking_a_key_fails)
+{
+    char *md = slurp(OPTIONS_MD);
+    cr_assert_not_null(md);
+    char *bad = replace_once(md, "\n### max_sessions\n", "\n");
+    char err[512];
+    cr_assert_eq(man_of("5", bad, NULL, err, sizeof err), -1);
+    cr_assert(strstr(err, "gateway.max_sessions has no ### max_sessions under ## [gateway]") != NULL,
+              "%s", err);
+    free(bad);
+    free(md);
+}
+
+/* A key the table lacks (or one in the wrong section) stops it too. */
+Test(config, docs_options_md_unknown_key_fails)
+{
+    char *md = slurp(OPTIONS_MD);
+    cr_assert_not_null(md);
+    char *bad = replace_once(md, "\n### path\n", "\n### no_such_key\n\nWhat it does.\n\n### path\n");
+    char err[512];
+    cr_assert_eq(man_of("5", bad, NULL, err, sizeof err), -1);
+    cr_assert(strstr(err, "### no_such_key: the option table (config_table.c) has no such key in "
+                          "[gateway]") != NULL, "%s", err);
+    free(bad);
+    char *moved = replace_once(md, "\n### path\n", "\n### pool_max_children\n\nHere.\n\n### path\n");
+    cr_assert_eq(man_of("5", moved, NULL, err, sizeof err), -1);
+    cr_assert(strstr(err, "### pool_max_children: the option table") != NULL, "%s", err);
+    free(moved);
+    free(md);
+}
+
+/* A key twice stops it, with both lines. */
+Test(config, docs_options_md_key_twice_fails)
+{
+    char *md = slurp(OPTIONS_MD);
+    cr_assert_not_null(md);
+    char *bad = replace_once(md, "\n### path\n", "\n### listen\n\nAgain.\n\n### path\n");
+    char err[512];
+    cr_assert_eq(man_of("5", bad, NULL, err, sizeof err), -1);
+    cr_assert(strstr(err, "### listen twice in [gateway] (first at line") != NULL, "%s", err);
+    free(bad);
+    free(md);
+}
+
+/* A key with no summary (its first paragraph a block of code, or nothing) stops it. */
+Test(config, docs_options_md_key_without_summary_fails)
+{
+    char *md = slurp(OPTIONS_MD);
+    cr_assert_not_null(md);
+    char *bad = replace_once(md, "\n### path\n", "\n### path\n\n```\npath = /x\n```\n");
+    char err[512];
+    cr_assert_eq(man_of("5", bad, NULL, err, sizeof err), -1);
+    cr_assert(strstr(err, "### path: its first paragraph, the summary, is missing") != NULL, "%s",
+              err);
+    free(bad);
+    free(md);
+}
+
+/* conf/gateway.ini must have a line for each key: the comment above it is written there. */
+Test(config, docs_conf_lacking_a_key_fails)
+{
+    char *md = slurp(OPTIONS_MD);
+    char *ini = slurp(MCPGW_SOURCE_ROOT "/conf/gateway.ini");
+    cr_assert_not_null(md);
+    cr_assert_not_null(ini);
+    char *bad = replace_once(ini, "\nheartbeat_s = 15\n", "\n");
+    char *conf = write_temp(bad);
+    char err[512];
+    cr_assert_eq(man_of("conf", md, conf, err, sizeof err), -1);
+    cr_assert(strstr(err, "no line \"heartbeat_s =\" or \"; heartbeat_s =\" under [gateway]") != NULL,
+              "%s", err);
+    unlink(conf);
+    free(conf);
+    free(bad);
+    char *unknown = replace_once(ini, "\nheartbeat_s = 15\n", "\nheartbeat_s = 15\n; heartbeat_ms = 1\n");
+    conf = write_temp(unknown);
+    cr_assert_eq(man_of("conf", md, conf, err, sizeof err), -1);
+    cr_assert(strstr(err, "heartbeat_ms is not a key of [gateway]") != NULL, "%s", err);
+    unlink(conf);
+    free(conf);
+    free(unknown);
+    free(ini);
+    free(md);
+}
+
+/* README.md's tables are written between their two markers; without them nothing is. */
+Test(config, docs_readme_without_markers_fails)
+{
+    char *md = slurp(OPTIONS_MD);
+    cr_assert_not_null(md);
+    char *readme = write_temp("# x\n\nno markers\n");
+    char err[512];
+    cr_assert_eq(man_of("readme", md, readme, err, sizeof err), -1);
+    cr_assert(strstr(err, "no line \"<!-- The tables below") != NULL, "%s", err);
+    unlink(readme);
     free(readme);
+    free(md);
 }
 
 Test(config, shipped_config_loads_with_defaults)

@@ -1012,6 +1012,13 @@ Test(jsonrpc, string_at)
     cr_expect_not(jsonrpc_string_at("12", (struct jsonrpc_span){ 0, 2 }, out, 8, &n));
 }
 
+/* jsonrpc_discover_versions' callback: each version and a space, appended to the text at arg. */
+static void
+versions_seen(const char *version, void *arg)
+{
+    strcat(strcat(arg, version), " ");
+}
+
 Test(jsonrpc, modern_builders)
 {
     size_t len;
@@ -1033,13 +1040,16 @@ Test(jsonrpc, modern_builders)
         "\"capabilities\":{\"tools\":{\"listChanged\":true},\"resources\":{"
         "\"subscribe\":true},\"tasks\":{}},\"serverInfo\":{\"name\":\"s\","
         "\"version\":\"1\"},\"instructions\":\"hi\"}}";
-    char *d = jsonrpc_discover_from_init(init, strlen(init), "2026-07-28", 5, true, &len);
+    static const char *const both[] = { "2026-07-28", "2099-01-01", NULL };
+    char *d = jsonrpc_discover_from_init(init, strlen(init), both, 5, true, &len);
     cr_assert_not_null(d);
     json_t *js = json_loadb(d, len, 0, NULL);
     cr_assert_not_null(js);
     cr_expect_str_eq(json_string_value(json_object_get(js, "resultType")), "complete");
-    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(js, "supportedVersions"), 0)),
-                     "2026-07-28");
+    json_t *listed = json_object_get(js, "supportedVersions");
+    cr_expect_eq(json_array_size(listed), 2);
+    cr_expect_str_eq(json_string_value(json_array_get(listed, 0)), "2026-07-28");
+    cr_expect_str_eq(json_string_value(json_array_get(listed, 1)), "2099-01-01");
     json_t *caps = json_object_get(js, "capabilities");
     cr_expect_not_null(json_object_get(caps, "tools"));
     /* listChanged and subscribe stay (the gateway serves subscriptions/listen); tasks go. */
@@ -1059,12 +1069,25 @@ Test(jsonrpc, modern_builders)
     json_decref(js);
     free(d);
     cr_expect_null(jsonrpc_discover_from_init("{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{}}", 34,
-                                              "2026-07-28", 0, false, &len));
+                                              both, 0, false, &len));
 
     const char *disc = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"supportedVersions\":["
                        "\"2025-11-25\",\"2026-07-28\"]}}";
-    cr_expect(jsonrpc_discover_supports(disc, strlen(disc), "2026-07-28"));
-    cr_expect_not(jsonrpc_discover_supports(disc, strlen(disc), "2027-01-01"));
+    char seen[128] = "";
+    cr_expect(jsonrpc_discover_versions(disc, strlen(disc), versions_seen, seen));
+    cr_expect_str_eq(seen, "2025-11-25 2026-07-28 ");
+    /* The unsupported-version error's list is read as well; an answer without a list is not. */
+    const char *refused = "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32022,\"message\":"
+                          "\"x\",\"data\":{\"supported\":[\"2026-07-28\",7],\"requested\":\"x\"}}}";
+    seen[0] = '\0';
+    cr_expect(jsonrpc_discover_versions(refused, strlen(refused), versions_seen, seen));
+    cr_expect_str_eq(seen, "2026-07-28 ");
+    const char *bare =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32022,\"message\":\"x\"}}";
+    seen[0] = '\0';
+    cr_expect_not(jsonrpc_discover_versions(bare, strlen(bare), versions_seen, seen));
+    cr_expect_not(jsonrpc_discover_versions("{\"result\":{}}", 13, versions_seen, seen));
+    cr_expect_str_eq(seen, "");
 
     static const char *const sup[] = { "2026-07-28", NULL };
     char *e = jsonrpc_version_error_new("\"r\"", 3, "1999-01-01", sup, &len);

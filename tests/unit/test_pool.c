@@ -134,7 +134,9 @@ request(const char *body, enum pool_status *status)
     char *copy = xstrdup(body);
     struct jsonrpc_info info;
     cr_assert_eq(jsonrpc_scan(copy, strlen(copy), &info, NULL), JSONRPC_OK, "%s", body);
-    struct pool_meta meta = { .log_level = -1, .principal = "alice" };
+    struct pool_meta meta = { .rev = revision_newest(REVISION_STATELESS),
+                              .log_level = -1,
+                              .principal = "alice" };
     if (info.meta_log_level.len != 0) /* as http_modern.c reads it */
         meta.log_level = pool_log_level(copy, info.meta_log_level);
     *status = POOL_OK;
