@@ -20,6 +20,21 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 void *xmemdup(const void *p, size_t n);
 
+/*
+ * The one hash of the gateway's tables of names (sessions by id, principals, the per-principal
+ * counts, the pools' tables of names): FNV-1a over 64 bits from a start drawn at random once per
+ * process (getrandom), its last state folded (h ^ h >> 29) so that the low bits a table takes
+ * depend on every byte and on the whole start. Some of those names come from clients (a session
+ * id, a token's subject, a tool's name): with a start no one outside the process knows, a list of
+ * names that fall into one chain cannot be prepared once for every gateway, and the order a table
+ * is walked in differs between processes. What it is not: a MAC or a cryptographic hash (it
+ * proves nothing and keeps nothing secret), nor a keyed hash like SipHash that holds against
+ * someone who times lookups to learn collisions; the tables it serves are bounded besides.
+ */
+size_t util_hash(const void *p, size_t n);
+/* The hash of the pair (a, b): "a" + "bc" and "ab" + "c" differ. */
+size_t util_hash2(const void *a, size_t na, const void *b, size_t nb);
+
 /* Monotonic clock. */
 uint64_t util_now_ms(void);
 uint64_t util_now_us(void);

@@ -31,6 +31,7 @@
 
 #include "auth_int.h"
 #include "log.h"
+#include "util.h"
 
 #define AUTH_TOKEN_MAX  16384 /* a bearer token or a whole JWT */
 #define AUTH_SCOPES_MAX 64    /* scopes read from one token */
@@ -375,20 +376,11 @@ auth_free(struct auth *a)
 
 /* --- principals -------------------------------------------------------------------------- */
 
-static size_t
-auth_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return (size_t)(h % AUTH_BUCKETS);
-}
-
 /* The principal named s[0..n), found or added; a new reference. */
 static struct auth_principal *
 auth_principal_get(const char *s, size_t n)
 {
-    size_t b = auth_hash(s, n);
+    size_t b = util_hash(s, n) % AUTH_BUCKETS;
     for (struct auth_principal *p = P.bucket[b]; p != NULL; p = p->next)
         if (strlen(p->name) == n && memcmp(p->name, s, n) == 0)
             return auth_principal_ref(p);

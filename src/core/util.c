@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Small helpers every module uses: allocation that cannot fail for the caller, the monotonic
- * clock, strict number parsing, base64url. Nothing here knows about HTTP, MCP or the loop.
+ * Small helpers every module uses: allocation that cannot fail for the caller, the hash of the
+ * tables of names, the monotonic clock, strict number parsing, base64url. Nothing here knows
+ * about HTTP, MCP or the loop.
  */
 #include "util.h"
 
 #include <arpa/inet.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -80,6 +82,49 @@ util_now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* --- the hash of the tables of names ------------------------------------------------------ */
+
+#define UTIL_FNV_PRIME 1099511628211ull
+
+/* The start: drawn once, on the first hash, and the same for the life of the process. */
+static uint64_t
+util_hash_start(void)
+{
+    static uint64_t start;
+    static bool drawn;
+    if (!drawn) {
+        /* Before the kernel's pool is ready (early boot): the time and the pid, which differ. */
+        if (getrandom(&start, sizeof start, GRND_NONBLOCK) != (ssize_t)sizeof start)
+            start = 1469598103934665603ull ^ util_now_us() ^ ((uint64_t)getpid() << 40);
+        drawn = true;
+    }
+    return start;
+}
+
+static uint64_t
+util_fnv1a(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * UTIL_FNV_PRIME;
+    return h;
+}
+
+size_t
+util_hash(const void *p, size_t n)
+{
+    uint64_t h = util_fnv1a(util_hash_start(), p, n);
+    return (size_t)(h ^ h >> 29);
+}
+
+size_t
+util_hash2(const void *a, size_t na, const void *b, size_t nb)
+{
+    uint64_t h = util_fnv1a(util_hash_start(), a, na);
+    h = (h ^ 0xff ^ (uint64_t)na << 8) * UTIL_FNV_PRIME; /* where a ends */
+    h = util_fnv1a(h, b, nb);
+    return (size_t)(h ^ h >> 29);
 }
 
 uint64_t

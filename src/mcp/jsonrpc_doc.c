@@ -59,24 +59,24 @@ jsonrpc_put(char *buf, size_t o, const char *s, size_t n)
     return o + n;
 }
 
-char *
-jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char *message, size_t *len)
+/*
+ * A message with an id and, when text is not NULL, one string: head, the id's raw bytes, mid, the
+ * text as a JSON string, "}}" (the closing of the object mid opened and of the message's).
+ */
+static char *
+jsonrpc_id_text_new(const char *head, const char *id_raw, size_t id_len, const char *mid,
+                    const char *text, size_t *len)
 {
-    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-    char mid[64];
-    int midlen = snprintf(mid, sizeof mid, ",\"error\":{\"code\":%d,\"message\":", code);
-    size_t qlen, o = 0;
-    char *q = jsonrpc_quote(message, &qlen), *buf;
+    size_t hlen = strlen(head), mlen = text != NULL ? strlen(mid) : 0, qlen = 0, o = 0;
+    char *q = text != NULL ? jsonrpc_quote(text, &qlen) : NULL;
+    char *buf = xmalloc(hlen + id_len + mlen + qlen + sizeof "}}");
 
-    if (id_raw == NULL || id_len == 0) {
-        id_raw = "null";
-        id_len = 4;
-    }
-    buf = xmalloc(sizeof head - 1 + id_len + (size_t)midlen + qlen + sizeof "}}");
-    o = jsonrpc_put(buf, o, head, sizeof head - 1);
+    o = jsonrpc_put(buf, o, head, hlen);
     o = jsonrpc_put(buf, o, id_raw, id_len);
-    o = jsonrpc_put(buf, o, mid, (size_t)midlen);
-    o = jsonrpc_put(buf, o, q, qlen);
+    if (q != NULL) {
+        o = jsonrpc_put(buf, o, mid, mlen);
+        o = jsonrpc_put(buf, o, q, qlen);
+    }
     o = jsonrpc_put(buf, o, "}}", 2);
     buf[o] = '\0';
     free(q);
@@ -86,28 +86,24 @@ jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char *messa
 }
 
 char *
+jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char *message, size_t *len)
+{
+    char mid[64];
+    snprintf(mid, sizeof mid, ",\"error\":{\"code\":%d,\"message\":", code);
+    if (id_raw == NULL || id_len == 0) {
+        id_raw = "null";
+        id_len = 4;
+    }
+    return jsonrpc_id_text_new("{\"jsonrpc\":\"2.0\",\"id\":", id_raw, id_len, mid, message, len);
+}
+
+char *
 jsonrpc_cancel_new(const char *id_raw, size_t id_len, const char *reason, size_t *len)
 {
-    static const char head[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
-                               "\"params\":{\"requestId\":";
-    static const char mid[] = ",\"reason\":";
-    size_t qlen = 0, o = 0;
-    char *q = reason != NULL ? jsonrpc_quote(reason, &qlen) : NULL, *buf;
-
     assert(id_raw != NULL && id_len != 0);
-    buf = xmalloc(sizeof head - 1 + id_len + sizeof mid - 1 + qlen + sizeof "}}");
-    o = jsonrpc_put(buf, o, head, sizeof head - 1);
-    o = jsonrpc_put(buf, o, id_raw, id_len);
-    if (q != NULL) {
-        o = jsonrpc_put(buf, o, mid, sizeof mid - 1);
-        o = jsonrpc_put(buf, o, q, qlen);
-    }
-    o = jsonrpc_put(buf, o, "}}", 2);
-    buf[o] = '\0';
-    free(q);
-    if (len != NULL)
-        *len = o;
-    return buf;
+    return jsonrpc_id_text_new("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                               "\"params\":{\"requestId\":",
+                               id_raw, id_len, ",\"reason\":", reason, len);
 }
 
 int

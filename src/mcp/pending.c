@@ -97,15 +97,19 @@ pending_find_gw(const struct pending_table *t, enum pending_dir dir, uint64_t id
 }
 
 /*
- * Lookups by a client-chosen value prefer an entry still waiting: a cancelled entry lingers to
- * catch a late answer, and the client may reuse its id or token meanwhile.
+ * Lookups by a client-chosen value (the sender's id, or with token the progress token) prefer an
+ * entry still waiting: a cancelled entry lingers to catch a late answer, and the client may reuse
+ * its id or token meanwhile.
  */
-struct pending *
-pending_find_orig(const struct pending_table *t, enum pending_dir dir, const char *id, size_t len)
+static struct pending *
+pending_find_chosen(const struct pending_table *t, enum pending_dir dir, bool token, const char *v,
+                    size_t len)
 {
     struct pending *lingering = NULL;
     for (struct pending *p = t->head; p != NULL; p = p->next) {
-        if (p->dir != dir || p->orig_id_len != len || memcmp(p->orig_id, id, len) != 0)
+        const char *pv = token ? p->token : p->orig_id;
+        if (p->dir != dir || pv == NULL || (token ? p->token_len : p->orig_id_len) != len
+            || memcmp(pv, v, len) != 0)
             continue;
         if (p->state == PENDING_FORWARDED)
             return p;
@@ -116,19 +120,15 @@ pending_find_orig(const struct pending_table *t, enum pending_dir dir, const cha
 }
 
 struct pending *
+pending_find_orig(const struct pending_table *t, enum pending_dir dir, const char *id, size_t len)
+{
+    return pending_find_chosen(t, dir, false, id, len);
+}
+
+struct pending *
 pending_find_token(const struct pending_table *t, const char *token, size_t len)
 {
-    struct pending *lingering = NULL;
-    for (struct pending *p = t->head; p != NULL; p = p->next) {
-        if (p->dir != PENDING_TO_CHILD || p->token == NULL || p->token_len != len
-            || memcmp(p->token, token, len) != 0)
-            continue;
-        if (p->state == PENDING_FORWARDED)
-            return p;
-        if (lingering == NULL)
-            lingering = p;
-    }
-    return lingering;
+    return pending_find_chosen(t, PENDING_TO_CHILD, true, token, len);
 }
 
 void

@@ -25,13 +25,7 @@ static struct {
 static size_t
 quota_hash(const char *server, const char *principal)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *s = server; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull; /* "a"+"bc" and "ab"+"c" differ */
-    for (const char *s = principal; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (size_t)(h ^ h >> 29);
+    return util_hash2(server, strlen(server), principal, strlen(principal));
 }
 
 static struct quota **

@@ -22,16 +22,14 @@
 #include "log.h"
 #include "pool_int.h"
 #include "quota.h"
+#include "util.h"
 
 /* --- tables of names ------------------------------------------------------------------------ */
 
 size_t
 pool_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (size_t)(h ^ h >> 29);
+    return util_hash(s, strlen(s));
 }
 
 /* The link of entry e: a pointer at next_off; its name is the entry's first member. */

@@ -253,7 +253,7 @@ void pool_caller_note(struct pool_call *call, const char *body, const struct jso
                       const struct pool_meta *meta);
 
 /* pool_caps.c: per-principal limits, tables of names */
-/* The hash of a NUL-terminated name (FNV-1a). */
+/* The hash of a NUL-terminated name (util_hash). */
 size_t pool_hash(const char *s);
 /* The entry named name in t (link at next_off in each entry), or NULL. */
 void *pool_names_find(const struct pool_names *t, const char *name, size_t next_off);

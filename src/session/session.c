@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "session_int.h"
 #include "upstream.h"
+#include "util.h"
 
 struct session_globals sessions;
 
@@ -104,10 +105,7 @@ session_module_free(void)
 static size_t
 session_hash(const char *id)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *id; id++)
-        h = (h ^ (unsigned char)*id) * 1099511628211ull;
-    return (size_t)(h & (sessions.nbuckets - 1));
+    return util_hash(id, strlen(id)) & (sessions.nbuckets - 1);
 }
 
 struct session *

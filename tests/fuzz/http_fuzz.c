@@ -195,7 +195,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
         o += snprintf(line + o, sizeof(line) - (size_t)o, "%02x", h[i]);
     snprintf(line + o, sizeof(line) - (size_t)o, " fuzzer s\n");
     int fd = memfd_create("tokens", 0);
-    /* memfd files are 0777; the gateway refuses files others may write (F6). */
+    /* memfd files are 0777; the gateway refuses files others may write. */
     if (fd != -1 && fchmod(fd, 0600) == -1)
         abort();
     if (fd == -1 || write(fd, line, strlen(line)) != (ssize_t)strlen(line))

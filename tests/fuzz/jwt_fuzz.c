@@ -47,7 +47,7 @@ static int
 fuzz_memfile(const void *text, size_t n, char *path, size_t pathlen)
 {
     int fd = memfd_create("fuzz", 0);
-    /* memfd files are 0777; the gateway refuses files others may write (F6). */
+    /* memfd files are 0777; the gateway refuses files others may write. */
     if (fd != -1 && fchmod(fd, 0600) == -1)
         abort();
     if (fd == -1)

@@ -64,14 +64,9 @@
  *     exactly once, nothing is left, and LeakSanitizer sees no leak.
  * Use-after-free (timers of freed entries, a drain callback on a freed call) are ASan's.
  *
- * RELAY_FUZZ_SKIP (environment, a comma list of finding numbers) steers the search away from what
- * is already known: 1 keeps request_timeout_ms off, 3 keeps rounds and progress under
- * stream_queue_bytes, 10 turns off the queue check for retired or draining pools; 20 (found: an
- * empty result {} stamped into invalid JSON) makes the child's empty results non-empty, 21 turns
- * off the paused-child check (a drain callback on a freed call then shows as ASan's use-after-free
- * in pool_drained), 22 keeps the queue check to retired pools (a draining one strands its queue the
- * same way), 23 turns it off for live pools (found here: a listener's subscriptions fill a starting
- * child's slots, and what was queued behind them stays queued). RELAY_FUZZ_TRACE prints each event.
+ * RELAY_FUZZ_SKIP (environment, a comma list of the names of skip_names below) steers the search
+ * away from a bug already known, so a run can look past it until it is fixed. RELAY_FUZZ_TRACE
+ * prints each event.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -173,7 +168,7 @@ static char ini[1536];
 static struct req R[REQ_MAX];
 static size_t nreq;
 static unsigned id_seq, ask_seq;
-static unsigned skip;      /* bit n: finding n steered away from */
+static unsigned skip;      /* bit n: skip_names[n] steered away from */
 static bool trace;         /* RELAY_FUZZ_TRACE: each event and the end's counters on stderr */
 static bool closed;        /* pool_close_all ran */
 static bool sessions_mode; /* the header chose the session layer instead of the pool */
@@ -189,10 +184,36 @@ static size_t nsids;
 static unsigned nsighup; /* session mode: reloads so far in this run */
 static char *big;        /* BIG_BYTES of filler */
 
+/* What RELAY_FUZZ_SKIP can steer away from, each a kind of bug this fuzzer has found. */
+enum skip_what {
+    SKIP_TIMEOUT,        /* request_timeout_ms stays off */
+    SKIP_BIG,            /* input rounds and progress stay under stream_queue_bytes */
+    SKIP_EMPTY_RESULT,   /* the child's results are never empty (an empty result {} was once
+                          * stamped into invalid JSON) */
+    SKIP_PAUSED,         /* no check that a pool child is never paused (a drain callback on a
+                          * freed call then shows as ASan's use-after-free in pool_drained) */
+    SKIP_QUEUE_STRANDED, /* no queue check for retired or draining pools */
+    SKIP_QUEUE_DRAINING, /* the queue check only for retired pools, not draining ones (a draining
+                          * pool could strand its queue the way a retired one did) */
+    SKIP_QUEUE_LIVE,     /* no queue check for live pools (a listener's subscriptions filled a
+                          * starting child's slots, and what was queued behind them stayed
+                          * queued) */
+    SKIP_N,
+};
+static const char *const skip_names[SKIP_N] = {
+    [SKIP_TIMEOUT] = "timeout",
+    [SKIP_BIG] = "big",
+    [SKIP_EMPTY_RESULT] = "empty_result",
+    [SKIP_PAUSED] = "paused",
+    [SKIP_QUEUE_STRANDED] = "queue_stranded",
+    [SKIP_QUEUE_DRAINING] = "queue_draining",
+    [SKIP_QUEUE_LIVE] = "queue_live",
+};
+
 static bool
-skipping(unsigned finding)
+skipping(enum skip_what what)
 {
-    return (skip >> finding) & 1u;
+    return (skip >> what) & 1u;
 }
 
 int
@@ -202,11 +223,19 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     const char *s = getenv("RELAY_FUZZ_SKIP");
     while (s != NULL && *s != '\0') {
-        char *end;
-        unsigned long n = strtoul(s, &end, 10);
-        if (end != s && n < 32)
-            skip |= 1u << n;
-        s = *end != '\0' ? end + 1 : end;
+        size_t n = strcspn(s, ",");
+        size_t i = 0;
+        while (i < SKIP_N && (strlen(skip_names[i]) != n || strncmp(s, skip_names[i], n) != 0))
+            i++;
+        if (i == SKIP_N) {
+            fprintf(stderr, "RELAY_FUZZ_SKIP: \"%.*s\" is none of:", (int)n, s);
+            for (i = 0; i < SKIP_N; i++)
+                fprintf(stderr, " %s", skip_names[i]);
+            fprintf(stderr, "\n");
+            exit(2);
+        }
+        skip |= 1u << i;
+        s += n + (s[n] == ',');
     }
     trace = getenv("RELAY_FUZZ_TRACE") != NULL;
     log_init(trace ? LOG_DEBUG : LOG_ERROR, LOG_FORMAT_TEXT);
@@ -307,7 +336,7 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
     static const char *const eras[] = { "legacy   ", "stateless", "auto     ", "legacy   " };
     static const unsigned holds[] = { 1000, 3000, 500, 20000 };
     static const unsigned timeouts[] = { 300, 2000, 700, 5000 };
-    unsigned timeout = (b1 & 1) && !skipping(1) ? timeouts[(b2 >> 2) & 3] : 0;
+    unsigned timeout = (b1 & 1) && !skipping(SKIP_TIMEOUT) ? timeouts[(b2 >> 2) & 3] : 0;
     /* Session mode: a grace period (which needs a replay buffer), replay alone, or neither. */
     char session_keys[256] = "", server_keys[64] = "", limits[320] = "";
     principal_keys(b2, limits, sizeof limits);
@@ -954,7 +983,7 @@ child_answer(struct pool_child *c, unsigned a, unsigned b)
                  id);
         break;
     case 2:
-        if (skipping(20))
+        if (skipping(SKIP_EMPTY_RESULT))
             line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"n\":0}}", id);
         else
             line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", id);
@@ -971,7 +1000,7 @@ child_answer(struct pool_child *c, unsigned a, unsigned b)
 static bool
 allow_big(unsigned b)
 {
-    return (b & 1) && !skipping(3);
+    return (b & 1) && !skipping(SKIP_BIG);
 }
 
 static void
@@ -2060,7 +2089,7 @@ check_all(void)
             FUZZ_CHECK(start_seen, "start_id names no entry");
             FUZZ_CHECK(fence_seen, "fence_id names no entry");
             /* A pool child is shared: it is never paused for one slow reader. */
-            if (!skipping(21))
+            if (!skipping(SKIP_PAUSED))
                 FUZZ_CHECK(c->u == NULL || !fake_upstream_paused(c->u), "%s is paused", c->tag);
             /*
              * A fenced child takes no request until its ping comes back: with no ping out (and
@@ -2085,8 +2114,9 @@ check_all(void)
         FUZZ_CHECK(starting == p->n_starting, "pool %s: n_starting %zu, list %zu", p->name,
                    p->n_starting, starting);
         bool stranded_known = p->retired || pools.draining; /* a retired or draining pool's queue */
-        if (!(skipping(10) && stranded_known) && !(skipping(22) && pools.draining && !p->retired)
-            && !(skipping(23) && !stranded_known))
+        if (!(skipping(SKIP_QUEUE_STRANDED) && stranded_known)
+            && !(skipping(SKIP_QUEUE_DRAINING) && pools.draining && !p->retired)
+            && !(skipping(SKIP_QUEUE_LIVE) && !stranded_known))
             /*
              * Queued requests wait for a starting child, for a ready one's fence, or (those a
              * fence's return left over) for room on a busy one.

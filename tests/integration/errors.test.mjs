@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Bad input (issue 2, items 5 and 6): every refused request gets the right HTTP status and a
+// Bad input: every refused request gets the right HTTP status and a
 // JSON-RPC error body, never spawns or leaves a child, and never takes the gateway down: after
 // each one a normal request on the same gateway still works.
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Session lifecycle over Streamable HTTP (issue 2, items 3 and 5): initialize and the session id,
+// Session lifecycle over Streamable HTTP: initialize and the session id,
 // 202 for notifications and responses, the list methods, protocol version negotiation, one child
 // per session, DELETE, idle expiry, a crashing child, the child's stderr in the log, heartbeats.
 import assert from 'node:assert/strict';

@@ -162,7 +162,7 @@ const LEGACY_SIDS = [
   { send: 'q"uote\\back', want: 'q"uote\\back' },
   { send: '<0>start', want: '<0>start' },
   { send: 'x\n{"level":"error"}', want: 'x\n{"level":"error"}' },
-  { send: 'nul\0<0>after', want: 'nul' }, // %00: refused with 400 before any route (F9)
+  { send: 'nul\0<0>after', want: 'nul' }, // %00 in the target: refused with 400 before any route runs
   { send: 'esc\x1b[2J del\x7f', want: 'esc\x1b[2J del\x7f' },
 ];
 const HEADER_SID = 'q"uote\\back<0>x';
@@ -254,7 +254,7 @@ for (const format of ['text', 'json', 'journal']) {
 
     // The escaped values are there, and read back exactly.
     const sidField = (v) => (format === 'json' ? `"session":"${escaped(format, v)}"` : `session=${escaped(format, v, { sid: true })} `);
-    // (The NUL one never reaches the session lookup: refused with 400 before routing, F9.)
+    // (The NUL one never reaches the session lookup: refused with 400 before routing.)
     for (const { want } of [...LEGACY_SIDS.filter(({ send }) => !send.includes('\0')), { want: HEADER_SID }]) {
       const { l, p } = find((q) => q.sid === want && q.msg.startsWith('request refused: 404'), `session ${JSON.stringify(want)}`);
       assert.equal(p.level, 'info', l);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The races of cancellation (issue 3, item 7), driven deterministically through the example
-// server, and the admin view that shows the in-flight table and its counters (item 8). The
-// example server is stepped, not raced: stubborn with on_cancel answers exactly when it reads the
-// cancel (so its answer is late for sure), cancel_self answers only when cancelled (or on
-// SIGUSR1). Deadlines scale for a slow run (tests/lib/timing.mjs).
+// The races of cancellation, driven deterministically through the example server, and the admin
+// view that shows the in-flight table and its counters. The example server is stepped, not raced:
+// stubborn with on_cancel answers exactly when it reads the cancel (so its answer is late for
+// sure), cancel_self answers only when cancelled (or on SIGUSR1). Deadlines scale for a slow run
+// (tests/lib/timing.mjs).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 

@@ -1,21 +1,27 @@
 // SPDX-License-Identifier: MIT
-// SECURITY.md's hardening, through the real gateway (each case labelled as the tests below are):
-//   F1/F5  [auth] mode none is checked against the address the listening socket is bound to, so
-//          a SIGHUP that switches a gateway bound to 0.0.0.0 to mode none is refused;
-//   F7     a browser's request without Origin whose Sec-Fetch-Site is cross-site or same-site is
-//          refused (403, no child) on the MCP routes, the 2024-11-05 `GET PATH/sse` included;
-//   F8     Host is checked on every route: /metrics, /healthz, /readyz too;
-//   F9     %00 in the request target is refused with 400 before any route runs;
-//   F11    an RSA key whose public exponent is 1 (every "signature" is its own message: a token
-//          forged with no private key) or even is refused when the JWKS is loaded;
-//   F10    a head two parsers could read two ways (two Host or Content-Length headers, both
-//          Content-Length and Transfer-Encoding, a NUL in a header value or the request line, a
-//          folded header, whitespace before a colon) is refused with 400 before any handler;
-//   and answers a client can read (issue 16, item 6): 431 as JSON for a head up to twice
-//   max_header_bytes, 413 as JSON after the body is drained (Content-Length or chunked, up to
-//   max_body_bytes + 16 MiB), at once for Expect: 100-continue.
-// Every test here fails on the gateway before the commit that closed these findings.
-// Connections go to 127.0.0.1 only (the F1 gateway binds 0.0.0.0 but is reached on loopback).
+// SECURITY.md's hardening, through the real gateway (each case named as its test below is):
+//   mode none       [auth] mode none is checked against the address the listening socket is
+//                   bound to, so a SIGHUP that switches a gateway bound to 0.0.0.0 to mode none is
+//                   refused;
+//   Sec-Fetch-Site  a browser's request without Origin whose Sec-Fetch-Site is cross-site or
+//                   same-site is refused (403, no child) on the MCP routes, the 2024-11-05
+//                   `GET PATH/sse` included;
+//   Host            Host is checked on every route: /metrics, /healthz, /readyz too;
+//   %00             %00 in the request target is refused with 400 before any route runs;
+//   file modes      a configuration, tokens file or JWKS others may write (it would steer the
+//                   gateway), or a secret others may read, is refused;
+//   RSA exponent    an RSA key whose public exponent is 1 (every "signature" is its own message:
+//                   a token forged with no private key) or even is refused when the JWKS is loaded;
+//   ambiguous head  a head two parsers could read two ways (two Host or Content-Length headers,
+//                   both Content-Length and Transfer-Encoding, a NUL in a header value or the
+//                   request line, a folded header, whitespace before a colon) is refused with 400
+//                   before any handler;
+//   and answers a client can read: 431 as JSON for a head up to twice max_header_bytes, 413 as
+//   JSON after the body is drained (Content-Length or chunked, up to max_body_bytes + 16 MiB), at
+//   once for Expect: 100-continue.
+// Every test here fails on a gateway without the check it names.
+// Connections go to 127.0.0.1 only (the mode none gateway binds 0.0.0.0 but is reached on
+// loopback).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -207,11 +213,11 @@ function forgeE1(input, k = 256) {
 const forgedToken = (header = { kid: 'e1' }) => jws({ alg: 'RS256', typ: 'JWT', ...header }, claims({ sub: 'forger' }), forgeE1);
 
 // =================================================================================================
-// F1/F5: mode none against the bound address
+// mode none: against the bound address
 // =================================================================================================
 
-test('F1/F5: SIGHUP to mode = none is refused while the listener is bound to 0.0.0.0; the bearer token stays required', async () => {
-  const dir = tmpdir('mcpgw-sec-f1-');
+test('mode none: SIGHUP to mode = none is refused while the listener is bound to 0.0.0.0; the bearer token stays required', async () => {
+  const dir = tmpdir('mcpgw-sec-none-');
   const tokensFile = path.join(dir, 'tokens');
   const tok = `f1-${crypto.randomBytes(18).toString('base64url')}`;
   fs.writeFileSync(tokensFile, `sha256:${sha256hex(tok)} f1user\n`);
@@ -271,10 +277,10 @@ test('F1/F5: SIGHUP to mode = none is refused while the listener is bound to 0.0
 });
 
 // =================================================================================================
-// F7: Sec-Fetch-Site without Origin
+// Sec-Fetch-Site: without Origin
 // =================================================================================================
 
-test('F7: GET PATH/sse and POST without Origin but Sec-Fetch-Site cross-site/same-site -> 403, no child; same-origin, none or absent open the stream', async () => {
+test('Sec-Fetch-Site: GET PATH/sse and POST without Origin but Sec-Fetch-Site cross-site/same-site -> 403, no child; same-origin, none or absent open the stream', async () => {
   await withGateway({ gateway: { legacy_sse: 1 } }, async (gw) => {
     const sseUrl = `${lo(gw)}/mcp/sse`;
     for (const site of ['cross-site', 'same-site', 'Cross-Site']) {
@@ -310,10 +316,10 @@ test('F7: GET PATH/sse and POST without Origin but Sec-Fetch-Site cross-site/sam
 });
 
 // =================================================================================================
-// F8: Host on the operator endpoints
+// Host: on the operator endpoints
 // =================================================================================================
 
-test('F8: /metrics, /healthz and /readyz with a foreign Host -> 403; with Host 127.0.0.1:<port> -> 200', async () => {
+test('Host: /metrics, /healthz and /readyz with a foreign Host -> 403; with Host 127.0.0.1:<port> -> 200', async () => {
   await withGateway({}, async (gw) => {
     for (const p of ['/metrics', '/healthz', '/readyz']) {
       for (const host of ['evil.example', `evil.example:${gw.port}`]) {
@@ -333,10 +339,10 @@ test('F8: /metrics, /healthz and /readyz with a foreign Host -> 403; with Host 1
 });
 
 // =================================================================================================
-// F9: %00 in the request target
+// %00: in the request target
 // =================================================================================================
 
-test('F9: GET /metrics%00/../mcp and POST /mcp%00x -> 400 with a JSON-RPC error, no child; GET /metrics still 200', async () => {
+test('%00: GET /metrics%00/../mcp and POST /mcp%00x -> 400 with a JSON-RPC error, no child; GET /metrics still 200', async () => {
   await withGateway({}, async (gw) => {
     const host = `Host: 127.0.0.1:${gw.port}\r\n`;
     const g = await rawHttp(gw.port, `GET /metrics%00/../mcp HTTP/1.1\r\n${host}Accept: text/event-stream\r\nConnection: close\r\n\r\n`);
@@ -355,10 +361,10 @@ test('F9: GET /metrics%00/../mcp and POST /mcp%00x -> 400 with a JSON-RPC error,
 });
 
 // =================================================================================================
-// F10: headers two parsers could read two ways
+// ambiguous head: headers two parsers could read two ways
 // =================================================================================================
 
-test('F10: two Host headers, two Content-Length headers, Content-Length with Transfer-Encoding -> 400 with a JSON-RPC error before any handler, no child', async () => {
+test('ambiguous head: two Host headers, two Content-Length headers, Content-Length with Transfer-Encoding -> 400 with a JSON-RPC error before any handler, no child', async () => {
   await withGateway({}, async (gw) => {
     const body = JSON.stringify(initMsg());
     const len = Buffer.byteLength(body);
@@ -382,11 +388,11 @@ test('F10: two Host headers, two Content-Length headers, Content-Length with Tra
 });
 
 // =================================================================================================
-// F6: files others may write, and secrets others may read
+// file modes: files others may write, and secrets others may read
 // =================================================================================================
 
-test('F6: a configuration, tokens file or JWKS writable by others, or a state_key_file readable by others, is refused; the same files with safe modes are taken', async () => {
-  const dir = tmpdir('mcpgw-sec-f6-');
+test('file modes: a configuration, tokens file or JWKS writable by others, or a state_key_file readable by others, is refused; the same files with safe modes are taken', async () => {
+  const dir = tmpdir('mcpgw-sec-modes-');
   const ex = process.env.GW_EXAMPLE;
   const base = `[gateway]\nlisten = 127.0.0.1:0\n[server:example]\npath = /mcp\ncommand = ${ex}\n`;
   const check = (name, ini, mode) => {
@@ -440,11 +446,11 @@ test('F6: a configuration, tokens file or JWKS writable by others, or a state_ke
 });
 
 // =================================================================================================
-// F11: RSA public exponent
+// RSA exponent: the public exponent of an RSA key
 // =================================================================================================
 
-test('F11: a JWKS holding an RSA key with e = 1 (or an even e) is refused at start', async () => {
-  const dir = tmpdir('mcpgw-sec-f11s-');
+test('RSA exponent: a JWKS holding an RSA key with e = 1 (or an even e) is refused at start', async () => {
+  const dir = tmpdir('mcpgw-sec-rsa-start-');
   const server = `[server:example]\npath = /mcp\ncommand = ${EXAMPLE}\n`;
   const iniFor = (jwks) => `[gateway]\nlisten = 127.0.0.1:0\n[auth]\nmode = jwt\npublic_url = ${PUBLIC_URL}\nissuer = ${ISSUER}\njwks_file = ${jwks}\n${server}`;
   const cases = [
@@ -483,8 +489,8 @@ test('F11: a JWKS holding an RSA key with e = 1 (or an even e) is refused at sta
   assert.fail(`the gateway started with an e = 1 key; a token forged with no private key got HTTP ${r.status}`);
 });
 
-test('F11: SIGHUP to a JWKS adding an e = 1 key is refused; a token forged without a private key gets 401, the good key still verifies', async () => {
-  const dir = tmpdir('mcpgw-sec-f11-');
+test('RSA exponent: SIGHUP to a JWKS adding an e = 1 key is refused; a token forged without a private key gets 401, the good key still verifies', async () => {
+  const dir = tmpdir('mcpgw-sec-rsa-');
   const jwks = path.join(dir, 'jwks.json');
   writeJwks(jwks, [GOOD.jwk]);
   await withGateway({ auth: { mode: 'jwt', public_url: PUBLIC_URL, issuer: ISSUER, jwks_file: jwks } }, async (gw) => {
@@ -517,10 +523,11 @@ test('F11: SIGHUP to a JWKS adding an e = 1 key is refused; a token forged witho
 });
 
 // =================================================================================================
-// F10 (rest): a NUL inside a header value, and other heads two parsers could read two ways
+// ambiguous head (rest): a NUL inside a header value, and other heads two parsers could read two
+// ways
 // =================================================================================================
 
-test('F10: a NUL inside a header value (the Host one too), a folded header, whitespace before a colon -> 400 with a JSON-RPC error before any handler, no child', async () => {
+test('ambiguous head: a NUL inside a header value (the Host one too), a folded header, whitespace before a colon -> 400 with a JSON-RPC error before any handler, no child', async () => {
   await withGateway({}, async (gw) => {
     const body = JSON.stringify(initMsg());
     const len = Buffer.byteLength(body);

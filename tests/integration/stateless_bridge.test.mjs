@@ -177,7 +177,7 @@ let tokensFile;
 before(async () => {
   dir = tmpdir('mcpgw-bridge-');
   keyFile = path.join(dir, 'state.key');
-  fs.writeFileSync(keyFile, crypto.randomBytes(48), { mode: 0o600 }); // a secret (F6)
+  fs.writeFileSync(keyFile, crypto.randomBytes(48), { mode: 0o600 }); // a secret: others may not read it
   tokensFile = path.join(dir, 'tokens');
   fs.writeFileSync(tokensFile, Object.entries(T).map(([n, t]) => `sha256:${sha256hex(t)} ${n}`).join('\n') + '\n');
   gw = await startGateway(sharedOpts(keyFile));
@@ -593,7 +593,7 @@ test('refused: a requestState at another gateway instance sharing state_key_file
   const msg = elicit({ message: 'elsewhere' });
   const res = await round(gw, msg, A);
   const other = path.join(dir, 'other.key');
-  fs.writeFileSync(other, crypto.randomBytes(32), { mode: 0o600 }); // a secret (F6)
+  fs.writeFileSync(other, crypto.randomBytes(32), { mode: 0o600 }); // a secret: others may not read it
   for (const [what, key, re] of [['same key', keyFile, /another gateway instance/], ['another key', other, /does not verify/]]) {
     await withGateway(sharedOpts(key), async (g2) => {
       assert.notEqual(g2.childLog, gw.childLog);

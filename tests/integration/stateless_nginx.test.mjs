@@ -267,7 +267,7 @@ const accept = (name) => ({ action: 'accept', content: { name } });
 /** A file of 48 random bytes for state_key_file (both instances get the same one). */
 function stateKeyFile() {
   const f = path.join(tmpdir('mcpgw-nginx-key-'), 'state.key');
-  fs.writeFileSync(f, crypto.randomBytes(48), { mode: 0o600 }); // a secret (F6)
+  fs.writeFileSync(f, crypto.randomBytes(48), { mode: 0o600 }); // a secret: others may not read it
   return f;
 }
 

@@ -9,8 +9,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-// Files the tests write must not be writable by others, or the gateway refuses them (F6):
-// whatever umask the runner has, the usual one applies here.
+// Files the tests write must not be writable by others, or the gateway refuses them (a file others
+// may write could steer it): whatever umask the runner has, the usual one applies here.
 process.umask(0o022);
 
 export const GW_BIN = process.env.GW_BIN;

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "config.h"
+#include "slurp.h"
 
 TestSuite(config, .timeout = 30);
 
@@ -91,23 +92,6 @@ expect_strv(char *const *got, const char *const *want)
         cr_assert_str_eq(got[n], want[n], "entry %zu", n);
     }
     cr_assert_null(got[n], "extra entry \"%s\"", got[n]);
-}
-
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_not_null(s);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
 }
 
 static void

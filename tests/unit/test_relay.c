@@ -6,7 +6,8 @@
  * sent a cancel; lingering cancelled entries make room oldest first and only past the ceiling;
  * splices replace and insert in any order; answers are found by the minted id only, per
  * direction; the timer fires once for a waiting entry and never for a cancelled one. The child is
- * the send callback's list of lines. Through relay.h only.
+ * the send callback's list of lines. Through relay.h only. PROTOCOL.md and deploy/README.md list
+ * the cancel reasons by hand: each label with its text as relay_reasons has it, each once.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <criterion/criterion.h>
 
 #include "relay.h"
+#include "slurp.h"
 
 TestSuite(relay, .timeout = 30);
 
@@ -264,4 +266,141 @@ Test(relay, error_to_child, .init = setup, .fini = teardown)
     cr_assert(strstr(sent[0], "\"id\":\"q1\"") != NULL, "%s", sent[0]);
     cr_assert(strstr(sent[0], "-32601") != NULL, "%s", sent[0]);
     cr_assert(strstr(sent[1], "\"id\":null") != NULL, "%s", sent[1]);
+}
+
+/* --- the documents that list the reasons by hand ------------------------------------------- */
+
+/* A label and its text as doc lists them: counted in seen, or a failure naming what differs. */
+static void
+doc_pair(const char *doc, const char *label, size_t ll, const char *text, size_t tl,
+         unsigned seen[RELAY_CANCEL_N])
+{
+    for (size_t i = 0; i < RELAY_CANCEL_N; i++) {
+        const struct relay_reason_info *r = &relay_reasons[i];
+        if (strlen(r->label) != ll || memcmp(r->label, label, ll) != 0)
+            continue;
+        cr_expect(strlen(r->text) == tl && memcmp(r->text, text, tl) == 0,
+                  "%s gives `%s` the text \"%.*s\"; src/mcp/relay.c's relay_reasons gives \"%s\"",
+                  doc, r->label, (int)tl, text, r->text);
+        seen[i]++;
+        return;
+    }
+    cr_expect(false, "%s lists `%.*s` \"%.*s\", which is no reason of enum relay_reason", doc,
+              (int)ll, label, (int)tl, text);
+}
+
+/* The document doc (a path from the source root), whole. */
+static char *
+doc_read(const char *doc)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", MCPGW_SOURCE_ROOT, doc);
+    char *md = slurp(path);
+    cr_assert_not_null(md, "cannot read %s", path);
+    return md;
+}
+
+static void
+doc_lists_each_once(const char *doc, const unsigned seen[RELAY_CANCEL_N])
+{
+    for (size_t i = 0; i < RELAY_CANCEL_N; i++)
+        cr_expect_eq(seen[i], 1, "%s lists `%s` \"%s\" %u times, not once", doc,
+                     relay_reasons[i].label, relay_reasons[i].text, seen[i]);
+}
+
+/*
+ * PROTOCOL.md's table of the reasons: after its head "| label | text | when |", a row per reason,
+ * "| `LABEL` | "TEXT" | when |".
+ */
+Test(relay, protocol_md_lists_the_reasons_of_the_table)
+{
+    const char *doc = "PROTOCOL.md";
+    char *md = doc_read(doc);
+    unsigned seen[RELAY_CANCEL_N] = { 0 };
+    const char *t = strstr(md, "\n| label | text | when |\n");
+    cr_assert_not_null(t, "%s has no table of the cancel reasons (\"| label | text | when |\")",
+                       doc);
+    t = strchr(t + 1, '\n') + 1; /* the separator row */
+    t = strchr(t, '\n');
+    cr_assert_not_null(t);
+    for (t++; *t == '|'; t++) {
+        const char *end = strchr(t, '\n'), *l, *x;
+        if (end == NULL)
+            end = t + strlen(t);
+        size_t ll = 0, tl = 0;
+        bool ok = strncmp(t, "| `", 3) == 0;
+        if (ok) {
+            l = t + 3;
+            ll = strcspn(l, "`\n");
+            ok = strncmp(l + ll, "` | \"", 5) == 0;
+        }
+        if (ok) {
+            x = l + ll + 5;
+            tl = strcspn(x, "\"\n");
+            ok = strncmp(x + tl, "\" |", 3) == 0;
+        }
+        cr_expect(ok, "%s: a row of the reasons' table is not | `label` | \"text\" | when |: %.*s",
+                  doc, (int)(end - t), t);
+        if (ok)
+            doc_pair(doc, l, ll, x, tl, seen);
+        t = end;
+        if (*t == '\0')
+            break;
+    }
+    doc_lists_each_once(doc, seen);
+    free(md);
+}
+
+/*
+ * deploy/README.md's row of mcpgw_cancels_total: from the first ':' after `direction="to_child"` to
+ * `direction="to_client"`, each label outside parentheses followed by its text, `LABEL` "TEXT".
+ */
+Test(relay, deploy_readme_lists_the_reasons_of_the_table)
+{
+    const char *doc = "deploy/README.md";
+    char *md = doc_read(doc);
+    unsigned seen[RELAY_CANCEL_N] = { 0 };
+    const char *row = strstr(md, "| `cancels_total` |");
+    cr_assert_not_null(row, "%s has no row of `cancels_total`", doc);
+    const char *t = strstr(row, "`direction=\"to_child\"`");
+    const char *to = strstr(row, "`direction=\"to_client\"`");
+    const char *eol = strchr(row, '\n');
+    cr_assert(t != NULL && to != NULL && t < to && (eol == NULL || to < eol),
+              "%s: the row of `cancels_total` names no `direction=\"to_child\"` then "
+              "`direction=\"to_client\"`",
+              doc);
+    int depth = 0;
+    bool listing = false; /* past the first ':' outside parentheses */
+    for (t += strlen("`direction=\"to_child\"`"); t < to; t++) {
+        if (*t == '(' || *t == ')') {
+            depth += *t == '(' ? 1 : -1;
+            continue;
+        }
+        if (depth != 0 || (!listing && *t != ':'))
+            continue;
+        if (*t == ':') {
+            listing = true;
+            continue;
+        }
+        if (*t != '`')
+            continue;
+        const char *l = t + 1, *x = NULL;
+        size_t ll = strcspn(l, "`\n"), tl = 0;
+        bool ok = strncmp(l + ll, "` \"", 3) == 0;
+        if (ok) {
+            x = l + ll + 3;
+            tl = strcspn(x, "\"\n");
+            ok = x[tl] == '"';
+        }
+        cr_expect(ok,
+                  "%s: `%.*s` in the row of `cancels_total` is not followed by its text "
+                  "(`label` \"text\")",
+                  doc, (int)ll, l);
+        if (!ok)
+            break;
+        doc_pair(doc, l, ll, x, tl, seen);
+        t = x + tl;
+    }
+    doc_lists_each_once(doc, seen);
+    free(md);
 }

@@ -2,9 +2,11 @@
 /*
  * util: base64url without padding, both ways; the decoder's output bound (an input that would
  * decode past the room given is refused whole, and nothing is written past it); which files are
- * safe to read settings and secrets from. Through util.h only.
+ * safe to read settings and secrets from; the hash of the tables of names (the same within a
+ * process, another start in each process, pairs told apart, low bits spread). Through util.h only.
  */
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,4 +137,51 @@ Test(util, utf8_copy_and_rfc3339)
     cr_assert_str_eq(at, "1970-01-01T00:00:00.000Z");
     util_rfc3339(1785231000123u, at);
     cr_assert_str_eq(at, "2026-07-28T09:30:00.123Z");
+}
+
+/* util_hash("principal") in a new process, which draws its own start. */
+static size_t
+hash_in_child(void)
+{
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        size_t h = util_hash("principal", 9);
+        _exit(write(fd[1], &h, sizeof h) == (ssize_t)sizeof h ? 0 : 1);
+    }
+    size_t h = 0;
+    cr_assert_eq(read(fd[0], &h, sizeof h), (ssize_t)sizeof h);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(fd[0]);
+    close(fd[1]);
+    return h;
+}
+
+Test(util, hash_start_is_drawn_per_process)
+{
+    /* Before this process draws its own start, so each child draws one. */
+    size_t a = hash_in_child(), b = hash_in_child();
+    cr_assert_neq(a, b, "two processes hash a name alike: the start is not drawn per process");
+    cr_assert_eq(util_hash("principal", 9), util_hash("principal", 9), "one start per process");
+}
+
+Test(util, hash_pairs_and_spread)
+{
+    cr_assert_neq(util_hash2("a", 1, "bc", 2), util_hash2("ab", 2, "c", 1));
+    cr_assert_neq(util_hash2("", 0, "ab", 2), util_hash2("ab", 2, "", 0));
+    /* 65,536 names that differ in their last bytes, into 1,024 chains by the low bits: 64 each. */
+    static unsigned chain[1024];
+    char name[32];
+    for (unsigned i = 0; i < 65536; i++) {
+        int n = snprintf(name, sizeof name, "session-%u", i);
+        chain[util_hash(name, (size_t)n) & 1023]++;
+    }
+    unsigned longest = 0;
+    for (size_t i = 0; i < 1024; i++)
+        longest = chain[i] > longest ? chain[i] : longest;
+    cr_assert_lt(longest, 128, "a chain of %u where 64 is the mean", longest);
 }
