@@ -18,16 +18,16 @@
 #include "revision.h"
 #include "upstream.h"
 
-#define POOL_CANCEL_LINGER_MS   60000
+#define POOL_CANCEL_LINGER_MS 60000
 /*
  * A child's stdin has this much room per request it may have in flight (and one more) past
  * stdin_queue_bytes, for the gateway's cancels and fence pings alone (pool_bridge.c, the fence):
  * a cancel is about 160 bytes, a ping 50.
  */
-#define POOL_CONTROL_BYTES      512
+#define POOL_CONTROL_BYTES    512
 /* Restarts after failures back off: the first waits this long, each next one twice as long. */
-#define POOL_BACKOFF_MIN_MS     500
-#define POOL_BACKOFF_MAX_MS     30000
+#define POOL_BACKOFF_MIN_MS   500
+#define POOL_BACKOFF_MAX_MS   30000
 /* A line that repeats while a server fails is written at most once in this many ms. */
 #define POOL_LOG_REPEAT_MS    5000
 
@@ -49,7 +49,7 @@ struct pool_child {
     struct loop_timer *timer; /* pool_start_timeout_ms while STARTING */
     uint64_t idle_since_ms;   /* last time it had nothing in flight */
     bool heard;               /* it wrote a line: a child that dies before is a failed start */
-    /* The stateless row the probe names (pool.c). */
+    /* The stateless row the probe names (pool_start.c). */
     const struct revision *probe_rev;
     /*
      * The fence (pool_bridge.c): a call that may ask was cancelled here, and a question it wrote
@@ -297,6 +297,8 @@ void pool_child_take_queue(struct pool_child *c);
 void pool_child_room(struct pool_child *c);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
+/* c's children speak no stateless revision the gateway knows: p serves nothing, at once. */
+void pool_break(struct pool_child *c, const char *why);
 int pool_send(struct pool_child *c, const struct iovec *iov, int n);
 /*
  * The same for the gateway's cancels and fence pings: queued in room the client's requests cannot
@@ -305,6 +307,15 @@ int pool_send(struct pool_child *c, const struct iovec *iov, int n);
 int pool_send_control(struct pool_child *c, const struct iovec *iov, int n);
 /* The same, as the relay's writer (relay.h). */
 int pool_relay_send(void *arg, const struct iovec *iov, int n);
+
+/* pool_start.c */
+/* Sends a starting child its probe (era unknown) or its initialize (legacy); -1: stdin refused. */
+int pool_child_hello(struct pool_child *c);
+/* The start timer of a starting child (pool_start_timeout_ms). */
+void pool_start_timeout(void *arg);
+/* The probe or initialize of a starting child was answered. */
+void pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
+                             const struct jsonrpc_info *info);
 
 /* pool_route.c */
 /*
@@ -335,9 +346,6 @@ void pool_call_cancel(struct pool_call *call, enum relay_reason why);
 void pool_expired(struct relay *r, struct pending *p);
 /* The upstream's line callback. */
 void pool_child_line(char *line, size_t len, struct msg *shared, void *arg);
-/* The probe or initialize of a starting child was answered. */
-void pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
-                             const struct jsonrpc_info *info);
 /* Methods a child of this era serves in revision rev (false: 404 -32601). */
 bool pool_method_served(const struct pool *p, const struct revision *rev, const char *method);
 /* Whether p's children speak rev (true while the era is unknown: judged again at dispatch). */

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A pool child's start (pool_int.h), from its first message to ready: the probe (server/discover
+ * naming a stateless revision) or the initialize it is sent, the start timeout, the probe's
+ * verdict (the era and the stateless revisions the pool's children speak) and the initialize's
+ * answer of a legacy child. pool.c starts the child and owns what follows.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "pool_int.h"
+#include "version.h"
+
+/*
+ * Sends the probe (era unknown) or the initialize (legacy) of a starting child. The probe names
+ * c->probe_rev: the newest stateless row first, older ones after a refusal that listed nothing
+ * (pool_child_start_answer).
+ */
+int
+pool_child_hello(struct pool_child *c)
+{
+    struct pool *p = c->pool;
+    c->probing = p->era == CONFIG_ERA_AUTO;
+    if (c->probing && c->probe_rev == NULL)
+        c->probe_rev = revision_newest(REVISION_STATELESS);
+    struct pending *e =
+        pending_add(&c->r.pt, PENDING_TO_CHILD, "0", 1,
+                    c->probing ? "server/discover" : "initialize", 0, util_now_ms());
+    c->start_id = e->gw_id;
+    size_t len;
+    char *m = c->probing
+                  ? jsonrpc_probe_new(e->gw_id, c->probe_rev->name, MCPGW_VERSION, &len)
+                  : jsonrpc_initialize_new(e->gw_id, revision_newest(REVISION_STREAMABLE)->name,
+                                           MCPGW_VERSION, &len);
+    struct iovec iov[2] = { { m, len }, { (void *)(uintptr_t) "\n", 1 } };
+    int rc = pool_send(c, iov, 2);
+    free(m);
+    log_debug(c->tag, "%s sent%s%s", c->probing ? "server/discover probe" : "initialize",
+              c->probing ? " for " : "", c->probing ? c->probe_rev->name : "");
+    return rc;
+}
+
+void
+pool_start_timeout(void *arg)
+{
+    struct pool_child *c = arg;
+    c->timer = NULL;
+    if (c->state != POOL_CHILD_STARTING)
+        return;
+    if (c->probing) {
+        /* Silence is a legacy server's answer too: initialize the same child. */
+        log_info(c->tag, "no answer to server/discover: the server is legacy (initialize-based)");
+        c->pool->era = CONFIG_ERA_LEGACY;
+        c->pool->speaks = revision_set_over(REVISION_STATELESS);
+        struct pending *probe = pending_find_gw(&c->r.pt, PENDING_TO_CHILD, c->start_id);
+        if (probe != NULL)
+            pending_del(&c->r.pt, probe);
+        if (pool_child_hello(c) == 0) {
+            c->timer =
+                loop_timer_add(pools.l, c->pool->srv->pool_start_timeout_ms, pool_start_timeout, c);
+            return;
+        }
+    }
+    pool_child_retire(c, "did not answer its initialize within pool_start_timeout_ms", true);
+}
+
+/* --- a child's start: the probe's verdict, the initialize ----------------------------------- */
+
+/* A version a probe's answer lists: its stateless row joins the set at arg. */
+static void
+pool_version_seen(const char *version, void *arg)
+{
+    const struct revision *r = revision_named(version);
+    if (revision_over(r, REVISION_STATELESS))
+        *(uint32_t *)arg |= revision_bit(r);
+}
+
+/*
+ * The probe's answer. The versions it lists (a result's supportedVersions, or the list of an
+ * unsupported-version error: a stateless server that does not speak the probe's revision) that are
+ * stateless rows of the table are what the pool's children speak. A stateless server's refusal that
+ * lists nothing is asked again with the next older stateless row, at most once per row. A list with
+ * no row the gateway knows breaks the pool. Any other error means legacy (never key this on one
+ * code: legacy servers refuse an unknown method in many ways); initialize the same child.
+ */
+static void
+pool_probe_verdict(struct pool_child *c, const char *line, size_t len,
+                   const struct jsonrpc_info *info)
+{
+    struct pool *p = c->pool;
+    uint32_t speaks = 0;
+    bool listed = jsonrpc_discover_versions(line, len, pool_version_seen, &speaks);
+    int code = 0;
+    if (info->kind == JSONRPC_ERROR && !listed && jsonrpc_error_code(line, len, &code) != 0)
+        code = 0;
+    bool refused = info->kind == JSONRPC_ERROR && (listed || code == JSONRPC_UNSUPPORTED_VERSION);
+    if (speaks != 0) {
+        char text[128];
+        revision_set_text(speaks, text, sizeof text);
+        log_info(c->tag, "server/discover %s: the server serves %s",
+                 refused ? "refused the probe's version" : "answered", text);
+        p->era = CONFIG_ERA_STATELESS;
+        p->speaks = speaks;
+        pool_child_ready(c);
+        return;
+    }
+    if (info->kind == JSONRPC_RESULT || (refused && listed)) {
+        /* A stateless server of other versions only: nothing to serve stateless clients with. */
+        pool_break(c, "server/discover lists no version the gateway serves");
+        return;
+    }
+    if (refused) {
+        const struct revision *older = revision_older(c->probe_rev, REVISION_STATELESS);
+        if (older == NULL) {
+            pool_break(c, "server/discover refused every stateless version the gateway serves");
+            return;
+        }
+        log_info(c->tag, "server/discover refused %s without a list: asking for %s",
+                 c->probe_rev->name, older->name);
+        c->probe_rev = older;
+    } else {
+        log_info(c->tag, "server/discover refused: the server is legacy (initialize-based)");
+        p->era = CONFIG_ERA_LEGACY;
+        p->speaks = revision_set_over(REVISION_STATELESS);
+    }
+    if (pool_child_hello(c) == -1) {
+        pool_child_retire(c, "its stdin refused the next start message", true);
+        return;
+    }
+    c->timer = loop_timer_add(pools.l, p->srv->pool_start_timeout_ms, pool_start_timeout, c);
+}
+
+void
+pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
+                        const struct jsonrpc_info *info)
+{
+    struct pool *p = c->pool;
+    struct pending *e = pending_find_gw(&c->r.pt, PENDING_TO_CHILD, c->start_id);
+    if (e != NULL)
+        pending_del(&c->r.pt, e);
+    c->start_id = 0;
+    loop_timer_del(c->timer);
+    c->timer = NULL;
+    if (c->probing) {
+        pool_probe_verdict(c, line, len, info);
+        return;
+    }
+    size_t dlen = 0;
+    char *d = info->kind == JSONRPC_RESULT
+                  ? jsonrpc_discover_from_init(line, len, revision_names(REVISION_STATELESS),
+                                               p->srv->cache_ttl_ms, p->srv->cache_public, &dlen)
+                  : NULL;
+    if (d == NULL) {
+        pool_child_retire(c, "initialize refused", true);
+        return;
+    }
+    free(p->discover);
+    p->discover = d;
+    p->discover_len = dlen;
+    p->listen_caps = jsonrpc_listen_caps(line, len);
+    static const char initialized[] =
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
+    struct iovec iov = { (void *)(uintptr_t)initialized, sizeof initialized - 1 };
+    if (pool_send(c, &iov, 1) == -1) {
+        pool_child_retire(c, "its stdin refused notifications/initialized", true);
+        return;
+    }
+    pool_child_ready(c);
+}
