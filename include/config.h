@@ -46,7 +46,7 @@ struct config_auth {
     uint64_t rate_limit_burst;           /* token bucket size */
 };
 
-/* A server's protocol era toward 2026-07-28 clients (its pool's children). */
+/* A server's protocol era toward stateless clients (its pool's children). */
 enum config_era {
     CONFIG_ERA_AUTO = 0,  /* probe the first child with server/discover */
     CONFIG_ERA_STATELESS, /* serves 2026-07-28 itself */
@@ -69,7 +69,7 @@ struct config_server {
     uint64_t request_timeout_ms;     /* 0: none */
     uint64_t request_timeout_max_ms; /* > 0: progress restarts the clock, up to this total */
     uint64_t init_timeout_ms; /* a session child's initialize unanswered this long: it goes */
-    /* The pool of children that serves 2026-07-28 requests (no sessions there). */
+    /* The pool of children that serves stateless requests (no sessions there). */
     enum config_era era;
     uint64_t pool_max_children;
     uint64_t pool_warm_children;      /* started with the gateway, never ended for idleness */

@@ -241,7 +241,7 @@ char *jsonrpc_prm_new(const char *resource, char *const *auth_servers, char *con
 int jsonrpc_error_code(const char *p, size_t n, int *code) MUSTCHECK;
 
 /*
- * The 2026-07-28 era (pool.h), off the hot path. Requests the gateway makes itself: a
+ * The stateless era (pool.h), off the hot path. Requests the gateway makes itself: a
  * server/discover probe and a legacy initialize, with id, the protocol version and the gateway's
  * version (agent) as clientInfo; no client capabilities.
  */

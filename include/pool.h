@@ -98,7 +98,7 @@ size_t pool_inflight(void);
 size_t pool_restart(const struct config_server *srv);
 
 /*
- * A 2026-07-28 request (body is ours and may be rewritten in place) for srv: a new stream that
+ * A stateless request (body is ours and may be rewritten in place) for srv: a new stream that
  * carries its answer and the notifications of that request, and that the answer ends; the caller
  * gets its own reference and gives it back with pool_stream_detach. NULL with *status otherwise.
  */

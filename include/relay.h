@@ -81,7 +81,7 @@ void relay_module_free(void);
  * loader found its command missing (relay_set_missing), once as many starts in a row failed as
  * the restart budget allows (pool_max_restarts_per_min), the last within a minute, or when its
  * children serve nothing the gateway serves. DRAINED, whatever its starts say, while the operator
- * drains it (it takes no new session and no new 2026-07-28 request). /readyz shows it
+ * drains it (it takes no new session and no new stateless request). /readyz shows it
  * (http_ops.c); only OK and FAILING serve (relay_health_serves): a server none of whose children
  * ever started is not counted as able to serve.
  */

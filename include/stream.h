@@ -22,7 +22,7 @@
  * with Last-Event-ID gets every event after it (stream_resume). Eviction is only ever from the
  * head: the retained events are always contiguous.
  *
- * Refcounted: its owner (a session, or a 2026-07-28 call) holds one reference while the stream
+ * Refcounted: its owner (a session, or a stateless call) holds one reference while the stream
  * belongs to it, the HTTP connection one while attached. The stream's state is its own
  * (src/mcp/stream_int.h); what the owner keeps on it is struct stream_owner, which the stream
  * module never reads.

@@ -5,7 +5,7 @@
  *
  * Shutdown. SIGTERM first drains: the listening socket closes (new connections are refused, so a
  * proxy fails over to another instance at connect), and on the connections already open /readyz
- * turns 503, new sessions and 2026-07-28 requests get 503 (each answer closing its connection),
+ * turns 503, new sessions and stateless requests get 503 (each answer closing its connection),
  * requests of open sessions are still served, and requests in flight get shutdown_drain_ms to
  * finish. Then (or at once on SIGINT or a second SIGTERM) the gateway stops accepting, ends every
  * session (what is still in flight is cancelled at the child and answered with an error), lets

@@ -6,7 +6,7 @@
  * header lookups, the Host check, the layer's state), http_conn.c (each client socket: hang-ups,
  * slow-client deadlines), http_sse.c (SSE bodies, suspend and resume, the response hold),
  * http_mcp.c (the MCP endpoint: Streamable HTTP and the 2024-11-05 transport, with the order of
- * its checks), http_stateless.c (the 2026-07-28 era), http_ops.c (health, readiness, metrics, RFC
+ * its checks), http_stateless.c (the stateless era), http_ops.c (health, readiness, metrics, RFC
  * 9728 metadata), http_admin.c (the admin routes, a drained server's refusals), http_access.c
  * (the access log), http_rules.c (pure header rules, unit-tested). Their shared state is declared
  * in http_int.h; only these files include <microhttpd.h>.

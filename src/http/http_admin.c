@@ -5,7 +5,7 @@
  * <admin_token>" (401, compared in constant time) reach them.
  *   GET  /admin/inflight                 the in-flight view: sessions and pools
  *   POST /admin/sessions/ID/end          ends one session: its requests are cancelled at the child
- *   POST /admin/servers/NAME/drain       NAME takes no new session and no new 2026-07-28 request
+ *   POST /admin/servers/NAME/drain       NAME takes no new session and no new stateless request
  *   POST /admin/servers/NAME/resume      ... and takes them again
  *   POST /admin/servers/NAME/restart     NAME's pool is replaced, as a reload replaces it
  * An action answers 200 with a small JSON document saying what it did (404 for an unknown

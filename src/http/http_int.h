@@ -109,7 +109,7 @@ struct http_req {
     bool dropped;
     bool held;               /* a POST stream waiting for its answer, no response queued */
     bool with_sid;           /* the response carries Mcp-Session-Id (a new session) */
-    bool stateless;          /* st is a 2026-07-28 request's (the pool's), not a session's */
+    bool stateless;          /* st is a stateless request's (the pool's), not a session's */
     struct loop_timer *hold; /* ends the hold */
     struct http_conn *conn;  /* NULL once MHD closed the connection */
     unsigned gen;            /* httpd.gen when the request was last classified */
@@ -228,11 +228,11 @@ enum MHD_Result http_legacy_post(struct http_req *rc);
 /* http_stateless.c */
 /* The header names a revision that is not a legacy one (2026-07-28, or one unknown). */
 bool http_stateless_header(const char *ver);
-/* This POST (scanned: scan is jsonrpc_scan's status) is of the 2026-07-28 era. */
+/* This POST (scanned: scan is jsonrpc_scan's status) is of the stateless era. */
 bool http_is_stateless(const struct http_req *rc, int scan, const struct jsonrpc_info *info);
 enum MHD_Result http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
                                     const char *err);
-/* GET or DELETE of a 2026-07-28 client: 405 with Allow: POST. */
+/* GET or DELETE of a stateless client: 405 with Allow: POST. */
 enum MHD_Result http_stateless_refuse_method(struct http_req *rc);
 
 /* http_ops.c */

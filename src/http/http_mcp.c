@@ -595,7 +595,7 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
     if (rc->method == HTTP_POST && http_refuse_body(rc, ret))
         return true;
     /*
-     * Without a session a POST's era is its body's (http_stateless.c), and a 2026-07-28 GET or
+     * Without a session a POST's era is its body's (http_stateless.c), and a stateless GET or
      * DELETE gets 405: the version is judged there.
      */
     const char *ver = http_header(rc, HTTP_VERSION_HEADER);

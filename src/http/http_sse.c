@@ -125,7 +125,7 @@ enum MHD_Result
 http_hold(struct http_req *rc, struct stream *st, bool with_sid)
 {
     /*
-     * A 2026-07-28 request waits for its first message up to a heartbeat period: its answer alone
+     * A stateless request waits for its first message up to a heartbeat period: its answer alone
      * leaves as one JSON object with the status its error code calls for; anything
      * else first (progress, a log line, the time up) starts an SSE stream.
      */

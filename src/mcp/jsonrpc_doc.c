@@ -309,7 +309,7 @@ jsonrpc_prm_new(const char *resource, char *const *auth_servers, char *const *sc
     return copy;
 }
 
-/* --- the 2026-07-28 era: the gateway's own requests to pool children, and its discover ---- */
+/* --- the stateless era: the gateway's own requests to pool children, and its discover ---- */
 
 static char *
 jsonrpc_dump_new(json_t *js, size_t *len)
@@ -345,7 +345,7 @@ jsonrpc_probe_new(uint64_t id, const char *version, const char *agent, size_t *l
 char *
 jsonrpc_initialize_new(uint64_t id, const char *version, const char *agent, size_t *len)
 {
-    /* What the gateway can bridge to 2026-07-28 clients as input rounds (pool_bridge.c). */
+    /* What the gateway can bridge to stateless clients as input rounds (pool_bridge.c). */
     return jsonrpc_dump_new(json_pack("{s:s,s:I,s:s,s:{s:s,s:{s:{},s:{},s:{}},s:{s:s,s:s}}}",
                                       "jsonrpc", "2.0", "id", (json_int_t)id, "method",
                                       "initialize", "params", "protocolVersion", version,
@@ -395,7 +395,7 @@ jsonrpc_discover_versions(const char *p, size_t n, jsonrpc_version_cb *seen, voi
 }
 
 /*
- * Capabilities a legacy child declared that mean nothing to a 2026-07-28 client through this
+ * Capabilities a legacy child declared that mean nothing to a stateless client through this
  * gateway: 2025-11-25 tasks (a different protocol than the tasks extension). listChanged and
  * subscribe stay: the gateway serves subscriptions/listen for legacy children (pool_listen.c).
  */

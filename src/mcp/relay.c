@@ -39,7 +39,7 @@ struct relay_stats {
     uint64_t fails;     /* starts failed in a row */
     uint64_t fail_ms;   /* when the last one failed */
     bool broken;        /* its children serve nothing the gateway serves */
-    bool drained;       /* the operator drained it: no new session or 2026-07-28 request */
+    bool drained;       /* the operator drained it: no new session or stateless request */
     bool served;        /* a child of it completed its start (initialize, or the pool's probe) */
     char why[160];      /* the last failure */
     char missing[320];  /* why its command cannot run (the loader's check), or "" */
@@ -135,7 +135,7 @@ enum relay_health
 relay_health_of(const struct relay_stats *st, uint64_t budget, uint64_t now_ms, const char **why)
 {
     if (st->drained) {
-        *why = "drained by the operator: no new sessions or 2026-07-28 requests";
+        *why = "drained by the operator: no new sessions or stateless requests";
         return RELAY_HEALTH_DRAINED;
     }
     if (st->missing[0] != '\0') {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Input rounds (multi round-trip requests) for legacy children. A 2026-07-28 server never sends the
+ * Input rounds (multi round-trip requests) for legacy children. A stateless server never sends the
  * client a request; a legacy child does (elicitation/create, sampling/createMessage, roots/list)
- * and waits for the answer. While a pool child serves a 2026-07-28 request, such a request of its
+ * and waits for the answer. While a pool child serves a stateless request, such a request of its
  * becomes one question of an input_required answer to that client:
  *   {"resultType":"input_required","inputRequests":{"r1":{"method":…,"params":…}},
  *    "requestState":"mcpgw1.…"}
@@ -427,7 +427,7 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
     const char *why = NULL;
     if (cap == NULL)
         why = "not available: this gateway relays only elicitation, sampling and roots requests "
-              "to 2026-07-28 clients";
+              "to stateless clients";
     else if (idlen > pools.cfg->max_id_bytes)
         why = "request id longer than the gateway's max_id_bytes";
     else if (pool_bridge_unfenced(c) && candidates == 0)

@@ -253,7 +253,7 @@ pool_metrics(struct buf *b)
      * server the reload removed keeps its series (its counters stay, its gauges go to 0).
      */
     metrics_family(b, "mcpgw_pool_children", "gauge",
-                   "Pool children (2026-07-28 requests) by server and state, those of pools of "
+                   "Pool children (stateless requests) by server and state, those of pools of "
                    "older configurations included.");
     for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         struct pool_gauges g = pool_gauges_of(r->row.name);
@@ -265,11 +265,11 @@ pool_metrics(struct buf *b)
     for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
         pool_sample(b, "mcpgw_pools_retired", r, "", pool_gauges_of(r->row.name).retired);
     metrics_family(b, "mcpgw_pool_inflight_requests", "gauge",
-                   "2026-07-28 requests in flight or waiting for a pool child, by server.");
+                   "Stateless requests in flight or waiting for a pool child, by server.");
     for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
         pool_sample(b, "mcpgw_pool_inflight_requests", r, "", pool_gauges_of(r->row.name).inflight);
     metrics_family(b, "mcpgw_pool_requests_total", "counter",
-                   "2026-07-28 requests accepted, by server.");
+                   "Stateless requests accepted, by server.");
     for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
         pool_sample(b, "mcpgw_pool_requests_total", r, "", r->ctr.requests);
     metrics_family(b, "mcpgw_pool_messages_dropped_total", "counter",
@@ -323,7 +323,7 @@ pool_metrics(struct buf *b)
                     k->refused_restart);
     }
     metrics_family(b, "mcpgw_pool_request_duration_seconds", "histogram",
-                   "2026-07-28 request sent to a pool child to the child's answer, through the "
+                   "Stateless request sent to a pool child to the child's answer, through the "
                    "gateway, by server.");
     for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);

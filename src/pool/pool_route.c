@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * 2026-07-28 requests through a pool child (pool.h), every one through the child's in-flight
+ * Stateless requests through a pool child (pool.h), every one through the child's in-flight
  * table. Toward the child, the request's id and its progress token are both replaced by one number
  * the gateway minted for it on that child; the request's own _meta (client capabilities, log
  * level) goes with it unchanged. Back from the child:

@@ -17,7 +17,7 @@
  *   pending     N connections, each with one slow echo, all in flight at once: the server's RSS
  *               growth per request in flight, then every answer checked (--stateless only)
  *
- * --stateless: 2026-07-28 requests instead (echo, large, disconnect, pending): no initialize, no
+ * --stateless: stateless requests instead (echo, large, disconnect, pending): no initialize, no
  * session; each POST carries MCP-Protocol-Version: 2026-07-28, Mcp-Method, Mcp-Name and the
  * _meta envelope (protocolVersion, clientCapabilities) in its params. Connections stay open
  * (keep-alive) and every request has its own id.
@@ -1147,7 +1147,7 @@ struct echo_run {
 
 static struct echo_run run;
 
-/* A 2026-07-28 request's _meta (the client's capabilities: none). */
+/* A stateless request's _meta (the client's capabilities: none). */
 #define STATELESS_META                                                          \
     "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"" STATELESS "\"," \
     "\"io.modelcontextprotocol/clientCapabilities\":{}}"
@@ -2004,7 +2004,7 @@ usage(int status)
         "  --label TEXT      copied into the output\n"
         "  --header LINE     one more request header, e.g. 'Authorization: Bearer T'\n"
         "  --tokens FILE     Authorization values, one a line, one per request round-robin\n"
-        "  --stateless       2026-07-28 requests: no session (echo, large, disconnect, pending)\n"
+        "  --stateless       stateless requests: no session (echo, large, disconnect, pending)\n"
         "  --delay-ms D      the echo's delay_ms (pending)                      [5000]\n"
         "  --children N      wait for N initialized children first (pending)    [0]\n");
     exit(status);

@@ -52,7 +52,7 @@ const P = quick
       elicit: { dur: 5, warm: 1, maxRounds: 100000 } };
 // large: [bytes, requests, requests for supergateway (which then runs in the first round only)]:
 // supergateway needs about two minutes for one 100 MB result here.
-// pending: 2026-07-28 requests held in flight at once (hold1000_stateless), on a pool of pendingPool children,
+// pending: stateless requests held in flight at once (hold1000_stateless), on a pool of pendingPool children,
 // each an echo answered pendingDelay ms after the child read it.
 // auth: the auth scenarios' 1x1 echo (warm-up and measured seconds; quick keeps them short, since
 // they add to CI's run), the RS256 JWTs minted for authjwtnew (used round-robin: far more than the
@@ -165,7 +165,7 @@ function within(p, ms) {
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
-// pool: for 2026-07-28 requests, the [server:example] pool keys ({ warm, max, inflight }; era is
+// pool: for stateless requests, the [server:example] pool keys ({ warm, max, inflight }; era is
 // always legacy there: the example server is a legacy server, so the gateway skips its probe).
 // auth: lines of an [auth] section (the auth scenarios); none: mode none, the default.
 async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null } = {}) {
@@ -616,7 +616,7 @@ const scenarios = [
     },
   },
   {
-    // The same for a 2026-07-28 call (echo with delay_ms 600000 on its own connection), one warm pool
+    // The same for a stateless call (echo with delay_ms 600000 on its own connection), one warm pool
     // child; supergateway spawns a child per stateless request (and ends it by killing it).
     name: 'disconnect_stateless', who: ['gateway', 'supergateway'],
     run: (c) => {
@@ -782,7 +782,7 @@ if (has('echo16x4')) {
   row('16×4 echo: server CPU (share of one core)', 'echo16x4', (r) => (r.server_cpu_ms / 1000) / r.seconds, { noRatio: true });
   row('16×4 echo: loadgen CPU (share of one core)', 'echo16x4', (r) => r.client_cpu_util, { noRatio: true });
 }
-// 2026-07-28 requests; D is the legacy direct echo (see the note).
+// stateless requests; D is the legacy direct echo (see the note).
 if (has('echo1_stateless')) {
   row('stateless CPU per echo, 1×1 (µs, server process only)', 'echo1_stateless', cpuPerReq);
   if (has('echo1')) ratioRow('stateless/legacy CPU per echo, 1×1 (G: gateway, S: supergateway)', 'echo1_stateless', 'echo1', cpuPerReq, { target: 'G ≤ 1', check: (g) => g <= 1 });
@@ -905,7 +905,7 @@ for (const c of ['gateway', 'supergateway']) {
     if (r.misses && r.samples === 0) notes.push(`${c}: no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of a disconnect (${r.misses} of ${r.runs} runs; the run stops after 2 misses).`);
   }
   for (const r of results.disconnect_stateless?.[c] || []) {
-    if (r.misses && r.samples === 0) notes.push(`${c} (stateless): no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of closing a 2026-07-28 call's connection (${r.misses} of ${r.runs} runs; the run stops after 2 misses)${c === 'supergateway' ? '; supergateway ends a stateless request by killing the child it spawned for it' : ''}.`);
+    if (r.misses && r.samples === 0) notes.push(`${c} (stateless): no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of closing a stateless call's connection (${r.misses} of ${r.runs} runs; the run stops after 2 misses)${c === 'supergateway' ? '; supergateway ends a stateless request by killing the child it spawned for it' : ''}.`);
   }
   for (const r of results.hold1000_stateless?.[c] || []) {
     if (r.failed) continue;
@@ -925,7 +925,7 @@ if (['echo1_stateless', 'echo16x4_stateless'].some((sc) => results[sc]?.direct))
   notes.push('stateless echo, direct (D): the legacy direct echo, as in echo1/echo16x4 (initialize once, then tools/call over pipes). The example server is a legacy server and the pool child is initialized once by the gateway, so the child\'s work per stateless echo is the legacy echo; there is no 2026-07-28 stdio floor for it.');
 }
 if (['echo1_stateless', 'echo16x4_stateless'].some((sc) => results[sc]?.supergateway)) {
-  notes.push(`stateless echo, supergateway (S): ${versions.supergateway} serves each 2026-07-28 request with a child it spawns for that request (a tools/list to it, then the call) and stops afterwards; its answers lack resultType (the load generator checks only the id and the result).`);
+  notes.push(`stateless echo, supergateway (S): ${versions.supergateway} serves each stateless request with a child it spawns for that request (a tools/list to it, then the call) and stops afterwards; its answers lack resultType (the load generator checks only the id and the result).`);
 }
 for (const [i, r] of ['bridged', 'legacy'].flatMap((w) => (results.elicit_stateless?.[w] || []).map((x, k) => [k, x]))) {
   if (!r.failed) notes.push(`elicit_stateless ${r.way}, round ${i + 1}: ${r.samples} rounds in ${r.seconds.toFixed(1)} s (${r.rounds_per_s.toFixed(0)}/s), p50 ${r.p50_us.toFixed(0)} µs, p99 ${r.p99_us.toFixed(0)} µs, max ${r.max_us.toFixed(0)} µs, gateway CPU ${(r.server_cpu_us / 1000).toFixed(0)} ms (clock ticks of 1/${r.clk_tck} s).`);

@@ -6,7 +6,7 @@
  * until the gateway closes the connection or 50 ms pass. Every session is then closed and every
  * child reaped before the next input, so inputs do not depend on each other.
  *
- * 2026-07-28 requests go to a pool of children (pool.h), ended with the sessions after each input.
+ * stateless requests go to a pool of children (pool.h), ended with the sessions after each input.
  *
  * The first byte picks the configuration: even, [auth] mode = bearer (the token "fuzz-token" of
  * principal "fuzzer" with scope "s"; a second server at /scoped requires it); odd, mode = none.
@@ -272,7 +272,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pool_close_all();
     fuzz_run(2000, fuzz_no_children);
     FUZZ_CHECK(upstream_live_count() == 0, "a child outlived its input");
-    /* The next input starts with no pool (a 2026-07-28 request made one, with children). */
+    /* The next input starts with no pool (a stateless request made one, with children). */
     pool_module_free();
     pool_module_init(F.l, &F.cfg[F.current]);
     auth_sweep(&F.cfg[F.current].auth, util_now_ms());

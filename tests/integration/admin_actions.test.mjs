@@ -6,7 +6,7 @@
 //     (mcpgw_admin_actions_total) and logged with its fields (JSON log);
 //   - POST /admin/sessions/ID/end: the request in flight is cancelled at the child ("ended by the
 //     operator"), its client gets an error, the child is reaped, the session id is 404 after;
-//   - POST /admin/servers/NAME/drain and resume: initialize and 2026-07-28 requests get 503 with
+//   - POST /admin/servers/NAME/drain and resume: initialize and stateless requests get 503 with
 //     Retry-After while an open session and a pool call in flight go on; /readyz names the server
 //     drained and is 503 only once every server is; SIGHUP keeps the drain; resume serves again;
 //   - POST /admin/servers/NAME/restart: the pool's children are replaced (new pids), the call in
@@ -63,7 +63,7 @@ async function readyz(gw) {
 }
 const stateOf = (rz, name) => rz.body.servers.find((s) => s.name === name)?.state;
 
-/** A 2026-07-28 request with the headers and _meta envelope it needs. */
+/** A stateless request with the headers and _meta envelope it needs. */
 function mpost(gw, method, params = {}, { id = 1, meta = {}, url } = {}) {
   const body = {
     jsonrpc: '2.0', id, method,
@@ -217,7 +217,7 @@ test('POST /admin/sessions/ID/end: the call in flight is cancelled at the child 
 
 // ---- drain and resume --------------------------------------------------------------------------
 
-test('drain: initialize and 2026-07-28 calls get 503 with Retry-After naming the server, an open session and a pool call in flight go on; /readyz says drained (503 only once every server is); resume serves again', async () => {
+test('drain: initialize and stateless calls get 503 with Retry-After naming the server, an open session and a pool call in flight go on; /readyz says drained (503 only once every server is); resume serves again', async () => {
   const dir = tmpdir('mcpgw-admin-');
   const servers = [
     { name: 'example', path: '/mcp', command: perChild(dir) },
@@ -243,7 +243,7 @@ test('drain: initialize and 2026-07-28 calls get 503 with Retry-After naming the
     assert.ok(Number(init.headers['retry-after']) > 0, `Retry-After: ${init.headers['retry-after']}`);
     assert.equal(init.json().id, 'init-drained');
     assert.match(init.json().error.message, /server example is drained by the operator/);
-    // New 2026-07-28 requests: the same.
+    // New stateless requests: the same.
     const m503 = await mcall(gw, 'echo', { text: 'refused' }, { id: 'stateless-drained' });
     assert.equal(m503.r.status, 503, m503.r.text());
     assert.ok(Number(m503.r.headers['retry-after']) > 0);
@@ -442,7 +442,7 @@ test('/admin/inflight says who holds each child: a session\'s client address (as
     assert.equal(b.client, '127.0.0.1');
     assert.notEqual(b.label, s.label);
 
-    // A 2026-07-28 call in flight on a pool child: its caller beside its entry.
+    // A stateless call in flight on a pool child: its caller beside its entry.
     const msg = rpc('tools/call', { name: 'cancel_self', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, progressToken: 'who' } }, 'who');
     const h = await post(gw, msg, { headers: { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'cancel_self', 'X-Forwarded-For': '198.51.100.9' } });
     assert.equal(h.status, 200, h.text());

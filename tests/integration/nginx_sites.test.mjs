@@ -3,7 +3,7 @@
 // Debian's real nginx on loopback, reached the way clients reach it in production: by its public
 // name (the site's server_name), which the gateways list in allowed_hosts as the README says. The
 // probes (/healthz, /readyz) and MCP traffic (a legacy session's initialize and tools/call, a
-// 2026-07-28 request) pass through and are answered by the gateway; /metrics is not proxied
+// stateless request) pass through and are answered by the gateway; /metrics is not proxied
 // (nginx answers 404 itself) and is scraped on the gateway's loopback listener.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -35,7 +35,7 @@ function answerOf(res) {
   return undefined;
 }
 
-/** Probes, /metrics, a legacy session and a 2026-07-28 request through nginx at base. */
+/** Probes, /metrics, a legacy session and a stateless request through nginx at base. */
 async function exercise(base, gateways) {
   await probes(base, gateways);
   await mcpThrough(base, '/mcp');
@@ -63,7 +63,7 @@ async function probes(base, gateways) {
   }
 }
 
-/** A legacy session (initialize, initialized, tools/call) and a 2026-07-28 request at base + p. */
+/** A legacy session (initialize, initialized, tools/call) and a stateless request at base + p. */
 async function mcpThrough(base, p) {
   // A legacy session: initialize, notifications/initialized, tools/call.
   const mcp = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH };
@@ -84,7 +84,7 @@ async function mcpThrough(base, p) {
   // nginx's $request_id (32 hex digits; the gateway mints 16) reached the gateway, which returns it.
   assert.match(call.headers['x-request-id'] ?? '', /^[0-9a-f]{32}$/, 'the request id nginx made');
 
-  // A 2026-07-28 request: no session.
+  // A stateless request: no session.
   const stateless = await send(base, p, {
     method: 'POST',
     headers: { ...mcp, 'MCP-Protocol-Version': STATELESS, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' },
@@ -98,7 +98,7 @@ async function mcpThrough(base, p) {
   assert.equal(answerOf(stateless)?.result?.content?.[0]?.text, 'stateless via nginx', stateless.body);
 }
 
-test('mcp-gateway.conf: probes, a legacy session and a 2026-07-28 request pass nginx by the public name; /metrics is not proxied', async () => {
+test('mcp-gateway.conf: probes, a legacy session and a stateless request pass nginx by the public name; /metrics is not proxied', async () => {
   const gw = await startGateway({ gateway: GATEWAY });
   let ng;
   let ok = false;
@@ -114,7 +114,7 @@ test('mcp-gateway.conf: probes, a legacy session and a 2026-07-28 request pass n
   }
 });
 
-test('mcp-gateway-instances.conf: probes, a legacy session and a 2026-07-28 request pass nginx by the public name; /metrics is not proxied', async () => {
+test('mcp-gateway-instances.conf: probes, a legacy session and a stateless request pass nginx by the public name; /metrics is not proxied', async () => {
   await withInstances(async ({ gws, via }) => {
     await exercise(via.base, Object.values(gws));
     for (const gw of Object.values(gws)) assert.doesNotMatch(gw.logs(), /not in \[gateway\] allowed_hosts/, 'no Host was refused');

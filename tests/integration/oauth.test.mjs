@@ -516,7 +516,7 @@ test('SIGHUP between a request\'s head and its body: its opaque token is introsp
   });
 });
 
-test('2026-07-28 requests are authenticated the same way (a pooled request with an issuer JWT)', async () => {
+test('stateless requests are authenticated the same way (a pooled request with an issuer JWT)', async () => {
   await withOidc({ algs: ['EdDSA'] }, async (op) => {
     await withGateway({ auth: authOf(op) }, async (gw) => {
       const token = await op.token({ resource: RESOURCE, alg: 'EdDSA' });

@@ -292,7 +292,7 @@ const FAMILIES = {
   mcpgw_slow_clients_closed_total: ['counter', [{}]],
   mcpgw_http_host_refused_total: ['counter', [{}]],
   mcpgw_principals: ['gauge', [{}]],
-  // The 2026-07-28 pools: every configured server's series from the start.
+  // The stateless pools: every configured server's series from the start.
   mcpgw_pool_children: ['gauge', BY_SERVER('state', ['ready', 'starting'])],
   mcpgw_pools_retired: ['gauge', PER_SERVER],
   mcpgw_pool_inflight_requests: ['gauge', PER_SERVER],
@@ -640,7 +640,7 @@ test('metrics: a server whose command does not exist counts a spawn failure, not
   });
 });
 
-/** A 2026-07-28 request (no session: a pool child of the server at path serves it). */
+/** A stateless request (no session: a pool child of the server at path serves it). */
 const statelessCall = (gw, path, name, args, id) => mpost(gw, {
   jsonrpc: '2.0', id, method: 'tools/call',
   params: { name, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'ops-it', version: '1' } } },
@@ -701,7 +701,7 @@ test('metrics: every figure of one server is on its own series: traffic to one s
     assert.deepEqual(each(m2, 'mcpgw_request_timeouts_total'), [1, 0]);
     assert.deepEqual(each(m2, 'mcpgw_child_lines_invalid_total'), [1, 0]);
 
-    // The 2026-07-28 pools: a call to other's pool starts its child; a log line nobody asked for
+    // The stateless pools: a call to other's pool starts its child; a log line nobody asked for
     // is dropped (log_level) on other; a call held in flight there is other's.
     const r = await statelessCall(gw, '/other', 'notify', { level: 'info', text: 'unasked' }, 'p-notify');
     await r.done(scaled(10000));

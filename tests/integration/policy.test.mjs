@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Per-tool policy ([server:NAME] allowed_tools, denied_tools, tool_scopes): what each principal's
 // tools/list shows and what its tools/call reaches, on a 2025-06-18 session, a 2025-03-26 batch,
-// a 2024-11-05 HTTP+SSE session, 2026-07-28 requests through the pool (the example server, a
+// a 2024-11-05 HTTP+SSE session, stateless requests through the pool (the example server, a
 // legacy child bridged; and the stateless fixture, whose own cacheScope "public" turns "private"),
 // bearer tokens with scopes and JWTs whose scope/scp claims are remembered with them; a hidden
 // tool's call never reaches the child and gets the unknown tool error (-32602); the log line and
@@ -127,7 +127,7 @@ async function metrics() {
   return { samples: metricSamples(text), text };
 }
 
-/** A 2026-07-28 request as who; returns {status, body}. */
+/** A stateless request as who; returns {status, body}. */
 async function stateless(who, method, params = {}, { id = `m-${crypto.randomUUID()}`, path: p = '/mcp' } = {}) {
   const msg = { jsonrpc: '2.0', id, method, params: { ...params, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {} } } };
   const headers = { 'MCP-Protocol-Version': V, 'Mcp-Method': method };
@@ -255,7 +255,7 @@ test('a 2024-11-05 HTTP+SSE session: tools/list filtered and a hidden call answe
   }
 });
 
-// --- 2026-07-28 requests through the pool --------------------------------------------------------
+// --- stateless requests through the pool --------------------------------------------------------
 
 test('2026-07-28 through the pool (a legacy child): lists per principal, private, and a hidden call is 400 -32602', async () => {
   const bob = await stateless('bob', 'tools/list');

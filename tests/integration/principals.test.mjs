@@ -6,7 +6,7 @@
 //     flight in the retired pool gets 429 for a second one; another principal is served; once the
 //     call ends, the principal is served again;
 //   - the same limit counts a principal's session (2025-06-18) requests, across a reload and
-//     together with its 2026-07-28 requests to the same server;
+//     together with its stateless requests to the same server;
 //   - at the defaults, two principals that hold input rounds do not lock a third out of a legacy
 //     pool (a child that asks serves one request at a time, so a held call takes a child);
 //   - with [auth] mode = none the client's address (the access log's client) is the principal:
@@ -31,7 +31,7 @@ const token = (tag) => `${tag}-${crypto.randomBytes(18).toString('base64url')}`;
 const textOf = (j) => j?.result?.content?.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 let nextId = 1;
 
-/** A 2026-07-28 request with its _meta envelope. */
+/** A stateless request with its _meta envelope. */
 function mreq(method, params = {}, { id = `p-${nextId++}`, caps = {}, meta = {} } = {}) {
   return {
     jsonrpc: '2.0', id, method,
@@ -123,7 +123,7 @@ async function session(gw, tok) {
 /** tools/call of name in session s: the live response. */
 const sessionCall = (gw, s, name, args = {}, meta) => post(gw, rpc('tools/call', meta ? { name, arguments: args, _meta: meta } : { name, arguments: args }), { sid: s.sid, headers: s.headers });
 
-test('sessions: max_inflight_per_principal counts a principal\'s session requests, across sessions, SIGHUP and the 2026-07-28 era', { timeout: scaled(60000) }, async () => {
+test('sessions: max_inflight_per_principal counts a principal\'s session requests, across sessions, SIGHUP and the stateless era', { timeout: scaled(60000) }, async () => {
   const d = tmpdir('mcpgw-principals-sessions-');
   const { T, auth } = principals(d, ['alice', 'bob']);
   const extra = 'max_inflight_per_principal = 1';
@@ -139,7 +139,7 @@ test('sessions: max_inflight_per_principal counts a principal\'s session request
     await x.done(scaled(10000));
     assert.equal(x.status, 429, x.text());
     assert.match(x.text(), /max_inflight_per_principal/);
-    // And her 2026-07-28 requests to the same server, across the pool's restart.
+    // And her stateless requests to the same server, across the pool's restart.
     await restart(g, 'example');
     await refusedInflight(g, echo('stateless'), { bearer: T.alice });
     const b = await session(g, T.bob);

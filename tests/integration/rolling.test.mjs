@@ -91,7 +91,7 @@ async function sessionRound(via, text) {
 }
 
 /**
- * A steady stream of new sessions (sessionRound) and 2026-07-28 calls (statelessEcho) through nginx by
+ * A steady stream of new sessions (sessionRound) and stateless calls (statelessEcho) through nginx by
  * WORKERS clients, until stop(). stats counts what was answered (byInst: sessions per instance),
  * failures what was not.
  */
@@ -124,7 +124,7 @@ function traffic(via) {
     stats, failures, total,
     async stop() { stopped = true; await Promise.all(workers); },
     report(what) {
-      console.log(`${what}: ${stats.sessions} sessions, ${stats.stateless} 2026-07-28 calls, ${stats.reinit} sessions initialized again after a 404, ${failures.length} failed`);
+      console.log(`${what}: ${stats.sessions} sessions, ${stats.stateless} stateless calls, ${stats.reinit} sessions initialized again after a 404, ${failures.length} failed`);
       assert.equal(failures.length, 0, `${failures.length} failed requests (of ${total()}), the first ones:\n${failures.slice(0, 20).join('\n')}`);
     },
   };
@@ -158,7 +158,7 @@ async function ready(gw) {
   return r.status === 200;
 }
 
-test('a rolling restart of one instance behind nginx: every new session initializes, every 2026-07-28 call answers', async () => {
+test('a rolling restart of one instance behind nginx: every new session initializes, every stateless call answers', async () => {
     await withInstances(async ({ gws, via }) => {
       const t = traffic(via);
       const { stats } = t;

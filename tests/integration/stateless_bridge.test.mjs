@@ -57,7 +57,7 @@ let nextId = 1;
 
 // ---- raw HTTP ----------------------------------------------------------------------------------
 
-/** A 2026-07-28 request with its _meta envelope (caps: the request's clientCapabilities). */
+/** A stateless request with its _meta envelope (caps: the request's clientCapabilities). */
 function mreq(method, params = {}, { id = `b-${nextId++}`, caps = ELICIT, meta = {} } = {}) {
   return {
     jsonrpc: '2.0', id, method,

@@ -34,7 +34,7 @@ const token = (tag) => `${tag}-${crypto.randomBytes(18).toString('base64url')}`;
 const textOf = (j) => j?.result?.content?.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 let nextId = 1;
 
-/** A 2026-07-28 request with its _meta envelope. */
+/** A stateless request with its _meta envelope. */
 function mreq(method, params = {}, { id = `c-${nextId++}`, caps = ELICIT, meta = {} } = {}) {
   return {
     jsonrpc: '2.0', id, method,

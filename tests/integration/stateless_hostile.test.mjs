@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Hostile pool children and 2026-07-28 request churn. hostile.test.mjs drives misbehaving
+// Hostile pool children and stateless request churn. hostile.test.mjs drives misbehaving
 // children of legacy sessions (one child per session); here the same children
 // (tests/fixtures/hostile.mjs, `era = legacy`, a pool of one child) serve stateless 2026-07-28
 // requests through the pool (src/pool*.c), where a child is shared and a request has no session
@@ -78,7 +78,7 @@ const p90 = (a) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floo
 
 let nextId = 1;
 
-/** A 2026-07-28 request: its _meta envelope (caps: the clientCapabilities it declares). */
+/** A stateless request: its _meta envelope (caps: the clientCapabilities it declares). */
 function mreq(method, params = {}, { id = `mh-${nextId++}`, caps = {}, meta = {} } = {}) {
   return { jsonrpc: '2.0', id, method, params: { ...params, _meta: { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: caps, ...meta } } };
 }
@@ -953,7 +953,7 @@ async function churn(gw, from, to, { kill = false, deadline }) {
   return tally;
 }
 
-test(`churn: ${CHURN} 2026-07-28 requests on ${CHURN_WORKERS} workers (echo, dropped calls, timeouts) while pool children are SIGKILLed: no crossed answers, nothing left in flight, children bounded and reaped, fds back, memory bounded`, async (t) => {
+test(`churn: ${CHURN} stateless requests on ${CHURN_WORKERS} workers (echo, dropped calls, timeouts) while pool children are SIGKILLed: no crossed answers, nothing left in flight, children bounded and reaped, fds back, memory bounded`, async (t) => {
   const servers = [
     { name: 'example', path: '/mcp', command: EXAMPLE, extra: [...POOL, `pool_max_children = ${CHURN_MAX_CHILDREN}`, 'pool_max_restarts_per_min = 1000'].join('\n') },
     { name: 'timed', path: '/timed', command: EXAMPLE, extra: [...POOL, 'pool_max_children = 1', `request_timeout_ms = ${CHURN_TIMEOUT_MS}`].join('\n') },

@@ -37,7 +37,7 @@ const textOf = (j) => j?.result?.content?.[0]?.text;
 const b64name = (s) => `=?base64?${Buffer.from(s, 'utf8').toString('base64')}?=`;
 let nextId = 1;
 
-/** A 2026-07-28 request: params with the _meta envelope (meta: more keys; a key set to undefined is removed). */
+/** A stateless request: params with the _meta envelope (meta: more keys; a key set to undefined is removed). */
 function mreq(method, params = {}, { id = `m-${nextId++}`, meta = {} } = {}) {
   const m = {
     [`${META}protocolVersion`]: V,
@@ -379,7 +379,7 @@ test('400 -32600: an id or a progress token longer than max_id_bytes', async () 
   await refused(await mpost(gw, m), { status: 400, code: -32600, id: m.id, what: 'long progress token' });
 });
 
-test('GET and DELETE of a 2026-07-28 client: 405 with Allow: POST', async () => {
+test('GET and DELETE of a stateless client: 405 with Allow: POST', async () => {
   for (const method of ['GET', 'DELETE']) {
     for (const p of ['/mcp', '/stateless']) {
       const r = await request(`${gw.base}${p}`, { method, headers: { Accept: 'text/event-stream', 'MCP-Protocol-Version': V } });

@@ -44,7 +44,7 @@ const SUB_ID = `${META}subscriptionId`;
 const ADMIN_TOKEN = 'stateless-listen-admin-token-0123456789abcdef';
 const PIN = { mode: { pin: V } };
 const T = scaled(10000); // deadline of one wait
-// A 2026-07-28 request's response headers wait up to heartbeat_s for its answer; anything pushed
+// A stateless request's response headers wait up to heartbeat_s for its answer; anything pushed
 // before (the listen's ack) must start the stream at once. The gateways here set heartbeat_s far
 // above ACK_MS, so an ack that waits for the heartbeat fails the deadline instead of passing late.
 const HEARTBEAT_S = 60;
@@ -104,13 +104,13 @@ const poolPids = (gw, name) => [...gw.logs().matchAll(new RegExp(`session=pool:$
 // ---- Raw HTTP ------------------------------------------------------------------------------
 
 let nextId = 1;
-/** A 2026-07-28 request with the _meta envelope. */
+/** A stateless request with the _meta envelope. */
 function mreq(method, params = {}, id = `raw-${nextId++}`) {
   const _meta = { [`${META}protocolVersion`]: V, [`${META}clientCapabilities`]: {}, [`${META}clientInfo`]: { name: 'stateless-listen-it', version: '1' } };
   return { jsonrpc: '2.0', id, method, params: { ...params, _meta } };
 }
 
-/** POSTs a 2026-07-28 request with its mirrored headers to `p` (a path of gw). */
+/** POSTs a stateless request with its mirrored headers to `p` (a path of gw). */
 function mpost(gw, msg, p = '/mcp') {
   const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'MCP-Protocol-Version': V, 'Mcp-Method': msg.method };
   if (msg.method === 'tools/call') h['Mcp-Name'] = msg.params.name;

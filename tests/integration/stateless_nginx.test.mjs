@@ -110,7 +110,7 @@ async function poolRequests(gws) {
   return out;
 }
 
-test('2026-07-28 requests through nginx are answered, round-robin over both instances, each by one', async () => {
+test('stateless requests through nginx are answered, round-robin over both instances, each by one', async () => {
   await withInstances(async ({ gws, via }) => {
     const before = await poolRequests(gws);
     assert.deepEqual(before, { g1: 0, g2: 0 }, 'no stateless request yet');
@@ -133,7 +133,7 @@ test('2026-07-28 requests through nginx are answered, round-robin over both inst
   });
 });
 
-test('a legacy session opened through nginx keeps landing on its instance while 2026-07-28 requests alternate', async () => {
+test('a legacy session opened through nginx keeps landing on its instance while stateless requests alternate', async () => {
   await withInstances(async ({ gws, via }) => {
     const s = await initSession(via);
     const m = SID_RE.exec(s.sid ?? '');
@@ -186,7 +186,7 @@ async function assertCancelledAtChild(gws, { inst, msg }, what) {
   await gw.waitLog(new RegExp(`child stderr: mcp-example-server: cancelled ${escapeRe(String(msg.id))} reason=client disconnected`), scaled(5000));
 }
 
-test('a 2026-07-28 client that drops mid-call behind nginx gets its request cancelled at the child', async () => {
+test('a stateless client that drops mid-call behind nginx gets its request cancelled at the child', async () => {
   await withInstances(async ({ gws, via }) => {
     // 1. Before any byte of the answer (a plain JSON answer is still pending: no headers yet).
     const { body, headers } = statelessCall('slow', { steps: 100001, interval_ms: 100 });
@@ -219,7 +219,7 @@ test('a 2026-07-28 client that drops mid-call behind nginx gets its request canc
   });
 });
 
-test('SSE progress of a 2026-07-28 request passes nginx unbuffered: an event arrives before the answer', async () => {
+test('SSE progress of a stateless request passes nginx unbuffered: an event arrives before the answer', async () => {
   await withInstances(async ({ gws, via }) => {
     // Once per instance (round-robin: two requests in a row land on different instances).
     for (let k = 0; k < 2; k++) {
@@ -244,7 +244,7 @@ test('SSE progress of a 2026-07-28 request passes nginx unbuffered: an event arr
   });
 });
 
-test('an instance stops: every 2026-07-28 request through nginx goes to the other one, none fails', async () => {
+test('an instance stops: every stateless request through nginx goes to the other one, none fails', async () => {
   await withInstances(async ({ gws, via }) => {
     for (let i = 0; i < 2; i++) await statelessEcho(via.url, `before ${i}`);
     await gws.g1.stop();

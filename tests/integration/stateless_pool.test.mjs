@@ -67,7 +67,7 @@ const nPids = (gw, n, name) => waitFor(() => poolPids(gw, name).length >= n && p
 
 // ---- HTTP ----------------------------------------------------------------------------------
 
-/** A 2026-07-28 request with the headers and _meta envelope it needs. */
+/** A stateless request with the headers and _meta envelope it needs. */
 function mpost(gw, method, params = {}, { id = 1, meta = {}, url, headers = {}, agent } = {}) {
   const body = {
     jsonrpc: '2.0', id, method,
@@ -142,7 +142,7 @@ const exampleServer = (dir, extra, args = []) => ({ name: 'example', path: '/mcp
 test('era auto, legacy server: the first child is probed with server/discover once, then initialized once; later children are only initialized', async () => {
   const dir = tmpdir('mcpgw-pool-');
   await withGateway({ servers: [exampleServer(dir, 'pool_max_children = 2')] }, async (gw) => {
-    assert.deepEqual(kids(gw.proc.pid), [], 'no child before the first 2026-07-28 request (pool_warm_children = 0)');
+    assert.deepEqual(kids(gw.proc.pid), [], 'no child before the first stateless request (pool_warm_children = 0)');
     const first = await call(gw, 'echo', { text: 'one' });
     assert.equal(first.r.status, 200);
     assert.deepEqual(first.answer, { jsonrpc: '2.0', id: 1, result: { resultType: 'complete', content: [{ type: 'text', text: 'one' }] } });

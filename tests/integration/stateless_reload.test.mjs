@@ -27,7 +27,7 @@ const HOSTILE = fileURLToPath(new URL('../fixtures/hostile.mjs', import.meta.url
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
 
-/** A 2026-07-28 request with the headers and _meta envelope it needs. */
+/** A stateless request with the headers and _meta envelope it needs. */
 function mpost(gw, method, params = {}, { id = 1, meta = {}, agent } = {}) {
   const body = {
     jsonrpc: '2.0', id, method,

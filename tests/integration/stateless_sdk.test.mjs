@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Interop in the 2026-07-28 era: the official v2 TypeScript client, @modelcontextprotocol/client
+// Interop in the stateless era: the official v2 TypeScript client, @modelcontextprotocol/client
 // 2.4.0 (pinned in tests/package-lock.json), over its StreamableHTTPClientTransport, through the
 // gateway to two upstreams, each behind its own gateway and a pool of at most 4 children:
 //   - everything: the reference @modelcontextprotocol/server-everything (2025-era, initialize-

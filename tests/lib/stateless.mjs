@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Raw 2026-07-28 requests for the pool's tests (stateless_bridge, stateless_caps): a POST with the
+// Raw stateless requests for the pool's tests (stateless_bridge, stateless_caps): a POST with the
 // headers of the era, the JSON-RPC messages of its response, and the whole exchange.
 import { ACCEPT_BOTH, request } from './gw.mjs';
 import { scaled } from './timing.mjs';

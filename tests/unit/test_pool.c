@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pool: 2026-07-28 requests through a pool of fake children (fake_upstream.c) with a fake clock
+ * pool: stateless requests through a pool of fake children (fake_upstream.c) with a fake clock
  * (this binary's sources are built with -Dclock_gettime=test_clock_gettime: only the test moves
  * time), the pool's real code, the real relay, loop, streams and scanner. Through pool.h, and
  * pool_int.h where a test reads a child's table. The cases are the lifetimes examples once missed:
