@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 
 #include "config.h"
+#include "fake_clock.h"
 #include "fake_upstream.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -29,41 +30,11 @@
 
 TestSuite(pool, .timeout = 30);
 
-/* --- the fake clock ------------------------------------------------------------------------ */
-
-static uint64_t now_us = 1000000000;
-
-int
-test_clock_gettime(clockid_t clk, struct timespec *ts)
-{
-    uint64_t us = now_us + (clk == CLOCK_REALTIME ? (uint64_t)1700000000 * 1000000 : 0);
-    ts->tv_sec = (time_t)(us / 1000000);
-    ts->tv_nsec = (long)(us % 1000000) * 1000;
-    return 0;
-}
-
-/* --- the loop ------------------------------------------------------------------------------ */
+/* --- the loop (fake_clock.c moves time) ------------------------------------------------------ */
 
 static struct loop *L;
 static struct config *cfgs[4];
 static size_t ncfg;
-
-static void
-stop_cb(void *arg)
-{
-    (void)arg;
-    loop_stop(L);
-}
-
-/* A few loop turns: timers due by now, deferred calls and theirs. */
-static void
-settle(void)
-{
-    for (int i = 0; i < 3; i++) {
-        loop_timer_add(L, 0, stop_cb, NULL);
-        loop_run(L);
-    }
-}
 
 /* Time passes by ms, a second a turn, with the pool's sweep each second (main.c's tick). */
 static void
@@ -71,12 +42,12 @@ advance(uint64_t ms)
 {
     while (ms > 0) {
         uint64_t step = ms < 1000 ? ms : 1000;
-        now_us += step * 1000;
+        fake_now_us += step * 1000;
         ms -= step;
-        settle();
+        fake_settle(L);
         pool_sweep(util_now_ms());
     }
-    settle();
+    fake_settle(L);
 }
 
 static struct config *
@@ -143,7 +114,7 @@ request(const char *body, enum pool_status *status)
     struct stream *st =
         pool_request(&cfgs[ncfg - 1]->servers[0], copy, strlen(copy), &info, &meta, status);
     free(copy);
-    settle();
+    fake_settle(L);
     return st;
 }
 
@@ -165,7 +136,7 @@ call_read(struct call *c)
            && (n = stream_read(c->st, c->got + c->len, sizeof c->got - 1 - c->len)) > 0)
         c->len += n;
     c->got[c->len] = '\0';
-    settle();
+    fake_settle(L);
 }
 
 static void
@@ -173,7 +144,7 @@ call_done(struct call *c)
 {
     call_read(c);
     pool_stream_detach(c->st);
-    settle();
+    fake_settle(L);
 }
 
 /* The pool's one child (the newest fake), its start answered: it is ready. */
@@ -193,7 +164,7 @@ child_ready(void)
              "\"version\":\"1\"}}}",
              id);
     cr_assert(fake_upstream_line(u, line));
-    settle();
+    fake_settle(L);
     return u;
 }
 
@@ -231,7 +202,7 @@ child_says(struct upstream *u, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     cr_assert(fake_upstream_line(u, line), "%s", line);
-    settle();
+    fake_settle(L);
 }
 
 #define CALL(id, name, caps)                                    \
@@ -295,7 +266,7 @@ Test(pool, round_past_the_ceiling_then_its_retry, .init = setup_small, .fini = t
     snprintf(line + n + big, 256, "\"}}");
     cr_assert(fake_upstream_line(u, line));
     free(line);
-    settle();
+    fake_settle(L);
     cr_assert_not(fake_upstream_paused(u), "a shared child is never paused");
     call_done(&c);
     const char *rs = strstr(c.got, "\"requestState\":\"");
@@ -332,7 +303,7 @@ Test(pool, slow_reader_does_not_pause_a_shared_child, .init = setup_small, .fini
     snprintf(line + n + 1500, sizeof line - (size_t)n - 1500, "\"}}");
     for (int i = 0; i < 200; i++) /* 300 KB for a client that reads nothing */
         cr_assert(fake_upstream_line(u, line));
-    settle();
+    fake_settle(L);
     cr_assert_not(fake_upstream_paused(u));
     cr_assert_leq(stream_pending(slow.st), 65536 + sizeof line,
                   "notifications past the ceiling dropped");
@@ -354,7 +325,7 @@ Test(pool, retired_queue_ends_with_an_error, .init = setup_small, .fini = teardo
         load("pool_max_children = 1\npool_child_max_inflight = 4\ncache_ttl_ms = 1");
     pool_set_config(next);
     fake_upstream_gone(u, "exited");
-    settle();
+    fake_settle(L);
     advance(2000);
     call_done(&c);
     cr_assert(strstr(c.got, "\"id\":\"q\"") != NULL && strstr(c.got, "\"error\"") != NULL,
@@ -371,7 +342,7 @@ Test(pool, unchanged_server_keeps_its_pool_across_a_reload, .init = setup_small,
     size_t children = upstream_live_count();
     /* SIGHUP with the same section: the pool, its child and the call in flight stay. */
     pool_set_config(load("pool_max_children = 1\npool_child_max_inflight = 4"));
-    settle();
+    fake_settle(L);
     advance(2000);
     cr_assert_eq(upstream_live_count(), children, "no child started");
     cr_assert_not(fake_upstream_closed(u), "the child goes on");
@@ -423,7 +394,7 @@ Test(pool, a_request_waits_for_the_fence, .init = setup_small, .fini = teardown)
     call_start(&a, CALL("a", "elicit", "\"elicitation\":{}"));
     struct upstream *u = child_ready();
     pool_stream_detach(a.st); /* the client leaves: a cancel, then the fence's ping */
-    settle();
+    fake_settle(L);
     cr_assert_eq(child_count(u, "notifications/cancelled"), 1);
     uint64_t ping = child_got(u, "\"method\":\"ping\"");
     size_t before = fake_upstream_sent_count(u);
@@ -454,7 +425,7 @@ Test(pool, what_the_fence_left_queued_takes_the_next_free_slot, .init = setup_sm
     call_start(&x2, CALL("x2", "slow", ""));
     call_start(&y, CALL("y", "slow", ""));
     pool_stream_detach(y.st);
-    settle();
+    fake_settle(L);
     uint64_t ping = child_got(u, "\"method\":\"ping\"");
     static const char *const ids[] = { "q0", "q1", "q2", "q3" };
     char body[512];
@@ -497,11 +468,11 @@ Test(pool, a_cancel_behind_a_full_stdin_still_fences, .init = setup_small, .fini
     struct upstream *u = child_ready();
     fake_upstream_set_full(u, true);
     pool_stream_detach(a.st);
-    settle();
+    fake_settle(L);
     call_start(&b, CALL("b", "echo", "")); /* waits for the fence */
     cr_assert_eq(child_count(u, "\"name\":\"echo\""), 0, "no request reaches a fenced child");
     fake_upstream_set_full(u, false); /* the child reads on */
-    settle();
+    fake_settle(L);
     cr_assert_eq(child_count(u, "notifications/cancelled"), 1, "the cancel waited in the queue");
     uint64_t ping = child_got(u, "\"method\":\"ping\"");
     child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}", ping);
@@ -533,10 +504,10 @@ Test(pool, a_death_seen_before_the_idle_stop_is_a_failed_child, .init = setup_id
     uint64_t id = child_got(u, "\"name\":\"echo\"");
     child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
     call_done(&c);
-    now_us += 1500 * 1000; /* idle past the timeout; no sweep yet */
+    fake_now_us += 1500 * 1000; /* idle past the timeout; no sweep yet */
     fake_upstream_gone(u, "child exited");
     pool_sweep(util_now_ms()); /* the same turn: the sweep runs before the deferred report */
-    settle();
+    fake_settle(L);
     const struct pool_server *row = pools.pools->row;
     cr_assert_eq(row->ctr.crashed, 1, "the death is one failed child");
     cr_assert_eq(row->ctr.idle_stopped, 0, "not an idle stop");

@@ -19,6 +19,7 @@
 #include <criterion/criterion.h>
 
 #include "config.h"
+#include "fake_clock.h"
 #include "fake_upstream.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -80,35 +81,8 @@ Test(stateless_revisions, sets_of_rows)
 
 /* --- the pool: fake children and a fake clock ------------------------------------------------ */
 
-static uint64_t now_us = 1000000000;
-
-int
-test_clock_gettime(clockid_t clk, struct timespec *ts)
-{
-    uint64_t us = now_us + (clk == CLOCK_REALTIME ? (uint64_t)1700000000 * 1000000 : 0);
-    ts->tv_sec = (time_t)(us / 1000000);
-    ts->tv_nsec = (long)(us % 1000000) * 1000;
-    return 0;
-}
-
 static struct loop *L;
 static struct config *cfg;
-
-static void
-stop_cb(void *arg)
-{
-    (void)arg;
-    loop_stop(L);
-}
-
-static void
-settle(void)
-{
-    for (int i = 0; i < 3; i++) {
-        loop_timer_add(L, 0, stop_cb, NULL);
-        loop_run(L);
-    }
-}
 
 /* One server, era = auto (the probe decides), one child at most. */
 static void
@@ -131,8 +105,8 @@ teardown(void)
 {
     pool_close_all();
     for (int i = 0; i < 60; i++) {
-        now_us += 1000000;
-        settle();
+        fake_now_us += 1000000;
+        fake_settle(L);
         pool_sweep(util_now_ms());
     }
     pool_module_free();
@@ -159,7 +133,7 @@ request(const char *rev, const char *id, const char *method)
     enum pool_status status = POOL_OK;
     struct stream *st = pool_request(&cfg->servers[0], body, strlen(body), &info, &meta, &status);
     cr_assert_not_null(st, "refused: %s", pool_status_text(status));
-    settle();
+    fake_settle(L);
     return st;
 }
 
@@ -172,7 +146,7 @@ read_all(struct stream *st, char *out, size_t cap)
         len += n;
     out[len] = '\0';
     pool_stream_detach(st);
-    settle();
+    fake_settle(L);
 }
 
 /* The i-th message the child read; NULL past the last. */
@@ -200,7 +174,7 @@ child_says(struct upstream *u, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     cr_assert(fake_upstream_line(u, line), "%s", line);
-    settle();
+    fake_settle(L);
 }
 
 /* The probe the child read as its i-th message names version; its id. */
