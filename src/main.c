@@ -646,7 +646,7 @@ main_offline(const struct main_args *a)
         static const char *const eras[] = { "auto", "stateless", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
-            printf("  [server:%s] %s: %s pool of %" PRIu64 "..%" PRIu64
+            printf("  [server:%s] %s: stateless pool (%s) of %" PRIu64 "..%" PRIu64
                    " children (era %s, idle end %" PRIu64 " s, %" PRIu64 " in flight each)\n",
                    srv->name, srv->path, revision_list(REVISION_STATELESS), srv->pool_warm_children,
                    srv->pool_max_children, eras[srv->era], srv->pool_idle_timeout_s,
