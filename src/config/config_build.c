@@ -350,9 +350,10 @@ config_build_credentials(struct config_parse *ps, const struct config *cfg,
     while (srv->env_from_claims != NULL && srv->env_from_claims[n] != NULL)
         n++;
     if (n > 0 && cfg->auth.mode != CONFIG_AUTH_JWT)
-        return config_fail(ps, line, "env_from_claims",
-                           "needs [auth] mode = jwt (a token's claims; mode %s has none)",
-                           cfg->auth.mode == CONFIG_AUTH_BEARER ? "bearer" : "none");
+        return config_fail(
+            ps, line, "env_from_claims",
+            "needs [auth] mode = jwt (a verified token's claims; mode %s has no claims)",
+            cfg->auth.mode == CONFIG_AUTH_BEARER ? "bearer" : "none");
     srv->claim_env = n > 0 ? xcalloc(n, sizeof *srv->claim_env) : NULL;
     for (size_t i = 0; i < n; i++) {
         const char *e = srv->env_from_claims[i];
@@ -378,9 +379,9 @@ config_build_credentials(struct config_parse *ps, const struct config *cfg,
                 if ((unsigned char)bar[1 + k] < 0x20 || bar[1 + k] == 0x7f)
                     bad = "has a default with control characters";
         }
-        if (bad != NULL)
-            return config_fail(ps, line, "env_from_claims", "entry %zu (%.*s) %s", i + 1, (int)vlen,
-                               eq != NULL ? e : "", bad);
+        if (bad != NULL) /* the variable's name only: never a default */
+            return config_fail(ps, line, "env_from_claims", "entry %zu (%.*s) %s", i + 1,
+                               (int)(eq != NULL ? vlen : strcspn(e, "|")), e, bad);
         struct config_claim_env *ce = &srv->claim_env[srv->n_claim_env++];
         ce->var = xstrndup(e, vlen);
         ce->claim = xstrndup(eq + 1, clen);
