@@ -5,7 +5,8 @@
 // example server's env tool; a missing or invalid claim, a missing or unsafe file get their
 // configured answers; a changed file is read again by the next session; a stateless request is
 // refused (the pool's children are shared); the values never appear in the log, /admin/inflight,
-// /metrics or --print-config. The JWTs are signed here with node:crypto, as auth.test.mjs does.
+// /metrics or --print-config. The JWTs are signed here with node:crypto, as auth.test.mjs does,
+// and come from the real authorization server (tests/lib/oidc.mjs), JWTs and opaque tokens.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -14,6 +15,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { ACCEPT_BOTH, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
+import { startOidc } from '../lib/oidc.mjs';
 import { V, mpost } from '../lib/stateless.mjs';
 
 const PUBLIC_URL = 'https://mcp.test.example';
@@ -240,6 +242,42 @@ describe('per-principal credentials', () => {
     assert.match(printed, /^; env_from_claims = GITHUB_TOKEN=gh_token, ORG=org\.login\|<redacted>, NUM=n\|<redacted>, DOTTED=https:\/\/example\.com\/claims\/key\|<redacted>$/m, 'defaults redacted');
     assert.match(printed, /^credentials_missing = server_env$/m);
   });
+});
+
+test('env_from_claims with the real authorization server: its JWTs and its introspection answers (opaque tokens), two principals', async () => {
+  const down = { 'alice-client': secret('down-alice'), 'bob-client': secret('down-bob') };
+  const extraClaims = (t) => (down[t.clientId] ? { downstream: down[t.clientId] } : undefined);
+  const op = await startOidc({ quiet: true, clients: ['alice-client', 'bob-client', 'carol-client'], extraClaims });
+  let gw;
+  try {
+    const cred = op.writeCredentials();
+    gw = await startGateway({
+      gateway: { admin_token: ADMIN },
+      auth: { mode: 'jwt', public_url: PUBLIC_URL, issuer: op.issuer, tls_ca_file: op.caFile, introspection_credentials_file: cred },
+      servers: [{ name: 'claims', path: '/mcp', extra: 'env_from_claims = DOWNSTREAM_TOKEN=downstream' }],
+    });
+    const resource = `${PUBLIC_URL}/mcp`;
+    for (const format of ['jwt', 'opaque']) {
+      const seen = {};
+      for (const client of ['alice-client', 'bob-client']) {
+        const token = await op.token({ resource, format, client });
+        const s = await init(gw, '/mcp', token);
+        assert.equal(s.status, 200, `${format} ${client}: ${s.body}`);
+        seen[client] = await envOf(gw, '/mcp', token, s.sid, 'DOWNSTREAM_TOKEN');
+      }
+      assert.deepEqual(seen, down, `${format}: each child its own principal's claim`);
+    }
+    // A client whose tokens lack the claim: refused, whatever the format.
+    for (const format of ['jwt', 'opaque']) {
+      const r = await init(gw, '/mcp', await op.token({ resource, format, client: 'carol-client' }));
+      assert.equal(r.status, 403, `${format}: ${r.body}`);
+      assert.match(r.error.message, /claim downstream \(for DOWNSTREAM_TOKEN\)/);
+    }
+    await assertNowhere(gw, Object.values(down));
+  } finally {
+    await gw?.stop();
+    await op.stop();
+  }
 });
 
 test('config: what cannot work is refused at load', () => {
