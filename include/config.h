@@ -207,8 +207,9 @@ bool config_server_per_principal(const struct config_server *srv);
  * The principal's file of srv's credentials_dir, DIR/PRINCIPAL.env, in env_file's format
  * (config_env_lines), checked like every secret file (util_file_unsafe; a regular file).
  * 0 with *env (new, NULL-terminated; free with config_env_free); 1 when there is no such file;
- * -1 when the principal is not a safe file name ([A-Za-z0-9._:@+-], 1..200 bytes, no leading
- * dot) or the file is unsafe or malformed: why says so, naming the path and a line, never a value.
+ * -2 when the principal is not a safe file name ([A-Za-z0-9._:@+-], 1..200 bytes, no leading
+ * dot); -1 when the file is unsafe or malformed: why says so, naming the path and a line, never
+ * a value.
  */
 int config_credentials_read(const struct config_server *srv, const char *principal, char ***env,
                             char *why, size_t whylen);

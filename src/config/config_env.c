@@ -158,7 +158,7 @@ config_credentials_read(const struct config_server *srv, const char *principal, 
     *env = NULL;
     if (!config_safe_file_name(principal)) {
         snprintf(why, whylen, "the principal's name is not a safe file name for credentials_dir");
-        return -1;
+        return -2;
     }
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s.env", srv->credentials_dir, principal)

@@ -240,6 +240,11 @@ session_credentials(const struct config_server *srv, const struct auth_principal
     if (srv->credentials_dir != NULL) {
         char why[1200];
         int rc = config_credentials_read(srv, owner->name, &file, why, sizeof why);
+        if (rc == -2) {
+            log_info(NULL, "new session of [server:%s] refused for %s: %s", srv->name, owner->name,
+                     why);
+            return "this principal's name cannot name a file of credentials_dir";
+        }
         if (rc == 1 && !srv->credentials_server_env) {
             log_info(NULL, "new session of [server:%s] refused: %s has no file in credentials_dir",
                      srv->name, owner->name);

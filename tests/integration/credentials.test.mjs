@@ -200,6 +200,11 @@ describe('per-principal credentials', () => {
     assert.equal(dave.status, 403, dave.body);
     assert.equal(dave.error?.code, -32600);
     assert.match(dave.error.message, /no credentials for this principal/);
+    for (const sub of ['../creds/sub:alice', 'a b', 'café']) {
+      const r = await init(gw, '/files', mint(sub, {}, '/files'));
+      assert.equal(r.status, 403, `${sub}: ${r.body}`);
+      assert.match(r.error.message, /cannot name a file of credentials_dir/, sub);
+    }
     const td = mint('dave', {}, '/fallback');
     const d2 = await init(gw, '/fallback', td);
     assert.equal(d2.status, 200, d2.body);

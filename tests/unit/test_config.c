@@ -1410,7 +1410,7 @@ Test(config, credentials_read)
     cr_assert_eq(config_credentials_read(s, "sub:alice", &env, why, sizeof why), 1);
     const char *const unsafe[] = { "", ".env", "../x", "a/b", "a b", "sub:al\nice" };
     for (size_t i = 0; i < ARRAY_LEN(unsafe); i++) {
-        cr_assert_eq(config_credentials_read(s, unsafe[i], &env, why, sizeof why), -1, "%s",
+        cr_assert_eq(config_credentials_read(s, unsafe[i], &env, why, sizeof why), -2, "%s",
                      unsafe[i]);
         cr_assert_str_eq(why, "the principal's name is not a safe file name for credentials_dir");
     }
