@@ -37,6 +37,19 @@ struct auth_principal {
     struct auth_principal *next;
 };
 
+/*
+ * What a verified token's claims give a server's session children (its env_from_claims): the
+ * variables, or why this token cannot start a session there. Refcounted: the cache of verified
+ * tokens and each request holding it. Its values are credentials: never logged, wiped when freed.
+ */
+struct auth_claims {
+    unsigned refs;
+    char *why; /* NULL: env holds every variable; else the refusal, naming a claim, never a value */
+    char **env; /* "VAR=value", NULL-terminated */
+};
+struct auth_claims *auth_claims_ref(struct auth_claims *c);
+void auth_claims_unref(struct auth_claims *c);
+
 enum auth_status {
     AUTH_OK = 0,
     AUTH_MISSING,     /* no "Authorization: Bearer" header: 401, no error code */
@@ -86,6 +99,14 @@ void auth_set_client(struct auth *a, const char *client);
 enum auth_status auth_check(struct auth *a, const char *header, const struct config_server *srv,
                             int64_t now_s, struct auth_principal **principal,
                             struct policy_grants *grants, const char **why);
+/*
+ * auth_check, and on AUTH_OK *claims: a new reference to what the token's claims give srv's
+ * env_from_claims (NULL when srv has none, and in modes none and bearer).
+ */
+enum auth_status auth_check_claims(struct auth *a, const char *header,
+                                   const struct config_server *srv, int64_t now_s,
+                                   struct auth_principal **principal, struct policy_grants *grants,
+                                   struct auth_claims **claims, const char **why);
 
 /*
  * After AUTH_PENDING: cb(arg) runs once, from the loop, when what the check waited for came (or

@@ -53,6 +53,19 @@ enum config_era {
     CONFIG_ERA_LEGACY,    /* initialize-based: the gateway initializes it and adapts results */
 };
 
+/*
+ * One entry of env_from_claims, VAR=claim or VAR=claim|default: the claim (a member of the
+ * verified token's claims, or a dotted path into nested objects) becomes the variable VAR of a
+ * session's child. A value is a string or an integer (written in decimal) of at most
+ * CONFIG_CLAIM_VALUE_MAX bytes without control characters (NUL, CR, LF among them).
+ */
+struct config_claim_env {
+    char *var;
+    char *claim;
+    char *def; /* NULL: a missing or invalid claim refuses the session */
+};
+#define CONFIG_CLAIM_VALUE_MAX 4096
+
 struct config_server {
     char *name;             /* from [server:NAME] */
     char *path;             /* MCP endpoint, starts with '/' */
@@ -85,9 +98,15 @@ struct config_server {
     uint64_t max_listen_uris_per_principal;
     uint64_t cache_ttl_ms; /* ttlMs stamped where a legacy child's cacheable result lacks it */
     bool cache_public;     /* cacheScope stamped likewise: "public", else "private" */
-    int line;              /* line of the section header */
-    int command_line;      /* line of command = */
-    int cwd_line;          /* line of cwd =; 0 when unset */
+    /* Per-principal credentials of a session's child (none: every child has the server's). */
+    char **env_from_claims;             /* the entries as written, NULL-terminated */
+    struct config_claim_env *claim_env; /* the same, parsed */
+    size_t n_claim_env;
+    char *credentials_dir;       /* DIR/PRINCIPAL.env read at each session start; NULL: none */
+    bool credentials_server_env; /* credentials_missing = server_env (else refuse) */
+    int line;                    /* line of the section header */
+    int command_line;            /* line of command = */
+    int cwd_line;                /* line of cwd =; 0 when unset */
 };
 
 struct config {
@@ -169,10 +188,41 @@ int config_check_command(const struct config *cfg, const struct config_server *s
  * gateway's, then env (env_file's lines included), then what names the child for an operator
  * (ps e, /proc/PID/environ): MCPGW_SERVER=<srv's name> and key=value
  * (MCPGW_SESSION_LABEL=<label> or MCPGW_POOL=<tag>). Those two names are the gateway's: a
- * configured variable of either name is left out. A new NULL-terminated array of new strings (the
- * caller frees each and the array).
+ * configured variable of either name is left out. extra (NULL: none; NAME=VALUE, NULL-terminated)
+ * is one principal's credentials: a name it sets wins over inherit_env's and env's. A new
+ * NULL-terminated array of new strings (free with config_env_free).
  */
-char **config_child_env(const struct config_server *srv, const char *key, const char *value);
+char **config_child_env(const struct config_server *srv, const char *key, const char *value,
+                        char *const *extra);
+/* Frees what config_child_env or config_credentials_read returned, its strings wiped first. */
+void config_env_free(char **env);
+
+/*
+ * Whether srv's children hold one principal's credentials (env_from_claims or credentials_dir):
+ * they serve sessions only, never the stateless pool (whose children several principals share).
+ */
+bool config_server_per_principal(const struct config_server *srv);
+
+/*
+ * The principal's file of srv's credentials_dir, DIR/PRINCIPAL.env, in env_file's format
+ * (config_env_lines), checked like every secret file (util_file_unsafe; a regular file).
+ * 0 with *env (new, NULL-terminated; free with config_env_free); 1 when there is no such file;
+ * -2 when the principal is not a safe file name ([A-Za-z0-9._:@+-], 1..200 bytes, no leading
+ * dot); -1 when the file is unsafe or malformed: why says so, naming the path and a line, never
+ * a value.
+ */
+int config_credentials_read(const struct config_server *srv, const char *principal, char ***env,
+                            char *why, size_t whylen);
+
+/*
+ * env_file's format, shared with credentials_dir: text (NUL-terminated, modified) as NAME=VALUE
+ * lines, the value as written to the end of the line (no quotes, no expansion; a "\\r" before
+ * the "\\n" dropped); blank lines and lines starting with '#' skipped. 0 with *env (new,
+ * NULL-terminated); -1 with "LINE: reason" in why (a malformed line, or a name set twice: by an
+ * earlier line or by already, NAME=VALUE entries; where says what already is). Never a value.
+ */
+int config_env_lines(char *text, char *const *already, const char *where, char ***env, char *why,
+                     size_t whylen);
 
 /*
  * Writes cfg as an INI file to f (--print-config): every key with its value after defaults,

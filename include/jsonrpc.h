@@ -206,6 +206,8 @@ bool jsonrpc_doc_has(const struct jsonrpc_doc *d, const char *key);
 bool jsonrpc_doc_true(const struct jsonrpc_doc *d, const char *key);
 /* The string member key, or NULL when absent or not a string. */
 const char *jsonrpc_doc_str(const struct jsonrpc_doc *d, const char *key);
+/* The member key is a JSON integer (not a real). */
+bool jsonrpc_doc_is_int(const struct jsonrpc_doc *d, const char *key);
 /* The member key as an integer (a real is truncated toward zero). 0, or -1: absent or not a number.
  */
 int jsonrpc_doc_int(const struct jsonrpc_doc *d, const char *key, int64_t *out) MUSTCHECK;
@@ -292,5 +294,8 @@ char *jsonrpc_listen_ack_new(const char *id_raw, size_t id_len, unsigned flags, 
  */
 char *jsonrpc_version_error_new(const char *id_raw, size_t id_len, const char *requested,
                                 const char *const *supported, size_t *len);
+/* The same with its own message (one that says why the requested revision is not served). */
+char *jsonrpc_version_error_msg_new(const char *id_raw, size_t id_len, const char *requested,
+                                    const char *const *supported, const char *message, size_t *len);
 
 #endif

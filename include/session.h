@@ -96,9 +96,16 @@ const char *session_server_name(const struct session *s);
 void session_set_client(struct session *s, const char *client);
 /* The client's requests in flight at its child. */
 size_t session_requests_in_flight(const struct session *s);
-/* Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). */
+/*
+ * Spawns the child. NULL with *status 503 (too many sessions) or 500 (spawn failed). A server
+ * with per-principal credentials (config_server_per_principal) gives the child owner's: its
+ * credentials_dir file, read now, and claims (the token's, for env_from_claims; NULL: none), on
+ * top of the server's environment; 403 when they refuse it (a claim missing or invalid, no file
+ * and credentials_missing = refuse), 500 when the file is unsafe or malformed. *err never holds
+ * a credential's value; it may point into claims, which must outlive its use.
+ */
 struct session *session_create(const struct config_server *srv, struct auth_principal *owner,
-                               int *status, const char **err);
+                               const struct auth_claims *claims, int *status, const char **err);
 /*
  * Ends the session, once (later calls do nothing): cancels at the child and fails to the client
  * what is in flight, ends streams, stops the child. detail (static or copied before the call

@@ -55,6 +55,7 @@ struct auth_cached {
     uint64_t grants;                  /* its scopes as srv's tool policy numbers them */
     int64_t exp, nbf;
     uint64_t until_ms; /* an introspected token: reused until then (0: a JWT, no such bound) */
+    struct auth_claims *claims; /* a reference: what its claims give srv's env_from_claims */
 };
 
 struct auth {
@@ -369,8 +370,10 @@ auth_free(struct auth *a)
     free(a->tokens);
     auth_remote_free(a->remote);
     auth_keyset_clear(&a->keys);
-    for (size_t i = 0; i < AUTH_CACHE; i++)
+    for (size_t i = 0; i < AUTH_CACHE; i++) {
         auth_principal_unref(a->cache[i].principal);
+        auth_claims_unref(a->cache[i].claims);
+    }
     free(a);
 }
 
@@ -678,7 +681,7 @@ auth_jwt_scopes(const struct jsonrpc_doc *c, char *copy, size_t copylen, const c
 /* The remembered verification of this token for srv, if it is still inside its lifetime. */
 static struct auth_principal *
 auth_cache_find(struct auth *a, const unsigned char *hash, const struct config_server *srv,
-                int64_t now_s, uint64_t *grants)
+                int64_t now_s, uint64_t *grants, struct auth_claims **claims)
 {
     const struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
     int64_t skew = (int64_t)a->ca->clock_skew_s;
@@ -687,16 +690,19 @@ auth_cache_find(struct auth *a, const unsigned char *hash, const struct config_s
         || (c->until_ms != 0 && util_now_ms() >= c->until_ms))
         return NULL;
     *grants = c->grants;
+    *claims = c->claims != NULL ? auth_claims_ref(c->claims) : NULL;
     return auth_principal_ref(c->principal);
 }
 
 static void
 auth_cache_put(struct auth *a, const unsigned char *hash, const struct config_server *srv,
                const struct jsonrpc_doc *claims, struct auth_principal *p, uint64_t grants,
-               uint64_t until_ms)
+               uint64_t until_ms, struct auth_claims *env)
 {
     struct auth_cached *c = &a->cache[hash[0] % AUTH_CACHE];
     auth_principal_unref(c->principal);
+    auth_claims_unref(c->claims);
+    c->claims = env != NULL ? auth_claims_ref(env) : NULL;
     memcpy(c->hash, hash, CRYPTO_SHA256_LEN);
     c->srv = srv;
     c->principal = auth_principal_ref(p);
@@ -712,10 +718,97 @@ auth_cache_put(struct auth *a, const unsigned char *hash, const struct config_se
  * Verified claims c (a JWT's, or an introspection answer) grant srv: the principal, or why not.
  * Remembered for the next request with the same token.
  */
+/* --- env_from_claims --------------------------------------------------------------------- */
+
+struct auth_claims *
+auth_claims_ref(struct auth_claims *c)
+{
+    c->refs++;
+    return c;
+}
+
+void
+auth_claims_unref(struct auth_claims *c)
+{
+    if (c == NULL || --c->refs > 0)
+        return;
+    for (char **e = c->env; e != NULL && *e != NULL; e++) {
+        crypto_cleanse(*e, strlen(*e));
+        free(*e);
+    }
+    free(c->env);
+    free(c->why);
+    free(c);
+}
+
+/*
+ * The value of claim in c as env_from_claims takes it: a member of that name, else a dotted path
+ * through nested objects. A string, or an integer written in decimal; NULL when absent, of
+ * another type, longer than CONFIG_CLAIM_VALUE_MAX or holding a control character. num is room
+ * for the integer's text.
+ */
+static const char *
+auth_claim_value(const struct jsonrpc_doc *c, const char *claim, char *num, size_t numlen)
+{
+    char path[1024];
+    const char *leaf = claim;
+    if (!jsonrpc_doc_has(c, claim) && strchr(claim, '.') != NULL
+        && snprintf(path, sizeof path, "%s", claim) < (int)sizeof path) {
+        char *save = NULL, *step = strtok_r(path, ".", &save);
+        for (char *next; c != NULL && (next = strtok_r(NULL, ".", &save)) != NULL; step = next)
+            c = jsonrpc_doc_obj(c, step);
+        leaf = step;
+    }
+    if (c == NULL || leaf == NULL)
+        return NULL;
+    const char *v = jsonrpc_doc_str(c, leaf);
+    int64_t i;
+    if (v == NULL && jsonrpc_doc_is_int(c, leaf) && jsonrpc_doc_int(c, leaf, &i) == 0) {
+        snprintf(num, numlen, "%" PRId64, i);
+        v = num;
+    }
+    size_t n = v != NULL ? strlen(v) : 0;
+    if (v == NULL || n > CONFIG_CLAIM_VALUE_MAX)
+        return NULL;
+    for (size_t k = 0; k < n; k++)
+        if ((unsigned char)v[k] < 0x20 || v[k] == 0x7f)
+            return NULL;
+    return v;
+}
+
+/* What claims c give srv's env_from_claims: every variable, or the first one that cannot be set. */
+static struct auth_claims *
+auth_claims_new(const struct config_server *srv, const struct jsonrpc_doc *c)
+{
+    struct auth_claims *ac = xcalloc(1, sizeof(*ac));
+    ac->refs = 1;
+    ac->env = xcalloc(srv->n_claim_env + 1, sizeof(char *));
+    for (size_t i = 0; i < srv->n_claim_env; i++) {
+        const struct config_claim_env *ce = &srv->claim_env[i];
+        char num[24];
+        const char *v = auth_claim_value(c, ce->claim, num, sizeof num);
+        if (v == NULL && ce->def == NULL) {
+            char why[512];
+            snprintf(why, sizeof why,
+                     "the token's claim %s (for %s) is missing, or not a string or an integer of "
+                     "at most %d bytes without control characters",
+                     ce->claim, ce->var, CONFIG_CLAIM_VALUE_MAX);
+            ac->why = xstrdup(why);
+            break;
+        }
+        v = v != NULL ? v : ce->def;
+        size_t len = strlen(ce->var) + strlen(v) + 2;
+        ac->env[i] = xmalloc(len);
+        snprintf(ac->env[i], len, "%s=%s", ce->var, v);
+    }
+    return ac;
+}
+
 static enum auth_status
 auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *c,
            const struct config_server *srv, int64_t now_s, bool introspected, uint64_t until_ms,
-           struct auth_principal **principal, uint64_t *grants, const char **why)
+           struct auth_principal **principal, uint64_t *grants, struct auth_claims **claims,
+           const char **why)
 {
     const char *name = NULL, *claim = NULL;
     *why = auth_claims(a, c, srv, now_s, introspected, &name, &claim);
@@ -738,7 +831,8 @@ auth_grant(struct auth *a, const unsigned char *hash, const struct jsonrpc_doc *
     }
     *principal = auth_principal_get(qualified, (size_t)qlen);
     *grants = policy_grants(srv->policy, scopes, n);
-    auth_cache_put(a, hash, srv, c, *principal, *grants, until_ms);
+    *claims = srv->n_claim_env > 0 ? auth_claims_new(srv, c) : NULL;
+    auth_cache_put(a, hash, srv, c, *principal, *grants, until_ms, *claims);
     return AUTH_OK;
 }
 
@@ -752,7 +846,7 @@ auth_set_client(struct auth *a, const char *client)
 static enum auth_status
 auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned char *hash,
                   const struct config_server *srv, int64_t now_s, struct auth_principal **principal,
-                  uint64_t *grants, const char **why)
+                  uint64_t *grants, struct auth_claims **claims, const char **why)
 {
     const struct jsonrpc_doc *answer = NULL;
     uint64_t until_ms = 0;
@@ -764,7 +858,7 @@ auth_introspected(struct auth *a, const char *tok, size_t len, const unsigned ch
         *why = "the introspection endpoint cannot be reached";
     if (st != AUTH_OK)
         return st;
-    return auth_grant(a, hash, answer, srv, now_s, true, until_ms, principal, grants, why);
+    return auth_grant(a, hash, answer, srv, now_s, true, until_ms, principal, grants, claims, why);
 }
 
 enum auth_status
@@ -779,8 +873,10 @@ auth_judge_introspection(struct auth *a, const char *body, size_t len,
     unsigned char hash[CRYPTO_SHA256_LEN];
     crypto_sha256(body, len, hash);
     uint64_t grants;
-    enum auth_status st =
-        auth_grant(a, hash, d, srv, now_s, true, util_now_ms() + 1, principal, &grants, why);
+    struct auth_claims *claims = NULL;
+    enum auth_status st = auth_grant(a, hash, d, srv, now_s, true, util_now_ms() + 1, principal,
+                                     &grants, &claims, why);
+    auth_claims_unref(claims);
     jsonrpc_doc_free(d);
     return st;
 }
@@ -822,18 +918,19 @@ auth_jwt_header(const struct jsonrpc_doc *h, int *alg)
 
 static enum auth_status
 auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server *srv,
-         int64_t now_s, struct auth_principal **principal, uint64_t *grants, const char **why)
+         int64_t now_s, struct auth_principal **principal, uint64_t *grants,
+         struct auth_claims **claims, const char **why)
 {
     unsigned char hash[CRYPTO_SHA256_LEN];
     crypto_sha256(tok, len, hash);
-    *principal = auth_cache_find(a, hash, srv, now_s, grants);
+    *principal = auth_cache_find(a, hash, srv, now_s, grants, claims);
     if (*principal != NULL)
         return AUTH_OK;
     const char *d1 = memchr(tok, '.', len);
     const char *d2 = d1 != NULL ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok)) : NULL;
     if (d2 == NULL || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - tok)) != NULL) {
         if (auth_remote_introspects(a->remote))
-            return auth_introspected(a, tok, len, hash, srv, now_s, principal, grants, why);
+            return auth_introspected(a, tok, len, hash, srv, now_s, principal, grants, claims, why);
         *why = "not a JWS compact token";
         return AUTH_INVALID;
     }
@@ -867,7 +964,7 @@ auth_jwt(struct auth *a, const char *tok, size_t len, const struct config_server
         *why = "the token's claims are not a JSON object";
         return AUTH_INVALID;
     }
-    st = auth_grant(a, hash, c, srv, now_s, false, 0, principal, grants, why);
+    st = auth_grant(a, hash, c, srv, now_s, false, 0, principal, grants, claims, why);
     jsonrpc_doc_free(c);
     return st;
 }
@@ -891,7 +988,19 @@ enum auth_status
 auth_check(struct auth *a, const char *header, const struct config_server *srv, int64_t now_s,
            struct auth_principal **principal, struct policy_grants *grants, const char **why)
 {
+    struct auth_claims *claims = NULL;
+    enum auth_status st = auth_check_claims(a, header, srv, now_s, principal, grants, &claims, why);
+    auth_claims_unref(claims);
+    return st;
+}
+
+enum auth_status
+auth_check_claims(struct auth *a, const char *header, const struct config_server *srv,
+                  int64_t now_s, struct auth_principal **principal, struct policy_grants *grants,
+                  struct auth_claims **claims, const char **why)
+{
     *principal = NULL;
+    *claims = NULL;
     *grants = (struct policy_grants){ srv->policy, 0 };
     *why = NULL;
     if (a->ca->mode == CONFIG_AUTH_NONE) {
@@ -921,7 +1030,7 @@ auth_check(struct auth *a, const char *header, const struct config_server *srv, 
     }
     if (a->ca->mode == CONFIG_AUTH_BEARER)
         return auth_bearer(a, tok, len, srv, principal, &grants->bits, why);
-    return auth_jwt(a, tok, len, srv, now_s, principal, &grants->bits, why);
+    return auth_jwt(a, tok, len, srv, now_s, principal, &grants->bits, claims, why);
 }
 
 /* --- waiting for the authorization server ------------------------------------------------ */

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The INI file -> struct config. One option table, config_options, holds every key with its
- * section, type, default, bounds and target; parsing, defaults and config_keys() all read it. libinih does the INI syntax. Our line reader in front of it counts
- * lines, refuses lines that inih would silently cut at INI_MAX_LINE, and tracks section headers
- * itself, because inih keeps only 49 bytes of a section name and says nothing about empty
- * sections. Values are collected raw first and converted once the whole file is read
- * (config_build.c), so continuation lines can extend a list and cross-checks see final values.
- * config_env.c has what a server's children start with.
+ * section, type, default, bounds and target; parsing, defaults and config_keys() all read it.
+ * libinih does the INI syntax. Our line reader in front of it counts lines, refuses lines that inih
+ * would silently cut at INI_MAX_LINE, and tracks section headers itself, because inih keeps only 49
+ * bytes of a section name and says nothing about empty sections. Values are collected raw first and
+ * converted once the whole file is read (config_build.c), so continuation lines can extend a list
+ * and cross-checks see final values. config_env.c has what a server's children start with.
  */
 #include "config.h"
 
@@ -221,6 +221,11 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         if (strcmp(v, "private") != 0 && strcmp(v, "public") != 0)
             return config_fail(ps, line, key, "must be private or public");
         *(bool *)config_target(base, opt) = strcmp(v, "public") == 0;
+        return 0;
+    case CONFIG_CREDS_MISSING:
+        if (strcmp(v, "refuse") != 0 && strcmp(v, "server_env") != 0)
+            return config_fail(ps, line, key, "must be refuse or server_env");
+        *(bool *)config_target(base, opt) = strcmp(v, "server_env") == 0;
         return 0;
     case CONFIG_ARGV:
     case CONFIG_ENV:
@@ -664,6 +669,7 @@ config_server_same(const struct config_server *a, const struct config_server *b)
             same = *(const enum config_era *)pa == *(const enum config_era *)pb;
             break;
         case CONFIG_SCOPE:
+        case CONFIG_CREDS_MISSING:
             same = *(const bool *)pa == *(const bool *)pb;
             break;
         case CONFIG_LISTEN:
@@ -719,6 +725,18 @@ config_clear(struct config *cfg)
         config_strv_free(srv->denied_tools);
         config_strv_free(srv->tool_scopes);
         policy_free(srv->policy);
+        for (size_t j = 0; j < srv->n_claim_env; j++) {
+            free(srv->claim_env[j].var);
+            free(srv->claim_env[j].claim);
+            if (srv->claim_env[j].def != NULL)
+                explicit_bzero(srv->claim_env[j].def, strlen(srv->claim_env[j].def));
+            free(srv->claim_env[j].def);
+        }
+        free(srv->claim_env);
+        for (char **e = srv->env_from_claims; e != NULL && *e != NULL; e++)
+            explicit_bzero(*e, strlen(*e));
+        config_strv_free(srv->env_from_claims);
+        free(srv->credentials_dir);
     }
     free(cfg->servers);
     config_strv_free(cfg->deprecated);

@@ -110,21 +110,10 @@ config_admin_token_file(struct config_parse *ps, struct config *cfg)
     return 0;
 }
 
-/* Whether env holds a variable called name (len bytes). */
-static bool
-config_env_has(char **env, const char *name, size_t len)
-{
-    for (char **e = env; e != NULL && *e != NULL; e++)
-        if (strncmp(*e, name, len) == 0 && (*e)[len] == '=')
-            return true;
-    return false;
-}
-
 /*
- * env_file: NAME=VALUE lines, the value as written up to the end of the line (no quotes, no
- * expansion); blank lines and lines starting with '#' are skipped. Appended to env; a name set
- * twice (in env and the file, or twice in the file) is an error rather than a silent override.
- * Messages name the file's line, never a value.
+ * env_file: NAME=VALUE lines (config_env_lines, the format credentials_dir's files share),
+ * appended to env; a name set twice (in env and the file, or twice in the file) is an error
+ * rather than a silent override. Messages name the file's line, never a value.
  */
 static int
 config_env_file(struct config_parse *ps, const struct config_raw_server *rs,
@@ -138,34 +127,17 @@ config_env_file(struct config_parse *ps, const struct config_raw_server *rs,
     size_t total = strlen(text), n = 0;
     while (srv->env != NULL && srv->env[n] != NULL)
         n++;
-    unsigned lineno = 0;
+    char **lines = NULL;
+    char why[256];
     int rc = 0;
-    for (char *p = text, *next; rc == 0 && *p != '\0'; p = next) {
-        char *nl = strchr(p, '\n');
-        next = nl != NULL ? nl + 1 : p + strlen(p);
-        if (nl != NULL)
-            *nl = '\0';
-        lineno++;
-        size_t len = strlen(p);
-        if (len > 0 && p[len - 1] == '\r')
-            p[len - 1] = '\0';
-        const char *s = config_lskip(p);
-        if (*s == '\0' || *s == '#')
-            continue;
-        const char *eq = strchr(s, '=');
-        if (eq == NULL || !config_is_name(s, (size_t)(eq - s)))
-            rc = config_fail(ps, line, "env_file",
-                             "%s:%u: must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*",
-                             srv->env_file, lineno);
-        else if (config_env_has(srv->env, s, (size_t)(eq - s)))
-            rc = config_fail(ps, line, "env_file", "%s:%u: %.*s is already set (env or env_file)",
-                             srv->env_file, lineno, (int)(eq - s), s);
-        else {
-            srv->env = xrealloc(srv->env, (n + 2) * sizeof *srv->env);
-            srv->env[n++] = xstrdup(s);
-            srv->env[n] = NULL;
-        }
+    if (config_env_lines(text, srv->env, "env or env_file", &lines, why, sizeof why) == -1)
+        rc = config_fail(ps, line, "env_file", "%s:%s", srv->env_file, why);
+    for (size_t i = 0; rc == 0 && lines[i] != NULL; i++) {
+        srv->env = xrealloc(srv->env, (n + 2) * sizeof *srv->env);
+        srv->env[n++] = lines[i];
+        srv->env[n] = NULL;
     }
+    free(lines);
     explicit_bzero(text, total);
     free(text);
     return rc;
@@ -339,6 +311,106 @@ config_build_auth(struct config_parse *ps, struct config *cfg)
     return 0;
 }
 
+/* The variable names a server's child gets from the gateway itself (config_child_env). */
+static bool
+config_env_gateways(const char *name, size_t len)
+{
+    static const char *const ours[] = { "MCPGW_SERVER", "MCPGW_SESSION_LABEL", "MCPGW_POOL" };
+    for (size_t i = 0; i < ARRAY_LEN(ours); i++)
+        if (strlen(ours[i]) == len && memcmp(ours[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+/* A claim's name or dotted path: visible ASCII but '|' and ',', no empty step. */
+static bool
+config_claim_path_ok(const char *s, size_t len)
+{
+    if (len == 0 || s[0] == '.' || s[len - 1] == '.')
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] <= 0x20 || s[i] >= 0x7f || s[i] == '|' || (s[i] == '.' && s[i + 1] == '.'))
+            return false;
+    return true;
+}
+
+/*
+ * env_from_claims (VAR=claim or VAR=claim|default) parsed into srv->claim_env; credentials_dir a
+ * directory no one else may write; both need [auth] principals, and keep the server out of the
+ * pool (config_server_per_principal): no warm children.
+ */
+static int
+config_build_credentials(struct config_parse *ps, const struct config *cfg,
+                         const struct config_raw_server *rs, struct config_server *srv)
+{
+    int line;
+    config_raw_get(&rs->raw, "env_from_claims", CONFIG_SEC_SERVER, &line);
+    line = line ? line : rs->line;
+    size_t n = 0;
+    while (srv->env_from_claims != NULL && srv->env_from_claims[n] != NULL)
+        n++;
+    if (n > 0 && cfg->auth.mode != CONFIG_AUTH_JWT)
+        return config_fail(
+            ps, line, "env_from_claims",
+            "needs [auth] mode = jwt (a verified token's claims; mode %s has no claims)",
+            cfg->auth.mode == CONFIG_AUTH_BEARER ? "bearer" : "none");
+    srv->claim_env = n > 0 ? xcalloc(n, sizeof *srv->claim_env) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *e = srv->env_from_claims[i];
+        const char *eq = strchr(e, '=');
+        const char *bar = eq != NULL ? strchr(eq, '|') : NULL;
+        size_t vlen = eq != NULL ? (size_t)(eq - e) : 0;
+        size_t clen = eq == NULL ? 0 : bar != NULL ? (size_t)(bar - eq - 1) : strlen(eq + 1);
+        const char *bad = NULL;
+        if (eq == NULL || !config_is_name(e, vlen) || !config_claim_path_ok(eq + 1, clen))
+            bad = "must be VAR=claim or VAR=claim|default (VAR of [A-Za-z_][A-Za-z0-9_]*, claim a "
+                  "name or a dotted path)";
+        else if (config_env_gateways(e, vlen))
+            bad = "names a variable the gateway sets itself (MCPGW_*)";
+        for (size_t j = 0; bad == NULL && j < srv->n_claim_env; j++)
+            if (strlen(srv->claim_env[j].var) == vlen
+                && memcmp(srv->claim_env[j].var, e, vlen) == 0)
+                bad = "sets a variable twice";
+        if (bad == NULL && bar != NULL) {
+            size_t dlen = strlen(bar + 1);
+            if (dlen > CONFIG_CLAIM_VALUE_MAX)
+                bad = "has a default longer than 4096 bytes";
+            for (size_t k = 0; bad == NULL && k < dlen; k++)
+                if ((unsigned char)bar[1 + k] < 0x20 || bar[1 + k] == 0x7f)
+                    bad = "has a default with control characters";
+        }
+        if (bad != NULL) /* the variable's name only: never a default */
+            return config_fail(ps, line, "env_from_claims", "entry %zu (%.*s) %s", i + 1,
+                               (int)(eq != NULL ? vlen : strcspn(e, "|")), e, bad);
+        struct config_claim_env *ce = &srv->claim_env[srv->n_claim_env++];
+        ce->var = xstrndup(e, vlen);
+        ce->claim = xstrndup(eq + 1, clen);
+        ce->def = bar != NULL ? xstrdup(bar + 1) : NULL;
+    }
+    if (srv->credentials_dir != NULL) {
+        config_raw_get(&rs->raw, "credentials_dir", CONFIG_SEC_SERVER, &line);
+        if (cfg->auth.mode == CONFIG_AUTH_NONE)
+            return config_fail(ps, line, "credentials_dir",
+                               "needs [auth] mode = bearer or jwt (a principal to name the file)");
+        int fd = open(srv->credentials_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd == -1)
+            return config_fail(ps, line, "credentials_dir", "%s: %s", srv->credentials_dir,
+                               strerror(errno));
+        char why[1024];
+        const char *unsafe = util_file_unsafe(fd, srv->credentials_dir, false, why, sizeof why);
+        close(fd);
+        if (unsafe != NULL)
+            return config_fail(ps, line, "credentials_dir", "%s", unsafe);
+    }
+    if (config_server_per_principal(srv) && srv->pool_warm_children > 0) {
+        config_raw_get(&rs->raw, "pool_warm_children", CONFIG_SEC_SERVER, &line);
+        return config_fail(ps, line ? line : rs->line, "pool_warm_children",
+                           "must be 0 with env_from_claims or credentials_dir (per-principal "
+                           "credentials are served in sessions only, never in the pool)");
+    }
+    return 0;
+}
+
 /* allowed_tools, denied_tools, tool_scopes: the server's tool policy; NULL when all are empty. */
 static int
 config_build_policy(struct config_parse *ps, const struct config_raw_server *rs,
@@ -390,6 +462,8 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
     config_raw_get(&rs->raw, "command", CONFIG_SEC_SERVER, &srv->command_line);
     config_raw_get(&rs->raw, "cwd", CONFIG_SEC_SERVER, &srv->cwd_line);
     if (srv->env_file != NULL && config_env_file(ps, rs, srv) == -1)
+        return -1;
+    if (config_build_credentials(ps, cfg, rs, srv) == -1)
         return -1;
     int scopes_line;
     config_raw_get(&rs->raw, "required_scopes", CONFIG_SEC_SERVER, &scopes_line);

@@ -283,6 +283,9 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
     case CONFIG_SCOPE:
         snprintf(b, size, "private, public");
         break;
+    case CONFIG_CREDS_MISSING:
+        snprintf(b, size, "refuse, server_env");
+        break;
     }
     return b;
 }

@@ -38,6 +38,7 @@ enum config_type {
     CONFIG_AUTH_MODE,  /* enum config_auth_mode: none, bearer, jwt */
     CONFIG_ERA,        /* enum config_era: auto, stateless, legacy */
     CONFIG_SCOPE,      /* bool cache_public: private, public */
+    CONFIG_CREDS_MISSING, /* bool credentials_server_env: refuse, server_env */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX
@@ -107,7 +108,7 @@ int config_parse_listen(const char *s, uint64_t max_port, char **host, uint16_t 
 /* ---- between the reader (config.c) and the builder (config_build.c) ---- */
 
 #define CONFIG_INI_LINE_MAX    200    /* libinih's INI_MAX_LINE (config.c checks it) */
-#define CONFIG_SECRET_FILE_MAX 65536u /* admin_token_file, env_file */
+#define CONFIG_SECRET_FILE_MAX 65536u /* admin_token_file, env_file, a credentials_dir file */
 
 /* Values as written, before conversion; indexed like config_options. */
 struct config_raw {

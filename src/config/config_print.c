@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * --print-config: the configuration as loaded, every key of the option table with its value after
- * defaults, in INI form, section by section. Secrets are not printed: admin_token and each env
- * value become <redacted> on a line commented out (so the output still loads, without them), and
- * the *_file keys show their path, never the file's contents.
+ * defaults, in INI form, section by section. Secrets are not printed: admin_token, each env
+ * value and each default of env_from_claims become <redacted> on a line commented out (so the
+ * output still loads, without them), and the *_file keys show their path, never the file's
+ * contents.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,8 +70,11 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
         for (size_t i = 0; v != NULL && v[i] != NULL; i++) {
             fputs(i == 0 ? "" : o->type == CONFIG_LIST ? ", " : " ", f);
             const char *eq = strchr(v[i], '=');
+            const char *bar = strchr(v[i], '|');
             if (o->type == CONFIG_ENV && eq != NULL)
                 fprintf(f, "%.*s=%s", (int)(eq - v[i]), v[i], CONFIG_REDACTED);
+            else if (strcmp(o->key, "server.env_from_claims") == 0 && bar != NULL)
+                fprintf(f, "%.*s|%s", (int)(bar - v[i]), v[i], CONFIG_REDACTED); /* a default */
             else if (o->type == CONFIG_LIST)
                 fputs(v[i], f);
             else
@@ -92,6 +96,9 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
         return;
     case CONFIG_SCOPE:
         fputs(*(const bool *)at ? "public" : "private", f);
+        return;
+    case CONFIG_CREDS_MISSING:
+        fputs(*(const bool *)at ? "server_env" : "refuse", f);
         return;
     }
 }
@@ -127,9 +134,10 @@ config_print_section(FILE *f, const struct config *cfg, enum config_section sec,
                 free(val);
                 return -1;
             }
-            /* env lines carry their values redacted: commented out, so the output still loads. */
-            fprintf(f, "%s%s =%s%s\n", o->type == CONFIG_ENV && len > 0 ? "; " : "", name,
-                    len > 0 ? " " : "", val);
+            /* env lines (and env_from_claims' defaults) carry their values redacted: commented
+             * out, so the output still loads. */
+            bool redacted = (o->type == CONFIG_ENV && len > 0) || strstr(val, CONFIG_REDACTED);
+            fprintf(f, "%s%s =%s%s\n", redacted ? "; " : "", name, len > 0 ? " " : "", val);
             free(val);
         }
     }

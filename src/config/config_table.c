@@ -163,6 +163,12 @@ static const struct config_option config_table[] = {
       CONFIG_SV(cache_ttl_ms) },
     { "server.cache_scope", CONFIG_SEC_SERVER, CONFIG_SCOPE, "private", 0, 0,
       CONFIG_SV(cache_public) },
+    { "server.env_from_claims", CONFIG_SEC_SERVER, CONFIG_LIST, "", 0, 0,
+      CONFIG_SV(env_from_claims) },
+    { "server.credentials_dir", CONFIG_SEC_SERVER, CONFIG_DIR, "", 0, 0,
+      CONFIG_SV(credentials_dir) },
+    { "server.credentials_missing", CONFIG_SEC_SERVER, CONFIG_CREDS_MISSING, "refuse", 0, 0,
+      CONFIG_SV(credentials_server_env) },
 };
 /* clang-format on */
 

@@ -361,6 +361,7 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         rc->conn->deadline_ms = 0; /* idle keep-alive: connection_timeout_s applies */
     }
     auth_principal_unref(rc->principal);
+    auth_claims_unref(rc->claims);
     buf_clear(&rc->body);
     free(rc);
     *con_cls = NULL;

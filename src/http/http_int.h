@@ -116,6 +116,7 @@ struct http_req {
     bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
     bool options;            /* OPTIONS: answered (CORS) only on the metadata routes */
     struct auth_principal *principal; /* who is asking (a reference), once authenticated */
+    struct auth_claims *claims;       /* its token's env_from_claims (a reference); NULL: none */
     struct policy_grants grants;      /* and which of srv's tool policy scopes its token grants */
     struct auth_wait *auth_wait;      /* suspended until the authorization server answers */
     bool auth_again;                  /* the checks run again at the next call (after the wait) */

@@ -253,9 +253,11 @@ http_post(struct http_req *rc)
             return ret;
         int status = 500;
         const char *why = "cannot start the upstream server";
-        s = session_create(rc->srv, rc->principal, &status, &why);
+        s = session_create(rc->srv, rc->principal, rc->claims, &status, &why);
         if (s == NULL)
-            return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+            return http_error(rc, (unsigned)status,
+                              status == 403 ? JSONRPC_INVALID_REQUEST : JSONRPC_INTERNAL_ERROR,
+                              why);
         http_session_client(rc, s);
         snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
         return http_post_request(rc, s, true, &info);
@@ -317,9 +319,10 @@ http_legacy_sse(struct http_req *rc)
         return ret;
     int status = 500;
     const char *why = "cannot start the upstream server";
-    struct session *s = session_create(rc->srv, rc->principal, &status, &why);
+    struct session *s = session_create(rc->srv, rc->principal, rc->claims, &status, &why);
     if (s == NULL)
-        return http_error(rc, (unsigned)status, JSONRPC_INTERNAL_ERROR, why);
+        return http_error(rc, (unsigned)status,
+                          status == 403 ? JSONRPC_INVALID_REQUEST : JSONRPC_INTERNAL_ERROR, why);
     http_session_client(rc, s);
     snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
     char endpoint[32 + CRYPTO_SESSION_ID_MAX];
@@ -463,8 +466,9 @@ http_refuse_token(struct http_req *rc, enum MHD_Result *ret)
     char client[64];
     http_access_client(rc, client, sizeof(client));
     auth_set_client(httpd.auth, client);
-    enum auth_status st = auth_check(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION),
-                                     rc->srv, util_now_unix(), &rc->principal, &rc->grants, &why);
+    enum auth_status st =
+        auth_check_claims(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), rc->srv,
+                          util_now_unix(), &rc->principal, &rc->grants, &rc->claims, &why);
     auth_set_client(httpd.auth, NULL);
     if (st == AUTH_PENDING) {
         *ret = http_auth_wait(rc);
@@ -566,6 +570,8 @@ http_refuse_again(struct http_req *rc, enum MHD_Result *ret)
 {
     auth_principal_unref(rc->principal);
     rc->principal = NULL;
+    auth_claims_unref(rc->claims);
+    rc->claims = NULL;
     rc->grants = (struct policy_grants){ NULL, 0 };
     return http_refuse_origin(rc, ret) || http_refuse_token(rc, ret);
 }

@@ -212,6 +212,12 @@ jsonrpc_doc_str(const struct jsonrpc_doc *d, const char *key)
     return json_string_value(jsonrpc_doc_get(d, key));
 }
 
+bool
+jsonrpc_doc_is_int(const struct jsonrpc_doc *d, const char *key)
+{
+    return json_is_integer(jsonrpc_doc_get(d, key));
+}
+
 int
 jsonrpc_doc_int(const struct jsonrpc_doc *d, const char *key, int64_t *out)
 {
@@ -542,11 +548,19 @@ char *
 jsonrpc_version_error_new(const char *id_raw, size_t id_len, const char *requested,
                           const char *const *supported, size_t *len)
 {
+    return jsonrpc_version_error_msg_new(id_raw, id_len, requested, supported,
+                                         "Unsupported protocol version", len);
+}
+
+char *
+jsonrpc_version_error_msg_new(const char *id_raw, size_t id_len, const char *requested,
+                              const char *const *supported, const char *message, size_t *len)
+{
     json_t *list = jsonrpc_versions_new(supported);
     json_t *req = json_string(requested);
-    json_t *err = json_pack("{s:i,s:s,s:{s:o,s:o}}", "code", JSONRPC_UNSUPPORTED_VERSION, "message",
-                            "Unsupported protocol version", "data", "supported", list, "requested",
-                            req != NULL ? req : json_null());
+    json_t *err =
+        json_pack("{s:i,s:s,s:{s:o,s:o}}", "code", JSONRPC_UNSUPPORTED_VERSION, "message", message,
+                  "data", "supported", list, "requested", req != NULL ? req : json_null());
     size_t elen;
     char *e = jsonrpc_dump_new(err, &elen);
     static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";

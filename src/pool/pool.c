@@ -227,7 +227,7 @@ int
 pool_send_control(struct pool_child *c, const struct iovec *iov, int n)
 {
     return c->u == NULL || c->state == POOL_CHILD_GONE ? -1
-                                                         : upstream_send_control_iov(c->u, iov, n);
+                                                       : upstream_send_control_iov(c->u, iov, n);
 }
 
 static int
@@ -325,7 +325,7 @@ pool_child_start(struct pool *p)
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
     relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
     c->r.send_control = pool_relay_send_control; /* cancels: never lost to a full stdin */
-    char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag);
+    char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag, NULL);
     struct upstream_params up = {
         .argv = p->srv->argv,
         .envp = envp,
@@ -340,9 +340,7 @@ pool_child_start(struct pool *p)
     };
     const char *err = "spawn failed";
     c->u = upstream_spawn(pools.l, &up, pool_child_line, pool_child_gone, c, &err);
-    for (char **e = envp; *e; e++)
-        free(*e);
-    free(envp);
+    config_env_free(envp);
     if (c->u == NULL) {
         char note[80];
         if (log_limit_note(&p->fail_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)

@@ -149,7 +149,7 @@ struct req {
     bool banswered[BATCH_MAX];
     bool hidden;      /* pool mode: a tools/call of a tool its principal may not see (policy) */
     unsigned variant; /* pool mode: the tool policy it was judged by (policy_hides) */
-    char id[24]; /* raw JSON */
+    char id[24];      /* raw JSON */
     char token[24];
     char method[32];
     char name[8];
@@ -572,11 +572,10 @@ check_message(struct req *r, char *data, size_t len)
         FUZZ_CHECK(span_is(data, info.id, r->id),
                    "request %s got the answer of another request: %.200s", r->id, data);
         if (!sessions_mode && strcmp(r->method, "tools/call") == 0)
-            FUZZ_CHECK(r->hidden == (info.kind == JSONRPC_ERROR
-                                     && strstr(data, "Unknown tool") != NULL),
-                       "request %s (%s's call of %s, policy %u): %s", r->id, r->principal,
-                       r->name, r->variant,
-                       r->hidden ? "a hidden tool reached the child" : "refused as unknown");
+            FUZZ_CHECK(
+                r->hidden == (info.kind == JSONRPC_ERROR && strstr(data, "Unknown tool") != NULL),
+                "request %s (%s's call of %s, policy %u): %s", r->id, r->principal, r->name,
+                r->variant, r->hidden ? "a hidden tool reached the child" : "refused as unknown");
         if (!sessions_mode && strcmp(r->method, "tools/list") == 0 && info.kind == JSONRPC_RESULT)
             for (unsigned k = 0; k < 2; k++) {
                 const char *tool = k == 0 ? "t" : "u";
@@ -797,8 +796,8 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
     uint64_t before = quota_of("a", r->principal, kind);
     r->st = pool_request(&cur_cfg()->servers[0], body, len, &info, &meta, &status);
     /* A call of a tool hidden from its principal is answered by the gateway: it counts nothing. */
-    bool hidden = strcmp(method, "tools/call") == 0
-                  && policy_hides(r->variant, r->principal, r->name);
+    bool hidden =
+        strcmp(method, "tools/call") == 0 && policy_hides(r->variant, r->principal, r->name);
     if (of == NULL && status != POOL_E_PRINCIPAL)
         check_admitted(r->st != NULL && status == POOL_OK, false, kind, before, !hidden);
     if (r->st == NULL) {
@@ -1109,7 +1108,7 @@ session_create_checked(struct auth_principal *owner)
     uint64_t before = quota_of(QUOTA_GATEWAY, owner->name, QUOTA_SESSIONS);
     int status = 0;
     const char *err = NULL;
-    struct session *s = session_create(&cur_cfg()->servers[0], owner, &status, &err);
+    struct session *s = session_create(&cur_cfg()->servers[0], owner, NULL, &status, &err);
     if (s != NULL)
         FUZZ_CHECK(cap == 0 || before < cap,
                    "a session past max_sessions_per_principal (%" PRIu64 " held, cap %" PRIu64 ")",
@@ -2096,8 +2095,10 @@ check_all(void)
              * none that can be sent: its end is not on its way, it is still here) it never does.
              */
             if (c->state == POOL_CHILD_READY && pool_bridge_unfenced(c))
-                FUZZ_CHECK(c->fence_id != 0, "%s is fenced with no ping out: it takes no request "
-                           "again", c->tag);
+                FUZZ_CHECK(c->fence_id != 0,
+                           "%s is fenced with no ping out: it takes no request "
+                           "again",
+                           c->tag);
             fenced += c->state == POOL_CHILD_READY && pool_bridge_unfenced(c) && c->fence_id != 0;
             if (c->state == POOL_CHILD_READY && !pool_bridge_unfenced(c) && c->u != NULL
                 && upstream_writable(c->u)) {

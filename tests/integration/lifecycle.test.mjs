@@ -146,7 +146,7 @@ test('tools/list, resources/list and prompts/list return the example server entr
     assert.equal(tools.r.status, 200);
     assert.equal(tools.msg.id, 't');
     const names = tools.msg.result.tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ['batch', 'cancel_self', 'child_cancel', 'crash', 'echo', 'elicit', 'flood', 'garbage', 'large', 'notify', 'roots', 'sample', 'slow', 'stderr', 'stubborn'].sort());
+    assert.deepEqual(names, ['batch', 'cancel_self', 'child_cancel', 'crash', 'echo', 'elicit', 'env', 'flood', 'garbage', 'large', 'notify', 'roots', 'sample', 'slow', 'stderr', 'stubborn'].sort());
     for (const t of tools.msg.result.tools) assert.equal(t.inputSchema.type, 'object', t.name);
 
     const res = await ask(gw, s.sid, 'resources/list', {}, { id: 7 });

@@ -283,8 +283,9 @@ Test(config, auth_modes_and_what_they_need)
     cr_assert_str_eq(cfg.auth.introspection_credentials_file, "/c");
     cr_assert_str_eq(cfg.auth.tls_ca_file, "/ca.pem");
     config_clear(&cfg);
-    auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\njwks_uri = https://x/k",
-             "t.ini:6: jwks_uri: and jwks_file exclude each other: set one");
+    auth_err(
+        "mode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\njwks_uri = https://x/k",
+        "t.ini:6: jwks_uri: and jwks_file exclude each other: set one");
     auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_uri = http://x/k",
              "t.ini:5: jwks_uri: must be an https:// URL");
     auth_err("mode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\n"
@@ -1033,7 +1034,8 @@ Test(config, docs_options_md_lacking_a_key_fails)
     char *bad = replace_once(md, "\n### max_sessions\n", "\n");
     char err[512];
     cr_assert_eq(man_of("5", bad, NULL, err, sizeof err), -1);
-    cr_assert(strstr(err, "gateway.max_sessions has no ### max_sessions under ## [gateway]") != NULL,
+    cr_assert(strstr(err, "gateway.max_sessions has no ### max_sessions under ## [gateway]")
+                  != NULL,
               "%s", err);
     free(bad);
     free(md);
@@ -1044,13 +1046,17 @@ Test(config, docs_options_md_unknown_key_fails)
 {
     char *md = slurp(OPTIONS_MD);
     cr_assert_not_null(md);
-    char *bad = replace_once(md, "\n### path\n", "\n### no_such_key\n\nWhat it does.\n\n### path\n");
+    char *bad =
+        replace_once(md, "\n### path\n", "\n### no_such_key\n\nWhat it does.\n\n### path\n");
     char err[512];
     cr_assert_eq(man_of("5", bad, NULL, err, sizeof err), -1);
     cr_assert(strstr(err, "### no_such_key: the option table (config_table.c) has no such key in "
-                          "[gateway]") != NULL, "%s", err);
+                          "[gateway]")
+                  != NULL,
+              "%s", err);
     free(bad);
-    char *moved = replace_once(md, "\n### path\n", "\n### pool_max_children\n\nHere.\n\n### path\n");
+    char *moved =
+        replace_once(md, "\n### path\n", "\n### pool_max_children\n\nHere.\n\n### path\n");
     cr_assert_eq(man_of("5", moved, NULL, err, sizeof err), -1);
     cr_assert(strstr(err, "### pool_max_children: the option table") != NULL, "%s", err);
     free(moved);
@@ -1095,12 +1101,14 @@ Test(config, docs_conf_lacking_a_key_fails)
     char *conf = write_temp(bad);
     char err[512];
     cr_assert_eq(man_of("conf", md, conf, err, sizeof err), -1);
-    cr_assert(strstr(err, "no line \"heartbeat_s =\" or \"; heartbeat_s =\" under [gateway]") != NULL,
+    cr_assert(strstr(err, "no line \"heartbeat_s =\" or \"; heartbeat_s =\" under [gateway]")
+                  != NULL,
               "%s", err);
     unlink(conf);
     free(conf);
     free(bad);
-    char *unknown = replace_once(ini, "\nheartbeat_s = 15\n", "\nheartbeat_s = 15\n; heartbeat_ms = 1\n");
+    char *unknown =
+        replace_once(ini, "\nheartbeat_s = 15\n", "\nheartbeat_s = 15\n; heartbeat_ms = 1\n");
     conf = write_temp(unknown);
     cr_assert_eq(man_of("conf", md, conf, err, sizeof err), -1);
     cr_assert(strstr(err, "heartbeat_ms is not a key of [gateway]") != NULL, "%s", err);
@@ -1284,4 +1292,166 @@ Test(config, era_values_and_the_deprecated_spelling)
     /* The deprecated spelling, then an error in the same server: nothing is kept, nothing leaks. */
     snprintf(text, sizeof text, SERVER "era = %s\npool_max_children = 0\n", deprecated);
     load_err(text, "t.ini:4: pool_max_children: must be 1..1024");
+}
+
+#define JWT_AUTH "[auth]\nmode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\n"
+
+Test(config, env_from_claims)
+{
+    struct config cfg;
+    load_ok(JWT_AUTH SERVER "env_from_claims = GH=gh_token, ORG=org.login|none, E=a.b.c|, "
+                            "U=https://x.example/claims/t\n",
+            &cfg);
+    const struct config_server *s = &cfg.servers[0];
+    cr_assert_eq(s->n_claim_env, 4);
+    cr_assert_str_eq(s->claim_env[0].var, "GH");
+    cr_assert_str_eq(s->claim_env[0].claim, "gh_token");
+    cr_assert_null(s->claim_env[0].def);
+    cr_assert_str_eq(s->claim_env[1].claim, "org.login");
+    cr_assert_str_eq(s->claim_env[1].def, "none");
+    cr_assert_str_eq(s->claim_env[2].def, "");
+    cr_assert_str_eq(s->claim_env[3].claim, "https://x.example/claims/t");
+    cr_assert(config_server_per_principal(s));
+    config_clear(&cfg);
+    /* Off by default: nothing per principal. */
+    load_ok(SERVER, &cfg);
+    cr_assert_not(config_server_per_principal(&cfg.servers[0]));
+    cr_assert_eq(cfg.servers[0].n_claim_env, 0);
+    cr_assert_null(cfg.servers[0].credentials_dir);
+    cr_assert_not(cfg.servers[0].credentials_server_env);
+    config_clear(&cfg);
+    const char *const bad[][2] = {
+        { "T", "entry 1 (T) must be VAR=claim or VAR=claim|default (VAR of [A-Za-z_][A-Za-z0-9_]*, "
+               "claim a name or a dotted path)" },
+        { "1T=x", "entry 1 (1T) must be VAR=claim or VAR=claim|default (VAR of "
+                  "[A-Za-z_][A-Za-z0-9_]*, claim a name or a dotted path)" },
+        { "T=",
+          "entry 1 (T) must be VAR=claim or VAR=claim|default (VAR of [A-Za-z_][A-Za-z0-9_]*, "
+          "claim a name or a dotted path)" },
+        { "T=.a", "entry 1 (T) must be VAR=claim or VAR=claim|default (VAR of "
+                  "[A-Za-z_][A-Za-z0-9_]*, claim a name or a dotted path)" },
+        { "A=x, T=a..b", "entry 2 (T) must be VAR=claim or VAR=claim|default (VAR of "
+                         "[A-Za-z_][A-Za-z0-9_]*, claim a name or a dotted path)" },
+        { "MCPGW_POOL=x",
+          "entry 1 (MCPGW_POOL) names a variable the gateway sets itself (MCPGW_*)" },
+        { "T=a, T=b", "entry 2 (T) sets a variable twice" },
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        char text[512], want[512];
+        snprintf(text, sizeof text, JWT_AUTH SERVER "env_from_claims = %s\n", bad[i][0]);
+        snprintf(want, sizeof want, "t.ini:8: env_from_claims: %s", bad[i][1]);
+        load_err(text, want);
+    }
+    load_err(SERVER "env_from_claims = T=x\n",
+             "t.ini:3: env_from_claims: needs [auth] mode = jwt (a verified token's claims; mode "
+             "none has no claims)");
+    load_err(JWT_AUTH SERVER "env_from_claims = T=x\npool_warm_children = 1\n",
+             "t.ini:9: pool_warm_children: must be 0 with env_from_claims or credentials_dir "
+             "(per-principal credentials are served in sessions only, never in the pool)");
+    load_err(JWT_AUTH SERVER "credentials_missing = sometimes\n",
+             "t.ini:8: credentials_missing: must be refuse or server_env");
+}
+
+Test(config, env_lines)
+{
+    char text[] = "# c\n\n  A=1\r\nB=x=y # kept\nEMPTY=\n";
+    char **env = NULL, why[256];
+    cr_assert_eq(config_env_lines(text, NULL, "x", &env, why, sizeof why), 0);
+    cr_assert_eq(strv_len(env), 3);
+    cr_assert_str_eq(env[0], "A=1");
+    cr_assert_str_eq(env[1], "B=x=y # kept");
+    cr_assert_str_eq(env[2], "EMPTY=");
+    char old[] = "B=old";
+    char *const already[] = { old, NULL };
+    char again[] = "A=1\nB=2\n";
+    char **none = NULL;
+    cr_assert_eq(config_env_lines(again, already, "env", &none, why, sizeof why), -1);
+    cr_assert_str_eq(why, "2: B is already set (env)");
+    cr_assert_null(none);
+    config_env_free(env);
+    char twice[] = "A=1\nA=2\n", notpair[] = "A=1\nnot a pair\n";
+    cr_assert_eq(config_env_lines(twice, NULL, "an earlier line", &env, why, sizeof why), -1);
+    cr_assert_str_eq(why, "2: A is already set (an earlier line)");
+    cr_assert_eq(config_env_lines(notpair, NULL, "x", &env, why, sizeof why), -1);
+    cr_assert_str_eq(why, "2: must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*");
+}
+
+Test(config, child_env_credentials)
+{
+    struct config cfg;
+    load_ok(SERVER "env = T=server K=keep\ninherit_env =\n", &cfg);
+    char e1[] = "T=mine", e2[] = "MCPGW_SERVER=x", e3[] = "MCPGW_SESSION_LABEL=y", e4[] = "N=new";
+    char *const extra[] = { e1, e2, e3, e4, NULL };
+    char **env = config_child_env(&cfg.servers[0], "MCPGW_SESSION_LABEL", "lbl", extra);
+    const char *const want[] = { "K=keep", "T=mine", "N=new", "MCPGW_SERVER=a",
+                                 "MCPGW_SESSION_LABEL=lbl" };
+    cr_assert_eq(strv_len(env), ARRAY_LEN(want));
+    for (size_t i = 0; i < ARRAY_LEN(want); i++)
+        cr_assert_str_eq(env[i], want[i]);
+    config_env_free(env);
+    config_clear(&cfg);
+}
+
+Test(config, credentials_read)
+{
+    char dir[] = "/tmp/test_creds_XXXXXX", path[128], why[1200];
+    cr_assert_not_null(mkdtemp(dir));
+    struct config cfg;
+    char text[256];
+    snprintf(text, sizeof text,
+             "[auth]\nmode = bearer\npublic_url = https://a\ntokens_file = /dev/null\n" SERVER
+             "credentials_dir = %s\n",
+             dir);
+    load_ok(text, &cfg);
+    const struct config_server *s = &cfg.servers[0];
+    cr_assert(config_server_per_principal(s));
+    char **env = NULL;
+    /* No file; names that are not safe file names. */
+    cr_assert_eq(config_credentials_read(s, "sub:alice", &env, why, sizeof why), 1);
+    const char *const unsafe[] = { "", ".env", "../x", "a/b", "a b", "sub:al\nice" };
+    for (size_t i = 0; i < ARRAY_LEN(unsafe); i++) {
+        cr_assert_eq(config_credentials_read(s, unsafe[i], &env, why, sizeof why), -2, "%s",
+                     unsafe[i]);
+        cr_assert_str_eq(why, "the principal's name is not a safe file name for credentials_dir");
+    }
+    snprintf(path, sizeof path, "%s/sub:alice.env", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("TOKEN=s3cret\n# c\nOTHER=x\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(path, 0600), 0);
+    cr_assert_eq(config_credentials_read(s, "sub:alice", &env, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(strv_len(env), 2);
+    cr_assert_str_eq(env[0], "TOKEN=s3cret");
+    config_env_free(env);
+    /* Readable by others: refused, the reason names the path, never the value. */
+    cr_assert_eq(chmod(path, 0644), 0);
+    cr_assert_eq(config_credentials_read(s, "sub:alice", &env, why, sizeof why), -1);
+    cr_assert(strstr(why, "holds a secret and is readable by others") != NULL, "%s", why);
+    cr_assert(strstr(why, "s3cret") == NULL);
+    /* A malformed line: its number. */
+    f = fopen(path, "w");
+    fputs("TOKEN=s3cret\nnot a pair\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(path, 0600), 0);
+    cr_assert_eq(config_credentials_read(s, "sub:alice", &env, why, sizeof why), -1);
+    char want[256];
+    snprintf(want, sizeof want, "%s:2: must be NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*", path);
+    cr_assert_str_eq(why, want);
+    unlink(path);
+    /* A FIFO never blocks the gateway: refused as not a regular file. */
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_eq(config_credentials_read(s, "sub:alice", &env, why, sizeof why), -1);
+    snprintf(want, sizeof want, "%s: is not a regular file", path);
+    cr_assert_str_eq(why, want);
+    unlink(path);
+    config_clear(&cfg);
+    /* The directory must be writable by no one else. */
+    cr_assert_eq(chmod(dir, 0770), 0);
+    struct config bad;
+    char err[1200];
+    cr_assert_eq(config_load_string(text, "t.ini", &bad, err, sizeof err), -1);
+    cr_assert(strstr(err, "credentials_dir: ") != NULL && strstr(err, "is writable by its group"),
+              "%s", err);
+    rmdir(dir);
 }

@@ -422,7 +422,7 @@ open_session(struct fx *f)
 {
     int status = 0;
     const char *err = NULL;
-    f->s = session_create(&CFG.servers[0], P, &status, &err);
+    f->s = session_create(&CFG.servers[0], P, NULL, &status, &err);
     cr_assert_not_null(f->s, "session_create: %d %s", status, err);
     f->u = fake_upstream_last();
     cr_assert_not_null(f->u);
@@ -1452,11 +1452,11 @@ Test(session, spawn_failure_creates_nothing)
     int status = 0;
     const char *err = NULL;
     fake_upstream_fail_spawn("spawn failed");
-    cr_assert_null(session_create(&CFG.servers[0], P, &status, &err));
+    cr_assert_null(session_create(&CFG.servers[0], P, NULL, &status, &err));
     cr_assert_eq(status, 500);
     cr_assert_str_eq(err, "spawn failed");
     fake_upstream_fail_spawn(upstream_no_fds);
-    cr_assert_null(session_create(&CFG.servers[0], P, &status, &err));
+    cr_assert_null(session_create(&CFG.servers[0], P, NULL, &status, &err));
     cr_assert_eq(status, 503, "running out of descriptors passes");
     cr_assert_eq(session_count(), 0);
     cr_assert_eq(quota_of(QUOTA_GATEWAY, P->name, QUOTA_SESSIONS), 0);
