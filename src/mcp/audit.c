@@ -85,8 +85,10 @@ audit_method(const char *method)
 static void
 audit_copy(char *out, size_t size, const char *s)
 {
-    if (s == NULL || !util_utf8_copy(out, size, s))
+    if (s == NULL)
         out[0] = '\0';
+    else
+        (void)util_utf8_copy(out, size, s); /* cut at a character boundary */
 }
 
 void
