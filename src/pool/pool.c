@@ -529,6 +529,8 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         struct pending *next = e->next;
         if (e->state == PENDING_FORWARDED && e->owner != NULL) {
             relay_count(p->stats, RELAY_CANCEL_CHILD);
+            audit_call_cancel(((struct pool_call *)e->owner)->audit,
+                              relay_reasons[RELAY_CANCEL_CHILD].label);
             pool_call_fail(e->owner, JSONRPC_INTERNAL_ERROR, message);
         }
         e = next;

@@ -235,6 +235,42 @@ test('stateless: a record per pooled request, with its pool child; result, error
   });
 });
 
+test('stateless: a listen ended by a reload that changes its server is cancelled, cause reload; a pool child that crashes, cause child_ended', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file } }, async (gw) => {
+    const l = await mpost(gw, smsg('subscriptions/listen', { notifications: { toolsListChanged: true } }, 'L-1'));
+    await l.waitEvent((j) => j.method === 'notifications/subscriptions/acknowledged', scaled(10000));
+    fs.appendFileSync(gw.conf, 'cache_ttl_ms = 4321\n'); // the last section is the server's: changed
+    gw.proc.kill('SIGHUP');
+    await l.done(scaled(10000));
+    const rec = await waitRecord(file, (r) => r.request_id === 'L-1', 'the listen record');
+    assert.equal(rec.method, 'subscriptions/listen');
+    assert.equal(rec.outcome, 'cancelled');
+    assert.equal(rec.cancel_cause, 'reload');
+
+    const { answer } = await exchange(gw, smsg('tools/call', { name: 'crash', arguments: {} }, 'k-1'));
+    assert.ok(answer?.error, JSON.stringify(answer));
+    const k = await waitRecord(file, (r) => r.request_id === 'k-1', 'the crash record');
+    assert.equal(k.outcome, 'cancelled');
+    assert.equal(k.cancel_cause, 'child_ended');
+  });
+});
+
+test('sessions: a child that crashes ends its call, cause child_ended, and its session', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file } }, async (gw) => {
+    const s = await initSession(gw);
+    const r = await post(gw, rpc('tools/call', { name: 'crash', arguments: {} }, 'k-2'), { sid: s.sid });
+    await r.done(scaled(10000));
+    const k = await waitRecord(file, (x) => x.request_id === 'k-2', 'the crash record');
+    assert.equal(k.outcome, 'cancelled');
+    assert.equal(k.cancel_cause, 'child_ended');
+    assert.equal((await waitRecord(file, (x) => x.event === 'session_end', 'session_end')).detail, 'child_exited');
+  });
+});
+
 test('refusals: 401 by authentication and a tool denied by policy are recorded; no token in the trail', async () => {
   const dir = tmpdir('mcpgw-audit-');
   const file = path.join(dir, 'audit.log');
