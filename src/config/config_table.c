@@ -86,7 +86,7 @@ static const struct config_option config_table[] = {
     { "gateway.trusted_proxies", CONFIG_SEC_GATEWAY, CONFIG_LIST, "", 0, 0,
       CONFIG_GW(trusted_proxies) },
     { "gateway.audit_log", CONFIG_SEC_GATEWAY, CONFIG_DIR, "", 0, 0, CONFIG_GW(audit_log) },
-    { "gateway.audit_arguments_max_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "0", 0, 65536,
+    { "gateway.audit_arguments_max_bytes", CONFIG_SEC_GATEWAY, CONFIG_U64, "0", 0, 16384,
       CONFIG_GW(audit_arguments_max_bytes) },
     { "gateway.audit_required", CONFIG_SEC_GATEWAY, CONFIG_U64, "0", 0, 1,
       CONFIG_GW(audit_required) },
