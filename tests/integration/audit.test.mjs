@@ -271,7 +271,7 @@ test('sessions: a child that crashes ends its call, cause child_ended, and its s
   });
 });
 
-test('refusals: 401 by authentication and a tool denied by policy are recorded; no token in the trail', async () => {
+test('refusals: 403 (a scope missing) and 401 by authentication and a tool denied by policy are recorded; no token in the trail', async () => {
   const dir = tmpdir('mcpgw-audit-');
   const file = path.join(dir, 'audit.log');
   const tokensFile = path.join(dir, 'tokens');
@@ -280,13 +280,20 @@ test('refusals: 401 by authentication and a tool denied by policy are recorded; 
   await withGateway({
     gateway: { audit_log: file },
     auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokensFile },
-    servers: [{ name: 'example', path: '/mcp', extra: 'denied_tools = crash' }],
+    servers: [{ name: 'example', path: '/mcp', extra: 'denied_tools = crash' }, { name: 'scoped', path: '/scoped', extra: 'required_scopes = mcp:admin' }],
   }, async (gw) => {
+    const r403 = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'u-0'), { bearer: tok, path: '/scoped' });
+    await r403.done();
+    assert.equal(r403.status, 403);
+    const ref403 = await waitRecord(file, (x) => x.event === 'refused_auth' && x.http_status === 403, 'refused_auth 403');
+    assert.equal(ref403.server, 'scoped');
+    assert.match(ref403.detail, /scope/);
+
     const bad = `${tok}x`;
     const r = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'u-1'), { bearer: bad });
     await r.done();
     assert.equal(r.status, 401);
-    const ref = await waitRecord(file, (x) => x.event === 'refused_auth', 'refused_auth');
+    const ref = await waitRecord(file, (x) => x.event === 'refused_auth' && x.http_status === 401, 'refused_auth');
     assert.equal(ref.http_status, 401);
     assert.equal(ref.server, 'example');
     assert.equal(ref.client, '127.0.0.1');
