@@ -12,10 +12,11 @@
  * each child go through its stop ladder, waits until every child is reaped and every HTTP request
  * has finished (bounded by the ladder's grace times), and exits 0.
  *
- * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file, access_log and audit_log (log rotation). Every other signal is logged and
- * otherwise ignored (main_ignored: job control, resource limits, strays, real-time ones), but
- * the core-dump ones sent on purpose (main_dumps): only TERM, INT, QUIT (and KILL, and ABRT &c.
- * after a log line) end the gateway. SIGPIPE is ignored (a peer that closed is an EPIPE).
+ * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file, access_log and audit_log (log rotation). Every
+ * other signal is logged and otherwise ignored (main_ignored: job control, resource limits,
+ * strays, real-time ones), but the core-dump ones sent on purpose (main_dumps): only TERM, INT,
+ * QUIT (and KILL, and ABRT &c. after a log line) end the gateway. SIGPIPE is ignored (a peer
+ * that closed is an EPIPE).
  *
  * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
  * New sessions use the new server definitions; a running session keeps the definition it started

@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
-#include "audit.h"
 #include "log.h"
 
 #define HTTP_PRM_PREFIX "/.well-known/oauth-protected-resource"

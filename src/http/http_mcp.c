@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
-#include "audit.h"
 #include "log.h"
 #include "revision.h"
 

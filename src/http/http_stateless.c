@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
-#include "audit.h"
 #include "log.h"
 #include "pool.h"
 #include "revision.h"

@@ -6,18 +6,19 @@
  * once a minute), and with audit_required the gateway refuses new audited calls until a record is
  * written again.
  */
+#include "audit.h"
+
 #include <sys/stat.h>
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "audit.h"
 #include "crypto.h"
 #include "journal.h"
 #include "log.h"
@@ -110,8 +111,8 @@ audit_open(const char *path, const char **why)
         *why = strerror(ENAMETOOLONG);
         return -1;
     }
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
-                  0640);
+    int fd = open(
+        path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0640);
     if (fd == -1) {
         *why = errno == ELOOP   ? "a symbolic link, not followed: name the file itself"
                : errno == ENXIO ? "not a regular file (a FIFO or a socket)"
@@ -199,8 +200,7 @@ ap(struct buf *b, const void *p, size_t n)
         log_debug(NULL, "audit record cut at its ceiling");
 }
 
-static void PRINTF(2, 3)
-apf(struct buf *b, const char *fmt, ...)
+static void PRINTF(2, 3) apf(struct buf *b, const char *fmt, ...)
 {
     va_list va;
     va_start(va, fmt);
@@ -273,8 +273,8 @@ audit_failed(int err)
     uint64_t now = util_now_ms();
     if (A.logged_ms == 0 || now - A.logged_ms >= 60000u) {
         A.logged_ms = now;
-        log_error(NULL, "audit_log %s: a record could not be written: %s (%" PRIu64
-                        " lost so far)%s",
+        log_error(NULL,
+                  "audit_log %s: a record could not be written: %s (%" PRIu64 " lost so far)%s",
                   A.path, strerror(err), A.failures,
                   A.required ? "; audited calls are refused until records can be written" : "");
     }
@@ -525,9 +525,9 @@ audit_call_end(struct audit_rec *a)
             apf(&b, ",\"error_code\":%d", a->code);
         audit_field(&b, "cancel_cause", a->cause);
         apf(&b, ",\"duration_ms\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64,
-                   util_now_ms() - a->start_ms, a->bytes_in, a->bytes_out);
-        struct audit_keys k = { "call",   a->principal, a->server, a->method, a->name,
-                                outcome,  a->cause,     a->where,  a->client };
+            util_now_ms() - a->start_ms, a->bytes_in, a->bytes_out);
+        struct audit_keys k = { "call",  a->principal, a->server, a->method, a->name,
+                                outcome, a->cause,     a->where,  a->client };
         (void)audit_emit(&b, &k);
         buf_clear(&b);
     }
@@ -544,8 +544,7 @@ audit_event(const char *event, const char *principal, const char *server, const 
     struct buf b;
     buf_init(&b, 64 * 1024);
     audit_head(&b, util_now_unix_ms(), event);
-    audit_who_fields(&b, principal != NULL ? principal : A.principal, A.auth, A.client,
-                     A.trace_id);
+    audit_who_fields(&b, principal != NULL ? principal : A.principal, A.auth, A.client, A.trace_id);
     audit_field(&b, "server", server);
     if (where != NULL)
         audit_field(&b, strncmp(where, "pool:", 5) == 0 ? "pool_child" : "session", where);
@@ -563,11 +562,13 @@ audit_event(const char *event, const char *principal, const char *server, const 
         audit_field(&b, "name", name);
     }
     if (code != 0)
-        apf(&b, ",\"%s\":%d", code >= 100 && code < 600 ? "http_status" : "error_code",
-                   code);
+        apf(&b, ",\"%s\":%d", code >= 100 && code < 600 ? "http_status" : "error_code", code);
     audit_field(&b, "detail", detail);
-    struct audit_keys k = { event, principal != NULL ? principal : A.principal,
-                            server, method, name, NULL, NULL, where, A.client };
+    struct audit_keys k = { event,   principal != NULL ? principal : A.principal,
+                            server,  method,
+                            name,    NULL,
+                            NULL,    where,
+                            A.client };
     (void)audit_emit(&b, &k);
     buf_clear(&b);
 }
@@ -592,8 +593,7 @@ audit_refusing(const char *server, const char *body, const struct jsonrpc_info *
 void
 audit_metrics(struct buf *b)
 {
-    metrics_family(b, "mcpgw_audit_records_total", "counter",
-                   "Audit records written (audit_log).");
+    metrics_family(b, "mcpgw_audit_records_total", "counter", "Audit records written (audit_log).");
     metrics_sample(b, "mcpgw_audit_records_total", NULL, A.records);
     metrics_family(b, "mcpgw_audit_write_failures_total", "counter",
                    "Audit records that could not be written (a full disk, a file at its size "

@@ -296,8 +296,8 @@ pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *
         char detail[POLICY_NAME_MAX + 64];
         snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), scope != NULL ? ": " : "",
                  scope != NULL ? scope : "");
-        audit_event("refused_policy", meta->principal, p->name, NULL, JSONRPC_INVALID_PARAMS, detail,
-                    body, info);
+        audit_event("refused_policy", meta->principal, p->name, NULL, JSONRPC_INVALID_PARAMS,
+                    detail, body, info);
     }
     log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", p->name, name,
               meta->principal != NULL ? meta->principal : "-", policy_verdict_text(v),

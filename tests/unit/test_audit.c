@@ -110,7 +110,8 @@ Test(audit, a_call_record_with_bounded_arguments)
     const struct audit_who w = { "sub:\"eve\"\n", "jwt", "127.0.0.1", NULL };
     audit_set_who(&w);
     const char *body = "{\"jsonrpc\":\"2.0\",\"id\":\"q\\\"1\",\"method\":\"tools/call\","
-                       "\"params\":{\"name\":\"ec\\u0068o\",\"arguments\":{\"text\":\"\xc3\xa9\xc3\xa9\xc3\xa9\"}}}";
+                       "\"params\":{\"name\":\"ec\\u0068o\",\"arguments\":{\"text\":"
+                       "\"\xc3\xa9\xc3\xa9\xc3\xa9\"}}}";
     struct audit_rec *a = call(body);
     audit_set_who(NULL);
     audit_call_error(a, -32000);
