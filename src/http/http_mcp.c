@@ -126,14 +126,15 @@ http_audit_who(struct http_req *rc)
     audit_set_who(&w);
 }
 
+#define HTTP_UNAUDITED "Service unavailable: audit records cannot be written (audit_required)"
+
 /* audit_required and the audit trail cannot be written: the call is refused, not unrecorded. */
 bool
 http_refuse_unaudited(struct http_req *rc, const struct jsonrpc_info *info, enum MHD_Result *ret)
 {
     if (!audit_on() || !audit_refusing(rc->srv->name, buf_head(&rc->body), info))
         return false;
-    *ret = http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
-                      "Service unavailable: audit records cannot be written (audit_required)");
+    *ret = http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR, HTTP_UNAUDITED);
     return true;
 }
 
@@ -181,6 +182,11 @@ http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonr
             return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                               "initialize must not be part of a batch");
         *requests |= info[i].kind == JSONRPC_REQUEST;
+        /* audit_required: a batch holding a call that cannot be recorded is refused whole. */
+        if (audit_on() && info[i].kind == JSONRPC_REQUEST && audit_method(info[i].method)
+            && audit_refusing(rc->srv->name, body + el[i].off, &info[i]))
+            return http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
+                              HTTP_UNAUDITED);
     }
     return MHD_YES;
 }
