@@ -148,7 +148,10 @@ struct config {
     char *log_file;   /* NULL: the log goes to stderr */
     char *access_log; /* NULL: access lines in the log, at info; "off": none */
     enum log_format access_log_format;
-    char **trusted_proxies; /* NULL-terminated: addresses or CIDRs */
+    char **trusted_proxies;             /* NULL-terminated: addresses or CIDRs */
+    char *audit_log;                    /* NULL: no audit trail; "journal", or a file */
+    uint64_t audit_arguments_max_bytes; /* 0: arguments only as their digest */
+    uint64_t audit_required; /* 1: audited calls are refused while records cannot be written */
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;

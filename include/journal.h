@@ -26,6 +26,11 @@ bool journal_stream_is(int fd);
 /* Opens the socket entries are sent on (once; again after journal_close). 0, or -1 with errno. */
 int journal_open(void);
 void journal_close(void);
+/*
+ * A socket of the caller's own for entries (journal_send_on), apart from the log's: the audit
+ * trail's, which must not depend on where the log goes. The fd, or -1 with errno.
+ */
+int journal_socket(void);
 bool journal_is_open(void);
 
 /* One field: key (A-Z, 0-9, _; at most 64 bytes, not starting with _) and len bytes of value. */
@@ -41,5 +46,7 @@ struct journal_field {
  */
 #define JOURNAL_FIELDS_MAX 32
 int journal_send(const struct journal_field *f, size_t n) MUSTCHECK;
+/* The same on a socket of journal_socket(). */
+int journal_send_on(int fd, const struct journal_field *f, size_t n) MUSTCHECK;
 
 #endif

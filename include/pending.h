@@ -14,6 +14,7 @@
  * on the wire. An entry owns its timer: deleting the entry deletes the timer.
  */
 
+struct audit_rec;
 struct loop_timer;
 struct relay;
 
@@ -52,6 +53,9 @@ struct pending {
     /* A session's request: its principal's count (quota.h), given back when the entry is
      * cancelled or deleted, whichever comes first; NULL: not counted. */
     struct quota *quota;
+    /* A session's audited call: its record (audit.h), written where the entry ends (its answer,
+     * its cancel, or its deletion); NULL: the trail is off, or nothing to record. */
+    struct audit_rec *audit;
 };
 
 struct pending_table {

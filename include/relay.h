@@ -199,6 +199,8 @@ size_t relay_id_text(const struct pending *p, char *buf);
  * task-augmented (marked, never sent a cancel, not counted: tasks outlive their requests).
  */
 bool relay_cancel(struct relay *r, struct pending *p, enum relay_reason why);
+/* p's audit record (if any) written now as cancelled for why (relay_cancel does it too). */
+void relay_audit_cancel(struct pending *p, enum relay_reason why);
 /* p was cancelled by other means (the client's own cancel went through): marked, timer gone. */
 void relay_mark_cancelled(struct pending *p);
 /* Answers a request of the child's (its raw id; NULL: null) with a JSON-RPC error. */

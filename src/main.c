@@ -12,10 +12,11 @@
  * each child go through its stop ladder, waits until every child is reaped and every HTTP request
  * has finished (bounded by the ladder's grace times), and exits 0.
  *
- * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file (log rotation). Every other signal is logged and
- * otherwise ignored (main_ignored: job control, resource limits, strays, real-time ones), but
- * the core-dump ones sent on purpose (main_dumps): only TERM, INT, QUIT (and KILL, and ABRT &c.
- * after a log line) end the gateway. SIGPIPE is ignored (a peer that closed is an EPIPE).
+ * SIGQUIT is SIGTERM. SIGUSR1 reopens log_file, access_log and audit_log (log rotation). Every
+ * other signal is logged and otherwise ignored (main_ignored: job control, resource limits,
+ * strays, real-time ones), but the core-dump ones sent on purpose (main_dumps): only TERM, INT,
+ * QUIT (and KILL, and ABRT &c. after a log line) end the gateway. SIGPIPE is ignored (a peer
+ * that closed is an EPIPE).
  *
  * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
  * New sessions use the new server definitions; a running session keeps the definition it started
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "auth.h"
 #include "config.h"
 #include "fetch.h"
@@ -88,7 +90,8 @@ static const char main_usage_text[] =
     "\n"
     "Signals: SIGTERM (or SIGQUIT) drains (shutdown_drain_ms), then stops; SIGINT or a\n"
     "second SIGTERM stops at once; either way every child is reaped and the exit status is 0.\n"
-    "SIGHUP reloads the configuration (new sessions use it). SIGUSR1 reopens log_file.\n"
+    "SIGHUP reloads the configuration (new sessions use it). SIGUSR1 reopens log_file,\n"
+    "access_log and audit_log.\n"
     "SIGABRT, SIGSEGV, SIGBUS, SIGFPE and SIGILL sent by kill are logged, then dump core.\n"
     "SIGTSTP, SIGTTIN, SIGTTOU, SIGXFSZ, SIGXCPU, SIGUSR2, SIGWINCH, the real-time signals\n"
     "and every other one are logged and ignored: none stops or ends the gateway.\n";
@@ -275,6 +278,23 @@ main_reopen_log(void)
                   log_file(), log_why);
     else
         log_info(NULL, "SIGUSR1: log file reopened (%s)", log_file());
+    const char *audit_why = NULL;
+    if (audit_reopen(&audit_why) == -1)
+        log_error(NULL, "SIGUSR1: audit_log %s: %s; records stay in the file already open",
+                  audit_path(), audit_why);
+}
+
+/* The audit trail where cfg says (audit_set); when it cannot be opened it stays where it was. */
+static int
+main_audit(const struct config *cfg, const char *why)
+{
+    const char *err = NULL;
+    if (audit_set(cfg->audit_log, cfg->audit_arguments_max_bytes, cfg->audit_required != 0, &err)
+        == 0)
+        return 0;
+    log_error(NULL, "%s: audit_log %s: %s%s", why, cfg->audit_log, err,
+              audit_on() ? "; records stay where they went" : "");
+    return -1;
 }
 
 /*
@@ -353,6 +373,7 @@ main_reload(void)
     if (log_set_access(next->access_log, next->access_log_format, &access_err) == -1)
         log_error(NULL, "SIGHUP: access_log %s: %s; access lines stay where they went",
                   next->access_log, access_err);
+    (void)main_audit(next, "SIGHUP");
     main_warn_deprecated(next, false);
     main_check_commands(next, false);
     session_set_config(next);
@@ -667,6 +688,10 @@ main_start(void)
         fatalx("log_file %s: %s", M.cfg->log_file, why);
     if (log_set_access(M.cfg->access_log, M.cfg->access_log_format, &why) == -1)
         fatalx("access_log %s: %s", M.cfg->access_log, why);
+    if (audit_set(M.cfg->audit_log, M.cfg->audit_arguments_max_bytes, M.cfg->audit_required != 0,
+                  &why)
+        == -1)
+        fatalx("audit_log %s: %s", M.cfg->audit_log, why);
     (void)notify_init(); /* before any child starts: none of them inherits NOTIFY_SOCKET */
     main_warn_deprecated(M.cfg, false);
     main_check_commands(M.cfg, false);
@@ -714,6 +739,7 @@ main_shutdown(void)
     session_module_free();
     pool_module_free();
     relay_module_free();
+    audit_module_free();
     quota_module_free();
     upstream_module_free();
     auth_free(M.auth);

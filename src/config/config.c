@@ -696,6 +696,7 @@ config_clear(struct config *cfg)
     free(cfg->state_key_file);
     free(cfg->log_file);
     free(cfg->access_log);
+    free(cfg->audit_log);
     config_strv_free(cfg->trusted_proxies);
     config_strv_free(cfg->allowed_origins);
     config_strv_free(cfg->allowed_hosts);

@@ -40,11 +40,10 @@ journal_stream_is(int fd)
     return (uintmax_t)st.st_dev == dev && (uintmax_t)st.st_ino == ino;
 }
 
-int
-journal_open(void)
+/* journald's address into journal_addr; -1 with errno when the path does not fit. */
+static int
+journal_address(void)
 {
-    if (journal_fd != -1)
-        return 0;
     const char *path = getenv(JOURNAL_SOCKET_ENV);
     if (path == NULL || path[0] == '\0')
         path = JOURNAL_SOCKET;
@@ -53,13 +52,29 @@ journal_open(void)
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd == -1)
-        return -1;
     memset(&journal_addr, 0, sizeof(journal_addr));
     journal_addr.sun_family = AF_UNIX;
     memcpy(journal_addr.sun_path, path, n);
     journal_addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    return 0;
+}
+
+int
+journal_socket(void)
+{
+    if (journal_address() == -1)
+        return -1;
+    return socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+}
+
+int
+journal_open(void)
+{
+    if (journal_fd != -1)
+        return 0;
+    int fd = journal_socket();
+    if (fd == -1)
+        return -1;
     journal_fd = fd;
     return 0;
 }
@@ -81,7 +96,13 @@ journal_is_open(void)
 int
 journal_send(const struct journal_field *f, size_t n)
 {
-    if (journal_fd == -1 || n > JOURNAL_FIELDS_MAX) {
+    return journal_send_on(journal_fd, f, n);
+}
+
+int
+journal_send_on(int fd, const struct journal_field *f, size_t n)
+{
+    if (fd == -1 || n > JOURNAL_FIELDS_MAX) {
         errno = EINVAL;
         return -1;
     }
@@ -108,7 +129,7 @@ journal_send(const struct journal_field *f, size_t n)
         .msg_name = &journal_addr, .msg_namelen = journal_addr_len, .msg_iov = iov, .msg_iovlen = k
     };
     for (;;) {
-        ssize_t w = sendmsg(journal_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w >= 0)
             return 0;
         if (errno != EINTR)

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
@@ -332,11 +333,13 @@ http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *m
     if (rc != NULL) {
         httpd.cur = rc;
         log_set_request(rc->acc.rid);
+        http_audit_who(rc);
     }
     enum MHD_Result ret =
         http_handle(c, url, method, version, upload_data, upload_data_size, con_cls);
     httpd.cur = NULL;
     log_set_request(NULL);
+    audit_set_who(NULL); /* a record made outside a request has no client of its own */
     return ret;
 }
 

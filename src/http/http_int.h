@@ -168,6 +168,11 @@ struct MHD_Response *http_json_response(char *body, size_t len);
 struct MHD_Response *http_static_response(const char *text);
 struct MHD_Response *http_error_response(int code, const char *message);
 enum MHD_Result http_error(struct http_req *rc, unsigned status, int code, const char *message);
+/* The audit trail's view of who rc is (audit.h): principal, how authenticated, client address. */
+void http_audit_who(struct http_req *rc);
+/* 503 and true when audit_required refuses rc's call (info) because records cannot be written. */
+bool http_refuse_unaudited(struct http_req *rc, const struct jsonrpc_info *info,
+                           enum MHD_Result *ret);
 enum MHD_Result http_empty(struct http_req *rc, unsigned status);
 /* 413 with Connection: close, for a body over max_body_bytes. */
 enum MHD_Result http_too_big(struct http_req *rc);

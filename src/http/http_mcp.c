@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
@@ -100,11 +101,51 @@ http_no_session(struct http_req *rc)
     return http_session_error(rc, SESSION_E_GONE);
 }
 
+void
+http_audit_who(struct http_req *rc)
+{
+    if (!audit_on())
+        return;
+    char client[64];
+    http_access_client(rc, client, sizeof(client));
+    const char *auth = "none";
+    if (httpd.cfg->auth.mode == CONFIG_AUTH_BEARER) {
+        auth = "bearer";
+    } else if (httpd.cfg->auth.mode == CONFIG_AUTH_JWT) {
+        /* A JWT has three parts; any other token was introspected. Nothing of it is kept. */
+        size_t n = 0;
+        const char *t = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &n);
+        size_t dots = 0;
+        for (size_t i = 0; t != NULL && i < n; i++)
+            dots += t[i] == '.';
+        auth = dots == 2 ? "jwt" : "introspection";
+    }
+    /* The trace id: the request's W3C trace id once trace context is carried (NULL: none). */
+    const struct audit_who w = { rc->principal != NULL ? rc->principal->name : NULL, auth, client,
+                                 NULL };
+    audit_set_who(&w);
+}
+
+#define HTTP_UNAUDITED "Service unavailable: audit records cannot be written (audit_required)"
+
+/* audit_required and the audit trail cannot be written: the call is refused, not unrecorded. */
+bool
+http_refuse_unaudited(struct http_req *rc, const struct jsonrpc_info *info, enum MHD_Result *ret)
+{
+    if (!audit_on() || !audit_refusing(rc->srv->name, buf_head(&rc->body), info))
+        return false;
+    *ret = http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR, HTTP_UNAUDITED);
+    return true;
+}
+
 static enum MHD_Result
 http_post_request(struct http_req *rc, struct session *s, bool created,
                   const struct jsonrpc_info *info)
 {
     enum session_status status;
+    enum MHD_Result refused;
+    if (audit_on() && audit_method(info->method) && http_refuse_unaudited(rc, info, &refused))
+        return refused;
     struct stream *st = session_stream_open(s, false, &status);
     if (st == NULL)
         return http_session_error(rc, status);
@@ -141,6 +182,11 @@ http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonr
             return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                               "initialize must not be part of a batch");
         *requests |= info[i].kind == JSONRPC_REQUEST;
+        /* audit_required: a batch holding a call that cannot be recorded is refused whole. */
+        if (audit_on() && info[i].kind == JSONRPC_REQUEST && audit_method(info[i].method)
+            && audit_refusing(rc->srv->name, body + el[i].off, &info[i]))
+            return http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
+                              HTTP_UNAUDITED);
     }
     return MHD_YES;
 }
@@ -361,6 +407,8 @@ http_legacy_post(struct http_req *rc)
         if (strcmp(info.method, "initialize") == 0 && session_initialized(s))
             return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                               "session is already initialized");
+        if (audit_on() && audit_method(info.method) && http_refuse_unaudited(rc, &info, &ret))
+            return ret;
         status = session_client_request(s, session_legacy_stream(s), buf_head(&rc->body),
                                         buf_used(&rc->body), &info, rc->grants);
     } else {
@@ -423,6 +471,10 @@ http_auth_refusal(struct http_req *rc, enum auth_status st, const char *why)
     struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, message);
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
     log_info(NULL, "request refused: %u %s", status, why);
+    if (audit_on()) {
+        http_audit_who(rc);
+        audit_event("refused_auth", NULL, rc->srv->name, NULL, (int)status, why, NULL, NULL);
+    }
     return http_queue(rc, status, r);
 }
 
@@ -470,6 +522,8 @@ http_refuse_token(struct http_req *rc, enum MHD_Result *ret)
         auth_check_claims(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), rc->srv,
                           util_now_unix(), &rc->principal, &rc->grants, &rc->claims, &why);
     auth_set_client(httpd.auth, NULL);
+    if (st == AUTH_OK)
+        http_audit_who(rc);
     if (st == AUTH_PENDING) {
         *ret = http_auth_wait(rc);
         return true;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
@@ -244,6 +245,7 @@ http_metrics(struct http_req *rc)
     relay_metrics(&b);
     pool_metrics(&b);
     policy_metrics(&b);
+    audit_metrics(&b);
     http_admin_metrics(&b);
     http_server_states(&b);
     metrics_family(&b, "mcpgw_http_requests_open", "gauge",

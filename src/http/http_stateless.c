@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
@@ -228,6 +229,9 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
         return http_bad_meta(rc, info,
                              "params._meta[\"io.modelcontextprotocol/logLevel\"] is not a "
                              "log level");
+    enum MHD_Result refused;
+    if (http_refuse_unaudited(rc, info, &refused))
+        return refused;
     enum pool_status status;
     struct stream *st =
         pool_request(rc->srv, buf_head(&rc->body), buf_used(&rc->body), info, &meta, &status);

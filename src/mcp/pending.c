@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "loop.h"
 #include "quota.h"
 #include "util.h"
@@ -26,6 +27,7 @@ pending_free(struct pending *p)
 {
     pending_uncount(p);
     loop_timer_del(p->timer);
+    audit_call_end(p->audit); /* a record not yet written: it ends here, unanswered */
     free(p->orig_id);
     free(p->token);
     free(p);

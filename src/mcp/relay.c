@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "metrics.h"
 #include "util.h"
@@ -356,12 +357,23 @@ relay_mark_cancelled(struct pending *p)
     p->timer = NULL;
 }
 
+void
+relay_audit_cancel(struct pending *p, enum relay_reason why)
+{
+    if (p->audit == NULL)
+        return;
+    audit_call_cancel(p->audit, relay_reasons[why].label);
+    audit_call_end(p->audit);
+    p->audit = NULL;
+}
+
 bool
 relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
 {
     const char *reason = relay_reasons[why].text;
     if (p->state != PENDING_FORWARDED)
         return false;
+    relay_audit_cancel(p, why);
     if (p->task) {
         /* Never notifications/cancelled for a task-augmented request. */
         log_info(r->tag, "task-augmented %s not cancelled (%s): tasks/cancel is the client's",

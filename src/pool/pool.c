@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "pool_int.h"
 #include "version.h"
@@ -526,6 +527,8 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         struct pending *next = e->next;
         if (e->state == PENDING_FORWARDED && e->owner != NULL) {
             relay_count(p->stats, RELAY_CANCEL_CHILD);
+            audit_call_cancel(((struct pool_call *)e->owner)->audit,
+                              relay_reasons[RELAY_CANCEL_CHILD].label);
             pool_call_fail(e->owner, JSONRPC_INTERNAL_ERROR, message);
         }
         e = next;
@@ -692,11 +695,15 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     call->log_level = meta->log_level;
     call->grants = p->srv->policy != NULL ? policy_bits(p->srv->policy, meta->grants) : 0;
     struct stream *st = pool_call_stream(call);
+    if (audit_on())
+        call->audit = audit_call_new(p->name, NULL, body, len, info);
     pool_caller_note(call, body, info, meta);
     pool_caps_take(call, meta->principal, info->method);
     pool_bridge_note(call, body, info, meta);
     if (c != NULL) {
         if (pool_call_start(call, c, body, len, info) == -1) {
+            audit_call_error(call->audit, JSONRPC_INTERNAL_ERROR); /* refused: 503 */
+            audit_call_end(call->audit);
             pool_bridge_forget(call);
             pool_caps_release(call);
             stream_own(call->st)->owner = NULL;

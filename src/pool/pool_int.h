@@ -156,6 +156,7 @@ struct pool_call {
     struct pool_call *dnext; /* pools.due */
     struct pool_call *hnext; /* pools.held */
     struct pool_caller caller;
+    struct audit_rec *audit; /* its audit record (audit.h), written by pool_call_end; NULL: off */
 };
 
 /* Why a pool was retired: the texts its children's stop, its queue and its listeners get. */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "pool_int.h"
 
@@ -265,6 +266,7 @@ pool_listen_end_forwarded(struct pool *p, const char *error, enum relay_reason w
             struct pool_call *call = e->owner;
             if (e->state == PENDING_FORWARDED && call != NULL
                 && strcmp(e->method, "subscriptions/listen") == 0) {
+                audit_call_cancel(call->audit, relay_reasons[why].label);
                 if (!relay_cancel(&c->r, e, why))
                     relay_count(p->stats, why);
                 /* The entry lingers cancelled (a late answer is dropped); the call ends. */
@@ -282,6 +284,7 @@ pool_listen_end_all(struct pool *p, const char *error, enum relay_reason why)
         pool_listen_end_forwarded(p, error, why);
     while (p->listeners != NULL) {
         struct pool_listen *l = p->listeners;
+        audit_call_cancel(l->call->audit, relay_reasons[why].label); /* ended by the gateway */
         if (error != NULL) {
             relay_count(p->stats, why);
             pool_call_error(l->call, l->id, l->id_len, JSONRPC_INTERNAL_ERROR, error);

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "pool_int.h"
 
@@ -133,6 +134,8 @@ pool_call_end(struct pool_call *call)
     pool_bridge_forget(call);
     pool_listen_forget(call);
     pool_caps_release(call);
+    audit_call_end(call->audit);
+    call->audit = NULL;
     if (call->p != NULL) {
         call->p->owner = NULL;
         loop_timer_del(call->p->timer);
@@ -157,6 +160,7 @@ pool_push_error(struct pool_call *call, const char *id, size_t idlen, int code, 
     pool_push(call, &iov, 1);
     free(e);
     pool_answer_code(call, code);
+    audit_call_error(call->audit, code);
 }
 
 void
@@ -181,6 +185,7 @@ pool_call_refuse_version(struct pool_call *call, const char *id, size_t idlen)
     pool_push(call, &iov, 1);
     free(e);
     pool_answer_code(call, JSONRPC_UNSUPPORTED_VERSION);
+    audit_call_error(call->audit, JSONRPC_UNSUPPORTED_VERSION);
     pool_call_end(call);
 }
 
@@ -201,6 +206,7 @@ pool_call_cancel(struct pool_call *call, enum relay_reason why)
 {
     struct pending *p = call->p;
     struct pool_child *c = call->c;
+    audit_call_cancel(call->audit, relay_reasons[why].label);
     if (p != NULL && relay_cancel(&c->r, p, why)) {
         /* A legacy child's question it wrote before reading the cancel may still come. */
         if (call->pool->era != CONFIG_ERA_STATELESS && why != RELAY_CANCEL_SHUTDOWN)
@@ -253,6 +259,7 @@ pool_stream_detach(struct stream *st)
                 p->queued--;
             }
             relay_count(p->stats, RELAY_CANCEL_DISCONNECT);
+            audit_call_cancel(call->audit, relay_reasons[RELAY_CANCEL_DISCONNECT].label);
             pool_call_end(call);
         } else {
             pool_call_cancel(call, RELAY_CANCEL_DISCONNECT);
@@ -285,6 +292,13 @@ pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *
     struct stream *st = pool_call_stream(call);
     pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message);
     policy_count_denied(p->srv->policy);
+    if (audit_on()) {
+        char detail[POLICY_NAME_MAX + 64];
+        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), scope != NULL ? ": " : "",
+                 scope != NULL ? scope : "");
+        audit_event("refused_policy", meta->principal, p->name, NULL, JSONRPC_INVALID_PARAMS,
+                    detail, body, info);
+    }
     log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", p->name, name,
               meta->principal != NULL ? meta->principal : "-", policy_verdict_text(v),
               scope != NULL ? ": " : "", scope != NULL ? scope : "");
@@ -400,6 +414,7 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
     call->p = p;
     p->owner = call;
     p->start_us = util_now_us();
+    audit_call_where(call->audit, c->r.tag);
     pool_arm_timeout(call);
     return 0;
 }
@@ -508,6 +523,7 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
             pending_del(&c->r.pt, p);
         return;
     }
+    audit_call_answer(call->audit, line, len, info);
     if (call->st == NULL) {
         /* Held between rounds: the answer waits for the client's retry (pool_bridge_resume). */
         call->final = xmemdup(line, len);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "metrics.h"
 #include "session_int.h"
@@ -363,6 +364,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner,
     log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f),
                "session created: server=%s child=%s owner=%s label=%s", srv->name, pid, owner->name,
                s->label);
+    audit_event("session_start", owner->name, srv->name, s->id, 0, NULL, NULL, NULL);
     return s;
 }
 
@@ -396,6 +398,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
             cancelled++;
         } else if (!child_alive) {
             relay_count(s->r.stats, RELAY_CANCEL_CHILD); /* ended with it: nothing to send */
+            relay_audit_cancel(p, RELAY_CANCEL_CHILD);
         }
         struct stream *st = session_stream_by_id(s, p->stream_id);
         if (st != NULL)
@@ -413,6 +416,10 @@ session_close(struct session *s, enum session_end why, const char *detail)
     s->u = NULL;
     quota_give(s->quota, QUOTA_SESSIONS, 1);
     s->quota = NULL;
+    if (audit_on())
+        audit_event("session_end", s->owner != NULL ? s->owner->name : NULL,
+                    s->srv != NULL ? s->srv->name : NULL, s->id, 0, session_ends[why].label, NULL,
+                    NULL);
     auth_principal_unref(s->owner);
     s->owner = NULL;
     sessions.ctr.closed++;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "metrics.h"
 #include "revision.h"
@@ -190,6 +191,7 @@ session_child_answer(struct session *s, const char *line, size_t len,
         session_push_tools(s, st, p, line, len, info);
     else if (st != NULL)
         session_splice_push(s, st, line, len, info->id, p->orig_id, p->orig_id_len);
+    audit_call_answer(p->audit, line, len, info);
     metrics_observe(&s->stats->latency, util_now_us() - p->start_us);
     pending_del(&s->r.pt, p);
     session_stream_answered(s, st);
@@ -414,6 +416,13 @@ session_refuse_hidden(struct session *s, struct stream *st, const char *body,
     session_push(s, st, &iov, 1);
     free(e);
     policy_count_denied(s->srv->policy);
+    if (audit_on()) {
+        char detail[POLICY_NAME_MAX + 64];
+        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), scope != NULL ? ": " : "",
+                 scope != NULL ? scope : "");
+        audit_event("refused_policy", s->owner != NULL ? s->owner->name : NULL, s->srv->name, s->id,
+                    JSONRPC_INVALID_PARAMS, detail, body, info);
+    }
     log_debug(s->id, "tools/call of %s refused for %s: %s%s%s", name,
               s->owner != NULL ? s->owner->name : "-", policy_verdict_text(v),
               scope != NULL ? ": " : "", scope != NULL ? scope : "");
@@ -493,6 +502,8 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     p->grants = bits;
     if (counted) /* given back when the entry is cancelled or deleted (pending.h) */
         p->quota = quota_take(s->srv->name, s->owner->name, QUOTA_CALLS, 1);
+    if (audit_on() && audit_method(info->method))
+        p->audit = audit_call_new(s->srv->name, s->id, body, len, info);
     if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0) {
         s->init_gw_id = p->gw_id;
         session_note_client_info(s, body, info);
@@ -500,6 +511,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
     if (session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen) == -1) {
+        audit_call_error(p->audit, JSONRPC_INTERNAL_ERROR); /* refused: 503 */
         pending_del(&s->r.pt, p);
         return SESSION_E_BUSY;
     }
@@ -532,6 +544,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
     else
         log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,
                  p->gw_id);
+    relay_audit_cancel(p, RELAY_CANCEL_CLIENT);
     relay_mark_cancelled(p);
     relay_count(s->r.stats, RELAY_CANCEL_CLIENT);
     /* The request's stream ends without a response. */

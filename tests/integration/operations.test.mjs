@@ -306,6 +306,8 @@ const FAMILIES = {
   mcpgw_pool_request_duration_seconds: ['histogram', 'server'],
   // The per-tool policy: a server's series appear with its first event (no policy in these tests).
   mcpgw_policy_denied_total: ['counter', []],
+  mcpgw_audit_records_total: ['counter', [{}]],
+  mcpgw_audit_write_failures_total: ['counter', [{}]],
   mcpgw_policy_tools_hidden_total: ['counter', []],
   // The admin actions (admin_actions.test.mjs): every action and outcome from the start.
   mcpgw_admin_actions_total: ['counter', ['end', 'drain', 'resume', 'restart'].flatMap((action) => ['ok', 'not_found', 'refused'].map((outcome) => ({ action, outcome })))],

@@ -117,7 +117,11 @@ export async function startGateway(opts = {}) {
   // opts.nofile: soft and hard open-file limit (prlimit execs the gateway: same pid).
   // opts.bin: another build of the gateway (default GW_BIN).
   const bin = opts.bin ?? GW_BIN;
-  const argv = opts.nofile ? ['prlimit', `--nofile=${opts.nofile}:${opts.nofile}`, bin] : [bin];
+  // opts.fsize: the file size limit (RLIMIT_FSIZE) in bytes, soft and hard: a file at its limit.
+  const limits = [];
+  if (opts.nofile) limits.push(`--nofile=${opts.nofile}:${opts.nofile}`);
+  if (opts.fsize) limits.push(`--fsize=${opts.fsize}:${opts.fsize}`);
+  const argv = limits.length ? ['prlimit', ...limits, bin] : [bin];
   const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d.toString(); });

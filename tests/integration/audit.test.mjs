@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: MIT
+// The audit trail ([gateway] audit_log, audit_arguments_max_bytes, audit_required), with the real
+// gateway and real children: a record per audited call of a session and per stateless request,
+// checked field by field for each outcome (result, error, cancelled) and each cancel cause a test
+// can bring about (the client's cancel, a disconnect, a timeout, DELETE, the operator, a
+// shutdown); session start and end records; refusals by authentication (401) and by tool policy;
+// the journal form; SIGUSR1 reopening the file after a rename; and a file at its size limit
+// (RLIMIT_FSIZE on the gateway) with audit_required 0 (calls go on, failures counted) and 1 (503
+// until records can be written again).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { callTool, del, initSession, metricSamples, post, request, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { exchange, mpost } from '../lib/stateless.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const V = '2026-07-28';
+const sha256hex = (s) => crypto.createHash('sha256').update(s).digest('hex');
+const RFC3339_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+/** The records of an audit file: every line one JSON object. */
+function records(file) {
+  let text = '';
+  try { text = fs.readFileSync(file, 'utf8'); } catch { return []; }
+  assert.ok(text === '' || text.endsWith('\n'), `the file ends with a whole line: ${JSON.stringify(text.slice(-80))}`);
+  return text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+const waitRecord = (file, pred, what) => waitFor(() => records(file).find(pred), scaled(10000), what);
+
+/** A stateless request's body, with its _meta envelope. */
+function smsg(method, params, id) {
+  return {
+    jsonrpc: '2.0', id, method,
+    params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, ...(params._meta || {}) } },
+  };
+}
+
+/** The fields every call record has, whatever its outcome. */
+function assertCall(rec, { server = 'example', method = 'tools/call', name, id, body, args }) {
+  assert.match(rec.time, RFC3339_MS);
+  assert.equal(rec.event, 'call');
+  assert.equal(rec.server, server);
+  assert.equal(rec.method, method);
+  assert.equal(rec.name, name);
+  assert.deepEqual(rec.request_id, id);
+  assert.equal(rec.principal, 'address:127.0.0.1');
+  assert.equal(rec.auth, 'none');
+  assert.equal(rec.client, '127.0.0.1');
+  assert.equal(rec.trace_id, undefined, 'no trace id until trace context is carried');
+  assert.equal(rec.arguments_sha256, sha256hex(JSON.stringify(args)));
+  assert.equal(rec.arguments, undefined, 'no arguments without audit_arguments_max_bytes');
+  assert.equal(rec.bytes_in, Buffer.byteLength(JSON.stringify(body)));
+  assert.equal(typeof rec.duration_ms, 'number');
+  assert.ok(rec.duration_ms >= 0);
+}
+
+test('sessions: a record per audited call, each outcome and cancel cause field by field; session start and end', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file }, servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 60000' }] }, async (gw) => {
+    const s = await initSession(gw);
+    const start = await waitRecord(file, (r) => r.event === 'session_start', 'session_start');
+    assert.equal(start.session, s.sid);
+    assert.equal(start.server, 'example');
+    assert.equal(start.principal, 'address:127.0.0.1');
+    assert.equal(start.client, '127.0.0.1');
+    assert.match(start.time, RFC3339_MS);
+
+    // result
+    const args = { text: 'hi "there"', tag: 'r1' };
+    const body1 = rpc('tools/call', { name: 'echo', arguments: args }, 'r-1');
+    const r1 = await post(gw, body1, { sid: s.sid });
+    await r1.done(scaled(5000));
+    const rec1 = await waitRecord(file, (r) => r.request_id === 'r-1', 'the result record');
+    assertCall(rec1, { name: 'echo', id: 'r-1', body: body1, args });
+    assert.equal(rec1.session, s.sid);
+    assert.equal(rec1.outcome, 'result');
+    assert.equal(rec1.error_code, undefined);
+    assert.equal(rec1.cancel_cause, undefined);
+    assert.ok(rec1.bytes_out > 0);
+
+    // error, with the child's code; a number id stays a number
+    const body2 = rpc('tools/call', { name: 'no_such_tool', arguments: {} }, 7);
+    const r2 = await post(gw, body2, { sid: s.sid });
+    await r2.done(scaled(5000));
+    const rec2 = await waitRecord(file, (r) => r.request_id === 7, 'the error record');
+    assertCall(rec2, { name: 'no_such_tool', id: 7, body: body2, args: {} });
+    assert.equal(rec2.outcome, 'error');
+    assert.equal(typeof rec2.error_code, 'number');
+    assert.ok(rec2.error_code < 0);
+
+    // cancelled by the client
+    const body3 = rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'c' } }, 'c-1');
+    const r3 = await post(gw, body3, { sid: s.sid });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === 'c'), scaled(5000), 'child read c-1');
+    const c = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'c-1' } }, { sid: s.sid });
+    await c.done();
+    await r3.done(scaled(5000));
+    const rec3 = await waitRecord(file, (r) => r.request_id === 'c-1', 'the client cancel record');
+    assertCall(rec3, { name: 'cancel_self', id: 'c-1', body: body3, args: { tag: 'c' } });
+    assert.equal(rec3.outcome, 'cancelled');
+    assert.equal(rec3.cancel_cause, 'client');
+
+    // cancelled by a disconnect
+    const body4 = rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'd' } }, 'd-1');
+    const r4 = await post(gw, body4, { sid: s.sid });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === 'd'), scaled(5000), 'child read d-1');
+    r4.drop();
+    const rec4 = await waitRecord(file, (r) => r.request_id === 'd-1', 'the disconnect record');
+    assert.equal(rec4.outcome, 'cancelled');
+    assert.equal(rec4.cancel_cause, 'client_disconnected');
+
+    // Not audited: tools/list, ping.
+    await (await post(gw, rpc('tools/list', {}, 'l-1'), { sid: s.sid })).done(scaled(5000));
+    // cancelled by DELETE: the call and the session's end
+    const body5 = rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'x' } }, 'x-1');
+    const r5 = await post(gw, body5, { sid: s.sid });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === 'x'), scaled(5000), 'child read x-1');
+    const d = await del(gw, { sid: s.sid });
+    await d.done();
+    await r5.done(scaled(5000));
+    const rec5 = await waitRecord(file, (r) => r.request_id === 'x-1', 'the DELETE record');
+    assert.equal(rec5.outcome, 'cancelled');
+    assert.equal(rec5.cancel_cause, 'deleted');
+    const end = await waitRecord(file, (r) => r.event === 'session_end', 'session_end');
+    assert.equal(end.session, s.sid);
+    assert.equal(end.detail, 'deleted');
+    assert.equal(end.principal, 'address:127.0.0.1');
+    assert.ok(!records(file).some((r) => r.method === 'tools/list' || r.request_id === 'l-1'), 'tools/list of a session is not audited');
+
+    // cancelled by the shutdown
+    const s2 = await initSession(gw);
+    const body6 = rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'z' } }, 'z-1');
+    await post(gw, body6, { sid: s2.sid });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === 'z'), scaled(5000), 'child read z-1');
+    await gw.stop();
+    const rec6 = records(file).find((r) => r.request_id === 'z-1');
+    assert.ok(rec6, 'the shutdown record');
+    assert.equal(rec6.outcome, 'cancelled');
+    assert.equal(rec6.cancel_cause, 'shutdown');
+    assert.equal(records(file).find((r) => r.event === 'session_end' && r.session === s2.sid)?.detail, 'shutdown');
+    // Nothing of the request but what is listed: no header, no environment.
+    assert.ok(!fs.readFileSync(file, 'utf8').includes('Accept'), 'no header in the trail');
+  });
+});
+
+test('sessions: a request timeout and the operator\'s end of a session are each a cancel cause', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  const token = crypto.randomBytes(24).toString('hex');
+  const tokenFile = path.join(dir, 'admin.token');
+  fs.writeFileSync(tokenFile, token, { mode: 0o600 });
+  await withGateway({
+    gateway: { audit_log: file, admin_token_file: tokenFile },
+    servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300' }],
+  }, async (gw) => {
+    const s = await initSession(gw);
+    const r = await post(gw, rpc('tools/call', { name: 'cancel_self', arguments: {} }, 't-1'), { sid: s.sid });
+    await r.done(scaled(10000));
+    const rec = await waitRecord(file, (x) => x.request_id === 't-1', 'the timeout record');
+    assert.equal(rec.outcome, 'cancelled');
+    assert.equal(rec.cancel_cause, 'timeout');
+    assert.ok(rec.duration_ms >= 250, `duration ${rec.duration_ms}`);
+  });
+  await withGateway({ gateway: { audit_log: file, admin_token_file: tokenFile } }, async (gw) => {
+    const s = await initSession(gw);
+    const r = await post(gw, rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'a' } }, 'a-1'), { sid: s.sid });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === 'a'), scaled(5000), 'child read a-1');
+    const a = await request(`${gw.base}/admin/sessions/${s.sid}/end`, { method: 'POST', headers: { Authorization: `Bearer ${token}` } });
+    await a.done();
+    assert.equal(a.status, 200, a.text());
+    await r.done(scaled(5000));
+    const rec = await waitRecord(file, (x) => x.request_id === 'a-1', 'the admin record');
+    assert.equal(rec.outcome, 'cancelled');
+    assert.equal(rec.cancel_cause, 'admin');
+    assert.equal((await waitRecord(file, (x) => x.event === 'session_end' && x.session === s.sid, 'session_end')).detail, 'admin');
+  });
+});
+
+test('stateless: a record per pooled request, with its pool child; result, error, disconnect, timeout, shutdown', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file, audit_arguments_max_bytes: 10 }, servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 60000\nrequest_timeout_max_ms = 0' }] }, async (gw) => {
+    const args = { text: 'héllo wörld, and more' };
+    const body1 = smsg('tools/call', { name: 'echo', arguments: args }, 's-1');
+    const { answer } = await exchange(gw, body1);
+    assert.ok(answer.result, JSON.stringify(answer));
+    const rec1 = await waitRecord(file, (r) => r.request_id === 's-1', 'the stateless result');
+    assert.equal(rec1.outcome, 'result');
+    assert.match(rec1.pool_child, /^pool:example#\d+$/);
+    assert.equal(rec1.session, undefined);
+    assert.equal(rec1.arguments_sha256, sha256hex(JSON.stringify(args)));
+    assert.equal(rec1.bytes_in, Buffer.byteLength(JSON.stringify(body1)));
+    assert.ok(rec1.bytes_out > 0);
+    // The arguments, cut at 10 bytes on a character boundary and marked.
+    const text = JSON.stringify(args);
+    assert.ok(Buffer.byteLength(rec1.arguments) <= 10, rec1.arguments);
+    assert.ok(text.startsWith(rec1.arguments), rec1.arguments);
+    assert.equal(rec1.arguments_truncated, true);
+
+    const { answer: a2 } = await exchange(gw, smsg('tools/call', { name: 'no_such_tool', arguments: {} }, 's-2'));
+    assert.ok(a2.error);
+    const rec2 = await waitRecord(file, (r) => r.request_id === 's-2', 'the stateless error');
+    assert.equal(rec2.outcome, 'error');
+    assert.equal(rec2.error_code, a2.error.code);
+
+    // A stateless request of any method is recorded (here tools/list).
+    await exchange(gw, smsg('tools/list', {}, 's-3'));
+    assert.equal((await waitRecord(file, (r) => r.request_id === 's-3', 'tools/list')).method, 'tools/list');
+
+    const r4 = await mpost(gw, smsg('tools/call', { name: 'cancel_self', arguments: {}, _meta: { progressToken: 'p4' } }, 's-4'));
+    await r4.waitEvent((j) => j.method === 'notifications/progress', scaled(10000));
+    r4.drop();
+    const rec4 = await waitRecord(file, (r) => r.request_id === 's-4', 'the stateless disconnect');
+    assert.equal(rec4.outcome, 'cancelled');
+    assert.equal(rec4.cancel_cause, 'client_disconnected');
+
+    const r5 = await mpost(gw, smsg('tools/call', { name: 'cancel_self', arguments: {}, _meta: { progressToken: 'p5' } }, 's-5'));
+    await r5.waitEvent((j) => j.method === 'notifications/progress', scaled(10000));
+    await gw.stop();
+    const rec5 = records(file).find((r) => r.request_id === 's-5');
+    assert.equal(rec5?.outcome, 'cancelled', JSON.stringify(rec5));
+    assert.equal(rec5.cancel_cause, 'shutdown');
+  });
+  await withGateway({ gateway: { audit_log: file }, servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300' }] }, async (gw) => {
+    const r = await mpost(gw, smsg('tools/call', { name: 'cancel_self', arguments: {} }, 's-6'));
+    await r.done(scaled(10000));
+    const rec = await waitRecord(file, (x) => x.request_id === 's-6', 'the stateless timeout');
+    assert.equal(rec.outcome, 'cancelled');
+    assert.equal(rec.cancel_cause, 'timeout');
+  });
+});
+
+test('stateless: a listen ended by a reload that changes its server is cancelled, cause reload; a pool child that crashes, cause child_ended', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file } }, async (gw) => {
+    const l = await mpost(gw, smsg('subscriptions/listen', { notifications: { toolsListChanged: true } }, 'L-1'));
+    await l.waitEvent((j) => j.method === 'notifications/subscriptions/acknowledged', scaled(10000));
+    fs.appendFileSync(gw.conf, 'cache_ttl_ms = 4321\n'); // the last section is the server's: changed
+    gw.proc.kill('SIGHUP');
+    await l.done(scaled(10000));
+    const rec = await waitRecord(file, (r) => r.request_id === 'L-1', 'the listen record');
+    assert.equal(rec.method, 'subscriptions/listen');
+    assert.equal(rec.outcome, 'cancelled');
+    assert.equal(rec.cancel_cause, 'reload');
+
+    const { answer } = await exchange(gw, smsg('tools/call', { name: 'crash', arguments: {} }, 'k-1'));
+    assert.ok(answer?.error, JSON.stringify(answer));
+    const k = await waitRecord(file, (r) => r.request_id === 'k-1', 'the crash record');
+    assert.equal(k.outcome, 'cancelled');
+    assert.equal(k.cancel_cause, 'child_ended');
+  });
+});
+
+test('sessions: a child that crashes ends its call, cause child_ended, and its session', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file } }, async (gw) => {
+    const s = await initSession(gw);
+    const r = await post(gw, rpc('tools/call', { name: 'crash', arguments: {} }, 'k-2'), { sid: s.sid });
+    await r.done(scaled(10000));
+    const k = await waitRecord(file, (x) => x.request_id === 'k-2', 'the crash record');
+    assert.equal(k.outcome, 'cancelled');
+    assert.equal(k.cancel_cause, 'child_ended');
+    assert.equal((await waitRecord(file, (x) => x.event === 'session_end', 'session_end')).detail, 'child_exited');
+  });
+});
+
+test('refusals: 403 (a scope missing) and 401 by authentication and a tool denied by policy are recorded; no token in the trail', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  const tokensFile = path.join(dir, 'tokens');
+  const tok = crypto.randomBytes(24).toString('hex');
+  fs.writeFileSync(tokensFile, `sha256:${sha256hex(tok)} alice\n`, { mode: 0o600 });
+  await withGateway({
+    gateway: { audit_log: file },
+    auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokensFile },
+    servers: [{ name: 'example', path: '/mcp', extra: 'denied_tools = crash' }, { name: 'scoped', path: '/scoped', extra: 'required_scopes = mcp:admin' }],
+  }, async (gw) => {
+    const r403 = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'u-0'), { bearer: tok, path: '/scoped' });
+    await r403.done();
+    assert.equal(r403.status, 403);
+    const ref403 = await waitRecord(file, (x) => x.event === 'refused_auth' && x.http_status === 403, 'refused_auth 403');
+    assert.equal(ref403.server, 'scoped');
+    assert.match(ref403.detail, /scope/);
+
+    const bad = `${tok}x`;
+    const r = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'u-1'), { bearer: bad });
+    await r.done();
+    assert.equal(r.status, 401);
+    const ref = await waitRecord(file, (x) => x.event === 'refused_auth' && x.http_status === 401, 'refused_auth');
+    assert.equal(ref.http_status, 401);
+    assert.equal(ref.server, 'example');
+    assert.equal(ref.client, '127.0.0.1');
+    assert.equal(ref.auth, 'bearer');
+    assert.equal(typeof ref.detail, 'string');
+
+    const { answer } = await exchange(gw, smsg('tools/call', { name: 'crash', arguments: { k: 1 } }, 'p-1'), { bearer: tok });
+    assert.ok(answer.error);
+    const pol = await waitRecord(file, (x) => x.event === 'refused_policy', 'refused_policy');
+    assert.equal(pol.principal, 'alice');
+    assert.equal(pol.auth, 'bearer');
+    assert.equal(pol.name, 'crash');
+    assert.equal(pol.request_id, 'p-1');
+    assert.equal(pol.error_code, -32602);
+    assert.match(pol.detail, /denied_tools/);
+
+    const { answer: ok } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'a' } }, 'p-2'), { bearer: tok });
+    assert.ok(ok.result);
+    assert.equal((await waitRecord(file, (x) => x.request_id === 'p-2', 'the call')).principal, 'alice');
+    const all = fs.readFileSync(file, 'utf8');
+    assert.ok(!all.includes(tok), 'the token is never in the trail');
+    assert.ok(!all.includes(sha256hex(tok)), 'nor its hash');
+  });
+});
+
+test('audit_log = journal: each record one journal entry with its fields', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const sock = path.join(dir, 'journal.sock');
+  const p = spawn(process.env.GW_JOURNAL_SINK, [sock], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout.on('data', (d) => { out += d.toString('latin1'); });
+  const exited = new Promise((res) => p.on('exit', res));
+  try {
+    await waitFor(() => fs.existsSync(sock), scaled(5000), 'the journal receiver');
+    await withGateway({ gateway: { audit_log: 'journal' }, env: { MCPGW_JOURNAL_SOCKET: sock } }, async (gw) => {
+      const s = await initSession(gw);
+      await callTool(gw, s.sid, 'echo', { text: 'j' }, { id: 'j-1' });
+      const entries = () => out.split('\n').slice(0, -1).map((l) => JSON.parse(l)).filter((e) => e.MCPGW_AUDIT === '1');
+      const e = await waitFor(() => entries().find((x) => x.MCPGW_AUDIT_EVENT === 'call'), scaled(5000), 'the call entry');
+      assert.equal(e.MCPGW_AUDIT_METHOD, 'tools/call');
+      assert.equal(e.MCPGW_AUDIT_NAME, 'echo');
+      assert.equal(e.MCPGW_AUDIT_OUTCOME, 'result');
+      assert.equal(e.MCPGW_AUDIT_SERVER, 'example');
+      assert.equal(e.MCPGW_AUDIT_PRINCIPAL, 'address:127.0.0.1');
+      assert.equal(e.MCPGW_AUDIT_WHERE, s.sid);
+      const m = JSON.parse(e.MESSAGE);
+      assert.equal(m.request_id, 'j-1');
+      assert.equal(m.outcome, 'result');
+      assert.ok(entries().some((x) => x.MCPGW_AUDIT_EVENT === 'session_start'));
+    });
+  } finally {
+    p.kill('SIGTERM');
+    await exited;
+  }
+});
+
+test('SIGUSR1 reopens the audit file after a rename', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file } }, async (gw) => {
+    await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: '1' } }, 'b-1'));
+    await waitRecord(file, (r) => r.request_id === 'b-1', 'before');
+    fs.renameSync(file, `${file}.1`);
+    gw.proc.kill('SIGUSR1');
+    await waitFor(() => fs.existsSync(file), scaled(5000), 'the new file');
+    await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: '2' } }, 'b-2'));
+    await waitRecord(file, (r) => r.request_id === 'b-2', 'after, in the new file');
+    assert.ok(!records(`${file}.1`).some((r) => r.request_id === 'b-2'));
+    assert.ok(records(`${file}.1`).some((r) => r.request_id === 'b-1'));
+  });
+});
+
+/** A gateway under RLIMIT_FSIZE = limit, its audit file filled to room bytes short of it. */
+async function fullDisk(required, fn) {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  const limit = 1 << 20;
+  fs.writeFileSync(file, `${'#'.repeat(limit - 41)}\n`);
+  const gw = await startGateway({ gateway: { audit_log: file, audit_required: required }, fsize: limit });
+  let ok = false;
+  try {
+    await fn(gw, file, limit);
+    ok = true;
+  } finally {
+    await gw.stop(ok ? undefined : { expect: null });
+  }
+}
+
+const failures = async (gw) => {
+  const r = await request(`${gw.base}/metrics`, { method: 'GET' });
+  const t = await r.done();
+  return metricSamples(t).mcpgw_audit_write_failures_total;
+};
+
+test('a file at its size limit, audit_required = 0: calls go on, lost records are counted and logged', async () => {
+  await fullDisk(0, async (gw, file, limit) => {
+    for (const id of ['f-1', 'f-2']) {
+      const { answer } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: id } }, id));
+      assert.ok(answer.result, `${id} answered`);
+    }
+    await waitFor(async () => (await failures(gw)) >= 2, scaled(5000), 'two failures counted');
+    await gw.waitLog(/audit_log .*: a record could not be written: File too large/);
+    assert.equal(fs.statSync(file).size, limit - 40, 'a cut record is cut off again');
+  });
+});
+
+test('a file at its size limit, audit_required = 1: audited calls get 503 until records can be written', async () => {
+  await fullDisk(1, async (gw, file, limit) => {
+    // The first call's record is the one lost: it ran already.
+    await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'g' } }, 'g-1'));
+    await waitFor(async () => (await failures(gw)) >= 1, scaled(5000), 'the failure counted');
+    const { r, answer } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'g' } }, 'g-2'));
+    assert.equal(r.status, 503);
+    assert.equal(answer.error.code, -32603);
+    assert.match(answer.error.message, /audit records cannot be written/);
+    // A session's call too, and a 2025-03-26 batch holding one is refused whole.
+    const s = await initSession(gw, { version: '2025-03-26' });
+    const one = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }, 'g-3'), { sid: s.sid });
+    await one.done(scaled(5000));
+    assert.equal(one.status, 503);
+    const batch = await post(gw, [rpc('tools/list', {}, 'g-4'), rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }, 'g-5')], { sid: s.sid });
+    await batch.done(scaled(5000));
+    assert.equal(batch.status, 503, batch.text());
+    assert.match(JSON.parse(batch.text()).error.message, /audit records cannot be written/);
+    assert.ok(!gw.childMessages().some((m) => m.id !== undefined && m.method === 'tools/list'), 'nothing of the batch reached the child');
+    // Room again: within a second a call passes, after the refused_audit record that says so.
+    fs.truncateSync(file, 0);
+    const passed = await waitFor(async () => {
+      const x = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'h' } }, 'h-1'));
+      return x.r.status === 200 && x.answer?.result ? x : null;
+    }, scaled(10000), 'a call to pass again');
+    assert.ok(passed);
+    assert.ok(limit > 0);
+    const recs = records(file);
+    assert.ok(recs.some((x) => x.event === 'refused_audit' && x.http_status === 503));
+    assert.ok(recs.some((x) => x.request_id === 'h-1' && x.outcome === 'result'));
+  });
+});
