@@ -53,6 +53,13 @@ enum config_era {
     CONFIG_ERA_LEGACY,    /* initialize-based: the gateway initializes it and adapts results */
 };
 
+/* [gateway] trace_context: W3C trace context toward the children (trace.h's modes, in order). */
+enum config_trace {
+    CONFIG_TRACE_OFF = 0,   /* nothing read, nothing added */
+    CONFIG_TRACE_PROPAGATE, /* a client's traceparent continued with the gateway's span id */
+    CONFIG_TRACE_START,     /* the same, and a new trace for a request that has none */
+};
+
 struct config_server {
     char *name;             /* from [server:NAME] */
     char *path;             /* MCP endpoint, starts with '/' */
@@ -130,6 +137,7 @@ struct config {
     char *access_log; /* NULL: access lines in the log, at info; "off": none */
     enum log_format access_log_format;
     char **trusted_proxies; /* NULL-terminated: addresses or CIDRs */
+    enum config_trace trace_context;
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;

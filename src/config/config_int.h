@@ -38,6 +38,7 @@ enum config_type {
     CONFIG_AUTH_MODE,  /* enum config_auth_mode: none, bearer, jwt */
     CONFIG_ERA,        /* enum config_era: auto, stateless, legacy */
     CONFIG_SCOPE,      /* bool cache_public: private, public */
+    CONFIG_TRACE,      /* enum config_trace: off, propagate, start */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX

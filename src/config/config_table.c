@@ -85,6 +85,8 @@ static const struct config_option config_table[] = {
       CONFIG_GW(access_log_format) },
     { "gateway.trusted_proxies", CONFIG_SEC_GATEWAY, CONFIG_LIST, "", 0, 0,
       CONFIG_GW(trusted_proxies) },
+    { "gateway.trace_context", CONFIG_SEC_GATEWAY, CONFIG_TRACE, "off", 0, 0,
+      CONFIG_GW(trace_context) },
     { "auth.mode", CONFIG_SEC_AUTH, CONFIG_AUTH_MODE, "none", 0, 0, CONFIG_GW(auth.mode) },
     { "auth.public_url", CONFIG_SEC_AUTH, CONFIG_URL, "", 0, 0, CONFIG_GW(auth.public_url) },
     { "auth.tokens_file", CONFIG_SEC_AUTH, CONFIG_DIR, "", 0, 0, CONFIG_GW(auth.tokens_file) },
