@@ -108,8 +108,11 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
     struct stream *st = session_stream_open(s, false, &status);
     if (st == NULL)
         return http_session_error(rc, status);
-    status =
-        session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info, rc->grants);
+    struct trace_in tin;
+    struct trace_in *trace = http_access_trace(rc, &tin);
+    status = session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info,
+                                    rc->grants, trace);
+    http_access_traced(rc, trace);
     if (status != SESSION_OK) {
         session_stream_detach(rc->sid, st);
         if (created)
@@ -191,8 +194,11 @@ http_post_batch(struct http_req *rc)
         free(info);
         return http_session_error(rc, status);
     }
+    struct trace_in tin;
+    struct trace_in *trace = http_access_trace(rc, &tin);
     status = session_client_batch(s, st, buf_head(&rc->body), buf_used(&rc->body), el, info, n,
-                                  rc->grants);
+                                  rc->grants, trace);
+    http_access_traced(rc, trace);
     free(info);
     if (status != SESSION_OK) {
         if (st != NULL)
@@ -358,8 +364,11 @@ http_legacy_post(struct http_req *rc)
         if (strcmp(info.method, "initialize") == 0 && session_initialized(s))
             return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                               "session is already initialized");
+        struct trace_in tin;
+        struct trace_in *trace = http_access_trace(rc, &tin);
         status = session_client_request(s, session_legacy_stream(s), buf_head(&rc->body),
-                                        buf_used(&rc->body), &info, rc->grants);
+                                        buf_used(&rc->body), &info, rc->grants, trace);
+        http_access_traced(rc, trace);
     } else {
         status = session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
     }
