@@ -135,7 +135,7 @@ trace_resolve(struct trace_in *tin, const char *body, size_t len, const struct j
     struct jsonrpc_span tp, ts;
     if (!trace_spans(body, len, info, &tp, &ts))
         return false;
-    char got[TRACE_PARENT_LEN + 8];
+    char got[256]; /* a later version may carry more fields */
     size_t glen;
     if (tp.len != 0 && jsonrpc_string_at(body, tp, got, sizeof got, &glen)
         && trace_parse(got, glen, t->parent)) {
