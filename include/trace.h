@@ -66,6 +66,8 @@ struct trace {
     enum trace_state_how how;
     const char *state; /* TRACE_STATE_SET: a JSON string, state_len bytes */
     size_t state_len;
+    /* Where the request's params._meta has traceparent and tracestate (len 0: absent). */
+    struct jsonrpc_span tp, ts;
 };
 
 /*
@@ -87,7 +89,7 @@ struct trace *trace_copy(const struct trace *t);
 #define TRACE_EDIT_BUF  (2 * TRACE_STATE_MAX + 160)
 /*
  * The edits (at most TRACE_EDITS_MAX, texts in buf of TRACE_EDIT_BUF bytes) that give the
- * request body/info (the one trace_resolve accepted, or an identical copy) t in params._meta:
+ * request body/info (the one trace_resolve made t from, or a byte-identical copy) t in _meta:
  * traceparent replaced or inserted, tracestate set, kept or removed; a missing _meta or params is
  * added. Returns the count (0 when the message cannot carry it).
  */

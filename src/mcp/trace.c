@@ -80,20 +80,39 @@ trace_in_init(struct trace_in *tin, enum trace_mode mode, const char *traceparen
     tin->state_len = k;
 }
 
-/* 8 random bytes, not all zero, as 16 hex digits at out. */
+/*
+ * bytes random bytes from the system's CSPRNG, drawn 4 KiB at a time: one RAND_bytes call costs
+ * about 2.5 us here, the ids of one request need two, and each byte is handed out once. The ids
+ * are not secrets, but one principal's must not let anyone compute another's.
+ */
+static void
+trace_random(unsigned char *out, size_t bytes)
+{
+    static unsigned char pool[4096];
+    static size_t left;
+    if (left < bytes) {
+        if (crypto_random(pool, sizeof pool) == -1)
+            memset(pool, 0x5a, sizeof pool); /* never seen; a fixed id still joins a request's lines */
+        left = sizeof pool;
+    }
+    memcpy(out, pool + sizeof pool - left, bytes);
+    memset(pool + sizeof pool - left, 0, bytes);
+    left -= bytes;
+}
+
+/* bytes (at most 16) random bytes, not all zero, as hex digits at out. */
 static void
 trace_mint_hex(char *out, size_t bytes)
 {
     unsigned char raw[16];
     bool zero = true;
-    while (zero) {
-        if (crypto_random(raw, bytes) == -1) {
-            /* Never seen; a fixed id still joins the lines of one request. */
-            memset(raw, 0x5a, bytes);
-        }
+    for (int tries = 0; zero && tries < 4; tries++) {
+        trace_random(raw, bytes);
         for (size_t i = 0; i < bytes; i++)
             zero = zero && raw[i] == 0;
     }
+    if (zero)
+        raw[bytes - 1] = 1;
     for (size_t i = 0; i < bytes; i++) {
         out[2 * i] = trace_hex[raw[i] >> 4];
         out[2 * i + 1] = trace_hex[raw[i] & 15];
@@ -135,6 +154,8 @@ trace_resolve(struct trace_in *tin, const char *body, size_t len, const struct j
     struct jsonrpc_span tp, ts;
     if (!trace_spans(body, len, info, &tp, &ts))
         return false;
+    t->tp = tp;
+    t->ts = ts;
     char got[256]; /* a later version may carry more fields */
     size_t glen;
     if (tp.len != 0 && jsonrpc_string_at(body, tp, got, sizeof got, &glen)
@@ -243,9 +264,7 @@ int
 trace_edits(const struct trace *t, const char *body, size_t len, const struct jsonrpc_info *info,
             char *buf, struct relay_edit *ed)
 {
-    struct jsonrpc_span tp, ts;
-    if (!trace_spans(body, len, info, &tp, &ts))
-        return 0;
+    struct jsonrpc_span tp = t->tp, ts = t->ts;
     size_t k = 0;
     if (info->meta.len == 0) {
         /* "_meta" (and "params" when there is none) added as the first member. */
