@@ -125,6 +125,11 @@ for (const era of ['legacy', 'stateless']) {
         seen.push(m[1]);
       }
       assert.notEqual(seen[0], seen[1], 'a new trace id each time');
+      // The gateway's own initialize of a pool's legacy child carries none; a session's
+      // initialize is the client's request and carries one.
+      const inits = gw.childMessages().filter((j) => j.method === 'initialize');
+      assert.ok(inits.length >= 1);
+      for (const j of inits) assert.equal(j.params?._meta?.traceparent === undefined, era === 'stateless', JSON.stringify(j));
     });
   });
 
