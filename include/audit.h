@@ -29,7 +29,7 @@ struct audit_who {
     const char *principal; /* auth's principal name */
     const char *auth;      /* how it was authenticated: none, bearer, jwt, introspection */
     const char *client;    /* the client's address as the access log names it */
-    const char *trace_id;  /* the W3C trace id; NULL until trace context is carried */
+    const char *trace_id;  /* the W3C trace id (a call's is set by audit_call_trace); NULL */
 };
 void audit_set_who(const struct audit_who *w);
 
@@ -61,6 +61,8 @@ struct audit_rec *audit_call_new(const char *server, const char *where, const ch
                                  size_t len, const struct jsonrpc_info *info);
 /* The pool child that took it ("pool:NAME#N"). */
 void audit_call_where(struct audit_rec *a, const char *where);
+/* The W3C trace id the request carried to its child (trace_context); NULL: none. */
+void audit_call_trace(struct audit_rec *a, const char *trace_id);
 /* The child's answer (a result, or an error and its code). The first outcome set stays. */
 void audit_call_answer(struct audit_rec *a, const char *line, size_t len,
                        const struct jsonrpc_info *info);

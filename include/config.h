@@ -65,6 +65,12 @@ struct config_claim_env {
     char *def; /* NULL: a missing or invalid claim refuses the session */
 };
 #define CONFIG_CLAIM_VALUE_MAX 4096
+/* [gateway] trace_context: W3C trace context toward the children (trace.h's modes, in order). */
+enum config_trace {
+    CONFIG_TRACE_OFF = 0,   /* nothing read, nothing added */
+    CONFIG_TRACE_PROPAGATE, /* a client's traceparent continued with the gateway's span id */
+    CONFIG_TRACE_START,     /* the same, and a new trace for a request that has none */
+};
 
 struct config_server {
     char *name;             /* from [server:NAME] */
@@ -152,6 +158,7 @@ struct config {
     char *audit_log;                    /* NULL: no audit trail; "journal", or a file */
     uint64_t audit_arguments_max_bytes; /* 0: arguments only as their digest */
     uint64_t audit_required; /* 1: audited calls are refused while records cannot be written */
+    enum config_trace trace_context;
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;

@@ -54,6 +54,7 @@ struct jsonrpc_info {
     struct jsonrpc_span task_id;         /* params.taskId */
     struct jsonrpc_span level;           /* params.level (notifications/message) */
     struct jsonrpc_span params;          /* params, when it is an object */
+    struct jsonrpc_span meta;            /* params._meta (any value) */
     struct jsonrpc_span request_state;   /* params.requestState (a 2026-07-28 retry) */
     struct jsonrpc_span input_responses; /* params.inputResponses */
     /* params._meta["io.modelcontextprotocol/..."] of the 2026-07-28 revision: */

@@ -56,6 +56,8 @@ struct pending {
     /* A session's audited call: its record (audit.h), written where the entry ends (its answer,
      * its cancel, or its deletion); NULL: the trail is off, or nothing to record. */
     struct audit_rec *audit;
+    /* The trace id (32 hex digits) the request carried to the child (trace.h); "": none. */
+    char trace_id[33];
 };
 
 struct pending_table {
@@ -82,6 +84,8 @@ struct pending *pending_find_token(const struct pending_table *t, const char *to
 void pending_uncount(struct pending *p);
 /* Unlinks and frees p, and deletes its timer (and gives its count back). */
 void pending_del(struct pending_table *t, struct pending *p);
+/* The trace id the request carried to the child ([gateway] trace_context), or NULL: none. */
+const char *pending_trace_id(const struct pending *p);
 /* Entries still waiting (state FORWARDED) in one direction. */
 size_t pending_active(const struct pending_table *t, enum pending_dir dir);
 

@@ -12,6 +12,7 @@
 #include "loop.h"
 #include "policy.h"
 #include "stream.h"
+#include "trace.h"
 
 /*
  * The stateless (2026-07-28) era has no sessions: each request stands alone. A pool of children per
@@ -63,6 +64,9 @@ struct pool_meta {
     const char *why;
     /* The token's scopes, for the server's tool policy (policy.h). */
     struct policy_grants grants;
+    /* What the HTTP request's headers carry of W3C trace context (trace.h); NULL: trace_context
+     * is off, and the child's line is the client's with only the id (and token) replaced. */
+    struct trace_in *trace;
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);

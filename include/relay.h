@@ -147,7 +147,7 @@ struct relay_edit {
     const char *with;
     size_t with_len;
 };
-#define RELAY_EDITS_MAX 3
+#define RELAY_EDITS_MAX 4 /* the id, a progress token, a trace's two (trace.h) */
 /*
  * msg with up to RELAY_EDITS_MAX edits (any order, not overlapping; ed is sorted in place) as
  * iovecs into iov (room for 2 * n + 1); returns the count.

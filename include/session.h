@@ -14,6 +14,7 @@
 #include "pending.h"
 #include "policy.h"
 #include "stream.h"
+#include "trace.h"
 
 /*
  * Sessions: the table, their lifecycle, and the routing between a session's HTTP streams and its
@@ -146,11 +147,13 @@ void session_stream_detach(const char *sid, struct stream *st);
 /*
  * A client request (body is ours and may be rewritten in place), answered on st. grants: the
  * token's scopes for the server's tool policy (policy.h); a tools/call of a tool hidden from them
- * never reaches the child and is answered on st as an unknown tool.
+ * never reaches the child and is answered on st as an unknown tool. trace: what the HTTP request's
+ * headers carry of W3C trace context (trace.h); NULL when trace_context is off: then the line the
+ * child gets is the client's with only the id replaced.
  */
 enum session_status session_client_request(struct session *s, struct stream *st, char *body,
                                            size_t len, const struct jsonrpc_info *info,
-                                           struct policy_grants grants);
+                                           struct policy_grants grants, struct trace_in *trace);
 /* A client notification or response. */
 enum session_status session_client_other(struct session *s, char *body, size_t len,
                                          const struct jsonrpc_info *info);
@@ -169,7 +172,7 @@ const char *session_status_text(enum session_status status);
 enum session_status session_client_batch(struct session *s, struct stream *st, char *body,
                                          size_t len, const struct jsonrpc_span *el,
                                          const struct jsonrpc_info *info, size_t n,
-                                         struct policy_grants grants);
+                                         struct policy_grants grants, struct trace_in *trace);
 /* Whether the session's revision has JSON-RPC batches (revision.h). */
 bool session_batches(const struct session *s);
 

@@ -217,6 +217,15 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         }
         return config_fail(ps, line, key, "must be auto, stateless or legacy");
     }
+    case CONFIG_TRACE: {
+        static const char *const modes[] = { "off", "propagate", "start" };
+        for (size_t m = 0; m < ARRAY_LEN(modes); m++)
+            if (strcmp(v, modes[m]) == 0) {
+                *(enum config_trace *)config_target(base, opt) = (enum config_trace)m;
+                return 0;
+            }
+        return config_fail(ps, line, key, "must be off, propagate or start");
+    }
     case CONFIG_SCOPE:
         if (strcmp(v, "private") != 0 && strcmp(v, "public") != 0)
             return config_fail(ps, line, key, "must be private or public");
@@ -676,6 +685,7 @@ config_server_same(const struct config_server *a, const struct config_server *b)
         case CONFIG_LOG_LEVEL:
         case CONFIG_LOG_FORMAT:
         case CONFIG_AUTH_MODE:
+        case CONFIG_TRACE:
             same = false; /* no key of a server section has these types */
             break;
         }

@@ -280,6 +280,9 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
     case CONFIG_ERA:
         snprintf(b, size, "auto, stateless, legacy");
         break;
+    case CONFIG_TRACE:
+        snprintf(b, size, "off, propagate, start");
+        break;
     case CONFIG_SCOPE:
         snprintf(b, size, "private, public");
         break;

@@ -44,6 +44,7 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
     static const char *const formats[] = { "text", "json", "journal" };
     static const char *const modes[] = { "none", "bearer", "jwt" };
     static const char *const eras[] = { "auto", "stateless", "legacy" };
+    static const char *const traces[] = { "off", "propagate", "start" };
     const void *at = base + o->off;
     switch (o->type) {
     case CONFIG_U64:
@@ -93,6 +94,9 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
         return;
     case CONFIG_ERA:
         fputs(eras[*(const enum config_era *)at], f);
+        return;
+    case CONFIG_TRACE:
+        fputs(traces[*(const enum config_trace *)at], f);
         return;
     case CONFIG_SCOPE:
         fputs(*(const bool *)at ? "public" : "private", f);

@@ -90,6 +90,8 @@ static const struct config_option config_table[] = {
       CONFIG_GW(audit_arguments_max_bytes) },
     { "gateway.audit_required", CONFIG_SEC_GATEWAY, CONFIG_U64, "0", 0, 1,
       CONFIG_GW(audit_required) },
+    { "gateway.trace_context", CONFIG_SEC_GATEWAY, CONFIG_TRACE, "off", 0, 0,
+      CONFIG_GW(trace_context) },
     { "auth.mode", CONFIG_SEC_AUTH, CONFIG_AUTH_MODE, "none", 0, 0, CONFIG_GW(auth.mode) },
     { "auth.public_url", CONFIG_SEC_AUTH, CONFIG_URL, "", 0, 0, CONFIG_GW(auth.public_url) },
     { "auth.tokens_file", CONFIG_SEC_AUTH, CONFIG_DIR, "", 0, 0, CONFIG_GW(auth.tokens_file) },

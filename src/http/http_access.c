@@ -196,6 +196,24 @@ http_access_mcp(struct http_req *rc, const struct jsonrpc_info *info)
         http_access_span(a->name, sizeof(a->name), body, info->uri);
 }
 
+struct trace_in *
+http_access_trace(struct http_req *rc, struct trace_in *tin)
+{
+    enum config_trace mode = httpd.cfg->trace_context;
+    if (mode == CONFIG_TRACE_OFF)
+        return NULL;
+    trace_in_init(tin, mode == CONFIG_TRACE_START ? TRACE_START : TRACE_PROPAGATE,
+                  http_header(rc, "traceparent"), http_header(rc, "tracestate"));
+    return tin;
+}
+
+void
+http_access_traced(struct http_req *rc, const struct trace_in *tin)
+{
+    if (tin != NULL && tin->trace_id[0] != '\0' && rc->acc.trace_id[0] == '\0')
+        memcpy(rc->acc.trace_id, tin->trace_id, sizeof(rc->acc.trace_id));
+}
+
 /* The peer's address as text. */
 static void
 http_access_addr(const struct sockaddr *sa, char *out, size_t size)
@@ -257,6 +275,7 @@ http_access_end(struct http_req *rc)
         { "session", HTTP_ACCESS_OR_NULL(rc->sid), false },
         { "principal", rc->principal != NULL ? rc->principal->name : NULL, false },
         { "request_id", a->rid, false },
+        { "trace_id", HTTP_ACCESS_OR_NULL(a->trace_id), false },
     };
 #undef HTTP_ACCESS_OR_NULL
     log_access(f, ARRAY_LEN(f));

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "session.h"
 #include "stream.h"
+#include "trace.h"
 
 #define HTTP_SID_HEADER     "Mcp-Session-Id"
 #define HTTP_VERSION_HEADER "MCP-Protocol-Version"
@@ -88,6 +89,7 @@ struct http_access {
     char forwarded[48];               /* the last X-Forwarded-For entry from a trusted peer */
     char mcp_method[64];              /* of a POST's body */
     char name[128];                   /* Mcp-Name, params.name or params.uri */
+    char trace_id[TRACE_ID_LEN + 1];  /* the W3C trace id its request carried to a child; "" */
 };
 
 /* One HTTP request, from the first handler call to MHD's completed callback. */
@@ -189,6 +191,13 @@ void http_access_start(struct http_req *rc, const char *url, const char *method)
 void http_access_response(struct http_req *rc, unsigned status, struct MHD_Response *r);
 /* The MCP method and the tool, prompt or resource name the request carried (a POST body). */
 void http_access_mcp(struct http_req *rc, const struct jsonrpc_info *info);
+/*
+ * W3C trace context ([gateway] trace_context): tin filled from rc's traceparent and tracestate
+ * headers, or NULL when trace_context is off (nothing read). http_access_traced takes the trace
+ * id the request carried to its child (tin NULL: nothing) for the access line's trace_id.
+ */
+struct trace_in *http_access_trace(struct http_req *rc, struct trace_in *tin);
+void http_access_traced(struct http_req *rc, const struct trace_in *tin);
 /* Response body bytes for rc. */
 static inline void
 http_access_sent(struct http_req *rc, size_t n)

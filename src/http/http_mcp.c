@@ -120,7 +120,7 @@ http_audit_who(struct http_req *rc)
             dots += t[i] == '.';
         auth = dots == 2 ? "jwt" : "introspection";
     }
-    /* The trace id: the request's W3C trace id once trace context is carried (NULL: none). */
+    /* A call's trace id is its own (audit_call_trace), set when the request reaches its child. */
     const struct audit_who w = { rc->principal != NULL ? rc->principal->name : NULL, auth, client,
                                  NULL };
     audit_set_who(&w);
@@ -149,8 +149,11 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
     struct stream *st = session_stream_open(s, false, &status);
     if (st == NULL)
         return http_session_error(rc, status);
-    status =
-        session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info, rc->grants);
+    struct trace_in tin;
+    struct trace_in *trace = http_access_trace(rc, &tin);
+    status = session_client_request(s, st, buf_head(&rc->body), buf_used(&rc->body), info,
+                                    rc->grants, trace);
+    http_access_traced(rc, trace);
     if (status != SESSION_OK) {
         session_stream_detach(rc->sid, st);
         if (created)
@@ -237,8 +240,11 @@ http_post_batch(struct http_req *rc)
         free(info);
         return http_session_error(rc, status);
     }
+    struct trace_in tin;
+    struct trace_in *trace = http_access_trace(rc, &tin);
     status = session_client_batch(s, st, buf_head(&rc->body), buf_used(&rc->body), el, info, n,
-                                  rc->grants);
+                                  rc->grants, trace);
+    http_access_traced(rc, trace);
     free(info);
     if (status != SESSION_OK) {
         if (st != NULL)
@@ -409,8 +415,11 @@ http_legacy_post(struct http_req *rc)
                               "session is already initialized");
         if (audit_on() && audit_method(info.method) && http_refuse_unaudited(rc, &info, &ret))
             return ret;
+        struct trace_in tin;
+        struct trace_in *trace = http_access_trace(rc, &tin);
         status = session_client_request(s, session_legacy_stream(s), buf_head(&rc->body),
-                                        buf_used(&rc->body), &info, rc->grants);
+                                        buf_used(&rc->body), &info, rc->grants, trace);
+        http_access_traced(rc, trace);
     } else {
         status = session_client_other(s, buf_head(&rc->body), buf_used(&rc->body), &info);
     }

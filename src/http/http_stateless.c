@@ -232,9 +232,12 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     enum MHD_Result refused;
     if (http_refuse_unaudited(rc, info, &refused))
         return refused;
+    struct trace_in tin;
+    meta.trace = http_access_trace(rc, &tin);
     enum pool_status status;
     struct stream *st =
         pool_request(rc->srv, buf_head(&rc->body), buf_used(&rc->body), info, &meta, &status);
+    http_access_traced(rc, meta.trace);
     if (st == NULL && status == POOL_E_DRAINED)
         return http_drained(rc, info);
     if (st == NULL) {

@@ -440,6 +440,13 @@ audit_call_where(struct audit_rec *a, const char *where)
 }
 
 void
+audit_call_trace(struct audit_rec *a, const char *trace_id)
+{
+    if (a != NULL)
+        audit_copy(a->trace_id, sizeof a->trace_id, trace_id);
+}
+
+void
 audit_call_answer(struct audit_rec *a, const char *line, size_t len,
                   const struct jsonrpc_info *info)
 {

@@ -601,9 +601,10 @@ jsonrpc_member(struct jsonrpc_scanner *sc, const unsigned char *s, enum jsonrpc_
             jsonrpc_invalid(sc, "\"error\" is not an object");
         return jsonrpc_value(sc, s, depth);
     case JSONRPC_KEY_META:
-        if (*s == '{')
-            return jsonrpc_object(sc, s + 1, JSONRPC_LEVEL_META);
-        return jsonrpc_value(sc, s, depth);
+        s = *s == '{' ? jsonrpc_object(sc, s + 1, JSONRPC_LEVEL_META) : jsonrpc_value(sc, s, depth);
+        if (s != NULL)
+            sc->info->meta = jsonrpc_span_of(sc, start, s);
+        return s;
     case JSONRPC_KEY_TASK:
         sc->info->has_task = true;
         return jsonrpc_value(sc, s, depth);
@@ -779,6 +780,7 @@ jsonrpc_scan(const char *p, size_t n, struct jsonrpc_info *out, const char **err
         memset(&out->task_id, 0, sizeof out->task_id);
         memset(&out->level, 0, sizeof out->level);
         memset(&out->params, 0, sizeof out->params);
+        memset(&out->meta, 0, sizeof out->meta);
         memset(&out->request_state, 0, sizeof out->request_state);
         memset(&out->input_responses, 0, sizeof out->input_responses);
         memset(&out->meta_version, 0, sizeof out->meta_version);

@@ -157,3 +157,9 @@ pending_active(const struct pending_table *t, enum pending_dir dir)
             n++;
     return n;
 }
+
+const char *
+pending_trace_id(const struct pending *p)
+{
+    return p->trace_id[0] != '\0' ? p->trace_id : NULL;
+}

@@ -691,6 +691,9 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         jsonrpc_flatten(body, len);
     struct pool_call *call = xcalloc(1, sizeof(*call));
     call->pool = p;
+    struct trace tr;
+    if (meta->trace != NULL && trace_resolve(meta->trace, body, len, info, &tr))
+        call->trace = trace_copy(&tr);
     call->rev = meta->rev;
     call->log_level = meta->log_level;
     call->grants = p->srv->policy != NULL ? policy_bits(p->srv->policy, meta->grants) : 0;
@@ -709,6 +712,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
             stream_own(call->st)->owner = NULL;
             stream_unref(call->st);
             stream_unref(st);
+            free(call->trace);
             free(call);
             p->row->ctr.requests--;
             *status = POOL_E_BUSY;

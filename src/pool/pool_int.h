@@ -127,6 +127,7 @@ struct pool_call {
     int log_level;     /* -1: no log lines for this request */
     uint64_t grants;   /* the token's scopes as the server's tool policy numbers them */
     char *body;        /* queued only: the request, until a child is ready */
+    struct trace *trace; /* the trace it carries to its child (trace.h); NULL: none */
     size_t len;
     struct pool_call *qnext;
     /* Input rounds (pool_bridge.c); all NULL/0 for a call that never asks. */

@@ -147,6 +147,7 @@ pool_call_end(struct pool_call *call)
         stream_unref(call->st);
     }
     free(call->body); /* a queued copy, or NULL */
+    free(call->trace);
     free(call);
 }
 
@@ -402,11 +403,18 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
     char idbuf[24];
     size_t idlen = relay_id_text(p, idbuf);
-    struct relay_edit ed[2] = {
+    struct relay_edit ed[2 + TRACE_EDITS_MAX] = {
         { info->id.off, info->id.len, idbuf, idlen },
         { info->progress_token.off, info->progress_token.len, idbuf, idlen },
     };
-    if (relay_send_spliced(&c->r, body, len, ed, info->progress_token.len ? 2 : 1) == -1) {
+    int n = info->progress_token.len ? 2 : 1;
+    char text[TRACE_EDIT_BUF];
+    if (call->trace != NULL) {
+        n += trace_edits(call->trace, body, len, info, text, ed + n);
+        trace_id_copy(call->trace, p->trace_id);
+        audit_call_trace(call->audit, pending_trace_id(p));
+    }
+    if (relay_send_spliced(&c->r, body, len, ed, n) == -1) {
         pending_del(&c->r.pt, p);
         return -1;
     }

@@ -44,6 +44,27 @@ session_splice_send(struct session *s, const char *msg, size_t len, struct jsonr
     return relay_send_spliced(&s->r, msg, len, &ed, 1);
 }
 
+/*
+ * The same for a client request that carries a trace (trace_context on): the id, and the trace
+ * put into its params._meta, in one splice. The trace id goes on the in-flight entry p.
+ */
+static int
+session_traced_send(struct session *s, struct pending *p, char *body, size_t len,
+                    const struct jsonrpc_info *info, struct trace_in *tin, const char *id,
+                    size_t idlen)
+{
+    struct trace tr;
+    char text[TRACE_EDIT_BUF];
+    struct relay_edit ed[1 + TRACE_EDITS_MAX] = { { info->id.off, info->id.len, id, idlen } };
+    int n = 1;
+    if (trace_resolve(tin, body, len, info, &tr)) {
+        n += trace_edits(&tr, body, len, info, text, ed + 1);
+        trace_id_copy(&tr, p->trace_id);
+        audit_call_trace(p->audit, pending_trace_id(p));
+    }
+    return relay_send_spliced(&s->r, body, len, ed, n);
+}
+
 void
 session_error_to_child(struct session *s, const char *id, size_t idlen, const char *message)
 {
@@ -463,7 +484,8 @@ session_note_client_info(struct session *s, const char *body, const struct jsonr
 
 enum session_status
 session_client_request(struct session *s, struct stream *st, char *body, size_t len,
-                       const struct jsonrpc_info *info, struct policy_grants grants)
+                       const struct jsonrpc_info *info, struct policy_grants grants,
+                       struct trace_in *trace)
 {
     if (s->state == SESSION_CLOSED || s->u == NULL)
         return SESSION_E_GONE;
@@ -510,7 +532,9 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     }
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    if (session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen) == -1) {
+    if ((trace == NULL ? session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen)
+                       : session_traced_send(s, p, body, len, info, trace, idbuf, (size_t)idlen))
+        == -1) {
         audit_call_error(p->audit, JSONRPC_INTERNAL_ERROR); /* refused: 503 */
         pending_del(&s->r.pt, p);
         return SESSION_E_BUSY;
@@ -624,12 +648,13 @@ session_status_text(enum session_status status)
 enum session_status
 session_client_batch(struct session *s, struct stream *st, char *body, size_t len,
                      const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n,
-                     struct policy_grants grants)
+                     struct policy_grants grants, struct trace_in *trace)
 {
     if (s->state == SESSION_CLOSED || s->u == NULL)
         return SESSION_E_GONE;
     /* Toward stdin it is all or nothing: room for every element (ids may grow) or a 503. */
-    if (upstream_queued_bytes(s->u) + len + n * 24 > sessions.cfg->stdin_queue_bytes)
+    if (upstream_queued_bytes(s->u) + len + n * (24 + (trace != NULL ? (size_t)TRACE_EDIT_BUF : 0))
+        > sessions.cfg->stdin_queue_bytes)
         return SESSION_E_BUSY;
     if (st != NULL)
         stream_own(st)
@@ -641,7 +666,8 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
                 log_warn(s->id, "batch element %zu not delivered", i);
             continue;
         }
-        enum session_status rc = session_client_request(s, st, m, el[i].len, &info[i], grants);
+        enum session_status rc =
+            session_client_request(s, st, m, el[i].len, &info[i], grants, trace);
         if (rc != SESSION_OK) {
             /* Each request of a batch gets its own answer: this one an error, at once. */
             size_t elen;

@@ -9,7 +9,9 @@
  * stateless requests go to a pool of children (pool.h), ended with the sessions after each input.
  *
  * The first byte picks the configuration: even, [auth] mode = bearer (the token "fuzz-token" of
- * principal "fuzzer" with scope "s"; a second server at /scoped requires it); odd, mode = none.
+ * principal "fuzzer" with scope "s"; a second server at /scoped requires it) and trace_context =
+ * start; odd, mode = none and trace_context = propagate (so every request that reaches a child
+ * goes through the trace splice, with the client's traceparent headers and _meta as they come).
  * The rest is the bytes sent. Invariants: the gateway never crashes or trips a sanitizer, every
  * answer it completes starts with "HTTP/1.1 ", and no child outlives its input.
  */
@@ -142,6 +144,7 @@ static void
 fuzz_config(int i, const char *tokens_path)
 {
     char auth[256], text[2048], err[512];
+    const char *trace = i == 0 ? "start" : "propagate";
     if (i == 0)
         snprintf(auth, sizeof(auth),
                  "mode = bearer\npublic_url = https://mcp.fuzz.example\ntokens_file = %s\n",
@@ -161,6 +164,7 @@ fuzz_config(int i, const char *tokens_path)
              "child_stdin_grace_ms = 0\n"
              "child_term_grace_ms = 0\n"
              "legacy_sse = 1\n"
+             "trace_context = %s\n"
              "log_level = %s\n"
              "[auth]\n"
              "%s"
@@ -171,7 +175,7 @@ fuzz_config(int i, const char *tokens_path)
              "path = /scoped\n"
              "command = %s/tests/fixtures/mcp-example-server\n"
              "required_scopes = s\n",
-             F.port, getenv("HTTP_FUZZ_VERBOSE") != NULL ? "debug" : "error", auth,
+             F.port, trace, getenv("HTTP_FUZZ_VERBOSE") != NULL ? "debug" : "error", auth,
              MCPGW_BUILD_ROOT, MCPGW_BUILD_ROOT);
     if (config_load_string(text, "http_fuzz.ini", &F.cfg[i], err, sizeof(err)) == -1
         || (F.auth[i] = auth_new(&F.cfg[i], err, sizeof(err))) == NULL) {

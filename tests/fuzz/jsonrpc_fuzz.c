@@ -444,8 +444,10 @@ fz_expect_object(const char *p, size_t n, size_t off, struct jsonrpc_info *info)
         info->level = t.par[FZ_LEVEL].val;
         info->request_state = t.par[FZ_REQUEST_STATE].val;
         info->input_responses = t.par[FZ_INPUT_RESPONSES].val;
-        if (t.params_off != 0)
+        if (t.params_off != 0) {
             info->params = t.top[FZ_PARAMS].val;
+            info->meta = t.par[FZ_META].val;
+        }
         info->meta_version = t.meta[FZ_META_VERSION].val;
         info->meta_caps = t.meta[FZ_META_CAPS].val;
         info->meta_log_level = t.meta[FZ_META_LOG_LEVEL].val;
@@ -511,6 +513,7 @@ fz_check_spans(const char *what, const struct jsonrpc_info *got, const struct js
         { "taskId", offsetof(struct jsonrpc_info, task_id) },
         { "level", offsetof(struct jsonrpc_info, level) },
         { "params", offsetof(struct jsonrpc_info, params) },
+        { "_meta", offsetof(struct jsonrpc_info, meta) },
         { "requestState", offsetof(struct jsonrpc_info, request_state) },
         { "inputResponses", offsetof(struct jsonrpc_info, input_responses) },
         { "_meta protocolVersion", offsetof(struct jsonrpc_info, meta_version) },

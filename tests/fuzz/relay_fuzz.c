@@ -1154,7 +1154,7 @@ session_send(struct session *s, struct req *r, char *body, size_t len, bool crea
     struct jsonrpc_info info;
     FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
     uint64_t before = quota_of(s->srv->name, s->owner->name, QUOTA_CALLS);
-    enum session_status st = session_client_request(s, r->st, body, len, &info, G);
+    enum session_status st = session_client_request(s, r->st, body, len, &info, G, NULL);
     check_admitted(st == SESSION_OK, st == SESSION_E_PRINCIPAL, QUOTA_CALLS, before,
                    strcmp(info.method, "initialize") != 0);
     if (st != SESSION_OK) {
@@ -1417,7 +1417,7 @@ session_batch(unsigned a, unsigned b)
             mark_cancelled(s->id, id);
         }
     }
-    if (session_client_batch(s, r != NULL ? r->st : NULL, body, len, sp, info, count, G)
+    if (session_client_batch(s, r != NULL ? r->st : NULL, body, len, sp, info, count, G, NULL)
         != SESSION_OK) {
         FUZZ_CHECK(r == NULL || !stream_ended(r->st), "a refused batch ended its stream");
         if (r != NULL) {

@@ -350,3 +350,12 @@ Test(pending, clear_frees_all)
     pending_clear(&t);
     pending_clear(&t);
 }
+
+/* The trace id an entry's request carried to the child, for the records that name it. */
+Test(pending, trace_id_accessor, .init = table_init, .fini = table_fini)
+{
+    struct pending *p = pending_add(&T, PENDING_TO_CHILD, "1", 1, "tools/call", 7, 1000);
+    cr_assert_null(pending_trace_id(p), "none unless trace_context put one on it");
+    memcpy(p->trace_id, "4bf92f3577b34da6a3ce929d0e0e4736", 33);
+    cr_assert_str_eq(pending_trace_id(p), "4bf92f3577b34da6a3ce929d0e0e4736");
+}

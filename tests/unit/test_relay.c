@@ -404,3 +404,258 @@ Test(relay, deploy_readme_lists_the_reasons_of_the_table)
     doc_lists_each_once(doc, seen);
     free(md);
 }
+
+/* --- trace context: the splice that puts a trace into params._meta (trace.h) ---------------- */
+
+#include "trace.h"
+
+#define TP_CLIENT "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+/*
+ * in through trace_resolve (mode, header traceparent and tracestate) and trace_edits with the id
+ * replaced by 7, as a child would read it, into out; false when the request carries no trace. The
+ * result must scan as one request again; *span gets the gateway's span id.
+ */
+static bool
+traced(const char *in, enum trace_mode mode, const char *hdr_tp, const char *hdr_ts, char *out,
+       size_t cap, char span[17])
+{
+    size_t len = strlen(in);
+    struct jsonrpc_info info;
+    cr_assert_eq(jsonrpc_scan(in, len, &info, NULL), JSONRPC_OK, "%s", in);
+    struct trace_in tin;
+    trace_in_init(&tin, mode, hdr_tp, hdr_ts);
+    struct trace tr;
+    struct relay_edit ed[1 + TRACE_EDITS_MAX] = { { info.id.off, info.id.len, "7", 1 } };
+    char text[TRACE_EDIT_BUF];
+    int n = 1;
+    bool on = trace_resolve(&tin, in, len, &info, &tr);
+    if (on) {
+        n += trace_edits(&tr, in, len, &info, text, ed + 1);
+        memcpy(span, tr.parent + 36, 16);
+        span[16] = '\0';
+        char id[TRACE_ID_LEN + 1];
+        trace_id_copy(&tr, id);
+        cr_assert_str_eq(tin.trace_id, id);
+    }
+    struct iovec iov[2 * RELAY_EDITS_MAX + 1];
+    int k = relay_splice(in, len, ed, n, iov);
+    size_t at = 0;
+    for (int i = 0; i < k; i++) {
+        cr_assert_lt(at + iov[i].iov_len, cap);
+        memcpy(out + at, iov[i].iov_base, iov[i].iov_len);
+        at += iov[i].iov_len;
+    }
+    out[at] = '\0';
+    struct jsonrpc_info again;
+    cr_assert_eq(jsonrpc_scan(out, at, &again, NULL), JSONRPC_OK, "does not scan: %s", out);
+    cr_assert_eq(again.kind, JSONRPC_REQUEST);
+    return on;
+}
+
+/* out with the 16 hex digits of span replaced by S's, so expected texts can be written out. */
+static void
+unspan(char *out, const char *span)
+{
+    char *at = strstr(out, span);
+    cr_assert_not_null(at, "span %s not in %s", span, out);
+    memset(at, 'S', 16);
+}
+
+Test(relay, trace_parse_follows_w3c)
+{
+    char out[TRACE_PARENT_LEN + 1];
+    cr_assert(trace_parse(TP_CLIENT, strlen(TP_CLIENT), out));
+    cr_assert_str_eq(out, TP_CLIENT);
+    static const char *const bad[] = {
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01", /* trace id all zero */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", /* parent id all zero */
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", /* uppercase */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* version ff */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* 00 with more */
+        "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",  /* short trace id */
+        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* separator */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g", /* flags */
+        "",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_not(trace_parse(bad[i], strlen(bad[i]), out), "%s", bad[i]);
+    /* A later version is read as 00 (its extra fields dropped). */
+    const char *v1 = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-abcd";
+    cr_assert(trace_parse(v1, strlen(v1), out));
+    cr_assert_str_eq(out, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03");
+}
+
+Test(relay, trace_every_shape_of_params)
+{
+    char out[2048], span[17];
+    static const struct {
+        const char *in, *want; /* the child's line, the gateway's span id as S */
+    } cases[] = {
+        /* no params: "params" added */
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
+          "{\"params\":{\"_meta\":{\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-"
+          "SSSSSSSSSSSSSSSS-01\"}},\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}" },
+        /* params without _meta: "_meta" added */
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"e\"}}",
+          "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"_meta\":{"
+          "\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-SSSSSSSSSSSSSSSS-01\"},"
+          "\"name\":\"e\"}}" },
+        /* empty params, blanks inside */
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{ }}",
+          "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+          "\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-SSSSSSSSSSSSSSSS-01\"} }}" },
+        /* _meta without traceparent: inserted first */
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"progressToken\":"
+          "5}}}",
+          "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"_meta\":{\"traceparent\":"
+          "\"00-4bf92f3577b34da6a3ce929d0e0e4736-SSSSSSSSSSSSSSSS-01\",\"progressToken\":5}}}" },
+        /* empty _meta */
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{}}}",
+          "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"_meta\":{\"traceparent\":"
+          "\"00-4bf92f3577b34da6a3ce929d0e0e4736-SSSSSSSSSSSSSSSS-01\"}}}" },
+        /* whitespace everywhere, line breaks too */
+        { " {\n\"jsonrpc\" : \"2.0\" , \"id\" : 1 , \"method\" : \"x\" , \"params\" : { \"_meta\""
+          " : { } } } ",
+          " {\n\"jsonrpc\" : \"2.0\" , \"id\" : 7 , \"method\" : \"x\" , \"params\" : { \"_meta\""
+          " : {\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-SSSSSSSSSSSSSSSS-01\" } } "
+          "} " },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert(traced(cases[i].in, TRACE_PROPAGATE, TP_CLIENT, NULL, out, sizeof out, span));
+        cr_assert_str_neq(span, "00f067aa0ba902b7", "the gateway's own span id");
+        cr_assert_str_neq(span, "0000000000000000");
+        unspan(out, span);
+        cr_assert_str_eq(out, cases[i].want, "case %zu", i);
+    }
+}
+
+Test(relay, trace_from_meta_wins_and_keeps_its_tracestate)
+{
+    char out[2048], span[17];
+    /* _meta's own traceparent (key escaped) is continued; its tracestate stays; the header loses. */
+    const char *in = "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"x\",\"params\":{\"_meta\":{"
+                     "\"trace\\u0070arent\":\"" TP_CLIENT "\",\"tracestate\":\"k=v\"}}}";
+    cr_assert(traced(in, TRACE_START, "00-11111111111111111111111111111111-2222222222222222-00",
+                     "h=1", out, sizeof out, span));
+    unspan(out, span);
+    cr_assert_str_eq(out, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"_meta\":{"
+                          "\"trace\\u0070arent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                          "SSSSSSSSSSSSSSSS-01\",\"tracestate\":\"k=v\"}}}");
+}
+
+Test(relay, trace_header_with_tracestate)
+{
+    char out[2048], span[17];
+    /* No _meta traceparent: the header's, with its tracestate quoted as JSON. */
+    const char *in = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{}}";
+    cr_assert(traced(in, TRACE_PROPAGATE, TP_CLIENT, "a=\"q\\,b=2", out, sizeof out, span));
+    unspan(out, span);
+    cr_assert_str_eq(out, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"_meta\":{"
+                          "\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                          "SSSSSSSSSSSSSSSS-01\",\"tracestate\":\"a=\\\"q\\\\,b=2\"}}}");
+    /* A malformed _meta traceparent with a tracestate: both replaced by the header's. */
+    in = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"traceparent\":"
+         "\"junk\",\"tracestate\":\"old=1\"}}}";
+    cr_assert(traced(in, TRACE_PROPAGATE, TP_CLIENT, "new=2", out, sizeof out, span));
+    unspan(out, span);
+    cr_assert_str_eq(out, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"_meta\":{"
+                          "\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                          "SSSSSSSSSSSSSSSS-01\",\"tracestate\":\"new=2\"}}}");
+    /* A tracestate alone in _meta, the header's traceparent without one: removed. */
+    in = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"tracestate\":"
+         "\"old=1\"}}}";
+    cr_assert(traced(in, TRACE_PROPAGATE, TP_CLIENT, NULL, out, sizeof out, span));
+    unspan(out, span);
+    cr_assert_str_eq(out, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\",\"params\":{\"_meta\":{"
+                          "\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-"
+                          "SSSSSSSSSSSSSSSS-01\"}}}");
+}
+
+Test(relay, trace_start_drops_a_stale_tracestate)
+{
+    char out[2048], span[17];
+    static const char *const in[] = {
+        /* tracestate after the malformed traceparent, before it, between others */
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"traceparent\":"
+        "\"00-bad\" , \"tracestate\" : \"old=1\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"tracestate\":"
+        "\"old=1\" ,\"traceparent\":\"00-bad\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"a\":1,"
+        "\"tracestate\":\"old=1\",\"traceparent\":\"00-bad\",\"b\":2}}}",
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        cr_assert(traced(in[i], TRACE_START, "not-a-traceparent", "h=1", out, sizeof out, span));
+        cr_assert_null(strstr(out, "tracestate"), "case %zu: %s", i, out);
+        cr_assert_null(strstr(out, "bad"), "case %zu: %s", i, out);
+        cr_assert_null(strstr(out, "4bf92f35"), "case %zu: %s", i, out);
+        const char *tp = strstr(out, "\"traceparent\":\"00-");
+        cr_assert_not_null(tp, "case %zu: %s", i, out);
+        char parent[TRACE_PARENT_LEN + 1];
+        cr_assert(trace_parse(tp + 15, TRACE_PARENT_LEN, parent), "%s", out);
+        cr_assert_eq(memcmp(parent + 36, span, 16), 0);
+        cr_assert_eq(memcmp(parent + 53, "01", 2), 0);
+    }
+    /* Two started traces differ. */
+    char out2[2048], span2[17];
+    cr_assert(traced(in[0], TRACE_START, NULL, NULL, out2, sizeof out2, span2));
+    cr_assert_str_neq(out, out2);
+}
+
+Test(relay, trace_left_alone)
+{
+    char out[2048], span[17];
+    /* propagate with nothing valid, a notification, _meta no object, params an array, twice */
+    static const struct {
+        const char *in;
+        enum trace_mode mode;
+    } cases[] = {
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"traceparent\":"
+          "\"junk\"}}}",
+          TRACE_PROPAGATE },
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":null}}",
+          TRACE_START },
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":[1]}", TRACE_START },
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"_meta\":{\"traceparent\":"
+          "\"" TP_CLIENT "\",\"traceparent\":\"" TP_CLIENT "\"}}}",
+          TRACE_START },
+        { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}", TRACE_OFF },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_not(traced(cases[i].in, cases[i].mode, "bad", NULL, out, sizeof out, span),
+                      "case %zu", i);
+        char want[2048];
+        snprintf(want, sizeof want, "%s", cases[i].in);
+        char *one = strstr(want, "\"id\":1");
+        one[5] = '7';
+        cr_assert_str_eq(out, want, "case %zu", i);
+    }
+    /* A notification is never given one. */
+    const char *note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}";
+    struct jsonrpc_info info;
+    cr_assert_eq(jsonrpc_scan(note, strlen(note), &info, NULL), JSONRPC_OK);
+    struct trace_in tin;
+    trace_in_init(&tin, TRACE_START, TP_CLIENT, NULL);
+    struct trace tr;
+    cr_assert_not(trace_resolve(&tin, note, strlen(note), &info, &tr));
+    cr_assert_str_eq(tin.trace_id, "");
+}
+
+Test(relay, trace_header_tracestate_bounded)
+{
+    struct trace_in tin;
+    char big[TRACE_STATE_MAX + 2];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    trace_in_init(&tin, TRACE_PROPAGATE, TP_CLIENT, big);
+    cr_assert_eq(tin.state_len, 0);
+    big[TRACE_STATE_MAX] = '\0';
+    trace_in_init(&tin, TRACE_PROPAGATE, TP_CLIENT, big);
+    cr_assert_eq(tin.state_len, TRACE_STATE_MAX + 2);
+    trace_in_init(&tin, TRACE_PROPAGATE, TP_CLIENT, "a=\x01");
+    cr_assert_eq(tin.state_len, 0);
+    /* A tracestate without a valid traceparent is not kept. */
+    trace_in_init(&tin, TRACE_PROPAGATE, "00-x", "a=1");
+    cr_assert_eq(tin.state_len, 0);
+    cr_assert_str_eq(tin.parent, "");
+}

@@ -307,7 +307,7 @@ request(struct fx *f, struct stream *st, const char *json)
     struct jsonrpc_info info;
     cr_assert_eq(jsonrpc_scan(body, len, &info, NULL), JSONRPC_OK, "%s", json);
     cr_assert_eq(info.kind, JSONRPC_REQUEST, "%s", json);
-    enum session_status rc = session_client_request(f->s, st, body, len, &info, grants);
+    enum session_status rc = session_client_request(f->s, st, body, len, &info, grants, NULL);
     free(body);
     return rc;
 }
@@ -337,7 +337,7 @@ batch(struct fx *f, struct stream *st, const char *json)
     cr_assert_eq(jsonrpc_batch_split(body, len, el, SESSION_BATCH_MAX, &n), 0);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(jsonrpc_scan(body + el[i].off, el[i].len, &info[i], NULL), JSONRPC_OK);
-    enum session_status rc = session_client_batch(f->s, st, body, len, el, info, n, grants);
+    enum session_status rc = session_client_batch(f->s, st, body, len, el, info, n, grants, NULL);
     free(body);
     return rc;
 }
