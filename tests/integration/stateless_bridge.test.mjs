@@ -25,10 +25,10 @@
 // What a child received is read from the example server's --log. Nothing sleeps to synchronise;
 // deadlines scale for a slow (ASan) run.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
@@ -759,12 +759,21 @@ test('attribution: a question from a child with two tools/call in flight is answ
 /** POSTs msg on a raw socket that never reads its response: a client that stopped reading. */
 async function unread(gw, msg, p = '/mcp') {
   const body = JSON.stringify(msg);
-  const sock = net.connect(Number(new URL(gw.base).port), '127.0.0.1');
-  await new Promise((resolve, reject) => { sock.once('connect', resolve); sock.once('error', reject); });
-  sock.pause(); // nothing is read: the gateway's writes stop once the socket buffers are full
-  sock.write(`POST ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\n`
+  const req = Buffer.from(`POST ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\n`
     + `MCP-Protocol-Version: ${V}\r\nMcp-Method: tools/call\r\nMcp-Name: ${msg.params.name}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-  return sock;
+  // A node socket's receive buffer would grow to tcp_rmem's maximum (32 MiB on Debian 12) while
+  // nothing reads it; the fixture's is fixed at a few KiB, so the gateway's writes stop at once.
+  const client = process.env.GW_UNREAD_CLIENT;
+  if (!client || !fs.existsSync(client)) throw new Error('GW_UNREAD_CLIENT (the unread-client fixture) is not built');
+  const proc = spawn(client, [new URL(gw.base).port, String(req.length)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { err += d; });
+  proc.stdin.write(req);
+  await waitFor(() => out.includes('sent') || proc.exitCode !== null, scaled(5000), 'unread-client sent its request');
+  if (!out.includes('sent')) throw new Error(`unread-client: ${err}`);
+  return { destroy: () => { proc.stdin.end(); proc.kill(); } };
 }
 
 const SMALL_QUEUE = 65536; // stream_queue_bytes at its minimum
@@ -796,20 +805,19 @@ test('a shared child is never paused for one slow reader: a call whose answer it
     const sock = await unread(g, flood, '/shared');
     try {
       await waitFor(() => fileMsgs(g.childLog).some((m) => m.method === 'tools/call' && m.params?.name === 'flood'), scaled(5000), 'the child read the flood call');
-      // Well past stream_queue_bytes and what the socket buffers take at first: a gateway that
-      // pauses the child for this reader stops short of it, or stalls the calls below.
-      const FLOODED = 1024 * 1024;
-      await waitFor(async () => (await metrics(g))['mcpgw_child_stdout_bytes_total'] >= FLOODED, scaled(10000), `${FLOODED} bytes of the flood read from the child`);
+      // The stream's queue fills (its client reads nothing, and the socket buffers between hold a
+      // few MiB at most: the client's is fixed small, the gateway's send buffer is bounded by
+      // tcp_wmem) and the rest of the flood is dropped for it: a gateway that paused the child for
+      // this reader would never drop one. Waited for before the calls below, so that the lines
+      // are the flood's own: once another call is in flight on the child, its lines can no longer
+      // be told apart and are dropped as unattributed instead.
+      await waitFor(async () => (await metrics(g))['mcpgw_pool_messages_dropped_total{reason="slow_reader"}'] > 0, scaled(10000), 'the slow reader\'s log lines past its ceiling dropped');
       for (let i = 0; i < 3; i++) {
         const t0 = Date.now();
         const other = await complete(g, mreq('tools/call', { name: 'echo', arguments: { text: `other ${i}` } }), { path: '/shared' });
         assert.equal(textOf(other), `other ${i}`);
         assert.ok(Date.now() - t0 < scaled(5000), `answered while the slow reader waits (${Date.now() - t0} ms)`);
       }
-      // The loopback socket buffers may take a few MiB before the stream's own queue fills (their
-      // autotuning grows them under load); the flood is 32 MiB, so its drops come, and a gateway
-      // that paused the child for this reader never drops one.
-      await waitFor(async () => (await metrics(g))['mcpgw_pool_messages_dropped_total{reason="slow_reader"}'] > 0, scaled(10000), 'the slow reader\'s log lines past its ceiling dropped');
     } finally {
       sock.destroy();
     }
