@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside the auth module: auth.c (files, principals, checking a request) and auth_remote.c (what
- * comes from the authorization server over HTTPS: discovery, the JWK Set, introspection).
+ * Inside the auth module: auth.c (files, principals, checking a request), auth_remote.c (what
+ * comes from the authorization server over HTTPS: discovery, the JWK Set, introspection) and
+ * auth_claims.c (what a token's claims give a session's child: env_from_claims).
  */
 #ifndef MCPGW_AUTH_INT_H
 #define MCPGW_AUTH_INT_H
@@ -102,5 +103,9 @@ enum auth_status auth_judge_introspection(struct auth *a, const char *body, size
                                           struct auth_principal **principal, const char **why);
 
 struct auth_wait *auth_remote_wait(struct auth_remote *r, auth_wake_cb *cb, void *arg);
+
+/* auth_claims.c: what verified claims c give srv's env_from_claims: every variable, or the first
+ * one that cannot be set (its why). */
+struct auth_claims *auth_claims_new(const struct config_server *srv, const struct jsonrpc_doc *c);
 
 #endif
