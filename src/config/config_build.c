@@ -52,30 +52,11 @@ config_read_secret(struct config_parse *ps, int line, const char *key, const cha
         config_fail(ps, line, key, "%s", unsafe);
         return NULL;
     }
-    char *text = xmalloc(CONFIG_SECRET_FILE_MAX + 1);
-    size_t n = 0;
-    ssize_t got = 0;
-    while (n <= CONFIG_SECRET_FILE_MAX) {
-        got = read(fd, text + n, CONFIG_SECRET_FILE_MAX + 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
-    int e = errno;
-    close(fd);
-    const char *bad = got < 0                         ? strerror(e)
-                      : n > CONFIG_SECRET_FILE_MAX    ? "is larger than 64 KiB"
-                      : memchr(text, '\0', n) != NULL ? "contains a NUL byte"
-                                                      : NULL;
-    if (bad != NULL) {
-        explicit_bzero(text, n < CONFIG_SECRET_FILE_MAX ? n : CONFIG_SECRET_FILE_MAX);
-        free(text);
+    size_t n;
+    const char *bad;
+    char *text = config_secret_text(fd, &n, &bad);
+    if (text == NULL)
         config_fail(ps, line, key, "%s: %s", path, bad);
-        return NULL;
-    }
-    text[n] = '\0';
     return text;
 }
 

@@ -138,6 +138,36 @@ config_env_lines(char *text, char *const *already, const char *where, char ***en
     return 0;
 }
 
+char *
+config_secret_text(int fd, size_t *len, const char **bad)
+{
+    char *text = xmalloc(CONFIG_SECRET_FILE_MAX + 1);
+    size_t n = 0;
+    ssize_t got = 0;
+    while (n <= CONFIG_SECRET_FILE_MAX) {
+        got = read(fd, text + n, CONFIG_SECRET_FILE_MAX + 1 - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    int e = errno;
+    close(fd);
+    *bad = got < 0                         ? strerror(e)
+           : n > CONFIG_SECRET_FILE_MAX    ? "is larger than 64 KiB"
+           : memchr(text, '\0', n) != NULL ? "contains a NUL byte"
+                                           : NULL;
+    if (*bad != NULL) {
+        explicit_bzero(text, n < CONFIG_SECRET_FILE_MAX ? n : CONFIG_SECRET_FILE_MAX);
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
 /* A principal's name as a file name of credentials_dir: nothing that leaves or hides in DIR. */
 static bool
 config_safe_file_name(const char *s)
@@ -186,36 +216,20 @@ config_credentials_read(const struct config_server *srv, const char *principal, 
         snprintf(why, whylen, "%s%s%s", bad == unsafe ? "" : path, bad == unsafe ? "" : ": ", bad);
         return -1;
     }
-    char *text = xmalloc(CONFIG_SECRET_FILE_MAX + 1);
     size_t n = 0;
-    ssize_t got = 0;
-    while (n <= CONFIG_SECRET_FILE_MAX) {
-        got = read(fd, text + n, CONFIG_SECRET_FILE_MAX + 1 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
-    int e = errno;
-    close(fd);
-    const char *rbad = got < 0                         ? strerror(e)
-                       : n > CONFIG_SECRET_FILE_MAX    ? "is larger than 64 KiB"
-                       : memchr(text, '\0', n) != NULL ? "contains a NUL byte"
-                                                       : NULL;
-    int rc = 0;
-    if (rbad != NULL) {
+    const char *rbad;
+    char *text = config_secret_text(fd, &n, &rbad);
+    if (text == NULL) {
         snprintf(why, whylen, "%s: %s", path, rbad);
-        rc = -1;
-    } else {
-        text[n] = '\0';
-        char lwhy[256];
-        if (config_env_lines(text, NULL, "an earlier line", env, lwhy, sizeof lwhy) == -1) {
-            snprintf(why, whylen, "%s:%s", path, lwhy);
-            rc = -1;
-        }
+        return -1;
     }
-    explicit_bzero(text, n < CONFIG_SECRET_FILE_MAX ? n : CONFIG_SECRET_FILE_MAX);
+    int rc = 0;
+    char lwhy[256];
+    if (config_env_lines(text, NULL, "an earlier line", env, lwhy, sizeof lwhy) == -1) {
+        snprintf(why, whylen, "%s:%s", path, lwhy);
+        rc = -1;
+    }
+    explicit_bzero(text, n);
     free(text);
     return rc;
 }

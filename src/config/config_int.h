@@ -160,4 +160,11 @@ const char *config_lskip(const char *s);
 /* The raw values of ps into cfg (config_build.c): 0, or -1 with the error in ps. */
 int config_build(struct config_parse *ps, struct config *cfg);
 
+/*
+ * config_env.c: a secret file's text from fd, which is closed here: at most CONFIG_SECRET_FILE_MAX
+ * bytes, no NUL. The text (NUL-terminated, *len bytes), which the caller wipes and frees; NULL
+ * with *bad.
+ */
+char *config_secret_text(int fd, size_t *len, const char **bad);
+
 #endif
