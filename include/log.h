@@ -127,4 +127,12 @@ const char *log_limit_note(struct log_limit *ll, uint64_t now_ms, uint64_t every
 NORETURN void fatal(const char *fmt, ...) PRINTF(1, 2); /* appends strerror(errno) */
 NORETURN void fatalx(const char *fmt, ...) PRINTF(1, 2);
 
+/*
+ * Opens a log file to append to (created 0640 less the umask), as log_file and audit_log are. Its
+ * last component is not followed when it is a symbolic link (which could name another user's
+ * file), the open does not wait (for a FIFO's reader, say), and only a regular file is taken: a
+ * FIFO or a device would block the loop's writes. The fd, or -1 with *why (static text).
+ */
+int log_open_append(const char *path, const char **why);
+
 #endif

@@ -91,19 +91,9 @@ log_init(enum log_level level, enum log_format format)
     }
 }
 
-/*
- * Opens a log file to append to (created 0640 less the umask). Its last component is not followed
- * when it is a symbolic link (which could name another user's file), the open does not wait (for
- * a FIFO's reader, say), and only a regular file is taken: a FIFO or a device would block the
- * loop's writes. -1 with *why (static text) otherwise.
- */
-static int
-log_open(const char *path, const char **why)
+int
+log_open_append(const char *path, const char **why)
 {
-    if (strlen(path) >= sizeof(log_path)) {
-        *why = strerror(ENAMETOOLONG);
-        return -1;
-    }
     int fd = open(
         path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0640);
     if (fd == -1) {
@@ -119,6 +109,17 @@ log_open(const char *path, const char **why)
         return -1;
     }
     return fd;
+}
+
+/* The log file (log_open_append), its path no longer than log_path holds. */
+static int
+log_open(const char *path, const char **why)
+{
+    if (strlen(path) >= sizeof(log_path)) {
+        *why = strerror(ENAMETOOLONG);
+        return -1;
+    }
+    return log_open_append(path, why);
 }
 
 /* Lines go to fd from now on (the file just opened, or stderr). */

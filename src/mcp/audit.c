@@ -111,21 +111,7 @@ audit_open(const char *path, const char **why)
         *why = strerror(ENAMETOOLONG);
         return -1;
     }
-    int fd = open(
-        path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0640);
-    if (fd == -1) {
-        *why = errno == ELOOP   ? "a symbolic link, not followed: name the file itself"
-               : errno == ENXIO ? "not a regular file (a FIFO or a socket)"
-                                : strerror(errno);
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-        *why = "not a regular file";
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return log_open_append(path, why);
 }
 
 static void
