@@ -46,6 +46,15 @@ struct config_auth {
     uint64_t rate_limit_burst;           /* token bucket size */
 };
 
+/*
+ * The words of the keys whose value is one of a few (config.c), in their enum's order: what the
+ * parser takes, and what --print-config, the documents, --check-config and the admin view write.
+ */
+#define CONFIG_WORDS 3
+extern const char *const config_auth_mode_words[CONFIG_WORDS];
+extern const char *const config_era_words[CONFIG_WORDS];
+extern const char *const config_trace_words[CONFIG_WORDS];
+
 /* A server's protocol era toward stateless clients (its pool's children). */
 enum config_era {
     CONFIG_ERA_AUTO = 0,  /* probe the first child with server/discover */

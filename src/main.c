@@ -21,8 +21,8 @@
  * Reload (SIGHUP): the file is read and validated again; on error the running configuration stays.
  * New sessions use the new server definitions; a running session keeps the definition it started
  * with. A pool whose server did not change moves to the new configuration (pool_set_config); the
- * others are retired. The old configuration is freed once no session or pool uses it. listen, max_connections and
- * connection_timeout_s need a restart (they configure the listener).
+ * others are retired. The old configuration is freed once no session or pool uses it. listen,
+ * max_connections and connection_timeout_s need a restart (they configure the listener).
  */
 #include <sys/resource.h>
 
@@ -65,7 +65,7 @@ static struct {
     size_t n_retired;
     bool draining, stopping;
     uint64_t drain_deadline_ms, stop_deadline_ms;
-    bool notified;   /* systemd got READY=1 */
+    bool notified;    /* systemd got READY=1 */
     char status[256]; /* the STATUS= it got last */
 } M;
 
@@ -312,7 +312,7 @@ main_check_commands(const struct config *cfg, bool check)
         bool ok = config_check_command(cfg, srv, err, sizeof(err)) == 0;
         /* /readyz is public: its why names the cause, never a path (the log has those). */
         const char *cause = strstr(err, ": cwd: ") != NULL ? "cwd missing or not a directory"
-                                                             : "command missing or not executable";
+                                                           : "command missing or not executable";
         if (!check)
             relay_set_missing(relay_stats_of(srv->name), ok ? NULL : cause);
         if (ok)
@@ -403,9 +403,9 @@ main_reload(void)
  * TRAP) is delivered whatever the mask; the same signal sent by kill is one more stray, except the
  * core-dump ones below. CHLD keeps its default (ignored: children are watched by pidfd).
  */
-static const int main_ignored[] = { SIGUSR2, SIGWINCH, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
-                                     SIGPWR,  SIGURG,   SIGCONT, SIGTSTP,   SIGTTIN, SIGTTOU,
-                                     SIGXFSZ, SIGXCPU,  SIGSYS,  SIGTRAP,   SIGSTKFLT };
+static const int main_ignored[] = { SIGUSR2, SIGWINCH, SIGALRM, SIGVTALRM, SIGPROF,  SIGIO,
+                                    SIGPWR,  SIGURG,   SIGCONT, SIGTSTP,   SIGTTIN,  SIGTTOU,
+                                    SIGXFSZ, SIGXCPU,  SIGSYS,  SIGTRAP,   SIGSTKFLT };
 /*
  * Sent on purpose, these ask for a core dump (SIGABRT is what systemd's watchdog sends): logged
  * with the sender, then their default action, as asked.
@@ -664,13 +664,12 @@ main_offline(const struct main_args *a)
         if (warned > 0)
             printf(", %zu with a warning on stderr", warned);
         printf(")\n");
-        static const char *const eras[] = { "auto", "stateless", "legacy" };
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
             printf("  [server:%s] %s: stateless pool (%s) of %" PRIu64 "..%" PRIu64
                    " children (era %s, idle end %" PRIu64 " s, %" PRIu64 " in flight each)\n",
                    srv->name, srv->path, revision_list(REVISION_STATELESS), srv->pool_warm_children,
-                   srv->pool_max_children, eras[srv->era], srv->pool_idle_timeout_s,
+                   srv->pool_max_children, config_era_words[srv->era], srv->pool_idle_timeout_s,
                    srv->pool_child_max_inflight);
         }
     }

@@ -95,6 +95,20 @@ config_is_list(enum config_type type)
     return type == CONFIG_ARGV || type == CONFIG_ENV || type == CONFIG_NAMES || type == CONFIG_LIST;
 }
 
+const char *const config_auth_mode_words[CONFIG_WORDS] = { "none", "bearer", "jwt" };
+const char *const config_era_words[CONFIG_WORDS] = { "auto", "stateless", "legacy" };
+const char *const config_trace_words[CONFIG_WORDS] = { "off", "propagate", "start" };
+
+/* The index of v among words, or -1. */
+static int
+config_word(const char *v, const char *const words[CONFIG_WORDS])
+{
+    for (int i = 0; i < CONFIG_WORDS; i++)
+        if (strcmp(v, words[i]) == 0)
+            return i;
+    return -1;
+}
+
 /* ---- conversion of one raw value into its target ---- */
 
 static void *
@@ -154,6 +168,7 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
 {
     const char *key = config_opt_name(opt);
     const char *errstr = NULL;
+    int m;
     switch (opt->type) {
     case CONFIG_U64: {
         uint64_t n;
@@ -192,22 +207,16 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         if (*v != '\0')
             *(char **)config_target(base, opt) = xstrdup(v);
         return 0;
-    case CONFIG_AUTH_MODE: {
-        static const char *const modes[] = { "none", "bearer", "jwt" };
-        for (size_t m = 0; m < ARRAY_LEN(modes); m++)
-            if (strcmp(v, modes[m]) == 0) {
-                *(enum config_auth_mode *)config_target(base, opt) = (enum config_auth_mode)m;
-                return 0;
-            }
-        return config_fail(ps, line, key, "must be none, bearer or jwt");
-    }
+    case CONFIG_AUTH_MODE:
+        if ((m = config_word(v, config_auth_mode_words)) < 0)
+            return config_fail(ps, line, key, "must be none, bearer or jwt");
+        *(enum config_auth_mode *)config_target(base, opt) = (enum config_auth_mode)m;
+        return 0;
     case CONFIG_ERA: {
-        static const char *const eras[] = { "auto", "stateless", "legacy" };
-        for (size_t m = 0; m < ARRAY_LEN(eras); m++)
-            if (strcmp(v, eras[m]) == 0) {
-                *(enum config_era *)config_target(base, opt) = (enum config_era)m;
-                return 0;
-            }
+        if ((m = config_word(v, config_era_words)) >= 0) {
+            *(enum config_era *)config_target(base, opt) = (enum config_era)m;
+            return 0;
+        }
         /* The era's name before 0.2.0, accepted for one release after the rename. */
         static const char era_deprecated[] = "modern"; /* deprecated spelling of stateless */
         if (strcmp(v, era_deprecated) == 0) {
@@ -217,15 +226,11 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         }
         return config_fail(ps, line, key, "must be auto, stateless or legacy");
     }
-    case CONFIG_TRACE: {
-        static const char *const modes[] = { "off", "propagate", "start" };
-        for (size_t m = 0; m < ARRAY_LEN(modes); m++)
-            if (strcmp(v, modes[m]) == 0) {
-                *(enum config_trace *)config_target(base, opt) = (enum config_trace)m;
-                return 0;
-            }
-        return config_fail(ps, line, key, "must be off, propagate or start");
-    }
+    case CONFIG_TRACE:
+        if ((m = config_word(v, config_trace_words)) < 0)
+            return config_fail(ps, line, key, "must be off, propagate or start");
+        *(enum config_trace *)config_target(base, opt) = (enum config_trace)m;
+        return 0;
     case CONFIG_SCOPE:
         if (strcmp(v, "private") != 0 && strcmp(v, "public") != 0)
             return config_fail(ps, line, key, "must be private or public");

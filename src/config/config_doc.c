@@ -229,6 +229,16 @@ config_doc_default(const struct config_option *o)
     return o->def == NULL ? "(none)" : *o->def == '\0' ? "(empty)" : o->def;
 }
 
+/* The words of an enum-valued key, ", "-joined into b. */
+static void
+config_doc_words(char *b, size_t size, const char *const words[CONFIG_WORDS])
+{
+    size_t used = 0;
+    b[0] = '\0';
+    for (int i = 0; i < CONFIG_WORDS && used < size; i++)
+        used += (size_t)snprintf(b + used, size - used, "%s%s", i == 0 ? "" : ", ", words[i]);
+}
+
 /* The values the parser accepts, written as one phrase. */
 const char *
 config_doc_bound(const struct config_option *o, char *b, size_t size)
@@ -275,13 +285,13 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
         snprintf(b, size, "text, json, journal");
         break;
     case CONFIG_AUTH_MODE:
-        snprintf(b, size, "none, bearer, jwt");
+        config_doc_words(b, size, config_auth_mode_words);
         break;
     case CONFIG_ERA:
-        snprintf(b, size, "auto, stateless, legacy");
+        config_doc_words(b, size, config_era_words);
         break;
     case CONFIG_TRACE:
-        snprintf(b, size, "off, propagate, start");
+        config_doc_words(b, size, config_trace_words);
         break;
     case CONFIG_SCOPE:
         snprintf(b, size, "private, public");

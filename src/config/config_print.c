@@ -42,9 +42,6 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
 {
     static const char *const levels[] = { "error", "warn", "info", "debug" };
     static const char *const formats[] = { "text", "json", "journal" };
-    static const char *const modes[] = { "none", "bearer", "jwt" };
-    static const char *const eras[] = { "auto", "stateless", "legacy" };
-    static const char *const traces[] = { "off", "propagate", "start" };
     const void *at = base + o->off;
     switch (o->type) {
     case CONFIG_U64:
@@ -90,13 +87,13 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
         fputs(formats[*(const enum log_format *)at], f);
         return;
     case CONFIG_AUTH_MODE:
-        fputs(modes[*(const enum config_auth_mode *)at], f);
+        fputs(config_auth_mode_words[*(const enum config_auth_mode *)at], f);
         return;
     case CONFIG_ERA:
-        fputs(eras[*(const enum config_era *)at], f);
+        fputs(config_era_words[*(const enum config_era *)at], f);
         return;
     case CONFIG_TRACE:
-        fputs(traces[*(const enum config_trace *)at], f);
+        fputs(config_trace_words[*(const enum config_trace *)at], f);
         return;
     case CONFIG_SCOPE:
         fputs(*(const bool *)at ? "public" : "private", f);

@@ -12,8 +12,6 @@
 #include "metrics.h"
 #include "pool_int.h"
 
-static const char *const pool_eras[] = { "auto", "stateless", "legacy" };
-
 const char *
 pool_status_text(enum pool_status status)
 {
@@ -134,7 +132,7 @@ pool_admin_json(struct buf *b, size_t max)
                        "%s{\"server\":\"%s\",\"era\":\"%s\",\"retired\":%s,\"queued\":%zu,"
                        "\"held\":%zu,\"listeners\":%zu,\"resource_subscriptions\":%zu,"
                        "\"children\":[",
-                       p == pools.pools ? "" : ",", p->name, pool_eras[p->era],
+                       p == pools.pools ? "" : ",", p->name, config_era_words[p->era],
                        p->retired ? "true" : "false", p->queued, pool_held_in(p), listeners, subs);
         bool first = true;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next) {
