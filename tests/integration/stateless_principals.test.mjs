@@ -2,15 +2,16 @@
 // Stateless (2026-07-28) requests to servers with per-principal credentials: each principal's
 // calls run on pool children started with that principal's credentials alone. Two principals
 // (JWTs signed here with node:crypto, as credentials.test.mjs does) call two servers at once in a
-// randomized interleaving (a seeded PRNG; the seed is printed on failure and GW_TEST_SEED replays
-// it): one takes TOKEN from the token's claims (env_from_claims) with pool_max_children = 1, the
-// other from DIR/PRINCIPAL.env (credentials_dir) with pool_max_children = 2, so that the least
-// recently used idle child of the other principal is stopped over and over. Meanwhile ready pool
-// children are killed (by pid, read from /admin/inflight and checked to be this gateway's own
-// children). Every call asks the example server's env tool for TOKEN: an answer must be the
-// caller's own value, never the other principal's nor the server's; a call cut by a kill, or
-// refused while the pool is at its bound, is an error, never another principal's answer. Nothing
-// sleeps: the killer waits for calls to complete between kills, with deadlines.
+// randomized interleaving (a seeded PRNG; every run prints its seed, and GW_PRINCIPALS_SEED
+// replays it): one takes TOKEN from the token's claims (env_from_claims) with
+// pool_max_children = 1, the other from DIR/PRINCIPAL.env (credentials_dir) with
+// pool_max_children = 2, so that the least recently used idle child of the other principal is
+// stopped over and over. Meanwhile ready pool children are killed (by pid, read from
+// /admin/inflight and checked to be this gateway's own children). Every call asks the example
+// server's env tool for TOKEN: an answer must be the caller's own value, never the other
+// principal's nor the server's; a call cut by a kill, or refused while the pool is at its bound,
+// is an error, never another principal's answer. Nothing sleeps: the killer waits for calls to
+// complete between kills, with deadlines.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -64,7 +65,7 @@ async function admin(gw, p) {
 }
 
 test('two principals, randomized, children killed: every pooled call runs in a child of its own principal', async () => {
-  const seed = Number(process.env.GW_TEST_SEED ?? crypto.randomInt(2 ** 31));
+  const seed = Number(process.env.GW_PRINCIPALS_SEED ?? crypto.randomInt(2 ** 31));
   const rnd = prng(seed);
   const pick = (arr) => arr[Math.floor(rnd() * arr.length)];
   const dir = tmpdir('mcpgw-pooluser-');
@@ -147,7 +148,7 @@ test('two principals, randomized, children killed: every pooled call runs in a c
     await Promise.all(workers);
     stop = true;
     await k;
-    const ctx = `seed ${seed} (GW_TEST_SEED=${seed} replays it); tally ${JSON.stringify(tally)}; kills ${kills.length}`;
+    const ctx = `seed ${seed} (GW_PRINCIPALS_SEED=${seed} replays it); tally ${JSON.stringify(tally)}; kills ${kills.length}`;
     assert.deepEqual(bad, [], `calls answered from another principal's child, or wrongly: ${ctx}`);
     for (const name of Object.keys(who))
       for (const s of Object.values(servers)) assert.ok((tally[`${name}${s.path}`]?.ok ?? 0) >= 1, `${name} on ${s.path}: no call verified; ${ctx}`);
@@ -165,7 +166,7 @@ test('two principals, randomized, children killed: every pooled call runs in a c
     }
     console.log(`${ctx}; principal_stopped ${m['mcpgw_pool_child_events_total{event="principal_stopped"}']}`);
   } catch (e) {
-    console.log(`seed ${seed}: GW_TEST_SEED=${seed} replays this run`);
+    console.log(`seed ${seed}: GW_PRINCIPALS_SEED=${seed} replays this run`);
     throw e;
   } finally {
     stop = true;
