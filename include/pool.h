@@ -49,7 +49,7 @@ enum pool_status {
     POOL_E_NO_METHOD,   /* not a method of the revision (or not one a legacy child has): 404 */
     POOL_E_BAD_STATE,   /* a retry's requestState is not one this gateway holds a call for: 400 */
     POOL_E_PRINCIPAL,   /* the principal is at a per-principal limit (meta.why names it): 429 */
-    /* Per-principal credentials (config_server_per_principal); meta.why says which, never a value */
+    /* Per-principal credentials (config_server_per_principal): meta.why says which, no value */
     POOL_E_CREDENTIALS,     /* none for this principal (a claim, no credentials_dir file): 403 */
     POOL_E_CREDENTIALS_BAD, /* this principal's credentials_dir file cannot be read safely: 500 */
 };
@@ -68,7 +68,7 @@ struct pool_meta {
      * with these claims (and credentials_dir's file, read at its start).
      */
     struct auth_claims *claims;
-    const char *client;    /* its address as the access log names it (admin view); NULL: none */
+    const char *client; /* its address as the access log names it (admin view); NULL: none */
     /* out: for POOL_E_BAD_STATE, what is wrong with the requestState; for POOL_E_UNAVAILABLE,
      * why the server cannot serve (when it is more than a failed start) */
     const char *why;

@@ -112,8 +112,7 @@ auth_child_credentials(const struct config_server *srv, const char *principal,
     *status = 403;
     if (srv->n_claim_env > 0 && (claims == NULL || claims->why != NULL)) {
         const char *why = claims != NULL ? claims->why : "no token's claims for env_from_claims";
-        log_info(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal,
-                 why);
+        log_info(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal, why);
         return why;
     }
     char **file = NULL;
@@ -121,18 +120,16 @@ auth_child_credentials(const struct config_server *srv, const char *principal,
         char why[1200];
         int rc = config_credentials_read(srv, principal, &file, why, sizeof why);
         if (rc == -2) {
-            log_info(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal,
-                     why);
+            log_info(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal, why);
             return "this principal's name cannot name a file of credentials_dir";
         }
         if (rc == 1 && !srv->credentials_server_env) {
-            log_info(NULL, "%s of [server:%s] refused: %s has no file in credentials_dir",
-                     what, srv->name, principal);
+            log_info(NULL, "%s of [server:%s] refused: %s has no file in credentials_dir", what,
+                     srv->name, principal);
             return "no credentials for this principal on this server (credentials_dir)";
         }
         if (rc == -1) {
-            log_warn(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal,
-                     why);
+            log_warn(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal, why);
             *status = 500;
             return "the credentials of this principal cannot be read (the gateway's log says why)";
         }
@@ -156,4 +153,3 @@ auth_child_credentials(const struct config_server *srv, const char *principal,
     *extra = out;
     return NULL;
 }
-

@@ -687,7 +687,8 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     bool keyed = config_server_per_principal(srv);
     if (keyed && (meta->principal == NULL || (meta->claims != NULL && meta->claims->why != NULL))) {
         /* No principal to key a child by, or a claim env_from_claims needs: no child for it. */
-        meta->why = meta->principal == NULL ? "no principal to start a child for" : meta->claims->why;
+        meta->why =
+            meta->principal == NULL ? "no principal to start a child for" : meta->claims->why;
         *status = POOL_E_CREDENTIALS;
         return NULL;
     }

@@ -232,12 +232,12 @@ struct pool_counters {
     uint64_t child_requests; /* requests from children answered with an error (ping excepted) */
     uint64_t child_lines_invalid;
     uint64_t spawned, start_failed, crashed, idle_stopped;
-    uint64_t refused_restart; /* requests refused: restart budget spent */
-    uint64_t rounds;          /* input_required answers sent for legacy children */
-    uint64_t asks_bridged;    /* child requests turned into input requests */
-    uint64_t held_expired;    /* held calls cancelled after input_hold_ms */
-    uint64_t states_refused;  /* retries whose requestState was refused */
-    uint64_t principal_stopped; /* idle children stopped for another principal's (pool_principal.c) */
+    uint64_t refused_restart;   /* requests refused: restart budget spent */
+    uint64_t rounds;            /* input_required answers sent for legacy children */
+    uint64_t asks_bridged;      /* child requests turned into input requests */
+    uint64_t held_expired;      /* held calls cancelled after input_hold_ms */
+    uint64_t states_refused;    /* retries whose requestState was refused */
+    uint64_t principal_stopped; /* idle children stopped for another principal's */
 };
 
 /* A server's figures over its pools old and new, for the life of the process (pool_report.c). */
@@ -318,7 +318,7 @@ char **pool_principal_env(struct pool *p);
  * make room (true).
  */
 bool pool_principal_room(struct pool *p, bool evict);
-/* A child of a principal pool may be idle, or gone: pools waiting for room are looked at, deferred. */
+/* A principal pool's child may be idle or gone: pools waiting for room get it (deferred). */
 void pool_principal_kick(void);
 /* Periodic, for a principal pool: a wait for room past pool_start_timeout_ms fails. */
 void pool_principal_sweep(struct pool *p, uint64_t now_ms);

@@ -48,8 +48,8 @@ pool_principal_find(const struct config_server *srv, const struct pool_meta *met
     if (meta->principal == NULL)
         return NULL;
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
-        if (!p->retired && p->srv == srv && p->key != NULL
-            && p->key->mode == pools.cfg->auth.mode && strcmp(p->key->principal, meta->principal) == 0
+        if (!p->retired && p->srv == srv && p->key != NULL && p->key->mode == pools.cfg->auth.mode
+            && strcmp(p->key->principal, meta->principal) == 0
             && pool_claims_same(p->key->claims, meta->claims))
             return p;
     return NULL;
@@ -71,8 +71,7 @@ pool_principal_new(const struct config *cfg, const struct config_server *srv,
     p->key = xcalloc(1, sizeof(*p->key));
     p->key->principal = xstrdup(meta->principal != NULL ? meta->principal : "");
     p->key->mode = cfg->auth.mode;
-    p->key->claims = meta->claims != NULL ? auth_claims_ref(meta->claims)
-                                          : NULL;
+    p->key->claims = meta->claims != NULL ? auth_claims_ref(meta->claims) : NULL;
     p->next = pools.pools;
     pools.pools = p;
     log_debug(NULL, "pool %s: a pool of %s's children", p->name, p->key->principal);

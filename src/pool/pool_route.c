@@ -61,7 +61,8 @@ pool_method_served(const struct pool *p, const struct revision *rev, const char 
      * A legacy pool's listen is the gateway's, its subscriptions shared by every listener: with
      * one principal's children, another's listener would hear of that principal's resources.
      */
-    if (p->key != NULL && p->era == CONFIG_ERA_LEGACY && strcmp(method, "subscriptions/listen") == 0)
+    if (p->key != NULL && p->era == CONFIG_ERA_LEGACY
+        && strcmp(method, "subscriptions/listen") == 0)
         return false;
     /* The core first: the common requests are there, and none of it is removed. */
     if (pool_in(pool_core, ARRAY_LEN(pool_core), method))

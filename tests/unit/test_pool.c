@@ -610,8 +610,8 @@ Test(pool, each_principal_has_its_own_children_least_recently_used_stopped_first
     cr_assert_eq(pools.pools->row->ctr.principal_stopped, 1);
 }
 
-Test(pool, a_principal_waits_for_an_idle_child_of_another_or_times_out,
-     .init = setup_principals, .fini = teardown)
+Test(pool, a_principal_waits_for_an_idle_child_of_another_or_times_out, .init = setup_principals,
+     .fini = teardown)
 {
     static struct claims ka, kb, kc;
     struct auth_claims *a = claims_of(&ka, "alice-secret"), *b = claims_of(&kb, "bob-secret"),
