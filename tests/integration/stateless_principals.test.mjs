@@ -128,7 +128,7 @@ test('two principals, randomized, children killed: every pooled call runs in a c
     }
     /** Kills ready pool children (this gateway's), one at a time, while the workers run. */
     async function killer() {
-      for (let k = 0; k < 8 && !stop; k++) {
+      for (let k = 0; k < 12 && !stop; k++) {
         const since = done;
         await waitFor(() => stop || done >= since + 4, scaled(60000), 'calls to complete between kills');
         if (stop) return;
@@ -143,7 +143,7 @@ test('two principals, randomized, children killed: every pooled call runs in a c
       }
     }
     const workers = [];
-    for (const name of Object.keys(who)) for (let w = 0; w < 3; w++) workers.push(worker(name, 16));
+    for (const name of Object.keys(who)) for (let w = 0; w < 3; w++) workers.push(worker(name, 24));
     const k = killer();
     await Promise.all(workers);
     stop = true;
