@@ -616,6 +616,8 @@ pool_pick(struct pool *p, enum pool_status *status)
 {
     size_t active, fenced;
     struct pool_child *c = pool_least_busy(p, &active, &fenced);
+    if (p->key != NULL)
+        p->key->refused = NULL; /* set below by a start, or a stop for room, that it refused */
     /*
      * Grow one child at a time while every ready child is busy. A principal's pool counts its
      * server's principal pools together, and when none of its own children has room, the least
@@ -628,10 +630,6 @@ pool_pick(struct pool *p, enum pool_status *status)
         struct pool_child *fresh = pool_child_start(p);
         if (fresh != NULL && fresh->state == POOL_CHILD_READY)
             return fresh;
-        if (fresh == NULL && c == NULL && p->key != NULL && p->key->refused != NULL) {
-            *status = p->key->refused_status == 403 ? POOL_E_CREDENTIALS : POOL_E_CREDENTIALS_BAD;
-            return NULL;
-        }
         full = false;
     } else {
         full = p->key != NULL ? !pool_principal_room(p, false)
@@ -639,6 +637,10 @@ pool_pick(struct pool *p, enum pool_status *status)
     }
     if (c != NULL)
         return c;
+    if (p->key != NULL && p->key->refused != NULL) { /* no credentials: no child, no wait */
+        *status = p->key->refused_status == 403 ? POOL_E_CREDENTIALS : POOL_E_CREDENTIALS_BAD;
+        return NULL;
+    }
     size_t coming = p->n_starting + fenced;
     if (coming > 0 && p->queued < p->srv->pool_child_max_inflight * coming) {
         *status = POOL_OK; /* queued until a child is ready, or its fence is back */

@@ -315,7 +315,7 @@ char **pool_principal_env(struct pool *p);
 /*
  * Whether p may start one more child: srv's principal pools have fewer than pool_max_children;
  * else, with evict, the least recently used idle child of another principal's pool is stopped to
- * make room (true).
+ * make room (true), unless p's principal has no credentials now (false, p->key->refused set).
  */
 bool pool_principal_room(struct pool *p, bool evict);
 /* A principal pool's child may be idle or gone: pools waiting for room get it (deferred). */

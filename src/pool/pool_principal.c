@@ -129,6 +129,11 @@ pool_principal_room(struct pool *p, bool evict)
         return true;
     if (!evict)
         return false;
+    /* No child of another is stopped for a principal whose own could not start (credentials). */
+    char **extra = pool_principal_env(p);
+    if (extra == NULL)
+        return false;
+    config_env_free(extra);
     struct pool_child *lru = NULL;
     for (struct pool *q = pools.pools; q != NULL; q = q->next) {
         if (q == p || q->key == NULL || q->retired || q->srv != srv)
@@ -178,8 +183,16 @@ pool_principal_settle(void *arg)
             if (pool_principal_waits(q)
                 && (w == NULL || q->key->wait_since_ms < w->key->wait_since_ms))
                 w = q;
-        if (w == NULL || !pool_principal_room(w, true))
+        if (w == NULL)
             return;
+        w->key->refused = NULL;
+        if (!pool_principal_room(w, true)) {
+            if (w->key->refused == NULL)
+                return;                          /* no idle child to stop: the waits go on */
+            pool_fail_queue(w, w->key->refused); /* its credentials are gone meanwhile */
+            w->key->wait_since_ms = 0;
+            continue;
+        }
         if (pool_child_start(w) == NULL) {
             pool_fail_queue(w, w->key->refused != NULL
                                    ? w->key->refused

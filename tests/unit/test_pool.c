@@ -679,3 +679,25 @@ Test(pool, a_principal_without_credentials_gets_no_child, .init = setup_principa
     cr_assert(strstr(meta.why, "claim tok") != NULL, "%s", meta.why);
     cr_assert_eq(upstream_live_count(), live, "no child");
 }
+
+Test(pool, no_child_is_stopped_for_a_principal_that_could_not_start_one, .init = setup_principals,
+     .fini = teardown)
+{
+    static struct claims ka, kb;
+    static struct call a1, b1;
+    call_as(&a1, "sub:alice", claims_of(&ka, "alice-secret"), CALL("a1", "alice1", ""));
+    struct upstream *ua = child_ready();
+    call_as(&b1, "sub:bob", claims_of(&kb, "bob-secret"), CALL("b1", "bob1", ""));
+    struct upstream *ub = child_ready();
+    answer(ua, "alice1");
+    answer(ub, "bob1");
+    call_done(&a1);
+    call_done(&b1);
+    /* At the bound, both idle: a request with no claims for env_from_claims stops neither. */
+    enum pool_status status;
+    cr_assert_null(request_as("sub:dave", NULL, CALL("d", "dave", ""), &status));
+    cr_assert_eq(status, POOL_E_CREDENTIALS);
+    cr_assert_not(fake_upstream_closed(ua), "alice's idle child stays");
+    cr_assert_not(fake_upstream_closed(ub), "bob's idle child stays");
+    cr_assert_eq(pools.pools->row->ctr.principal_stopped, 0);
+}
