@@ -49,6 +49,18 @@ struct auth_claims {
 };
 struct auth_claims *auth_claims_ref(struct auth_claims *c);
 void auth_claims_unref(struct auth_claims *c);
+/*
+ * What a child of srv that serves principal alone adds to its environment (srv has env_from_claims
+ * or credentials_dir): principal's credentials_dir file, read now, then what claims (the request's
+ * verified token's; NULL: none) give env_from_claims, a name set by both taking the claim's. NULL
+ * with *extra (NAME=VALUE, NULL-terminated; free with config_env_free), or the refusal's text with
+ * *status 403 (no credentials: a missing claim, no file without credentials_missing = server_env,
+ * a name that cannot name a file) or 500 (the file cannot be read safely). The log says why,
+ * naming what (the child: "new session", "pool child"), never a value.
+ */
+const char *auth_child_credentials(const struct config_server *srv, const char *principal,
+                                   const struct auth_claims *claims, const char *what,
+                                   char ***extra, int *status);
 
 enum auth_status {
     AUTH_OK = 0,

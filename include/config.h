@@ -217,8 +217,9 @@ char **config_child_env(const struct config_server *srv, const char *key, const 
 void config_env_free(char **env);
 
 /*
- * Whether srv's children hold one principal's credentials (env_from_claims or credentials_dir):
- * they serve sessions only, never the stateless pool (whose children several principals share).
+ * Whether srv's children hold one principal's credentials (env_from_claims or credentials_dir): a
+ * session's child is its owner's, and its stateless requests go to pool children of their
+ * principal alone (pool_principal.c), never to a child another principal shares.
  */
 bool config_server_per_principal(const struct config_server *srv);
 

@@ -49,16 +49,26 @@ enum pool_status {
     POOL_E_NO_METHOD,   /* not a method of the revision (or not one a legacy child has): 404 */
     POOL_E_BAD_STATE,   /* a retry's requestState is not one this gateway holds a call for: 400 */
     POOL_E_PRINCIPAL,   /* the principal is at a per-principal limit (meta.why names it): 429 */
+    /* Per-principal credentials (config_server_per_principal): meta.why says which, no value */
+    POOL_E_CREDENTIALS,     /* none for this principal (a claim, no credentials_dir file): 403 */
+    POOL_E_CREDENTIALS_BAD, /* this principal's credentials_dir file cannot be read safely: 500 */
 };
 
 struct revision;
+struct auth_claims;
 
 /* What http_stateless.c knows of the request beyond the scanner's spans. */
 struct pool_meta {
     const struct revision *rev; /* the stateless row the request names (revision.h) */
     int log_level;         /* index of _meta logLevel (0 debug .. 7 emergency); -1: no log lines */
     const char *principal; /* who asks (auth's principal name): binds an input round to them */
-    const char *client;    /* its address as the access log names it (admin view); NULL: none */
+    /*
+     * What its verified token's claims give the server's env_from_claims (auth.h; NULL: none). A
+     * server with per-principal credentials serves it on children of principal alone, each started
+     * with these claims (and credentials_dir's file, read at its start).
+     */
+    struct auth_claims *claims;
+    const char *client; /* its address as the access log names it (admin view); NULL: none */
     /* out: for POOL_E_BAD_STATE, what is wrong with the requestState; for POOL_E_UNAVAILABLE,
      * why the server cannot serve (when it is more than a failed start) */
     const char *why;

@@ -13,6 +13,7 @@
 
 #include "auth_int.h"
 #include "crypto.h"
+#include "log.h"
 
 struct auth_claims *
 auth_claims_ref(struct auth_claims *c)
@@ -96,4 +97,59 @@ auth_claims_new(const struct config_server *srv, const struct jsonrpc_doc *c)
         snprintf(ac->env[i], len, "%s=%s", ce->var, v);
     }
     return ac;
+}
+
+/*
+ * The credentials of a child of srv that serves principal alone (config_server_per_principal):
+ * its credentials_dir file, read now, then what claims give env_from_claims (a name set by both:
+ * the claim's). A session's child and a pool child of one principal are built by this one function.
+ */
+const char *
+auth_child_credentials(const struct config_server *srv, const char *principal,
+                       const struct auth_claims *claims, const char *what, char ***extra,
+                       int *status)
+{
+    *status = 403;
+    if (srv->n_claim_env > 0 && (claims == NULL || claims->why != NULL)) {
+        const char *why = claims != NULL ? claims->why : "no token's claims for env_from_claims";
+        log_info(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal, why);
+        return why;
+    }
+    char **file = NULL;
+    if (srv->credentials_dir != NULL) {
+        char why[1200];
+        int rc = config_credentials_read(srv, principal, &file, why, sizeof why);
+        if (rc == -2) {
+            log_info(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal, why);
+            return "this principal's name cannot name a file of credentials_dir";
+        }
+        if (rc == 1 && !srv->credentials_server_env) {
+            log_info(NULL, "%s of [server:%s] refused: %s has no file in credentials_dir", what,
+                     srv->name, principal);
+            return "no credentials for this principal on this server (credentials_dir)";
+        }
+        if (rc == -1) {
+            log_warn(NULL, "%s of [server:%s] refused for %s: %s", what, srv->name, principal, why);
+            *status = 500;
+            return "the credentials of this principal cannot be read (the gateway's log says why)";
+        }
+    }
+    size_t n = 0, k = 0;
+    for (char **e = file; e != NULL && *e != NULL; e++)
+        n++;
+    n += claims != NULL ? srv->n_claim_env : 0;
+    char **out = xcalloc(n + 1, sizeof(*out));
+    for (char **e = file; e != NULL && *e != NULL; e++) {
+        size_t name = strcspn(*e, "=");
+        bool claimed = false;
+        for (char **c = claims != NULL ? claims->env : NULL; c && *c && !claimed; c++)
+            claimed = strncmp(*c, *e, name) == 0 && (*c)[name] == '=';
+        if (!claimed)
+            out[k++] = xstrdup(*e);
+    }
+    for (char **c = claims != NULL ? claims->env : NULL; c && *c; c++)
+        out[k++] = xstrdup(*c);
+    config_env_free(file);
+    *extra = out;
+    return NULL;
 }

@@ -317,8 +317,8 @@ config_claim_path_ok(const char *s, size_t len)
 
 /*
  * env_from_claims (VAR=claim or VAR=claim|default) parsed into srv->claim_env; credentials_dir a
- * directory no one else may write; both need [auth] principals, and keep the server out of the
- * pool (config_server_per_principal): no warm children.
+ * directory no one else may write; both need [auth] principals, and make the server's pool one
+ * principal's children each (config_server_per_principal): no warm children, which have none.
  */
 static int
 config_build_credentials(struct config_parse *ps, const struct config *cfg,
@@ -386,8 +386,9 @@ config_build_credentials(struct config_parse *ps, const struct config *cfg,
     if (config_server_per_principal(srv) && srv->pool_warm_children > 0) {
         config_raw_get(&rs->raw, "pool_warm_children", CONFIG_SEC_SERVER, &line);
         return config_fail(ps, line ? line : rs->line, "pool_warm_children",
-                           "must be 0 with env_from_claims or credentials_dir (per-principal "
-                           "credentials are served in sessions only, never in the pool)");
+                           "must be 0 with env_from_claims or credentials_dir (a warm child "
+                           "would have no principal: each principal's pool children start for "
+                           "its own requests)");
     }
     return 0;
 }

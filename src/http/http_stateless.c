@@ -195,24 +195,6 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     if (http_stateless_headers(rc, info, &rev, &ret))
         return ret;
     const char *body = buf_head(&rc->body);
-    if (config_server_per_principal(rc->srv)) {
-        /*
-         * Its children hold one principal's credentials each: none may serve the shared pool.
-         * -32022 lists the revisions with sessions, so a client that speaks one falls back to
-         * initialize, where its own child gets its own credentials.
-         */
-        char message[256];
-        snprintf(message, sizeof message,
-                 "Unsupported protocol version: [server:%s] gives each session's child its "
-                 "principal's credentials, so it is served in sessions only (initialize)",
-                 rc->srv->name);
-        size_t len;
-        char *e = jsonrpc_version_error_msg_new(body + info->id.off, info->id.len, rev->name,
-                                                revision_names(REVISION_STREAMABLE), message, &len);
-        log_debug(NULL, "stateless request to [server:%s] refused: per-principal credentials",
-                  rc->srv->name);
-        return http_queue(rc, MHD_HTTP_BAD_REQUEST, http_json_response(e, len));
-    }
     if (info->meta_caps.len == 0 || body[info->meta_caps.off] != '{')
         return http_bad_meta(rc, info,
                              "params._meta[\"io.modelcontextprotocol/clientCapabilities\"] "
@@ -222,6 +204,7 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     struct pool_meta meta = { .rev = rev,
                               .log_level = -1,
                               .principal = rc->principal->name,
+                              .claims = rc->claims,
                               .client = client,
                               .grants = rc->grants };
     if (info->meta_log_level.len != 0
@@ -254,6 +237,11 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
         } else if (status == POOL_E_BAD_STATE) {
             code = MHD_HTTP_BAD_REQUEST;
             rpc = JSONRPC_INVALID_PARAMS;
+        } else if (status == POOL_E_CREDENTIALS) {
+            code = MHD_HTTP_FORBIDDEN; /* as a session's initialize is refused */
+            rpc = JSONRPC_INVALID_REQUEST;
+        } else if (status == POOL_E_CREDENTIALS_BAD) {
+            code = MHD_HTTP_INTERNAL_SERVER_ERROR;
         }
         return http_answer_error(rc, code, info, rpc,
                                  meta.why != NULL ? meta.why : pool_status_text(status));

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "auth.h"
 #include "log.h"
 #include "pool_int.h"
 #include "version.h"
@@ -53,13 +54,11 @@ static struct pool *
 pool_find(const struct config_server *srv)
 {
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
-        if (!p->retired && p->srv == srv)
-            return p;
+        if (!p->retired && p->srv == srv && p->key == NULL)
+            return p; /* the shared pool: a principal's own is pool_principal_find's */
     return NULL;
 }
 
-static struct pool_child *pool_child_start(struct pool *p);
-static void pool_fail_queue(struct pool *p, const char *why);
 static void pool_queue_settle(struct pool *p, const char *what);
 
 static struct pool *
@@ -98,6 +97,8 @@ pool_probes(const struct relay_stats *st)
 static uint64_t
 pool_want(const struct pool *p)
 {
+    if (p->key != NULL)
+        return 0; /* a principal's children start for its requests alone */
     uint64_t warm = p->srv->pool_warm_children;
     return warm == 0 && pool_probes(p->stats) ? 1 : warm;
 }
@@ -119,7 +120,7 @@ pool_warm(struct pool *p)
  * idle (pool_sweep_child), what waits in its queue goes to its starting children or fails, and
  * the pool is freed once empty. New requests make a new pool (pool_find skips retired ones).
  */
-static void
+void
 pool_retire(struct pool *p, const struct pool_retire_info *why)
 {
     p->retired = true;
@@ -196,6 +197,7 @@ pool_free(struct pool *p)
     free(p->name);
     free(p->discover);
     pool_caps_free(p);
+    pool_principal_free(p);
     free(p);
 }
 
@@ -308,13 +310,20 @@ pool_start_ok(struct pool *p)
         relay_start_ok(p->stats);
 }
 
-static struct pool_child *
+struct pool_child *
 pool_child_start(struct pool *p)
 {
     uint64_t now = util_now_ms();
+    if (p->key != NULL)
+        p->key->refused = NULL;
     if (now < p->next_start_ms)
         return NULL; /* backing off: pool_sweep starts it once the wait is over */
+    /* A principal's child: its credentials now (credentials_dir read again), or a refusal. */
+    char **extra = NULL;
+    if (p->key != NULL && (extra = pool_principal_env(p)) == NULL)
+        return NULL;
     if (!pool_budget(p, now)) {
+        config_env_free(extra);
         char note[80];
         if (log_limit_note(&p->budget_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)
             log_warn(NULL, "pool %s: not starting a child: pool_max_restarts_per_min reached%s",
@@ -326,7 +335,8 @@ pool_child_start(struct pool *p)
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
     relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
     c->r.send_control = pool_relay_send_control; /* cancels: never lost to a full stdin */
-    char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag, NULL);
+    char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag, extra);
+    config_env_free(extra);
     struct upstream_params up = {
         .argv = p->srv->argv,
         .envp = envp,
@@ -358,6 +368,7 @@ pool_child_start(struct pool *p)
     p->children = c;
     p->n_children++;
     c->idle_since_ms = now;
+    c->used_seq = ++pools.use_seq;
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(c->u));
     const struct log_field f[] = { { "server", p->name, false }, { "child", pid, true } };
@@ -418,7 +429,8 @@ static void
 pool_queue_rest(struct pool *p)
 {
     if (p->qhead == NULL || p->retired || pools.draining || p->broken || p->n_starting > 0
-        || p->n_children >= p->srv->pool_max_children)
+        || (p->key != NULL ? !pool_principal_room(p, false)
+                           : p->n_children >= p->srv->pool_max_children))
         return;
     for (const struct pool_child *c = p->children; c != NULL; c = c->next)
         if (c->state == POOL_CHILD_READY && pool_bridge_unfenced(c))
@@ -450,10 +462,12 @@ pool_child_room(struct pool_child *c)
 {
     if (c->pool->qhead != NULL && c->state == POOL_CHILD_READY)
         pool_child_take_queue(c);
+    if (c->pool->key != NULL)
+        pool_principal_kick(); /* idle now: another principal's queue may want its room */
 }
 
 /* Ends every request that waits in the queue (no child will come). */
-static void
+void
 pool_fail_queue(struct pool *p, const char *why)
 {
     while (p->qhead != NULL) {
@@ -551,6 +565,10 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         pool_queue_settle(p, message);
         return;
     }
+    if (p->key != NULL) {
+        pool_principal_kick(); /* its room goes to the pool that waited longest for it */
+        return;
+    }
     if (p->qhead != NULL && p->n_starting == 0 && pool_child_start(p) == NULL)
         pool_fail_queue(p, "upstream server cannot be started now: it keeps failing (restarts "
                            "back off, at most pool_max_restarts_per_min)");
@@ -598,21 +616,47 @@ pool_pick(struct pool *p, enum pool_status *status)
 {
     size_t active, fenced;
     struct pool_child *c = pool_least_busy(p, &active, &fenced);
-    /* Grow one child at a time while every ready child is busy. */
-    if ((c == NULL || active > 0) && p->n_children < p->srv->pool_max_children
-        && p->n_starting == 0) {
+    if (p->key != NULL)
+        p->key->refused = NULL; /* set below by a start, or a stop for room, that it refused */
+    /*
+     * Grow one child at a time while every ready child is busy. A principal's pool counts its
+     * server's principal pools together, and when none of its own children has room, the least
+     * recently used idle child of another principal makes room (pool_principal_room).
+     */
+    bool full;
+    if ((c == NULL || active > 0) && p->n_starting == 0
+        && (p->key != NULL ? pool_principal_room(p, c == NULL)
+                           : p->n_children < p->srv->pool_max_children)) {
         struct pool_child *fresh = pool_child_start(p);
         if (fresh != NULL && fresh->state == POOL_CHILD_READY)
             return fresh;
+        full = false;
+    } else {
+        full = p->key != NULL ? !pool_principal_room(p, false)
+                              : p->n_children >= p->srv->pool_max_children;
     }
     if (c != NULL)
         return c;
+    if (p->key != NULL && p->key->refused != NULL) { /* no credentials: no child, no wait */
+        *status = p->key->refused_status == 403 ? POOL_E_CREDENTIALS : POOL_E_CREDENTIALS_BAD;
+        return NULL;
+    }
     size_t coming = p->n_starting + fenced;
     if (coming > 0 && p->queued < p->srv->pool_child_max_inflight * coming) {
         *status = POOL_OK; /* queued until a child is ready, or its fence is back */
         return NULL;
     }
-    if (p->n_children >= p->srv->pool_max_children)
+    /*
+     * A principal's pool at the bound with no idle child of another principal to stop: its call
+     * waits for one (at most pool_start_timeout_ms, as many as one child takes).
+     */
+    if (full && p->key != NULL && p->queued < p->srv->pool_child_max_inflight) {
+        if (p->key->wait_since_ms == 0)
+            p->key->wait_since_ms = util_now_ms();
+        *status = POOL_OK;
+        return NULL;
+    }
+    if (full)
         *status = POOL_E_FULL;
     else {
         *status = POOL_E_UNAVAILABLE;
@@ -642,9 +686,17 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_ID_TOO_LONG;
         return NULL;
     }
-    struct pool *p = pool_find(srv);
+    bool keyed = config_server_per_principal(srv);
+    if (keyed && (meta->principal == NULL || (meta->claims != NULL && meta->claims->why != NULL))) {
+        /* No principal to key a child by, or a claim env_from_claims needs: no child for it. */
+        meta->why =
+            meta->principal == NULL ? "no principal to start a child for" : meta->claims->why;
+        *status = POOL_E_CREDENTIALS;
+        return NULL;
+    }
+    struct pool *p = keyed ? pool_principal_find(srv, meta) : pool_find(srv);
     if (p == NULL)
-        p = pool_new(pools.cfg, srv);
+        p = keyed ? pool_principal_new(pools.cfg, srv, meta) : pool_new(pools.cfg, srv);
     if (relay_drained(p->stats) && !resume) {
         *status = POOL_E_DRAINED;
         return NULL;
@@ -685,8 +737,11 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         return NULL;
     *status = POOL_OK;
     struct pool_child *c = pool_pick(p, status);
-    if (c == NULL && *status != POOL_OK)
+    if (c == NULL && *status != POOL_OK) {
+        if (p->key != NULL && p->key->refused != NULL)
+            meta->why = p->key->refused;
         return NULL;
+    }
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
     struct pool_call *call = xcalloc(1, sizeof(*call));
@@ -801,6 +856,8 @@ pool_sweep(uint64_t now_ms)
         }
         if (!pools.draining && !p->retired && p->n_children < pool_want(p))
             pool_warm(p);
+        if (p->key != NULL)
+            pool_principal_sweep(p, now_ms);
         pool_listen_retry(p);
         uint64_t hb = pools.cfg->heartbeat_s * 1000u;
         for (struct pool_listen *l = p->listeners; l != NULL; l = l->next) {
@@ -814,10 +871,13 @@ pool_sweep(uint64_t now_ms)
                 stream_push_heartbeat(st);
         }
         /* A held call whose child answered is in no child's table, yet it is the pool's. */
-        if (p->retired && p->children == NULL && p->qhead == NULL && p->listeners == NULL
-            && pool_held_in(p) == 0) {
+        if ((p->retired && p->children == NULL && p->qhead == NULL && p->listeners == NULL
+             && pool_held_in(p) == 0)
+            || (p->key != NULL && pool_principal_over(p, now_ms))) {
             *pp = p->next;
-            log_debug(NULL, "pool %s of an older configuration: ended", p->name);
+            log_debug(NULL, "pool %s%s%s: ended", p->name,
+                      p->key != NULL ? " of " : " of an older configuration",
+                      p->key != NULL ? p->key->principal : "");
             pool_free(p);
             continue;
         }
@@ -829,6 +889,15 @@ size_t
 pool_restart(const struct config_server *srv)
 {
     struct pool *old = pool_find(srv);
+    if (config_server_per_principal(srv)) {
+        /* Its principals' pools end; each principal's next request starts its own again. */
+        size_t n = pool_principal_restart(srv);
+        if (old != NULL) {
+            n += old->n_children; /* the readiness probe's */
+            pool_retire(old, &pool_retire_restart);
+        }
+        return n;
+    }
     if (old == NULL)
         return 0;
     size_t n = old->n_children;

@@ -62,6 +62,7 @@ struct pool_child {
     unsigned subs;      /* resource URIs subscribed here for listeners (keeps it running) */
     uint64_t subs_sent; /* its subscribe requests so far (their ids: "mcpgw-sub-N") */
     char tag[96];       /* "pool:NAME#N" in logs */
+    uint64_t used_seq;  /* pools.use_seq when it last got a request: the least recent goes first */
     struct pool_child *prev, *next;
 };
 
@@ -169,6 +170,21 @@ struct pool_retire_info {
 };
 extern const struct pool_retire_info pool_retire_reload, pool_retire_restart;
 
+/*
+ * Whose children a pool's are, for a server whose children hold one principal's credentials
+ * (config_server_per_principal; pool_principal.c): one pool per key, its children started with
+ * that principal's credentials and serving that principal alone.
+ */
+struct pool_key {
+    char *principal;            /* the verified principal's name: a copy, the key's own */
+    enum config_auth_mode mode; /* the [auth] mode it was verified under */
+    struct auth_claims *claims; /* what its token's claims give (a reference); NULL: none */
+    /* The last start's refusal (auth_child_credentials' text, its status 403 or 500); NULL: none */
+    const char *refused;
+    int refused_status;
+    uint64_t wait_since_ms; /* its queue has waited since for room under pool_max_children; 0 */
+};
+
 struct pool {
     char *name;
     const struct config_server *srv;
@@ -203,6 +219,7 @@ struct pool {
      * not speak itself); 0 while the era is unknown.
      */
     uint32_t speaks;
+    struct pool_key *key; /* per-principal credentials: the principal its children serve; NULL */
     struct pool *next;
 };
 
@@ -215,11 +232,12 @@ struct pool_counters {
     uint64_t child_requests; /* requests from children answered with an error (ping excepted) */
     uint64_t child_lines_invalid;
     uint64_t spawned, start_failed, crashed, idle_stopped;
-    uint64_t refused_restart; /* requests refused: restart budget spent */
-    uint64_t rounds;          /* input_required answers sent for legacy children */
-    uint64_t asks_bridged;    /* child requests turned into input requests */
-    uint64_t held_expired;    /* held calls cancelled after input_hold_ms */
-    uint64_t states_refused;  /* retries whose requestState was refused */
+    uint64_t refused_restart;   /* requests refused: restart budget spent */
+    uint64_t rounds;            /* input_required answers sent for legacy children */
+    uint64_t asks_bridged;      /* child requests turned into input requests */
+    uint64_t held_expired;      /* held calls cancelled after input_hold_ms */
+    uint64_t states_refused;    /* retries whose requestState was refused */
+    uint64_t principal_stopped; /* idle children stopped for another principal's */
 };
 
 /* A server's figures over its pools old and new, for the life of the process (pool_report.c). */
@@ -237,6 +255,8 @@ struct pool_globals {
     struct msg *line;            /* the child's large line being routed (pushed by reference) */
     struct metrics_row *servers; /* struct pool_server rows, in the order seen */
     unsigned next_child_no;      /* "pool:NAME#N": N counts over every pool, old and new */
+    uint64_t use_seq;            /* requests sent to children so far (pool_child.used_seq) */
+    bool settle_due;             /* pool_principal_settle is deferred to the end of this turn */
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */
     size_t nheld;
@@ -284,7 +304,37 @@ void pool_caps_uris(struct pool_call *call, size_t nuris, bool add);
 /* Frees the pool's tables (every entry already gone). */
 void pool_caps_free(struct pool *p);
 
+/* pool_principal.c: pools of one principal's children (per-principal credentials) */
+/* The pool of meta's principal (and claims) for srv; NULL when it has none (yet). */
+struct pool *pool_principal_find(const struct config_server *srv, const struct pool_meta *meta);
+/* A new pool for meta's principal (its name copied, its claims referenced). */
+struct pool *pool_principal_new(const struct config *cfg, const struct config_server *srv,
+                                const struct pool_meta *meta);
+/* What a child of p adds to its environment: the principal's credentials; NULL: p->key->refused. */
+char **pool_principal_env(struct pool *p);
+/*
+ * Whether p may start one more child: srv's principal pools have fewer than pool_max_children;
+ * else, with evict, the least recently used idle child of another principal's pool is stopped to
+ * make room (true), unless p's principal has no credentials now (false, p->key->refused set).
+ */
+bool pool_principal_room(struct pool *p, bool evict);
+/* A principal pool's child may be idle or gone: pools waiting for room get it (deferred). */
+void pool_principal_kick(void);
+/* Periodic, for a principal pool: a wait for room past pool_start_timeout_ms fails. */
+void pool_principal_sweep(struct pool *p, uint64_t now_ms);
+/* Whether p (a principal pool) is over: no child, nothing queued, held or listening, no budget. */
+bool pool_principal_over(const struct pool *p, uint64_t now_ms);
+/* The operator's restart: every principal pool of srv retired; their children, counted. */
+size_t pool_principal_restart(const struct config_server *srv);
+void pool_principal_free(struct pool *p);
+
 /* pool.c */
+/* Retires p: no new request; its children stop once idle (a reload, a restart). */
+void pool_retire(struct pool *p, const struct pool_retire_info *why);
+/* Starts one child of p (a principal pool's with its principal's credentials); NULL: not now. */
+struct pool_child *pool_child_start(struct pool *p);
+/* Ends every request that waits in p's queue with why (no child will come). */
+void pool_fail_queue(struct pool *p, const char *why);
 /* What pool_inflight counts, of p alone. */
 size_t pool_inflight_in(const struct pool *p);
 /* A child for a new request of p: the least busy ready one; starts another when worth it. */

@@ -36,6 +36,10 @@ pool_status_text(enum pool_status status)
         return "requestState refused";
     case POOL_E_PRINCIPAL:
         return "too many requests for this principal";
+    case POOL_E_CREDENTIALS:
+        return "no credentials for this principal on this server";
+    case POOL_E_CREDENTIALS_BAD:
+        return "the credentials of this principal cannot be read (the gateway's log says why)";
     }
     return "internal error";
 }
@@ -131,9 +135,15 @@ pool_admin_json(struct buf *b, size_t max)
         buf_out_printf(&o,
                        "%s{\"server\":\"%s\",\"era\":\"%s\",\"retired\":%s,\"queued\":%zu,"
                        "\"held\":%zu,\"listeners\":%zu,\"resource_subscriptions\":%zu,"
-                       "\"children\":[",
+                       "\"principal\":",
                        p == pools.pools ? "" : ",", p->name, config_era_words[p->era],
                        p->retired ? "true" : "false", p->queued, pool_held_in(p), listeners, subs);
+        /* A principal pool's (its children serve that principal alone), as sessions show owners. */
+        if (p->key != NULL)
+            jsonrpc_put_quoted(&o, p->key->principal);
+        else
+            buf_out_printf(&o, "null");
+        buf_out_printf(&o, ",\"children\":[");
         bool first = true;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next) {
             /* Each child whole or not at all (room is kept for the closing brackets). */
@@ -202,6 +212,7 @@ pool_counters_total(void)
         t.asks_bridged += k->asks_bridged;
         t.held_expired += k->held_expired;
         t.states_refused += k->states_refused;
+        t.principal_stopped += k->principal_stopped;
     }
     return t;
 }
@@ -209,6 +220,7 @@ pool_counters_total(void)
 /* A server's gauges over its pools, old and new (a scrape's work, not the requests'). */
 struct pool_gauges {
     size_t ready, starting, retired, inflight, held;
+    size_t principals; /* principal pools (per-principal credentials) with a child */
 };
 
 static struct pool_gauges
@@ -224,6 +236,7 @@ pool_gauges_of(const char *name)
         g.retired += q->retired;
         g.inflight += pool_inflight_in(q);
         g.held += pool_held_in(q);
+        g.principals += q->key != NULL && q->children != NULL;
     }
     return g;
 }
@@ -319,7 +332,14 @@ pool_metrics(struct buf *b)
                     k->idle_stopped);
         pool_sample(b, "mcpgw_pool_child_events_total", r, "event=\"refused_restart\"",
                     k->refused_restart);
+        pool_sample(b, "mcpgw_pool_child_events_total", r, "event=\"principal_stopped\"",
+                    k->principal_stopped);
     }
+    metrics_family(b, "mcpgw_pool_principals", "gauge",
+                   "Principals with pool children of their own (servers with per-principal "
+                   "credentials), by server.");
+    for (r = pool_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        pool_sample(b, "mcpgw_pool_principals", r, "", pool_gauges_of(r->row.name).principals);
     metrics_family(b, "mcpgw_pool_request_duration_seconds", "histogram",
                    "Stateless request sent to a pool child to the child's answer, through the "
                    "gateway, by server.");

@@ -57,6 +57,13 @@ pool_in(const char *const *list, size_t n, const char *method)
 bool
 pool_method_served(const struct pool *p, const struct revision *rev, const char *method)
 {
+    /*
+     * A legacy pool's listen is the gateway's, its subscriptions shared by every listener: with
+     * one principal's children, another's listener would hear of that principal's resources.
+     */
+    if (p->key != NULL && p->era == CONFIG_ERA_LEGACY
+        && strcmp(method, "subscriptions/listen") == 0)
+        return false;
     /* The core first: the common requests are there, and none of it is removed. */
     if (pool_in(pool_core, ARRAY_LEN(pool_core), method))
         return true;
@@ -366,6 +373,7 @@ static int
 pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, size_t len,
                const struct jsonrpc_info *info)
 {
+    c->used_seq = ++pools.use_seq; /* the least recently used is stopped first (principal pools) */
     if (!pool_speaks(call->pool, call->rev)) {
         pool_call_refuse_version(call, body + info->id.off, info->id.len);
         return 0;

@@ -221,63 +221,6 @@ session_touch(struct session *s)
 
 /* --- lifecycle --------------------------------------------------------------------------- */
 
-/*
- * The owner's credentials for srv's child (config_server_per_principal): its credentials_dir file,
- * re-read now, then what claims give env_from_claims (a name set by both: the claim's). NULL with
- * *extra set, or the refusal's status and text (the log has the reason, never a value).
- */
-static const char *
-session_credentials(const struct config_server *srv, const struct auth_principal *owner,
-                    const struct auth_claims *claims, char ***extra, int *status)
-{
-    *status = 403;
-    if (srv->n_claim_env > 0 && (claims == NULL || claims->why != NULL)) {
-        const char *why = claims != NULL ? claims->why : "no token's claims for env_from_claims";
-        log_info(NULL, "new session of [server:%s] refused for %s: %s", srv->name, owner->name,
-                 why);
-        return why;
-    }
-    char **file = NULL;
-    if (srv->credentials_dir != NULL) {
-        char why[1200];
-        int rc = config_credentials_read(srv, owner->name, &file, why, sizeof why);
-        if (rc == -2) {
-            log_info(NULL, "new session of [server:%s] refused for %s: %s", srv->name, owner->name,
-                     why);
-            return "this principal's name cannot name a file of credentials_dir";
-        }
-        if (rc == 1 && !srv->credentials_server_env) {
-            log_info(NULL, "new session of [server:%s] refused: %s has no file in credentials_dir",
-                     srv->name, owner->name);
-            return "no credentials for this principal on this server (credentials_dir)";
-        }
-        if (rc == -1) {
-            log_warn(NULL, "new session of [server:%s] refused for %s: %s", srv->name, owner->name,
-                     why);
-            *status = 500;
-            return "the credentials of this principal cannot be read (the gateway's log says why)";
-        }
-    }
-    size_t n = 0, k = 0;
-    for (char **e = file; e != NULL && *e != NULL; e++)
-        n++;
-    n += claims != NULL ? srv->n_claim_env : 0;
-    char **out = xcalloc(n + 1, sizeof(*out));
-    for (char **e = file; e != NULL && *e != NULL; e++) {
-        size_t name = strcspn(*e, "=");
-        bool claimed = false;
-        for (char **c = claims != NULL ? claims->env : NULL; c && *c && !claimed; c++)
-            claimed = strncmp(*c, *e, name) == 0 && (*c)[name] == '=';
-        if (!claimed)
-            out[k++] = xstrdup(*e);
-    }
-    for (char **c = claims != NULL ? claims->env : NULL; c && *c; c++)
-        out[k++] = xstrdup(*c);
-    config_env_free(file);
-    *extra = out;
-    return NULL;
-}
-
 struct session *
 session_create(const struct config_server *srv, struct auth_principal *owner,
                const struct auth_claims *claims, int *status, const char **err)
@@ -300,7 +243,8 @@ session_create(const struct config_server *srv, struct auth_principal *owner,
     }
     char **creds = NULL;
     if (config_server_per_principal(srv)
-        && (*err = session_credentials(srv, owner, claims, &creds, status)) != NULL)
+        && (*err = auth_child_credentials(srv, owner->name, claims, "new session", &creds, status))
+               != NULL)
         return NULL;
     struct session *s = xcalloc(1, sizeof(*s));
     if (crypto_session_id(sessions.cfg->instance_id, s->id) == -1) {

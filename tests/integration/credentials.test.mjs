@@ -3,9 +3,9 @@
 // into named variables) and credentials_dir (DIR/PRINCIPAL.env read at each session start), with
 // credentials_missing. Two principals each read back only their own credentials through the
 // example server's env tool; a missing or invalid claim, a missing or unsafe file get their
-// configured answers; a changed file is read again by the next session; a stateless request is
-// refused (the pool's children are shared); the values never appear in the log, /admin/inflight,
-// /metrics or --print-config. The JWTs are signed here with node:crypto, as auth.test.mjs does,
+// configured answers; a changed file is read again by the next session; a stateless request runs
+// on a pool child of its own principal (stateless_principals.test.mjs puts that under load); the
+// values never appear in the log, /admin/inflight, /metrics or --print-config. The JWTs are signed here with node:crypto, as auth.test.mjs does,
 // and come from the real authorization server (tests/lib/oidc.mjs), JWTs and opaque tokens.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -16,7 +16,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { ACCEPT_BOTH, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
 import { startOidc } from '../lib/oidc.mjs';
-import { V, mpost } from '../lib/stateless.mjs';
+import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 
 const PUBLIC_URL = 'https://mcp.test.example';
 const ISSUER = 'https://issuer.test.example';
@@ -167,20 +167,45 @@ describe('per-principal credentials', () => {
     assert.equal(gw.childPids().length, before + 1, 'no child for a refused session');
   });
 
-  test('a stateless request to a server with per-principal credentials: 400 -32022 naming the session revisions', async () => {
-    const msg = { jsonrpc: '2.0', id: 's1', method: 'tools/call', params: { name: 'env', arguments: { name: 'GITHUB_TOKEN' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
-    for (const p of ['/mcp', '/files']) {
-      const r = await mpost(gw, msg, { path: p, bearer: mint('alice', { gh_token: S.alice }, p) });
+  test('stateless requests run on pool children of their own principal, with the credentials a session gets; none: 403', async () => {
+    const msg = (name) => ({ jsonrpc: '2.0', id: 's1', method: 'tools/call', params: { name: 'env', arguments: { name }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+    /** A stateless env call on path p: {status, answer}. */
+    const sv = async (p, token, name) => {
+      const r = await mpost(gw, msg(name), { path: p, bearer: token });
       const body = await r.done();
-      assert.equal(r.status, 400, `${p}: ${body}`);
-      const e = JSON.parse(body);
-      assert.equal(e.id, 's1');
-      assert.equal(e.error.code, -32022, body);
-      assert.match(e.error.message, /sessions only/);
-      assert.ok(e.error.data.supported.includes('2025-06-18'), body);
-      assert.ok(!e.error.data.supported.includes(V), body);
+      const answer = msgsOf(r).find((j) => j && ('result' in j || 'error' in j));
+      assert.ok(answer, `${p}: ${r.status} ${body}`);
+      return { status: r.status, answer, text: answer.result?.content?.[0]?.text };
+    };
+    const ta = mint('alice', { gh_token: S.alice });
+    const tb = mint('bob', { gh_token: S.bob });
+    for (let i = 0; i < 2; i++) {
+      assert.equal((await sv('/mcp', ta, 'GITHUB_TOKEN')).text, S.alice, 'alice\'s claim, over the server\'s env');
+      assert.equal((await sv('/mcp', tb, 'GITHUB_TOKEN')).text, S.bob);
     }
-    assert.doesNotMatch(gw.logs(), /pool child started/, 'no pool child ever started');
+    assert.equal((await sv('/files', mint('alice', {}, '/files'), 'FILE_TOKEN')).text, S.fileAlice);
+    assert.equal((await sv('/files', mint('bob', {}, '/files'), 'FILE_TOKEN')).text, S.fileBob);
+    // What refuses a session refuses a stateless request: 403, and no child.
+    const starts = () => (gw.logs().match(/pool child started/g) ?? []).length;
+    const before = starts();
+    const erin = await sv('/mcp', mint('erin', {}), 'GITHUB_TOKEN');
+    assert.equal(erin.status, 403, JSON.stringify(erin.answer));
+    assert.equal(erin.answer.error.code, -32600);
+    assert.match(erin.answer.error.message, /claim gh_token \(for GITHUB_TOKEN\)/);
+    const dave = await sv('/files', mint('dave', {}, '/files'), 'FILE_TOKEN');
+    assert.equal(dave.status, 403, JSON.stringify(dave.answer));
+    assert.equal(dave.answer.error.code, -32600);
+    assert.match(dave.answer.error.message, /no credentials for this principal/);
+    assert.equal(starts(), before, 'no pool child for a refused principal');
+    // credentials_missing = server_env: dave's child has the server's environment, and is his alone.
+    assert.equal((await sv('/fallback', mint('dave', {}, '/fallback'), 'FILE_TOKEN')).text, S.fallback);
+    assert.equal((await sv('/fallback', mint('bob', {}, '/fallback'), 'FILE_TOKEN')).text, S.fileBob);
+    const view = JSON.parse((await admin(gw, '/admin/inflight')).text);
+    const fallback = view.pools.filter((p) => p.server === 'fallback' && !p.retired);
+    assert.deepEqual(fallback.map((p) => p.principal).sort(), ['sub:bob', 'sub:dave'], JSON.stringify(fallback));
+    for (const p of fallback) assert.equal(p.children.length, 1, JSON.stringify(p));
+    assert.notEqual(fallback[0].children[0].pid, fallback[1].children[0].pid, 'each principal its own child');
+    await assertNowhere(gw, [S.alice, S.bob, S.fileAlice, S.fileBob, S.fallback]);
   });
 
   test('credentials_dir: each principal\'s file, re-read at each session start; none: 403, or the server\'s env', async () => {

@@ -302,7 +302,8 @@ const FAMILIES = {
   mcpgw_pool_input_rounds_total: ['counter', PER_SERVER],
   mcpgw_pool_held_calls: ['gauge', PER_SERVER],
   mcpgw_pool_request_states_refused_total: ['counter', PER_SERVER],
-  mcpgw_pool_child_events_total: ['counter', BY_SERVER('event', ['started', 'start_failed', 'failed', 'idle_stopped', 'refused_restart'])],
+  mcpgw_pool_child_events_total: ['counter', BY_SERVER('event', ['started', 'start_failed', 'failed', 'idle_stopped', 'refused_restart', 'principal_stopped'])],
+  mcpgw_pool_principals: ['gauge', PER_SERVER],
   mcpgw_pool_request_duration_seconds: ['histogram', 'server'],
   // The per-tool policy: a server's series appear with its first event (no policy in these tests).
   mcpgw_policy_denied_total: ['counter', []],

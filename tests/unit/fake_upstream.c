@@ -21,6 +21,7 @@ struct upstream {
     struct loop *l;
     pid_t pid;
     char *argv0, *tag;
+    char **envp; /* what it was started with (copied), NULL-terminated */
     size_t stdin_max, stdin_reserve;
     upstream_line_cb *line_cb;
     upstream_gone_cb *gone_cb;
@@ -70,6 +71,12 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     u->pid = 100000 + ++F.next_pid;
     u->argv0 = xstrdup(p->argv[0]);
     u->tag = xstrdup(p->tag != NULL ? p->tag : "-");
+    size_t n = 0;
+    while (p->envp != NULL && p->envp[n] != NULL)
+        n++;
+    u->envp = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        u->envp[i] = xstrdup(p->envp[i]);
     u->stdin_max = p->stdin_max_bytes;
     u->stdin_reserve = p->stdin_reserve_bytes;
     u->line_cb = line_cb;
@@ -230,6 +237,16 @@ fake_upstream_argv0(const struct upstream *u)
 }
 
 const char *
+fake_upstream_env(const struct upstream *u, const char *name)
+{
+    size_t n = strlen(name);
+    for (char **e = u->envp; *e != NULL; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+const char *
 fake_upstream_tag(const struct upstream *u)
 {
     return u->tag;
@@ -350,6 +367,9 @@ fake_upstream_free_all(void)
         free(u->waiting);
         free(u->argv0);
         free(u->tag);
+        for (char **e = u->envp; e != NULL && *e != NULL; e++)
+            free(*e);
+        free(u->envp);
         free(u->close_reason);
         free(u);
     }

@@ -21,6 +21,8 @@ struct upstream *fake_upstream_last(void);
 /* What upstream_spawn was given (copied). */
 const char *fake_upstream_argv0(const struct upstream *u);
 const char *fake_upstream_tag(const struct upstream *u);
+/* The value of name in the environment it was started with; NULL: not set. */
+const char *fake_upstream_env(const struct upstream *u, const char *name);
 size_t fake_upstream_stdin_max(const struct upstream *u);
 
 /* Messages the child read from stdin, in order: the i-th one's bytes (NUL-terminated), its length.

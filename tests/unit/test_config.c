@@ -1347,7 +1347,8 @@ Test(config, env_from_claims)
              "none has no claims)");
     load_err(JWT_AUTH SERVER "env_from_claims = T=x\npool_warm_children = 1\n",
              "t.ini:9: pool_warm_children: must be 0 with env_from_claims or credentials_dir "
-             "(per-principal credentials are served in sessions only, never in the pool)");
+             "(a warm child would have no principal: each principal's pool children start for its "
+             "own requests)");
     load_err(JWT_AUTH SERVER "credentials_missing = sometimes\n",
              "t.ini:8: credentials_missing: must be refuse or server_env");
 }

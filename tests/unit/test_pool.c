@@ -17,6 +17,7 @@
 
 #include <criterion/criterion.h>
 
+#include "auth.h"
 #include "config.h"
 #include "fake_clock.h"
 #include "fake_upstream.h"
@@ -100,14 +101,16 @@ struct call {
 };
 
 static struct stream *
-request(const char *body, enum pool_status *status)
+request_as(const char *principal, struct auth_claims *claims, const char *body,
+           enum pool_status *status)
 {
     char *copy = xstrdup(body);
     struct jsonrpc_info info;
     cr_assert_eq(jsonrpc_scan(copy, strlen(copy), &info, NULL), JSONRPC_OK, "%s", body);
     struct pool_meta meta = { .rev = revision_newest(REVISION_STATELESS),
                               .log_level = -1,
-                              .principal = "alice" };
+                              .principal = principal,
+                              .claims = claims };
     if (info.meta_log_level.len != 0) /* as http_stateless.c reads it */
         meta.log_level = pool_log_level(copy, info.meta_log_level);
     *status = POOL_OK;
@@ -116,6 +119,12 @@ request(const char *body, enum pool_status *status)
     free(copy);
     fake_settle(L);
     return st;
+}
+
+static struct stream *
+request(const char *body, enum pool_status *status)
+{
+    return request_as("alice", NULL, body, status);
 }
 
 static void
@@ -512,4 +521,183 @@ Test(pool, a_death_seen_before_the_idle_stop_is_a_failed_child, .init = setup_id
     cr_assert_eq(row->ctr.crashed, 1, "the death is one failed child");
     cr_assert_eq(row->ctr.idle_stopped, 0, "not an idle stop");
     cr_assert_eq(fake_upstream_gone_calls(u), 1, "its end reported to the pool");
+}
+
+/* --- per-principal credentials: a pool of each principal's children -------------------------- */
+
+static void
+setup_principals(void)
+{
+    setup_with("pool_max_children = 2\npool_child_max_inflight = 4\npool_start_timeout_ms = 3000\n"
+               "env_from_claims = TOKEN=tok\n"
+               "[auth]\nmode = jwt\npublic_url = https://a\nissuer = i\njwks_file = k\n");
+}
+
+/* What a principal's verified token's claims give TOKEN (auth.h's shape). */
+struct claims {
+    struct auth_claims c;
+    char *env[2];
+    char var[64];
+};
+
+static struct auth_claims *
+claims_of(struct claims *k, const char *value)
+{
+    snprintf(k->var, sizeof k->var, "TOKEN=%s", value);
+    k->env[0] = k->var;
+    k->env[1] = NULL;
+    k->c.refs = 100; /* the test's: never freed by the pool */
+    k->c.why = NULL;
+    k->c.env = k->env;
+    return &k->c;
+}
+
+static void
+call_as(struct call *c, const char *principal, struct auth_claims *claims, const char *body)
+{
+    enum pool_status status;
+    c->len = 0;
+    c->st = request_as(principal, claims, body, &status);
+    cr_assert_not_null(c->st, "%s refused: %s", principal, pool_status_text(status));
+}
+
+/* The child answers the last tools/call named name it read. */
+static void
+answer(struct upstream *u, const char *name)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"name\":\"%s\"", name);
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}",
+               child_got(u, needle));
+}
+
+Test(pool, each_principal_has_its_own_children_least_recently_used_stopped_first,
+     .init = setup_principals, .fini = teardown)
+{
+    static struct claims ka, kb, kc;
+    struct auth_claims *a = claims_of(&ka, "alice-secret"), *b = claims_of(&kb, "bob-secret"),
+                       *cc = claims_of(&kc, "carol-secret");
+    static struct call a1, b1, a2, c1;
+    call_as(&a1, "sub:alice", a, CALL("a1", "alice1", ""));
+    struct upstream *ua = child_ready();
+    cr_assert_str_eq(fake_upstream_env(ua, "TOKEN"), "alice-secret");
+    call_as(&b1, "sub:bob", b, CALL("b1", "bob1", ""));
+    struct upstream *ub = child_ready();
+    cr_assert_neq(ua, ub, "bob's call starts a child of his own, alice's has room");
+    cr_assert_str_eq(fake_upstream_env(ub, "TOKEN"), "bob-secret");
+    call_as(&a2, "sub:alice", a, CALL("a2", "alice2", ""));
+    cr_assert_eq(child_count(ua, "\"name\":\"alice2\""), 1, "alice's call on alice's child");
+    cr_assert_eq(child_count(ub, "alice"), 0, "nothing of alice's reaches bob's child");
+    cr_assert_eq(child_count(ua, "bob"), 0, "nothing of bob's reaches alice's child");
+    answer(ua, "alice1");
+    answer(ua, "alice2");
+    answer(ub, "bob1");
+    call_done(&a1);
+    call_done(&a2);
+    call_done(&b1);
+    cr_assert(strstr(a2.got, "\"id\":\"a2\",\"result\"") != NULL, "%s", a2.got);
+    /* At the bound (2), both idle: carol's child takes the room of the least recently used. */
+    advance(1000);
+    call_as(&c1, "sub:carol", cc, CALL("c1", "carol1", ""));
+    cr_assert(fake_upstream_closed(ub), "bob's child (used before alice's last call) stopped");
+    cr_assert_not(fake_upstream_closed(ua), "alice's child stays");
+    struct upstream *uc = child_ready();
+    cr_assert_str_eq(fake_upstream_env(uc, "TOKEN"), "carol-secret");
+    cr_assert_eq(child_count(uc, "\"name\":\"carol1\""), 1);
+    cr_assert_eq(child_count(ua, "carol"), 0);
+    answer(uc, "carol1");
+    call_done(&c1);
+    cr_assert_eq(pools.pools->row->ctr.principal_stopped, 1);
+}
+
+Test(pool, a_principal_waits_for_an_idle_child_of_another_or_times_out, .init = setup_principals,
+     .fini = teardown)
+{
+    static struct claims ka, kb, kc;
+    struct auth_claims *a = claims_of(&ka, "alice-secret"), *b = claims_of(&kb, "bob-secret"),
+                       *cc = claims_of(&kc, "carol-secret");
+    static struct call a1, c1, b1, b2;
+    call_as(&a1, "sub:alice", a, CALL("a1", "alice1", ""));
+    struct upstream *ua = child_ready();
+    call_as(&c1, "sub:carol", cc, CALL("c1", "carol1", ""));
+    struct upstream *uc = child_ready();
+    /* Both children busy at the bound: bob's call waits, no child of another serves it. */
+    size_t live = upstream_live_count();
+    call_as(&b1, "sub:bob", b, CALL("b1", "bob1", ""));
+    cr_assert_eq(upstream_live_count(), live, "no child past pool_max_children");
+    cr_assert_eq(child_count(ua, "bob"), 0);
+    cr_assert_eq(child_count(uc, "bob"), 0);
+    /* Alice's answer leaves her child idle: it stops, and bob's own starts for his call. */
+    answer(ua, "alice1");
+    call_done(&a1);
+    cr_assert(fake_upstream_closed(ua), "alice's idle child made room");
+    struct upstream *ub = child_ready();
+    cr_assert_str_eq(fake_upstream_env(ub, "TOKEN"), "bob-secret");
+    cr_assert_eq(child_count(ub, "\"name\":\"bob1\""), 1, "bob's call on bob's child");
+    /* Now carol and bob are busy: alice waits, past pool_start_timeout_ms: an error. */
+    static struct call a2;
+    call_as(&a2, "sub:alice", a, CALL("a2", "alice2", ""));
+    advance(5000);
+    call_done(&a2);
+    cr_assert(strstr(a2.got, "busy with other principals") != NULL, "%s", a2.got);
+    cr_assert_eq(child_count(ub, "alice"), 0);
+    cr_assert_eq(child_count(uc, "alice"), 0);
+    /* A token whose claims changed is served by children started with the new values. */
+    static struct claims kb2;
+    answer(ub, "bob1");
+    call_done(&b1);
+    call_as(&b2, "sub:bob", claims_of(&kb2, "bob-rotated"), CALL("b2", "bob2", ""));
+    struct upstream *ub2 = child_ready();
+    cr_assert_neq(ub2, ub);
+    cr_assert_str_eq(fake_upstream_env(ub2, "TOKEN"), "bob-rotated");
+    cr_assert_eq(child_count(ub, "bob2"), 0);
+    answer(ub2, "bob2");
+    call_done(&b2);
+    answer(uc, "carol1");
+    call_done(&c1);
+}
+
+Test(pool, a_principal_without_credentials_gets_no_child, .init = setup_principals,
+     .fini = teardown)
+{
+    static struct claims k;
+    struct auth_claims *bad = claims_of(&k, "x");
+    static char why[] = "the token's claim tok (for TOKEN) is missing";
+    bad->why = why;
+    size_t live = upstream_live_count();
+    enum pool_status status;
+    char *body = xstrdup(CALL("d", "dave", ""));
+    struct jsonrpc_info info;
+    cr_assert_eq(jsonrpc_scan(body, strlen(body), &info, NULL), JSONRPC_OK);
+    struct pool_meta meta = { .rev = revision_newest(REVISION_STATELESS),
+                              .log_level = -1,
+                              .principal = "sub:dave",
+                              .claims = bad };
+    cr_assert_null(pool_request(&cfgs[0]->servers[0], body, strlen(body), &info, &meta, &status));
+    free(body);
+    cr_assert_eq(status, POOL_E_CREDENTIALS);
+    cr_assert(strstr(meta.why, "claim tok") != NULL, "%s", meta.why);
+    cr_assert_eq(upstream_live_count(), live, "no child");
+}
+
+Test(pool, no_child_is_stopped_for_a_principal_that_could_not_start_one, .init = setup_principals,
+     .fini = teardown)
+{
+    static struct claims ka, kb;
+    static struct call a1, b1;
+    call_as(&a1, "sub:alice", claims_of(&ka, "alice-secret"), CALL("a1", "alice1", ""));
+    struct upstream *ua = child_ready();
+    call_as(&b1, "sub:bob", claims_of(&kb, "bob-secret"), CALL("b1", "bob1", ""));
+    struct upstream *ub = child_ready();
+    answer(ua, "alice1");
+    answer(ub, "bob1");
+    call_done(&a1);
+    call_done(&b1);
+    /* At the bound, both idle: a request with no claims for env_from_claims stops neither. */
+    enum pool_status status;
+    cr_assert_null(request_as("sub:dave", NULL, CALL("d", "dave", ""), &status));
+    cr_assert_eq(status, POOL_E_CREDENTIALS);
+    cr_assert_not(fake_upstream_closed(ua), "alice's idle child stays");
+    cr_assert_not(fake_upstream_closed(ub), "bob's idle child stays");
+    cr_assert_eq(pools.pools->row->ctr.principal_stopped, 0);
 }
