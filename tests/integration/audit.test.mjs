@@ -3,7 +3,9 @@
 // gateway and real children: a record per audited call of a session and per stateless request,
 // checked field by field for each outcome (result, error, cancelled) and each cancel cause a test
 // can bring about (the client's cancel, a disconnect, a timeout, DELETE, the operator, a
-// shutdown); session start and end records; refusals by authentication (401) and by tool policy;
+// shutdown); session start and end records; refusals by authentication (401, 403) and by tool
+// policy, and those made before a request is in flight, in both eras (Origin, 413, the stateless
+// _meta checks, the rate limit and the quotas' 429, an unknown session, a drained server's 503);
 // the journal form; SIGUSR1 reopening the file after a rename; and a file at its size limit
 // (RLIMIT_FSIZE on the gateway) with audit_required 0 (calls go on, failures counted) and 1 (503
 // until records can be written again).
@@ -316,6 +318,185 @@ test('refusals: 403 (a scope missing) and 401 by authentication and a tool denie
     const all = fs.readFileSync(file, 'utf8');
     assert.ok(!all.includes(tok), 'the token is never in the trail');
     assert.ok(!all.includes(sha256hex(tok)), 'nor its hash');
+  });
+});
+
+/** The refusal records of an audit file made after the first `skip` records. */
+const refusalAfter = (file, skip, pred, what) => waitFor(() => records(file).slice(skip).find((x) => x.event.startsWith('refused_') && pred(x)), scaled(10000), what);
+
+test('refusals before a request is in flight, both eras: Origin, 413, the stateless _meta checks, quotas (429), an unknown session, a drained server (503), each field by field; no token in the trail', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  const tokensFile = path.join(dir, 'tokens');
+  const tok = crypto.randomBytes(24).toString('hex');
+  fs.writeFileSync(tokensFile, `sha256:${sha256hex(tok)} alice\n`, { mode: 0o600 });
+  const admin = crypto.randomBytes(24).toString('hex');
+  const adminFile = path.join(dir, 'admin.token');
+  fs.writeFileSync(adminFile, admin, { mode: 0o600 });
+  const traceId = crypto.randomBytes(16).toString('hex');
+  const tp = `00-${traceId}-${crypto.randomBytes(8).toString('hex')}-01`;
+  await withGateway({
+    gateway: { audit_log: file, max_body_bytes: 2048, trace_context: 'propagate', admin_token_file: adminFile },
+    auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokensFile },
+    servers: [{ name: 'example', path: '/mcp', extra: 'max_inflight_per_principal = 1\nrequest_timeout_ms = 60000' }],
+  }, async (gw) => {
+    const auth = { Authorization: `Bearer ${tok}` };
+    /** The fields every refusal of alice's request has. */
+    const who = (x, principal = 'alice') => {
+      assert.match(x.time, RFC3339_MS);
+      assert.equal(x.server, 'example');
+      assert.equal(x.client, '127.0.0.1');
+      assert.equal(x.auth, 'bearer');
+      assert.equal(x.principal, principal ?? undefined);
+    };
+    let n = records(file).length;
+
+    // Origin: refused by policy before the token is read (no principal yet), the body unread.
+    const o = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'o-1'), { bearer: tok, headers: { Origin: 'http://evil.example' } });
+    await o.done();
+    assert.equal(o.status, 403);
+    const ro = await refusalAfter(file, n, (x) => x.http_status === 403, 'the Origin refusal');
+    who(ro, null);
+    assert.equal(ro.event, 'refused_policy');
+    assert.equal(ro.error_code, -32600);
+    assert.equal(ro.detail, 'Origin not allowed');
+    assert.equal(ro.method, undefined, 'the body was not read');
+    n = records(file).length;
+
+    // 413: over max_body_bytes, refused from its headers (alice is known, the body is not read).
+    const big = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'x'.repeat(4096) } }, 'b-1'), { bearer: tok });
+    await big.done();
+    assert.equal(big.status, 413);
+    const rb = await refusalAfter(file, n, (x) => x.http_status === 413, 'the 413 refusal');
+    who(rb);
+    assert.equal(rb.event, 'refused_limit');
+    assert.equal(rb.error_code, -32600);
+    assert.match(rb.detail, /max_body_bytes/);
+    assert.equal(rb.method, undefined);
+    n = records(file).length;
+
+    // Stateless _meta checks: the body was read, so its id, method, name and trace id are known.
+    const m1 = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: {}, _meta: { traceparent: tp } }, 'm-1'), { bearer: tok, headers: { 'MCP-Protocol-Version': '2099-01-01' } });
+    assert.equal(m1.r.status, 400);
+    assert.equal(m1.answer.error.code, -32020);
+    const r1 = await refusalAfter(file, n, (x) => x.request_id === 'm-1', 'the -32020 refusal');
+    who(r1);
+    assert.equal(r1.event, 'refused_request');
+    assert.equal(r1.http_status, 400);
+    assert.equal(r1.error_code, -32020);
+    assert.equal(r1.method, 'tools/call');
+    assert.equal(r1.name, 'echo');
+    assert.equal(r1.trace_id, traceId);
+    assert.match(r1.detail, /MCP-Protocol-Version/);
+    n = records(file).length;
+    const bad = smsg('tools/call', { name: 'echo', arguments: {} }, 'm-2');
+    bad.params._meta['io.modelcontextprotocol/protocolVersion'] = '2099-01-01';
+    const m2 = await exchange(gw, bad, { bearer: tok, headers: { 'MCP-Protocol-Version': '2099-01-01', traceparent: tp } });
+    assert.equal(m2.r.status, 400);
+    assert.equal(m2.answer.error.code, -32022);
+    const r2 = await refusalAfter(file, n, (x) => x.request_id === 'm-2', 'the -32022 refusal');
+    who(r2);
+    assert.equal(r2.error_code, -32022);
+    assert.equal(r2.http_status, 400);
+    assert.equal(r2.trace_id, traceId, 'the trace id of the traceparent header');
+    n = records(file).length;
+    const nometa = { jsonrpc: '2.0', id: 'm-3', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    const m3 = await exchange(gw, nometa, { bearer: tok });
+    assert.equal(m3.r.status, 400);
+    const r3 = await refusalAfter(file, n, (x) => x.request_id === 'm-3', 'the -32602 refusal');
+    assert.equal(r3.error_code, -32602);
+    assert.match(r3.detail, /protocolVersion/);
+    assert.equal(r3.trace_id, undefined, 'no trace sent, none recorded');
+
+    // Quotas (max_inflight_per_principal = 1, both eras in one count): a session's call in flight,
+    // then a second call of the session and a stateless call are refused with 429.
+    const s = await initSession(gw, { headers: auth });
+    const hold = await post(gw, rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'q' } }, 'q-1'), { sid: s.sid, headers: auth });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === 'q'), scaled(5000), 'child read q-1');
+    n = records(file).length;
+    const q2 = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'q' } }, 'q-2'), { sid: s.sid, headers: auth });
+    await q2.done();
+    assert.equal(q2.status, 429);
+    const rq2 = await refusalAfter(file, n, (x) => x.request_id === 'q-2', 'the session quota refusal');
+    who(rq2);
+    assert.equal(rq2.event, 'refused_limit');
+    assert.equal(rq2.http_status, 429);
+    assert.equal(rq2.error_code, -32603);
+    assert.equal(rq2.method, 'tools/call');
+    assert.equal(rq2.name, 'echo');
+    assert.match(rq2.detail, /max_inflight_per_principal|principal/);
+    const q3 = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'q-3'), { bearer: tok });
+    assert.equal(q3.r.status, 429);
+    const rq3 = await refusalAfter(file, n, (x) => x.request_id === 'q-3', 'the pool quota refusal');
+    who(rq3);
+    assert.equal(rq3.event, 'refused_limit');
+    assert.equal(rq3.http_status, 429);
+    assert.equal(rq3.error_code, q3.answer.error.code);
+    assert.equal(rq3.name, 'echo');
+    assert.ok(!records(file).some((x) => x.event === 'call' && (x.request_id === 'q-2' || x.request_id === 'q-3')), 'a refused call has no call record');
+    hold.drop();
+
+    // An unknown session (legacy): 404.
+    n = records(file).length;
+    const u = await post(gw, rpc('tools/call', { name: 'echo', arguments: {} }, 'u-1'), { sid: 'gw-no-such-session', headers: auth });
+    await u.done();
+    assert.equal(u.status, 404);
+    const ru = await refusalAfter(file, n, (x) => x.request_id === 'u-1', 'the unknown session refusal');
+    who(ru);
+    assert.equal(ru.event, 'refused_request');
+    assert.equal(ru.http_status, 404);
+
+    // A drained server: 503 for a new session and for a stateless request.
+    const d = await request(`${gw.base}/admin/servers/example/drain`, { method: 'POST', headers: { Authorization: `Bearer ${admin}` } });
+    await d.done();
+    assert.equal(d.status, 200, d.text());
+    n = records(file).length;
+    const i = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } }, 'i-1'), { headers: auth });
+    await i.done();
+    assert.equal(i.status, 503);
+    const ri = await refusalAfter(file, n, (x) => x.request_id === 'i-1', 'the drained initialize');
+    who(ri);
+    assert.equal(ri.event, 'refused_unavailable');
+    assert.equal(ri.method, 'initialize');
+    assert.equal(ri.http_status, 503);
+    assert.equal(ri.error_code, -32603);
+    assert.match(ri.detail, /drained/);
+    const dz = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'z-1'), { bearer: tok });
+    assert.equal(dz.r.status, 503);
+    const rz = await refusalAfter(file, n, (x) => x.request_id === 'z-1', 'the drained stateless call');
+    assert.equal(rz.event, 'refused_unavailable');
+    assert.equal(rz.principal, 'alice');
+
+    const all = fs.readFileSync(file, 'utf8');
+    assert.ok(!all.includes(tok) && !all.includes(sha256hex(tok)), 'no token in the trail');
+    assert.ok(!all.includes(admin), 'no admin token in the trail');
+  });
+});
+
+test('refusals: the rate limit (429) is recorded with its principal, both eras', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file }, auth: { mode: 'none', rate_limit_per_s: 1, rate_limit_burst: 1 } }, async (gw) => {
+    for (const era of ['legacy', 'stateless']) {
+      const n = records(file).length;
+      const limited = await waitFor(async () => {
+        const r = era === 'legacy'
+          ? await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } }, `${era}-r`))
+          : await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, `${era}-r`));
+        await r.done();
+        return r.status === 429 ? r : null;
+      }, scaled(10000), `a ${era} 429`);
+      assert.equal(limited.status, 429);
+      const x = await refusalAfter(file, n, (y) => y.http_status === 429, `the ${era} rate limit refusal`);
+      assert.equal(x.event, 'refused_limit');
+      assert.equal(x.principal, 'address:127.0.0.1');
+      assert.equal(x.auth, 'none');
+      assert.equal(x.client, '127.0.0.1');
+      assert.equal(x.server, 'example');
+      assert.equal(x.error_code, -32603);
+      assert.match(x.detail, /rate_limit_per_s/);
+      assert.equal(x.method, undefined, 'refused before the body was read');
+    }
   });
 });
 
