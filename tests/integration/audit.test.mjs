@@ -6,9 +6,11 @@
 // shutdown); session start and end records; refusals by authentication (401, 403) and by tool
 // policy, and those made before a request is in flight, in both eras (Origin, 413, the stateless
 // _meta checks, the rate limit and the quotas' 429, an unknown session, a drained server's 503);
-// the journal form; SIGUSR1 reopening the file after a rename; and a file at its size limit
-// (RLIMIT_FSIZE on the gateway) with audit_required 0 (calls go on, failures counted) and 1 (503
-// until records can be written again).
+// the journal form, and a journal that cannot take a record (its receiver stopped, so its queue
+// is full; its receiver and socket gone) with audit_required 0 and 1, then back; SIGUSR1
+// reopening the file after a rename; and a file at its size limit (RLIMIT_FSIZE on the gateway)
+// with audit_required 0 (calls go on, failures counted) and 1 (503 until records can be written
+// again).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -528,6 +530,114 @@ test('audit_log = journal: each record one journal entry with its fields', async
   } finally {
     p.kill('SIGTERM');
     await exited;
+  }
+});
+
+/** The journal sink fixture on sock: its audit entries so far, and its end. */
+function journalSink(sock) {
+  const p = spawn(process.env.GW_JOURNAL_SINK, [sock], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout.on('data', (d) => { out += d.toString('latin1'); });
+  const exited = new Promise((res) => p.on('exit', res));
+  return {
+    p,
+    entries: () => out.split('\n').slice(0, -1).map((l) => JSON.parse(l)).filter((e) => e.MCPGW_AUDIT === '1'),
+    async end() {
+      if (p.exitCode === null && p.signalCode === null) {
+        p.kill('SIGCONT');
+        p.kill('SIGTERM');
+      }
+      await exited;
+    },
+  };
+}
+const metric = async (gw, name) => {
+  const r = await request(`${gw.base}/metrics`, { method: 'GET' });
+  return metricSamples(await r.done())[name];
+};
+
+test('audit_log = journal, a journal that stops reading (its queue full), audit_required = 0: calls go on, lost records are counted and logged, and records flow again once it reads', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const sock = path.join(dir, 'journal.sock');
+  const sink = journalSink(sock);
+  try {
+    await waitFor(() => fs.existsSync(sock), scaled(5000), 'the journal receiver');
+    await withGateway({ gateway: { audit_log: 'journal', audit_required: 0 }, env: { MCPGW_JOURNAL_SOCKET: sock } }, async (gw) => {
+      await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'a' } }, 'ja-0'));
+      await waitFor(() => sink.entries().some((e) => JSON.parse(e.MESSAGE).request_id === 'ja-0'), scaled(5000), 'the first entry');
+      // Stopped, the receiver's queue (net.unix.max_dgram_qlen datagrams) fills: sendmsg fails.
+      sink.p.kill('SIGSTOP');
+      let i = 0;
+      await waitFor(async () => {
+        const { answer } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'b' } }, `ja-${++i}`));
+        assert.ok(answer.result, `ja-${i} answered while its record is lost`);
+        return (await metric(gw, 'mcpgw_audit_write_failures_total')) >= 1;
+      }, scaled(20000), 'a failed write');
+      await gw.waitLog(/audit_log journal: a record could not be written: Resource temporarily unavailable \(1 lost so far\)/);
+      sink.p.kill('SIGCONT');
+      await waitFor(async () => {
+        await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'c' } }, 'ja-back'));
+        return sink.entries().some((e) => JSON.parse(e.MESSAGE).request_id === 'ja-back');
+      }, scaled(10000), 'records reaching the journal again');
+      await gw.waitLog(/audit_log journal: records are written again \(\d+ lost\)/);
+      // Every record counted as written reached the journal; none of the lost ones did.
+      const written = await metric(gw, 'mcpgw_audit_records_total');
+      const lost = await metric(gw, 'mcpgw_audit_write_failures_total');
+      await waitFor(() => sink.entries().length === written, scaled(5000), `${written} entries`);
+      assert.ok(lost >= 1);
+      const ids = new Set(sink.entries().map((e) => JSON.parse(e.MESSAGE).request_id));
+      let missing = 0;
+      for (let k = 1; k <= i; k++) missing += ids.has(`ja-${k}`) ? 0 : 1;
+      assert.equal(missing, lost, 'the calls without an entry are the failures counted');
+    });
+  } finally {
+    await sink.end();
+  }
+});
+
+test('audit_log = journal, a journal that vanishes, audit_required = 1: failures counted and logged, audited calls get 503 in both eras, and they pass again once the journal is back', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const sock = path.join(dir, 'journal.sock');
+  let sink = journalSink(sock);
+  try {
+    await waitFor(() => fs.existsSync(sock), scaled(5000), 'the journal receiver');
+    await withGateway({ gateway: { audit_log: 'journal', audit_required: 1 }, env: { MCPGW_JOURNAL_SOCKET: sock } }, async (gw) => {
+      const s = await initSession(gw);
+      await callTool(gw, s.sid, 'echo', { text: 'v' }, { id: 'jv-0' });
+      await waitFor(() => sink.entries().some((e) => JSON.parse(e.MESSAGE).request_id === 'jv-0'), scaled(5000), 'the first entry');
+      // The journal goes away: its socket with it.
+      await sink.end();
+      fs.rmSync(sock, { force: true });
+      // The first call's record is the one lost: it ran already.
+      const { answer: a1 } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'v' } }, 'jv-1'));
+      assert.ok(a1.result);
+      await waitFor(async () => (await metric(gw, 'mcpgw_audit_write_failures_total')) >= 1, scaled(5000), 'the failure counted');
+      await gw.waitLog(/audit_log journal: a record could not be written: No such file or directory .*; audited calls are refused until records can be written/);
+      const { r, answer } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'refused-2' } }, 'jv-2'));
+      assert.equal(r.status, 503);
+      assert.equal(answer.error.code, -32603);
+      assert.match(answer.error.message, /audit records cannot be written/);
+      const one = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'refused-3' } }, 'jv-3'), { sid: s.sid });
+      await one.done(scaled(5000));
+      assert.equal(one.status, 503);
+      assert.match(JSON.parse(one.text()).error.message, /audit records cannot be written/);
+      assert.ok(!gw.childMessages().some((m) => /^refused-/.test(m.params?.arguments?.text ?? '')), 'the refused calls never reached a child');
+      // Back at the same path: within a second a call passes, after the refused_audit entry.
+      sink = journalSink(sock);
+      await waitFor(() => fs.existsSync(sock), scaled(5000), 'the journal receiver again');
+      await waitFor(async () => {
+        const x = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'w' } }, 'jv-4'));
+        return x.r.status === 200 && x.answer?.result;
+      }, scaled(10000), 'a call to pass again');
+      const back = await waitFor(() => sink.entries().find((e) => e.MCPGW_AUDIT_EVENT === 'refused_audit'), scaled(5000), 'the refused_audit entry');
+      assert.equal(JSON.parse(back.MESSAGE).http_status, 503);
+      await waitFor(() => sink.entries().some((e) => e.MCPGW_AUDIT_EVENT === 'call' && JSON.parse(e.MESSAGE).request_id === 'jv-4'), scaled(5000), 'the call entry');
+      await gw.waitLog(/audit_log journal: records are written again/);
+      const { r: r5 } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'x' } }, 'jv-5'));
+      assert.equal(r5.status, 200);
+    });
+  } finally {
+    await sink.end();
   }
 });
 
