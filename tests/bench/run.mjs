@@ -13,7 +13,8 @@
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only),
 // --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
 // B, run right after the gateway in every scenario the gateway runs but auth and elicit_stateless,
-// on the same configuration; the table gets its column and G/B, the versions line its --version).
+// on the same configuration; the table gets its column and G/B, the median of each round's ratio,
+// and the versions line its --version).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
 // The auth scenarios also run tests/bench/authserver.mjs (HTTPS, a certificate made with openssl).
@@ -37,7 +38,7 @@ const value = (name, def) => {
   return i >= 0 && i + 1 < argv.length ? argv[i + 1] : def;
 };
 if (flag('--help') || flag('-h')) {
-  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 18).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 19).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 const quick = flag('--quick');
@@ -743,6 +744,23 @@ function cell(s) {
 const ratio = (a, b) => (a && b && !a.none && !b.none && b.med ? a.med / b.med : null);
 const fmtRatio = (r) => (r === null ? '—' : r >= 10 ? `${r.toFixed(0)}×` : r >= 0.1 ? `${r.toFixed(2)}×` : `${r.toFixed(3)}× (1/${(1 / r).toFixed(0)})`);
 
+// G/B round by round: B ran right after G, so each round's ratio compares the two under the same
+// load; the cell is the median of those ratios (min–max), steadier than a ratio of medians on a
+// machine whose load moves between rounds.
+function paired(sc, f) {
+  const g = results[sc]?.gateway || [];
+  const b = results[sc]?.before || [];
+  const xs = [];
+  for (let i = 0; i < Math.min(g.length, b.length); i++) {
+    if (g[i].failed || b[i].failed) continue;
+    const x = f(g[i]);
+    const y = f(b[i]);
+    if (typeof x === 'number' && typeof y === 'number' && Number.isFinite(x) && Number.isFinite(y) && y) xs.push(x / y);
+  }
+  return xs.length ? { med: med(xs), min: Math.min(...xs), max: Math.max(...xs), n: xs.length } : { none: true };
+}
+const pairedCell = (p) => (p.none ? '—' : p.n > 1 && p.min !== p.max ? `${fmtRatio(p.med)} (${fmtRatio(p.min)}–${fmtRatio(p.max)})` : fmtRatio(p.med));
+
 const rows = [];
 function row(label, sc, f, { target = '', check = null, gd = 'ratio', noRatio = false, none = '' } = {}) {
   const g = stat(sc, 'gateway', f);
@@ -757,7 +775,7 @@ function row(label, sc, f, { target = '', check = null, gd = 'ratio', noRatio = 
     met = v === null || v === undefined ? '' : v ? 'yes' : 'no';
   }
   const b = stat(sc, 'before', f);
-  const before = [cell(b), noRatio ? '—' : fmtRatio(ratio(g, b))];
+  const before = [cell(b), noRatio ? '—' : pairedCell(paired(sc, f))];
   rows.push(Object.assign([label, cell(g), cell(s), cell(d), fmtRatio(gs), gd === 'diff' ? (gdv === null ? '—' : `+${fmtNum(gdv)} µs`) : fmtRatio(gdv), target, met], { before }));
 }
 /** A row of ratios between two scenarios, contender by contender (medians of a over medians of b). */
@@ -958,7 +976,7 @@ const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.
 console.log(`mcp-gateway benchmark (${quick ? 'quick' : 'full'}, ${rounds} round${rounds > 1 ? 's' : ''}, ${seconds.toFixed(0)} s)`);
 console.log(`machine: ${os.cpus().length} CPUs (${cpu}), Linux ${os.release()}, load average at the end ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 console.log(`versions: ${versions.gateway}${versions.before ? `; before (B): ${versions.before}` : ''}; supergateway ${versions.supergateway} (its MCP SDK ${versions.sdk_in_supergateway}) on Node ${versions.node_supergateway}; driver Node ${versions.node_driver}`);
-console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" is G/D, or G − D for latencies${beforeBin ? '; G/B: the gateway over the --before binary, both run on the same configuration, B right after G in each round' : ''}`);
+console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" is G/D, or G − D for latencies${beforeBin ? '; G/B: the gateway over the --before binary (the same configuration, B right after G in each round), the median (min–max) of the rounds\' ratios' : ''}`);
 console.log(lines.join('\n'));
 if (authLines.length) console.log(authLines.join('\n'));
 for (const n of [...new Set(notes)]) console.log(`- ${n}`);
