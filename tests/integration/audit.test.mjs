@@ -17,6 +17,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 
 import { callTool, del, initSession, metricSamples, post, request, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 import { exchange, mpost } from '../lib/stateless.mjs';
@@ -313,6 +314,7 @@ test('refusals: 403 (a scope missing) and 401 by authentication and a tool denie
     assert.equal(pol.request_id, 'p-1');
     assert.equal(pol.error_code, -32602);
     assert.match(pol.detail, /denied_tools/);
+    assert.equal(records(file).filter((x) => x.request_id === 'p-1' && x.event.startsWith('refused_')).length, 1, 'one refusal record');
 
     const { answer: ok } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'a' } }, 'p-2'), { bearer: tok });
     assert.ok(ok.result);
@@ -472,6 +474,42 @@ test('refusals before a request is in flight, both eras: Origin, 413, the statel
     const all = fs.readFileSync(file, 'utf8');
     assert.ok(!all.includes(tok) && !all.includes(sha256hex(tok)), 'no token in the trail');
     assert.ok(!all.includes(admin), 'no admin token in the trail');
+  });
+});
+
+test('refusals: a call refused with 503 because its child\'s stdin queue is full is recorded as the refusal, not as a call', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  const hostile = fileURLToPath(new URL('../fixtures/hostile.mjs', import.meta.url));
+  await withGateway({
+    gateway: { audit_log: file, stdin_queue_bytes: 65536, max_body_bytes: 32768, child_stdin_grace_ms: 200, child_term_grace_ms: 300, log_level: 'info' },
+    servers: [{ name: 'hostile', path: '/mcp', command: `${process.execPath} ${hostile} no-stdin` }],
+  }, async (gw) => {
+    const s = await initSession(gw);
+    const held = [];
+    let refused = null;
+    let id = null;
+    for (let i = 0; i < 64 && !refused; i++) {
+      id = `sq-${i}`;
+      const r = await post(gw, rpc('tools/call', { name: 'slow', arguments: { pad: 'p'.repeat(8192) } }, id), { sid: s.sid });
+      if (r.status === 200) held.push(r);
+      else refused = r;
+    }
+    assert.ok(refused, 'a 503 within 64 calls of 8 KiB');
+    await refused.done();
+    assert.equal(refused.status, 503, refused.text());
+    const x = await waitRecord(file, (r) => r.request_id === id, 'the refusal');
+    assert.equal(x.event, 'refused_unavailable');
+    assert.equal(x.http_status, 503);
+    assert.equal(x.error_code, -32603);
+    assert.equal(x.method, 'tools/call');
+    assert.equal(x.name, 'slow');
+    assert.equal(x.server, 'hostile');
+    assert.equal(x.principal, 'address:127.0.0.1');
+    assert.equal(x.client, '127.0.0.1');
+    assert.match(x.detail, /not reading its input/);
+    assert.equal(records(file).filter((r) => r.request_id === id).length, 1, 'no call record beside it');
+    for (const r of held) r.drop();
   });
 });
 
