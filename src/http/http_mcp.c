@@ -174,15 +174,13 @@ http_audit_refused(struct http_req *rc, unsigned status)
         || (rc->kind != HTTP_MCP && rc->kind != HTTP_LEGACY_SSE && rc->kind != HTTP_LEGACY_MSG))
         return;
     rc->refusal.done = true;
-    http_audit_who(rc);
     char client[64], trace_id[TRACE_ID_LEN + 1];
     http_access_client(rc, client, sizeof(client));
     http_refusal_trace(rc, trace_id);
-    if (trace_id[0] != '\0') {
-        const struct audit_who w = { rc->principal != NULL ? rc->principal->name : NULL,
-                                     http_auth_kind(rc), client, trace_id };
-        audit_set_who(&w);
-    }
+    const struct audit_who w = { rc->principal != NULL ? rc->principal->name : NULL,
+                                 http_auth_kind(rc), client,
+                                 trace_id[0] != '\0' ? trace_id : NULL };
+    audit_set_who(&w);
     const char *event = rc->refusal.event;
     if (event == NULL)
         event = status == 401 || status == 403   ? "refused_auth"
