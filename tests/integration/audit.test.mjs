@@ -328,7 +328,7 @@ test('refusals: 403 (a scope missing) and 401 by authentication and a tool denie
 /** The refusal records of an audit file made after the first `skip` records. */
 const refusalAfter = (file, skip, pred, what) => waitFor(() => records(file).slice(skip).find((x) => x.event.startsWith('refused_') && pred(x)), scaled(10000), what);
 
-test('refusals before a request is in flight, both eras: Origin, 413, the stateless _meta checks, quotas (429), an unknown session, a drained server (503), each field by field; no token in the trail', async () => {
+test('refusals before a request is in flight, both eras: Origin, Host, 413, the stateless _meta checks, quotas (429), an unknown session, a drained server (503), each field by field; no token in the trail', async () => {
   const dir = tmpdir('mcpgw-audit-');
   const file = path.join(dir, 'audit.log');
   const tokensFile = path.join(dir, 'tokens');
@@ -365,6 +365,14 @@ test('refusals before a request is in flight, both eras: Origin, 413, the statel
     assert.equal(ro.error_code, -32600);
     assert.equal(ro.detail, 'Origin not allowed');
     assert.equal(ro.method, undefined, 'the body was not read');
+    n = records(file).length;
+    const h = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'h-1'), { bearer: tok, headers: { Host: 'evil.example' } });
+    await h.done();
+    assert.equal(h.status, 403);
+    const rh = await refusalAfter(file, n, (x) => x.http_status === 403, 'the Host refusal');
+    who(rh, null);
+    assert.equal(rh.event, 'refused_policy');
+    assert.equal(rh.detail, 'Host not allowed');
     n = records(file).length;
 
     // 413: over max_body_bytes, refused from its headers (alice is known, the body is not read).
