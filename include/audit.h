@@ -12,9 +12,10 @@
 /*
  * The audit trail (audit_log): one JSON line per audited call (tools/call, resources/read,
  * prompts/get, completion/complete in a session; every stateless request), per session start and
- * end, and per refusal by authentication or policy. A line goes to a regular file (appended, one
- * write each, reopened on SIGUSR1) or, with "journal", to the systemd journal as one entry with
- * the line as MESSAGE and its main fields as MCPGW_AUDIT_* fields.
+ * end, and per request refused on an MCP route (authentication, policy, limits, protocol). A line
+ * goes to a regular file (appended, one write each, reopened on SIGUSR1) or, with "journal", to the
+ * systemd journal as one entry with the line as MESSAGE and its main fields as MCPGW_AUDIT_*
+ * fields.
  *
  * Off (the default), audit_on() is false and nothing here runs: callers test it before they make
  * a record, so the hot path allocates nothing. A record never holds a credential: no header, no
@@ -72,6 +73,8 @@ void audit_call_error(struct audit_rec *a, int code);
 void audit_call_cancel(struct audit_rec *a, const char *cause);
 /* Writes the record (outcome "unanswered" if none was set) and frees it; NULL: nothing. */
 void audit_call_end(struct audit_rec *a);
+/* Frees it unwritten: the call was refused before its child saw it (its refusal is the record). */
+void audit_call_drop(struct audit_rec *a);
 
 /*
  * An event that is no call: "session_start", "session_end" (detail: why it ended),
@@ -82,6 +85,15 @@ void audit_call_end(struct audit_rec *a);
  */
 void audit_event(const char *event, const char *principal, const char *server, const char *where,
                  int code, const char *detail, const char *body, const struct jsonrpc_info *info);
+
+/*
+ * A request the gateway refused itself, before any child saw it: event ("refused_auth",
+ * "refused_policy", "refused_limit", "refused_unavailable", "refused_request"), the HTTP status
+ * and the JSON-RPC error code of the answer (0: none), why in words; who is the current
+ * request's (audit_set_who). body/info: the request, when its body was read (NULL: not).
+ */
+void audit_refusal(const char *event, const char *server, int http_status, int code,
+                   const char *detail, const char *body, const struct jsonrpc_info *info);
 
 /* mcpgw_audit_records_total, mcpgw_audit_write_failures_total. */
 void audit_metrics(struct buf *b);

@@ -166,12 +166,14 @@ http_finish(struct http_req *rc)
         return http_legacy_sse(rc);
     if (rc->kind == HTTP_LEGACY_MSG) {
         enum MHD_Result ret = http_legacy_post(rc);
+        rc->scanned = NULL;
         buf_clear(&rc->body);
         return ret;
     }
     switch (rc->method) {
     case HTTP_POST: {
         enum MHD_Result ret = http_post(rc);
+        rc->scanned = NULL;   /* http_post's own */
         buf_clear(&rc->body); /* forwarded (copied) or refused: a long stream need not keep it */
         return ret;
     }

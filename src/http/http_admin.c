@@ -297,6 +297,7 @@ http_drained(struct http_req *rc, const struct jsonrpc_info *info)
                            : jsonrpc_error_new(NULL, 0, JSONRPC_INTERNAL_ERROR, message, &len);
     struct MHD_Response *r = http_json_response(e, len);
     MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, HTTP_DRAINED_RETRY_S);
+    http_refusal(rc, NULL, JSONRPC_INTERNAL_ERROR, message);
     log_info(rc->sid[0] ? rc->sid : NULL, "request refused: 503 server %s drained by the operator",
              rc->srv->name);
     return http_queue(rc, MHD_HTTP_SERVICE_UNAVAILABLE, r);

@@ -92,6 +92,18 @@ struct http_access {
     char trace_id[TRACE_ID_LEN + 1];  /* the W3C trace id its request carried to a child; "" */
 };
 
+/*
+ * A refusal's audit record (audit_refusal), written by http_queue when the answer's status is 400
+ * or more and no session or pool took the request: the event (NULL: by status), the JSON-RPC code
+ * and why (pointers valid until that http_queue; NULL: none). done: written (or not to be).
+ */
+struct http_refusal {
+    const char *event;
+    const char *why;
+    int code;
+    bool done;
+};
+
 /* One HTTP request, from the first handler call to MHD's completed callback. */
 struct http_req {
     struct MHD_Connection *c;
@@ -117,14 +129,16 @@ struct http_req {
     unsigned gen;            /* httpd.gen when the request was last classified */
     bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
     bool options;            /* OPTIONS: answered (CORS) only on the metadata routes */
-    struct auth_principal *principal; /* who is asking (a reference), once authenticated */
-    struct auth_claims *claims;       /* its token's env_from_claims (a reference); NULL: none */
-    struct policy_grants grants;      /* and which of srv's tool policy scopes its token grants */
-    struct auth_wait *auth_wait;      /* suspended until the authorization server answers */
-    bool auth_again;                  /* the checks run again at the next call (after the wait) */
-    bool body_in;                     /* MHD's final call came: the body, if any, is in */
-    bool judge_again;                 /* waited in the final call: judged again (http_rejudge) */
-    struct http_access acc;           /* what its access line reports (http_access.c) */
+    struct auth_principal *principal;   /* who is asking (a reference), once authenticated */
+    struct auth_claims *claims;         /* its token's env_from_claims (a reference); NULL: none */
+    struct policy_grants grants;        /* and which of srv's tool policy scopes its token grants */
+    struct auth_wait *auth_wait;        /* suspended until the authorization server answers */
+    bool auth_again;                    /* the checks run again at the next call (after the wait) */
+    bool body_in;                       /* MHD's final call came: the body, if any, is in */
+    bool judge_again;                   /* waited in the final call: judged again (http_rejudge) */
+    struct http_access acc;             /* what its access line reports (http_access.c) */
+    const struct jsonrpc_info *scanned; /* its body's one message, while http_post runs; NULL */
+    struct http_refusal refusal;        /* what its refusal's audit record says (http_queue) */
 };
 
 /*
@@ -172,6 +186,10 @@ struct MHD_Response *http_error_response(int code, const char *message);
 enum MHD_Result http_error(struct http_req *rc, unsigned status, int code, const char *message);
 /* The audit trail's view of who rc is (audit.h): principal, how authenticated, client address. */
 void http_audit_who(struct http_req *rc);
+/* What rc's refusal's audit record says: event (NULL: kept, or by status), code and why. */
+void http_refusal(struct http_req *rc, const char *event, int code, const char *why);
+/* Writes rc's refusal record (http_queue, with the trail on): an MCP route's refusals only. */
+void http_audit_refused(struct http_req *rc, unsigned status);
 /* 503 and true when audit_required refuses rc's call (info) because records cannot be written. */
 bool http_refuse_unaudited(struct http_req *rc, const struct jsonrpc_info *info,
                            enum MHD_Result *ret);

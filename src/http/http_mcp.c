@@ -101,6 +101,23 @@ http_no_session(struct http_req *rc)
     return http_session_error(rc, SESSION_E_GONE);
 }
 
+/* How rc is authenticated, or would be: none, bearer, jwt, introspection. */
+static const char *
+http_auth_kind(const struct http_req *rc)
+{
+    if (httpd.cfg->auth.mode == CONFIG_AUTH_BEARER)
+        return "bearer";
+    if (httpd.cfg->auth.mode != CONFIG_AUTH_JWT)
+        return "none";
+    /* A JWT has three parts; any other token was introspected. Nothing of it is kept. */
+    size_t n = 0;
+    const char *t = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &n);
+    size_t dots = 0;
+    for (size_t i = 0; t != NULL && i < n; i++)
+        dots += t[i] == '.';
+    return dots == 2 ? "jwt" : "introspection";
+}
+
 void
 http_audit_who(struct http_req *rc)
 {
@@ -108,22 +125,71 @@ http_audit_who(struct http_req *rc)
         return;
     char client[64];
     http_access_client(rc, client, sizeof(client));
-    const char *auth = "none";
-    if (httpd.cfg->auth.mode == CONFIG_AUTH_BEARER) {
-        auth = "bearer";
-    } else if (httpd.cfg->auth.mode == CONFIG_AUTH_JWT) {
-        /* A JWT has three parts; any other token was introspected. Nothing of it is kept. */
-        size_t n = 0;
-        const char *t = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &n);
-        size_t dots = 0;
-        for (size_t i = 0; t != NULL && i < n; i++)
-            dots += t[i] == '.';
-        auth = dots == 2 ? "jwt" : "introspection";
-    }
     /* A call's trace id is its own (audit_call_trace), set when the request reaches its child. */
-    const struct audit_who w = { rc->principal != NULL ? rc->principal->name : NULL, auth, client,
-                                 NULL };
+    const struct audit_who w = { rc->principal != NULL ? rc->principal->name : NULL,
+                                 http_auth_kind(rc), client, NULL };
     audit_set_who(&w);
+}
+
+void
+http_refusal(struct http_req *rc, const char *event, int code, const char *why)
+{
+    if (event != NULL)
+        rc->refusal.event = event;
+    rc->refusal.code = code;
+    rc->refusal.why = why;
+}
+
+/* The W3C trace id rc carries (its body's _meta, else its header), when trace_context reads it. */
+static void
+http_refusal_trace(const struct http_req *rc, char out[TRACE_ID_LEN + 1])
+{
+    out[0] = '\0';
+    if (rc->acc.trace_id[0] != '\0') {
+        memcpy(out, rc->acc.trace_id, TRACE_ID_LEN + 1);
+        return;
+    }
+    if (httpd.cfg->trace_context == CONFIG_TRACE_OFF)
+        return;
+    struct trace_in tin;
+    trace_in_init(&tin, TRACE_PROPAGATE, http_header(rc, "traceparent"), NULL);
+    struct trace t;
+    if (rc->scanned != NULL && rc->scanned->kind == JSONRPC_REQUEST
+        && trace_resolve(&tin, buf_head(&rc->body), buf_used(&rc->body), rc->scanned, &t))
+        trace_id_copy(&t, out);
+    else if (tin.parent[0] != '\0')
+        snprintf(out, TRACE_ID_LEN + 1, "%.*s", TRACE_ID_LEN, tin.parent + 3);
+}
+
+/*
+ * Every refusal of a request to an MCP route that no session or pool answered: who (as far as
+ * known), the server, the method and name when the body was read, the status, the JSON-RPC code
+ * and why. A request refused before its route was known (431, a head read two ways) has no
+ * server: the access log has it.
+ */
+void
+http_audit_refused(struct http_req *rc, unsigned status)
+{
+    if (rc->refusal.done || rc->srv == NULL
+        || (rc->kind != HTTP_MCP && rc->kind != HTTP_LEGACY_SSE && rc->kind != HTTP_LEGACY_MSG))
+        return;
+    rc->refusal.done = true;
+    char client[64], trace_id[TRACE_ID_LEN + 1];
+    http_access_client(rc, client, sizeof(client));
+    http_refusal_trace(rc, trace_id);
+    const struct audit_who w = { rc->principal != NULL ? rc->principal->name : NULL,
+                                 http_auth_kind(rc), client,
+                                 trace_id[0] != '\0' ? trace_id : NULL };
+    audit_set_who(&w);
+    const char *event = rc->refusal.event;
+    if (event == NULL)
+        event = status == 401 || status == 403   ? "refused_auth"
+                : status == 413 || status == 429 ? "refused_limit"
+                : status >= 500                  ? "refused_unavailable"
+                                                 : "refused_request";
+    bool body = rc->scanned != NULL && buf_used(&rc->body) != 0;
+    audit_refusal(event, rc->srv->name, (int)status, rc->refusal.code, rc->refusal.why,
+                  body ? buf_head(&rc->body) : NULL, body ? rc->scanned : NULL);
 }
 
 #define HTTP_UNAUDITED "Service unavailable: audit records cannot be written (audit_required)"
@@ -134,6 +200,7 @@ http_refuse_unaudited(struct http_req *rc, const struct jsonrpc_info *info, enum
 {
     if (!audit_on() || !audit_refusing(rc->srv->name, buf_head(&rc->body), info))
         return false;
+    rc->refusal.done = true; /* its record is the refused_audit one, if any can be written */
     *ret = http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR, HTTP_UNAUDITED);
     return true;
 }
@@ -187,9 +254,11 @@ http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonr
         *requests |= info[i].kind == JSONRPC_REQUEST;
         /* audit_required: a batch holding a call that cannot be recorded is refused whole. */
         if (audit_on() && info[i].kind == JSONRPC_REQUEST && audit_method(info[i].method)
-            && audit_refusing(rc->srv->name, body + el[i].off, &info[i]))
+            && audit_refusing(rc->srv->name, body + el[i].off, &info[i])) {
+            rc->refusal.done = true;
             return http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
                               HTTP_UNAUDITED);
+        }
     }
     return MHD_YES;
 }
@@ -264,8 +333,10 @@ http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
                enum MHD_Result *ret)
 {
     int st = jsonrpc_scan(buf_head(&rc->body), buf_used(&rc->body), info, err);
-    if (st == JSONRPC_OK)
+    if (st == JSONRPC_OK) {
         http_access_mcp(rc, info);
+        rc->scanned = info; /* until http_post returns (http_finish) */
+    }
     if (st == JSONRPC_EPARSE)
         *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_PARSE_ERROR, "Parse error");
     return st;
@@ -433,9 +504,11 @@ static bool
 http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
 {
     if (http_host_refused(rc)) {
+        http_refusal(rc, "refused_policy", 0, NULL);
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Host not allowed");
         return true;
     }
+    http_refusal(rc, "refused_policy", 0, NULL); /* the two below, and nothing else, keep it */
     if (!http_rules_origin_allowed(httpd.cfg->allowed_origins,
                                    http_header(rc, MHD_HTTP_HEADER_ORIGIN))) {
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Origin not allowed");
@@ -447,6 +520,7 @@ http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
                           "a browser's cross-site request without Origin is not allowed");
         return true;
     }
+    rc->refusal.event = NULL;
     return false;
 }
 
@@ -480,10 +554,7 @@ http_auth_refusal(struct http_req *rc, enum auth_status st, const char *why)
     struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, message);
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
     log_info(NULL, "request refused: %u %s", status, why);
-    if (audit_on()) {
-        http_audit_who(rc);
-        audit_event("refused_auth", NULL, rc->srv->name, NULL, (int)status, why, NULL, NULL);
-    }
+    http_refusal(rc, "refused_auth", JSONRPC_INVALID_REQUEST, why);
     return http_queue(rc, status, r);
 }
 
@@ -544,6 +615,8 @@ http_refuse_token(struct http_req *rc, enum MHD_Result *ret)
                                 "Service unavailable: the authorization server cannot be reached");
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
         log_info(NULL, "request refused: 503 %s", why);
+        http_refusal(rc, "refused_auth", JSONRPC_INTERNAL_ERROR,
+                     "the authorization server cannot be reached");
         *ret = http_queue(rc, MHD_HTTP_SERVICE_UNAVAILABLE, r);
         return true;
     }
@@ -570,6 +643,7 @@ http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
         http_error_response(JSONRPC_INTERNAL_ERROR, "rate limit exceeded (rate_limit_per_s)");
     MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry);
     log_debug(NULL, "request refused: 429 rate limit of %s", rc->principal->name);
+    http_refusal(rc, NULL, JSONRPC_INTERNAL_ERROR, "rate limit exceeded (rate_limit_per_s)");
     *ret = http_queue(rc, MHD_HTTP_TOO_MANY_REQUESTS, r);
     return true;
 }

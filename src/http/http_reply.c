@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "audit.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
@@ -40,6 +41,11 @@ http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
      */
     if (httpd.quiesced && MHD_get_response_header(r, MHD_HTTP_HEADER_CONNECTION) == NULL)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    /* A refusal the gateway made itself (no stream: no session or pool answered it). */
+    if (status >= 400 && rc->st == NULL && audit_on())
+        http_audit_refused(rc, status);
+    rc->refusal.event = rc->refusal.why = NULL; /* they point into the caller's frame */
+    rc->refusal.code = 0;
     if (rc->first_call && rc->deferred == NULL && http_body_follows(rc)) {
         /*
          * Refused from its headers while the client still sends a body: answering now would
@@ -101,6 +107,7 @@ enum MHD_Result
 http_error(struct http_req *rc, unsigned status, int code, const char *message)
 {
     struct MHD_Response *r = http_error_response(code, message);
+    http_refusal(rc, NULL, code, message);
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 rc->kind == HTTP_MCP          ? "GET, POST, DELETE"
@@ -128,6 +135,7 @@ http_too_big(struct http_req *rc)
     struct MHD_Response *r =
         http_error_response(JSONRPC_INVALID_REQUEST, "request body exceeds max_body_bytes");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    http_refusal(rc, NULL, JSONRPC_INVALID_REQUEST, "request body exceeds max_body_bytes");
     log_info(rc->sid[0] ? rc->sid : NULL, "request refused: 413 body over max_body_bytes");
     return http_queue(rc, MHD_HTTP_CONTENT_TOO_LARGE, r);
 }

@@ -57,6 +57,7 @@ http_stateless_refuse_method(struct http_req *rc)
              revision_list(REVISION_STATELESS));
     struct MHD_Response *r = http_error_response(JSONRPC_INVALID_REQUEST, why);
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+    http_refusal(rc, NULL, JSONRPC_INVALID_REQUEST, why);
     return http_queue(rc, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
 
@@ -68,6 +69,7 @@ http_answer_error(struct http_req *rc, unsigned status, const struct jsonrpc_inf
     size_t len;
     char *e =
         jsonrpc_error_new(buf_head(&rc->body) + info->id.off, info->id.len, code, message, &len);
+    http_refusal(rc, NULL, code, message);
     return http_queue(rc, status, http_json_response(e, len));
 }
 
@@ -138,6 +140,8 @@ http_stateless_headers(struct http_req *rc, const struct jsonrpc_info *info,
         size_t len;
         char *e = jsonrpc_version_error_new(body + info->id.off, info->id.len, version,
                                             revision_names(REVISION_STATELESS), &len);
+        http_refusal(rc, NULL, JSONRPC_UNSUPPORTED_VERSION,
+                     "the protocol version is not a stateless revision the gateway knows");
         *ret = http_queue(rc, MHD_HTTP_BAD_REQUEST, http_json_response(e, len));
         return true;
     }

@@ -529,11 +529,20 @@ audit_call_end(struct audit_rec *a)
 }
 
 void
-audit_event(const char *event, const char *principal, const char *server, const char *where,
-            int code, const char *detail, const char *body, const struct jsonrpc_info *info)
+audit_call_drop(struct audit_rec *a)
 {
-    if (!A.on)
+    if (a == NULL)
         return;
+    free(a->args);
+    free(a);
+}
+
+/* An event's record: http_status (0: none) and code (a JSON-RPC error code; 0: none) each. */
+static void
+audit_event_codes(const char *event, const char *principal, const char *server, const char *where,
+                  int http_status, int code, const char *detail, const char *body,
+                  const struct jsonrpc_info *info)
+{
     struct buf b;
     buf_init(&b, 64 * 1024);
     audit_head(&b, util_now_unix_ms(), event);
@@ -550,12 +559,16 @@ audit_event(const char *event, const char *principal, const char *server, const 
         if (id_len != 0) {
             ap(&b, ",\"request_id\":", 14);
             ap(&b, id, id_len);
+        } else if (id_cut) {
+            ap(&b, ",\"request_id_cut\":true", 22);
         }
         audit_field(&b, "method", method);
         audit_field(&b, "name", name);
     }
+    if (http_status != 0)
+        apf(&b, ",\"http_status\":%d", http_status);
     if (code != 0)
-        apf(&b, ",\"%s\":%d", code >= 100 && code < 600 ? "http_status" : "error_code", code);
+        apf(&b, ",\"error_code\":%d", code);
     audit_field(&b, "detail", detail);
     struct audit_keys k = { event,   principal != NULL ? principal : A.principal,
                             server,  method,
@@ -564,6 +577,25 @@ audit_event(const char *event, const char *principal, const char *server, const 
                             A.client };
     (void)audit_emit(&b, &k);
     buf_clear(&b);
+}
+
+void
+audit_event(const char *event, const char *principal, const char *server, const char *where,
+            int code, const char *detail, const char *body, const struct jsonrpc_info *info)
+{
+    if (!A.on)
+        return;
+    bool http = code >= 100 && code < 600;
+    audit_event_codes(event, principal, server, where, http ? code : 0, http ? 0 : code, detail,
+                      body, info);
+}
+
+void
+audit_refusal(const char *event, const char *server, int http_status, int code, const char *detail,
+              const char *body, const struct jsonrpc_info *info)
+{
+    if (A.on)
+        audit_event_codes(event, NULL, server, NULL, http_status, code, detail, body, info);
 }
 
 bool

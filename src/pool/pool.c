@@ -760,8 +760,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     pool_bridge_note(call, body, info, meta);
     if (c != NULL) {
         if (pool_call_start(call, c, body, len, info) == -1) {
-            audit_call_error(call->audit, JSONRPC_INTERNAL_ERROR); /* refused: 503 */
-            audit_call_end(call->audit);
+            audit_call_drop(call->audit); /* refused (503): the refusal's record says so */
             pool_bridge_forget(call);
             pool_caps_release(call);
             stream_own(call->st)->owner = NULL;

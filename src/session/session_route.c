@@ -535,7 +535,8 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     if ((trace == NULL ? session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen)
                        : session_traced_send(s, p, body, len, info, trace, idbuf, (size_t)idlen))
         == -1) {
-        audit_call_error(p->audit, JSONRPC_INTERNAL_ERROR); /* refused: 503 */
+        audit_call_drop(p->audit); /* refused (503): the refusal's record says so */
+        p->audit = NULL;
         pending_del(&s->r.pt, p);
         return SESSION_E_BUSY;
     }

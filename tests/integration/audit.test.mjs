@@ -3,16 +3,21 @@
 // gateway and real children: a record per audited call of a session and per stateless request,
 // checked field by field for each outcome (result, error, cancelled) and each cancel cause a test
 // can bring about (the client's cancel, a disconnect, a timeout, DELETE, the operator, a
-// shutdown); session start and end records; refusals by authentication (401) and by tool policy;
-// the journal form; SIGUSR1 reopening the file after a rename; and a file at its size limit
-// (RLIMIT_FSIZE on the gateway) with audit_required 0 (calls go on, failures counted) and 1 (503
-// until records can be written again).
+// shutdown); session start and end records; refusals by authentication (401, 403) and by tool
+// policy, and those made before a request is in flight, in both eras (Origin, 413, the stateless
+// _meta checks, the rate limit and the quotas' 429, an unknown session, a drained server's 503);
+// the journal form, and a journal that cannot take a record (its receiver stopped, so its queue
+// is full; its receiver and socket gone) with audit_required 0 and 1, then back; SIGUSR1
+// reopening the file after a rename; and a file at its size limit (RLIMIT_FSIZE on the gateway)
+// with audit_required 0 (calls go on, failures counted) and 1 (503 until records can be written
+// again).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 
 import { callTool, del, initSession, metricSamples, post, request, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 import { exchange, mpost } from '../lib/stateless.mjs';
@@ -309,6 +314,7 @@ test('refusals: 403 (a scope missing) and 401 by authentication and a tool denie
     assert.equal(pol.request_id, 'p-1');
     assert.equal(pol.error_code, -32602);
     assert.match(pol.detail, /denied_tools/);
+    assert.equal(records(file).filter((x) => x.request_id === 'p-1' && x.event.startsWith('refused_')).length, 1, 'one refusal record');
 
     const { answer: ok } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'a' } }, 'p-2'), { bearer: tok });
     assert.ok(ok.result);
@@ -316,6 +322,229 @@ test('refusals: 403 (a scope missing) and 401 by authentication and a tool denie
     const all = fs.readFileSync(file, 'utf8');
     assert.ok(!all.includes(tok), 'the token is never in the trail');
     assert.ok(!all.includes(sha256hex(tok)), 'nor its hash');
+  });
+});
+
+/** The refusal records of an audit file made after the first `skip` records. */
+const refusalAfter = (file, skip, pred, what) => waitFor(() => records(file).slice(skip).find((x) => x.event.startsWith('refused_') && pred(x)), scaled(10000), what);
+
+test('refusals before a request is in flight, both eras: Origin, Host, 413, the stateless _meta checks, quotas (429), an unknown session, a drained server (503), each field by field; no token in the trail', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  const tokensFile = path.join(dir, 'tokens');
+  const tok = crypto.randomBytes(24).toString('hex');
+  fs.writeFileSync(tokensFile, `sha256:${sha256hex(tok)} alice\n`, { mode: 0o600 });
+  const admin = crypto.randomBytes(24).toString('hex');
+  const adminFile = path.join(dir, 'admin.token');
+  fs.writeFileSync(adminFile, admin, { mode: 0o600 });
+  const traceId = crypto.randomBytes(16).toString('hex');
+  const tp = `00-${traceId}-${crypto.randomBytes(8).toString('hex')}-01`;
+  await withGateway({
+    gateway: { audit_log: file, max_body_bytes: 2048, trace_context: 'propagate', admin_token_file: adminFile },
+    auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokensFile },
+    servers: [{ name: 'example', path: '/mcp', extra: 'max_inflight_per_principal = 1\nrequest_timeout_ms = 60000' }],
+  }, async (gw) => {
+    const auth = { Authorization: `Bearer ${tok}` };
+    /** The fields every refusal of alice's request has. */
+    const who = (x, principal = 'alice') => {
+      assert.match(x.time, RFC3339_MS);
+      assert.equal(x.server, 'example');
+      assert.equal(x.client, '127.0.0.1');
+      assert.equal(x.auth, 'bearer');
+      assert.equal(x.principal, principal ?? undefined);
+    };
+    let n = records(file).length;
+
+    // Origin: refused by policy before the token is read (no principal yet), the body unread.
+    const o = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'o-1'), { bearer: tok, headers: { Origin: 'http://evil.example' } });
+    await o.done();
+    assert.equal(o.status, 403);
+    const ro = await refusalAfter(file, n, (x) => x.http_status === 403, 'the Origin refusal');
+    who(ro, null);
+    assert.equal(ro.event, 'refused_policy');
+    assert.equal(ro.error_code, -32600);
+    assert.equal(ro.detail, 'Origin not allowed');
+    assert.equal(ro.method, undefined, 'the body was not read');
+    n = records(file).length;
+    const h = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'h-1'), { bearer: tok, headers: { Host: 'evil.example' } });
+    await h.done();
+    assert.equal(h.status, 403);
+    const rh = await refusalAfter(file, n, (x) => x.http_status === 403, 'the Host refusal');
+    who(rh, null);
+    assert.equal(rh.event, 'refused_policy');
+    assert.equal(rh.detail, 'Host not allowed');
+    n = records(file).length;
+
+    // 413: over max_body_bytes, refused from its headers (alice is known, the body is not read).
+    const big = await mpost(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'x'.repeat(4096) } }, 'b-1'), { bearer: tok });
+    await big.done();
+    assert.equal(big.status, 413);
+    const rb = await refusalAfter(file, n, (x) => x.http_status === 413, 'the 413 refusal');
+    who(rb);
+    assert.equal(rb.event, 'refused_limit');
+    assert.equal(rb.error_code, -32600);
+    assert.match(rb.detail, /max_body_bytes/);
+    assert.equal(rb.method, undefined);
+    n = records(file).length;
+
+    // Stateless _meta checks: the body was read, so its id, method, name and trace id are known.
+    const m1 = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: {}, _meta: { traceparent: tp } }, 'm-1'), { bearer: tok, headers: { 'MCP-Protocol-Version': '2099-01-01' } });
+    assert.equal(m1.r.status, 400);
+    assert.equal(m1.answer.error.code, -32020);
+    const r1 = await refusalAfter(file, n, (x) => x.request_id === 'm-1', 'the -32020 refusal');
+    who(r1);
+    assert.equal(r1.event, 'refused_request');
+    assert.equal(r1.http_status, 400);
+    assert.equal(r1.error_code, -32020);
+    assert.equal(r1.method, 'tools/call');
+    assert.equal(r1.name, 'echo');
+    assert.equal(r1.trace_id, traceId);
+    assert.match(r1.detail, /MCP-Protocol-Version/);
+    n = records(file).length;
+    const bad = smsg('tools/call', { name: 'echo', arguments: {} }, 'm-2');
+    bad.params._meta['io.modelcontextprotocol/protocolVersion'] = '2099-01-01';
+    const m2 = await exchange(gw, bad, { bearer: tok, headers: { 'MCP-Protocol-Version': '2099-01-01', traceparent: tp } });
+    assert.equal(m2.r.status, 400);
+    assert.equal(m2.answer.error.code, -32022);
+    const r2 = await refusalAfter(file, n, (x) => x.request_id === 'm-2', 'the -32022 refusal');
+    who(r2);
+    assert.equal(r2.error_code, -32022);
+    assert.equal(r2.http_status, 400);
+    assert.equal(r2.trace_id, traceId, 'the trace id of the traceparent header');
+    n = records(file).length;
+    const nometa = { jsonrpc: '2.0', id: 'm-3', method: 'tools/call', params: { name: 'echo', arguments: {} } };
+    const m3 = await exchange(gw, nometa, { bearer: tok });
+    assert.equal(m3.r.status, 400);
+    const r3 = await refusalAfter(file, n, (x) => x.request_id === 'm-3', 'the -32602 refusal');
+    assert.equal(r3.error_code, -32602);
+    assert.match(r3.detail, /protocolVersion/);
+    assert.equal(r3.trace_id, undefined, 'no trace sent, none recorded');
+
+    // Quotas (max_inflight_per_principal = 1, both eras in one count): a session's call in flight,
+    // then a second call of the session and a stateless call are refused with 429.
+    const s = await initSession(gw, { headers: auth });
+    const hold = await post(gw, rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'q' } }, 'q-1'), { sid: s.sid, headers: auth });
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.tag === 'q'), scaled(5000), 'child read q-1');
+    n = records(file).length;
+    const q2 = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'q' } }, 'q-2'), { sid: s.sid, headers: auth });
+    await q2.done();
+    assert.equal(q2.status, 429);
+    const rq2 = await refusalAfter(file, n, (x) => x.request_id === 'q-2', 'the session quota refusal');
+    who(rq2);
+    assert.equal(rq2.event, 'refused_limit');
+    assert.equal(rq2.http_status, 429);
+    assert.equal(rq2.error_code, -32603);
+    assert.equal(rq2.method, 'tools/call');
+    assert.equal(rq2.name, 'echo');
+    assert.match(rq2.detail, /max_inflight_per_principal|principal/);
+    const q3 = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'q-3'), { bearer: tok });
+    assert.equal(q3.r.status, 429);
+    const rq3 = await refusalAfter(file, n, (x) => x.request_id === 'q-3', 'the pool quota refusal');
+    who(rq3);
+    assert.equal(rq3.event, 'refused_limit');
+    assert.equal(rq3.http_status, 429);
+    assert.equal(rq3.error_code, q3.answer.error.code);
+    assert.equal(rq3.name, 'echo');
+    assert.ok(!records(file).some((x) => x.event === 'call' && (x.request_id === 'q-2' || x.request_id === 'q-3')), 'a refused call has no call record');
+    hold.drop();
+
+    // An unknown session (legacy): 404.
+    n = records(file).length;
+    const u = await post(gw, rpc('tools/call', { name: 'echo', arguments: {} }, 'u-1'), { sid: 'gw-no-such-session', headers: auth });
+    await u.done();
+    assert.equal(u.status, 404);
+    const ru = await refusalAfter(file, n, (x) => x.request_id === 'u-1', 'the unknown session refusal');
+    who(ru);
+    assert.equal(ru.event, 'refused_request');
+    assert.equal(ru.http_status, 404);
+
+    // A drained server: 503 for a new session and for a stateless request.
+    const d = await request(`${gw.base}/admin/servers/example/drain`, { method: 'POST', headers: { Authorization: `Bearer ${admin}` } });
+    await d.done();
+    assert.equal(d.status, 200, d.text());
+    n = records(file).length;
+    const i = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } }, 'i-1'), { headers: auth });
+    await i.done();
+    assert.equal(i.status, 503);
+    const ri = await refusalAfter(file, n, (x) => x.request_id === 'i-1', 'the drained initialize');
+    who(ri);
+    assert.equal(ri.event, 'refused_unavailable');
+    assert.equal(ri.method, 'initialize');
+    assert.equal(ri.http_status, 503);
+    assert.equal(ri.error_code, -32603);
+    assert.match(ri.detail, /drained/);
+    const dz = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: {} }, 'z-1'), { bearer: tok });
+    assert.equal(dz.r.status, 503);
+    const rz = await refusalAfter(file, n, (x) => x.request_id === 'z-1', 'the drained stateless call');
+    assert.equal(rz.event, 'refused_unavailable');
+    assert.equal(rz.principal, 'alice');
+
+    const all = fs.readFileSync(file, 'utf8');
+    assert.ok(!all.includes(tok) && !all.includes(sha256hex(tok)), 'no token in the trail');
+    assert.ok(!all.includes(admin), 'no admin token in the trail');
+  });
+});
+
+test('refusals: a call refused with 503 because its child\'s stdin queue is full is recorded as the refusal, not as a call', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  const hostile = fileURLToPath(new URL('../fixtures/hostile.mjs', import.meta.url));
+  await withGateway({
+    gateway: { audit_log: file, stdin_queue_bytes: 65536, max_body_bytes: 32768, child_stdin_grace_ms: 200, child_term_grace_ms: 300, log_level: 'info' },
+    servers: [{ name: 'hostile', path: '/mcp', command: `${process.execPath} ${hostile} no-stdin` }],
+  }, async (gw) => {
+    const s = await initSession(gw);
+    const held = [];
+    let refused = null;
+    let id = null;
+    for (let i = 0; i < 64 && !refused; i++) {
+      id = `sq-${i}`;
+      const r = await post(gw, rpc('tools/call', { name: 'slow', arguments: { pad: 'p'.repeat(8192) } }, id), { sid: s.sid });
+      if (r.status === 200) held.push(r);
+      else refused = r;
+    }
+    assert.ok(refused, 'a 503 within 64 calls of 8 KiB');
+    await refused.done();
+    assert.equal(refused.status, 503, refused.text());
+    const x = await waitRecord(file, (r) => r.request_id === id, 'the refusal');
+    assert.equal(x.event, 'refused_unavailable');
+    assert.equal(x.http_status, 503);
+    assert.equal(x.error_code, -32603);
+    assert.equal(x.method, 'tools/call');
+    assert.equal(x.name, 'slow');
+    assert.equal(x.server, 'hostile');
+    assert.equal(x.principal, 'address:127.0.0.1');
+    assert.equal(x.client, '127.0.0.1');
+    assert.match(x.detail, /not reading its input/);
+    assert.equal(records(file).filter((r) => r.request_id === id).length, 1, 'no call record beside it');
+    for (const r of held) r.drop();
+  });
+});
+
+test('refusals: the rate limit (429) is recorded with its principal, both eras', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const file = path.join(dir, 'audit.log');
+  await withGateway({ gateway: { audit_log: file }, auth: { mode: 'none', rate_limit_per_s: 1, rate_limit_burst: 1 } }, async (gw) => {
+    for (const era of ['legacy', 'stateless']) {
+      const n = records(file).length;
+      const limited = await waitFor(async () => {
+        const r = era === 'legacy'
+          ? await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } }, `${era}-r`))
+          : await mpost(gw, smsg('tools/call', { name: 'echo', arguments: {} }, `${era}-r`));
+        await r.done();
+        return r.status === 429 ? r : null;
+      }, scaled(10000), `a ${era} 429`);
+      assert.equal(limited.status, 429);
+      const x = await refusalAfter(file, n, (y) => y.http_status === 429, `the ${era} rate limit refusal`);
+      assert.equal(x.event, 'refused_limit');
+      assert.equal(x.principal, 'address:127.0.0.1');
+      assert.equal(x.auth, 'none');
+      assert.equal(x.client, '127.0.0.1');
+      assert.equal(x.server, 'example');
+      assert.equal(x.error_code, -32603);
+      assert.match(x.detail, /rate_limit_per_s/);
+      assert.equal(x.method, undefined, 'refused before the body was read');
+    }
   });
 });
 
@@ -347,6 +576,117 @@ test('audit_log = journal: each record one journal entry with its fields', async
   } finally {
     p.kill('SIGTERM');
     await exited;
+  }
+});
+
+/** The journal sink fixture on sock: its audit entries so far, and its end. */
+function journalSink(sock) {
+  const p = spawn(process.env.GW_JOURNAL_SINK, [sock], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout.on('data', (d) => { out += d.toString('latin1'); });
+  const exited = new Promise((res) => p.on('exit', res));
+  return {
+    p,
+    entries: () => out.split('\n').slice(0, -1).map((l) => JSON.parse(l)).filter((e) => e.MCPGW_AUDIT === '1'),
+    async end() {
+      if (p.exitCode === null && p.signalCode === null) {
+        p.kill('SIGCONT');
+        p.kill('SIGTERM');
+      }
+      await exited;
+    },
+  };
+}
+const metric = async (gw, name) => {
+  const r = await request(`${gw.base}/metrics`, { method: 'GET' });
+  return metricSamples(await r.done())[name];
+};
+
+test('audit_log = journal, a journal that stops reading (its queue full), audit_required = 0: calls go on, lost records are counted and logged, and records flow again once it reads', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const sock = path.join(dir, 'journal.sock');
+  const sink = journalSink(sock);
+  try {
+    await waitFor(() => fs.existsSync(sock), scaled(5000), 'the journal receiver');
+    await withGateway({ gateway: { audit_log: 'journal', audit_required: 0 }, env: { MCPGW_JOURNAL_SOCKET: sock } }, async (gw) => {
+      await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'a' } }, 'ja-0'));
+      await waitFor(() => sink.entries().some((e) => JSON.parse(e.MESSAGE).request_id === 'ja-0'), scaled(5000), 'the first entry');
+      // Stopped, the receiver's queue (net.unix.max_dgram_qlen datagrams) fills: sendmsg fails.
+      sink.p.kill('SIGSTOP');
+      let i = 0;
+      await waitFor(async () => {
+        const { answer } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'b' } }, `ja-${++i}`));
+        assert.ok(answer.result, `ja-${i} answered while its record is lost`);
+        return (await metric(gw, 'mcpgw_audit_write_failures_total')) >= 1;
+      }, scaled(20000), 'a failed write');
+      await gw.waitLog(/audit_log journal: a record could not be written: Resource temporarily unavailable \(1 lost so far\)/);
+      sink.p.kill('SIGCONT');
+      // A call soon after may still find the queue full: each try is a call of its own.
+      let j = 0;
+      await waitFor(async () => {
+        await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'c' } }, `jb-${++j}`));
+        return sink.entries().some((e) => JSON.parse(e.MESSAGE).request_id === `jb-${j}`);
+      }, scaled(10000), 'records reaching the journal again');
+      await gw.waitLog(/audit_log journal: records are written again \(\d+ lost\)/);
+      // Every record counted as written reached the journal; none of the lost ones did.
+      const written = await metric(gw, 'mcpgw_audit_records_total');
+      const lost = await metric(gw, 'mcpgw_audit_write_failures_total');
+      await waitFor(() => sink.entries().length === written, scaled(5000), `${written} entries`);
+      assert.ok(lost >= 1);
+      const ids = new Set(sink.entries().map((e) => JSON.parse(e.MESSAGE).request_id));
+      let missing = 0;
+      for (let k = 1; k <= i; k++) missing += ids.has(`ja-${k}`) ? 0 : 1;
+      for (let k = 1; k <= j; k++) missing += ids.has(`jb-${k}`) ? 0 : 1;
+      assert.equal(missing, lost, 'the calls without an entry are the failures counted');
+    });
+  } finally {
+    await sink.end();
+  }
+});
+
+test('audit_log = journal, a journal that vanishes, audit_required = 1: failures counted and logged, audited calls get 503 in both eras, and they pass again once the journal is back', async () => {
+  const dir = tmpdir('mcpgw-audit-');
+  const sock = path.join(dir, 'journal.sock');
+  let sink = journalSink(sock);
+  try {
+    await waitFor(() => fs.existsSync(sock), scaled(5000), 'the journal receiver');
+    await withGateway({ gateway: { audit_log: 'journal', audit_required: 1 }, env: { MCPGW_JOURNAL_SOCKET: sock } }, async (gw) => {
+      const s = await initSession(gw);
+      await callTool(gw, s.sid, 'echo', { text: 'v' }, { id: 'jv-0' });
+      await waitFor(() => sink.entries().some((e) => JSON.parse(e.MESSAGE).request_id === 'jv-0'), scaled(5000), 'the first entry');
+      // The journal goes away: its socket with it.
+      await sink.end();
+      fs.rmSync(sock, { force: true });
+      // The first call's record is the one lost: it ran already.
+      const { answer: a1 } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'v' } }, 'jv-1'));
+      assert.ok(a1.result);
+      await waitFor(async () => (await metric(gw, 'mcpgw_audit_write_failures_total')) >= 1, scaled(5000), 'the failure counted');
+      await gw.waitLog(/audit_log journal: a record could not be written: No such file or directory .*; audited calls are refused until records can be written/);
+      const { r, answer } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'refused-2' } }, 'jv-2'));
+      assert.equal(r.status, 503);
+      assert.equal(answer.error.code, -32603);
+      assert.match(answer.error.message, /audit records cannot be written/);
+      const one = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'refused-3' } }, 'jv-3'), { sid: s.sid });
+      await one.done(scaled(5000));
+      assert.equal(one.status, 503);
+      assert.match(JSON.parse(one.text()).error.message, /audit records cannot be written/);
+      assert.ok(!gw.childMessages().some((m) => /^refused-/.test(m.params?.arguments?.text ?? '')), 'the refused calls never reached a child');
+      // Back at the same path: within a second a call passes, after the refused_audit entry.
+      sink = journalSink(sock);
+      await waitFor(() => fs.existsSync(sock), scaled(5000), 'the journal receiver again');
+      await waitFor(async () => {
+        const x = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'w' } }, 'jv-4'));
+        return x.r.status === 200 && x.answer?.result;
+      }, scaled(10000), 'a call to pass again');
+      const back = await waitFor(() => sink.entries().find((e) => e.MCPGW_AUDIT_EVENT === 'refused_audit'), scaled(5000), 'the refused_audit entry');
+      assert.equal(JSON.parse(back.MESSAGE).http_status, 503);
+      await waitFor(() => sink.entries().some((e) => e.MCPGW_AUDIT_EVENT === 'call' && JSON.parse(e.MESSAGE).request_id === 'jv-4'), scaled(5000), 'the call entry');
+      await gw.waitLog(/audit_log journal: records are written again/);
+      const { r: r5 } = await exchange(gw, smsg('tools/call', { name: 'echo', arguments: { text: 'x' } }, 'jv-5'));
+      assert.equal(r5.status, 200);
+    });
+  } finally {
+    await sink.end();
   }
 });
 

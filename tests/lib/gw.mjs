@@ -387,14 +387,14 @@ export function rpc(method, params, id = nextId++) {
 }
 
 /** initialize + notifications/initialized; returns {sid, result, pid}. */
-export async function initSession(gw, { version = '2025-06-18', url, capabilities = {} } = {}) {
-  const r = await post(gw, rpc('initialize', { protocolVersion: version, capabilities, clientInfo: { name: 'it', version: '1' } }), { url });
+export async function initSession(gw, { version = '2025-06-18', url, capabilities = {}, headers = {} } = {}) {
+  const r = await post(gw, rpc('initialize', { protocolVersion: version, capabilities, clientInfo: { name: 'it', version: '1' } }), { url, headers });
   if (r.status !== 200) throw new Error(`initialize: HTTP ${r.status} ${await r.done()}`);
   const sid = r.headers['mcp-session-id'];
   await r.done();
   const ev = r.events().find((e) => e.json && (e.json.result || e.json.error));
   if (!ev || !ev.json.result) throw new Error(`initialize failed: ${r.text()}`);
-  const n = await post(gw, { jsonrpc: '2.0', method: 'notifications/initialized' }, { sid, url, headers: { 'MCP-Protocol-Version': ev.json.result.protocolVersion } });
+  const n = await post(gw, { jsonrpc: '2.0', method: 'notifications/initialized' }, { sid, url, headers: { ...headers, 'MCP-Protocol-Version': ev.json.result.protocolVersion } });
   await n.done();
   if (n.status !== 202) throw new Error(`initialized: HTTP ${n.status}`);
   const m = new RegExp(`session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created: server=\\S+ child=(\\d+)`).exec(gw.logs());

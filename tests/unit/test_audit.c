@@ -161,6 +161,47 @@ Test(audit, a_long_request_id_is_left_out)
     json_decref(j);
 }
 
+Test(audit, a_refusal_has_its_status_and_code_and_a_dropped_call_no_record)
+{
+    const char *why = NULL;
+    cr_assert_eq(audit_set(file, 0, false, &why), 0);
+    const struct audit_who w = { "alice", "bearer", "192.0.2.7",
+                                 "0af7651916cd43dd8448eb211c80319c" };
+    audit_set_who(&w);
+    audit_call_drop(call("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\","
+                         "\"params\":{\"name\":\"dropped\"}}"));
+    const char *body = "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\","
+                       "\"params\":{\"name\":\"echo\",\"arguments\":{}}}";
+    struct jsonrpc_info info;
+    const char *err = NULL;
+    cr_assert_eq(jsonrpc_scan(body, strlen(body), &info, &err), JSONRPC_OK);
+    audit_refusal("refused_limit", "example", 429, -32603, "too many", body, &info);
+    audit_set_who(NULL);
+    json_t *j = last_record();
+    cr_assert_str_eq(json_string_value(json_object_get(j, "event")), "refused_limit");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "principal")), "alice");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "auth")), "bearer");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "client")), "192.0.2.7");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "trace_id")),
+                     "0af7651916cd43dd8448eb211c80319c");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "server")), "example");
+    cr_assert_eq(json_integer_value(json_object_get(j, "request_id")), 3);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "method")), "tools/call");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "name")), "echo");
+    cr_assert_eq(json_integer_value(json_object_get(j, "http_status")), 429);
+    cr_assert_eq(json_integer_value(json_object_get(j, "error_code")), -32603);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "detail")), "too many");
+    json_decref(j);
+    FILE *f = fopen(file, "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    int lines = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        lines++;
+    fclose(f);
+    cr_assert_eq(lines, 1, "the dropped call wrote nothing");
+}
+
 Test(audit, a_symbolic_link_is_refused)
 {
     char link[sizeof(file) + 8];
