@@ -131,6 +131,9 @@ export async function startGateway(opts = {}) {
   const readLog = () => { try { return fs.readFileSync(logFile, 'utf8'); } catch { return ''; } };
   const logsNow = () => (logFile ? stderr + readLog() : stderr);
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  // 'exit' may come before the last of stderr is read (a line written just before a fatal
+  // signal): stop() also waits for the pipe's end, bounded (a child may hold it open).
+  const drained = new Promise((resolve) => proc.stderr.on('close', resolve));
   const m = await waitFor(() => /listening on (\S+):(\d+)/.exec(logsNow()) || (proc.exitCode !== null && 'exit'), 5000, 'gateway to listen');
   if (m === 'exit') throw new Error(`gateway exited early:\n${logsNow()}`);
   const host = m[1];
@@ -167,6 +170,7 @@ export async function startGateway(opts = {}) {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       const r = await Promise.race([exited, new Promise((res) => setTimeout(() => res(null), 15000).unref())]);
       if (r === null) { proc.kill('SIGKILL'); throw new Error(`gateway did not stop within 15 s; log (tail):\n${logsNow().slice(-4000)}`); }
+      await Promise.race([drained, new Promise((res) => setTimeout(res, 2000).unref())]);
       if (expect !== null) assert.deepEqual(r, expect, `gateway exit status after ${signal}; log (tail):\n${logsNow().slice(-4000)}`);
       return r;
     },
