@@ -110,9 +110,8 @@ auth_xchg_string(const char *p, struct jsonrpc_span obj, const char *key, char *
            && jsonrpc_string_at(p, v, out, cap, len);
 }
 
-/* The answer of a token endpoint that answered (any status) judged into a result. */
-static struct auth_exchanged *
-auth_xchg_judge(const struct fetch_result *res)
+struct auth_exchanged *
+auth_exchange_judge(const struct fetch_result *res)
 {
     char why[160];
     struct jsonrpc_info info;
@@ -177,7 +176,7 @@ auth_xchg_done(void *arg, const struct fetch_result *res)
         snprintf(why, sizeof why, "the token endpoint did not answer: %s", res->error);
         out = auth_xchg_result(AUTH_EXCHANGE_UNREACHABLE, why);
     } else {
-        out = auth_xchg_judge(res);
+        out = auth_exchange_judge(res);
     }
     if (out->status != AUTH_EXCHANGE_OK)
         log_info(NULL, "token exchange for [server:%s]: %s", x->srv->name, out->why);

@@ -117,6 +117,13 @@ enum auth_status auth_remote_token_endpoint(struct auth_remote *r, uint64_t now_
 const char *auth_remote_token_uri(const struct auth_remote *r, bool *running);
 /* What auth_exchange.c needs of a struct auth: its [auth] and its remote state (NULL: none). */
 const struct config_auth *auth_parts(struct auth *a, struct auth_remote **r);
+/*
+ * auth_exchange.c: the answer of a token endpoint that answered (any status) judged into a result
+ * (the unit tests' way in, with no network): OK with the access_token and expires_in, REFUSED for
+ * 400/401/403 naming an OAuth error code, BAD_ANSWER for anything else.
+ */
+struct fetch_result;
+struct auth_exchanged *auth_exchange_judge(const struct fetch_result *res);
 /* s[0..n) as an application/x-www-form-urlencoded value into out (room for 3n + 1), its length. */
 size_t auth_form_escape(const char *s, size_t n, char *out);
 
