@@ -89,7 +89,7 @@ static struct session *
 http_session(const struct http_req *rc)
 {
     struct session *s = session_lookup(rc->sid, rc->srv, rc->principal, false);
-    if (s != NULL) /* the subject of its next token exchange (nothing without token_exchange) */
+    if (s != NULL && rc->srv->token_exchange) /* the subject of its next token exchange */
         session_token_seen(s, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION));
     return s;
 }
@@ -476,7 +476,8 @@ http_legacy_post(struct http_req *rc)
         strlen(v) < sizeof(rc->sid) ? session_lookup(rc->sid, rc->srv, rc->principal, true) : NULL;
     if (s == NULL)
         return http_session_error(rc, SESSION_E_GONE);
-    session_token_seen(s, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION));
+    if (rc->srv->token_exchange)
+        session_token_seen(s, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION));
     struct jsonrpc_info info;
     const char *err = NULL;
     char why[128];

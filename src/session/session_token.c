@@ -101,9 +101,11 @@ void
 session_token_seen(struct session *s, const char *authorization)
 {
     struct session_token *t = s->tok;
+    if (t == NULL)
+        return;
     size_t n = 0;
     const char *tok = auth_bearer_token(authorization, &n);
-    if (t == NULL || tok == NULL || n == 0
+    if (tok == NULL || n == 0
         || (t->subject != NULL && t->len == n && crypto_equal(t->subject, tok, n)))
         return;
     session_token_forget(t);
