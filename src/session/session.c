@@ -289,11 +289,6 @@ struct session *
 session_create(const struct config_server *srv, struct auth_principal *owner,
                const struct auth_claims *claims, int *status, const char **err)
 {
-    if (srv->token_exchange) { /* no token to give its child */
-        *status = 500;
-        *err = "token_exchange: no exchanged token";
-        return NULL;
-    }
     return session_create_exchanged(srv, owner, claims, NULL, NULL, status, err);
 }
 
@@ -302,6 +297,11 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
                          const struct auth_claims *claims, struct auth_exchanged *x,
                          const char *authorization, int *status, const char **err)
 {
+    if (srv->token_exchange && (x == NULL || x->status != AUTH_EXCHANGE_OK)) {
+        *status = 500; /* never a child of such a server without its token */
+        *err = "token_exchange: no exchanged token";
+        return NULL;
+    }
     if (sessions.draining) {
         *status = 503;
         *err = "gateway shutting down";
@@ -336,7 +336,7 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
     msgq_init(&s->backlog);
     s->srv = srv;
     s->stats = session_server_of(srv->name);
-    if (x != NULL) {
+    if (srv->token_exchange) {
         size_t n = 0;
         while (creds != NULL && creds[n] != NULL)
             n++;
