@@ -411,8 +411,8 @@ config_build_exchange(struct config_parse *ps, struct config *cfg,
                                         "token_exchange_endpoint" };
     if (!srv->token_exchange) {
         for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
-            config_raw_get(&rs->raw, keys[i], CONFIG_SEC_SERVER, &line);
-            if (line != 0)
+            const char *v = config_raw_get(&rs->raw, keys[i], CONFIG_SEC_SERVER, &line);
+            if (v != NULL && v[0] != '\0') /* empty, as --print-config writes it: unset */
                 return config_fail(ps, line, keys[i], "needs token_exchange = on");
         }
         return 0;
