@@ -242,6 +242,17 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     assert.equal(r403.error.code, -32600);
     assert.match(r403.error.message, /token exchange for this server failed: the authorization server refused the exchange \(invalid_target\)/);
     assert.deepEqual(unknown.childPids(), [], 'no child for a refused session');
+    // The 2024-11-05 transport (GET PATH/sse) exchanges first too: refused, or its session opens.
+    const sse = (g) => request(`${g.base}/mcp/sse`, { method: 'GET', headers: { Accept: 'text/event-stream', Authorization: `Bearer ${token}` } });
+    const s403 = await sse(unknown);
+    const s403Body = await s403.done();
+    assert.equal(s403.status, 403, s403Body);
+    assert.match(JSON.parse(s403Body).error.message, /refused the exchange \(invalid_target\)/);
+    const s200 = await sse(plain);
+    assert.equal(s200.status, 200);
+    const ep = await waitFor(() => s200.completeEvents().find((e) => e.event === 'endpoint'), scaled(5000), 'the endpoint event');
+    assert.match(ep.data, /^messages\?sessionId=/);
+    s200.req.destroy();
     // A useless answer: 502.
     op.fail('token', 500);
     const r502 = await init(plain, '/mcp', token);
