@@ -78,7 +78,9 @@ void audit_call_drop(struct audit_rec *a);
 
 /*
  * An event that is no call: "session_start", "session_end" (detail: why it ended),
- * "refused_auth" (code 401 or 403, detail: why), "refused_policy" (the tool; detail: why).
+ * "refused_auth" (code 401 or 403, detail: why), "refused_policy" (the tool; detail: why),
+ * "refused_exchange" (a session's token exchange at its start: code 403, 502 or 503, detail:
+ * why), "token_exchange" (a session ended because its token could not be renewed: detail: why).
  * principal: whose (NULL: the current request's). code: an HTTP status (100..599) or a JSON-RPC
  * error code; 0: none. body/info: the request, when there is one (its id, method and name go in
  * the record).

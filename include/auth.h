@@ -149,6 +149,46 @@ int auth_resource(const struct config_auth *ca, const struct config_server *srv,
 int auth_metadata_url(const struct config_auth *ca, const struct config_server *srv, char *out,
                       size_t size);
 
+/*
+ * RFC 8693 token exchange (auth_exchange.c), for a server with token_exchange = on: the client's
+ * verified token (the subject token) exchanged at the authorization server's token endpoint for
+ * one meant for the server's downstream API (its token_exchange_audience, _resource, _scopes).
+ * Asynchronous, on the loop, bounded by token_exchange_timeout_ms (plus, the first time, the
+ * discovery of the endpoint, bounded by fetch_timeout_ms per document). Nothing here knows
+ * sessions or pools: any owner of a child may use it.
+ */
+enum auth_exchange_status {
+    AUTH_EXCHANGE_OK = 0,
+    AUTH_EXCHANGE_REFUSED,     /* the authorization server refused (an OAuth error, 4xx): 403 */
+    AUTH_EXCHANGE_BAD_ANSWER,  /* it answered with nothing usable (5xx, no access_token): 502 */
+    AUTH_EXCHANGE_UNREACHABLE, /* no answer in time, or no token endpoint known: 503 */
+};
+
+/* What an exchange gave: owned by whoever the callback gave it to; auth_exchanged_free wipes. */
+struct auth_exchanged {
+    enum auth_exchange_status status;
+    char *token;         /* OK: the issued access token (visible ASCII), a credential */
+    size_t len;          /* its length */
+    int64_t expires_in_s; /* OK: the answer's expires_in; -1: none given */
+    char why[200]; /* not OK: the reason, for logs, audit and the client: never a token's text */
+};
+void auth_exchanged_free(struct auth_exchanged *x);
+
+struct auth_exchange;
+/* Runs once, from the loop, never inside auth_exchange_start; res is the callee's to free. */
+typedef void auth_exchange_cb(void *arg, struct auth_exchanged *res);
+
+/*
+ * Starts exchanging subject[0..len) for srv (token_exchange = on) with a's [auth] (its CA file,
+ * the discovered token endpoint unless srv configures one); subject is copied, and wiped once
+ * sent. NULL when it ended at once: *now holds why (not OK). srv must outlive the exchange.
+ */
+struct auth_exchange *auth_exchange_start(struct auth *a, const struct config_server *srv,
+                                          const char *subject, size_t len, auth_exchange_cb *cb,
+                                          void *arg, struct auth_exchanged **now);
+/* Abandons an exchange whose callback has not run: it never will. NULL does nothing. */
+void auth_exchange_cancel(struct auth_exchange *x);
+
 struct auth_principal *auth_principal_ref(struct auth_principal *p);
 void auth_principal_unref(struct auth_principal *p);
 

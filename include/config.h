@@ -37,6 +37,7 @@ struct config_auth {
     uint64_t jwks_cache_min_s, jwks_cache_max_s;
     uint64_t jwks_refetch_interval_ms; /* unknown kid: refetch at most once per this */
     uint64_t introspection_cache_max_s;
+    bool discover_token_endpoint; /* a server's token_exchange needs the discovered endpoint */
     uint64_t introspection_max_pending;
     char *tokens_file;                   /* NULL unless bearer */
     char **authorization_servers;        /* NULL-terminated; jwt: defaults to the issuer */
@@ -119,6 +120,17 @@ struct config_server {
     size_t n_claim_env;
     char *credentials_dir;       /* DIR/PRINCIPAL.env read at each session start; NULL: none */
     bool credentials_server_env; /* credentials_missing = server_env (else refuse) */
+    /* RFC 8693 token exchange for a session's child (token_exchange = on). */
+    bool token_exchange;
+    char *token_exchange_audience, *token_exchange_resource; /* NULL: not sent (one is set) */
+    char **token_exchange_scopes;           /* NULL: no scope sent */
+    char *token_exchange_env;               /* the variable; NAME_FILE names the file */
+    char *token_exchange_client_id;         /* the gateway's client at the token endpoint */
+    char *token_exchange_client_secret_file;
+    char *token_exchange_client_secret; /* the file's first line, read at build; wiped when freed */
+    char *token_exchange_endpoint;      /* NULL: discovered from [auth] issuer's metadata */
+    uint64_t token_exchange_timeout_ms;
+    uint64_t token_exchange_renew_before_s;
     int line;                    /* line of the section header */
     int command_line;            /* line of command = */
     int cwd_line;                /* line of cwd =; 0 when unset */
@@ -217,9 +229,9 @@ char **config_child_env(const struct config_server *srv, const char *key, const 
 void config_env_free(char **env);
 
 /*
- * Whether srv's children hold one principal's credentials (env_from_claims or credentials_dir): a
- * session's child is its owner's, and its stateless requests go to pool children of their
- * principal alone (pool_principal.c), never to a child another principal shares.
+ * Whether srv's children hold one principal's credentials (env_from_claims, credentials_dir or
+ * token_exchange): a session's child is its owner's, and its stateless requests go to pool
+ * children of their principal alone (pool_principal.c), never to a child another principal shares.
  */
 bool config_server_per_principal(const struct config_server *srv);
 

@@ -62,6 +62,7 @@ enum session_end {
     SESSION_END_SHUTDOWN,     /* the gateway stops */
     SESSION_END_INIT,         /* initialize failed, timed out or could not be delivered */
     SESSION_END_ADMIN,        /* the operator ended it (POST /admin/sessions/ID/end) */
+    SESSION_END_TOKEN,        /* token_exchange: its exchanged token could not be renewed */
     SESSION_END_N,
 };
 
@@ -107,6 +108,26 @@ size_t session_requests_in_flight(const struct session *s);
  */
 struct session *session_create(const struct config_server *srv, struct auth_principal *owner,
                                const struct auth_claims *claims, int *status, const char **err);
+/*
+ * session_create for a server with token_exchange = on: x (the caller's, not kept) is what the
+ * exchange of the client's token gave (OK), authorization the request's Authorization header (the
+ * subject of the renewals). The child gets the token in token_exchange_env and in the file that
+ * token_exchange_env + "_FILE" names; the session renews it (session_token.c). 500 when the file
+ * cannot be written.
+ */
+struct session *session_create_exchanged(const struct config_server *srv,
+                                         struct auth_principal *owner,
+                                         const struct auth_claims *claims,
+                                         struct auth_exchanged *x, const char *authorization,
+                                         int *status, const char **err);
+/*
+ * A request of s carried this Authorization header (verified, and s's owner's): the subject token
+ * of s's next token exchange renewal. Nothing for a session without token_exchange.
+ */
+void session_token_seen(struct session *s, const char *authorization);
+/* The [auth] token exchange renewals use (at start and after each reload); NULL: none. */
+void session_set_auth(struct auth *a);
+
 /*
  * Ends the session, once (later calls do nothing): cancels at the child and fails to the client
  * what is in flight, ends streams, stops the child. detail (static or copied before the call

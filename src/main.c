@@ -379,6 +379,7 @@ main_reload(void)
     session_set_config(next);
     pool_set_config(next);
     http_set_config(next, auth);
+    session_set_auth(auth);
     auth_adopt(auth, M.auth); /* keys fetched for the same issuer stay in use */
     auth_free(M.auth);        /* it only read the retired configuration's [auth] */
     M.auth = auth;
@@ -700,6 +701,7 @@ main_start(void)
     if (fetch_module_init(M.l) == -1)
         fatal("libcurl");
     session_module_init(M.l, M.cfg);
+    session_set_auth(M.auth);
     /*
      * Read from the loop, before any thread starts (libcurl's resolver inherits the mask);
      * children start with every signal unblocked and at its default (upstream.c).
@@ -736,6 +738,7 @@ main_shutdown(void)
     http_stop();
     session_reap();
     session_module_free();
+    session_set_auth(NULL);
     pool_module_free();
     relay_module_free();
     audit_module_free();

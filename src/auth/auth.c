@@ -949,6 +949,13 @@ auth_check_claims(struct auth *a, const char *header, const struct config_server
 
 /* --- waiting for the authorization server ------------------------------------------------ */
 
+const struct config_auth *
+auth_parts(struct auth *a, struct auth_remote **r)
+{
+    *r = a->remote;
+    return a->ca;
+}
+
 struct auth_wait *
 auth_wait(struct auth *a, auth_wake_cb *cb, void *arg)
 {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inside the auth module: auth.c (files, principals, checking a request), auth_remote.c (what
- * comes from the authorization server over HTTPS: discovery, the JWK Set, introspection) and
- * auth_claims.c (what a token's claims give a session's child: env_from_claims).
+ * comes from the authorization server over HTTPS: discovery, the JWK Set, introspection),
+ * auth_claims.c (what a token's claims give a session's child: env_from_claims) and
+ * auth_exchange.c (RFC 8693: a client's token exchanged for a session's child).
  */
 #ifndef MCPGW_AUTH_INT_H
 #define MCPGW_AUTH_INT_H
@@ -103,6 +104,28 @@ enum auth_status auth_judge_introspection(struct auth *a, const char *body, size
                                           struct auth_principal **principal, const char **why);
 
 struct auth_wait *auth_remote_wait(struct auth_remote *r, auth_wake_cb *cb, void *arg);
+
+/*
+ * The token endpoint discovered for token_exchange: AUTH_OK with *url (owned by r); AUTH_PENDING
+ * while discovery runs (this call may have started it); AUTH_UNAVAILABLE when it failed lately,
+ * the metadata names none, or nothing is discovered (r NULL).
+ */
+enum auth_status auth_remote_token_endpoint(struct auth_remote *r, uint64_t now_ms,
+                                            const char **url);
+/* The same without starting anything (a waiter woken): the URL or NULL, and whether discovery
+ * still runs. */
+const char *auth_remote_token_uri(const struct auth_remote *r, bool *running);
+/* What auth_exchange.c needs of a struct auth: its [auth] and its remote state (NULL: none). */
+const struct config_auth *auth_parts(struct auth *a, struct auth_remote **r);
+/*
+ * auth_exchange.c: the answer of a token endpoint that answered (any status) judged into a result
+ * (the unit tests' way in, with no network): OK with the access_token and expires_in, REFUSED for
+ * 400/401/403 naming an OAuth error code, BAD_ANSWER for anything else.
+ */
+struct fetch_result;
+struct auth_exchanged *auth_exchange_judge(const struct fetch_result *res);
+/* s[0..n) as an application/x-www-form-urlencoded value into out (room for 3n + 1), its length. */
+size_t auth_form_escape(const char *s, size_t n, char *out);
 
 /* auth_claims.c: what verified claims c give srv's env_from_claims: every variable, or the first
  * one that cannot be set (its why). */

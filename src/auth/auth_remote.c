@@ -61,9 +61,9 @@ struct auth_intro {
 
 struct auth_remote {
     const struct config_auth *ca;
-    bool want_keys, want_intro;
+    bool want_keys, want_intro, want_token;
     char *client_id, *client_secret;
-    char *jwks_uri, *intro_uri; /* configured or discovered */
+    char *jwks_uri, *intro_uri, *token_uri; /* configured or discovered */
     enum auth_disc disc;
     int disc_step; /* 0: RFC 8414, 1: OpenID Connect */
     uint64_t disc_failed_ms;
@@ -222,6 +222,9 @@ auth_disc_apply(struct auth_remote *r, const char *body, size_t len)
     if (why == NULL && r->want_intro && r->intro_uri == NULL
         && (r->intro_uri = auth_disc_member(d, "introspection_endpoint")) == NULL)
         why = "no https introspection_endpoint";
+    if (why == NULL && r->want_token && r->token_uri == NULL
+        && (r->token_uri = auth_disc_member(d, "token_endpoint")) == NULL)
+        why = "no https token_endpoint";
     jsonrpc_doc_free(d);
     return why;
 }
@@ -258,9 +261,10 @@ auth_disc_done(void *arg, const struct fetch_result *res)
         return;
     }
     r->disc = AUTH_DISC_DONE;
-    log_info(NULL, "auth: discovered %s%s%s%s from %s", r->jwks_uri ? "jwks_uri " : "",
+    log_info(NULL, "auth: discovered %s%s%s%s%s%s from %s", r->jwks_uri ? "jwks_uri " : "",
              r->jwks_uri ? r->jwks_uri : "", r->intro_uri ? " introspection_endpoint " : "",
-             r->intro_uri ? r->intro_uri : "", url);
+             r->intro_uri ? r->intro_uri : "", r->token_uri ? " token_endpoint " : "",
+             r->token_uri ? r->token_uri : "", url);
     if (r->want_keys && !r->have_keys)
         auth_keys_fetch(r, util_now_ms());
     auth_wake_all(r);
@@ -288,7 +292,8 @@ auth_discover(struct auth_remote *r)
 static enum auth_status
 auth_discovered(struct auth_remote *r, uint64_t now_ms)
 {
-    if ((!r->want_keys || r->jwks_uri != NULL) && (!r->want_intro || r->intro_uri != NULL))
+    if ((!r->want_keys || r->jwks_uri != NULL) && (!r->want_intro || r->intro_uri != NULL)
+        && (!r->want_token || r->token_uri != NULL))
         return AUTH_OK;
     if (r->disc == AUTH_DISC_RUNNING)
         return AUTH_PENDING;
@@ -389,7 +394,7 @@ auth_remote_unknown_kid(struct auth_remote *r, uint64_t now_ms)
 /* --- introspection ------------------------------------------------------------------------- */
 
 /* application/x-www-form-urlencoded value: unreserved characters kept, the rest %XX. */
-static size_t
+size_t
 auth_form_escape(const char *s, size_t n, char *out)
 {
     static const char hex[] = "0123456789ABCDEF";
@@ -588,12 +593,14 @@ auth_remote_new(const struct config_auth *ca, struct auth_remote **out, char *er
     *out = NULL;
     bool keys = ca->mode == CONFIG_AUTH_JWT && ca->jwks_file == NULL;
     bool intro = ca->mode == CONFIG_AUTH_JWT && ca->introspection_credentials_file != NULL;
-    if (!keys && !intro)
+    bool token = ca->mode == CONFIG_AUTH_JWT && ca->discover_token_endpoint;
+    if (!keys && !intro && !token)
         return 0;
     struct auth_remote *r = xcalloc(1, sizeof(*r));
     r->ca = ca;
     r->want_keys = keys;
     r->want_intro = intro;
+    r->want_token = token;
     if (intro) {
         char *text = auth_credentials(ca->introspection_credentials_file, r, err, errlen);
         if (text == NULL) {
@@ -633,8 +640,11 @@ auth_remote_adopt(struct auth_remote *next, struct auth_remote *prev)
     if (next->want_intro && next->intro_uri == NULL && prev->intro_uri != NULL
         && n->introspection_endpoint == NULL && p->introspection_endpoint == NULL)
         next->intro_uri = xstrdup(prev->intro_uri);
+    if (next->want_token && next->token_uri == NULL && prev->token_uri != NULL)
+        next->token_uri = xstrdup(prev->token_uri);
     if ((!next->want_keys || next->jwks_uri != NULL)
-        && (!next->want_intro || next->intro_uri != NULL))
+        && (!next->want_intro || next->intro_uri != NULL)
+        && (!next->want_token || next->token_uri != NULL))
         next->disc = AUTH_DISC_DONE;
 }
 
@@ -660,12 +670,31 @@ auth_remote_introspects(const struct auth_remote *r)
     return r != NULL && r->want_intro;
 }
 
+enum auth_status
+auth_remote_token_endpoint(struct auth_remote *r, uint64_t now_ms, const char **url)
+{
+    *url = NULL;
+    if (r == NULL || !r->want_token)
+        return AUTH_UNAVAILABLE;
+    enum auth_status st = auth_discovered(r, now_ms);
+    *url = r->token_uri;
+    return st == AUTH_OK && r->token_uri == NULL ? AUTH_UNAVAILABLE : st;
+}
+
+const char *
+auth_remote_token_uri(const struct auth_remote *r, bool *running)
+{
+    *running = r->disc == AUTH_DISC_RUNNING;
+    return r->token_uri;
+}
+
 void
 auth_remote_free(struct auth_remote *r)
 {
     if (r == NULL)
         return;
     fetch_cancel(r->disc_fetch);
+    r->disc = AUTH_DISC_FAILED; /* the waiters woken below see discovery over */
     fetch_cancel(r->keys_fetch);
     while (r->pending != NULL) {
         struct auth_intro *p = r->pending;
@@ -683,5 +712,6 @@ auth_remote_free(struct auth_remote *r)
     free(r->client_secret);
     free(r->jwks_uri);
     free(r->intro_uri);
+    free(r->token_uri);
     free(r);
 }

@@ -241,6 +241,11 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
             return config_fail(ps, line, key, "must be refuse or server_env");
         *(bool *)config_target(base, opt) = strcmp(v, "server_env") == 0;
         return 0;
+    case CONFIG_SWITCH:
+        if (strcmp(v, "off") != 0 && strcmp(v, "on") != 0)
+            return config_fail(ps, line, key, "must be off or on");
+        *(bool *)config_target(base, opt) = strcmp(v, "on") == 0;
+        return 0;
     case CONFIG_ARGV:
     case CONFIG_ENV:
     case CONFIG_NAMES:
@@ -684,6 +689,7 @@ config_server_same(const struct config_server *a, const struct config_server *b)
             break;
         case CONFIG_SCOPE:
         case CONFIG_CREDS_MISSING:
+        case CONFIG_SWITCH:
             same = *(const bool *)pa == *(const bool *)pb;
             break;
         case CONFIG_LISTEN:
@@ -753,6 +759,17 @@ config_clear(struct config *cfg)
             explicit_bzero(*e, strlen(*e));
         config_strv_free(srv->env_from_claims);
         free(srv->credentials_dir);
+        free(srv->token_exchange_audience);
+        free(srv->token_exchange_resource);
+        config_strv_free(srv->token_exchange_scopes);
+        free(srv->token_exchange_env);
+        free(srv->token_exchange_client_id);
+        free(srv->token_exchange_client_secret_file);
+        if (srv->token_exchange_client_secret != NULL)
+            explicit_bzero(srv->token_exchange_client_secret,
+                           strlen(srv->token_exchange_client_secret));
+        free(srv->token_exchange_client_secret);
+        free(srv->token_exchange_endpoint);
     }
     free(cfg->servers);
     config_strv_free(cfg->deprecated);

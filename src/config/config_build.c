@@ -386,10 +386,104 @@ config_build_credentials(struct config_parse *ps, const struct config *cfg,
     if (config_server_per_principal(srv) && srv->pool_warm_children > 0) {
         config_raw_get(&rs->raw, "pool_warm_children", CONFIG_SEC_SERVER, &line);
         return config_fail(ps, line ? line : rs->line, "pool_warm_children",
-                           "must be 0 with env_from_claims or credentials_dir (a warm child "
-                           "would have no principal: each principal's pool children start for "
-                           "its own requests)");
+                           "must be 0 with env_from_claims, credentials_dir or token_exchange "
+                           "(a warm child would have no principal: each principal's pool "
+                           "children start for its own requests)");
     }
+    return 0;
+}
+
+/*
+ * token_exchange: a verified client token (mode jwt, introspected or not) is the subject token;
+ * an audience or a resource to ask for, the variable to set (and NAME_FILE), the gateway's client
+ * (its secret read now, like every secret), the token endpoint configured or discovered (then the
+ * issuer must be https). Keeps the server out of the pool (config_server_per_principal).
+ */
+static int
+config_build_exchange(struct config_parse *ps, struct config *cfg,
+                      const struct config_raw_server *rs, struct config_server *srv)
+{
+    int line;
+    static const char *const keys[] = { "token_exchange_audience", "token_exchange_resource",
+                                        "token_exchange_scopes", "token_exchange_env",
+                                        "token_exchange_client_id",
+                                        "token_exchange_client_secret_file",
+                                        "token_exchange_endpoint" };
+    if (!srv->token_exchange) {
+        for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
+            const char *v = config_raw_get(&rs->raw, keys[i], CONFIG_SEC_SERVER, &line);
+            if (v != NULL && v[0] != '\0') /* empty, as --print-config writes it: unset */
+                return config_fail(ps, line, keys[i], "needs token_exchange = on");
+        }
+        return 0;
+    }
+    config_raw_get(&rs->raw, "token_exchange", CONFIG_SEC_SERVER, &line);
+    line = line ? line : rs->line;
+    const char *env = srv->token_exchange_env;
+    const char *const checks[][2] = {
+        { cfg->auth.mode != CONFIG_AUTH_JWT
+              ? "needs [auth] mode = jwt (a verified client token is the subject token)"
+              : NULL,
+          "token_exchange" },
+        { srv->token_exchange_audience == NULL && srv->token_exchange_resource == NULL
+              ? "or token_exchange_resource is required with token_exchange = on"
+              : NULL,
+          "token_exchange_audience" },
+        { env == NULL || !config_is_name(env, strlen(env)) || strlen(env) > 120
+              ? "must name the child's variable ([A-Za-z_][A-Za-z0-9_]*, at most 120 bytes)"
+          : config_env_gateways(env, strlen(env))
+              ? "names a variable the gateway sets itself (MCPGW_*)"
+              : NULL,
+          "token_exchange_env" },
+        { srv->token_exchange_client_id == NULL
+              ? "is required with token_exchange = on (the gateway authenticates itself)"
+              : NULL,
+          "token_exchange_client_id" },
+        { srv->token_exchange_client_secret_file == NULL
+              ? "is required with token_exchange = on (the gateway authenticates itself)"
+              : NULL,
+          "token_exchange_client_secret_file" },
+        { srv->token_exchange_endpoint != NULL && !config_https_url(srv->token_exchange_endpoint)
+              ? "must be an https:// URL"
+          : srv->token_exchange_endpoint == NULL && !config_https_url(cfg->auth.issuer)
+              ? "is required: [auth] issuer is no https:// URL to discover it from"
+              : NULL,
+          "token_exchange_endpoint" },
+    };
+    const char *bad = NULL, *key = NULL;
+    for (size_t i = 0; bad == NULL && i < ARRAY_LEN(checks); i++) {
+        bad = checks[i][0];
+        key = checks[i][1];
+    }
+    for (size_t i = 0; bad == NULL && i < srv->n_claim_env; i++)
+        if (strcmp(srv->claim_env[i].var, env) == 0) {
+            bad = "names a variable env_from_claims sets too";
+            key = "token_exchange_env";
+        }
+    if (bad != NULL) {
+        int l;
+        config_raw_get(&rs->raw, key, CONFIG_SEC_SERVER, &l);
+        return config_fail(ps, l ? l : line, key, "%s", bad);
+    }
+    config_raw_get(&rs->raw, "token_exchange_client_secret_file", CONFIG_SEC_SERVER, &line);
+    char *text = config_read_secret(ps, line, "token_exchange_client_secret_file",
+                                    srv->token_exchange_client_secret_file);
+    if (text == NULL)
+        return -1;
+    size_t total = strlen(text), len = strcspn(text, "\r\n");
+    bool ok = len > 0 && len <= 1024;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (unsigned char)text[i] > 0x20 && text[i] != 0x7f;
+    if (ok)
+        srv->token_exchange_client_secret = xstrndup(text, len);
+    explicit_bzero(text, total);
+    free(text);
+    if (!ok)
+        return config_fail(ps, line, "token_exchange_client_secret_file",
+                           "%s: the first line must be the secret (1..1024 visible characters)",
+                           srv->token_exchange_client_secret_file);
+    if (srv->token_exchange_endpoint == NULL)
+        cfg->auth.discover_token_endpoint = true;
     return 0;
 }
 
@@ -445,7 +539,8 @@ config_build_server(struct config_parse *ps, struct config *cfg, size_t idx)
     config_raw_get(&rs->raw, "cwd", CONFIG_SEC_SERVER, &srv->cwd_line);
     if (srv->env_file != NULL && config_env_file(ps, rs, srv) == -1)
         return -1;
-    if (config_build_credentials(ps, cfg, rs, srv) == -1)
+    if (config_build_credentials(ps, cfg, rs, srv) == -1
+        || config_build_exchange(ps, cfg, rs, srv) == -1)
         return -1;
     int scopes_line;
     config_raw_get(&rs->raw, "required_scopes", CONFIG_SEC_SERVER, &scopes_line);

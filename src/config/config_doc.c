@@ -299,6 +299,9 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
     case CONFIG_CREDS_MISSING:
         snprintf(b, size, "refuse, server_env");
         break;
+    case CONFIG_SWITCH:
+        snprintf(b, size, "off, on");
+        break;
     }
     return b;
 }

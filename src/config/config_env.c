@@ -98,7 +98,7 @@ config_env_free(char **env)
 bool
 config_server_per_principal(const struct config_server *srv)
 {
-    return srv->n_claim_env > 0 || srv->credentials_dir != NULL;
+    return srv->n_claim_env > 0 || srv->credentials_dir != NULL || srv->token_exchange;
 }
 
 int

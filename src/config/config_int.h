@@ -40,6 +40,7 @@ enum config_type {
     CONFIG_SCOPE,      /* bool cache_public: private, public */
     CONFIG_CREDS_MISSING, /* bool credentials_server_env: refuse, server_env */
     CONFIG_TRACE,         /* enum config_trace: off, propagate, start */
+    CONFIG_SWITCH,        /* bool: off, on */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX

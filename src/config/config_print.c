@@ -101,6 +101,9 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
     case CONFIG_CREDS_MISSING:
         fputs(*(const bool *)at ? "server_env" : "refuse", f);
         return;
+    case CONFIG_SWITCH:
+        fputs(*(const bool *)at ? "on" : "off", f);
+        return;
     }
 }
 

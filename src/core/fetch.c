@@ -123,9 +123,14 @@ fetch_write(char *data, size_t size, size_t n, void *arg)
         size_t cap = f->cap ? f->cap : 4096;
         while (cap < f->len + len + 1)
             cap *= 2;
-        f->body = realloc(f->body, cap);
-        if (f->body == NULL)
-            abort();
+        /* Not realloc: the old buffer is wiped (an answer may hold a token: token exchange). */
+        char *body = xmalloc(cap);
+        if (f->body != NULL) {
+            memcpy(body, f->body, f->len);
+            explicit_bzero(f->body, f->cap);
+            free(f->body);
+        }
+        f->body = body;
         f->cap = cap;
     }
     memcpy(f->body + f->len, data, len);
@@ -236,6 +241,8 @@ fetch_free(struct fetch *f)
     curl_multi_remove_handle(F.m, f->e);
     curl_easy_cleanup(f->e);
     curl_slist_free_all(f->headers);
+    if (f->body != NULL)
+        explicit_bzero(f->body, f->cap);
     free(f->body);
     free(f);
 }

@@ -173,8 +173,9 @@ http_finish(struct http_req *rc)
     switch (rc->method) {
     case HTTP_POST: {
         enum MHD_Result ret = http_post(rc);
-        rc->scanned = NULL;   /* http_post's own */
-        buf_clear(&rc->body); /* forwarded (copied) or refused: a long stream need not keep it */
+        rc->scanned = NULL;       /* http_post's own */
+        if (rc->xchg == NULL)     /* else an initialize waits for its token exchange: kept */
+            buf_clear(&rc->body); /* forwarded (copied) or refused: a long stream need not keep it */
         return ret;
     }
     case HTTP_GET:
@@ -359,6 +360,8 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     http_access_end(rc);
     http_detach(rc);
     auth_wait_cancel(rc->auth_wait);
+    auth_exchange_cancel(rc->xchg);
+    auth_exchanged_free(rc->xres);
     if (rc->deferred != NULL)
         MHD_destroy_response(rc->deferred); /* the client left before its body was in */
     if (rc->conn != NULL && rc->conn->rc == rc) {

@@ -134,6 +134,9 @@ struct http_req {
     struct policy_grants grants;        /* and which of srv's tool policy scopes its token grants */
     struct auth_wait *auth_wait;        /* suspended until the authorization server answers */
     bool auth_again;                    /* the checks run again at the next call (after the wait) */
+    struct auth_exchange *xchg;         /* token_exchange: suspended until the exchange ends */
+    struct auth_exchanged *xres;        /* and what it gave, for the session about to start */
+    const struct config_server *xsrv;   /* the server xres was exchanged for */
     bool body_in;                       /* MHD's final call came: the body, if any, is in */
     bool judge_again;                   /* waited in the final call: judged again (http_rejudge) */
     struct http_access acc;             /* what its access line reports (http_access.c) */

@@ -88,7 +88,10 @@ http_session_error(struct http_req *rc, enum session_status status)
 static struct session *
 http_session(const struct http_req *rc)
 {
-    return session_lookup(rc->sid, rc->srv, rc->principal, false);
+    struct session *s = session_lookup(rc->sid, rc->srv, rc->principal, false);
+    if (s != NULL && rc->srv->token_exchange) /* the subject of its next token exchange */
+        session_token_seen(s, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION));
+    return s;
 }
 
 /* The refusal when http_session found nothing: 400 without the header, else 404. */
@@ -342,6 +345,84 @@ http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
     return st;
 }
 
+static void
+http_exchange_done(void *arg, struct auth_exchanged *res)
+{
+    struct http_req *rc = arg;
+    rc->xchg = NULL;
+    rc->xres = res;
+    http_resume(rc);
+}
+
+/*
+ * token_exchange: before a session's child starts, the client's token is exchanged (auth.h); the
+ * request waits alone, its connection suspended, and runs again when the exchange ends (as after
+ * an auth wait: http.c). True when refused (403 refused, 502 a useless answer, 503 no answer) or
+ * waiting; false when there is nothing to exchange or rc->xres holds the token.
+ */
+static bool
+http_exchange(struct http_req *rc, enum MHD_Result *ret)
+{
+    if (!rc->srv->token_exchange)
+        return false;
+    if (rc->xres != NULL && rc->xsrv != rc->srv) { /* a reload came: exchange for the new one */
+        auth_exchanged_free(rc->xres);
+        rc->xres = NULL;
+    }
+    if (rc->xres == NULL) {
+        size_t n = 0;
+        const char *tok = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &n);
+        if (tok == NULL || n == 0) {
+            *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
+                              "token exchange needs the client's bearer token");
+            return true;
+        }
+        struct auth_exchanged *now = NULL;
+        rc->xsrv = rc->srv;
+        rc->xchg = auth_exchange_start(httpd.auth, rc->srv, tok, n, http_exchange_done, rc, &now);
+        if (rc->xchg != NULL) {
+            rc->auth_again = true;
+            rc->suspended = true;
+            MHD_suspend_connection(rc->c);
+            *ret = MHD_YES;
+            return true;
+        }
+        rc->xres = now;
+    }
+    if (rc->xres->status == AUTH_EXCHANGE_OK)
+        return false;
+    unsigned status = rc->xres->status == AUTH_EXCHANGE_REFUSED      ? MHD_HTTP_FORBIDDEN
+                      : rc->xres->status == AUTH_EXCHANGE_BAD_ANSWER ? MHD_HTTP_BAD_GATEWAY
+                                                                     : MHD_HTTP_SERVICE_UNAVAILABLE;
+    char message[300];
+    snprintf(message, sizeof message, "token exchange for this server failed: %s", rc->xres->why);
+    log_info(NULL, "new session of [server:%s] refused for %s: %u %s", rc->srv->name,
+             rc->principal->name, status, rc->xres->why);
+    if (audit_on())
+        audit_event("refused_exchange", NULL, rc->srv->name, NULL, (int)status, rc->xres->why,
+                    NULL, NULL);
+    struct MHD_Response *r = http_error_response(
+        status == MHD_HTTP_FORBIDDEN ? JSONRPC_INVALID_REQUEST : JSONRPC_INTERNAL_ERROR, message);
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    *ret = http_queue(rc, status, r);
+    return true;
+}
+
+/* A new session of rc's principal, with its exchanged token when the server has token_exchange. */
+static struct session *
+http_session_new(struct http_req *rc, int *status, const char **why)
+{
+    if (!rc->srv->token_exchange)
+        return session_create(rc->srv, rc->principal, rc->claims, status, why);
+    struct session *s =
+        session_create_exchanged(rc->srv, rc->principal, rc->claims, rc->xres,
+                                 http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), status, why);
+    auth_exchanged_free(rc->xres);
+    rc->xres = NULL;
+    return s;
+}
+
 /* The new session's client, as the access log names it (http_access.c). */
 static void
 http_session_client(const struct http_req *rc, struct session *s)
@@ -372,11 +453,11 @@ http_post(struct http_req *rc)
     bool is_init = info.kind == JSONRPC_REQUEST && strcmp(info.method, "initialize") == 0;
     struct session *s;
     if (rc->sid[0] == '\0' && is_init) {
-        if (http_refuse_drained(rc, &info, &ret))
+        if (http_refuse_drained(rc, &info, &ret) || http_exchange(rc, &ret))
             return ret;
         int status = 500;
         const char *why = "cannot start the upstream server";
-        s = session_create(rc->srv, rc->principal, rc->claims, &status, &why);
+        s = http_session_new(rc, &status, &why);
         if (s == NULL)
             return http_error(rc, (unsigned)status,
                               status == 403 ? JSONRPC_INVALID_REQUEST : JSONRPC_INTERNAL_ERROR,
@@ -438,11 +519,11 @@ enum MHD_Result
 http_legacy_sse(struct http_req *rc)
 {
     enum MHD_Result ret;
-    if (http_refuse_drained(rc, NULL, &ret))
+    if (http_refuse_drained(rc, NULL, &ret) || http_exchange(rc, &ret))
         return ret;
     int status = 500;
     const char *why = "cannot start the upstream server";
-    struct session *s = session_create(rc->srv, rc->principal, rc->claims, &status, &why);
+    struct session *s = http_session_new(rc, &status, &why);
     if (s == NULL)
         return http_error(rc, (unsigned)status,
                           status == 403 ? JSONRPC_INVALID_REQUEST : JSONRPC_INTERNAL_ERROR, why);
@@ -466,6 +547,8 @@ http_legacy_post(struct http_req *rc)
         strlen(v) < sizeof(rc->sid) ? session_lookup(rc->sid, rc->srv, rc->principal, true) : NULL;
     if (s == NULL)
         return http_session_error(rc, SESSION_E_GONE);
+    if (rc->srv->token_exchange)
+        session_token_seen(s, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION));
     struct jsonrpc_info info;
     const char *err = NULL;
     char why[128];
@@ -569,10 +652,12 @@ http_auth_wake(void *arg)
 void
 http_auth_abandon(struct http_req *rc)
 {
-    if (rc->auth_wait == NULL)
+    if (rc->auth_wait == NULL && rc->xchg == NULL)
         return;
     auth_wait_cancel(rc->auth_wait);
     rc->auth_wait = NULL;
+    auth_exchange_cancel(rc->xchg);
+    rc->xchg = NULL;
     http_drop(rc);
 }
 

@@ -199,6 +199,24 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     if (http_stateless_headers(rc, info, &rev, &ret))
         return ret;
     const char *body = buf_head(&rc->body);
+    if (rc->srv->token_exchange) {
+        /*
+         * Its children each need their principal's exchanged token before they start, which only
+         * a session's start obtains: -32022 lists the revisions with sessions, so a client that
+         * speaks one falls back to initialize, where its own child gets its own token.
+         */
+        char message[256];
+        snprintf(message, sizeof message,
+                 "Unsupported protocol version: [server:%s] gives each session's child a token "
+                 "exchanged for its principal, so it is served in sessions only (initialize)",
+                 rc->srv->name);
+        size_t len;
+        char *e = jsonrpc_version_error_msg_new(body + info->id.off, info->id.len, rev->name,
+                                                revision_names(REVISION_STREAMABLE), message, &len);
+        log_debug(NULL, "stateless request to [server:%s] refused: token_exchange", rc->srv->name);
+        http_refusal(rc, "refused_policy", JSONRPC_UNSUPPORTED_VERSION, message);
+        return http_queue(rc, MHD_HTTP_BAD_REQUEST, http_json_response(e, len));
+    }
     if (info->meta_caps.len == 0 || body[info->meta_caps.off] != '{')
         return http_bad_meta(rc, info,
                              "params._meta[\"io.modelcontextprotocol/clientCapabilities\"] "

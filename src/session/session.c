@@ -40,6 +40,7 @@ const struct session_end_info session_ends[SESSION_END_N] = {
     [SESSION_END_SHUTDOWN] = { "gateway shutting down", "shutdown", RELAY_CANCEL_SHUTDOWN },
     [SESSION_END_INIT] = { "initialize did not complete", "other", RELAY_CANCEL_OTHER },
     [SESSION_END_ADMIN] = { "ended by the operator", "admin", RELAY_CANCEL_ADMIN },
+    [SESSION_END_TOKEN] = { "its token could not be renewed", "token_renewal", RELAY_CANCEL_OTHER },
 };
 
 size_t
@@ -64,6 +65,12 @@ session_module_init(struct loop *l, const struct config *cfg)
         sessions.nbuckets *= 2;
     sessions.buckets = xcalloc(sessions.nbuckets, sizeof(*sessions.buckets));
     sessions.next_stream_id = 1;
+}
+
+void
+session_set_auth(struct auth *a)
+{
+    sessions.auth = a;
 }
 
 void
@@ -225,6 +232,19 @@ struct session *
 session_create(const struct config_server *srv, struct auth_principal *owner,
                const struct auth_claims *claims, int *status, const char **err)
 {
+    return session_create_exchanged(srv, owner, claims, NULL, NULL, status, err);
+}
+
+struct session *
+session_create_exchanged(const struct config_server *srv, struct auth_principal *owner,
+                         const struct auth_claims *claims, struct auth_exchanged *x,
+                         const char *authorization, int *status, const char **err)
+{
+    if (srv->token_exchange && (x == NULL || x->status != AUTH_EXCHANGE_OK)) {
+        *status = 500; /* never a child of such a server without its token */
+        *err = "token_exchange: no exchanged token";
+        return NULL;
+    }
     if (sessions.draining) {
         *status = 503;
         *err = "gateway shutting down";
@@ -260,6 +280,21 @@ session_create(const struct config_server *srv, struct auth_principal *owner,
     msgq_init(&s->backlog);
     s->srv = srv;
     s->stats = session_server_of(srv->name);
+    if (srv->token_exchange) {
+        size_t n = 0;
+        while (creds != NULL && creds[n] != NULL)
+            n++;
+        creds = xrealloc(creds, (n + 3) * sizeof(*creds));
+        creds[n + 2] = NULL;
+        creds[n] = creds[n + 1] = NULL;
+        if ((*err = session_token_open(s, x, authorization, creds + n)) != NULL) {
+            config_env_free(creds);
+            session_token_close(s);
+            free(s);
+            *status = 500;
+            return NULL;
+        }
+    }
     char **envp = config_child_env(srv, "MCPGW_SESSION_LABEL", s->label, creds);
     config_env_free(creds);
     struct upstream_params up = {
@@ -279,6 +314,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner,
     config_env_free(envp);
     if (s->u == NULL) {
         relay_start_failed(s->r.stats, *err, false);
+        session_token_close(s);
         free(s);
         *status = 500;
         if (*err == upstream_no_fds) {
@@ -309,6 +345,7 @@ session_create(const struct config_server *srv, struct auth_principal *owner,
                "session created: server=%s child=%s owner=%s label=%s", srv->name, pid, owner->name,
                s->label);
     audit_event("session_start", owner->name, srv->name, s->id, 0, NULL, NULL, NULL);
+    session_token_start(s);
     return s;
 }
 
@@ -358,6 +395,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
     session_tasks_clear(s);
     upstream_close(s->u, reason);
     s->u = NULL;
+    session_token_close(s);
     quota_give(s->quota, QUOTA_SESSIONS, 1);
     s->quota = NULL;
     if (audit_on())

@@ -63,7 +63,8 @@ struct session {
     char client_version[SESSION_CLIENT_INFO_MAX]; /* ... .version */
     bool client_info;                             /* the initialize had a clientInfo object */
     uint64_t created_unix_ms;
-    struct session *hnext; /* hash chain */
+    struct session_token *tok; /* token_exchange: the exchanged token (session_token.c); NULL */
+    struct session *hnext;     /* hash chain */
     struct session *gnext; /* graveyard */
 };
 
@@ -112,6 +113,7 @@ struct session_globals {
     struct msg *line; /* the child's large line being routed: pushed by reference, not copied */
     struct session_counters ctr; /* created and closed; the rest is summed from the rows */
     struct metrics_row *servers; /* struct session_server rows, in the order seen */
+    struct auth *auth;           /* the current [auth]: token exchange renewals (session_set_auth) */
 };
 extern struct session_globals sessions;
 
@@ -152,6 +154,19 @@ void session_push_error(struct session *s, struct stream *st, const struct pendi
 /* The upstream's callbacks. */
 void session_child_line(char *line, size_t len, struct msg *shared, void *arg);
 void session_child_gone(const char *reason, void *arg);
+
+/* session_token.c */
+/*
+ * Before the spawn: s's private directory and its token file from x (the exchange at initialize;
+ * x stays the caller's), the subject from authorization (the request's header). env[0] and env[1]
+ * get "VAR=token" and "VAR_FILE=path". NULL, or the refusal (500) when the file cannot be made.
+ */
+const char *session_token_open(struct session *s, struct auth_exchanged *x,
+                               const char *authorization, char **env);
+/* After the spawn: the first renewal's timer. */
+void session_token_start(struct session *s);
+/* The session's end (session_close): the renewal stopped, the file and directory removed. */
+void session_token_close(struct session *s);
 
 /* session_task.c */
 /* A CreateTaskResult, a tasks/get or tasks/cancel result, or notifications/tasks/status. */

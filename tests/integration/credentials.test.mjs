@@ -335,7 +335,7 @@ test('config: what cannot work is refused at load', () => {
     'must be VAR=claim or VAR=claim\\|default': jwt + server('env_from_claims = T=a..b'),
     'credentials_dir: needs \\[auth\\] mode = bearer or jwt': server(`credentials_dir = ${creds}`),
     'No such file or directory': bearer + server(`credentials_dir = ${creds}-missing`),
-    'pool_warm_children: must be 0 with env_from_claims or credentials_dir': bearer + server(`credentials_dir = ${creds}\npool_warm_children = 1`),
+    'pool_warm_children: must be 0 with env_from_claims, credentials_dir or token_exchange': bearer + server(`credentials_dir = ${creds}\npool_warm_children = 1`),
     'credentials_missing: must be refuse or server_env': bearer + server(`credentials_dir = ${creds}\ncredentials_missing = maybe`),
   };
   let i = 0;

@@ -238,7 +238,7 @@ async function metrics(gw, headers = {}, { agent } = {}) {
 
 /** The label sets each family must expose, and its type. */
 const LABELS = (key, values) => values.map((v) => ({ [key]: v }));
-const CLOSE_REASONS = ['deleted', 'expired', 'client_disconnected', 'child_exited', 'shutdown', 'other', 'admin'];
+const CLOSE_REASONS = ['deleted', 'expired', 'client_disconnected', 'child_exited', 'shutdown', 'other', 'admin', 'token_renewal'];
 const CLASSES = ['initialize', 'ping', 'tools', 'resources', 'prompts', 'completion', 'logging', 'tasks', 'sampling', 'elicitation', 'roots', 'other'];
 const CANCEL_REASONS = ['client', 'client_disconnected', 'timeout', 'deleted', 'expired', 'shutdown', 'reload', 'input_not_provided', 'child_ended', 'admin', 'other'];
 const PER_SERVER = (servers) => servers.map((server) => ({ server }));

@@ -25,6 +25,18 @@
 //                  every access token, JWT payload and introspection answer alike (oidc-provider's
 //                  extraTokenClaims). E.g. (t) => ({ sub: t.clientId }) for an introspection
 //                  answer with `sub`, as many servers give (oidc-provider alone does not).
+//   exchanger      id of a client allowed the RFC 8693 token exchange grant (none by default).
+//                  The grant is registered with oidc-provider's own API for extension grants
+//                  (provider.registerGrantType). It takes subject_token_type
+//                  urn:ietf:params:oauth:token-type:access_token and a subject token this
+//                  server issued and still holds valid: an opaque one is looked up in its store
+//                  (revoked or expired: gone), a JWT is verified with its keys and its exp. The
+//                  target is `resource`, else `audience`: a resource server known by
+//                  setResource (its format, ttl and alg apply), else 400 invalid_target. The
+//                  issued token is a real ClientCredentials token of the exchanger whose extra
+//                  claims name the subject: `subject` (the subject token's client_id) and
+//                  `act: { sub: <exchanger> }`; its answer has issued_token_type and expires_in.
+//                  Unknown or invalid subject: 400 invalid_grant.
 //
 // op:
 //   issuer            'https://127.0.0.1:PORT', exactly the provider's issuer (no trailing /)
@@ -44,6 +56,8 @@
 //                     has SAN IP:127.0.0.1, IP:::1, DNS:localhost; give caFile as libcurl's CAINFO.
 //   caPem             its text (for node: https.request({ ca: op.caPem }))
 //   introspectionClient  { id, secret }
+//   exchangeClient    { id, secret } of opts.exchanger (undefined without it)
+//   exchanges         live count of token exchanges answered 200
 //   clients           { [id]: { id, secret } }: the token clients
 //   writeCredentials(file = dir/introspection.cred, client = introspectionClient) -> file
 //                     writes ONE line `client_id:client_secret\n`, mode 0600. Ids and secrets are
@@ -123,6 +137,8 @@ const ENDPOINTS = {
 };
 
 const LOG_MAX = 10000;
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 
 function randomSecret() {
   return crypto.randomBytes(32).toString('base64url');
@@ -210,10 +226,11 @@ function adapterClass() {
 }
 
 let ProviderClass;
+let OidcErrors; // oidc-provider's error classes: a named export (Provider.errors is undefined in 9.x)
 async function loadProvider() {
   if (!ProviderClass) {
     try {
-      ({ default: ProviderClass } = await import('oidc-provider'));
+      ({ default: ProviderClass, errors: OidcErrors } = await import('oidc-provider'));
     } catch (e) {
       throw new Error(`oidc-provider cannot be loaded (run \`npm ci\` in tests/; tests/deps.sh does it): ${e.message}`);
     }
@@ -250,6 +267,7 @@ export async function startOidc(opts = {}) {
     algs = ['RS256', 'ES256', 'EdDSA'],
     clients: clientIds = ['mcp-client'],
     introspector = 'mcp-gateway',
+    exchanger,
     ttl: defaultTtl = 600,
     quiet = false,
     extraClaims,
@@ -272,6 +290,8 @@ export async function startOidc(opts = {}) {
   const clients = Object.fromEntries(clientIds.map((id) => [id, { id, secret: randomSecret() }]));
   const introspectionClient = { id: introspector, secret: randomSecret() };
   if (clients[introspector]) throw new Error('startOidc: the introspector must not also be a token client');
+  const exchangeClient = exchanger ? { id: exchanger, secret: randomSecret() } : undefined;
+  if (exchanger && (clients[exchanger] || exchanger === introspector)) throw new Error('startOidc: the exchanger must be a client of its own');
   const clientMetadata = [
     ...Object.values(clients).map((c) => ({
       client_id: c.id, client_secret: c.secret, grant_types: ['client_credentials'], response_types: [],
@@ -281,7 +301,13 @@ export async function startOidc(opts = {}) {
       client_id: introspectionClient.id, client_secret: introspectionClient.secret, grant_types: [],
       response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic',
     },
+    ...(exchangeClient ? [{
+      client_id: exchangeClient.id, client_secret: exchangeClient.secret, grant_types: [TOKEN_EXCHANGE],
+      response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic',
+    }] : []),
   ];
+  const exchanged = new WeakMap(); // issued token -> { subject, actor }: its extra claims
+  let exchanges = 0;
 
   const resources = new Map();
   function setResource(uri, cfg = {}) {
@@ -335,7 +361,7 @@ export async function startOidc(opts = {}) {
           useGrantedResource: async () => false,
           getResourceServerInfo: async (ctx, indicator) => {
             const r = resources.get(indicator);
-            if (!r) throw new Provider.errors.InvalidTarget(`unknown resource ${indicator}`);
+            if (!r) throw new OidcErrors.InvalidTarget(`unknown resource ${indicator}`);
             const info = {
               scope: r.scope ?? (ctx.oidc.params?.scope || ''),
               accessTokenFormat: r.format,
@@ -356,9 +382,13 @@ export async function startOidc(opts = {}) {
         IdToken: defaultTtl,
         RefreshToken: defaultTtl,
       },
-      extraTokenClaims: async (_ctx, token) => (extraClaims
-        ? extraClaims({ clientId: token.clientId, kind: token.kind, aud: token.aud, scope: token.scope })
-        : undefined),
+      extraTokenClaims: async (_ctx, token) => {
+        const x = exchanged.get(token);
+        if (x) return { subject: x.subject, act: { sub: x.actor } };
+        return extraClaims
+          ? extraClaims({ clientId: token.clientId, kind: token.kind, aud: token.aud, scope: token.scope })
+          : undefined;
+      },
       findAccount: async () => undefined,
       renderError: async (ctx, out) => { ctx.type = 'json'; ctx.body = out; },
     });
@@ -367,8 +397,70 @@ export async function startOidc(opts = {}) {
       errors.push(err);
       if (!quiet) process.stderr.write(`oidc harness: oidc-provider server_error: ${err?.stack || err}\n`);
     });
+    if (exchangeClient) {
+      p.registerGrantType(TOKEN_EXCHANGE, (ctx) => tokenExchange(p, ctx),
+        ['subject_token', 'subject_token_type', 'audience', 'resource', 'scope', 'requested_token_type', 'actor_token', 'actor_token_type'],
+        ['audience', 'resource']);
+    }
     provider = p;
     handler = p.callback();
+  }
+
+  /** The client_id a subject token this server issued names, or undefined (unknown, expired, revoked). */
+  async function subjectOf(p, value) {
+    if (typeof value !== 'string' || !value) return undefined;
+    const parts = value.split('.');
+    if (parts.length !== 3) {
+      const t = await p.ClientCredentials.find(value);
+      return t && !t.isExpired ? t.clientId : undefined;
+    }
+    let header;
+    let claims;
+    try {
+      header = JSON.parse(Buffer.from(parts[0], 'base64url'));
+      claims = JSON.parse(Buffer.from(parts[1], 'base64url'));
+    } catch { return undefined; }
+    const k = keys.find((x) => x.kid === header.kid && x.alg === header.alg);
+    if (!k) return undefined;
+    const pub = crypto.createPublicKey({ key: k, format: 'jwk' });
+    const input = Buffer.from(`${parts[0]}.${parts[1]}`);
+    const sig = Buffer.from(parts[2], 'base64url');
+    const ok = header.alg === 'EdDSA' ? crypto.verify(null, input, pub, sig)
+      : crypto.verify('sha256', input, header.alg === 'ES256' ? { key: pub, dsaEncoding: 'ieee-p1363' } : pub, sig);
+    if (!ok || claims.iss !== issuer || !(claims.exp > Date.now() / 1000)) return undefined;
+    return claims.client_id;
+  }
+
+  /** The RFC 8693 grant (registered with provider.registerGrantType). */
+  async function tokenExchange(p, ctx) {
+    const { params, client } = ctx.oidc;
+    if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+      throw new OidcErrors.InvalidRequest(`subject_token_type must be ${ACCESS_TOKEN_TYPE}`);
+    }
+    const subject = await subjectOf(p, params.subject_token);
+    if (!subject) throw new OidcErrors.InvalidGrant('the subject token is not active');
+    const target = params.resource || params.audience;
+    const r = target && resources.get(target);
+    if (!r) throw new OidcErrors.InvalidTarget(`unknown ${params.resource ? 'resource' : 'audience'}`);
+    const token = new p.ClientCredentials({ client, scope: params.scope || undefined });
+    token.resourceServer = {
+      audience: r.audience ?? target,
+      scope: r.scope ?? (params.scope || ''),
+      accessTokenTTL: r.ttl ?? defaultTtl,
+      accessTokenFormat: r.format,
+      jwt: r.format === 'jwt' ? { sign: { alg: r.alg, kid: kids[r.alg] } } : undefined,
+      identifier: () => target,
+    };
+    exchanged.set(token, { subject, actor: client.clientId });
+    const value = await token.save();
+    exchanges += 1;
+    ctx.body = {
+      access_token: value,
+      issued_token_type: ACCESS_TOKEN_TYPE,
+      token_type: 'Bearer',
+      expires_in: token.expiration,
+      scope: token.scope || undefined,
+    };
   }
 
   const requests = {};
@@ -472,6 +564,8 @@ export async function startOidc(opts = {}) {
     caFile: certs.caFile,
     caPem,
     introspectionClient,
+    exchangeClient,
+    get exchanges() { return exchanges; },
     clients,
     requests,
     log,

@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "crypto.h"
+#include "fetch.h"
 #include "policy.h"
 #include "src/auth/auth_int.h"
 
@@ -441,4 +442,65 @@ Test(auth, introspection_answers, .fini = cleanup)
     for (size_t i = 0; i < 3; i++)
         auth_principal_unref(seen[i]);
     auth_free(a);
+}
+
+/* A token endpoint's answer to a token exchange (RFC 8693), judged as the gateway does. */
+Test(auth, token_exchange_answers)
+{
+    char big[20000], fits[20000]; /* a token of 16385 bytes, one over; and one of 16384 */
+    memset(big, 'x', sizeof big);
+    memcpy(big, "{\"access_token\":\"", 17);
+    memcpy(fits, big, sizeof fits);
+    memcpy(big + 17 + 16385, "\"}", 3);
+    memcpy(fits + 17 + 16384, "\"}", 3);
+    struct {
+        long status;
+        const char *body;
+        enum auth_exchange_status want;
+        const char *token;  /* OK: the token */
+        int64_t expires_in; /* OK: the expiry */
+        const char *why;    /* else: a part of the reason */
+    } cases[] = {
+        { 200, "{\"access_token\":\"abc.def\",\"expires_in\":60,\"token_type\":\"Bearer\"}",
+          AUTH_EXCHANGE_OK, "abc.def", 60, NULL },
+        { 200, " \r\n{\"access_token\":\"t\\u0041\",\"issued_token_type\":\"x\"}", AUTH_EXCHANGE_OK,
+          "tA", -1, NULL },
+        { 200, "{\"access_token\":\"t\",\"expires_in\":-5}", AUTH_EXCHANGE_OK, "t", -1, NULL },
+        { 200, "{\"access_token\":\"t\",\"expires_in\":\"60\"}", AUTH_EXCHANGE_OK, "t", -1, NULL },
+        { 200, "{\"access_token\":\"a b\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, "{\"access_token\":\"a\\nb\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, "{\"access_token\":\"\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, "{\"access_token\":42}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, "{\"access_token\":\"a\",\"access_token\":\"b\"}", AUTH_EXCHANGE_BAD_ANSWER,
+          NULL, 0, "no usable" },
+        { 200, "[\"access_token\"]", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, "{\"access_token\":\"t\"", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, "", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, big, AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
+        { 200, fits, AUTH_EXCHANGE_OK, fits + 17, -1, NULL },
+        { 400, "{\"error\":\"invalid_grant\",\"error_description\":\"secret stuff\"}",
+          AUTH_EXCHANGE_REFUSED, NULL, 0, "refused the exchange (invalid_grant)" },
+        { 401, "{\"error\":\"invalid_client\"}", AUTH_EXCHANGE_REFUSED, NULL, 0, "invalid_client" },
+        { 403, "{\"error\":\"Bad Code!\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 403" },
+        { 400, "not json", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 400" },
+        { 500, "{\"error\":\"server_error\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 500" },
+        { 302, "", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 302" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct fetch_result r = { .status = cases[i].status, .body = cases[i].body,
+                                  .len = strlen(cases[i].body), .max_age_s = -1 };
+        struct auth_exchanged *x = auth_exchange_judge(&r);
+        cr_assert_eq(x->status, cases[i].want, "case %zu: %d (%s)", i, x->status, x->why);
+        if (cases[i].want == AUTH_EXCHANGE_OK) {
+            size_t n = strcspn(cases[i].token, "\"");
+            cr_assert_eq(x->len, n, "case %zu", i);
+            cr_assert(memcmp(x->token, cases[i].token, n) == 0 && x->token[n] == '\0', "case %zu", i);
+            cr_assert_eq(x->expires_in_s, cases[i].expires_in, "case %zu", i);
+        } else {
+            cr_assert_null(x->token, "case %zu", i);
+            cr_assert_not_null(strstr(x->why, cases[i].why), "case %zu: %s", i, x->why);
+            cr_assert_null(strstr(x->why, "secret stuff"), "case %zu: a description is not kept", i);
+        }
+        auth_exchanged_free(x);
+    }
 }

@@ -1346,9 +1346,9 @@ Test(config, env_from_claims)
              "t.ini:3: env_from_claims: needs [auth] mode = jwt (a verified token's claims; mode "
              "none has no claims)");
     load_err(JWT_AUTH SERVER "env_from_claims = T=x\npool_warm_children = 1\n",
-             "t.ini:9: pool_warm_children: must be 0 with env_from_claims or credentials_dir "
-             "(a warm child would have no principal: each principal's pool children start for its "
-             "own requests)");
+             "t.ini:9: pool_warm_children: must be 0 with env_from_claims, credentials_dir or "
+             "token_exchange (a warm child would have no principal: each principal's pool "
+             "children start for its own requests)");
     load_err(JWT_AUTH SERVER "credentials_missing = sometimes\n",
              "t.ini:8: credentials_missing: must be refuse or server_env");
 }

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+// RFC 8693 token exchange for a session's child (token_exchange = on), against the real
+// authorization server (tests/lib/oidc.mjs: oidc-provider with a token-exchange grant registered
+// through its own API for extension grants). Two principals each read back, through the example
+// server's env tool, only their own exchanged token, in the variable and in the file the
+// variable + _FILE names (read by the child); the token is one the authorization server issued
+// for the downstream resource and names the subject; the file is rewritten before expiry; a
+// revoked subject token ends its session at the next renewal with a clear error (the stream's
+// notification, the audit record), unless the client brought a newer token; a refused exchange is
+// 403, a useless answer 502, an unreachable or silent token endpoint 503, within the timeout; the
+// tokens appear nowhere (log, /admin, /metrics, --print-config, audit); the session's directory
+// goes with it; a stateless request is refused like for every per-principal server.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { ACCEPT_BOTH, GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { startOidc } from '../lib/oidc.mjs';
+import { V, mpost } from '../lib/stateless.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const PUBLIC_URL = 'https://mcp.test.example';
+const API = 'https://api.test.example';
+const ADMIN = 'a'.repeat(40);
+const claimsOf = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url'));
+
+function post(gw, p, msg, token, sid, headers = {}) {
+  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, Authorization: `Bearer ${token}`, ...headers };
+  if (sid) h['Mcp-Session-Id'] = sid;
+  return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
+}
+
+const initMsg = () => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'xchg-it', version: '1' } });
+
+async function init(gw, p, token) {
+  const r = await post(gw, p, initMsg(), token);
+  const body = await r.done(scaled(20000));
+  let error;
+  if (/^application\/json/.test(r.headers['content-type'] ?? '')) error = JSON.parse(body).error;
+  if (r.status !== 200) return { status: r.status, body, error, headers: r.headers };
+  const sid = r.headers['mcp-session-id'];
+  const n = await post(gw, p, { jsonrpc: '2.0', method: 'notifications/initialized' }, token, sid, { 'MCP-Protocol-Version': '2025-06-18' });
+  await n.done();
+  assert.equal(n.status, 202, n.text());
+  return { status: r.status, sid, body };
+}
+
+/** The child's variable name, or (file) the content of the file it names; null when unset. */
+async function envOf(gw, p, token, sid, name, file = false) {
+  const r = await post(gw, p, rpc('tools/call', { name: 'env', arguments: { name, file } }), token, sid);
+  const body = await r.done();
+  if (r.status !== 200) return { status: r.status, body };
+  const ans = r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
+  assert.ok(ans?.result, body);
+  return ans.result.isError ? null : ans.result.content[0].text;
+}
+
+async function admin(gw, p) {
+  const r = await request(`${gw.base}${p}`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN}` } });
+  return { status: r.status, text: await r.done() };
+}
+
+async function assertNowhere(gw, values, audit) {
+  const view = await admin(gw, '/admin/inflight');
+  const sessions = await admin(gw, '/admin/sessions');
+  const metrics = await admin(gw, '/metrics');
+  const printed = spawnSync(GW_BIN, ['--print-config', '--config', gw.conf], { encoding: 'utf8', timeout: 10000 });
+  assert.equal(printed.status, 0, printed.stderr);
+  const auditText = audit ? fs.readFileSync(audit, 'utf8') : '';
+  for (const v of values) {
+    assert.ok(!gw.logs().includes(v), 'a token in the log');
+    assert.ok(!view.text.includes(v) && !sessions.text.includes(v), 'a token in /admin');
+    assert.ok(!metrics.text.includes(v), 'a token in /metrics');
+    assert.ok(!printed.stdout.includes(v), 'a token in --print-config');
+    assert.ok(!auditText.includes(v), 'a token in the audit trail');
+  }
+  return printed.stdout;
+}
+
+/** A gateway in front of op with one token_exchange server at /mcp (more keys in extra). */
+async function gateway(op, dir, { intro = false, extra = '', audit, resource = API } = {}) {
+  const secretFile = path.join(dir, 'exchange.secret');
+  fs.writeFileSync(secretFile, `${op.exchangeClient.secret}\n`, { mode: 0o600 });
+  const auth = { mode: 'jwt', public_url: PUBLIC_URL, issuer: op.issuer, tls_ca_file: op.caFile };
+  if (intro) auth.introspection_credentials_file = op.writeCredentials();
+  const server = [
+    'token_exchange = on',
+    `token_exchange_resource = ${resource}`,
+    'token_exchange_scopes = repo, read:org',
+    'token_exchange_env = DOWN_TOKEN',
+    `token_exchange_client_id = ${op.exchangeClient.id}`,
+    `token_exchange_client_secret_file = ${secretFile}`,
+    extra,
+  ].join('\n');
+  return startGateway({
+    gateway: { admin_token: ADMIN, ...(audit ? { audit_log: audit } : {}) },
+    auth,
+    env: { TMPDIR: dir },
+    servers: [{ name: 'gh', path: '/mcp', extra: server }],
+  });
+}
+
+const tokenDirs = (dir) => fs.readdirSync(dir).filter((n) => n.startsWith('mcpgw-token-'));
+
+test('token exchange: each principal\'s child gets its own exchanged token, in its environment and its 0600 file, renewed before expiry', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 4 } } });
+  const dir = tmpdir('mcpgw-xchg-');
+  const audit = path.join(dir, 'audit.log');
+  let gw;
+  try {
+    gw = await gateway(op, dir, { extra: 'token_exchange_renew_before_s = 2', audit });
+    const resource = `${PUBLIC_URL}/mcp`;
+    const seen = {};
+    for (const who of ['alice', 'bob']) {
+      const token = await op.token({ resource, format: 'jwt', client: who });
+      const s = await init(gw, '/mcp', token);
+      assert.equal(s.status, 200, `${who}: ${s.body}`);
+      const env = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN');
+      const file = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE', true);
+      const where = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE');
+      assert.equal(file, env, `${who}: the file holds the token the environment has`);
+      const c = claimsOf(env);
+      assert.equal(c.aud, API, 'meant for the downstream API');
+      assert.equal(c.subject, who, 'naming the subject');
+      assert.equal(c.act.sub, 'mcp-gw-exchanger');
+      assert.equal(c.scope, 'repo read:org');
+      assert.notEqual(env, token, 'not the client\'s own token');
+      const st = fs.statSync(where);
+      assert.equal(st.mode & 0o777, 0o600, 'the file: 0600');
+      assert.equal(fs.statSync(path.dirname(where)).mode & 0o777, 0o700, 'its directory: 0700');
+      assert.equal(path.dirname(path.dirname(where)), dir, 'under TMPDIR');
+      seen[who] = { token, sid: s.sid, env, where };
+    }
+    assert.notEqual(seen.alice.where, seen.bob.where, 'a directory per session');
+    assert.notEqual(seen.alice.env, seen.bob.env);
+    // bob's session is not alice's: the same 404 as an unknown one.
+    const cross = await envOf(gw, '/mcp', seen.bob.token, seen.alice.sid, 'DOWN_TOKEN');
+    assert.equal(cross.status, 404, cross.body);
+    // Renewed before expiry (4 s, renewed 2 s before): the file changes, still alice's, still valid.
+    const renewed = await waitFor(async () => {
+      const f = await envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN_FILE', true);
+      return f !== seen.alice.env ? f : null;
+    }, scaled(15000), 'the token file rewritten');
+    const rc = claimsOf(renewed);
+    assert.equal(rc.subject, 'alice');
+    assert.ok(rc.exp > claimsOf(seen.alice.env).exp, 'a later expiry');
+    assert.ok(rc.exp * 1000 > Date.now(), 'rewritten before the old one expired, and valid');
+    assert.equal(await envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN'), seen.alice.env, 'the environment keeps the first');
+    await gw.waitLog(/token for \[server:gh\] renewed/);
+    // DELETE: the directory goes with the session.
+    const del = await request(`${gw.base}/mcp`, { method: 'DELETE', headers: { Authorization: `Bearer ${seen.bob.token}`, 'Mcp-Session-Id': seen.bob.sid } });
+    await del.done();
+    assert.equal(del.status, 200);
+    await waitFor(() => !fs.existsSync(path.dirname(seen.bob.where)), scaled(5000), 'bob\'s directory removed');
+    // A stateless request: refused like every server with per-principal credentials.
+    const msg = { jsonrpc: '2.0', id: 's1', method: 'tools/call', params: { name: 'env', arguments: { name: 'DOWN_TOKEN' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const sl = await mpost(gw, msg, { path: '/mcp', bearer: seen.alice.token });
+    const slBody = await sl.done();
+    assert.equal(sl.status, 400, slBody);
+    assert.equal(JSON.parse(slBody).error.code, -32022, slBody);
+    const printed = await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret], audit);
+    assert.match(printed, /^token_exchange = on$/m);
+    await gw.stop();
+    gw = null;
+    assert.deepEqual(tokenDirs(dir), [], 'no directory left after a shutdown');
+  } finally {
+    await gw?.stop();
+    await op.stop();
+  }
+});
+
+test('token exchange: a revoked subject token ends its session at the next renewal, with a clear error; a newer token keeps it', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 3 } } });
+  const dir = tmpdir('mcpgw-xchg-rev-');
+  const audit = path.join(dir, 'audit.log');
+  let gw;
+  try {
+    gw = await gateway(op, dir, { intro: true, extra: 'token_exchange_renew_before_s = 2', audit });
+    const resource = `${PUBLIC_URL}/mcp`;
+    // bob refreshes his token before the first is revoked: renewals use the newest one seen.
+    const b1 = await op.token({ resource, format: 'opaque', client: 'bob' });
+    const bs = await init(gw, '/mcp', b1);
+    assert.equal(bs.status, 200, bs.body);
+    const b2 = await op.token({ resource, format: 'opaque', client: 'bob' });
+    assert.ok(claimsOf(await envOf(gw, '/mcp', b2, bs.sid, 'DOWN_TOKEN')).subject === 'bob');
+    assert.equal(await op.revoke(b1), 200);
+    const a1 = await op.token({ resource, format: 'opaque', client: 'alice' });
+    const as = await init(gw, '/mcp', a1);
+    assert.equal(as.status, 200, as.body);
+    const first = await envOf(gw, '/mcp', a1, as.sid, 'DOWN_TOKEN_FILE', true);
+    const where = await envOf(gw, '/mcp', a1, as.sid, 'DOWN_TOKEN_FILE');
+    const get = await request(`${gw.base}/mcp`, { method: 'GET', headers: { Accept: 'text/event-stream', Authorization: `Bearer ${a1}`, 'Mcp-Session-Id': as.sid, 'MCP-Protocol-Version': '2025-06-18' } });
+    assert.equal(get.status, 200);
+    assert.equal(await op.revoke(a1), 200);
+    await get.done(scaled(15000)); // the session ended: its stream too
+    const note = get.events().map((e) => e.json).find((j) => j?.method === 'notifications/message');
+    assert.ok(note, get.text());
+    assert.equal(note.params.level, 'error');
+    assert.match(note.params.data, /token for \[server:gh\] could not be renewed: the authorization server refused the exchange \(invalid_grant\)/);
+    await waitFor(() => !fs.existsSync(path.dirname(where)), scaled(5000), 'the directory removed');
+    const after = await envOf(gw, '/mcp', a1, as.sid, 'DOWN_TOKEN');
+    assert.ok(after.status === 404 || after.status === 401, JSON.stringify(after));
+    const records = fs.readFileSync(audit, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const rec = records.find((r) => r.event === 'token_exchange');
+    assert.ok(rec, 'an audit record says why');
+    assert.match(JSON.stringify(rec), /could not be renewed: the authorization server refused the exchange \(invalid_grant\)/);
+    assert.ok(records.some((r) => r.event === 'session_end' && JSON.stringify(r).includes('token_renewal')), 'session_end: token_renewal');
+    // bob's session lives on: renewed with b2 after b1 was revoked.
+    await waitFor(async () => (await envOf(gw, '/mcp', b2, bs.sid, 'DOWN_TOKEN_FILE', true)) !== null, scaled(5000));
+    const bobNow = await envOf(gw, '/mcp', b2, bs.sid, 'DOWN_TOKEN_FILE', true);
+    assert.equal(typeof bobNow, 'string', JSON.stringify(bobNow));
+    await waitFor(async () => {
+      const f = await envOf(gw, '/mcp', b2, bs.sid, 'DOWN_TOKEN_FILE', true);
+      return typeof f === 'string' && claimsOf(f).exp * 1000 > Date.now() + 500 && f !== bobNow;
+    }, scaled(15000), 'bob\'s token renewed after b1 was revoked');
+    await assertNowhere(gw, [first], audit);
+  } finally {
+    await gw?.stop();
+    await op.stop();
+  }
+});
+
+test('token exchange at start: refused 403, a useless answer 502, unreachable or silent 503 within the timeout; no child', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 60 } } });
+  const dir = tmpdir('mcpgw-xchg-fail-');
+  const audit = path.join(dir, 'audit.log');
+  const gws = [];
+  try {
+    const resource = `${PUBLIC_URL}/mcp`;
+    const token = await op.token({ resource, format: 'jwt', client: 'alice' });
+    const plain = await gateway(op, dir, { audit });
+    gws.push(plain);
+    const ok = await init(plain, '/mcp', token);
+    assert.equal(ok.status, 200, `a known resource: ${ok.body}`);
+    // Refused: the authorization server knows no such resource (400 invalid_target).
+    const unknown = await gateway(op, dir, { resource: `${API}/unknown` });
+    gws.push(unknown);
+    const r403 = await init(unknown, '/mcp', token);
+    assert.equal(r403.status, 403, r403.body);
+    assert.equal(r403.error.code, -32600);
+    assert.match(r403.error.message, /token exchange for this server failed: the authorization server refused the exchange \(invalid_target\)/);
+    assert.deepEqual(unknown.childPids(), [], 'no child for a refused session');
+    // The 2024-11-05 transport (GET PATH/sse) exchanges first too: refused, or its session opens.
+    const sse = (g) => request(`${g.base}/mcp/sse`, { method: 'GET', headers: { Accept: 'text/event-stream', Authorization: `Bearer ${token}` } });
+    const s403 = await sse(unknown);
+    const s403Body = await s403.done();
+    assert.equal(s403.status, 403, s403Body);
+    assert.match(JSON.parse(s403Body).error.message, /refused the exchange \(invalid_target\)/);
+    const s200 = await sse(plain);
+    assert.equal(s200.status, 200);
+    const ep = await waitFor(() => s200.completeEvents().find((e) => e.event === 'endpoint'), scaled(5000), 'the endpoint event');
+    assert.match(ep.data, /^messages\?sessionId=/);
+    s200.req.destroy();
+    // A useless answer: 502.
+    op.fail('token', 500);
+    const r502 = await init(plain, '/mcp', token);
+    assert.equal(r502.status, 502, r502.body);
+    assert.equal(r502.error.code, -32603);
+    assert.match(r502.error.message, /the token endpoint answered HTTP status 500/);
+    op.fail('token', null);
+    // Silent: no answer within token_exchange_timeout_ms: 503 with Retry-After, no hang.
+    op.delay('token', scaled(20000));
+    const t0 = Date.now();
+    const r503 = await init(plain, '/mcp', token);
+    assert.equal(r503.status, 503, r503.body);
+    assert.equal(r503.headers['retry-after'], '1');
+    assert.match(r503.error.message, /the token endpoint did not answer/);
+    assert.ok(Date.now() - t0 < scaled(5000) + 5000, `bounded by the timeout: ${Date.now() - t0} ms`);
+    op.delay('token', 0);
+    // Unreachable: a configured endpoint nothing listens on.
+    const closed = await gateway(op, dir, { extra: 'token_exchange_endpoint = https://127.0.0.1:1/token' });
+    gws.push(closed);
+    const r503b = await init(closed, '/mcp', token);
+    assert.equal(r503b.status, 503, r503b.body);
+    assert.equal(r503b.error.code, -32603);
+    assert.match(r503b.error.message, /token exchange for this server failed: the token endpoint did not answer/);
+    const records = fs.readFileSync(audit, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    assert.ok(records.some((r) => r.event === 'refused_exchange' && JSON.stringify(r).includes('502')), JSON.stringify(records));
+  } finally {
+    for (const g of gws) await g.stop();
+    await op.stop();
+  }
+});
+
+test('config: token exchange needs jwt, a target, a variable, the client, a safe secret; its keys need it on', () => {
+  const dir = tmpdir('mcpgw-xchg-cfg-');
+  const secret = path.join(dir, 'secret');
+  fs.writeFileSync(secret, 's3cret\n', { mode: 0o600 });
+  const jwks = path.join(dir, 'jwks.json');
+  fs.writeFileSync(jwks, JSON.stringify({ keys: [] }));
+  const jwt = `[auth]\nmode = jwt\npublic_url = ${PUBLIC_URL}\nissuer = https://issuer.example\n`;
+  const jwtFile = `[auth]\nmode = jwt\npublic_url = ${PUBLIC_URL}\nissuer = http://issuer.example\njwks_file = ${jwks}\n`;
+  const server = (extra) => `[server:gh]\npath = /mcp\ncommand = /bin/true\n${extra}\n`;
+  const good = `token_exchange = on\ntoken_exchange_resource = ${API}\ntoken_exchange_env = GH_TOKEN\ntoken_exchange_client_id = gw\ntoken_exchange_client_secret_file = ${secret}`;
+  const check = (name, ini) => {
+    const f = path.join(dir, `${name}.ini`);
+    fs.writeFileSync(f, ini);
+    const r = spawnSync(GW_BIN, ['-t', '-c', f], { encoding: 'utf8', timeout: 10000 });
+    return { status: r.status, out: r.stdout + r.stderr };
+  };
+  const bad = {
+    'token_exchange: needs \\[auth\\] mode = jwt': server(good),
+    'token_exchange_audience: or token_exchange_resource is required': jwt + server(good.replace(/token_exchange_resource = .*\n/, '')),
+    'token_exchange_env: must name the child\'s variable': jwt + server(good.replace('GH_TOKEN', '1X')),
+    'token_exchange_env: names a variable the gateway sets itself': jwt + server(good.replace('GH_TOKEN', 'MCPGW_SESSION_LABEL')),
+    'token_exchange_client_id: is required': jwt + server(good.replace('token_exchange_client_id = gw\n', '')),
+    'token_exchange_endpoint: must be an https:// URL': jwt + server(`${good}\ntoken_exchange_endpoint = http://as.example/token`),
+    'token_exchange_endpoint: is required: \\[auth\\] issuer is no https:// URL': jwtFile + server(good),
+    'token_exchange_scopes: needs token_exchange = on': jwt + server('token_exchange_scopes = a'),
+    'pool_warm_children: must be 0 with env_from_claims, credentials_dir or token_exchange': jwt + server(`${good}\npool_warm_children = 1`),
+    'token_exchange: must be off or on': jwt + server('token_exchange = yes'),
+    'token_exchange_timeout_ms': jwt + server(`${good}\ntoken_exchange_timeout_ms = 10`),
+  };
+  let i = 0;
+  for (const [want, ini] of Object.entries(bad)) {
+    const r = check(`bad${i++}`, ini);
+    assert.notEqual(r.status, 0, `${want}: ${r.out}`);
+    assert.match(r.out, new RegExp(want), r.out);
+  }
+  fs.chmodSync(secret, 0o644);
+  const open = check('open-secret', jwt + server(good));
+  assert.notEqual(open.status, 0, open.out);
+  assert.match(open.out, /token_exchange_client_secret_file: .*secret holds a secret and is readable by others/);
+  assert.ok(!open.out.includes('s3cret'));
+  fs.chmodSync(secret, 0o600);
+  const r = check('good', jwt + server(good));
+  assert.equal(r.status, 0, r.out);
+  const printed = spawnSync(GW_BIN, ['--print-config', '-c', path.join(dir, 'good.ini')], { encoding: 'utf8', timeout: 10000 });
+  assert.equal(printed.status, 0, printed.stderr);
+  assert.ok(!printed.stdout.includes('s3cret'), 'the secret is not printed');
+  assert.match(printed.stdout, /^token_exchange_client_secret_file = /m);
+});
