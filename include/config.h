@@ -119,6 +119,17 @@ struct config_server {
     size_t n_claim_env;
     char *credentials_dir;       /* DIR/PRINCIPAL.env read at each session start; NULL: none */
     bool credentials_server_env; /* credentials_missing = server_env (else refuse) */
+    /* The box around each child (sandbox.h): made from the keys below when sandbox = on. */
+    bool sandbox;
+    bool sandbox_network_none;
+    char **sandbox_read_only_paths; /* absolute, NULL-terminated */
+    char **sandbox_writable_paths;
+    uint64_t child_max_memory_bytes; /* the rlimits inside the box; 0: none */
+    uint64_t child_max_processes;
+    uint64_t child_max_open_files;
+    uint64_t child_max_cpu_s;
+    uint64_t child_max_file_bytes;
+    struct sandbox *box; /* NULL: sandbox = off */
     int line;                    /* line of the section header */
     int command_line;            /* line of command = */
     int cwd_line;                /* line of cwd =; 0 when unset */

@@ -23,6 +23,7 @@
 #include <ini.h>
 
 #include "config_int.h"
+#include "sandbox.h"
 
 _Static_assert(INI_MAX_LINE == CONFIG_INI_LINE_MAX, "config_int.h sizes lines as libinih does");
 
@@ -236,6 +237,15 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
             return config_fail(ps, line, key, "must be private or public");
         *(bool *)config_target(base, opt) = strcmp(v, "public") == 0;
         return 0;
+    case CONFIG_SANDBOX:
+    case CONFIG_NETWORK: {
+        const char *no = opt->type == CONFIG_SANDBOX ? "off" : "host";
+        const char *yes = opt->type == CONFIG_SANDBOX ? "on" : "none";
+        if (strcmp(v, no) != 0 && strcmp(v, yes) != 0)
+            return config_fail(ps, line, key, "must be %s or %s", no, yes);
+        *(bool *)config_target(base, opt) = strcmp(v, yes) == 0;
+        return 0;
+    }
     case CONFIG_CREDS_MISSING:
         if (strcmp(v, "refuse") != 0 && strcmp(v, "server_env") != 0)
             return config_fail(ps, line, key, "must be refuse or server_env");
@@ -684,6 +694,8 @@ config_server_same(const struct config_server *a, const struct config_server *b)
             break;
         case CONFIG_SCOPE:
         case CONFIG_CREDS_MISSING:
+        case CONFIG_SANDBOX:
+        case CONFIG_NETWORK:
             same = *(const bool *)pa == *(const bool *)pb;
             break;
         case CONFIG_LISTEN:
@@ -753,6 +765,9 @@ config_clear(struct config *cfg)
             explicit_bzero(*e, strlen(*e));
         config_strv_free(srv->env_from_claims);
         free(srv->credentials_dir);
+        config_strv_free(srv->sandbox_read_only_paths);
+        config_strv_free(srv->sandbox_writable_paths);
+        sandbox_free(srv->box);
     }
     free(cfg->servers);
     config_strv_free(cfg->deprecated);

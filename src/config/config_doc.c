@@ -299,6 +299,12 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
     case CONFIG_CREDS_MISSING:
         snprintf(b, size, "refuse, server_env");
         break;
+    case CONFIG_SANDBOX:
+        snprintf(b, size, "off, on");
+        break;
+    case CONFIG_NETWORK:
+        snprintf(b, size, "host, none");
+        break;
     }
     return b;
 }

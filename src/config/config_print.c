@@ -101,6 +101,12 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
     case CONFIG_CREDS_MISSING:
         fputs(*(const bool *)at ? "server_env" : "refuse", f);
         return;
+    case CONFIG_SANDBOX:
+        fputs(*(const bool *)at ? "on" : "off", f);
+        return;
+    case CONFIG_NETWORK:
+        fputs(*(const bool *)at ? "none" : "host", f);
+        return;
     }
 }
 
