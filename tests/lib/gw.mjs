@@ -90,7 +90,7 @@ const MATRIX_SERVER = matrixSettings(process.env.GW_MATRIX_SERVER);
  * --log <dir>/child.log). Resolves once the gateway logs its listening address.
  */
 export async function startGateway(opts = {}) {
-  const dir = tmpdir();
+  const dir = opts.dir ?? tmpdir(); // opts.dir: a directory of the test's own for gateway.ini
   const childLog = path.join(dir, 'child.log');
   // shutdown_drain_ms = 0: stop() ends what is in flight at once, as most tests expect; the
   // drain tests set it themselves.
