@@ -61,6 +61,11 @@ void sandbox_summary(const struct sandbox *b, char *out, size_t size);
  */
 pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg);
 /*
+ * For fn and what it calls that does not return: AddressSanitizer, seeing a call that does not
+ * return made on a stack that is not a thread's, warns and may then report falsely.
+ */
+#define SANDBOX_CHILD __attribute__((no_sanitize_address))
+/*
  * In the child: the uid and gid maps, the filesystem view, the hostname, the limits,
  * no_new_privs. 0, or -1 with errno and *step naming what failed (static). The seccomp filter
  * comes last, from sandbox_seal, just before exec (after chdir).

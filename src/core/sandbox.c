@@ -30,7 +30,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <net/if.h>
@@ -606,8 +605,14 @@ sandbox_enter(const struct sandbox *b, const char *volatile *step)
         return -1;
     if (sandbox_root) {
         uid_t id = sandbox_child_uid;
+        /*
+         * Raw system calls: the C library's wrappers would apply the change to every thread of
+         * the process it believes it is (the gateway's, whose memory the child shares) and wait
+         * for threads that are not the child's.
+         */
         *step = "dropping to the child's own uid";
-        if (setgroups(0, NULL) == -1 || setresgid(id, id, id) == -1 || setresuid(id, id, id) == -1)
+        if (syscall(SYS_setgroups, 0, NULL) == -1 || syscall(SYS_setresgid, id, id, id) == -1
+            || syscall(SYS_setresuid, id, id, id) == -1)
             return -1;
         /* A uid change makes it not dumpable, and /proc/self root's: its maps are its own. */
         *step = "making the user namespace";
@@ -662,7 +667,7 @@ struct sandbox_probe_arg {
     volatile int err;
 };
 
-static int
+SANDBOX_CHILD static int
 sandbox_probe_child(void *arg)
 {
     struct sandbox_probe_arg *a = arg;
@@ -671,7 +676,7 @@ sandbox_probe_child(void *arg)
     _exit(0);
 }
 
-static int
+SANDBOX_CHILD static int
 sandbox_probe_nothing(void *arg)
 {
     (void)arg;

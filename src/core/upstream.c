@@ -277,7 +277,7 @@ struct upstream_child_arg {
     const char *volatile box_step; /* static: the box's step that failed */
 };
 
-static NORETURN void
+SANDBOX_CHILD static NORETURN void
 upstream_child(struct upstream_child_arg *a)
 {
     const struct upstream_params *p = a->p;
@@ -316,7 +316,7 @@ fail:
     _exit(127);
 }
 
-static int
+SANDBOX_CHILD static int
 upstream_box_child(void *arg)
 {
     upstream_child(arg);
