@@ -37,6 +37,11 @@ struct sandbox_spec {
  */
 struct sandbox *sandbox_new(const struct sandbox_spec *spec, const char **errstr);
 void sandbox_free(struct sandbox *b);
+/*
+ * Whether a path may be bound into the view: not "/" (the whole host), nor /tmp, /proc, /dev or
+ * below the last two (the box's own: a bind there would cover them with the host's).
+ */
+bool sandbox_path_bindable(const char *path);
 bool sandbox_same(const struct sandbox *a, const struct sandbox *b);
 
 /*

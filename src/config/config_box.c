@@ -129,6 +129,10 @@ config_box_paths(struct config_parse *ps, const struct config_raw_server *rs, co
         struct stat st;
         if ((*p)[0] != '/')
             return config_fail(ps, line ? line : rs->line, key, "%s: must be an absolute path", *p);
+        if (!sandbox_path_bindable(*p))
+            return config_fail(ps, line ? line : rs->line, key,
+                               "%s: cannot be bound: /, /tmp, /proc and /dev are the box's own",
+                               *p);
         if (stat(*p, &st) == -1)
             return config_fail(ps, line ? line : rs->line, key, "%s: %s", *p, strerror(errno));
         config_box_add(out, xstrdup(*p));
@@ -149,17 +153,21 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
         goto out;
     /* The cwd and the command's directory, read-only, where they exist (a missing one is
      * config_check_command's warning, and the spawn's error). */
+    /* Either one being /, /tmp, /proc or /dev is in the view already (as the box's own). */
     char *cwd = config_box_real(srv->cwd != NULL ? srv->cwd : ".", NULL);
-    if (cwd != NULL)
-        config_box_add(&ro, cwd);
+    if (cwd != NULL && sandbox_path_bindable(cwd))
+        config_box_add(&ro, xstrdup(cwd));
     if (strchr(srv->argv[0], '/') != NULL) {
         char *dir = xstrdup(srv->argv[0]);
         *strrchr(dir, '/') = '\0';
         char *real = config_box_real(dir[0] != '\0' ? dir : "/", cwd);
         free(dir);
-        if (real != NULL)
+        if (real != NULL && sandbox_path_bindable(real))
             config_box_add(&ro, real);
+        else
+            free(real);
     }
+    free(cwd);
     for (size_t i = 0; i < ro.n; i++)
         config_box_add(&all, xstrdup(ro.v[i]));
     for (size_t i = 0; i < rw.n; i++)

@@ -152,6 +152,28 @@ sandbox_path_ok(const char *p)
     return true;
 }
 
+static bool
+sandbox_is_or_under(const char *p, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+bool
+sandbox_path_bindable(const char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        n--;
+    char q[PATH_MAX];
+    if (n >= sizeof(q))
+        return false;
+    memcpy(q, p, n);
+    q[n] = '\0';
+    return strcmp(q, "/") != 0 && strcmp(q, "/tmp") != 0 && !sandbox_is_or_under(q, "/proc")
+           && !sandbox_is_or_under(q, "/dev");
+}
+
 static int
 sandbox_cmp_len(const void *a, const void *b)
 {
@@ -182,8 +204,9 @@ sandbox_new(const struct sandbox_spec *spec, const char **errstr)
     b->hidden = xcalloc(nh + 1, sizeof(char *));
     *errstr = NULL;
     for (size_t i = 0; i < nr + nw; i++)
-        if (!sandbox_path_ok(all[i]))
-            *errstr = "a sandbox path must be absolute, without \"..\", under PATH_MAX";
+        if (!sandbox_path_ok(all[i]) || !sandbox_path_bindable(all[i]))
+            *errstr = "a sandbox path must be absolute, without \"..\", under PATH_MAX, and "
+                      "not /, /tmp, /proc or /dev";
     for (size_t i = 0; i < nh; i++)
         if (!sandbox_path_ok(spec->hidden[i]))
             *errstr = "a hidden path must be absolute, without \"..\"";

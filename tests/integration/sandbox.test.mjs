@@ -41,6 +41,8 @@ async function scenario(box) {
   const otherPort = other.address().port;
   const gw = await startGateway({
     dir: path.join(s, 'conf'),
+    // From /tmp: a cwd that is /tmp (or /) must not bring the host's /tmp (or root) into the view.
+    cwd: '/tmp',
     gateway: { admin_token_file: adminToken },
     servers: [{
       name: 'hostile', path: '/mcp', command: HOSTILE,
@@ -161,5 +163,11 @@ test('--check-config says what the box applies, and a path that is not absolute 
   r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
   assert.equal(r.status, 1);
   assert.match(r.stderr, /sandbox_writable_paths: relative\/dir: must be an absolute path/);
+  for (const bad of ['/', '/tmp', '/proc/1', '/dev']) {
+    fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\nsandbox_read_only_paths = ${bad}\n`);
+    r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
+    assert.equal(r.status, 1, bad);
+    assert.match(r.stderr, /cannot be bound: \/, \/tmp, \/proc and \/dev are the box's own/, bad);
+  }
   fs.rmSync(d, { recursive: true, force: true });
 });

@@ -122,7 +122,8 @@ export async function startGateway(opts = {}) {
   if (opts.nofile) limits.push(`--nofile=${opts.nofile}:${opts.nofile}`);
   if (opts.fsize) limits.push(`--fsize=${opts.fsize}:${opts.fsize}`);
   const argv = limits.length ? ['prlimit', ...limits, bin] : [bin];
-  const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
+  // opts.cwd: the gateway's working directory (default: the test's).
+  const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d.toString(); });
   proc.stdout.on('data', (d) => { stderr += d.toString(); });
