@@ -606,7 +606,13 @@ sandbox_limit(int resource, uint64_t value)
 {
     if (value == 0)
         return 0;
-    struct rlimit rl = { .rlim_cur = (rlim_t)value, .rlim_max = (rlim_t)value };
+    /* Never above the gateway's own hard limit, which an unprivileged child cannot raise. */
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) == -1)
+        return -1;
+    if (rl.rlim_max == RLIM_INFINITY || (rlim_t)value < rl.rlim_max)
+        rl.rlim_max = (rlim_t)value;
+    rl.rlim_cur = rl.rlim_max;
     return setrlimit(resource, &rl);
 }
 
@@ -752,8 +758,9 @@ sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
                  strerror(e),
                  f == CLONE_NEWUSER || !sandbox_root
                      ? " (unprivileged user namespaces are off: sysctl "
-                       "kernel.unprivileged_userns_clone or user.max_user_namespaces, or an "
-                       "AppArmor or seccomp policy of the service or container)"
+                       "kernel.unprivileged_userns_clone or user.max_user_namespaces, an "
+                       "AppArmor or seccomp policy of the service or container, or the gateway's "
+                       "own uid is not mapped in the user namespace it runs in)"
                  : e == ENOSPC ? " (the namespace count limit in /proc/sys/user is reached)"
                                : "");
         return -1;

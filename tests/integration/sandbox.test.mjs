@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { callTool, initSession, request, startGateway, tmpdir } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, initSession, post, request, startGateway, tmpdir } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const HOSTILE = process.env.GW_BOX_HOSTILE;
@@ -170,4 +170,39 @@ test('--check-config says what the box applies, and a path that is not absolute 
     assert.match(r.stderr, /cannot be bound: \/, \/tmp, \/proc and \/dev are the box's own/, bad);
   }
   fs.rmSync(d, { recursive: true, force: true });
+});
+
+test('a kernel that refuses the box: --check-config and the start say which namespace, nothing runs unboxed', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const d = tmpdir();
+  fs.chmodSync(d, 0o755);
+  const conf = path.join(d, 'gateway.ini');
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\n`, { mode: 0o644 });
+  // In a user namespace of its own with no uid mapped, the kernel refuses the gateway a new one.
+  for (const args of [['--check-config', '--config', conf], ['--config', conf]]) {
+    const r = spawnSync('unshare', ['--user', process.env.GW_BIN, ...args], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 1, `${args}: ${r.stdout}${r.stderr}`);
+    assert.match(r.stdout + r.stderr, /\[server:h\] sandbox = on: the kernel refuses a new user namespace: Operation not permitted \(/);
+    assert.doesNotMatch(r.stdout + r.stderr, /listening on/);
+  }
+  fs.rmSync(d, { recursive: true, force: true });
+});
+
+test('pool children are boxed too: a stateless call through the pool runs in the box', async () => {
+  const gw = await startGateway({ servers: [{ name: 'example', path: '/mcp', command: EXAMPLE, extra: 'sandbox = on\nsandbox_network = none' }] });
+  try {
+    const V = '2026-07-28';
+    const body = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'boxed' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const r = await post(gw, body, { headers: { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' } });
+    await r.done(scaled(10000));
+    const text = r.text();
+    assert.match(text, /"text":"boxed"/, text);
+    // The pool's child is its PID namespace's first process.
+    await gw.waitLog(/pool:example#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
+    await gw.stop();
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  }
 });
