@@ -602,7 +602,7 @@ sandbox_loopback_up(void)
 }
 
 static int
-sandbox_limit(int resource, uint64_t value)
+sandbox_limit(__rlimit_resource_t resource, uint64_t value)
 {
     if (value == 0)
         return 0;
