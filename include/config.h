@@ -131,6 +131,17 @@ struct config_server {
     char *token_exchange_endpoint;      /* NULL: discovered from [auth] issuer's metadata */
     uint64_t token_exchange_timeout_ms;
     uint64_t token_exchange_renew_before_s;
+    /* The box around each child (sandbox.h): made from the keys below when sandbox = on. */
+    bool sandbox;
+    bool sandbox_network_none;
+    char **sandbox_read_only_paths; /* absolute, NULL-terminated */
+    char **sandbox_writable_paths;
+    uint64_t child_max_memory_bytes; /* the rlimits inside the box; 0: none */
+    uint64_t child_max_processes;
+    uint64_t child_max_open_files;
+    uint64_t child_max_cpu_s;
+    uint64_t child_max_file_bytes;
+    struct sandbox *box; /* NULL: sandbox = off */
     int line;                    /* line of the section header */
     int command_line;            /* line of command = */
     int cwd_line;                /* line of cwd =; 0 when unset */

@@ -37,6 +37,7 @@ struct upstream_params {
     size_t stdin_reserve_bytes;
     uint64_t stdin_grace_ms; /* after stdin is closed, before SIGTERM */
     uint64_t term_grace_ms;  /* after SIGTERM, before SIGKILL */
+    const struct sandbox *sandbox; /* the box the child runs in (sandbox.h); NULL: none */
 };
 
 /*

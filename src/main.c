@@ -49,6 +49,7 @@
 #include "quota.h"
 #include "relay.h"
 #include "revision.h"
+#include "sandbox.h"
 #include "session.h"
 #include "upstream.h"
 #include "version.h"
@@ -327,6 +328,36 @@ main_check_commands(const struct config *cfg, bool check)
 }
 
 /*
+ * Each boxed server's box, tried once with a throw-away child (sandbox.h): the kernel must give
+ * every namespace and mount, or the gateway refuses the file (never a child run unboxed). Says
+ * what is applied: on stdout for --check-config, in the log at start and on reload. 0 or -1.
+ */
+static int
+main_check_boxes(const struct config *cfg, bool check)
+{
+    char err[512], what[512];
+    for (size_t i = 0; i < cfg->n_servers; i++) {
+        const struct config_server *srv = &cfg->servers[i];
+        if (srv->box == NULL)
+            continue;
+        if (sandbox_module_init(err, sizeof(err)) == -1
+            || sandbox_probe(srv->box, err, sizeof(err)) == -1) {
+            if (check)
+                fprintf(stderr, "error: [server:%s] sandbox = on: %s\n", srv->name, err);
+            else
+                log_error(NULL, "[server:%s] sandbox = on: %s", srv->name, err);
+            return -1;
+        }
+        sandbox_summary(srv->box, what, sizeof(what));
+        if (check)
+            printf("  [server:%s] sandbox: %s\n", srv->name, what);
+        else
+            log_info(NULL, "[server:%s] sandbox: %s", srv->name, what);
+    }
+    return 0;
+}
+
+/*
  * The file's deprecated spellings (config.h's deprecated): each a warning, on stderr for
  * --check-config, in the log at start and on each reload; the file is used all the same.
  */
@@ -352,6 +383,12 @@ main_reload(void)
         return false;
     }
     main_keep_listener(M.cfg, next);
+    if (main_check_boxes(next, false) == -1) {
+        log_error(NULL, "SIGHUP: the running configuration stays");
+        config_clear(next);
+        free(next);
+        return false;
+    }
     if (!http_config_fits(next)) {
         log_error(NULL, "SIGHUP: [auth] mode none needs the loopback listener this process has "
                         "not got; the running configuration stays");
@@ -658,6 +695,10 @@ main_offline(const struct main_args *a)
      */
     main_warn_deprecated(M.cfg, true);
     size_t warned = a->check ? main_check_commands(M.cfg, true) : 0;
+    if (a->check && main_check_boxes(M.cfg, true) == -1) {
+        main_unload();
+        return 1;
+    }
     if (a->print) {
         rc = config_print(stdout, M.cfg) == 0 && fflush(stdout) == 0 ? 0 : 1;
     } else {
@@ -695,6 +736,8 @@ main_start(void)
     (void)notify_init(); /* before any child starts: none of them inherits NOTIFY_SOCKET */
     main_warn_deprecated(M.cfg, false);
     main_check_commands(M.cfg, false);
+    if (main_check_boxes(M.cfg, false) == -1)
+        fatalx("a server's sandbox cannot be made; nothing started");
     signal(SIGPIPE, SIG_IGN);
     main_raise_nofile(M.cfg);
     M.l = loop_new();
@@ -744,6 +787,7 @@ main_shutdown(void)
     audit_module_free();
     quota_module_free();
     upstream_module_free();
+    sandbox_module_free();
     auth_free(M.auth);
     auth_module_free();
     fetch_module_free();

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 # systemd: systemd-analyze, which deploy.test.mjs needs to verify the unit (installing the package
 # in a container does not start it).
+# libseccomp-dev: the seccomp filter of a boxed child (sandbox = on).
 # libcurl4-openssl-dev: the gateway's outgoing HTTPS (issuer keys, introspection); openssl: the CLI
 # the tests make a throwaway CA and certificate for the loopback authorization server with.
 # dpkg-dev, debhelper, build-essential, lintian, man-db: building and checking the Debian package
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 # tests/container/run.sh builds the container image from the .deb (deploy/container/build.sh) and
 # runs it with podman (runc; netavark and iptables publish its port).
 pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
-      libcriterion-dev libssl-dev libcurl4-openssl-dev openssl nginx-light curl systemd
+      libcriterion-dev libssl-dev libcurl4-openssl-dev libseccomp-dev openssl nginx-light curl systemd
       dpkg-dev debhelper build-essential lintian man-db procps prometheus logrotate
       mmdebstrap podman runc netavark iptables uidmap"
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"

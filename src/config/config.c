@@ -23,6 +23,7 @@
 #include <ini.h>
 
 #include "config_int.h"
+#include "sandbox.h"
 
 _Static_assert(INI_MAX_LINE == CONFIG_INI_LINE_MAX, "config_int.h sizes lines as libinih does");
 
@@ -98,6 +99,21 @@ config_is_list(enum config_type type)
 const char *const config_auth_mode_words[CONFIG_WORDS] = { "none", "bearer", "jwt" };
 const char *const config_era_words[CONFIG_WORDS] = { "auto", "stateless", "legacy" };
 const char *const config_trace_words[CONFIG_WORDS] = { "off", "propagate", "start" };
+
+const char *const *
+config_pair_words(enum config_type type)
+{
+    static const char *const scope[2] = { "private", "public" };
+    static const char *const creds[2] = { "refuse", "server_env" };
+    static const char *const sw[2] = { "off", "on" };
+    static const char *const net[2] = { "host", "none" };
+    static const char *const other[2] = { "", "" };
+    return type == CONFIG_SCOPE           ? scope
+           : type == CONFIG_CREDS_MISSING ? creds
+           : type == CONFIG_SWITCH        ? sw
+           : type == CONFIG_NETWORK       ? net
+                                          : other;
+}
 
 /* The index of v among words, or -1. */
 static int
@@ -232,20 +248,15 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
         *(enum config_trace *)config_target(base, opt) = (enum config_trace)m;
         return 0;
     case CONFIG_SCOPE:
-        if (strcmp(v, "private") != 0 && strcmp(v, "public") != 0)
-            return config_fail(ps, line, key, "must be private or public");
-        *(bool *)config_target(base, opt) = strcmp(v, "public") == 0;
-        return 0;
     case CONFIG_CREDS_MISSING:
-        if (strcmp(v, "refuse") != 0 && strcmp(v, "server_env") != 0)
-            return config_fail(ps, line, key, "must be refuse or server_env");
-        *(bool *)config_target(base, opt) = strcmp(v, "server_env") == 0;
-        return 0;
     case CONFIG_SWITCH:
-        if (strcmp(v, "off") != 0 && strcmp(v, "on") != 0)
-            return config_fail(ps, line, key, "must be off or on");
-        *(bool *)config_target(base, opt) = strcmp(v, "on") == 0;
+    case CONFIG_NETWORK: {
+        const char *const *w = config_pair_words(opt->type);
+        if (strcmp(v, w[0]) != 0 && strcmp(v, w[1]) != 0)
+            return config_fail(ps, line, key, "must be %s or %s", w[0], w[1]);
+        *(bool *)config_target(base, opt) = strcmp(v, w[1]) == 0;
         return 0;
+    }
     case CONFIG_ARGV:
     case CONFIG_ENV:
     case CONFIG_NAMES:
@@ -690,6 +701,7 @@ config_server_same(const struct config_server *a, const struct config_server *b)
         case CONFIG_SCOPE:
         case CONFIG_CREDS_MISSING:
         case CONFIG_SWITCH:
+        case CONFIG_NETWORK:
             same = *(const bool *)pa == *(const bool *)pb;
             break;
         case CONFIG_LISTEN:
@@ -770,6 +782,9 @@ config_clear(struct config *cfg)
                            strlen(srv->token_exchange_client_secret));
         free(srv->token_exchange_client_secret);
         free(srv->token_exchange_endpoint);
+        config_strv_free(srv->sandbox_read_only_paths);
+        config_strv_free(srv->sandbox_writable_paths);
+        sandbox_free(srv->box);
     }
     free(cfg->servers);
     config_strv_free(cfg->deprecated);

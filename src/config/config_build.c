@@ -583,5 +583,5 @@ config_build(struct config_parse *ps, struct config *cfg)
     for (size_t i = 0; i < ps->n_servers; i++)
         if (config_build_server(ps, cfg, i) == -1)
             return -1;
-    return 0;
+    return config_build_boxes(ps, cfg);
 }

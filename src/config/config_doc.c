@@ -294,13 +294,10 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
         config_doc_words(b, size, config_trace_words);
         break;
     case CONFIG_SCOPE:
-        snprintf(b, size, "private, public");
-        break;
     case CONFIG_CREDS_MISSING:
-        snprintf(b, size, "refuse, server_env");
-        break;
     case CONFIG_SWITCH:
-        snprintf(b, size, "off, on");
+    case CONFIG_NETWORK:
+        snprintf(b, size, "%s, %s", config_pair_words(o->type)[0], config_pair_words(o->type)[1]);
         break;
     }
     return b;

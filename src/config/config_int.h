@@ -41,6 +41,7 @@ enum config_type {
     CONFIG_CREDS_MISSING, /* bool credentials_server_env: refuse, server_env */
     CONFIG_TRACE,         /* enum config_trace: off, propagate, start */
     CONFIG_SWITCH,        /* bool: off, on */
+    CONFIG_NETWORK,       /* bool sandbox_network_none: host, none */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX
@@ -98,6 +99,10 @@ int config_doc_conf(FILE *f, const struct config_doc *doc, const char *path, cha
                     size_t errlen);
 
 void config_strv_free(char **v);
+/* Each server's box (config_box.c), once every section is built: 0, or -1 said through ps. */
+struct config_parse;
+struct config;
+int config_build_boxes(struct config_parse *ps, struct config *cfg);
 bool config_is_name(const char *s, size_t len);
 char **config_split_words(const char *s, const char **errstr);
 char **config_split_list(const char *s, const char **errstr);
@@ -167,5 +172,11 @@ int config_build(struct config_parse *ps, struct config *cfg);
  * with *bad.
  */
 char *config_secret_text(int fd, size_t *len, const char **bad);
+
+/*
+ * The two words of a key whose value is a bool (false's word first), written once for the parser,
+ * the documents and --print-config; two empty words for another type.
+ */
+const char *const *config_pair_words(enum config_type type);
 
 #endif

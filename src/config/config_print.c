@@ -96,13 +96,10 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
         fputs(config_trace_words[*(const enum config_trace *)at], f);
         return;
     case CONFIG_SCOPE:
-        fputs(*(const bool *)at ? "public" : "private", f);
-        return;
     case CONFIG_CREDS_MISSING:
-        fputs(*(const bool *)at ? "server_env" : "refuse", f);
-        return;
     case CONFIG_SWITCH:
-        fputs(*(const bool *)at ? "on" : "off", f);
+    case CONFIG_NETWORK:
+        fputs(config_pair_words(o->type)[*(const bool *)at ? 1 : 0], f);
         return;
     }
 }

@@ -196,6 +196,23 @@ static const struct config_option config_table[] = {
       CONFIG_SV(token_exchange_timeout_ms) },
     { "server.token_exchange_renew_before_s", CONFIG_SEC_SERVER, CONFIG_U64, "60", 1, 86400,
       CONFIG_SV(token_exchange_renew_before_s) },
+    { "server.sandbox", CONFIG_SEC_SERVER, CONFIG_SWITCH, "off", 0, 0, CONFIG_SV(sandbox) },
+    { "server.sandbox_network", CONFIG_SEC_SERVER, CONFIG_NETWORK, "host", 0, 0,
+      CONFIG_SV(sandbox_network_none) },
+    { "server.sandbox_read_only_paths", CONFIG_SEC_SERVER, CONFIG_LIST, "", 0, 0,
+      CONFIG_SV(sandbox_read_only_paths) },
+    { "server.sandbox_writable_paths", CONFIG_SEC_SERVER, CONFIG_LIST, "", 0, 0,
+      CONFIG_SV(sandbox_writable_paths) },
+    { "server.child_max_memory_bytes", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 1099511627776,
+      CONFIG_SV(child_max_memory_bytes) },
+    { "server.child_max_processes", CONFIG_SEC_SERVER, CONFIG_U64, "512", 0, 1000000,
+      CONFIG_SV(child_max_processes) },
+    { "server.child_max_open_files", CONFIG_SEC_SERVER, CONFIG_U64, "4096", 0, 1048576,
+      CONFIG_SV(child_max_open_files) },
+    { "server.child_max_cpu_s", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 31536000,
+      CONFIG_SV(child_max_cpu_s) },
+    { "server.child_max_file_bytes", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 1099511627776,
+      CONFIG_SV(child_max_file_bytes) },
 };
 /* clang-format on */
 

@@ -29,6 +29,7 @@
 #include "buf.h"
 #include "log.h"
 #include "metrics.h"
+#include "sandbox.h"
 
 #define UPSTREAM_READ_BYTES     65536
 #define UPSTREAM_SHARE_BYTES    65536     /* a line this long is handed over, not copied */
@@ -259,13 +260,31 @@ upstream_exec(char *const argv[], char *const envp[], const char *search)
 }
 
 /* How far a child got before it failed: what a spawn error blames. */
-enum upstream_step { UPSTREAM_STEP_SETUP = 0, UPSTREAM_STEP_CWD, UPSTREAM_STEP_EXEC };
+enum upstream_step {
+    UPSTREAM_STEP_SETUP = 0,
+    UPSTREAM_STEP_BOX,
+    UPSTREAM_STEP_CWD,
+    UPSTREAM_STEP_EXEC
+};
 
-static NORETURN void
-upstream_child(const struct upstream_params *p, pid_t parent, int in, int out, int err,
-               const char *search, volatile int *child_errno, volatile int *child_step)
+/* What the child side needs, on the parent's stack (the parent waits until exec or exit). */
+struct upstream_child_arg {
+    const struct upstream_params *p;
+    pid_t parent;
+    int in, out, err;
+    const char *search;
+    volatile int child_errno, child_step;
+    const char *volatile box_step; /* static: the box's step that failed */
+};
+
+SANDBOX_CHILD static NORETURN void
+upstream_child(struct upstream_child_arg *a)
 {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid() != parent)
+    const struct upstream_params *p = a->p;
+    /* In its own PID namespace a boxed child's parent is outside: getppid() is 0 there. */
+    pid_t ppid = getppid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1
+        || (ppid != a->parent && !(p->sandbox != NULL && ppid == 0)))
         goto fail;
     if (setpgid(0, 0) == -1)
         goto fail;
@@ -277,27 +296,43 @@ upstream_child(const struct upstream_params *p, pid_t parent, int in, int out, i
     sigemptyset(&empty);
     if (sigprocmask(SIG_SETMASK, &empty, NULL) == -1)
         goto fail;
-    if (dup2(in, 0) == -1 || dup2(out, 1) == -1 || dup2(err, 2) == -1)
+    if (dup2(a->in, 0) == -1 || dup2(a->out, 1) == -1 || dup2(a->err, 2) == -1)
         goto fail;
     if (syscall(SYS_close_range, 3u, ~0u, 0u) == -1)
         goto fail;
-    *child_step = UPSTREAM_STEP_CWD;
+    a->child_step = UPSTREAM_STEP_BOX;
+    if (p->sandbox != NULL && sandbox_enter(p->sandbox, &a->box_step) == -1)
+        goto fail;
+    a->child_step = UPSTREAM_STEP_CWD;
     if (p->cwd != NULL && chdir(p->cwd) == -1)
         goto fail;
-    *child_step = UPSTREAM_STEP_EXEC;
-    upstream_exec(p->argv, p->envp, search);
+    a->child_step = UPSTREAM_STEP_BOX;
+    if (p->sandbox != NULL && sandbox_seal(p->sandbox, &a->box_step) == -1)
+        goto fail;
+    a->child_step = UPSTREAM_STEP_EXEC;
+    upstream_exec(p->argv, p->envp, a->search);
 fail:
-    *child_errno = errno ? errno : EINVAL;
+    a->child_errno = errno ? errno : EINVAL;
     _exit(127);
+}
+
+SANDBOX_CHILD static int
+upstream_box_child(void *arg)
+{
+    upstream_child(arg);
 }
 
 /* Logs why a child did not start, naming its server and the real cause; *errstr the short form. */
 static void
 upstream_spawn_error(const struct upstream *u, const struct upstream_params *p, int step, int e,
-                     const char **errstr)
+                     const char *box_step, const char **errstr)
 {
     const char *server = p->server != NULL ? p->server : "-";
-    if (step == UPSTREAM_STEP_CWD) {
+    if (step == UPSTREAM_STEP_BOX) {
+        *errstr = "cannot make the child's sandbox";
+        log_error(u->tag, "server %s: cannot start a child: sandbox: %s: %s", server,
+                  box_step != NULL ? box_step : "cloning into its namespaces", strerror(e));
+    } else if (step == UPSTREAM_STEP_CWD) {
         *errstr = e == ENOENT    ? "cwd not found"
                   : e == ENOTDIR ? "cwd is not a directory"
                                  : "cannot change to cwd";
@@ -319,19 +354,32 @@ static int
 upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2], int out[2],
                   int err[2], const char **errstr)
 {
-    volatile int child_errno = 0, child_step = UPSTREAM_STEP_SETUP;
-    pid_t parent = getpid();
-    const char *volatile search = getenv("PATH");
-    if (search == NULL)
-        search = "/bin:/usr/bin";
-    pid_t pid = vfork();
-    if (pid == 0)
-        upstream_child(p, parent, in[0], out[1], err[1], search, &child_errno, &child_step);
-    int rc = pid == -1 ? errno : child_errno;
+    struct upstream_child_arg a = {
+        .p = p,
+        .parent = getpid(),
+        .in = in[0],
+        .out = out[1],
+        .err = err[1],
+        .search = getenv("PATH"),
+        .child_step = UPSTREAM_STEP_SETUP,
+    };
+    if (a.search == NULL)
+        a.search = "/bin:/usr/bin";
+    pid_t pid;
+    if (p->sandbox != NULL) {
+        pid = sandbox_spawn(p->sandbox, upstream_box_child, &a);
+        if (pid == -1)
+            a.child_step = UPSTREAM_STEP_BOX;
+    } else if ((pid = vfork()) == 0) {
+        upstream_child(&a);
+    }
+    int rc = pid == -1 ? errno : a.child_errno;
     if (pid > 0 && rc != 0)
         (void)waitpid(pid, NULL, 0); /* it has already exited: reap it */
     if (rc != 0) {
-        upstream_spawn_error(u, p, pid == -1 ? UPSTREAM_STEP_SETUP : child_step, rc, errstr);
+        upstream_spawn_error(u, p,
+                             pid == -1 && p->sandbox == NULL ? UPSTREAM_STEP_SETUP : a.child_step,
+                             rc, a.box_step, errstr);
         return -1;
     }
     u->pid = pid;

@@ -348,6 +348,7 @@ pool_child_start(struct pool *p)
         .stdin_reserve_bytes = (p->srv->pool_child_max_inflight + 1) * POOL_CONTROL_BYTES,
         .stdin_grace_ms = pools.cfg->child_stdin_grace_ms,
         .term_grace_ms = pools.cfg->child_term_grace_ms,
+        .sandbox = p->srv->box,
     };
     const char *err = "spawn failed";
     c->u = upstream_spawn(pools.l, &up, pool_child_line, pool_child_gone, c, &err);

@@ -307,6 +307,7 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
         .stdin_max_bytes = sessions.cfg->stdin_queue_bytes,
         .stdin_grace_ms = sessions.cfg->child_stdin_grace_ms,
         .term_grace_ms = sessions.cfg->child_term_grace_ms,
+        .sandbox = srv->box,
     };
     uint64_t t0 = util_now_us();
     s->u = upstream_spawn(sessions.l, &up, session_child_line, session_child_gone, s, err);

@@ -90,7 +90,7 @@ const MATRIX_SERVER = matrixSettings(process.env.GW_MATRIX_SERVER);
  * --log <dir>/child.log). Resolves once the gateway logs its listening address.
  */
 export async function startGateway(opts = {}) {
-  const dir = tmpdir();
+  const dir = opts.dir ?? tmpdir(); // opts.dir: a directory of the test's own for gateway.ini
   const childLog = path.join(dir, 'child.log');
   // shutdown_drain_ms = 0: stop() ends what is in flight at once, as most tests expect; the
   // drain tests set it themselves.
@@ -122,7 +122,8 @@ export async function startGateway(opts = {}) {
   if (opts.nofile) limits.push(`--nofile=${opts.nofile}:${opts.nofile}`);
   if (opts.fsize) limits.push(`--fsize=${opts.fsize}:${opts.fsize}`);
   const argv = limits.length ? ['prlimit', ...limits, bin] : [bin];
-  const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
+  // opts.cwd: the gateway's working directory (default: the test's).
+  const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d.toString(); });
   proc.stdout.on('data', (d) => { stderr += d.toString(); });

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef MCPGW_SANDBOX_H
+#define MCPGW_SANDBOX_H
+
+#include <sys/types.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The box around a child ([server:NAME] sandbox = on): new user, mount, PID, IPC and UTS
+ * namespaces (and a network one with sandbox_network = none), a filesystem view built of the
+ * system directories read-only, a private /tmp, the bound paths, and the gateway's own files
+ * hidden; no_new_privs, a seccomp filter that answers EPERM, and rlimits. Made in the parent
+ * (sandbox_new: every allocation happens there), entered by the child between clone and exec
+ * (sandbox_spawn: only system calls there).
+ */
+
+struct sandbox;
+
+struct sandbox_spec {
+    bool network_none;         /* sandbox_network = none: a network namespace of its own */
+    char *const *read_only;    /* absolute paths bound read-only; NULL-terminated or NULL */
+    char *const *writable;     /* absolute paths bound writable */
+    char *const *hidden;       /* absolute paths not visible in the box (the gateway's files) */
+    uint64_t max_memory_bytes; /* RLIMIT_AS; 0: not limited */
+    uint64_t max_processes;    /* RLIMIT_NPROC, counted in the child's own user namespace */
+    uint64_t max_open_files;   /* RLIMIT_NOFILE */
+    uint64_t max_cpu_s;        /* RLIMIT_CPU */
+    uint64_t max_file_bytes;   /* RLIMIT_FSIZE */
+};
+
+/*
+ * A box from spec (paths copied). NULL with a static reason in *errstr when a path is not
+ * absolute, holds "..", or the view would need more than the box's fixed room.
+ */
+struct sandbox *sandbox_new(const struct sandbox_spec *spec, const char **errstr);
+void sandbox_free(struct sandbox *b);
+/*
+ * Whether a path may be bound into the view: not "/" (the whole host), nor /tmp, /proc, /dev or
+ * below the last two (the box's own: a bind there would cover them with the host's).
+ */
+bool sandbox_path_bindable(const char *path);
+bool sandbox_same(const struct sandbox *a, const struct sandbox *b);
+
+/*
+ * Builds the seccomp filter once (libseccomp, exported as BPF) and asks the kernel what it
+ * offers: 0, or -1 with why in err. Says nothing itself; sandbox_summary says what is applied.
+ */
+int sandbox_module_init(char *err, size_t errlen);
+void sandbox_module_free(void);
+/*
+ * Starts a throw-away boxed process that only exits: 0 when the kernel gives every namespace
+ * and mount the box needs, else -1 and err names the step and the kernel's reason (which
+ * namespace, and what usually refuses it). For start-up and --check-config.
+ */
+int sandbox_probe(const struct sandbox *b, char *err, size_t errlen);
+/* One line: namespaces, Landlock, seccomp, the limits in force. */
+void sandbox_summary(const struct sandbox *b, char *out, size_t size);
+
+/*
+ * Clones fn into the box (CLONE_VM | CLONE_VFORK: the parent waits until fn execs or exits, as
+ * with vfork); fn must call sandbox_enter, then only system calls, then exec. The pid as the
+ * gateway sees it, or -1 with errno.
+ */
+pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg);
+/*
+ * For fn and what it calls that does not return: AddressSanitizer, seeing a call that does not
+ * return made on a stack that is not a thread's, warns and may then report falsely.
+ */
+#define SANDBOX_CHILD __attribute__((no_sanitize_address))
+/*
+ * In the child: the uid and gid maps, the filesystem view, the hostname, the limits,
+ * no_new_privs. 0, or -1 with errno and *step naming what failed (static). The seccomp filter
+ * comes last, from sandbox_seal, just before exec (after chdir).
+ */
+int sandbox_enter(const struct sandbox *b, const char *volatile *step);
+int sandbox_seal(const struct sandbox *b, const char *volatile *step);
+/* The system calls the filter refuses, ", "-joined (for the documents and --check-config). */
+const char *sandbox_refused_list(void);
+
+#endif

@@ -1,0 +1,770 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The box around a child (src/README.md, section 6, "The box"). Native: clone with namespace
+ * flags, then, in the child and before exec, the uid/gid maps, a filesystem view on a fresh
+ * tmpfs root (pivot_root), the limits, no_new_privs and a seccomp filter that libseccomp built
+ * once in the parent (the one includer of <seccomp.h>). The child runs in the parent's memory
+ * (CLONE_VM | CLONE_VFORK, like vfork): from sandbox_spawn to exec it makes system calls only,
+ * with what sandbox_new prepared.
+ *
+ * A gateway running as root gives each boxed child a uid of its own from a reserved range
+ * (SANDBOX_UID_BASE..+SANDBOX_UID_COUNT, the way systemd's DynamicUser= does): the namespaces
+ * are made as root, the view is built, then the child drops to that uid, and only then makes
+ * its user namespace. An ordinary gateway makes the user namespace first (clone) and maps its
+ * own uid and gid inside.
+ */
+#include "sandbox.h"
+
+#include <linux/filter.h>
+#include <linux/mount.h>
+#include <linux/seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+
+#define SANDBOX_OLD       "/.old"     /* where the host's root is while the view is built */
+#define SANDBOX_UID_BASE  2147352576u /* 0x7FFE0000: far above any distribution's ranges */
+#define SANDBOX_UID_COUNT 65536u
+#define SANDBOX_STACK     (256 * 1024)
+
+struct sandbox {
+    struct sandbox_spec spec; /* its path lists point into the arrays below */
+    char **binds;             /* identity binds, parents before children */
+    bool *bind_writable;
+    size_t n_binds;
+    char **hidden;
+    size_t n_hidden;
+};
+
+/* The system's directories, read-only in every box (those that exist). */
+static const char *const sandbox_system_dirs[] = {
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+};
+/* The devices a tool server may open, bound from the host's /dev. */
+static const char *const sandbox_devices[] = {
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+};
+
+/*
+ * What a tool server has no use for, refused with EPERM (not killed, so a server that probes
+ * degrades): tracing other processes, mounts, new namespaces, kernel keyrings, modules, kexec,
+ * BPF, perf, swap, reboot, the clock, io_uring (whose operations pass by seccomp).
+ */
+static const char *const sandbox_refused[] = {
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "unshare",
+    "setns",
+    "kexec_load",
+    "kexec_file_load",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "vhangup",
+    "lookup_dcookie",
+    "uselib",
+    "personality",
+};
+static const unsigned long sandbox_ns_flags[] = {
+    CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWIPC,
+    CLONE_NEWUTS,  CLONE_NEWNET, CLONE_NEWCGROUP,
+};
+
+static struct sock_fprog sandbox_filter;
+static char sandbox_refused_text[1024];
+static bool sandbox_root; /* the gateway runs as root: children get a uid of their own */
+static uid_t sandbox_uid; /* an ordinary gateway's ids, mapped inside */
+static gid_t sandbox_gid;
+static uint32_t sandbox_next; /* the next reserved uid's offset */
+/* The stack of the one child between clone and exec (the parent waits: one at a time). */
+static char sandbox_stack[SANDBOX_STACK] __attribute__((aligned(64)));
+
+/* ---- made in the parent ---------------------------------------------------------------- */
+
+static bool
+sandbox_path_ok(const char *p)
+{
+    if (p[0] != '/' || strlen(p) >= PATH_MAX - sizeof(SANDBOX_OLD))
+        return false;
+    for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2)
+        if ((s == p || s[-1] == '/') && (s[2] == '\0' || s[2] == '/'))
+            return false;
+    return true;
+}
+
+static bool
+sandbox_is_or_under(const char *p, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+bool
+sandbox_path_bindable(const char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        n--;
+    char q[PATH_MAX];
+    if (n >= sizeof(q))
+        return false;
+    memcpy(q, p, n);
+    q[n] = '\0';
+    return strcmp(q, "/") != 0 && strcmp(q, "/tmp") != 0 && !sandbox_is_or_under(q, "/proc")
+           && !sandbox_is_or_under(q, "/dev");
+}
+
+static int
+sandbox_cmp_len(const void *a, const void *b)
+{
+    size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+    return la < lb ? -1 : la > lb;
+}
+
+struct sandbox *
+sandbox_new(const struct sandbox_spec *spec, const char **errstr)
+{
+    struct sandbox *b = xcalloc(1, sizeof(*b));
+    b->spec = *spec;
+    size_t nr = 0, nw = 0, nh = 0;
+    for (char *const *p = spec->read_only; p != NULL && *p != NULL; p++)
+        nr++;
+    for (char *const *p = spec->writable; p != NULL && *p != NULL; p++)
+        nw++;
+    for (char *const *p = spec->hidden; p != NULL && *p != NULL; p++)
+        nh++;
+    /* Read-only and writable binds in one list, ordered parents first (shorter first). */
+    char **all = xcalloc(nr + nw + 1, sizeof(char *));
+    for (size_t i = 0; i < nr; i++)
+        all[i] = spec->read_only[i];
+    for (size_t i = 0; i < nw; i++)
+        all[nr + i] = spec->writable[i];
+    b->binds = xcalloc(nr + nw + 1, sizeof(char *));
+    b->bind_writable = xcalloc(nr + nw + 1, sizeof(bool));
+    b->hidden = xcalloc(nh + 1, sizeof(char *));
+    *errstr = NULL;
+    for (size_t i = 0; i < nr + nw; i++)
+        if (!sandbox_path_ok(all[i]) || !sandbox_path_bindable(all[i]))
+            *errstr = "a sandbox path must be absolute, without \"..\", under PATH_MAX, and "
+                      "not /, /tmp, /proc or /dev";
+    for (size_t i = 0; i < nh; i++)
+        if (!sandbox_path_ok(spec->hidden[i]))
+            *errstr = "a hidden path must be absolute, without \"..\"";
+    if (*errstr != NULL) {
+        free(all);
+        sandbox_free(b);
+        return NULL;
+    }
+    /* Stable: a path both read-only and writable stays writable (the later one wins). */
+    for (size_t i = 0; i < nr + nw; i++) {
+        b->binds[i] = xstrdup(all[i]);
+        b->bind_writable[i] = i >= nr;
+    }
+    b->n_binds = nr + nw;
+    for (size_t i = 1; i < b->n_binds; i++)
+        for (size_t j = i; j > 0 && sandbox_cmp_len(&b->binds[j - 1], &b->binds[j]) > 0; j--) {
+            char *t = b->binds[j];
+            b->binds[j] = b->binds[j - 1];
+            b->binds[j - 1] = t;
+            bool w = b->bind_writable[j];
+            b->bind_writable[j] = b->bind_writable[j - 1];
+            b->bind_writable[j - 1] = w;
+        }
+    for (size_t i = 0; i < nh; i++)
+        b->hidden[i] = xstrdup(spec->hidden[i]);
+    b->n_hidden = nh;
+    b->spec.read_only = b->spec.writable = NULL;
+    b->spec.hidden = b->hidden;
+    free(all);
+    return b;
+}
+
+void
+sandbox_free(struct sandbox *b)
+{
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i < b->n_binds; i++)
+        free(b->binds[i]);
+    for (size_t i = 0; i < b->n_hidden; i++)
+        free(b->hidden[i]);
+    free(b->binds);
+    free(b->bind_writable);
+    free(b->hidden);
+    free(b);
+}
+
+bool
+sandbox_same(const struct sandbox *a, const struct sandbox *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    const struct sandbox_spec *x = &a->spec, *y = &b->spec;
+    if (x->network_none != y->network_none || x->max_memory_bytes != y->max_memory_bytes
+        || x->max_processes != y->max_processes || x->max_open_files != y->max_open_files
+        || x->max_cpu_s != y->max_cpu_s || x->max_file_bytes != y->max_file_bytes
+        || a->n_binds != b->n_binds || a->n_hidden != b->n_hidden)
+        return false;
+    for (size_t i = 0; i < a->n_binds; i++)
+        if (strcmp(a->binds[i], b->binds[i]) != 0 || a->bind_writable[i] != b->bind_writable[i])
+            return false;
+    for (size_t i = 0; i < a->n_hidden; i++)
+        if (strcmp(a->hidden[i], b->hidden[i]) != 0)
+            return false;
+    return true;
+}
+
+const char *
+sandbox_refused_list(void)
+{
+    if (sandbox_refused_text[0] == '\0') {
+        size_t used = 0;
+        for (size_t i = 0; i < ARRAY_LEN(sandbox_refused) && used < sizeof(sandbox_refused_text);
+             i++)
+            used +=
+                (size_t)snprintf(sandbox_refused_text + used, sizeof(sandbox_refused_text) - used,
+                                 "%s%s", i ? ", " : "", sandbox_refused[i]);
+    }
+    return sandbox_refused_text;
+}
+
+/* The filter, built with libseccomp and exported as BPF through a memfd. */
+static int
+sandbox_build_filter(char *err, size_t errlen)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    int fd = -1, rc = -1;
+    if (ctx == NULL) {
+        snprintf(err, errlen, "seccomp: cannot make a filter");
+        return -1;
+    }
+    if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM)) != 0)
+        goto fail;
+    for (size_t i = 0; i < ARRAY_LEN(sandbox_refused); i++) {
+        int nr = seccomp_syscall_resolve_name(sandbox_refused[i]);
+        if (nr != __NR_SCMP_ERROR && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0) != 0)
+            goto fail;
+    }
+    /* clone with a namespace flag; clone3's flags are out of the filter's reach: ENOSYS makes
+     * the C library fall back to clone. */
+    for (size_t i = 0; i < ARRAY_LEN(sandbox_ns_flags); i++)
+        if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, sandbox_ns_flags[i], sandbox_ns_flags[i]))
+            != 0)
+            goto fail;
+    if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) != 0)
+        goto fail;
+    fd = memfd_create("mcpgw-seccomp", MFD_CLOEXEC);
+    if (fd == -1 || seccomp_export_bpf(ctx, fd) != 0)
+        goto fail;
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0
+        || size > 65536 * (off_t)sizeof(struct sock_filter))
+        goto fail;
+    struct sock_filter *prog = xcalloc((size_t)size / sizeof(*prog), sizeof(*prog));
+    if (pread(fd, prog, (size_t)size, 0) != size) {
+        free(prog);
+        goto fail;
+    }
+    sandbox_filter.filter = prog;
+    sandbox_filter.len = (unsigned short)((size_t)size / sizeof(*prog));
+    rc = 0;
+fail:
+    if (rc == -1)
+        snprintf(err, errlen, "seccomp: cannot build the filter");
+    if (fd != -1)
+        close(fd);
+    seccomp_release(ctx);
+    return rc;
+}
+
+int
+sandbox_module_init(char *err, size_t errlen)
+{
+    if (sandbox_filter.filter != NULL)
+        return 0;
+    sandbox_root = geteuid() == 0;
+    sandbox_uid = geteuid();
+    sandbox_gid = getegid();
+    return sandbox_build_filter(err, errlen);
+}
+
+void
+sandbox_module_free(void)
+{
+    free(sandbox_filter.filter);
+    sandbox_filter.filter = NULL;
+    sandbox_filter.len = 0;
+}
+
+void
+sandbox_summary(const struct sandbox *b, char *out, size_t size)
+{
+    const struct sandbox_spec *s = &b->spec;
+    snprintf(out, size,
+             "namespaces user, mount, pid, ipc, uts%s; view: system read-only, private /tmp, "
+             "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM); "
+             "Landlock: none; cgroup: none; limits: memory %" PRIu64 " B, processes %" PRIu64
+             ", open files %" PRIu64 ", cpu %" PRIu64 " s, file %" PRIu64 " B (0: none)",
+             s->network_none ? ", net (loopback only)" : "; network: host", b->n_binds, b->n_hidden,
+             sandbox_root ? "one of a reserved range per child" : "the gateway's",
+             ARRAY_LEN(sandbox_refused), s->max_memory_bytes, s->max_processes, s->max_open_files,
+             s->max_cpu_s, s->max_file_bytes);
+}
+
+/* ---- in the child: system calls only ---------------------------------------------------- */
+
+/* The child's uid when the gateway is root (written by the parent before the clone). */
+static uid_t sandbox_child_uid;
+
+static int
+sandbox_write(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd == -1)
+        return -1;
+    size_t n = strlen(text);
+    ssize_t w = write(fd, text, n);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return w == (ssize_t)n ? 0 : -1;
+}
+
+/* "ID ID 1\n" into buf. */
+static const char *
+sandbox_map_line(char *buf, unsigned long id)
+{
+    char digits[24];
+    int n = 0;
+    do
+        digits[n++] = (char)('0' + id % 10);
+    while ((id /= 10) != 0);
+    char *p = buf;
+    for (int k = 0; k < 2; k++) {
+        for (int i = n - 1; i >= 0; i--)
+            *p++ = digits[i];
+        *p++ = ' ';
+    }
+    memcpy(p, "1\n", 3);
+    return buf;
+}
+
+static int
+sandbox_map_ids(uid_t uid, gid_t gid)
+{
+    char line[64];
+    if (sandbox_write("/proc/self/setgroups", "deny") == -1)
+        return -1;
+    if (sandbox_write("/proc/self/uid_map", sandbox_map_line(line, uid)) == -1)
+        return -1;
+    return sandbox_write("/proc/self/gid_map", sandbox_map_line(line, gid));
+}
+
+/* dst = SANDBOX_OLD + path; false when it does not fit. */
+static bool
+sandbox_old(char dst[PATH_MAX], const char *path)
+{
+    size_t n = strlen(path);
+    if (n + sizeof(SANDBOX_OLD) > PATH_MAX)
+        return false;
+    memcpy(dst, SANDBOX_OLD, sizeof(SANDBOX_OLD) - 1);
+    memcpy(dst + sizeof(SANDBOX_OLD) - 1, path, n + 1);
+    return true;
+}
+
+/* mkdir -p in the view (every directory made here is on the view's own tmpfs). */
+static int
+sandbox_mkdirs(const char *path)
+{
+    char p[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof(p))
+        return errno = ENAMETOOLONG, -1;
+    memcpy(p, path, n + 1);
+    for (size_t i = 1; i <= n; i++)
+        if (p[i] == '/' || p[i] == '\0') {
+            char c = p[i];
+            p[i] = '\0';
+            if (mkdir(p, 0755) == -1 && errno != EEXIST)
+                return -1;
+            p[i] = c;
+        }
+    return 0;
+}
+
+/* The host's path bound at the same path in the view: a directory, a file, or a symlink copied. */
+static int
+sandbox_bind(const char *path, bool must_exist)
+{
+    char src[PATH_MAX];
+    struct stat st;
+    if (!sandbox_old(src, path))
+        return errno = ENAMETOOLONG, -1;
+    if (lstat(src, &st) == -1)
+        return must_exist ? -1 : 0;
+    if (S_ISLNK(st.st_mode) && !must_exist) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(src, target, sizeof(target) - 1);
+        if (n < 0)
+            return -1;
+        target[n] = '\0';
+        return symlink(target, path) == -1 && errno != EEXIST ? -1 : 0;
+    }
+    if (stat(src, &st) == -1)
+        return -1;
+    if (S_ISDIR(st.st_mode)) {
+        if (sandbox_mkdirs(path) == -1)
+            return -1;
+    } else {
+        struct stat here;
+        if (stat(path, &here) == -1) {
+            char parent[PATH_MAX];
+            memcpy(parent, path, strlen(path) + 1);
+            char *slash = strrchr(parent, '/');
+            if (slash != NULL && slash != parent) {
+                *slash = '\0';
+                if (sandbox_mkdirs(parent) == -1)
+                    return -1;
+            }
+            int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+            if (fd == -1)
+                return -1;
+            close(fd);
+        }
+    }
+    return mount(src, path, NULL, MS_BIND | MS_REC, NULL);
+}
+
+/* A hidden path, covered where the view shows it: an empty directory or an empty file. */
+static int
+sandbox_hide(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == -1)
+        return 0;
+    if (S_ISDIR(st.st_mode))
+        return mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=4k,nr_inodes=1,mode=000");
+    return mount("/.empty", path, NULL, MS_BIND, NULL);
+}
+
+static int
+sandbox_setattr(const char *path, unsigned flags, uint64_t set, uint64_t clr)
+{
+    struct mount_attr attr = { .attr_set = set, .attr_clr = clr };
+    return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &attr, sizeof(attr));
+}
+
+static int
+sandbox_view(const struct sandbox *b, const char *volatile *step)
+{
+    *step = "making the mounts private";
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1)
+        return -1;
+    *step = "mounting the view's root (tmpfs)";
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") == -1)
+        return -1;
+    if (mkdir("/tmp" SANDBOX_OLD, 0700) == -1)
+        return -1;
+    *step = "pivot_root";
+    if (syscall(SYS_pivot_root, "/tmp", "/tmp" SANDBOX_OLD) == -1 || chdir("/") == -1)
+        return -1;
+    *step = "binding the system directories";
+    for (size_t i = 0; i < ARRAY_LEN(sandbox_system_dirs); i++)
+        if (sandbox_bind(sandbox_system_dirs[i], false) == -1)
+            return -1;
+    *step = "making /dev";
+    if (mkdir("/dev", 0755) == -1
+        || mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755") == -1)
+        return -1;
+    for (size_t i = 0; i < ARRAY_LEN(sandbox_devices); i++)
+        if (sandbox_bind(sandbox_devices[i], false) == -1)
+            return -1;
+    if (symlink("/proc/self/fd", "/dev/fd") == -1 || symlink("/proc/self/fd/0", "/dev/stdin") == -1
+        || symlink("/proc/self/fd/1", "/dev/stdout") == -1
+        || symlink("/proc/self/fd/2", "/dev/stderr") == -1 || mkdir("/dev/shm", 01777) == -1
+        || mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") == -1)
+        return -1;
+    *step = "mounting /proc (its PID namespace's)";
+    if (mkdir("/proc", 0555) == -1
+        || mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == -1)
+        return -1;
+    *step = "mounting a private /tmp";
+    if (mkdir("/tmp", 01777) == -1
+        || mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") == -1)
+        return -1;
+    *step = "binding sandbox_read_only_paths, sandbox_writable_paths, cwd and the command's "
+            "directory";
+    for (size_t i = 0; i < b->n_binds; i++)
+        if (sandbox_bind(b->binds[i], true) == -1)
+            return -1;
+    *step = "hiding the gateway's files";
+    int fd = open("/.empty", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+    if (fd == -1)
+        return -1;
+    close(fd);
+    for (size_t i = 0; i < b->n_hidden; i++)
+        if (sandbox_hide(b->hidden[i]) == -1)
+            return -1;
+    *step = "leaving the host's root";
+    if (umount2(SANDBOX_OLD, MNT_DETACH) == -1 || rmdir(SANDBOX_OLD) == -1)
+        return -1;
+    *step = "making the view read-only";
+    if (sandbox_setattr("/", AT_RECURSIVE, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0) == -1)
+        return -1;
+    static const char *const rw[] = { "/tmp", "/dev/shm", "/proc" };
+    for (size_t i = 0; i < ARRAY_LEN(rw); i++)
+        if (sandbox_setattr(rw[i], 0, 0, MOUNT_ATTR_RDONLY) == -1)
+            return -1;
+    *step = "making sandbox_writable_paths writable";
+    for (size_t i = 0; i < b->n_binds; i++)
+        if (b->bind_writable[i] && sandbox_setattr(b->binds[i], 0, 0, MOUNT_ATTR_RDONLY) == -1)
+            return -1;
+    return 0;
+}
+
+static int
+sandbox_loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s == -1)
+        return -1;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "lo", 3);
+    ifr.ifr_flags = IFF_UP | IFF_RUNNING;
+    int rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+    int e = errno;
+    close(s);
+    errno = e;
+    return rc;
+}
+
+static int
+sandbox_limit(__rlimit_resource_t resource, uint64_t value)
+{
+    if (value == 0)
+        return 0;
+    /* Never above the gateway's own hard limit, which an unprivileged child cannot raise. */
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) == -1)
+        return -1;
+    if (rl.rlim_max == RLIM_INFINITY || (rlim_t)value < rl.rlim_max)
+        rl.rlim_max = (rlim_t)value;
+    rl.rlim_cur = rl.rlim_max;
+    return setrlimit(resource, &rl);
+}
+
+int
+sandbox_enter(const struct sandbox *b, const char *volatile *step)
+{
+    if (!sandbox_root) {
+        *step = "writing the user namespace's uid and gid maps";
+        if (sandbox_map_ids(sandbox_uid, sandbox_gid) == -1)
+            return -1;
+    }
+    if (sandbox_view(b, step) == -1)
+        return -1;
+    *step = "bringing up the loopback of its network namespace";
+    if (b->spec.network_none && sandbox_loopback_up() == -1)
+        return -1;
+    *step = "setting the hostname";
+    if (sethostname("mcp-sandbox", 11) == -1)
+        return -1;
+    if (sandbox_root) {
+        uid_t id = sandbox_child_uid;
+        /*
+         * Raw system calls: the C library's wrappers would apply the change to every thread of
+         * the process it believes it is (the gateway's, whose memory the child shares) and wait
+         * for threads that are not the child's.
+         */
+        *step = "dropping to the child's own uid";
+        if (syscall(SYS_setgroups, 0, NULL) == -1 || syscall(SYS_setresgid, id, id, id) == -1
+            || syscall(SYS_setresuid, id, id, id) == -1)
+            return -1;
+        /* A uid change makes it not dumpable, and /proc/self root's: its maps are its own. */
+        *step = "making the user namespace";
+        if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == -1 || unshare(CLONE_NEWUSER) == -1
+            || sandbox_map_ids(id, id) == -1)
+            return -1;
+    }
+    /* After the user namespace: a process limit is counted in the child's own namespace. */
+    *step = "setting the limits";
+    if (sandbox_limit(RLIMIT_AS, b->spec.max_memory_bytes) == -1
+        || sandbox_limit(RLIMIT_NPROC, b->spec.max_processes) == -1
+        || sandbox_limit(RLIMIT_NOFILE, b->spec.max_open_files) == -1
+        || sandbox_limit(RLIMIT_CPU, b->spec.max_cpu_s) == -1
+        || sandbox_limit(RLIMIT_FSIZE, b->spec.max_file_bytes) == -1)
+        return -1;
+    *step = "no_new_privs";
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+int
+sandbox_seal(const struct sandbox *b, const char *volatile *step)
+{
+    (void)b;
+    *step = "loading the seccomp filter";
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sandbox_filter);
+}
+
+static unsigned long
+sandbox_flags(const struct sandbox *b)
+{
+    unsigned long f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (!sandbox_root)
+        f |= CLONE_NEWUSER;
+    if (b->spec.network_none)
+        f |= CLONE_NEWNET;
+    return f;
+}
+
+pid_t
+sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg)
+{
+    sandbox_child_uid = SANDBOX_UID_BASE + sandbox_next++ % SANDBOX_UID_COUNT;
+    return clone(fn, sandbox_stack + sizeof(sandbox_stack),
+                 (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | sandbox_flags(b)), arg);
+}
+
+/* ---- the probe ------------------------------------------------------------------------- */
+
+struct sandbox_probe_arg {
+    const struct sandbox *b;
+    const char *volatile step;
+    volatile int err;
+};
+
+SANDBOX_CHILD static int
+sandbox_probe_child(void *arg)
+{
+    struct sandbox_probe_arg *a = arg;
+    if (sandbox_enter(a->b, &a->step) == -1 || sandbox_seal(a->b, &a->step) == -1)
+        a->err = errno ? errno : EINVAL;
+    _exit(0);
+}
+
+SANDBOX_CHILD static int
+sandbox_probe_nothing(void *arg)
+{
+    (void)arg;
+    _exit(0);
+}
+
+static const char *
+sandbox_ns_name(unsigned long flag)
+{
+    return flag == CLONE_NEWUSER  ? "user"
+           : flag == CLONE_NEWNS  ? "mount"
+           : flag == CLONE_NEWPID ? "PID"
+           : flag == CLONE_NEWIPC ? "IPC"
+           : flag == CLONE_NEWUTS ? "UTS"
+                                  : "network";
+}
+
+int
+sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
+{
+    struct sandbox_probe_arg a = { .b = b, .step = NULL, .err = 0 };
+    pid_t pid = sandbox_spawn(b, sandbox_probe_child, &a);
+    if (pid > 0) {
+        (void)waitpid(pid, NULL, __WALL);
+        if (a.err == 0)
+            return 0;
+        snprintf(err, errlen, "the kernel refuses the box: %s: %s%s", a.step, strerror(a.err),
+                 a.err == EPERM || a.err == EACCES
+                     ? " (a container or an LSM may forbid it; /proc must be fully visible for a "
+                       "new PID namespace's /proc)"
+                     : "");
+        return -1;
+    }
+    int e = errno;
+    /* Which namespace: each flag alone. */
+    unsigned long all = sandbox_flags(b);
+    for (size_t i = 0; i < ARRAY_LEN(sandbox_ns_flags); i++) {
+        unsigned long f = sandbox_ns_flags[i];
+        if (!(all & f))
+            continue;
+        unsigned long one = f | (sandbox_root ? 0 : CLONE_NEWUSER);
+        pid_t p = clone(sandbox_probe_nothing, sandbox_stack + sizeof(sandbox_stack),
+                        (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | one), NULL);
+        if (p > 0) {
+            (void)waitpid(p, NULL, __WALL);
+            continue;
+        }
+        e = errno;
+        snprintf(err, errlen, "the kernel refuses a new %s namespace: %s%s", sandbox_ns_name(f),
+                 strerror(e),
+                 f == CLONE_NEWUSER || !sandbox_root
+                     ? " (unprivileged user namespaces are off: sysctl "
+                       "kernel.unprivileged_userns_clone or user.max_user_namespaces, an "
+                       "AppArmor or seccomp policy of the service or container, or the gateway's "
+                       "own uid is not mapped in the user namespace it runs in)"
+                 : e == ENOSPC ? " (the namespace count limit in /proc/sys/user is reached)"
+                               : "");
+        return -1;
+    }
+    snprintf(err, errlen, "the kernel refuses the box's namespaces: %s", strerror(e));
+    return -1;
+}

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+// The box around a child (sandbox = on), proven by a hostile child (tests/fixtures/box_hostile.c)
+// run through the real gateway: every attempt is refused with the box on, and succeeds with it
+// off (so each case can fail), while the gateway and another session go on serving.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { EXAMPLE, callTool, initSession, post, request, startGateway, tmpdir } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const HOSTILE = process.env.GW_BOX_HOSTILE;
+const ROOT = process.getuid() === 0;
+
+/** The tool's text: "ok", "ok:TEXT", "err:ERRNO" or "sig:N". */
+async function attempt(gw, sid, args) {
+  const { response } = await callTool(gw, sid, 'try', args, { ms: scaled(20000) });
+  assert.ok(response?.result, `try ${JSON.stringify(args)}: ${JSON.stringify(response)}`);
+  return response.result.content[0].text;
+}
+
+/**
+ * A gateway fronting the hostile child with the box on or off, every attempt made, the texts
+ * returned by case name. The directory S holds the gateway's own files (S/conf/gateway.ini, the
+ * admin token), a public file, and the writable directory S/rw; S is bound into the box
+ * read-only, so what is hidden there is hidden by the box, not by the private /tmp.
+ */
+async function scenario(box) {
+  const s = tmpdir('mcpgw-box-');
+  fs.chmodSync(s, 0o755); // a root gateway's boxed child runs as a uid of its own
+  fs.mkdirSync(path.join(s, 'conf'), { mode: 0o755 });
+  fs.mkdirSync(path.join(s, 'rw'), { mode: 0o777 });
+  fs.chmodSync(path.join(s, 'rw'), 0o777);
+  const adminToken = path.join(s, 'admin.token');
+  fs.writeFileSync(adminToken, 'SECRET-ADMIN-TOKEN-0123456789abcdef\n', { mode: 0o600 });
+  fs.writeFileSync(path.join(s, 'public.txt'), 'public\n', { mode: 0o644 });
+  const other = net.createServer((c) => c.end()).listen(0, '127.0.0.1');
+  await new Promise((r) => other.once('listening', r));
+  const otherPort = other.address().port;
+  const gw = await startGateway({
+    dir: path.join(s, 'conf'),
+    // From /tmp: a cwd that is /tmp (or /) must not bring the host's /tmp (or root) into the view.
+    cwd: '/tmp',
+    gateway: { admin_token_file: adminToken },
+    servers: [{
+      name: 'hostile', path: '/mcp', command: HOSTILE,
+      extra: [`sandbox = ${box ? 'on' : 'off'}`, 'sandbox_network = none',
+        `sandbox_read_only_paths = ${s}`, `sandbox_writable_paths = ${path.join(s, 'rw')}`,
+        'child_max_processes = 16', 'child_max_memory_bytes = 268435456',
+        'child_max_file_bytes = 1048576', 'child_max_cpu_s = 1'].join('\n'),
+    }],
+  });
+  const out = {};
+  try {
+    if (box) await gw.waitLog(/\[server:hostile\] sandbox: namespaces user, mount, pid, ipc, uts, net/);
+    const a = await initSession(gw);
+    const b = await initSession(gw);
+    const secret = `/tmp/mcpgw-box-${process.pid}-${box ? 'on' : 'off'}`;
+    out.whoami = await attempt(gw, a.sid, { action: 'whoami' });
+    out.config = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'conf', 'gateway.ini') });
+    out.adminToken = await attempt(gw, a.sid, { action: 'read', path: adminToken });
+    out.publicFile = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'public.txt') });
+    out.tmpWrite = await attempt(gw, a.sid, { action: 'write', path: secret, text: 'A-SECRET' });
+    out.otherTmp = await attempt(gw, b.sid, { action: 'read', path: secret });
+    out.connectGateway = await attempt(gw, a.sid, { action: 'connect', port: gw.port });
+    out.connectOther = await attempt(gw, a.sid, { action: 'connect', port: otherPort });
+    out.fork = await attempt(gw, a.sid, { action: 'fork', count: 64 });
+    out.alloc = await attempt(gw, a.sid, { action: 'alloc', bytes: 1073741824 });
+    out.bigFile = await attempt(gw, a.sid, { action: 'big_file', path: path.join(s, 'rw', 'big'), bytes: 4194304 });
+    out.spin = await attempt(gw, a.sid, { action: 'spin', ms: 2500 });
+    out.ptrace = await attempt(gw, a.sid, { action: 'ptrace' });
+    out.mount = await attempt(gw, a.sid, { action: 'mount' });
+    out.userns = await attempt(gw, a.sid, { action: 'userns' });
+    out.module = await attempt(gw, a.sid, { action: 'module' });
+    out.writeOutside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'outside.txt'), text: 'x' });
+    out.writeInside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'rw', 'inside.txt'), text: 'x' });
+    out.symlinkConfig = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l1'), target: path.join(s, 'conf', 'gateway.ini') });
+    out.symlinkToken = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l2'), target: adminToken });
+    // The gateway and another session are unaffected: a third session, and the first two.
+    const c = await initSession(gw);
+    out.after = [await attempt(gw, c.sid, { action: 'whoami' }), await attempt(gw, a.sid, { action: 'whoami' }),
+      await attempt(gw, b.sid, { action: 'whoami' })];
+    const h = await request(`${gw.base}/healthz`, { method: 'GET' });
+    out.health = h.status;
+    await h.done();
+    await gw.stop();
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  } finally {
+    other.close();
+    fs.rmSync(s, { recursive: true, force: true });
+    fs.rmSync(`/tmp/mcpgw-box-${process.pid}-${box ? 'on' : 'off'}`, { force: true });
+  }
+  return out;
+}
+
+test('sandbox = on: every attempt of the hostile child is refused, the gateway serves on', async () => {
+  const r = await scenario(true);
+  assert.match(r.whoami, /^ok:pid 1 uid /, 'the child is its own PID namespace\'s first process');
+  assert.doesNotMatch(r.config, /\[gateway\]/, 'the gateway\'s configuration is not visible');
+  assert.doesNotMatch(r.adminToken, /SECRET-ADMIN/, 'the admin token file is not visible');
+  assert.equal(r.publicFile, 'ok:public\n', 'a bound path is visible');
+  assert.equal(r.tmpWrite, 'ok', 'its own /tmp is writable');
+  assert.equal(r.otherTmp, 'err:ENOENT', 'another session\'s /tmp file is not there');
+  assert.match(r.connectGateway, /^err:/, 'the gateway\'s port is not reachable');
+  assert.match(r.connectOther, /^err:/, 'another loopback port is not reachable');
+  assert.match(r.fork, /^err:EAGAIN after \d+$/, 'child_max_processes holds');
+  assert.equal(r.alloc, 'err:ENOMEM', 'child_max_memory_bytes holds');
+  assert.equal(r.bigFile, 'err:EFBIG', 'child_max_file_bytes holds');
+  assert.match(r.spin, /^sig:(24|9)$/, 'child_max_cpu_s holds (SIGXCPU, then SIGKILL)');
+  assert.equal(r.ptrace, 'err:EPERM', 'ptrace is refused');
+  assert.equal(r.mount, 'err:EPERM', 'mount is refused');
+  assert.equal(r.userns, 'err:EPERM', 'a user namespace inside is refused');
+  assert.equal(r.module, 'err:EPERM', 'module calls are refused');
+  assert.equal(r.writeOutside, 'err:EROFS', 'outside sandbox_writable_paths is read-only');
+  assert.equal(r.writeInside, 'ok', 'sandbox_writable_paths is writable');
+  assert.doesNotMatch(r.symlinkConfig, /\[gateway\]/, 'a symlink in a writable path leads nowhere');
+  assert.doesNotMatch(r.symlinkToken, /SECRET-ADMIN/, 'a symlink to the admin token leads nowhere');
+  assert.deepEqual(r.after.map((t) => t.startsWith('ok:pid 1 ')), [true, true, true]);
+  assert.equal(r.health, 200);
+});
+
+test('sandbox = off: the same attempts succeed (the cases can fail)', async () => {
+  const r = await scenario(false);
+  assert.doesNotMatch(r.whoami, /^ok:pid 1 /);
+  assert.match(r.config, /^ok:\[gateway\]/);
+  assert.match(r.adminToken, /SECRET-ADMIN/);
+  assert.equal(r.publicFile, 'ok:public\n');
+  assert.equal(r.otherTmp, 'ok:A-SECRET');
+  assert.equal(r.connectGateway, 'ok');
+  assert.equal(r.connectOther, 'ok');
+  assert.equal(r.fork, 'ok:64');
+  assert.equal(r.alloc, 'ok');
+  assert.equal(r.bigFile, 'ok');
+  assert.equal(r.spin, 'ok');
+  assert.equal(r.ptrace, 'ok');
+  assert.equal(r.mount, 'ok');
+  assert.equal(r.userns, 'ok');
+  // Only root may remove a module: for root the call gets past the missing filter to the kernel
+  // (ENOENT, or ENOSYS where the kernel cannot unload modules).
+  if (ROOT) assert.notEqual(r.module, 'err:EPERM');
+  assert.equal(r.writeOutside, 'ok');
+  assert.equal(r.writeInside, 'ok');
+  assert.match(r.symlinkConfig, /^ok:\[gateway\]/);
+  assert.match(r.symlinkToken, /SECRET-ADMIN/);
+  assert.deepEqual(r.after.map((t) => t.startsWith('ok:')), [true, true, true]);
+  assert.equal(r.health, 200);
+});
+
+test('--check-config says what the box applies, and a path that is not absolute is refused', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const d = tmpdir();
+  const conf = path.join(d, 'gateway.ini');
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\n`);
+  let r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /\[server:h\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*no_new_privs; seccomp: \d+ calls refused \(EPERM\); Landlock: none; cgroup: none; limits: /);
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\nsandbox_writable_paths = relative/dir\n`);
+  r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /sandbox_writable_paths: relative\/dir: must be an absolute path/);
+  for (const bad of ['/', '/tmp', '/proc/1', '/dev']) {
+    fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\nsandbox_read_only_paths = ${bad}\n`);
+    r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
+    assert.equal(r.status, 1, bad);
+    assert.match(r.stderr, /cannot be bound: \/, \/tmp, \/proc and \/dev are the box's own/, bad);
+  }
+  fs.rmSync(d, { recursive: true, force: true });
+});
+
+test('a kernel that refuses the box: --check-config and the start say which namespace, nothing runs unboxed', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const d = tmpdir();
+  fs.chmodSync(d, 0o755);
+  const conf = path.join(d, 'gateway.ini');
+  fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\n`, { mode: 0o644 });
+  // In a user namespace of its own with no uid mapped, the kernel refuses the gateway a new one.
+  for (const args of [['--check-config', '--config', conf], ['--config', conf]]) {
+    const r = spawnSync('unshare', ['--user', process.env.GW_BIN, ...args], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 1, `${args}: ${r.stdout}${r.stderr}`);
+    assert.match(r.stdout + r.stderr, /\[server:h\] sandbox = on: the kernel refuses a new user namespace: Operation not permitted \(/);
+    assert.doesNotMatch(r.stdout + r.stderr, /listening on/);
+  }
+  fs.rmSync(d, { recursive: true, force: true });
+});
+
+test('pool children are boxed too: a stateless call through the pool runs in the box', async () => {
+  const gw = await startGateway({ servers: [{ name: 'example', path: '/mcp', command: EXAMPLE, extra: 'sandbox = on\nsandbox_network = none' }] });
+  try {
+    const V = '2026-07-28';
+    const body = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'boxed' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const r = await post(gw, body, { headers: { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' } });
+    await r.done(scaled(10000));
+    const text = r.text();
+    assert.match(text, /"text":"boxed"/, text);
+    // The pool's child is its PID namespace's first process.
+    await gw.waitLog(/pool:example#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
+    await gw.stop();
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  }
+});
