@@ -200,7 +200,7 @@ struct loop;
 /* The owner cannot keep its token (a refused renewal, or none before expiry): why, no secret. */
 typedef void auth_held_end_cb(void *arg, const char *why);
 struct auth_held_params {
-    struct auth *a;                         /* for renewals; NULL: none is possible */
+    struct auth *const *a; /* the owner's current [auth] (a reload replaces it); *a NULL: none */
     struct loop *l;                         /* the renewal timer's */
     const struct config_server *const *srv; /* the owner's server (kept current by the owner) */
     const char *tag;                        /* the owner, in log lines */

@@ -34,7 +34,7 @@
 #include "util.h"
 
 struct auth_held {
-    struct auth *a;
+    struct auth *const *a; /* the owner's current [auth], for renewals */
     struct loop *l;
     const struct config_server *const *srv; /* the owner's (a reload may change it) */
     char tag[96];                           /* the owner, in log lines */
@@ -187,12 +187,12 @@ auth_held_renew(void *arg)
     h->timer = NULL;
     if (h->x != NULL)
         return;
-    if (h->subject == NULL || h->a == NULL) {
+    if (h->subject == NULL || *h->a == NULL) {
         auth_held_fail(h, "no client token to exchange");
         return;
     }
     struct auth_exchanged *now = NULL;
-    h->x = auth_exchange_start(h->a, *h->srv, h->subject, h->len, auth_held_renewed, h, &now);
+    h->x = auth_exchange_start(*h->a, *h->srv, h->subject, h->len, auth_held_renewed, h, &now);
     if (h->x == NULL)
         auth_held_renewed(h, now);
 }

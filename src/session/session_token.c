@@ -55,7 +55,7 @@ const char *
 session_token_open(struct session *s, struct auth_exchanged *x, const char *authorization,
                    char **env)
 {
-    const struct auth_held_params hp = { .a = sessions.auth,
+    const struct auth_held_params hp = { .a = &sessions.auth,
                                          .l = sessions.l,
                                          .srv = &s->srv,
                                          .tag = s->id,
