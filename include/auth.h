@@ -189,6 +189,37 @@ struct auth_exchange *auth_exchange_start(struct auth *a, const struct config_se
 /* Abandons an exchange whose callback has not run: it never will. NULL does nothing. */
 void auth_exchange_cancel(struct auth_exchange *x);
 
+/*
+ * An exchanged token held for the children of one owner (auth_held.c): a session's child, or one
+ * principal's pool children. Its private directory (0700) holds it in a file (0600) that is
+ * rewritten before the token expires, by exchanging the newest subject token seen; every copy is
+ * wiped when freed and never logged.
+ */
+struct auth_held;
+struct loop;
+/* The owner cannot keep its token (a refused renewal, or none before expiry): why, no secret. */
+typedef void auth_held_end_cb(void *arg, const char *why);
+struct auth_held_params {
+    struct auth *const *a; /* the owner's current [auth] (a reload replaces it); *a NULL: none */
+    struct loop *l;                         /* the renewal timer's */
+    const struct config_server *const *srv; /* the owner's server (kept current by the owner) */
+    const char *tag;                        /* the owner, in log lines */
+    const char *authorization;              /* the request's Authorization: the first subject */
+    auth_held_end_cb *end;                  /* may close the held token */
+    void *arg;
+};
+/* The directory and its file from x's token (x stays the caller's); NULL with *why (a 500). */
+struct auth_held *auth_held_open(const struct auth_held_params *hp, const struct auth_exchanged *x,
+                                 const char **why);
+/* env[0] and env[1] get new "VAR=<newest token>" and "VAR_FILE=<its file>". */
+void auth_held_env(const struct auth_held *h, char **env);
+/* authorization (a request's header, verified) brings the subject of the next renewal. */
+void auth_held_seen(struct auth_held *h, const char *authorization);
+/* Arms the first renewal (once the owner's child is up). NULL does nothing. */
+void auth_held_start(struct auth_held *h);
+/* The renewal stopped, the token wiped, the file and its directory removed. NULL does nothing. */
+void auth_held_close(struct auth_held *h);
+
 struct auth_principal *auth_principal_ref(struct auth_principal *p);
 void auth_principal_unref(struct auth_principal *p);
 

@@ -56,6 +56,8 @@ enum pool_status {
 
 struct revision;
 struct auth_claims;
+struct auth_exchanged;
+struct auth;
 
 /* What http_stateless.c knows of the request beyond the scanner's spans. */
 struct pool_meta {
@@ -77,9 +79,24 @@ struct pool_meta {
     /* What the HTTP request's headers carry of W3C trace context (trace.h); NULL: trace_context
      * is off, and the child's line is the client's with only the id (and token) replaced. */
     struct trace_in *trace;
+    /*
+     * token_exchange servers only (NULL otherwise, so nothing is added per request when off): the
+     * request's Authorization (verified), the subject of the principal's next renewal; and the
+     * exchange of its token, made when pool_token_wanted said so: what the principal's pool holds
+     * for its children (copied; the caller still frees it).
+     */
+    const char *authorization;
+    const struct auth_exchanged *xres;
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);
+/* The [auth] token_exchange renewals go through (main.c sets it at start and at each reload). */
+void pool_set_auth(struct auth *a);
+/*
+ * token_exchange: whether meta's principal has no pool of srv holding an exchanged token yet, so
+ * that the request's token must be exchanged (meta->xres) before pool_request.
+ */
+bool pool_token_wanted(const struct config_server *srv, const struct pool_meta *meta);
 /*
  * SIGHUP: a pool whose server is unchanged in cfg (config_server_same, and its children start
  * alike) moves to cfg as it is; the others take no new request, end their listeners and end once

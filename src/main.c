@@ -417,6 +417,7 @@ main_reload(void)
     pool_set_config(next);
     http_set_config(next, auth);
     session_set_auth(auth);
+    pool_set_auth(auth);
     auth_adopt(auth, M.auth); /* keys fetched for the same issuer stay in use */
     auth_free(M.auth);        /* it only read the retired configuration's [auth] */
     M.auth = auth;
@@ -745,6 +746,7 @@ main_start(void)
         fatal("libcurl");
     session_module_init(M.l, M.cfg);
     session_set_auth(M.auth);
+    pool_set_auth(M.auth);
     /*
      * Read from the loop, before any thread starts (libcurl's resolver inherits the mask);
      * children start with every signal unblocked and at its default (upstream.c).
@@ -783,6 +785,7 @@ main_shutdown(void)
     session_module_free();
     session_set_auth(NULL);
     pool_module_free();
+    pool_set_auth(NULL);
     relay_module_free();
     audit_module_free();
     quota_module_free();

@@ -304,4 +304,7 @@ void http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                  enum MHD_ConnectionNotificationCode toe);
 void *http_request_line(void *cls, const char *uri, struct MHD_Connection *c);
 
+/* http_mcp.c: token_exchange's exchange of the request's token (true: answered or waiting). */
+bool http_exchange(struct http_req *rc, enum MHD_Result *ret);
+
 #endif

@@ -355,12 +355,13 @@ http_exchange_done(void *arg, struct auth_exchanged *res)
 }
 
 /*
- * token_exchange: before a session's child starts, the client's token is exchanged (auth.h); the
- * request waits alone, its connection suspended, and runs again when the exchange ends (as after
- * an auth wait: http.c). True when refused (403 refused, 502 a useless answer, 503 no answer) or
- * waiting; false when there is nothing to exchange or rc->xres holds the token.
+ * token_exchange: before a session's child starts, or a stateless request's principal pool has a
+ * token for its children, the client's token is exchanged (auth.h); the request waits alone, its
+ * connection suspended, and runs again when the exchange ends (as after an auth wait: http.c).
+ * True when refused (403 refused, 502 a useless answer, 503 no answer) or waiting; false when
+ * there is nothing to exchange or rc->xres holds the token.
  */
-static bool
+bool
 http_exchange(struct http_req *rc, enum MHD_Result *ret)
 {
     if (!rc->srv->token_exchange)
@@ -396,7 +397,7 @@ http_exchange(struct http_req *rc, enum MHD_Result *ret)
                                                                      : MHD_HTTP_SERVICE_UNAVAILABLE;
     char message[300];
     snprintf(message, sizeof message, "token exchange for this server failed: %s", rc->xres->why);
-    log_info(NULL, "new session of [server:%s] refused for %s: %u %s", rc->srv->name,
+    log_info(NULL, "token exchange for [server:%s] refused for %s: %u %s", rc->srv->name,
              rc->principal->name, status, rc->xres->why);
     if (audit_on())
         audit_event("refused_exchange", NULL, rc->srv->name, NULL, (int)status, rc->xres->why,

@@ -11,14 +11,18 @@
  * data.requested; the pool refuses alike a revision its children do not speak), Mcp-Method
  * equal to the method (400 -32020), Mcp-Name equal to params.name, params.uri or params.taskId
  * where the revision requires it, base64 form decoded (400 -32020), clientCapabilities present and
- * logLevel valid (400 -32602), a method of the revision (404 -32601). The request then goes to its
- * server's pool (pool.h) and is answered on its own stream. GET and DELETE have no stateless
+ * logLevel valid (400 -32602), a method of the revision (404 -32601). For a token_exchange server
+ * whose pool of the request's principal holds no exchanged token yet (pool_token_wanted), the
+ * request's token is exchanged first, the request waiting as a session's initialize does (refused
+ * alike: 403, 502, 503). The request then goes to its server's pool (pool.h) and is answered on its
+ * own stream. GET and DELETE have no stateless
  * meaning: 405 with Allow: POST.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "audit.h"
+#include "auth.h"
 #include "http_int.h"
 #include "http_rules.h"
 #include "jsonrpc.h"
@@ -199,24 +203,6 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     if (http_stateless_headers(rc, info, &rev, &ret))
         return ret;
     const char *body = buf_head(&rc->body);
-    if (rc->srv->token_exchange) {
-        /*
-         * Its children each need their principal's exchanged token before they start, which only
-         * a session's start obtains: -32022 lists the revisions with sessions, so a client that
-         * speaks one falls back to initialize, where its own child gets its own token.
-         */
-        char message[256];
-        snprintf(message, sizeof message,
-                 "Unsupported protocol version: [server:%s] gives each session's child a token "
-                 "exchanged for its principal, so it is served in sessions only (initialize)",
-                 rc->srv->name);
-        size_t len;
-        char *e = jsonrpc_version_error_msg_new(body + info->id.off, info->id.len, rev->name,
-                                                revision_names(REVISION_STREAMABLE), message, &len);
-        log_debug(NULL, "stateless request to [server:%s] refused: token_exchange", rc->srv->name);
-        http_refusal(rc, "refused_policy", JSONRPC_UNSUPPORTED_VERSION, message);
-        return http_queue(rc, MHD_HTTP_BAD_REQUEST, http_json_response(e, len));
-    }
     if (info->meta_caps.len == 0 || body[info->meta_caps.off] != '{')
         return http_bad_meta(rc, info,
                              "params._meta[\"io.modelcontextprotocol/clientCapabilities\"] "
@@ -237,11 +223,20 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     enum MHD_Result refused;
     if (http_refuse_unaudited(rc, info, &refused))
         return refused;
+    if (rc->srv->token_exchange) {
+        /* The principal's pool needs its token exchanged first: the request waits, as initialize. */
+        meta.authorization = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (pool_token_wanted(rc->srv, &meta) && http_exchange(rc, &refused))
+            return refused;
+        meta.xres = rc->xres;
+    }
     struct trace_in tin;
     meta.trace = http_access_trace(rc, &tin);
     enum pool_status status;
     struct stream *st =
         pool_request(rc->srv, buf_head(&rc->body), buf_used(&rc->body), info, &meta, &status);
+    auth_exchanged_free(rc->xres); /* the pool copied what it holds */
+    rc->xres = NULL;
     http_access_traced(rc, meta.trace);
     if (st == NULL && status == POOL_E_DRAINED)
         return http_drained(rc, info);

@@ -698,6 +698,14 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     struct pool *p = keyed ? pool_principal_find(srv, meta) : pool_find(srv);
     if (p == NULL)
         p = keyed ? pool_principal_new(pools.cfg, srv, meta) : pool_new(pools.cfg, srv);
+    if (srv->token_exchange) {
+        /* Its children need the principal's exchanged token: the one held, or meta's now. */
+        if (p->key->held == NULL && (meta->why = pool_principal_hold(p, meta)) != NULL) {
+            *status = POOL_E_CREDENTIALS_BAD;
+            return NULL;
+        }
+        auth_held_seen(p->key->held, meta->authorization); /* the next renewal's subject */
+    }
     if (relay_drained(p->stats) && !resume) {
         *status = POOL_E_DRAINED;
         return NULL;

@@ -183,6 +183,7 @@ struct pool_key {
     const char *refused;
     int refused_status;
     uint64_t wait_since_ms; /* its queue has waited since for room under pool_max_children; 0 */
+    struct auth_held *held; /* token_exchange: the principal's exchanged token (auth.h); NULL */
 };
 
 struct pool {
@@ -249,6 +250,7 @@ struct pool_server {
 
 struct pool_globals {
     struct loop *l;
+    struct auth *auth; /* [auth], for token_exchange renewals; NULL: none */
     const struct config *cfg;
     struct pool *pools;
     bool draining;
@@ -327,6 +329,8 @@ bool pool_principal_over(const struct pool *p, uint64_t now_ms);
 /* The operator's restart: every principal pool of srv retired; their children, counted. */
 size_t pool_principal_restart(const struct config_server *srv);
 void pool_principal_free(struct pool *p);
+/* token_exchange: p holds meta->xres's token for its children; NULL, or why not. */
+const char *pool_principal_hold(struct pool *p, const struct pool_meta *meta);
 
 /* pool.c */
 /* Retires p: no new request; its children stop once idle (a reload, a restart). */

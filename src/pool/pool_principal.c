@@ -16,12 +16,23 @@
  * ends, at most pool_start_timeout_ms. A principal pool with no child and nothing waiting is freed
  * by the sweep once its restart budget's minute is over (so that a server that keeps failing
  * cannot be restarted past pool_max_restarts_per_min by a principal whose pool was freed).
+ *
+ * token_exchange: the principal's pool holds the token its principal's own was exchanged for
+ * (http_stateless.c exchanges a request's token when pool_token_wanted says its pool holds none,
+ * as before a session's start, and answers a failed exchange with the session's statuses), in a
+ * private directory and file of its own (auth_held.c). No child of the pool starts without it:
+ * each gets the newest token in token_exchange_env and the file's path in its _FILE. Every request
+ * of the pool brings the principal's current token, the subject of the next renewal. A renewal
+ * refused (or none before expiry) ends the pool: its children stop, what is in flight or queued
+ * gets an error saying why, an audit record ("token_exchange") and the log say it, and the
+ * principal's next request exchanges its token again for a new pool.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "auth.h"
 #include "pool_int.h"
 
@@ -55,6 +66,75 @@ pool_principal_find(const struct config_server *srv, const struct pool_meta *met
     return NULL;
 }
 
+void
+pool_set_auth(struct auth *a)
+{
+    pools.auth = a;
+}
+
+bool
+pool_token_wanted(const struct config_server *srv, const struct pool_meta *meta)
+{
+    if (!srv->token_exchange || meta->principal == NULL)
+        return false;
+    const struct pool *p = pool_principal_find(srv, meta);
+    return p == NULL || p->key->held == NULL;
+}
+
+static const struct pool_retire_info pool_retire_token = {
+    "its principal's token could not be renewed",
+    "the token exchanged for this principal could not be renewed: retry the request",
+    "its principal's token could not be renewed: send subscriptions/listen again",
+    RELAY_CANCEL_ADMIN,
+};
+
+/* A renewal was refused, or none came before expiry: the principal's pool ends (above). */
+static void
+pool_principal_token_end(void *arg, const char *why)
+{
+    struct pool *p = arg;
+    char detail[320];
+    snprintf(detail, sizeof detail, "the token for [server:%s] could not be renewed: %s", p->name,
+             why);
+    log_warn(NULL, "pool %s: %s's children stop: %s", p->name, p->key->principal, detail);
+    audit_event("token_exchange", p->key->principal, p->name, NULL, 0, detail, NULL, NULL);
+    if (!p->retired)
+        pool_retire(p, &pool_retire_token);
+    pool_fail_queue(p, detail);
+    struct pool_child *c = p->children;
+    while (c != NULL) {
+        struct pool_child *next = c->next;
+        pool_child_retire(c, detail, false);
+        c = next;
+    }
+    auth_held_close(p->key->held);
+    p->key->held = NULL;
+}
+
+/* The principal's pool takes the token meta->xres holds; NULL, or why not (a 500). */
+const char *
+pool_principal_hold(struct pool *p, const struct pool_meta *meta)
+{
+    if (meta->xres == NULL || meta->xres->status != AUTH_EXCHANGE_OK)
+        return "no token was exchanged for this principal";
+    char tag[96];
+    snprintf(tag, sizeof tag, "pool:%s", p->name);
+    const struct auth_held_params hp = { .a = &pools.auth,
+                                         .l = pools.l,
+                                         .srv = &p->srv,
+                                         .tag = tag,
+                                         .authorization = meta->authorization,
+                                         .end = pool_principal_token_end,
+                                         .arg = p };
+    const char *why = NULL;
+    p->key->held = auth_held_open(&hp, meta->xres, &why);
+    if (p->key->held == NULL)
+        return why;
+    auth_held_start(p->key->held);
+    log_info(NULL, "pool %s: %s's token exchanged for its children", p->name, p->key->principal);
+    return NULL;
+}
+
 struct pool *
 pool_principal_new(const struct config *cfg, const struct config_server *srv,
                    const struct pool_meta *meta)
@@ -83,6 +163,7 @@ pool_principal_free(struct pool *p)
 {
     if (p->key == NULL)
         return;
+    auth_held_close(p->key->held);
     auth_claims_unref(p->key->claims);
     free(p->key->principal);
     free(p->key);
@@ -96,6 +177,21 @@ pool_principal_env(struct pool *p)
     int status = 403;
     const char *why = auth_child_credentials(p->srv, p->key->principal, p->key->claims,
                                              "pool child", &extra, &status);
+    if (why == NULL && p->srv->token_exchange) {
+        if (p->key->held == NULL) { /* never a child without its principal's token */
+            config_env_free(extra);
+            extra = NULL;
+            why = "no token is held for this principal (its renewal failed): retry the request";
+            status = 500;
+        } else {
+            size_t n = 0;
+            while (extra != NULL && extra[n] != NULL)
+                n++;
+            extra = xrealloc(extra, (n + 3) * sizeof(*extra));
+            auth_held_env(p->key->held, extra + n);
+            extra[n + 2] = NULL;
+        }
+    }
     p->key->refused = why;
     p->key->refused_status = status;
     return why == NULL ? extra : NULL;

@@ -63,7 +63,7 @@ struct session {
     char client_version[SESSION_CLIENT_INFO_MAX]; /* ... .version */
     bool client_info;                             /* the initialize had a clientInfo object */
     uint64_t created_unix_ms;
-    struct session_token *tok; /* token_exchange: the exchanged token (session_token.c); NULL */
+    struct auth_held *tok;     /* token_exchange: the exchanged token (session_token.c); NULL */
     struct session *hnext;     /* hash chain */
     struct session *gnext; /* graveyard */
 };

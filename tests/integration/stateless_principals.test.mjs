@@ -11,7 +11,9 @@
 // server's env tool for TOKEN: an answer must be the caller's own value, never the other
 // principal's nor the server's; a call cut by a kill, or refused while the pool is at its bound,
 // is an error, never another principal's answer. Nothing sleeps: the killer waits for calls to
-// complete between kills, with deadlines.
+// complete between kills, with deadlines. A second test does the same with a token_exchange
+// server (RFC 8693 against the real oidc-provider, tests/lib/oidc.mjs) with pool_max_children = 1:
+// every answer's DOWN_TOKEN must be a token exchanged for the caller, never the other's.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -19,6 +21,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { metricSamples, reaped, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { startOidc } from '../lib/oidc.mjs';
 import { kids } from '../lib/procs.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
@@ -171,5 +174,107 @@ test('two principals, randomized, children killed: every pooled call runs in a c
   } finally {
     stop = true;
     await gw.stop();
+  }
+});
+
+test('token exchange, two principals, randomized, children killed: every pooled call runs in a child holding its own principal\'s token', async () => {
+  const seed = Number(process.env.GW_PRINCIPALS_SEED ?? crypto.randomInt(2 ** 31));
+  const rnd = prng(seed);
+  const API = 'https://api.test.example';
+  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 600 } } });
+  const dir = tmpdir('mcpgw-pooluser-xchg-');
+  const secretFile = path.join(dir, 'exchange.secret');
+  fs.writeFileSync(secretFile, `${op.exchangeClient.secret}\n`, { mode: 0o600 });
+  const extra = [
+    'token_exchange = on', `token_exchange_resource = ${API}`, 'token_exchange_env = DOWN_TOKEN',
+    `token_exchange_client_id = ${op.exchangeClient.id}`, `token_exchange_client_secret_file = ${secretFile}`,
+    'pool_max_children = 1', 'pool_child_max_inflight = 2', 'pool_max_restarts_per_min = 10000', 'pool_start_timeout_ms = 20000',
+  ].join('\n');
+  let gw;
+  const bad = [];
+  const tally = {};
+  const kills = [];
+  const seen = new Set();
+  let done = 0;
+  let nextId = 1;
+  let stop = false;
+  try {
+    gw = await startGateway({
+      gateway: { admin_token: ADMIN, log_level: 'info' },
+      auth: { mode: 'jwt', public_url: PUBLIC_URL, issuer: op.issuer, tls_ca_file: op.caFile },
+      env: { TMPDIR: dir },
+      servers: [{ name: 'xchg', path: '/x', extra }],
+    });
+    const tokens = {};
+    for (const name of ['alice', 'bob']) tokens[name] = await op.token({ resource: `${PUBLIC_URL}/x`, format: 'jwt', client: name });
+    async function one(name) {
+      const slow = rnd() < 0.25;
+      const id = nextId++;
+      const msg = slow ? toolCall(id, 'slow', { steps: 1 + Math.floor(rnd() * 3), interval_ms: 5 + Math.floor(rnd() * 20) }) : toolCall(id, 'env', { name: 'DOWN_TOKEN' });
+      const r = await mpost(gw, msg, { path: '/x', bearer: tokens[name] });
+      await r.done(scaled(60000));
+      const answer = msgsOf(r).find((j) => j && ('result' in j || 'error' in j));
+      tally[name] ??= { ok: 0, errors: 0, refused: 0 };
+      if (r.status === 429 || r.status === 503) tally[name].refused++;
+      else if (r.status !== 200) bad.push(`${name} #${id}: HTTP ${r.status} ${r.text()}`);
+      else if (answer?.error) {
+        if (answer.error.code !== -32603) bad.push(`${name} #${id}: ${JSON.stringify(answer.error)}`);
+        tally[name].errors++;
+      } else if (!slow) {
+        const got = answer?.result?.content?.[0]?.text;
+        let subject;
+        try { subject = JSON.parse(Buffer.from(got.split('.')[1], 'base64url')).subject; } catch { subject = undefined; }
+        if (answer.result.isError || subject !== name) bad.push(`${name} #${id}: DOWN_TOKEN is ${subject === undefined ? JSON.stringify(answer) : `${subject}'s`}`);
+        else {
+          tally[name].ok++;
+          seen.add(got);
+        }
+      }
+      done++;
+    }
+    async function worker(name, n) {
+      for (let i = 0; i < n; i++) await one(name);
+    }
+    async function killer() {
+      for (let k = 0; k < 8 && !stop; k++) {
+        const since = done;
+        await waitFor(() => stop || done >= since + 4, scaled(60000), 'calls to complete between kills');
+        if (stop) return;
+        const view = JSON.parse(await admin(gw, '/admin/inflight'));
+        const mine = new Set(kids(gw.proc.pid));
+        const ready = view.pools.filter((p) => p.principal !== null).flatMap((p) => p.children.filter((c) => c.state === 'ready' && mine.has(c.pid)).map((c) => c.pid));
+        if (ready.length === 0) continue;
+        const pid = ready[Math.floor(rnd() * ready.length)];
+        try { process.kill(pid, 'SIGKILL'); } catch { continue; }
+        kills.push(pid);
+        await waitFor(() => reaped(pid), scaled(10000), `killed child ${pid} reaped`);
+      }
+    }
+    const workers = [];
+    for (const name of ['alice', 'bob']) for (let w = 0; w < 2; w++) workers.push(worker(name, 16));
+    const k = killer();
+    await Promise.all(workers);
+    stop = true;
+    await k;
+    const ctx = `seed ${seed} (GW_PRINCIPALS_SEED=${seed} replays it); tally ${JSON.stringify(tally)}; kills ${kills.length}`;
+    assert.deepEqual(bad, [], `calls answered from another principal's child, or wrongly: ${ctx}`);
+    for (const name of ['alice', 'bob']) assert.ok((tally[name]?.ok ?? 0) >= 1, `${name}: no call verified; ${ctx}`);
+    assert.ok(kills.length >= 1, `no child was killed; ${ctx}`);
+    const view = await admin(gw, '/admin/inflight');
+    const metrics = await admin(gw, '/metrics');
+    const m = metricSamples(metrics);
+    assert.ok(m['mcpgw_pool_child_events_total{server="xchg",event="principal_stopped"}'] >= 1, `the bound of 1 stopped the other's child: ${ctx}`);
+    for (const v of [...seen, op.exchangeClient.secret]) {
+      assert.ok(!gw.logs().includes(v), `a token in the log; ${ctx}`);
+      assert.ok(!view.includes(v) && !metrics.includes(v), `a token in /admin or /metrics; ${ctx}`);
+    }
+    console.log(ctx);
+  } catch (e) {
+    console.log(`seed ${seed}: GW_PRINCIPALS_SEED=${seed} replays this run`);
+    throw e;
+  } finally {
+    stop = true;
+    await gw?.stop();
+    await op.stop();
   }
 });

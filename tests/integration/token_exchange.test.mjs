@@ -9,7 +9,9 @@
 // notification, the audit record), unless the client brought a newer token; a refused exchange is
 // 403, a useless answer 502, an unreachable or silent token endpoint 503, within the timeout; the
 // tokens appear nowhere (log, /admin, /metrics, --print-config, audit); the session's directory
-// goes with it; a stateless request is refused like for every per-principal server.
+// goes with it. Stateless requests run on their principal's own pool children, each started with
+// that principal's exchanged token (variable and file, renewed before expiry); a refused exchange
+// is 403 there too, and a revoked subject token stops that principal's children at the renewal.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -18,7 +20,7 @@ import { test } from 'node:test';
 
 import { ACCEPT_BOTH, GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { startOidc } from '../lib/oidc.mjs';
-import { V, mpost } from '../lib/stateless.mjs';
+import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const PUBLIC_URL = 'https://mcp.test.example';
@@ -54,6 +56,17 @@ async function envOf(gw, p, token, sid, name, file = false) {
   if (r.status !== 200) return { status: r.status, body };
   const ans = r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
   assert.ok(ans?.result, body);
+  return ans.result.isError ? null : ans.result.content[0].text;
+}
+
+/** A stateless env call of token's principal: the variable's value (or its file's); {status, body} when not 200. */
+async function slEnv(gw, token, name, file = false, id = 1) {
+  const msg = { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'env', arguments: { name, file }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+  const r = await mpost(gw, msg, { path: '/mcp', bearer: token });
+  const body = await r.done(scaled(20000));
+  if (r.status !== 200) return { status: r.status, body, headers: r.headers, error: /^application\/json/.test(r.headers['content-type'] ?? '') ? JSON.parse(body).error : undefined };
+  const ans = msgsOf(r).find((j) => j && ('result' in j || 'error' in j));
+  if (ans?.error) return { status: 200, body, error: ans.error };
   return ans.result.isError ? null : ans.result.content[0].text;
 }
 
@@ -154,17 +167,106 @@ test('token exchange: each principal\'s child gets its own exchanged token, in i
     await del.done();
     assert.equal(del.status, 200);
     await waitFor(() => !fs.existsSync(path.dirname(seen.bob.where)), scaled(5000), 'bob\'s directory removed');
-    // A stateless request: refused like every server with per-principal credentials.
-    const msg = { jsonrpc: '2.0', id: 's1', method: 'tools/call', params: { name: 'env', arguments: { name: 'DOWN_TOKEN' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
-    const sl = await mpost(gw, msg, { path: '/mcp', bearer: seen.alice.token });
-    const slBody = await sl.done();
-    assert.equal(sl.status, 400, slBody);
-    assert.equal(JSON.parse(slBody).error.code, -32022, slBody);
     const printed = await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret], audit);
     assert.match(printed, /^token_exchange = on$/m);
     await gw.stop();
     gw = null;
     assert.deepEqual(tokenDirs(dir), [], 'no directory left after a shutdown');
+  } finally {
+    await gw?.stop();
+    await op.stop();
+  }
+});
+
+test('token exchange, stateless: each principal\'s pool child gets its own exchanged token, in its environment and its 0600 file, renewed before expiry', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 4 } } });
+  const dir = tmpdir('mcpgw-xchg-sl-');
+  const audit = path.join(dir, 'audit.log');
+  let gw;
+  try {
+    gw = await gateway(op, dir, { extra: 'token_exchange_renew_before_s = 2\npool_max_children = 4', audit });
+    const resource = `${PUBLIC_URL}/mcp`;
+    const seen = {};
+    for (const who of ['alice', 'bob']) {
+      const token = await op.token({ resource, format: 'jwt', client: who });
+      const env = await slEnv(gw, token, 'DOWN_TOKEN');
+      assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
+      const file = await slEnv(gw, token, 'DOWN_TOKEN_FILE', true);
+      const where = await slEnv(gw, token, 'DOWN_TOKEN_FILE');
+      assert.equal(file, env, `${who}: the file holds the token the environment has`);
+      const c = claimsOf(env);
+      assert.equal(c.aud, API, 'meant for the downstream API');
+      assert.equal(c.subject, who, 'naming the subject: the principal\'s own child');
+      assert.notEqual(env, token, 'not the client\'s own token');
+      assert.equal(fs.statSync(where).mode & 0o777, 0o600, 'the file: 0600');
+      assert.equal(fs.statSync(path.dirname(where)).mode & 0o777, 0o700, 'its directory: 0700');
+      assert.equal(path.dirname(path.dirname(where)), dir, 'under TMPDIR');
+      seen[who] = { token, env, where };
+    }
+    assert.notEqual(seen.alice.where, seen.bob.where, 'a directory per principal');
+    // Renewed before expiry (4 s, renewed 2 s before): alice's file changes, still hers, still valid.
+    const renewed = await waitFor(async () => {
+      const f = await slEnv(gw, seen.alice.token, 'DOWN_TOKEN_FILE', true);
+      return typeof f === 'string' && f !== seen.alice.env ? f : null;
+    }, scaled(15000), 'the pool\'s token file rewritten');
+    const rc = claimsOf(renewed);
+    assert.equal(rc.subject, 'alice');
+    assert.ok(rc.exp > claimsOf(seen.alice.env).exp, 'a later expiry');
+    assert.ok(rc.exp * 1000 > Date.now(), 'rewritten before the old one expired, and valid');
+    // Each principal's calls keep to their own children.
+    for (let i = 0; i < 6; i++) {
+      const who = i % 2 ? 'bob' : 'alice';
+      const f = await slEnv(gw, seen[who].token, 'DOWN_TOKEN_FILE', true, 10 + i);
+      assert.equal(claimsOf(f).subject, who);
+    }
+    await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret], audit);
+    await gw.stop();
+    gw = null;
+    assert.deepEqual(tokenDirs(dir), [], 'no directory left after a shutdown');
+  } finally {
+    await gw?.stop();
+    await op.stop();
+  }
+});
+
+test('token exchange, stateless: a revoked subject token stops that principal\'s pool children at the renewal, with a clear error and an audit record', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 3 } } });
+  const dir = tmpdir('mcpgw-xchg-slrev-');
+  const audit = path.join(dir, 'audit.log');
+  let gw;
+  try {
+    gw = await gateway(op, dir, { intro: true, extra: 'token_exchange_renew_before_s = 2', audit });
+    const resource = `${PUBLIC_URL}/mcp`;
+    const b1 = await op.token({ resource, format: 'opaque', client: 'bob' });
+    assert.equal(claimsOf(await slEnv(gw, b1, 'DOWN_TOKEN')).subject, 'bob');
+    const a1 = await op.token({ resource, format: 'opaque', client: 'alice' });
+    assert.equal(claimsOf(await slEnv(gw, a1, 'DOWN_TOKEN')).subject, 'alice');
+    const where = await slEnv(gw, a1, 'DOWN_TOKEN_FILE');
+    // A call in flight on alice's child when her token is revoked: it ends with the reason.
+    const slow = mpost(gw, { jsonrpc: '2.0', id: 'slow', method: 'tools/call', params: { name: 'slow', arguments: { steps: 200, interval_ms: 50 }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } }, { path: '/mcp', bearer: a1 });
+    await waitFor(() => gw.childMessages().some((m) => m.id !== undefined && m.params?.name === 'slow'), scaled(5000), 'the slow call at alice\'s child');
+    assert.equal(await op.revoke(a1), 200);
+    await gw.waitLog(/pool gh: client_id:alice's children stop: the token for \[server:gh\] could not be renewed: the authorization server refused the exchange \(invalid_grant\)/, scaled(15000));
+    const sr = await slow;
+    await sr.done(scaled(15000));
+    const ans = msgsOf(sr).find((j) => j && ('result' in j || 'error' in j));
+    assert.ok(ans?.error, sr.text());
+    assert.match(ans.error.message, /could not be renewed: the authorization server refused the exchange \(invalid_grant\)/);
+    await waitFor(() => !fs.existsSync(path.dirname(where)), scaled(5000), 'alice\'s pool directory removed');
+    const records = fs.readFileSync(audit, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const rec = records.find((r) => r.event === 'token_exchange');
+    assert.ok(rec, 'an audit record says why');
+    assert.equal(rec.principal, 'client_id:alice', JSON.stringify(rec));
+    assert.match(JSON.stringify(rec), /could not be renewed: the authorization server refused the exchange \(invalid_grant\)/);
+    // Her revoked token is refused (401, or 403 by the exchange while its introspection is cached);
+    // bob's pool lives on, renewed.
+    const after = await slEnv(gw, a1, 'DOWN_TOKEN');
+    assert.ok(after.status === 401 || after.status === 403, JSON.stringify(after));
+    const bobFirst = await slEnv(gw, b1, 'DOWN_TOKEN');
+    await waitFor(async () => {
+      const f = await slEnv(gw, b1, 'DOWN_TOKEN_FILE', true);
+      return typeof f === 'string' && f !== bobFirst && claimsOf(f).subject === 'bob';
+    }, scaled(15000), 'bob\'s token renewed');
   } finally {
     await gw?.stop();
     await op.stop();
@@ -242,6 +344,12 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     assert.equal(r403.error.code, -32600);
     assert.match(r403.error.message, /token exchange for this server failed: the authorization server refused the exchange \(invalid_target\)/);
     assert.deepEqual(unknown.childPids(), [], 'no child for a refused session');
+    // A stateless request: the same 403, and no pool child starts without its token.
+    const sl403 = await slEnv(unknown, token, 'DOWN_TOKEN');
+    assert.equal(sl403.status, 403, JSON.stringify(sl403));
+    assert.equal(sl403.error.code, -32600);
+    assert.match(sl403.error.message, /token exchange for this server failed: the authorization server refused the exchange \(invalid_target\)/);
+    assert.deepEqual(unknown.childPids(), [], 'no pool child for a refused exchange');
     // The 2024-11-05 transport (GET PATH/sse) exchanges first too: refused, or its session opens.
     const sse = (g) => request(`${g.base}/mcp/sse`, { method: 'GET', headers: { Accept: 'text/event-stream', Authorization: `Bearer ${token}` } });
     const s403 = await sse(unknown);
@@ -259,6 +367,9 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     assert.equal(r502.status, 502, r502.body);
     assert.equal(r502.error.code, -32603);
     assert.match(r502.error.message, /the token endpoint answered HTTP status 500/);
+    const sl502 = await slEnv(plain, token, 'DOWN_TOKEN');
+    assert.equal(sl502.status, 502, JSON.stringify(sl502));
+    assert.equal(sl502.error.code, -32603);
     op.fail('token', null);
     // Silent: no answer within token_exchange_timeout_ms: 503 with Retry-After, no hang.
     op.delay('token', scaled(20000));
@@ -268,6 +379,13 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     assert.equal(r503.headers['retry-after'], '1');
     assert.match(r503.error.message, /the token endpoint did not answer/);
     assert.ok(Date.now() - t0 < scaled(5000) + 5000, `bounded by the timeout: ${Date.now() - t0} ms`);
+    const t1 = Date.now();
+    const sl503 = await slEnv(plain, token, 'DOWN_TOKEN');
+    assert.equal(sl503.status, 503, JSON.stringify(sl503));
+    assert.equal(sl503.headers['retry-after'], '1');
+    assert.equal(sl503.error.code, -32603);
+    assert.match(sl503.error.message, /the token endpoint did not answer/);
+    assert.ok(Date.now() - t1 < scaled(5000) + 5000, `bounded by the timeout: ${Date.now() - t1} ms`);
     op.delay('token', 0);
     // Unreachable: a configured endpoint nothing listens on.
     const closed = await gateway(op, dir, { extra: 'token_exchange_endpoint = https://127.0.0.1:1/token' });

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -54,7 +56,7 @@ advance(uint64_t ms)
 static struct config *
 load(const char *server_keys)
 {
-    char ini[1024];
+    char ini[2048];
     snprintf(ini, sizeof ini,
              "[gateway]\nlisten = 127.0.0.1:0\nstream_queue_bytes = 65536\n"
              "[server:a]\npath = /mcp\ncommand = /bin/true\nera = legacy\n%s\n",
@@ -700,4 +702,141 @@ Test(pool, no_child_is_stopped_for_a_principal_that_could_not_start_one, .init =
     cr_assert_not(fake_upstream_closed(ua), "alice's idle child stays");
     cr_assert_not(fake_upstream_closed(ub), "bob's idle child stays");
     cr_assert_eq(pools.pools->row->ctr.principal_stopped, 0);
+}
+
+/* --- token_exchange: a principal's children hold the token exchanged for that principal ------- */
+
+static char xdir[64];
+
+static void
+setup_exchange(void)
+{
+    snprintf(xdir, sizeof xdir, "/tmp/mcpgw-unit-xchg-XXXXXX");
+    cr_assert_not_null(mkdtemp(xdir));
+    setenv("TMPDIR", xdir, 1);
+    char secret[128], keys[1024];
+    snprintf(secret, sizeof secret, "%s/secret", xdir);
+    FILE *f = fopen(secret, "w");
+    cr_assert_not_null(f);
+    fputs("s3cret\n", f);
+    fclose(f);
+    chmod(secret, 0600);
+    snprintf(keys, sizeof keys,
+             "pool_max_children = 1\npool_child_max_inflight = 4\npool_start_timeout_ms = 3000\n"
+             "token_exchange = on\ntoken_exchange_resource = https://api.example\n"
+             "token_exchange_env = DOWN_TOKEN\ntoken_exchange_client_id = gw\n"
+             "token_exchange_client_secret_file = %s\n"
+             "token_exchange_endpoint = https://i.example/token\n"
+             "[auth]\nmode = jwt\npublic_url = https://a\nissuer = https://i.example\n"
+             "jwks_file = k\n",
+             secret);
+    setup_with(keys);
+}
+
+static void
+teardown_exchange(void)
+{
+    teardown();
+    char secret[128];
+    snprintf(secret, sizeof secret, "%s/secret", xdir);
+    unlink(secret);
+    cr_assert_eq(rmdir(xdir), 0, "every token directory removed: %s", xdir);
+    unsetenv("TMPDIR");
+}
+
+static struct stream *
+request_exchanged(const char *principal, const char *token, const char *body,
+                  enum pool_status *status, const char **why)
+{
+    char *copy = xstrdup(body);
+    struct jsonrpc_info info;
+    cr_assert_eq(jsonrpc_scan(copy, strlen(copy), &info, NULL), JSONRPC_OK, "%s", body);
+    struct auth_exchanged *x = NULL;
+    if (token != NULL) {
+        x = xcalloc(1, sizeof(*x));
+        x->status = AUTH_EXCHANGE_OK;
+        x->token = xstrdup(token);
+        x->len = strlen(token);
+        x->expires_in_s = -1;
+    }
+    struct pool_meta meta = { .rev = revision_newest(REVISION_STATELESS),
+                              .log_level = -1,
+                              .principal = principal,
+                              .authorization = "Bearer subject",
+                              .xres = x };
+    *status = POOL_OK;
+    struct stream *st =
+        pool_request(&cfgs[ncfg - 1]->servers[0], copy, strlen(copy), &info, &meta, status);
+    *why = meta.why;
+    auth_exchanged_free(x);
+    free(copy);
+    fake_settle(L);
+    return st;
+}
+
+/* What the child's DOWN_TOKEN_FILE holds. */
+static void
+file_of(struct upstream *u, char *out, size_t cap)
+{
+    const char *path = fake_upstream_env(u, "DOWN_TOKEN_FILE");
+    cr_assert_not_null(path);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0, "%s", path);
+    cr_assert_eq(sb.st_mode & 0777, 0600, "the file: 0600");
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    fclose(f);
+}
+
+Test(pool, no_token_exchange_child_starts_without_its_principals_token, .init = setup_exchange,
+     .fini = teardown_exchange)
+{
+    size_t live = upstream_live_count();
+    enum pool_status status;
+    const char *why = NULL;
+    cr_assert_null(request_exchanged("sub:alice", NULL, CALL("a", "alice", ""), &status, &why));
+    cr_assert_eq(status, POOL_E_CREDENTIALS_BAD);
+    cr_assert(why != NULL && strstr(why, "no token was exchanged") != NULL, "%s", why);
+    cr_assert_eq(upstream_live_count(), live, "no child");
+}
+
+Test(pool, each_principals_child_holds_its_own_exchanged_token, .init = setup_exchange,
+     .fini = teardown_exchange)
+{
+    static struct call a1, b1, a2;
+    char got[256];
+    enum pool_status status;
+    const char *why = NULL;
+    a1.st = request_exchanged("sub:alice", "tok-alice", CALL("a1", "alice1", ""), &status, &why);
+    cr_assert_not_null(a1.st, "%s", why);
+    struct upstream *ua = child_ready();
+    cr_assert_str_eq(fake_upstream_env(ua, "DOWN_TOKEN"), "tok-alice");
+    file_of(ua, got, sizeof got);
+    cr_assert_str_eq(got, "tok-alice");
+    answer(ua, "alice1");
+    call_done(&a1);
+    /* bob at the bound of 1: alice's idle child stops; bob's holds bob's token alone. */
+    b1.st = request_exchanged("sub:bob", "tok-bob", CALL("b1", "bob1", ""), &status, &why);
+    cr_assert_not_null(b1.st, "%s", why);
+    cr_assert(fake_upstream_closed(ua), "alice's idle child stopped for bob");
+    struct upstream *ub = child_ready();
+    cr_assert_neq(ub, ua);
+    cr_assert_str_eq(fake_upstream_env(ub, "DOWN_TOKEN"), "tok-bob");
+    file_of(ub, got, sizeof got);
+    cr_assert_str_eq(got, "tok-bob");
+    cr_assert_str_neq(fake_upstream_env(ub, "DOWN_TOKEN_FILE"),
+                      fake_upstream_env(ua, "DOWN_TOKEN_FILE"), "a file per principal");
+    answer(ub, "bob1");
+    call_done(&b1);
+    /* alice again, with no new exchange: her pool's token, never bob's. */
+    a2.st = request_exchanged("sub:alice", NULL, CALL("a2", "alice2", ""), &status, &why);
+    cr_assert_not_null(a2.st, "%s", why);
+    struct upstream *ua2 = child_ready();
+    cr_assert_str_eq(fake_upstream_env(ua2, "DOWN_TOKEN"), "tok-alice");
+    file_of(ua2, got, sizeof got);
+    cr_assert_str_eq(got, "tok-alice");
+    answer(ua2, "alice2");
+    call_done(&a2);
 }
