@@ -61,7 +61,7 @@ pool_find(const struct config_server *srv)
 
 static void pool_queue_settle(struct pool *p, const char *what);
 
-static struct pool *
+struct pool *
 pool_new(const struct config *cfg, const struct config_server *srv)
 {
     struct pool *p = xcalloc(1, sizeof(*p));

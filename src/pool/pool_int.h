@@ -333,6 +333,8 @@ void pool_principal_free(struct pool *p);
 const char *pool_principal_hold(struct pool *p, const struct pool_meta *meta);
 
 /* pool.c */
+/* A new pool of srv's children, first in the list (its key set by pool_principal_new). */
+struct pool *pool_new(const struct config *cfg, const struct config_server *srv);
 /* Retires p: no new request; its children stop once idle (a reload, a restart). */
 void pool_retire(struct pool *p, const struct pool_retire_info *why);
 /* Starts one child of p (a principal pool's with its principal's credentials); NULL: not now. */

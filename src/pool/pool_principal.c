@@ -139,21 +139,11 @@ struct pool *
 pool_principal_new(const struct config *cfg, const struct config_server *srv,
                    const struct pool_meta *meta)
 {
-    struct pool *p = xcalloc(1, sizeof(*p));
-    p->name = xstrdup(srv->name);
-    p->stats = relay_stats_of(srv->name);
-    p->row = pool_server_of(srv->name);
-    p->srv = srv;
-    p->cfg = cfg;
-    p->era = srv->era;
-    if (p->era != CONFIG_ERA_AUTO)
-        p->speaks = revision_set_over(REVISION_STATELESS);
+    struct pool *p = pool_new(cfg, srv);
     p->key = xcalloc(1, sizeof(*p->key));
     p->key->principal = xstrdup(meta->principal != NULL ? meta->principal : "");
     p->key->mode = cfg->auth.mode;
     p->key->claims = meta->claims != NULL ? auth_claims_ref(meta->claims) : NULL;
-    p->next = pools.pools;
-    pools.pools = p;
     log_debug(NULL, "pool %s: a pool of %s's children", p->name, p->key->principal);
     return p;
 }
