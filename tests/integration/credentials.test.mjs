@@ -14,7 +14,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { ACCEPT_BOTH, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
+import { EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
+import { bearerInit, bearerPost, envOf } from '../lib/bearer.mjs';
 import { startOidc } from '../lib/oidc.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 
@@ -36,40 +37,6 @@ function mint(sub, extra = {}, p = '/mcp') {
 }
 
 const secret = (tag) => `${tag}-${crypto.randomBytes(12).toString('hex')}`;
-
-function post(gw, p, msg, token, sid, headers = {}) {
-  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, Authorization: `Bearer ${token}`, ...headers };
-  if (sid) h['Mcp-Session-Id'] = sid;
-  return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
-}
-
-const initMsg = () => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'creds-it', version: '1' } });
-
-/** initialize with token on path p: {status, sid, body, error}. */
-async function init(gw, p, token) {
-  const r = await post(gw, p, initMsg(), token);
-  const body = await r.done();
-  let error;
-  if (/^application\/json/.test(r.headers['content-type'] ?? '')) error = JSON.parse(body).error;
-  if (r.status === 200) {
-    const sid = r.headers['mcp-session-id'];
-    const n = await post(gw, p, { jsonrpc: '2.0', method: 'notifications/initialized' }, token, sid, { 'MCP-Protocol-Version': '2025-06-18' });
-    await n.done();
-    assert.equal(n.status, 202, n.text());
-    return { status: r.status, sid, body };
-  }
-  return { status: r.status, body, error };
-}
-
-/** The value of variable name in the session's child (null when unset). */
-async function envOf(gw, p, token, sid, name) {
-  const r = await post(gw, p, rpc('tools/call', { name: 'env', arguments: { name } }), token, sid);
-  const body = await r.done();
-  assert.equal(r.status, 200, body);
-  const ans = r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
-  assert.ok(ans?.result, body);
-  return ans.result.isError ? null : ans.result.content[0].text;
-}
 
 async function admin(gw, p) {
   const r = await request(`${gw.base}${p}`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN}` } });
@@ -126,8 +93,8 @@ describe('per-principal credentials', () => {
   test('env_from_claims: each principal\'s child holds its own claims, over the server\'s env', async () => {
     const ta = mint('alice', { gh_token: S.alice, org: { login: 'acme' }, n: 42, 'https://example.com/claims/key': 'whole-name' });
     const tb = mint('bob', { gh_token: S.bob });
-    const a = await init(gw, '/mcp', ta);
-    const b = await init(gw, '/mcp', tb);
+    const a = await bearerInit(gw, '/mcp', ta);
+    const b = await bearerInit(gw, '/mcp', tb);
     assert.equal(a.status, 200, a.body);
     assert.equal(b.status, 200, b.body);
     assert.equal(await envOf(gw, '/mcp', ta, a.sid, 'GITHUB_TOKEN'), S.alice);
@@ -139,7 +106,7 @@ describe('per-principal credentials', () => {
     assert.equal(await envOf(gw, '/mcp', ta, a.sid, 'DOTTED'), 'whole-name', 'a member named with dots, whole');
     assert.equal(await envOf(gw, '/mcp', tb, b.sid, 'DOTTED'), '-');
     // Alice's session refused to bob: the session is alice's alone.
-    const cross = await post(gw, '/mcp', rpc('tools/call', { name: 'env', arguments: { name: 'GITHUB_TOKEN' } }), tb, a.sid);
+    const cross = await bearerPost(gw, '/mcp', rpc('tools/call', { name: 'env', arguments: { name: 'GITHUB_TOKEN' } }), tb, a.sid);
     const crossBody = await cross.done();
     assert.equal(cross.status, 404, crossBody);
     assert.ok(!crossBody.includes(S.alice));
@@ -157,12 +124,12 @@ describe('per-principal credentials', () => {
       long: { gh_token: 'x'.repeat(4097) },
     };
     for (const [what, extra] of Object.entries(cases)) {
-      const r = await init(gw, '/mcp', mint(`carol-${what}`, extra));
+      const r = await bearerInit(gw, '/mcp', mint(`carol-${what}`, extra));
       assert.equal(r.status, 403, `${what}: ${r.body}`);
       assert.equal(r.error?.code, -32600, `${what}: ${r.body}`);
       assert.match(r.error.message, /claim gh_token \(for GITHUB_TOKEN\)/, what);
     }
-    const ok = await init(gw, '/mcp', mint('carol', { gh_token: 'y'.repeat(4096) }));
+    const ok = await bearerInit(gw, '/mcp', mint('carol', { gh_token: 'y'.repeat(4096) }));
     assert.equal(ok.status, 200, `4096 bytes fit: ${ok.body}`);
     assert.equal(gw.childPids().length, before + 1, 'no child for a refused session');
   });
@@ -211,31 +178,31 @@ describe('per-principal credentials', () => {
   test('credentials_dir: each principal\'s file, re-read at each session start; none: 403, or the server\'s env', async () => {
     const ta = mint('alice', {}, '/files');
     const tb = mint('bob', {}, '/files');
-    const a1 = await init(gw, '/files', ta);
-    const b1 = await init(gw, '/files', tb);
+    const a1 = await bearerInit(gw, '/files', ta);
+    const b1 = await bearerInit(gw, '/files', tb);
     assert.equal(a1.status, 200, a1.body);
     assert.equal(await envOf(gw, '/files', ta, a1.sid, 'FILE_TOKEN'), S.fileAlice);
     assert.equal(await envOf(gw, '/files', tb, b1.sid, 'FILE_TOKEN'), S.fileBob);
     writeCreds('alice', `FILE_TOKEN=${S.fileAlice2}\n`);
-    const a2 = await init(gw, '/files', ta);
+    const a2 = await bearerInit(gw, '/files', ta);
     assert.equal(await envOf(gw, '/files', ta, a2.sid, 'FILE_TOKEN'), S.fileAlice2, 'the new file');
     assert.equal(await envOf(gw, '/files', ta, a1.sid, 'FILE_TOKEN'), S.fileAlice, 'a running child keeps its own');
     // No file: refused, or (credentials_missing = server_env) the server's environment.
-    const dave = await init(gw, '/files', mint('dave', {}, '/files'));
+    const dave = await bearerInit(gw, '/files', mint('dave', {}, '/files'));
     assert.equal(dave.status, 403, dave.body);
     assert.equal(dave.error?.code, -32600);
     assert.match(dave.error.message, /no credentials for this principal/);
     for (const sub of ['../creds/sub:alice', 'a b', 'café']) {
-      const r = await init(gw, '/files', mint(sub, {}, '/files'));
+      const r = await bearerInit(gw, '/files', mint(sub, {}, '/files'));
       assert.equal(r.status, 403, `${sub}: ${r.body}`);
       assert.match(r.error.message, /cannot name a file of credentials_dir/, sub);
     }
     const td = mint('dave', {}, '/fallback');
-    const d2 = await init(gw, '/fallback', td);
+    const d2 = await bearerInit(gw, '/fallback', td);
     assert.equal(d2.status, 200, d2.body);
     assert.equal(await envOf(gw, '/fallback', td, d2.sid, 'FILE_TOKEN'), S.fallback);
     const tb2 = mint('bob', {}, '/fallback');
-    const b2 = await init(gw, '/fallback', tb2);
+    const b2 = await bearerInit(gw, '/fallback', tb2);
     assert.equal(await envOf(gw, '/fallback', tb2, b2.sid, 'FILE_TOKEN'), S.fileBob, 'a file wins over the server\'s env');
     await assertNowhere(gw, [S.fileAlice, S.fileAlice2, S.fileBob, S.fallback]);
   });
@@ -244,7 +211,7 @@ describe('per-principal credentials', () => {
     const ta = mint('alice', {}, '/files');
     for (const mode of [0o644, 0o620]) {
       fs.chmodSync(fileOf('alice'), mode);
-      const r = await init(gw, '/files', ta);
+      const r = await bearerInit(gw, '/files', ta);
       assert.equal(r.status, 500, `${mode.toString(8)}: ${r.body}`);
       assert.match(r.error.message, /cannot be read/);
       assert.ok(!r.body.includes(dir), 'the path is not told to the client');
@@ -253,17 +220,17 @@ describe('per-principal credentials', () => {
     await gw.waitLog(/refused for sub:alice: \S+sub:alice\.env is writable by its group/);
     fs.chmodSync(fileOf('alice'), 0o600);
     fs.writeFileSync(fileOf('alice'), 'not a pair\n');
-    const bad = await init(gw, '/files', ta);
+    const bad = await bearerInit(gw, '/files', ta);
     assert.equal(bad.status, 500, bad.body);
     await gw.waitLog(/sub:alice\.env:1: must be NAME=VALUE/);
     writeCreds('alice', `FILE_TOKEN=${S.fileAlice}\n`);
-    const ok = await init(gw, '/files', ta);
+    const ok = await bearerInit(gw, '/files', ta);
     assert.equal(ok.status, 200, ok.body);
   });
 
   test('both: the file and the claims, a name set by both is the claim\'s', async () => {
     const tb = mint('bob', { gh_token: S.both }, '/both');
-    const b = await init(gw, '/both', tb);
+    const b = await bearerInit(gw, '/both', tb);
     assert.equal(b.status, 200, b.body);
     assert.equal(await envOf(gw, '/both', tb, b.sid, 'GITHUB_TOKEN'), S.both);
     assert.equal(await envOf(gw, '/both', tb, b.sid, 'FILE_TOKEN'), S.fileBob);
@@ -291,7 +258,7 @@ test('env_from_claims with the real authorization server: its JWTs and its intro
       const seen = {};
       for (const client of ['alice-client', 'bob-client']) {
         const token = await op.token({ resource, format, client });
-        const s = await init(gw, '/mcp', token);
+        const s = await bearerInit(gw, '/mcp', token);
         assert.equal(s.status, 200, `${format} ${client}: ${s.body}`);
         seen[client] = await envOf(gw, '/mcp', token, s.sid, 'DOWNSTREAM_TOKEN');
       }
@@ -299,7 +266,7 @@ test('env_from_claims with the real authorization server: its JWTs and its intro
     }
     // A client whose tokens lack the claim: refused, whatever the format.
     for (const format of ['jwt', 'opaque']) {
-      const r = await init(gw, '/mcp', await op.token({ resource, format, client: 'carol-client' }));
+      const r = await bearerInit(gw, '/mcp', await op.token({ resource, format, client: 'carol-client' }));
       assert.equal(r.status, 403, `${format}: ${r.body}`);
       assert.match(r.error.message, /claim downstream \(for DOWNSTREAM_TOKEN\)/);
     }

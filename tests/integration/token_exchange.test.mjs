@@ -18,7 +18,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { bearerInit, bearerPost, envOf } from '../lib/bearer.mjs';
 import { startOidc } from '../lib/oidc.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
@@ -27,37 +28,6 @@ const PUBLIC_URL = 'https://mcp.test.example';
 const API = 'https://api.test.example';
 const ADMIN = 'a'.repeat(40);
 const claimsOf = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url'));
-
-function post(gw, p, msg, token, sid, headers = {}) {
-  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, Authorization: `Bearer ${token}`, ...headers };
-  if (sid) h['Mcp-Session-Id'] = sid;
-  return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
-}
-
-const initMsg = () => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'xchg-it', version: '1' } });
-
-async function init(gw, p, token) {
-  const r = await post(gw, p, initMsg(), token);
-  const body = await r.done(scaled(20000));
-  let error;
-  if (/^application\/json/.test(r.headers['content-type'] ?? '')) error = JSON.parse(body).error;
-  if (r.status !== 200) return { status: r.status, body, error, headers: r.headers };
-  const sid = r.headers['mcp-session-id'];
-  const n = await post(gw, p, { jsonrpc: '2.0', method: 'notifications/initialized' }, token, sid, { 'MCP-Protocol-Version': '2025-06-18' });
-  await n.done();
-  assert.equal(n.status, 202, n.text());
-  return { status: r.status, sid, body };
-}
-
-/** The child's variable name, or (file) the content of the file it names; null when unset. */
-async function envOf(gw, p, token, sid, name, file = false) {
-  const r = await post(gw, p, rpc('tools/call', { name: 'env', arguments: { name, file } }), token, sid);
-  const body = await r.done();
-  if (r.status !== 200) return { status: r.status, body };
-  const ans = r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
-  assert.ok(ans?.result, body);
-  return ans.result.isError ? null : ans.result.content[0].text;
-}
 
 /** A stateless env call of token's principal: the variable's value (or its file's); {status, body} when not 200. */
 async function slEnv(gw, token, name, file = false, id = 1) {
@@ -128,7 +98,7 @@ test('token exchange: each principal\'s child gets its own exchanged token, in i
     const seen = {};
     for (const who of ['alice', 'bob']) {
       const token = await op.token({ resource, format: 'jwt', client: who });
-      const s = await init(gw, '/mcp', token);
+      const s = await bearerInit(gw, '/mcp', token);
       assert.equal(s.status, 200, `${who}: ${s.body}`);
       const env = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN');
       const file = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE', true);
@@ -283,13 +253,13 @@ test('token exchange: a revoked subject token ends its session at the next renew
     const resource = `${PUBLIC_URL}/mcp`;
     // bob refreshes his token before the first is revoked: renewals use the newest one seen.
     const b1 = await op.token({ resource, format: 'opaque', client: 'bob' });
-    const bs = await init(gw, '/mcp', b1);
+    const bs = await bearerInit(gw, '/mcp', b1);
     assert.equal(bs.status, 200, bs.body);
     const b2 = await op.token({ resource, format: 'opaque', client: 'bob' });
     assert.ok(claimsOf(await envOf(gw, '/mcp', b2, bs.sid, 'DOWN_TOKEN')).subject === 'bob');
     assert.equal(await op.revoke(b1), 200);
     const a1 = await op.token({ resource, format: 'opaque', client: 'alice' });
-    const as = await init(gw, '/mcp', a1);
+    const as = await bearerInit(gw, '/mcp', a1);
     assert.equal(as.status, 200, as.body);
     const first = await envOf(gw, '/mcp', a1, as.sid, 'DOWN_TOKEN_FILE', true);
     const where = await envOf(gw, '/mcp', a1, as.sid, 'DOWN_TOKEN_FILE');
@@ -334,12 +304,12 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     const token = await op.token({ resource, format: 'jwt', client: 'alice' });
     const plain = await gateway(op, dir, { audit });
     gws.push(plain);
-    const ok = await init(plain, '/mcp', token);
+    const ok = await bearerInit(plain, '/mcp', token);
     assert.equal(ok.status, 200, `a known resource: ${ok.body}`);
     // Refused: the authorization server knows no such resource (400 invalid_target).
     const unknown = await gateway(op, dir, { resource: `${API}/unknown` });
     gws.push(unknown);
-    const r403 = await init(unknown, '/mcp', token);
+    const r403 = await bearerInit(unknown, '/mcp', token);
     assert.equal(r403.status, 403, r403.body);
     assert.equal(r403.error.code, -32600);
     assert.match(r403.error.message, /token exchange for this server failed: the authorization server refused the exchange \(invalid_target\)/);
@@ -363,7 +333,7 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     s200.req.destroy();
     // A useless answer: 502.
     op.fail('token', 500);
-    const r502 = await init(plain, '/mcp', token);
+    const r502 = await bearerInit(plain, '/mcp', token);
     assert.equal(r502.status, 502, r502.body);
     assert.equal(r502.error.code, -32603);
     assert.match(r502.error.message, /the token endpoint answered HTTP status 500/);
@@ -374,7 +344,7 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     // Silent: no answer within token_exchange_timeout_ms: 503 with Retry-After, no hang.
     op.delay('token', scaled(20000));
     const t0 = Date.now();
-    const r503 = await init(plain, '/mcp', token);
+    const r503 = await bearerInit(plain, '/mcp', token);
     assert.equal(r503.status, 503, r503.body);
     assert.equal(r503.headers['retry-after'], '1');
     assert.match(r503.error.message, /the token endpoint did not answer/);
@@ -390,7 +360,7 @@ test('token exchange at start: refused 403, a useless answer 502, unreachable or
     // Unreachable: a configured endpoint nothing listens on.
     const closed = await gateway(op, dir, { extra: 'token_exchange_endpoint = https://127.0.0.1:1/token' });
     gws.push(closed);
-    const r503b = await init(closed, '/mcp', token);
+    const r503b = await bearerInit(closed, '/mcp', token);
     assert.equal(r503b.status, 503, r503b.body);
     assert.equal(r503b.error.code, -32603);
     assert.match(r503b.error.message, /token exchange for this server failed: the token endpoint did not answer/);
