@@ -72,8 +72,9 @@ pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg);
 #define SANDBOX_CHILD __attribute__((no_sanitize_address))
 /*
  * In the child: the uid and gid maps, the filesystem view, the hostname, the limits,
- * no_new_privs. 0, or -1 with errno and *step naming what failed (static). The seccomp filter
- * comes last, from sandbox_seal, just before exec (after chdir).
+ * no_new_privs. 0, or -1 with errno and *step naming what failed (static). Landlock (where the
+ * kernel offers it) and the seccomp filter come last, from sandbox_seal, just before exec (after
+ * chdir).
  */
 int sandbox_enter(const struct sandbox *b, const char *volatile *step);
 int sandbox_seal(const struct sandbox *b, const char *volatile *step);

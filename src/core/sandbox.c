@@ -2,10 +2,10 @@
 /*
  * The box around a child (src/README.md, section 6, "The box"). Native: clone with namespace
  * flags, then, in the child and before exec, the uid/gid maps, a filesystem view on a fresh
- * tmpfs root (pivot_root), the limits, no_new_privs and a seccomp filter that libseccomp built
- * once in the parent (the one includer of <seccomp.h>). The child runs in the parent's memory
- * (CLONE_VM | CLONE_VFORK, like vfork): from sandbox_spawn to exec it makes system calls only,
- * with what sandbox_new prepared.
+ * tmpfs root (pivot_root), the limits, no_new_privs, Landlock where the kernel offers it
+ * (landlock.c) and a seccomp filter that libseccomp built once in the parent (the one includer
+ * of <seccomp.h>). The child runs in the parent's memory (CLONE_VM | CLONE_VFORK, like vfork): from
+ * sandbox_spawn to exec it makes system calls only, with what sandbox_new prepared.
  *
  * A gateway running as root gives each boxed child a uid of its own from a reserved range
  * (SANDBOX_UID_BASE..+SANDBOX_UID_COUNT, the way systemd's DynamicUser= does): the namespaces
@@ -41,6 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "landlock.h"
 #include "util.h"
 
 #ifndef SYS_mount_setattr
@@ -132,8 +133,9 @@ static const unsigned long sandbox_ns_flags[] = {
 
 static struct sock_fprog sandbox_filter;
 static char sandbox_refused_text[1024];
-static bool sandbox_root; /* the gateway runs as root: children get a uid of their own */
-static uid_t sandbox_uid; /* an ordinary gateway's ids, mapped inside */
+static int sandbox_landlock; /* the kernel's Landlock ABI, 0: none */
+static bool sandbox_root;    /* the gateway runs as root: children get a uid of their own */
+static uid_t sandbox_uid;    /* an ordinary gateway's ids, mapped inside */
 static gid_t sandbox_gid;
 static uint32_t sandbox_next; /* the next reserved uid's offset */
 /* The stack of the one child between clone and exec (the parent waits: one at a time). */
@@ -346,6 +348,7 @@ sandbox_module_init(char *err, size_t errlen)
     sandbox_root = geteuid() == 0;
     sandbox_uid = geteuid();
     sandbox_gid = getegid();
+    sandbox_landlock = landlock_abi();
     return sandbox_build_filter(err, errlen);
 }
 
@@ -361,15 +364,22 @@ void
 sandbox_summary(const struct sandbox *b, char *out, size_t size)
 {
     const struct sandbox_spec *s = &b->spec;
+    char ll[160];
+    if (sandbox_landlock == 0)
+        snprintf(ll, sizeof(ll), "none (the kernel offers none)");
+    else
+        snprintf(ll, sizeof(ll), "ABI %d (filesystem%s)", sandbox_landlock,
+                 sandbox_landlock >= 6 ? "; signals and abstract unix sockets scoped to the box"
+                                       : "");
     snprintf(out, size,
              "namespaces user, mount, pid, ipc, uts%s; view: system read-only, private /tmp, "
              "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM); "
-             "Landlock: none; cgroup: none; limits: memory %" PRIu64 " B, processes %" PRIu64
+             "Landlock: %s; cgroup: none; limits: memory %" PRIu64 " B, processes %" PRIu64
              ", open files %" PRIu64 ", cpu %" PRIu64 " s, file %" PRIu64 " B (0: none)",
              s->network_none ? ", net (loopback only)" : "; network: host", b->n_binds, b->n_hidden,
              sandbox_root ? "one of a reserved range per child" : "the gateway's",
-             ARRAY_LEN(sandbox_refused), s->max_memory_bytes, s->max_processes, s->max_open_files,
-             s->max_cpu_s, s->max_file_bytes);
+             ARRAY_LEN(sandbox_refused), ll, s->max_memory_bytes, s->max_processes,
+             s->max_open_files, s->max_cpu_s, s->max_file_bytes);
 }
 
 /* ---- in the child: system calls only ---------------------------------------------------- */
@@ -661,10 +671,50 @@ sandbox_enter(const struct sandbox *b, const char *volatile *step)
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
+/*
+ * Landlock on the finished view: read and execute beneath the system and the read-only binds,
+ * everything beneath the writable ones, read and write but not execute in /tmp and /dev/shm, the
+ * devices, /proc read-only; nothing else (the view's root, the covers over the gateway's files).
+ */
+static int
+sandbox_landlock_apply(const struct sandbox *b, const char *volatile *step)
+{
+    int abi = sandbox_landlock;
+    *step = "Landlock: making the ruleset";
+    int rs = landlock_ruleset(abi);
+    if (rs == -1)
+        return -1;
+    *step = "Landlock: allowing the view's paths";
+    int rc = 0;
+    for (size_t i = 0; i < ARRAY_LEN(sandbox_system_dirs) && rc == 0; i++)
+        rc = landlock_allow(rs, abi, sandbox_system_dirs[i], LANDLOCK_ALLOW_READ_EXEC, false);
+    for (size_t i = 0; i < b->n_binds && rc == 0; i++)
+        rc = landlock_allow(rs, abi, b->binds[i],
+                            b->bind_writable[i] ? LANDLOCK_ALLOW_ALL : LANDLOCK_ALLOW_READ_EXEC,
+                            true);
+    if (rc == 0)
+        rc = landlock_allow(rs, abi, "/dev", LANDLOCK_ALLOW_DEVICES, true);
+    if (rc == 0)
+        rc = landlock_allow(rs, abi, "/dev/shm", LANDLOCK_ALLOW_WRITE_NOEXEC, true);
+    if (rc == 0)
+        rc = landlock_allow(rs, abi, "/tmp", LANDLOCK_ALLOW_WRITE_NOEXEC, true);
+    if (rc == 0)
+        rc = landlock_allow(rs, abi, "/proc", LANDLOCK_ALLOW_READ, true);
+    if (rc == -1) {
+        int e = errno;
+        close(rs);
+        errno = e;
+        return -1;
+    }
+    *step = "Landlock: restricting itself";
+    return landlock_restrict(rs);
+}
+
 int
 sandbox_seal(const struct sandbox *b, const char *volatile *step)
 {
-    (void)b;
+    if (sandbox_landlock > 0 && sandbox_landlock_apply(b, step) == -1)
+        return -1;
     *step = "loading the seccomp filter";
     return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sandbox_filter);
 }

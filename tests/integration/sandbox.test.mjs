@@ -3,16 +3,23 @@
 // run through the real gateway: every attempt is refused with the box on, and succeeds with it
 // off (so each case can fail), while the gateway and another session go on serving.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, initSession, post, request, startGateway, tmpdir } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, everythingServer, initSession, post, request, startGateway, tmpdir } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const HOSTILE = process.env.GW_BOX_HOSTILE;
 const ROOT = process.getuid() === 0;
+// The kernel's Landlock ABI (0: none), asked by the hostile child run directly (not boxed).
+const LANDLOCK = (() => {
+  const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'try', arguments: { action: 'landlock_abi' } } };
+  const r = spawnSync(HOSTILE, [], { input: `${JSON.stringify(call)}\n`, encoding: 'utf8', timeout: 10000 });
+  return Number(/"ok:(\d+)"/.exec(r.stdout)[1]);
+})();
 
 /** The tool's text: "ok", "ok:TEXT", "err:ERRNO" or "sig:N". */
 async function attempt(gw, sid, args) {
@@ -78,6 +85,11 @@ async function scenario(box) {
     out.writeInside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'rw', 'inside.txt'), text: 'x' });
     out.symlinkConfig = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l1'), target: path.join(s, 'conf', 'gateway.ini') });
     out.symlinkToken = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l2'), target: adminToken });
+    // What the mounts leave open and Landlock closes: executing what it wrote in /tmp, writing
+    // to /proc (here its own name). A writable path keeps execute.
+    out.execTmp = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: `${secret}-true` });
+    out.execWritable = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: path.join(s, 'rw', 'true') });
+    out.procWrite = await attempt(gw, a.sid, { action: 'write', path: '/proc/self/comm', text: 'renamed' });
     // The gateway and another session are unaffected: a third session, and the first two.
     const c = await initSession(gw);
     out.after = [await attempt(gw, c.sid, { action: 'whoami' }), await attempt(gw, a.sid, { action: 'whoami' }),
@@ -94,6 +106,7 @@ async function scenario(box) {
     other.close();
     fs.rmSync(s, { recursive: true, force: true });
     fs.rmSync(`/tmp/mcpgw-box-${process.pid}-${box ? 'on' : 'off'}`, { force: true });
+    fs.rmSync(`/tmp/mcpgw-box-${process.pid}-${box ? 'on' : 'off'}-true`, { force: true });
   }
   return out;
 }
@@ -120,6 +133,11 @@ test('sandbox = on: every attempt of the hostile child is refused, the gateway s
   assert.equal(r.writeInside, 'ok', 'sandbox_writable_paths is writable');
   assert.doesNotMatch(r.symlinkConfig, /\[gateway\]/, 'a symlink in a writable path leads nowhere');
   assert.doesNotMatch(r.symlinkToken, /SECRET-ADMIN/, 'a symlink to the admin token leads nowhere');
+  if (LANDLOCK) {
+    assert.equal(r.execTmp, 'err:EACCES', 'Landlock: what it wrote in /tmp does not execute');
+    assert.equal(r.procWrite, 'err:EACCES', 'Landlock: /proc is read-only');
+  }
+  assert.equal(r.execWritable, 'ok', 'what it wrote in sandbox_writable_paths executes');
   assert.deepEqual(r.after.map((t) => t.startsWith('ok:pid 1 ')), [true, true, true]);
   assert.equal(r.health, 200);
 });
@@ -147,18 +165,22 @@ test('sandbox = off: the same attempts succeed (the cases can fail)', async () =
   assert.equal(r.writeInside, 'ok');
   assert.match(r.symlinkConfig, /^ok:\[gateway\]/);
   assert.match(r.symlinkToken, /SECRET-ADMIN/);
+  assert.equal(r.execTmp, 'ok');
+  assert.equal(r.execWritable, 'ok');
+  assert.equal(r.procWrite, 'ok');
   assert.deepEqual(r.after.map((t) => t.startsWith('ok:')), [true, true, true]);
   assert.equal(r.health, 200);
 });
 
 test('--check-config says what the box applies, and a path that is not absolute is refused', async () => {
-  const { spawnSync } = await import('node:child_process');
   const d = tmpdir();
   const conf = path.join(d, 'gateway.ini');
   fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\n`);
   let r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /\[server:h\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*no_new_privs; seccomp: \d+ calls refused \(EPERM\); Landlock: none; cgroup: none; limits: /);
+  assert.match(r.stdout, /\[server:h\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*no_new_privs; seccomp: \d+ calls refused \(EPERM\); Landlock: (ABI \d+ \(filesystem[^)]*\)|none \(the kernel offers none\)); cgroup: none; limits: /);
+  // The ABI the kernel offers is the one applied, or none is said.
+  assert.match(r.stdout, LANDLOCK ? new RegExp(`Landlock: ABI ${LANDLOCK} \\(filesystem${LANDLOCK >= 6 ? '; signals and abstract unix sockets scoped to the box' : ''}\\);`) : /Landlock: none/);
   fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\nsandbox_writable_paths = relative/dir\n`);
   r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
   assert.equal(r.status, 1);
@@ -173,7 +195,6 @@ test('--check-config says what the box applies, and a path that is not absolute 
 });
 
 test('a kernel that refuses the box: --check-config and the start say which namespace, nothing runs unboxed', async () => {
-  const { spawnSync } = await import('node:child_process');
   const d = tmpdir();
   fs.chmodSync(d, 0o755);
   const conf = path.join(d, 'gateway.ini');
@@ -199,6 +220,75 @@ test('pool children are boxed too: a stateless call through the pool runs in the
     assert.match(text, /"text":"boxed"/, text);
     // The pool's child is its PID namespace's first process.
     await gw.waitLog(/pool:example#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
+    await gw.stop();
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  }
+});
+
+/**
+ * With sandbox_network = host the child shares the host's network namespace, and so its abstract
+ * unix sockets (named outside any filesystem): Landlock ABI 6 scopes them to the box. TCP is not
+ * restricted by port (Landlock can only allow ports, not refuse a few; README says so): the
+ * gateway's own port stays reachable, shown here so a change is seen.
+ */
+async function hostScenario(box) {
+  const name = `mcpgw-ll-${process.pid}-${box ? 'on' : 'off'}`;
+  const abstract = net.createServer((c) => c.end()).listen(`\0${name}`);
+  await new Promise((r) => abstract.once('listening', r));
+  const gw = await startGateway({
+    servers: [{ name: 'hostile', path: '/mcp', command: HOSTILE, extra: `sandbox = ${box ? 'on' : 'off'}\nsandbox_network = host` }],
+  });
+  try {
+    const a = await initSession(gw);
+    const out = {
+      abstract: await attempt(gw, a.sid, { action: 'abstract', name }),
+      connectGateway: await attempt(gw, a.sid, { action: 'connect', port: gw.port }),
+    };
+    await gw.stop();
+    return out;
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  } finally {
+    abstract.close();
+  }
+}
+
+test('sandbox_network = host: a host abstract unix socket is refused with Landlock ABI 6, reached with the box off', async (t) => {
+  const off = await hostScenario(false);
+  assert.equal(off.abstract, 'ok');
+  assert.equal(off.connectGateway, 'ok');
+  if (LANDLOCK < 6) return t.skip(`Landlock ABI ${LANDLOCK}: no scoping (ABI 6)`);
+  const on = await hostScenario(true);
+  assert.equal(on.abstract, 'err:EPERM', 'the abstract socket is outside the box\'s Landlock domain');
+  assert.equal(on.connectGateway, 'ok', 'not covered: TCP to the gateway\'s port with sandbox_network = host');
+});
+
+test('server-everything from npm, boxed: a legacy session and a stateless request are answered', async () => {
+  const ev = everythingServer({});
+  const js = fs.realpathSync(ev.command.split(' ')[1]);
+  const modules = fs.realpathSync(path.join(process.env.GW_SOURCE_ROOT, 'tests/node_modules'));
+  const gw = await startGateway({
+    servers: [{
+      name: 'everything', path: '/mcp', command: `${process.execPath} ${js} stdio`,
+      // node reserves far more address space than it uses: no RLIMIT_AS.
+      extra: `sandbox = on\nsandbox_network = none\nchild_max_memory_bytes = 0\nsandbox_read_only_paths = ${modules}`,
+    }],
+  });
+  try {
+    await gw.waitLog(/\[server:everything\] sandbox: namespaces/);
+    const { sid } = await initSession(gw);
+    const { response } = await callTool(gw, sid, 'echo', { message: 'boxed-legacy' }, { ms: scaled(20000) });
+    assert.match(JSON.stringify(response?.result), /boxed-legacy/, JSON.stringify(response));
+    const V = '2026-07-28';
+    const body = { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'echo', arguments: { message: 'boxed-stateless' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const r = await post(gw, body, { headers: { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' } });
+    await r.done(scaled(20000));
+    assert.match(r.text(), /boxed-stateless/, r.text());
     await gw.stop();
   } catch (e) {
     await gw.stop({ expect: null });
