@@ -67,6 +67,26 @@ async function admin(gw, p) {
   return text;
 }
 
+/**
+ * Kills ready children of gw's principal pools (its own, by pid), one at a time while the workers
+ * run: at most rounds, each after 4 more calls completed, until run.stop; each pid into kills.
+ */
+async function killer(gw, rounds, pick, run, kills) {
+  for (let k = 0; k < rounds && !run.stop; k++) {
+    const since = run.done;
+    await waitFor(() => run.stop || run.done >= since + 4, scaled(60000), 'calls to complete between kills');
+    if (run.stop) return;
+    const view = JSON.parse(await admin(gw, '/admin/inflight'));
+    const mine = new Set(kids(gw.proc.pid));
+    const ready = view.pools.filter((p) => p.principal !== null).flatMap((p) => p.children.filter((c) => c.state === 'ready' && mine.has(c.pid)).map((c) => c.pid));
+    if (ready.length === 0) continue;
+    const pid = pick(ready);
+    try { process.kill(pid, 'SIGKILL'); } catch { continue; }
+    kills.push(pid);
+    await waitFor(() => reaped(pid), scaled(10000), `killed child ${pid} reaped`);
+  }
+}
+
 test('two principals, randomized, children killed: every pooled call runs in a child of its own principal', async () => {
   const seed = Number(process.env.GW_PRINCIPALS_SEED ?? crypto.randomInt(2 ** 31));
   const rnd = prng(seed);
@@ -97,9 +117,8 @@ test('two principals, randomized, children killed: every pooled call runs in a c
   const want = (name, srv) => (srv === 'claims' ? who[name].claim : who[name].file);
   const tally = {};
   const bad = [];
-  let done = 0;
+  const run = { done: 0, stop: false }; // calls completed; the workers are over
   let nextId = 1;
-  let stop = false;
   const kills = [];
   try {
     /** One call of name to srv: its outcome tallied; an answer from another's child recorded. */
@@ -123,33 +142,17 @@ test('two principals, randomized, children killed: every pooled call runs in a c
         if (got !== want(name, srv) || answer.result.isError) bad.push(`${key} #${id}: TOKEN is ${got === operator ? "the server's" : Object.entries(who).find(([, w]) => got === w.claim || got === w.file)?.[0] ?? JSON.stringify(answer)}`);
         else tally[key].ok++;
       }
-      done++;
+      run.done++;
     }
     /** A client of name: calls in a row, each to a server the PRNG picks. */
     async function worker(name, n) {
       for (let i = 0; i < n; i++) await one(name, pick(Object.keys(servers)));
     }
-    /** Kills ready pool children (this gateway's), one at a time, while the workers run. */
-    async function killer() {
-      for (let k = 0; k < 12 && !stop; k++) {
-        const since = done;
-        await waitFor(() => stop || done >= since + 4, scaled(60000), 'calls to complete between kills');
-        if (stop) return;
-        const view = JSON.parse(await admin(gw, '/admin/inflight'));
-        const mine = new Set(kids(gw.proc.pid));
-        const ready = view.pools.filter((p) => p.principal !== null).flatMap((p) => p.children.filter((c) => c.state === 'ready' && mine.has(c.pid)).map((c) => c.pid));
-        if (ready.length === 0) continue;
-        const pid = pick(ready);
-        try { process.kill(pid, 'SIGKILL'); } catch { continue; }
-        kills.push(pid);
-        await waitFor(() => reaped(pid), scaled(10000), `killed child ${pid} reaped`);
-      }
-    }
     const workers = [];
     for (const name of Object.keys(who)) for (let w = 0; w < 3; w++) workers.push(worker(name, 24));
-    const k = killer();
+    const k = killer(gw, 12, pick, run, kills);
     await Promise.all(workers);
-    stop = true;
+    run.stop = true;
     await k;
     const ctx = `seed ${seed} (GW_PRINCIPALS_SEED=${seed} replays it); tally ${JSON.stringify(tally)}; kills ${kills.length}`;
     assert.deepEqual(bad, [], `calls answered from another principal's child, or wrongly: ${ctx}`);
@@ -172,7 +175,7 @@ test('two principals, randomized, children killed: every pooled call runs in a c
     console.log(`seed ${seed}: GW_PRINCIPALS_SEED=${seed} replays this run`);
     throw e;
   } finally {
-    stop = true;
+    run.stop = true;
     await gw.stop();
   }
 });
@@ -195,9 +198,8 @@ test('token exchange, two principals, randomized, children killed: every pooled 
   const tally = {};
   const kills = [];
   const seen = new Set();
-  let done = 0;
+  const run = { done: 0, stop: false }; // calls completed; the workers are over
   let nextId = 1;
-  let stop = false;
   try {
     gw = await startGateway({
       gateway: { admin_token: ADMIN, log_level: 'info' },
@@ -230,31 +232,16 @@ test('token exchange, two principals, randomized, children killed: every pooled 
           seen.add(got);
         }
       }
-      done++;
+      run.done++;
     }
     async function worker(name, n) {
       for (let i = 0; i < n; i++) await one(name);
     }
-    async function killer() {
-      for (let k = 0; k < 8 && !stop; k++) {
-        const since = done;
-        await waitFor(() => stop || done >= since + 4, scaled(60000), 'calls to complete between kills');
-        if (stop) return;
-        const view = JSON.parse(await admin(gw, '/admin/inflight'));
-        const mine = new Set(kids(gw.proc.pid));
-        const ready = view.pools.filter((p) => p.principal !== null).flatMap((p) => p.children.filter((c) => c.state === 'ready' && mine.has(c.pid)).map((c) => c.pid));
-        if (ready.length === 0) continue;
-        const pid = ready[Math.floor(rnd() * ready.length)];
-        try { process.kill(pid, 'SIGKILL'); } catch { continue; }
-        kills.push(pid);
-        await waitFor(() => reaped(pid), scaled(10000), `killed child ${pid} reaped`);
-      }
-    }
     const workers = [];
     for (const name of ['alice', 'bob']) for (let w = 0; w < 2; w++) workers.push(worker(name, 16));
-    const k = killer();
+    const k = killer(gw, 8, (arr) => arr[Math.floor(rnd() * arr.length)], run, kills);
     await Promise.all(workers);
-    stop = true;
+    run.stop = true;
     await k;
     const ctx = `seed ${seed} (GW_PRINCIPALS_SEED=${seed} replays it); tally ${JSON.stringify(tally)}; kills ${kills.length}`;
     assert.deepEqual(bad, [], `calls answered from another principal's child, or wrongly: ${ctx}`);
@@ -273,7 +260,7 @@ test('token exchange, two principals, randomized, children killed: every pooled 
     console.log(`seed ${seed}: GW_PRINCIPALS_SEED=${seed} replays this run`);
     throw e;
   } finally {
-    stop = true;
+    run.stop = true;
     await gw?.stop();
     await op.stop();
   }
