@@ -449,8 +449,10 @@ sandbox_mkdirs(const char *path)
 {
     char p[PATH_MAX];
     size_t n = strlen(path);
-    if (n >= sizeof(p))
-        return errno = ENAMETOOLONG, -1;
+    if (n >= sizeof(p)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     memcpy(p, path, n + 1);
     for (size_t i = 1; i <= n; i++)
         if (p[i] == '/' || p[i] == '\0') {
@@ -469,8 +471,10 @@ sandbox_bind(const char *path, bool must_exist)
 {
     char src[PATH_MAX];
     struct stat st;
-    if (!sandbox_old(src, path))
-        return errno = ENAMETOOLONG, -1;
+    if (!sandbox_old(src, path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     if (lstat(src, &st) == -1)
         return must_exist ? -1 : 0;
     if (S_ISLNK(st.st_mode) && !must_exist) {
