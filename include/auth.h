@@ -167,8 +167,8 @@ enum auth_exchange_status {
 /* What an exchange gave: owned by whoever the callback gave it to; auth_exchanged_free wipes. */
 struct auth_exchanged {
     enum auth_exchange_status status;
-    char *token;         /* OK: the issued access token (visible ASCII), a credential */
-    size_t len;          /* its length */
+    char *token;          /* OK: the issued access token (visible ASCII), a credential */
+    size_t len;           /* its length */
     int64_t expires_in_s; /* OK: the answer's expires_in; -1: none given */
     char why[200]; /* not OK: the reason, for logs, audit and the client: never a token's text */
 };
@@ -201,7 +201,7 @@ struct loop;
 typedef void auth_held_end_cb(void *arg, const char *why);
 struct auth_held_params {
     struct auth *const *a; /* the owner's current [auth] (a reload replaces it); *a NULL: none */
-    struct loop *l;                         /* the renewal timer's */
+    struct loop *l;        /* the renewal timer's */
     const struct config_server *const *srv; /* the owner's server (kept current by the owner) */
     const char *tag;                        /* the owner, in log lines */
     const char *authorization;              /* the request's Authorization: the first subject */

@@ -123,9 +123,9 @@ struct config_server {
     /* RFC 8693 token exchange for a session's child (token_exchange = on). */
     bool token_exchange;
     char *token_exchange_audience, *token_exchange_resource; /* NULL: not sent (one is set) */
-    char **token_exchange_scopes;           /* NULL: no scope sent */
-    char *token_exchange_env;               /* the variable; NAME_FILE names the file */
-    char *token_exchange_client_id;         /* the gateway's client at the token endpoint */
+    char **token_exchange_scopes;                            /* NULL: no scope sent */
+    char *token_exchange_env;       /* the variable; NAME_FILE names the file */
+    char *token_exchange_client_id; /* the gateway's client at the token endpoint */
     char *token_exchange_client_secret_file;
     char *token_exchange_client_secret; /* the file's first line, read at build; wiped when freed */
     char *token_exchange_endpoint;      /* NULL: discovered from [auth] issuer's metadata */
@@ -142,9 +142,9 @@ struct config_server {
     uint64_t child_max_cpu_s;
     uint64_t child_max_file_bytes;
     struct sandbox *box; /* NULL: sandbox = off */
-    int line;                    /* line of the section header */
-    int command_line;            /* line of command = */
-    int cwd_line;                /* line of cwd =; 0 when unset */
+    int line;            /* line of the section header */
+    int command_line;    /* line of command = */
+    int cwd_line;        /* line of cwd =; 0 when unset */
 };
 
 struct config {

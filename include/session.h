@@ -117,9 +117,8 @@ struct session *session_create(const struct config_server *srv, struct auth_prin
  */
 struct session *session_create_exchanged(const struct config_server *srv,
                                          struct auth_principal *owner,
-                                         const struct auth_claims *claims,
-                                         struct auth_exchanged *x, const char *authorization,
-                                         int *status, const char **err);
+                                         const struct auth_claims *claims, struct auth_exchanged *x,
+                                         const char *authorization, int *status, const char **err);
 /*
  * A request of s carried this Authorization header (verified, and s's owner's): the subject token
  * of s's next token exchange renewal. Nothing for a session without token_exchange.

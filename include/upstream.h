@@ -23,20 +23,20 @@
 struct upstream;
 
 struct upstream_params {
-    char *const *argv;       /* argv[0] looked up in PATH when it has no '/' */
-    char *const *envp;       /* the child's whole environment */
-    const char *cwd;         /* NULL: inherit */
-    const char *tag;         /* for logs (the session id); copied */
-    const char *server;      /* the [server:NAME] it runs, for spawn errors; NULL: "-" */
-    size_t max_line_bytes;   /* a longer stdout line ends the child */
-    size_t stdin_max_bytes;  /* queued bytes toward stdin */
+    char *const *argv;      /* argv[0] looked up in PATH when it has no '/' */
+    char *const *envp;      /* the child's whole environment */
+    const char *cwd;        /* NULL: inherit */
+    const char *tag;        /* for logs (the session id); copied */
+    const char *server;     /* the [server:NAME] it runs, for spawn errors; NULL: "-" */
+    size_t max_line_bytes;  /* a longer stdout line ends the child */
+    size_t stdin_max_bytes; /* queued bytes toward stdin */
     /*
      * Room past stdin_max_bytes that only upstream_send_control may use: the owner's own control
      * messages (a cancel, a ping) are queued behind whatever fills the queue, never refused for it.
      */
     size_t stdin_reserve_bytes;
-    uint64_t stdin_grace_ms; /* after stdin is closed, before SIGTERM */
-    uint64_t term_grace_ms;  /* after SIGTERM, before SIGKILL */
+    uint64_t stdin_grace_ms;       /* after stdin is closed, before SIGTERM */
+    uint64_t term_grace_ms;        /* after SIGTERM, before SIGKILL */
     const struct sandbox *sandbox; /* the box the child runs in (sandbox.h); NULL: none */
 };
 

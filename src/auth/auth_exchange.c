@@ -117,13 +117,14 @@ auth_exchange_judge(const struct fetch_result *res)
     struct jsonrpc_info info;
     int rc = jsonrpc_scan(res->body, res->len, &info, NULL);
     struct jsonrpc_span obj = { 0, res->len };
-    while (obj.len > 0 && (res->body[obj.off] == ' ' || res->body[obj.off] == '\t'
-                           || res->body[obj.off] == '\r' || res->body[obj.off] == '\n')) {
+    while (obj.len > 0
+           && (res->body[obj.off] == ' ' || res->body[obj.off] == '\t' || res->body[obj.off] == '\r'
+               || res->body[obj.off] == '\n')) {
         obj.off++;
         obj.len--;
     }
-    bool json = (rc == JSONRPC_OK || rc == JSONRPC_EINVALID) && obj.len > 0
-                && res->body[obj.off] == '{';
+    bool json =
+        (rc == JSONRPC_OK || rc == JSONRPC_EINVALID) && obj.len > 0 && res->body[obj.off] == '{';
     if (res->status == 400 || res->status == 401 || res->status == 403) {
         char code[65];
         size_t n = 0;
@@ -141,8 +142,8 @@ auth_exchange_judge(const struct fetch_result *res)
     }
     char *tok = xmalloc(AUTH_XCHG_TOKEN_MAX + 1);
     size_t n = 0;
-    bool ok = json && auth_xchg_string(res->body, obj, "access_token", tok, AUTH_XCHG_TOKEN_MAX + 1,
-                                       &n);
+    bool ok =
+        json && auth_xchg_string(res->body, obj, "access_token", tok, AUTH_XCHG_TOKEN_MAX + 1, &n);
     for (size_t i = 0; ok && i < n; i++)
         ok = (unsigned char)tok[i] > 0x20 && tok[i] != 0x7f;
     if (!ok || n == 0) {
@@ -227,7 +228,8 @@ auth_xchg_send(struct auth_exchange *x, const char *url)
     x->f = fetch_start(&q, auth_xchg_done, x);
     crypto_cleanse(form, o);
     free(form);
-    return x->f == NULL ? "the token exchange could not be sent (the gateway's log says why)" : NULL;
+    return x->f == NULL ? "the token exchange could not be sent (the gateway's log says why)"
+                        : NULL;
 }
 
 static void

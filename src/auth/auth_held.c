@@ -18,13 +18,14 @@
  * still valid, and ends the owner once it is not. Every copy of a token here is wiped when freed;
  * none is ever logged.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "auth_int.h"
@@ -198,8 +199,7 @@ auth_held_renew(void *arg)
 }
 
 struct auth_held *
-auth_held_open(const struct auth_held_params *hp, const struct auth_exchanged *x,
-               const char **why)
+auth_held_open(const struct auth_held_params *hp, const struct auth_exchanged *x, const char **why)
 {
     struct auth_held *h = xcalloc(1, sizeof(*h));
     h->a = hp->a;

@@ -404,11 +404,11 @@ config_build_exchange(struct config_parse *ps, struct config *cfg,
                       const struct config_raw_server *rs, struct config_server *srv)
 {
     int line;
-    static const char *const keys[] = { "token_exchange_audience", "token_exchange_resource",
-                                        "token_exchange_scopes", "token_exchange_env",
-                                        "token_exchange_client_id",
-                                        "token_exchange_client_secret_file",
-                                        "token_exchange_endpoint" };
+    static const char *const keys[] = {
+        "token_exchange_audience", "token_exchange_resource",  "token_exchange_scopes",
+        "token_exchange_env",      "token_exchange_client_id", "token_exchange_client_secret_file",
+        "token_exchange_endpoint"
+    };
     if (!srv->token_exchange) {
         for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
             const char *v = config_raw_get(&rs->raw, keys[i], CONFIG_SEC_SERVER, &line);

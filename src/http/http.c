@@ -173,9 +173,10 @@ http_finish(struct http_req *rc)
     switch (rc->method) {
     case HTTP_POST: {
         enum MHD_Result ret = http_post(rc);
-        rc->scanned = NULL;       /* http_post's own */
-        if (rc->xchg == NULL)     /* else an initialize waits for its token exchange: kept */
-            buf_clear(&rc->body); /* forwarded (copied) or refused: a long stream need not keep it */
+        rc->scanned = NULL;   /* http_post's own */
+        if (rc->xchg == NULL) /* else an initialize waits for its token exchange: kept */
+            buf_clear(
+                &rc->body); /* forwarded (copied) or refused: a long stream need not keep it */
         return ret;
     }
     case HTTP_GET:

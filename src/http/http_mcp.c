@@ -400,8 +400,8 @@ http_exchange(struct http_req *rc, enum MHD_Result *ret)
     log_info(NULL, "token exchange for [server:%s] refused for %s: %u %s", rc->srv->name,
              rc->principal->name, status, rc->xres->why);
     if (audit_on())
-        audit_event("refused_exchange", NULL, rc->srv->name, NULL, (int)status, rc->xres->why,
-                    NULL, NULL);
+        audit_event("refused_exchange", NULL, rc->srv->name, NULL, (int)status, rc->xres->why, NULL,
+                    NULL);
     struct MHD_Response *r = http_error_response(
         status == MHD_HTTP_FORBIDDEN ? JSONRPC_INVALID_REQUEST : JSONRPC_INTERNAL_ERROR, message);
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE)

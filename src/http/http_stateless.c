@@ -224,7 +224,8 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     if (http_refuse_unaudited(rc, info, &refused))
         return refused;
     if (rc->srv->token_exchange) {
-        /* The principal's pool needs its token exchanged first: the request waits, as initialize. */
+        /* The principal's pool needs its token exchanged first: the request waits, as initialize.
+         */
         meta.authorization = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
         if (pool_token_wanted(rc->srv, &meta) && http_exchange(rc, &refused))
             return refused;

@@ -63,8 +63,8 @@ struct session {
     char client_version[SESSION_CLIENT_INFO_MAX]; /* ... .version */
     bool client_info;                             /* the initialize had a clientInfo object */
     uint64_t created_unix_ms;
-    struct auth_held *tok;     /* token_exchange: the exchanged token (session_token.c); NULL */
-    struct session *hnext;     /* hash chain */
+    struct auth_held *tok; /* token_exchange: the exchanged token (session_token.c); NULL */
+    struct session *hnext; /* hash chain */
     struct session *gnext; /* graveyard */
 };
 
@@ -113,7 +113,7 @@ struct session_globals {
     struct msg *line; /* the child's large line being routed: pushed by reference, not copied */
     struct session_counters ctr; /* created and closed; the rest is summed from the rows */
     struct metrics_row *servers; /* struct session_server rows, in the order seen */
-    struct auth *auth;           /* the current [auth]: token exchange renewals (session_set_auth) */
+    struct auth *auth; /* the current [auth]: token exchange renewals (session_set_auth) */
 };
 extern struct session_globals sessions;
 

@@ -32,8 +32,8 @@ session_token_end(void *arg, const char *why)
     snprintf(detail, sizeof detail, "the token for [server:%s] could not be renewed: %s",
              s->srv->name, why);
     log_warn(s->id, "session ends: %s", detail);
-    audit_event("token_exchange", s->owner != NULL ? s->owner->name : NULL, s->srv->name, s->id,
-                0, detail, NULL, NULL);
+    audit_event("token_exchange", s->owner != NULL ? s->owner->name : NULL, s->srv->name, s->id, 0,
+                detail, NULL, NULL);
     struct stream *st = session_route_unrelated(s);
     if (st != NULL) {
         size_t qlen;

@@ -471,8 +471,8 @@ Test(auth, token_exchange_answers)
         { 200, "{\"access_token\":\"a\\nb\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
         { 200, "{\"access_token\":\"\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
         { 200, "{\"access_token\":42}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
-        { 200, "{\"access_token\":\"a\",\"access_token\":\"b\"}", AUTH_EXCHANGE_BAD_ANSWER,
-          NULL, 0, "no usable" },
+        { 200, "{\"access_token\":\"a\",\"access_token\":\"b\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0,
+          "no usable" },
         { 200, "[\"access_token\"]", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
         { 200, "{\"access_token\":\"t\"", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
         { 200, "", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "no usable" },
@@ -483,23 +483,28 @@ Test(auth, token_exchange_answers)
         { 401, "{\"error\":\"invalid_client\"}", AUTH_EXCHANGE_REFUSED, NULL, 0, "invalid_client" },
         { 403, "{\"error\":\"Bad Code!\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 403" },
         { 400, "not json", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 400" },
-        { 500, "{\"error\":\"server_error\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 500" },
+        { 500, "{\"error\":\"server_error\"}", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0,
+          "HTTP status 500" },
         { 302, "", AUTH_EXCHANGE_BAD_ANSWER, NULL, 0, "HTTP status 302" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct fetch_result r = { .status = cases[i].status, .body = cases[i].body,
-                                  .len = strlen(cases[i].body), .max_age_s = -1 };
+        struct fetch_result r = { .status = cases[i].status,
+                                  .body = cases[i].body,
+                                  .len = strlen(cases[i].body),
+                                  .max_age_s = -1 };
         struct auth_exchanged *x = auth_exchange_judge(&r);
         cr_assert_eq(x->status, cases[i].want, "case %zu: %d (%s)", i, x->status, x->why);
         if (cases[i].want == AUTH_EXCHANGE_OK) {
             size_t n = strcspn(cases[i].token, "\"");
             cr_assert_eq(x->len, n, "case %zu", i);
-            cr_assert(memcmp(x->token, cases[i].token, n) == 0 && x->token[n] == '\0', "case %zu", i);
+            cr_assert(memcmp(x->token, cases[i].token, n) == 0 && x->token[n] == '\0', "case %zu",
+                      i);
             cr_assert_eq(x->expires_in_s, cases[i].expires_in, "case %zu", i);
         } else {
             cr_assert_null(x->token, "case %zu", i);
             cr_assert_not_null(strstr(x->why, cases[i].why), "case %zu: %s", i, x->why);
-            cr_assert_null(strstr(x->why, "secret stuff"), "case %zu: a description is not kept", i);
+            cr_assert_null(strstr(x->why, "secret stuff"), "case %zu: a description is not kept",
+                           i);
         }
         auth_exchanged_free(x);
     }

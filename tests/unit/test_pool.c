@@ -8,13 +8,14 @@
  * retired pool's queue, the fence after a cancel. tests/fuzz/relay_fuzz.c drives the same code
  * through random interleavings.
  */
+#include <sys/stat.h>
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
