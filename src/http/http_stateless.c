@@ -15,8 +15,7 @@
  * whose pool of the request's principal holds no exchanged token yet (pool_token_wanted), the
  * request's token is exchanged first, the request waiting as a session's initialize does (refused
  * alike: 403, 502, 503). The request then goes to its server's pool (pool.h) and is answered on its
- * own stream. GET and DELETE have no stateless
- * meaning: 405 with Allow: POST.
+ * own stream. GET and DELETE have no stateless meaning: 405 with Allow: POST.
  */
 #include <stdio.h>
 #include <string.h>
@@ -224,8 +223,7 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
     if (http_refuse_unaudited(rc, info, &refused))
         return refused;
     if (rc->srv->token_exchange) {
-        /* The principal's pool needs its token exchanged first: the request waits, as initialize.
-         */
+        /* The principal's pool needs its token exchanged first: it waits, as initialize does. */
         meta.authorization = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
         if (pool_token_wanted(rc->srv, &meta) && http_exchange(rc, &refused))
             return refused;

@@ -399,6 +399,7 @@ test('config: token exchange needs jwt, a target, a variable, the client, a safe
     'token_exchange_scopes: needs token_exchange = on': jwt + server('token_exchange_scopes = a'),
     'pool_warm_children: must be 0 with env_from_claims, credentials_dir or token_exchange': jwt + server(`${good}\npool_warm_children = 1`),
     'token_exchange: must be off or on': jwt + server('token_exchange = yes'),
+    'token_exchange: cannot be on with sandbox = on yet': jwt + server(`${good}\nsandbox = on`),
     'token_exchange_timeout_ms': jwt + server(`${good}\ntoken_exchange_timeout_ms = 10`),
   };
   let i = 0;
