@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
+import { checkConfigText, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
 import { bearerInit, bearerPost, envOf } from '../lib/bearer.mjs';
 import { startOidc } from '../lib/oidc.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
@@ -288,12 +288,7 @@ test('config: what cannot work is refused at load', () => {
   const jwt = `[auth]\nmode = jwt\npublic_url = ${PUBLIC_URL}\nissuer = ${ISSUER}\njwks_file = ${jwks}\n`;
   const bearer = `[auth]\nmode = bearer\npublic_url = ${PUBLIC_URL}\ntokens_file = ${tokens}\n`;
   const server = (extra) => `[server:example]\npath = /mcp\ncommand = ${EXAMPLE}\n${extra}\n`;
-  const check = (name, ini) => {
-    const f = path.join(dir, `${name}.ini`);
-    fs.writeFileSync(f, ini);
-    const r = spawnSync(GW_BIN, ['-t', '-c', f], { encoding: 'utf8', timeout: 10000 });
-    return { status: r.status, out: r.stdout + r.stderr };
-  };
+  const check = (name, ini) => checkConfigText(dir, name, ini);
   const bad = {
     'env_from_claims: needs \\[auth\\] mode = jwt \\(a verified token\'s claims; mode bearer has no claims': bearer + server('env_from_claims = T=tok'),
     'env_from_claims: needs \\[auth\\] mode = jwt \\(a verified token\'s claims; mode none has no claims': server('env_from_claims = T=tok'),

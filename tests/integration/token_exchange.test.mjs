@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { checkConfigText, GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { bearerInit, bearerPost, envOf } from '../lib/bearer.mjs';
 import { startOidc } from '../lib/oidc.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
@@ -382,12 +382,7 @@ test('config: token exchange needs jwt, a target, a variable, the client, a safe
   const jwtFile = `[auth]\nmode = jwt\npublic_url = ${PUBLIC_URL}\nissuer = http://issuer.example\njwks_file = ${jwks}\n`;
   const server = (extra) => `[server:gh]\npath = /mcp\ncommand = /bin/true\n${extra}\n`;
   const good = `token_exchange = on\ntoken_exchange_resource = ${API}\ntoken_exchange_env = GH_TOKEN\ntoken_exchange_client_id = gw\ntoken_exchange_client_secret_file = ${secret}`;
-  const check = (name, ini) => {
-    const f = path.join(dir, `${name}.ini`);
-    fs.writeFileSync(f, ini);
-    const r = spawnSync(GW_BIN, ['-t', '-c', f], { encoding: 'utf8', timeout: 10000 });
-    return { status: r.status, out: r.stdout + r.stderr };
-  };
+  const check = (name, ini) => checkConfigText(dir, name, ini);
   const bad = {
     'token_exchange: needs \\[auth\\] mode = jwt': server(good),
     'token_exchange_audience: or token_exchange_resource is required': jwt + server(good.replace(/token_exchange_resource = .*\n/, '')),

@@ -2,7 +2,7 @@
 // Helpers for integration tests: start the real gateway binary with a generated INI file in
 // front of the real example server, speak HTTP/SSE to it over loopback, poll with deadlines.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -51,6 +51,16 @@ export function metricSamples(text) {
     }
   }
   return m;
+}
+
+/**
+ * Writes ini as dir/NAME.ini and runs `mcp-gateway -t -c` on it: {status, out} (stdout + stderr).
+ */
+export function checkConfigText(dir, name, ini) {
+  const f = path.join(dir, `${name}.ini`);
+  fs.writeFileSync(f, ini);
+  const r = spawnSync(GW_BIN, ['-t', '-c', f], { encoding: 'utf8', timeout: 10000 });
+  return { status: r.status, out: r.stdout + r.stderr };
 }
 
 export function tmpdir(prefix = 'mcpgw-') {
