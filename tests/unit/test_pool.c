@@ -791,6 +791,16 @@ file_of(struct upstream *u, char *out, size_t cap)
     fclose(f);
 }
 
+/* Child u holds token, in its variable and in the file its DOWN_TOKEN_FILE names. */
+static void
+holds_token(struct upstream *u, const char *token)
+{
+    char got[256];
+    cr_assert_str_eq(fake_upstream_env(u, "DOWN_TOKEN"), token);
+    file_of(u, got, sizeof got);
+    cr_assert_str_eq(got, token);
+}
+
 Test(pool, no_token_exchange_child_starts_without_its_principals_token, .init = setup_exchange,
      .fini = teardown_exchange)
 {
@@ -807,15 +817,12 @@ Test(pool, each_principals_child_holds_its_own_exchanged_token, .init = setup_ex
      .fini = teardown_exchange)
 {
     static struct call a1, b1, a2;
-    char got[256];
     enum pool_status status;
     const char *why = NULL;
     a1.st = request_exchanged("sub:alice", "tok-alice", CALL("a1", "alice1", ""), &status, &why);
     cr_assert_not_null(a1.st, "%s", why);
     struct upstream *ua = child_ready();
-    cr_assert_str_eq(fake_upstream_env(ua, "DOWN_TOKEN"), "tok-alice");
-    file_of(ua, got, sizeof got);
-    cr_assert_str_eq(got, "tok-alice");
+    holds_token(ua, "tok-alice");
     answer(ua, "alice1");
     call_done(&a1);
     /* bob at the bound of 1: alice's idle child stops; bob's holds bob's token alone. */
@@ -824,9 +831,7 @@ Test(pool, each_principals_child_holds_its_own_exchanged_token, .init = setup_ex
     cr_assert(fake_upstream_closed(ua), "alice's idle child stopped for bob");
     struct upstream *ub = child_ready();
     cr_assert_neq(ub, ua);
-    cr_assert_str_eq(fake_upstream_env(ub, "DOWN_TOKEN"), "tok-bob");
-    file_of(ub, got, sizeof got);
-    cr_assert_str_eq(got, "tok-bob");
+    holds_token(ub, "tok-bob");
     cr_assert_str_neq(fake_upstream_env(ub, "DOWN_TOKEN_FILE"),
                       fake_upstream_env(ua, "DOWN_TOKEN_FILE"), "a file per principal");
     answer(ub, "bob1");
@@ -835,9 +840,7 @@ Test(pool, each_principals_child_holds_its_own_exchanged_token, .init = setup_ex
     a2.st = request_exchanged("sub:alice", NULL, CALL("a2", "alice2", ""), &status, &why);
     cr_assert_not_null(a2.st, "%s", why);
     struct upstream *ua2 = child_ready();
-    cr_assert_str_eq(fake_upstream_env(ua2, "DOWN_TOKEN"), "tok-alice");
-    file_of(ua2, got, sizeof got);
-    cr_assert_str_eq(got, "tok-alice");
+    holds_token(ua2, "tok-alice");
     answer(ua2, "alice2");
     call_done(&a2);
 }
