@@ -8,11 +8,12 @@
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
 // --only name,name (scenarios: echo1, echo1pin, echo16x4, init, large, cancel, disconnect, idle,
-// hold; stateless (2026-07-28) ones: echo1_stateless, echo1pin_stateless, echo16x4_stateless,
-// disconnect_stateless, hold1000_stateless, elicit_stateless;
+// hold, init_box (the box's cost: init with sandbox = off and on); stateless (2026-07-28) ones:
+// echo1_stateless, echo1pin_stateless, echo16x4_stateless, disconnect_stateless, hold1000_stateless,
+// elicit_stateless;
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only),
 // --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
-// B, run right after the gateway in every scenario the gateway runs but auth and elicit_stateless,
+// B, run right after the gateway in every scenario the gateway runs but auth, elicit_stateless, init_box,
 // on the same configuration; the table gets its column and G/B, the median of each round's ratio,
 // and the versions line its --version).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
@@ -38,7 +39,8 @@ const value = (name, def) => {
   return i >= 0 && i + 1 < argv.length ? argv[i + 1] : def;
 };
 if (flag('--help') || flag('-h')) {
-  console.log(fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(1, 19).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
+  const own = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
+  console.log(own.slice(1, own.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'));
   process.exit(0);
 }
 const quick = flag('--quick');
@@ -53,10 +55,10 @@ const gw = (c) => c === 'gateway' || c === 'before';
 const P = quick
   ? { dur: 2, warm: 0.5, init: 30, cancel: 30, disc: 30, discTimeout: 1000, idle: 200, idleGw: 1000, overshoot: 50,
       large: [[1 << 20, 5], [10 << 20, 2]], hold: 0, pending: 1000, pendingPool: 8, pendingDelay: 3000,
-      elicit: { dur: 2, warm: 0.5, maxRounds: 20000 } }
+      elicit: { dur: 2, warm: 0.5, maxRounds: 20000 }, initBox: 60 }
   : { dur: 5, warm: 1, init: 200, cancel: 200, disc: 100, discTimeout: 2000, idle: 1000, idleGw: 1000, overshoot: 50,
       large: [[1 << 20, 10], [10 << 20, 5], [100 << 20, 3, 1]], hold: 10000, pending: 1000, pendingPool: 8, pendingDelay: 5000,
-      elicit: { dur: 5, warm: 1, maxRounds: 100000 } };
+      elicit: { dur: 5, warm: 1, maxRounds: 100000 }, initBox: 300 };
 // large: [bytes, requests, requests for supergateway (which then runs in the first round only)]:
 // supergateway needs about two minutes for one 100 MB result here.
 // pending: stateless requests held in flight at once (hold1000_stateless), on a pool of pendingPool children,
@@ -67,7 +69,7 @@ const P = quick
 // opaque tokens of authintronew (likewise, against 1,024 remembered introspection answers).
 P.auth = quick ? { dur: 0.5, warm: 0.25, jwts: 2048, opaque: 16384 } : { dur: 5, warm: 1, jwts: 8192, opaque: 65536 };
 // elicit: one elicitation round at a time for dur seconds after warm seconds (elicit_stateless), at most
-// maxRounds rounds.
+// maxRounds rounds. initBox: the initializes (each a new child) of init_box, for each of sandbox = off and on.
 
 // ---- build and locate ----
 const log = (...a) => process.stderr.write(`${a.join(' ')}\n`);
@@ -177,7 +179,8 @@ function within(p, ms) {
 // pool: for stateless requests, the [server:example] pool keys ({ warm, max, inflight }; era is
 // always legacy there: the example server is a legacy server, so the gateway skips its probe).
 // auth: lines of an [auth] section (the auth scenarios); none: mode none, the default.
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null } = {}) {
+// sandbox: 'off' or 'on' for [server:example] (init_box); none: the key left out (off).
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null } = {}) {
   const exampleCmd = [BIN.example, ...childArgs].join(' ');
   let cmd;
   let args;
@@ -201,6 +204,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       ...(pool?.warm !== undefined ? [`pool_warm_children = ${pool.warm}`] : []),
       ...(pool?.max !== undefined ? [`pool_max_children = ${pool.max}`] : []),
       ...(pool?.inflight !== undefined ? [`pool_child_max_inflight = ${pool.inflight}`] : []),
+      ...(sandbox ? [`sandbox = ${sandbox}`] : []),
       '',
     ].join('\n'));
     cmd = kind === 'before' ? beforeBin : BIN.gateway;
@@ -232,7 +236,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
     port = listeningPort(proc.pid);
   }
   return {
-    kind, pid: proc.pid, url: `http://127.0.0.1:${port}/mcp`, stderr: () => errText, nofile: nofileLimit(proc.pid),
+    kind, pid: proc.pid, url: `http://127.0.0.1:${port}/mcp`, base: `http://127.0.0.1:${port}`, stderr: () => errText, nofile: nofileLimit(proc.pid),
     async stop() {
       const kids = descendants(proc.pid).map((p) => [p, startTime(p)]);
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
@@ -555,6 +559,28 @@ async function elicitRun(s, way, { dur, warm, maxRounds }) {
   }
 }
 
+/** The gateway's spawn histogram (mcpgw_spawn_duration_seconds, every server summed) from its
+ * /metrics: { spawns, spawn_mean_us }. */
+async function spawnMetric(s) {
+  const text = await new Promise((resolve, reject) => {
+    const req = http.get(`${s.base}/metrics`, { agent: false }, (res) => {
+      let b = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { b += d; });
+      res.on('end', () => (res.statusCode === 200 ? resolve(b) : reject(new Error(`/metrics: HTTP ${res.statusCode}`))));
+    });
+    req.setTimeout(5000, () => req.destroy(new Error('/metrics: no answer in 5 s')));
+    req.on('error', reject);
+  });
+  let sum = 0;
+  let count = 0;
+  for (const m of text.matchAll(/^mcpgw_spawn_duration_seconds_(sum|count)(?:\{[^}]*\})? (\S+)$/gm)) {
+    if (m[1] === 'sum') sum += Number(m[2]);
+    else count += Number(m[2]);
+  }
+  return { spawns: count, spawn_mean_us: count ? (sum * 1e6) / count : undefined };
+}
+
 // ---- scenarios ----
 // Each: contenders it runs for, and run(contender) -> the loadgen result (plus extras).
 // opts.track: snapshot the server's descendants every 2 s, so that children a crashed server
@@ -604,6 +630,17 @@ const scenarios = [
   { name: 'echo16x4', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'init', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url] : direct()), '--count', P.init], 'init') },
+  {
+    // The box's cost: init's load (each initialize a new session, so a new child, then its DELETE)
+    // on a fresh gateway whose example server has sandbox = off, then one with sandbox = on, in
+    // every round; and the gateway's own spawn time (mcpgw_spawn_duration_seconds, clone to exec),
+    // read from its /metrics before it stops. Gateway only (the contenders are the two settings).
+    name: 'init_box', who: ['off', 'on'],
+    run: (c) => withServer('gateway', { sandbox: c }, async (s) => ({
+      ...(await loadgen('init', ['--url', s.url, '--count', P.initBox])),
+      ...(await spawnMetric(s)),
+    })),
+  },
   ...P.large.map(([bytes, count, sgCount]) => ({
     name: `large${bytes >> 20}`, group: 'large', who: all, firstRoundOnly: sgCount ? ['supergateway'] : [],
     run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--bytes', bytes,
@@ -720,6 +757,8 @@ try {
 const seconds = (Date.now() - t0) / 1000;
 
 // ---- table ----
+// The gateway's refusal to start when the kernel refuses the box (sandbox = on).
+const BOX_REFUSED = /sandbox = on: the kernel refuses/;
 const med = (xs) => { const s = [...xs].sort((a, b) => a - b); const n = s.length; return n ? (n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : NaN; };
 function stat(sc, c, f) {
   const rs = (results[sc]?.[c] || []).filter((r) => !r.failed);
@@ -925,6 +964,29 @@ if (AUTH_ROWS.some(([sc]) => has(sc))) {
   }
 }
 
+// The box's cost (init_box): sandbox = off and on side by side, both the gateway's, and on − off;
+// the target is a boxed spawn within 2 ms of an unboxed one.
+const boxLines = [];
+if (has('init_box')) {
+  const off = (f) => stat('init_box', 'off', f);
+  const on = (f) => stat('init_box', 'on', f);
+  const spawnMean = (r) => r.spawn_mean_us;
+  const bh = ['figure (example server, each initialize a new child)', 'sandbox = off', 'sandbox = on', 'on − off', 'on/off', 'target', 'met'];
+  boxLines.push('', `box: a new session's child with sandbox = off and on, one fresh gateway each, interleaved in every round (init_box, ${P.initBox} initializes each)`,
+    `| ${bh.join(' | ')} |`, `|${bh.map(() => '---').join('|')}|`);
+  for (const [label, f, target] of [
+    ['initialize round trip incl. spawn, p50 (µs)', lat('p50_us'), 2000],
+    ['initialize round trip incl. spawn, p90 (µs)', lat('p90_us'), null],
+    ['spawn in the gateway, mean (µs, clone to exec: mcpgw_spawn_duration_seconds)', spawnMean, 2000],
+  ]) {
+    const a = off(f);
+    const b = on(f);
+    const diff = a.none || b.none ? null : b.med - a.med;
+    const met = target === null || diff === null ? '' : diff <= target ? 'yes' : 'no';
+    boxLines.push(`| ${label} | ${cell(a)} | ${cell(b)} | ${diff === null ? '—' : `${diff >= 0 ? '+' : ''}${fmtNum(diff)}`} | ${fmtRatio(ratio(b, a))} | ${target === null ? '' : `on − off ≤ ${target.toLocaleString('en-US')} µs`} | ${met} |`);
+  }
+}
+
 // With --before, B's column and G/B follow G's (a row without B's figures shows —).
 const withB = (r) => (beforeBin ? [r[0], r[1], ...(r.before || ['—', '—']), ...r.slice(2)] : r);
 const head = withB(Object.assign(['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'], { before: ['before (B)', 'G/B'] }));
@@ -953,6 +1015,9 @@ for (const c of ['gateway', ...(beforeBin ? ['before'] : []), 'supergateway']) {
   }
 }
 for (const [sc, byC] of Object.entries(results)) for (const [c, rs] of Object.entries(byC)) for (const r of rs) if (r.failed) notes.push(`${sc} ${c}: failed: ${r.failed}`);
+for (const r of results.init_box?.on || []) {
+  if (r.failed && BOX_REFUSED.test(r.failed)) notes.push('init_box on: the kernel here refuses the box (the gateway said which namespace and why, and did not start): no boxed figure.');
+}
 if (['echo1_stateless', 'echo16x4_stateless'].some((sc) => results[sc]?.direct)) {
   notes.push('stateless echo, direct (D): the legacy direct echo, as in echo1/echo16x4 (initialize once, then tools/call over pipes). The example server is a legacy server and the pool child is initialized once by the gateway, so the child\'s work per stateless echo is the legacy echo; there is no 2026-07-28 stdio floor for it.');
 }
@@ -977,14 +1042,17 @@ console.log(`mcp-gateway benchmark (${quick ? 'quick' : 'full'}, ${rounds} round
 console.log(`machine: ${os.cpus().length} CPUs (${cpu}), Linux ${os.release()}, load average at the end ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 console.log(`versions: ${versions.gateway}${versions.before ? `; before (B): ${versions.before}` : ''}; supergateway ${versions.supergateway} (its MCP SDK ${versions.sdk_in_supergateway}) on Node ${versions.node_supergateway}; driver Node ${versions.node_driver}`);
 console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" is G/D, or G − D for latencies${beforeBin ? '; G/B: the gateway over the --before binary (the same configuration, B right after G in each round), the median (min–max) of the rounds\' ratios' : ''}`);
-console.log(lines.join('\n'));
+if (rows.length) console.log(lines.join('\n'));
 if (authLines.length) console.log(authLines.join('\n'));
+if (boxLines.length) console.log(boxLines.join('\n'));
 for (const n of [...new Set(notes)]) console.log(`- ${n}`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, versions, params: P, results }, null, 1));
 // Figures are never asserted (shared, noisy machines); a scenario the gateway or the direct floor
 // could not run at all is a broken benchmark, and CI's quick run must say so.
 // (elicit_stateless's contenders, bridged and legacy, are both the gateway.)
-const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct', 'bridged', 'legacy'].flatMap((c) => (byC[c] || []).filter((r) => r.failed).map((r) => `${sc} ${c}: ${r.failed}`)));
+// (init_box's, off and on, are too; on may be refused by a kernel without user namespaces: a note.)
+const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct', 'bridged', 'legacy', 'off', 'on'].flatMap((c) => (byC[c] || [])
+  .filter((r) => r.failed && !(sc === 'init_box' && c === 'on' && BOX_REFUSED.test(r.failed))).map((r) => `${sc} ${c}: ${r.failed}`)));
 // A gateway that did not survive its 1,000 stateless requests in flight cannot run that scenario.
 for (const r of results.hold1000_stateless?.gateway || []) if (!r.failed && !r.server_alive) broken.push('hold1000_stateless gateway: the gateway died');
 // An auth scenario with a refused or failed request: a valid token was not served.

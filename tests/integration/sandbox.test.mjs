@@ -4,12 +4,13 @@
 // off (so each case can fail), while the gateway and another session go on serving.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, everythingServer, initSession, post, request, startGateway, tmpdir } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, everythingServer, initSession, post, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const HOSTILE = process.env.GW_BOX_HOSTILE;
@@ -21,18 +22,22 @@ const LANDLOCK = (() => {
   return Number(/"ok:(\d+)"/.exec(r.stdout)[1]);
 })();
 
-/** The tool's text: "ok", "ok:TEXT", "err:ERRNO" or "sig:N". */
+/** The tool's text: "ok", "ok:TEXT", "err:ERRNO" or "sig:N"; with gw.headers (a bearer token) on the call. */
 async function attempt(gw, sid, args) {
-  const { response } = await callTool(gw, sid, 'try', args, { ms: scaled(20000) });
-  assert.ok(response?.result, `try ${JSON.stringify(args)}: ${JSON.stringify(response)}`);
+  const r = await post(gw, rpc('tools/call', { name: 'try', arguments: args }), { sid, headers: gw.headers ?? {} });
+  await r.done(scaled(20000));
+  const response = r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
+  assert.ok(response?.result, `try ${JSON.stringify(args)}: HTTP ${r.status} ${r.text()}`);
   return response.result.content[0].text;
 }
 
 /**
  * A gateway fronting the hostile child with the box on or off, every attempt made, the texts
  * returned by case name. The directory S holds the gateway's own files (S/conf/gateway.ini, the
- * admin token), a public file, and the writable directory S/rw; S is bound into the box
- * read-only, so what is hidden there is hidden by the box, not by the private /tmp.
+ * admin token, the bearer tokens file), a public file, and the writable directory S/rw; S is
+ * bound into the box read-only, so what is hidden there is hidden by the box, not by the private
+ * /tmp. The tokens file is readable by all (it holds digests, and the gateway allows it), so that
+ * for a root gateway too it is the view that keeps it out, not the boxed child's own uid.
  */
 async function scenario(box) {
   const s = tmpdir('mcpgw-box-');
@@ -43,6 +48,10 @@ async function scenario(box) {
   const adminToken = path.join(s, 'admin.token');
   fs.writeFileSync(adminToken, 'SECRET-ADMIN-TOKEN-0123456789abcdef\n', { mode: 0o600 });
   fs.writeFileSync(path.join(s, 'public.txt'), 'public\n', { mode: 0o644 });
+  const tokensFile = path.join(s, 'tokens');
+  const token = crypto.randomBytes(24).toString('hex');
+  fs.writeFileSync(tokensFile, `# SECRET-TOKENS-FILE\nsha256:${crypto.createHash('sha256').update(token).digest('hex')} alice\n`, { mode: 0o644 });
+  fs.chmodSync(tokensFile, 0o644);
   const other = net.createServer((c) => c.end()).listen(0, '127.0.0.1');
   await new Promise((r) => other.once('listening', r));
   const otherPort = other.address().port;
@@ -51,6 +60,7 @@ async function scenario(box) {
     // From /tmp: a cwd that is /tmp (or /) must not bring the host's /tmp (or root) into the view.
     cwd: '/tmp',
     gateway: { admin_token_file: adminToken },
+    auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokensFile },
     servers: [{
       name: 'hostile', path: '/mcp', command: HOSTILE,
       extra: [`sandbox = ${box ? 'on' : 'off'}`, 'sandbox_network = none',
@@ -60,14 +70,16 @@ async function scenario(box) {
     }],
   });
   const out = {};
+  gw.headers = { Authorization: `Bearer ${token}` };
   try {
     if (box) await gw.waitLog(/\[server:hostile\] sandbox: namespaces user, mount, pid, ipc, uts, net/);
-    const a = await initSession(gw);
-    const b = await initSession(gw);
+    const a = await initSession(gw, { headers: gw.headers });
+    const b = await initSession(gw, { headers: gw.headers });
     const secret = `/tmp/mcpgw-box-${process.pid}-${box ? 'on' : 'off'}`;
     out.whoami = await attempt(gw, a.sid, { action: 'whoami' });
     out.config = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'conf', 'gateway.ini') });
     out.adminToken = await attempt(gw, a.sid, { action: 'read', path: adminToken });
+    out.tokensFile = await attempt(gw, a.sid, { action: 'read', path: tokensFile });
     out.publicFile = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'public.txt') });
     out.tmpWrite = await attempt(gw, a.sid, { action: 'write', path: secret, text: 'A-SECRET' });
     out.otherTmp = await attempt(gw, b.sid, { action: 'read', path: secret });
@@ -85,13 +97,14 @@ async function scenario(box) {
     out.writeInside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'rw', 'inside.txt'), text: 'x' });
     out.symlinkConfig = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l1'), target: path.join(s, 'conf', 'gateway.ini') });
     out.symlinkToken = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l2'), target: adminToken });
+    out.symlinkTokens = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l3'), target: tokensFile });
     // What the mounts leave open and Landlock closes: executing what it wrote in /tmp, writing
     // to /proc (here its own name). A writable path keeps execute.
     out.execTmp = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: `${secret}-true` });
     out.execWritable = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: path.join(s, 'rw', 'true') });
     out.procWrite = await attempt(gw, a.sid, { action: 'write', path: '/proc/self/comm', text: 'renamed' });
     // The gateway and another session are unaffected: a third session, and the first two.
-    const c = await initSession(gw);
+    const c = await initSession(gw, { headers: gw.headers });
     out.after = [await attempt(gw, c.sid, { action: 'whoami' }), await attempt(gw, a.sid, { action: 'whoami' }),
       await attempt(gw, b.sid, { action: 'whoami' })];
     const h = await request(`${gw.base}/healthz`, { method: 'GET' });
@@ -116,6 +129,7 @@ test('sandbox = on: every attempt of the hostile child is refused, the gateway s
   assert.match(r.whoami, /^ok:pid 1 uid /, 'the child is its own PID namespace\'s first process');
   assert.doesNotMatch(r.config, /\[gateway\]/, 'the gateway\'s configuration is not visible');
   assert.doesNotMatch(r.adminToken, /SECRET-ADMIN/, 'the admin token file is not visible');
+  assert.doesNotMatch(r.tokensFile, /SECRET-TOKENS|sha256:/, 'the tokens file is not visible');
   assert.equal(r.publicFile, 'ok:public\n', 'a bound path is visible');
   assert.equal(r.tmpWrite, 'ok', 'its own /tmp is writable');
   assert.equal(r.otherTmp, 'err:ENOENT', 'another session\'s /tmp file is not there');
@@ -133,6 +147,7 @@ test('sandbox = on: every attempt of the hostile child is refused, the gateway s
   assert.equal(r.writeInside, 'ok', 'sandbox_writable_paths is writable');
   assert.doesNotMatch(r.symlinkConfig, /\[gateway\]/, 'a symlink in a writable path leads nowhere');
   assert.doesNotMatch(r.symlinkToken, /SECRET-ADMIN/, 'a symlink to the admin token leads nowhere');
+  assert.doesNotMatch(r.symlinkTokens, /SECRET-TOKENS|sha256:/, 'a symlink to the tokens file leads nowhere');
   if (LANDLOCK) {
     assert.equal(r.execTmp, 'err:EACCES', 'Landlock: what it wrote in /tmp does not execute');
     assert.equal(r.procWrite, 'err:EACCES', 'Landlock: /proc is read-only');
@@ -147,6 +162,7 @@ test('sandbox = off: the same attempts succeed (the cases can fail)', async () =
   assert.doesNotMatch(r.whoami, /^ok:pid 1 /);
   assert.match(r.config, /^ok:\[gateway\]/);
   assert.match(r.adminToken, /SECRET-ADMIN/);
+  assert.match(r.tokensFile, /^ok:# SECRET-TOKENS-FILE\nsha256:/);
   assert.equal(r.publicFile, 'ok:public\n');
   assert.equal(r.otherTmp, 'ok:A-SECRET');
   assert.equal(r.connectGateway, 'ok');
@@ -165,6 +181,7 @@ test('sandbox = off: the same attempts succeed (the cases can fail)', async () =
   assert.equal(r.writeInside, 'ok');
   assert.match(r.symlinkConfig, /^ok:\[gateway\]/);
   assert.match(r.symlinkToken, /SECRET-ADMIN/);
+  assert.match(r.symlinkTokens, /SECRET-TOKENS/);
   assert.equal(r.execTmp, 'ok');
   assert.equal(r.execWritable, 'ok');
   assert.equal(r.procWrite, 'ok');
@@ -268,7 +285,7 @@ test('sandbox_network = host: a host abstract unix socket is refused with Landlo
   assert.equal(on.connectGateway, 'ok', 'not covered: TCP to the gateway\'s port with sandbox_network = host');
 });
 
-test('server-everything from npm, boxed: a legacy session and a stateless request are answered', async () => {
+test('server-everything from npm, boxed: a 2025-11-25 session and a stateless request are answered', async () => {
   const ev = everythingServer({});
   const js = fs.realpathSync(ev.command.split(' ')[1]);
   const modules = fs.realpathSync(path.join(process.env.GW_SOURCE_ROOT, 'tests/node_modules'));
@@ -281,7 +298,8 @@ test('server-everything from npm, boxed: a legacy session and a stateless reques
   });
   try {
     await gw.waitLog(/\[server:everything\] sandbox: namespaces/);
-    const { sid } = await initSession(gw);
+    const { sid, version } = await initSession(gw, { version: '2025-11-25' });
+    assert.equal(version, '2025-11-25');
     const { response } = await callTool(gw, sid, 'echo', { message: 'boxed-legacy' }, { ms: scaled(20000) });
     assert.match(JSON.stringify(response?.result), /boxed-legacy/, JSON.stringify(response));
     const V = '2026-07-28';
