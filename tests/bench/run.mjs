@@ -180,7 +180,7 @@ function within(p, ms) {
 // always legacy there: the example server is a legacy server, so the gateway skips its probe).
 // auth: lines of an [auth] section (the auth scenarios); none: mode none, the default.
 // sandbox: 'off' or 'on' for [server:example] (init_box); none: the key left out (off).
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null } = {}) {
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null } = {}) {
   const exampleCmd = [BIN.example, ...childArgs].join(' ');
   let cmd;
   let args;
@@ -205,6 +205,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       ...(pool?.max !== undefined ? [`pool_max_children = ${pool.max}`] : []),
       ...(pool?.inflight !== undefined ? [`pool_child_max_inflight = ${pool.inflight}`] : []),
       ...(sandbox ? [`sandbox = ${sandbox}`] : []),
+      ...(principalInflight !== null ? [`max_inflight_per_principal = ${principalInflight}`] : []),
       '',
     ].join('\n'));
     cmd = kind === 'before' ? beforeBin : BIN.gateway;
@@ -672,14 +673,16 @@ const scenarios = [
   },
   {
     // 1,000 stateless requests in flight at once, one connection each, on a pool of 8 warm children
-    // (pool_child_max_inflight 256 >= 125 each): the gateway's RSS growth per request in flight, the
-    // time until every child has read its share (their shared --log), then every answer checked.
+    // (pool_child_max_inflight 256 >= 125 each; max_inflight_per_principal raised to the count, as
+    // every request here is the one anonymous principal's): the gateway's RSS growth per request in
+    // flight, the time until every child has read its share (their shared --log), then every answer
+    // checked.
     // Gateway only: a pool is the gateway's (supergateway would start 1,000 children).
     name: 'hold1000_stateless', who: ['gateway'],
     run: (c) => {
       const f = path.join(tmp, `child-${c}-${Date.now()}.log`);
       const pool = { warm: P.pendingPool, max: P.pendingPool, inflight: 256 };
-      return withServer(c, { childArgs: ['--log', f, '--log-times'], pool, nofile: true, track: true }, async (s) => ({
+      return withServer(c, { childArgs: ['--log', f, '--log-times'], pool, principalInflight: P.pending, nofile: true, track: true }, async (s) => ({
         ...(await loadgen('pending', ['--url', s.url, '--pid', s.pid, '--stateless', '--child-log', f, '--children', P.pendingPool,
           '--sessions', P.pending, '--delay-ms', P.pendingDelay, '--timeout-ms', 10000], 120000)),
         nofile: s.nofile,
@@ -1054,7 +1057,10 @@ if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, 
 const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direct', 'bridged', 'legacy', 'off', 'on'].flatMap((c) => (byC[c] || [])
   .filter((r) => r.failed && !(sc === 'init_box' && c === 'on' && BOX_REFUSED.test(r.failed))).map((r) => `${sc} ${c}: ${r.failed}`)));
 // A gateway that did not survive its 1,000 stateless requests in flight cannot run that scenario.
-for (const r of results.hold1000_stateless?.gateway || []) if (!r.failed && !r.server_alive) broken.push('hold1000_stateless gateway: the gateway died');
+for (const r of results.hold1000_stateless?.gateway || []) {
+  if (!r.failed && !r.server_alive) broken.push('hold1000_stateless gateway: the gateway died');
+  else if (!r.failed && r.ok !== r.requests) broken.push(`hold1000_stateless gateway: ${r.ok} of ${r.requests} answered with their own result (${r.status_429} with 429)`);
+}
 // An auth scenario with a refused or failed request: a valid token was not served.
 for (const [sc] of AUTH_ROWS) for (const r of results[sc]?.gateway || []) if (!r.failed && r.errors) broken.push(`${sc} gateway: ${r.errors} failed requests`);
 if (broken.length) {
