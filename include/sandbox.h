@@ -70,7 +70,8 @@ void sandbox_summary(const struct sandbox *b, char *out, size_t size);
  * clone, for the caller to end with cgroup_child_end once the child is reaped. The pid as the
  * gateway sees it, or -1 with errno (*cg then NULL).
  */
-pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg, struct cgroup_child **cg);
+pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg,
+                    struct cgroup_child **cg);
 /*
  * In the child, before it closes the fds it inherited: it moves itself into the cgroup
  * sandbox_spawn made (cgroup.procs, opened by the parent), so all it starts is counted there.

@@ -220,8 +220,7 @@ cgroup_owned(const char *dir)
     for (size_t i = 0; i < ARRAY_LEN(names); i++) {
         char p[PATH_MAX];
         struct stat st;
-        if (!cgroup_join_path(p, sizeof(p), dir, names[i]) || stat(p, &st) == -1
-            || st.st_uid != me)
+        if (!cgroup_join_path(p, sizeof(p), dir, names[i]) || stat(p, &st) == -1 || st.st_uid != me)
             return false;
     }
     return true;
@@ -241,8 +240,7 @@ cgroup_writable(const char *dir)
 
 /* ---- the gateway's cgroup --------------------------------------------------------------- */
 
-static int
-cgroup_none(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int cgroup_none(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int
 cgroup_none(const char *fmt, ...)
@@ -422,7 +420,8 @@ cgroup_child_new(uint64_t memory_max_bytes, uint64_t pids_max)
         || (memory_max_bytes != 0 && cgroup_write(c->path, "memory.swap.max", "0") == -1
             && errno != ENOENT)
         || cgroup_write(c->path, "memory.oom.group", "1") == -1
-        || cgroup_write(c->path, "pids.max", pids) == -1 || !cgroup_join_path(p, sizeof(p), c->path, "cgroup.procs")
+        || cgroup_write(c->path, "pids.max", pids) == -1
+        || !cgroup_join_path(p, sizeof(p), c->path, "cgroup.procs")
         || (c->procs_fd = open(p, O_WRONLY | O_CLOEXEC | (cgroup_stand_in ? O_CREAT : 0), 0644))
                == -1) {
         e = errno;

@@ -266,8 +266,8 @@ sandbox_same(const struct sandbox *a, const struct sandbox *b)
     if (x->network_none != y->network_none || x->max_memory_bytes != y->max_memory_bytes
         || x->max_processes != y->max_processes || x->max_open_files != y->max_open_files
         || x->max_cpu_s != y->max_cpu_s || x->max_file_bytes != y->max_file_bytes
-        || x->max_memory_cgroup_bytes != y->max_memory_cgroup_bytes
-        || a->n_binds != b->n_binds || a->n_hidden != b->n_hidden)
+        || x->max_memory_cgroup_bytes != y->max_memory_cgroup_bytes || a->n_binds != b->n_binds
+        || a->n_hidden != b->n_hidden)
         return false;
     for (size_t i = 0; i < a->n_binds; i++)
         if (strcmp(a->binds[i], b->binds[i]) != 0 || a->bind_writable[i] != b->bind_writable[i])

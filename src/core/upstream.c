@@ -147,7 +147,8 @@ upstream_cgroup_end(struct upstream *u)
     uint64_t oom = cgroup_child_end(u->cg);
     u->cg = NULL;
     if (oom > 0)
-        log_warn(u->tag, "child %d: the kernel's OOM killer ended it (its cgroup's memory.max, "
+        log_warn(u->tag,
+                 "child %d: the kernel's OOM killer ended it (its cgroup's memory.max, "
                  "child_max_memory_cgroup_bytes; %llu kill%s)",
                  (int)u->pid, (unsigned long long)oom, oom == 1 ? "" : "s");
 }

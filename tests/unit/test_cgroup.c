@@ -184,7 +184,8 @@ Test(cgroup, a_child_cgroup_its_limits_its_oom_count_and_its_removal)
     free(pids);
     cgroup_child_spawned(c);
     cr_expect_eq(cgroup_child_procs_fd(c), -1);
-    put("mnt/svc/box-1/memory.events", "low 0\nhigh 0\nmax 5\noom 2\noom_kill 2\noom_group_kill 1\n");
+    put("mnt/svc/box-1/memory.events",
+        "low 0\nhigh 0\nmax 5\noom 2\noom_kill 2\noom_group_kill 1\n");
     cr_expect_eq(cgroup_child_end(c), 2);
     cr_expect(!exists("mnt/svc/box-1"), "removed once the child is reaped");
     /* No limit set: "max"; the next child's name is new. */
@@ -315,8 +316,7 @@ Test(cgroup, refused_without_a_cgroup2_mount_showing_it)
 
 Test(cgroup, refused_when_the_controllers_are_cgroup_v1s)
 {
-    refused("0::/svc\n", "hugetlb\n", true,
-            "controllers memory, pids not offered: ");
+    refused("0::/svc\n", "hugetlb\n", true, "controllers memory, pids not offered: ");
     refused("0::/svc\n", "memory hugetlb\n", true, "controller pids not offered: ");
 }
 
