@@ -141,6 +141,7 @@ struct config_server {
     uint64_t child_max_open_files;
     uint64_t child_max_cpu_s;
     uint64_t child_max_file_bytes;
+    uint64_t child_max_memory_cgroup_bytes; /* memory.max of each child's cgroup; 0: none */
     struct sandbox *box; /* NULL: sandbox = off */
     int line;            /* line of the section header */
     int command_line;    /* line of command = */

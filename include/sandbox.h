@@ -18,6 +18,7 @@
  */
 
 struct sandbox;
+struct cgroup_child;
 
 struct sandbox_spec {
     bool network_none;         /* sandbox_network = none: a network namespace of its own */
@@ -29,6 +30,9 @@ struct sandbox_spec {
     uint64_t max_open_files;   /* RLIMIT_NOFILE */
     uint64_t max_cpu_s;        /* RLIMIT_CPU */
     uint64_t max_file_bytes;   /* RLIMIT_FSIZE */
+    /* memory.max of the child's cgroup (cgroup.h, where one is in force; pids.max is
+     * max_processes); 0: not limited */
+    uint64_t max_memory_cgroup_bytes;
 };
 
 /*
@@ -61,10 +65,19 @@ void sandbox_summary(const struct sandbox *b, char *out, size_t size);
 
 /*
  * Clones fn into the box (CLONE_VM | CLONE_VFORK: the parent waits until fn execs or exits, as
- * with vfork); fn must call sandbox_enter, then only system calls, then exec. The pid as the
- * gateway sees it, or -1 with errno.
+ * with vfork); fn must call sandbox_join_cgroup and sandbox_enter, then only system calls, then
+ * exec. With cg and a cgroup in force (cgroup.h), *cg is the child's cgroup, made before the
+ * clone, for the caller to end with cgroup_child_end once the child is reaped. The pid as the
+ * gateway sees it, or -1 with errno (*cg then NULL).
  */
-pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg);
+pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg,
+                    struct cgroup_child **cg);
+/*
+ * In the child, before it closes the fds it inherited: it moves itself into the cgroup
+ * sandbox_spawn made (cgroup.procs, opened by the parent), so all it starts is counted there.
+ * 0 (also when there is none), or -1 with errno and *step.
+ */
+int sandbox_join_cgroup(const char *volatile *step);
 /*
  * For fn and what it calls that does not return: AddressSanitizer, seeing a call that does not
  * return made on a stack that is not a thread's, warns and may then report falsely.

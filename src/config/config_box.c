@@ -183,6 +183,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
         .max_open_files = srv->child_max_open_files,
         .max_cpu_s = srv->child_max_cpu_s,
         .max_file_bytes = srv->child_max_file_bytes,
+        .max_memory_cgroup_bytes = srv->child_max_memory_cgroup_bytes,
     };
     const char *errstr = NULL;
     srv->box = sandbox_new(&spec, &errstr);

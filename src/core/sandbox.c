@@ -41,6 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "landlock.h"
 #include "util.h"
 
@@ -265,7 +266,8 @@ sandbox_same(const struct sandbox *a, const struct sandbox *b)
     if (x->network_none != y->network_none || x->max_memory_bytes != y->max_memory_bytes
         || x->max_processes != y->max_processes || x->max_open_files != y->max_open_files
         || x->max_cpu_s != y->max_cpu_s || x->max_file_bytes != y->max_file_bytes
-        || a->n_binds != b->n_binds || a->n_hidden != b->n_hidden)
+        || x->max_memory_cgroup_bytes != y->max_memory_cgroup_bytes || a->n_binds != b->n_binds
+        || a->n_hidden != b->n_hidden)
         return false;
     for (size_t i = 0; i < a->n_binds; i++)
         if (strcmp(a->binds[i], b->binds[i]) != 0 || a->bind_writable[i] != b->bind_writable[i])
@@ -371,14 +373,22 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
         snprintf(ll, sizeof(ll), "ABI %d (filesystem%s)", sandbox_landlock,
                  sandbox_landlock >= 6 ? "; signals and abstract unix sockets scoped to the box"
                                        : "");
+    /* What cgroup_setup found: in force, or none and why (never claimed when not applied). */
+    char cg[PATH_MAX + 320];
+    if (cgroup_in_force())
+        snprintf(cg, sizeof(cg),
+                 "per child under %s: memory.max %" PRIu64 " B, pids.max %" PRIu64 " (0: max)",
+                 cgroup_dir(), s->max_memory_cgroup_bytes, s->max_processes);
+    else
+        snprintf(cg, sizeof(cg), "none (%s)", cgroup_why());
     snprintf(out, size,
              "namespaces user, mount, pid, ipc, uts%s; view: system read-only, private /tmp, "
              "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM); "
-             "Landlock: %s; cgroup: none; limits: memory %" PRIu64 " B, processes %" PRIu64
+             "Landlock: %s; cgroup: %s; limits: memory %" PRIu64 " B, processes %" PRIu64
              ", open files %" PRIu64 ", cpu %" PRIu64 " s, file %" PRIu64 " B (0: none)",
              s->network_none ? ", net (loopback only)" : "; network: host", b->n_binds, b->n_hidden,
              sandbox_root ? "one of a reserved range per child" : "the gateway's",
-             ARRAY_LEN(sandbox_refused), ll, s->max_memory_bytes, s->max_processes,
+             ARRAY_LEN(sandbox_refused), ll, cg, s->max_memory_bytes, s->max_processes,
              s->max_open_files, s->max_cpu_s, s->max_file_bytes);
 }
 
@@ -386,6 +396,17 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
 
 /* The child's uid when the gateway is root (written by the parent before the clone). */
 static uid_t sandbox_child_uid;
+/* The child's cgroup's cgroup.procs, opened by the parent before the clone; -1: none. */
+static int sandbox_cgroup_fd = -1;
+
+int
+sandbox_join_cgroup(const char *volatile *step)
+{
+    if (sandbox_cgroup_fd == -1)
+        return 0;
+    *step = "joining its cgroup";
+    return write(sandbox_cgroup_fd, "0", 1) == 1 ? 0 : -1;
+}
 
 static int
 sandbox_write(const char *path, const char *text)
@@ -735,11 +756,22 @@ sandbox_flags(const struct sandbox *b)
 }
 
 pid_t
-sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg)
+sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg, struct cgroup_child **cg)
 {
+    if (cg != NULL && cgroup_in_force()) {
+        *cg = cgroup_child_new(b->spec.max_memory_cgroup_bytes, b->spec.max_processes);
+        if (*cg == NULL)
+            return -1;
+        sandbox_cgroup_fd = cgroup_child_procs_fd(*cg);
+    }
     sandbox_child_uid = SANDBOX_UID_BASE + sandbox_next++ % SANDBOX_UID_COUNT;
-    return clone(fn, sandbox_stack + sizeof(sandbox_stack),
-                 (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | sandbox_flags(b)), arg);
+    pid_t pid = clone(fn, sandbox_stack + sizeof(sandbox_stack),
+                      (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | sandbox_flags(b)), arg);
+    if (cg != NULL) {
+        sandbox_cgroup_fd = -1;
+        cgroup_child_spawned(*cg);
+    }
+    return pid;
 }
 
 /* ---- the probe ------------------------------------------------------------------------- */
@@ -781,7 +813,14 @@ int
 sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
 {
     struct sandbox_probe_arg a = { .b = b, .step = NULL, .err = 0 };
-    pid_t pid = sandbox_spawn(b, sandbox_probe_child, &a);
+    if (b->spec.max_memory_cgroup_bytes != 0 && !cgroup_in_force()) {
+        snprintf(err, errlen,
+                 "child_max_memory_cgroup_bytes needs a delegated cgroup v2 with the memory and "
+                 "pids controllers, and there is none: %s",
+                 cgroup_why());
+        return -1;
+    }
+    pid_t pid = sandbox_spawn(b, sandbox_probe_child, &a, NULL);
     if (pid > 0) {
         (void)waitpid(pid, NULL, __WALL);
         if (a.err == 0)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "cgroup.h"
 #include "log.h"
 #include "metrics.h"
 #include "sandbox.h"
@@ -63,6 +64,7 @@ struct upstream {
     int ladder_step; /* 0 stdin open, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
     uint64_t err_window_ms;
     unsigned err_lines, err_dropped;
+    struct cgroup_child *cg;              /* a boxed child's cgroup (cgroup.h); NULL: none */
     struct upstream_server *srv;          /* its server's row */
     struct upstream *srv_next, *srv_prev; /* the row's children not yet freed */
 };
@@ -136,9 +138,25 @@ upstream_close_fd(struct loop_watch **w, int *fd)
     *fd = -1;
 }
 
+/* A boxed child's cgroup, once the child is reaped: removed, and an OOM kill in it said. */
+static void
+upstream_cgroup_end(struct upstream *u)
+{
+    if (u->cg == NULL)
+        return;
+    uint64_t oom = cgroup_child_end(u->cg);
+    u->cg = NULL;
+    if (oom > 0)
+        log_warn(u->tag,
+                 "child %d: the kernel's OOM killer ended it (its cgroup's memory.max, "
+                 "child_max_memory_cgroup_bytes; %llu kill%s)",
+                 (int)u->pid, (unsigned long long)oom, oom == 1 ? "" : "s");
+}
+
 static void
 upstream_free(struct upstream *u)
 {
+    upstream_cgroup_end(u);
     upstream_close_fd(&u->in_w, &u->in_fd);
     upstream_close_fd(&u->out_w, &u->out_fd);
     upstream_close_fd(&u->err_w, &u->err_fd);
@@ -298,6 +316,10 @@ upstream_child(struct upstream_child_arg *a)
         goto fail;
     if (dup2(a->in, 0) == -1 || dup2(a->out, 1) == -1 || dup2(a->err, 2) == -1)
         goto fail;
+    a->child_step = UPSTREAM_STEP_BOX;
+    if (p->sandbox != NULL && sandbox_join_cgroup(&a->box_step) == -1)
+        goto fail;
+    a->child_step = UPSTREAM_STEP_SETUP;
     if (syscall(SYS_close_range, 3u, ~0u, 0u) == -1)
         goto fail;
     a->child_step = UPSTREAM_STEP_BOX;
@@ -367,9 +389,12 @@ upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2]
         a.search = "/bin:/usr/bin";
     pid_t pid;
     if (p->sandbox != NULL) {
-        pid = sandbox_spawn(p->sandbox, upstream_box_child, &a);
-        if (pid == -1)
+        pid = sandbox_spawn(p->sandbox, upstream_box_child, &a, &u->cg);
+        if (pid == -1) {
             a.child_step = UPSTREAM_STEP_BOX;
+            if (cgroup_in_force() && u->cg == NULL)
+                a.box_step = "making its cgroup";
+        }
     } else if ((pid = vfork()) == 0) {
         upstream_child(&a);
     }
@@ -812,6 +837,7 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
     memset(&reaped, 0, sizeof(reaped));
     if (waitid((idtype_t)P_PIDFD, (id_t)fd, &reaped, WEXITED | WNOHANG) == -1)
         log_warn(u->tag, "reaping child %d: %s", (int)u->pid, strerror(errno));
+    upstream_cgroup_end(u);
     upstream_enter(u);
     u->exited = true;
     upstream_close_fd(&u->pid_w, &u->pid_fd);

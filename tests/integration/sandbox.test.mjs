@@ -195,7 +195,7 @@ test('--check-config says what the box applies, and a path that is not absolute 
   fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\n`);
   let r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /\[server:h\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*no_new_privs; seccomp: \d+ calls refused \(EPERM\); Landlock: (ABI \d+ \(filesystem[^)]*\)|none \(the kernel offers none\)); cgroup: none; limits: /);
+  assert.match(r.stdout, /\[server:h\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*no_new_privs; seccomp: \d+ calls refused \(EPERM\); Landlock: (ABI \d+ \(filesystem[^)]*\)|none \(the kernel offers none\)); cgroup: (none \(.+\)|per child under \S+: memory.max 0 B, pids.max 512 \(0: max\)); limits: /);
   // The ABI the kernel offers is the one applied, or none is said.
   assert.match(r.stdout, LANDLOCK ? new RegExp(`Landlock: ABI ${LANDLOCK} \\(filesystem${LANDLOCK >= 6 ? '; signals and abstract unix sockets scoped to the box' : ''}\\);`) : /Landlock: none/);
   fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\nsandbox_writable_paths = relative/dir\n`);
