@@ -60,11 +60,31 @@ int sandbox_probe(const struct sandbox *b, char *err, size_t errlen);
 void sandbox_summary(const struct sandbox *b, char *out, size_t size);
 
 /*
- * Clones fn into the box (CLONE_VM | CLONE_VFORK: the parent waits until fn execs or exits, as
- * with vfork); fn must call sandbox_enter, then only system calls, then exec. The pid as the
- * gateway sees it, or -1 with errno.
+ * What one child sees besides its box's view: its owner's directory (a session's or a principal
+ * pool's exchanged token, auth.h), bound read-only at the same path, so a file renamed into it
+ * reaches the child; and the group that may read it: a root gateway's boxed child holds it as a
+ * supplementary group besides its own uid ((gid_t)-1: none; an ordinary gateway's child maps the
+ * gateway's own uid and needs none). Another child's directory is never in a view: a covered
+ * path above it shows only this one.
  */
-pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg);
+struct sandbox_own {
+    const char *dir; /* absolute, bindable (sandbox_path_bindable); NULL: nothing of its own */
+    gid_t gid;
+};
+/*
+ * A group of its own for one owner's directory, from a reserved range apart from the children's
+ * uids, when the gateway runs as root; (gid_t)-1 otherwise (none is needed).
+ */
+gid_t sandbox_group_new(void);
+
+/*
+ * Clones fn into the box (CLONE_VM | CLONE_VFORK: the parent waits until fn execs or exits, as
+ * with vfork); fn must call sandbox_enter, then only system calls, then exec. own (NULL: none)
+ * must stay valid until this returns. The pid as the gateway sees it, or -1 with errno (EINVAL:
+ * own's directory cannot be bound).
+ */
+pid_t sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(void *),
+                    void *arg);
 /*
  * For fn and what it calls that does not return: AddressSanitizer, seeing a call that does not
  * return made on a stack that is not a thread's, warns and may then report falsely.

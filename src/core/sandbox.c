@@ -51,6 +51,7 @@
 #define SANDBOX_OLD       "/.old"     /* where the host's root is while the view is built */
 #define SANDBOX_UID_BASE  2147352576u /* 0x7FFE0000: far above any distribution's ranges */
 #define SANDBOX_UID_COUNT 65536u
+#define SANDBOX_GID_BASE  (SANDBOX_UID_BASE + SANDBOX_UID_COUNT) /* owners' groups: apart */
 #define SANDBOX_STACK     (256 * 1024)
 
 struct sandbox {
@@ -137,7 +138,8 @@ static int sandbox_landlock; /* the kernel's Landlock ABI, 0: none */
 static bool sandbox_root;    /* the gateway runs as root: children get a uid of their own */
 static uid_t sandbox_uid;    /* an ordinary gateway's ids, mapped inside */
 static gid_t sandbox_gid;
-static uint32_t sandbox_next; /* the next reserved uid's offset */
+static uint32_t sandbox_next;     /* the next reserved uid's offset */
+static uint32_t sandbox_next_gid; /* the next reserved group's offset */
 /* The stack of the one child between clone and exec (the parent waits: one at a time). */
 static char sandbox_stack[SANDBOX_STACK] __attribute__((aligned(64)));
 
@@ -382,10 +384,18 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
              s->max_open_files, s->max_cpu_s, s->max_file_bytes);
 }
 
+gid_t
+sandbox_group_new(void)
+{
+    return sandbox_root ? SANDBOX_GID_BASE + sandbox_next_gid++ % SANDBOX_UID_COUNT : (gid_t)-1;
+}
+
 /* ---- in the child: system calls only ---------------------------------------------------- */
 
-/* The child's uid when the gateway is root (written by the parent before the clone). */
+/* The child's uid when the gateway is root, and what it has of its own (written by the parent
+ * before the clone). */
 static uid_t sandbox_child_uid;
+static const struct sandbox_own *sandbox_child_own;
 
 static int
 sandbox_write(const char *path, const char *text)
@@ -510,13 +520,20 @@ sandbox_bind(const char *path, bool must_exist)
     return mount(src, path, NULL, MS_BIND | MS_REC, NULL);
 }
 
-/* A hidden path, covered where the view shows it: an empty directory or an empty file. */
+/*
+ * A hidden path, covered where the view shows it: an empty directory or an empty file. A cover
+ * above the child's own directory (sandbox_own) lets it pass to that one alone, bound next: it
+ * is made read-only with the rest of the view.
+ */
 static int
-sandbox_hide(const char *path)
+sandbox_hide(const char *path, const char *own)
 {
     struct stat st;
     if (stat(path, &st) == -1)
         return 0;
+    if (S_ISDIR(st.st_mode) && own != NULL && sandbox_is_or_under(own, path))
+        return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=16k,nr_inodes=64,mode=0711");
     if (S_ISDIR(st.st_mode))
         return mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                      "size=4k,nr_inodes=1,mode=000");
@@ -578,9 +595,13 @@ sandbox_view(const struct sandbox *b, const char *volatile *step)
     if (fd == -1)
         return -1;
     close(fd);
+    const char *own = sandbox_child_own != NULL ? sandbox_child_own->dir : NULL;
     for (size_t i = 0; i < b->n_hidden; i++)
-        if (sandbox_hide(b->hidden[i]) == -1)
+        if (sandbox_hide(b->hidden[i], own) == -1)
             return -1;
+    *step = "binding its owner's directory (the exchanged token's)";
+    if (own != NULL && sandbox_bind(own, true) == -1)
+        return -1;
     *step = "leaving the host's root";
     if (umount2(SANDBOX_OLD, MNT_DETACH) == -1 || rmdir(SANDBOX_OLD) == -1)
         return -1;
@@ -653,9 +674,10 @@ sandbox_enter(const struct sandbox *b, const char *volatile *step)
          * the process it believes it is (the gateway's, whose memory the child shares) and wait
          * for threads that are not the child's.
          */
+        gid_t own = sandbox_child_own != NULL ? sandbox_child_own->gid : (gid_t)-1;
         *step = "dropping to the child's own uid";
-        if (syscall(SYS_setgroups, 0, NULL) == -1 || syscall(SYS_setresgid, id, id, id) == -1
-            || syscall(SYS_setresuid, id, id, id) == -1)
+        if (syscall(SYS_setgroups, own != (gid_t)-1 ? 1 : 0, &own) == -1
+            || syscall(SYS_setresgid, id, id, id) == -1 || syscall(SYS_setresuid, id, id, id) == -1)
             return -1;
         /* A uid change makes it not dumpable, and /proc/self root's: its maps are its own. */
         *step = "making the user namespace";
@@ -704,6 +726,8 @@ sandbox_landlock_apply(const struct sandbox *b, const char *volatile *step)
         rc = landlock_allow(rs, abi, "/tmp", LANDLOCK_ALLOW_WRITE_NOEXEC, true);
     if (rc == 0)
         rc = landlock_allow(rs, abi, "/proc", LANDLOCK_ALLOW_READ, true);
+    if (rc == 0 && sandbox_child_own != NULL && sandbox_child_own->dir != NULL)
+        rc = landlock_allow(rs, abi, sandbox_child_own->dir, LANDLOCK_ALLOW_READ, true);
     if (rc == -1) {
         int e = errno;
         close(rs);
@@ -735,11 +759,19 @@ sandbox_flags(const struct sandbox *b)
 }
 
 pid_t
-sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg)
+sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(void *), void *arg)
 {
+    if (own != NULL && own->dir != NULL
+        && (!sandbox_path_ok(own->dir) || !sandbox_path_bindable(own->dir))) {
+        errno = EINVAL;
+        return -1;
+    }
+    sandbox_child_own = own != NULL && (own->dir != NULL || own->gid != (gid_t)-1) ? own : NULL;
     sandbox_child_uid = SANDBOX_UID_BASE + sandbox_next++ % SANDBOX_UID_COUNT;
-    return clone(fn, sandbox_stack + sizeof(sandbox_stack),
-                 (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | sandbox_flags(b)), arg);
+    pid_t pid = clone(fn, sandbox_stack + sizeof(sandbox_stack),
+                      (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | sandbox_flags(b)), arg);
+    sandbox_child_own = NULL; /* the child has exec'd or exited: own was the caller's */
+    return pid;
 }
 
 /* ---- the probe ------------------------------------------------------------------------- */
@@ -781,7 +813,7 @@ int
 sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
 {
     struct sandbox_probe_arg a = { .b = b, .step = NULL, .err = 0 };
-    pid_t pid = sandbox_spawn(b, sandbox_probe_child, &a);
+    pid_t pid = sandbox_spawn(b, NULL, sandbox_probe_child, &a);
     if (pid > 0) {
         (void)waitpid(pid, NULL, __WALL);
         if (a.err == 0)

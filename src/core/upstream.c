@@ -367,7 +367,7 @@ upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2]
         a.search = "/bin:/usr/bin";
     pid_t pid;
     if (p->sandbox != NULL) {
-        pid = sandbox_spawn(p->sandbox, upstream_box_child, &a);
+        pid = sandbox_spawn(p->sandbox, p->own, upstream_box_child, &a);
         if (pid == -1)
             a.child_step = UPSTREAM_STEP_BOX;
     } else if ((pid = vfork()) == 0) {
