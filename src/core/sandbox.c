@@ -392,10 +392,14 @@ sandbox_group_new(void)
 
 /* ---- in the child: system calls only ---------------------------------------------------- */
 
-/* The child's uid when the gateway is root, and what it has of its own (written by the parent
- * before the clone). */
+/*
+ * The child's uid when the gateway is root, and what it has of its own (written by the parent
+ * before the clone). The second is volatile: clone is declared a leaf (it calls nothing of this
+ * file, as far as the compiler knows), so its store would be dropped as dead before the reset
+ * that follows the clone, and the child would read NULL.
+ */
 static uid_t sandbox_child_uid;
-static const struct sandbox_own *sandbox_child_own;
+static const struct sandbox_own *volatile sandbox_child_own;
 
 static int
 sandbox_write(const char *path, const char *text)
