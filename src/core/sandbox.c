@@ -399,6 +399,7 @@ sandbox_group_new(void)
  * that follows the clone, and the child would read NULL.
  */
 static uid_t sandbox_child_uid;
+static gid_t sandbox_child_group; /* own's group, or -1: setgroups reads it here, not on a stack */
 static const struct sandbox_own *volatile sandbox_child_own;
 
 static int
@@ -678,9 +679,9 @@ sandbox_enter(const struct sandbox *b, const char *volatile *step)
          * the process it believes it is (the gateway's, whose memory the child shares) and wait
          * for threads that are not the child's.
          */
-        gid_t own = sandbox_child_own != NULL ? sandbox_child_own->gid : (gid_t)-1;
         *step = "dropping to the child's own uid";
-        if (syscall(SYS_setgroups, own != (gid_t)-1 ? 1 : 0, &own) == -1
+        size_t groups = sandbox_child_group != (gid_t)-1; /* its owner's group, or none */
+        if (syscall(SYS_setgroups, groups, &sandbox_child_group) == -1
             || syscall(SYS_setresgid, id, id, id) == -1 || syscall(SYS_setresuid, id, id, id) == -1)
             return -1;
         /* A uid change makes it not dumpable, and /proc/self root's: its maps are its own. */
@@ -771,6 +772,7 @@ sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(
         return -1;
     }
     sandbox_child_own = own != NULL && (own->dir != NULL || own->gid != (gid_t)-1) ? own : NULL;
+    sandbox_child_group = own != NULL ? own->gid : (gid_t)-1;
     sandbox_child_uid = SANDBOX_UID_BASE + sandbox_next++ % SANDBOX_UID_COUNT;
     pid_t pid = clone(fn, sandbox_stack + sizeof(sandbox_stack),
                       (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | sandbox_flags(b)), arg);
