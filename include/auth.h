@@ -218,8 +218,8 @@ void auth_held_env(const struct auth_held *h, char **env);
 /*
  * The directory a child of the owner is shown (sandbox_own, sandbox.h): its path, and in *gid the
  * group a boxed child reads it through. For a boxed child (boxed) of a root gateway, the first
- * call gives the directory and its file a group of their own (sandbox_group_new: no other
- * process holds it) and opens them to it, 0750 and 0640 (renewals keep it); otherwise they stay
+ * call gives the directory and its file a group of their own (sandbox_group_new: no other child
+ * holds it) and opens them to it, 0750 and 0640 (renewals keep it); otherwise they stay
  * the gateway's alone (0700, 0600) and *gid is -1. NULL when the group cannot be set (logged).
  */
 const char *auth_held_own(struct auth_held *h, bool boxed, gid_t *gid);
