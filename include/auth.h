@@ -2,6 +2,8 @@
 #ifndef MCPGW_AUTH_H
 #define MCPGW_AUTH_H
 
+#include <sys/types.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -213,6 +215,14 @@ struct auth_held *auth_held_open(const struct auth_held_params *hp, const struct
                                  const char **why);
 /* env[0] and env[1] get new "VAR=<newest token>" and "VAR_FILE=<its file>". */
 void auth_held_env(const struct auth_held *h, char **env);
+/*
+ * The directory a child of the owner is shown (sandbox_own, sandbox.h): its path, and in *gid the
+ * group a boxed child reads it through. For a boxed child (boxed) of a root gateway, the first
+ * call gives the directory and its file a group of their own (sandbox_group_new: no other child
+ * holds it) and opens them to it, 0750 and 0640 (renewals keep it); otherwise they stay
+ * the gateway's alone (0700, 0600) and *gid is -1. NULL when the group cannot be set (logged).
+ */
+const char *auth_held_own(struct auth_held *h, bool boxed, gid_t *gid);
 /* authorization (a request's header, verified) brings the subject of the next renewal. */
 void auth_held_seen(struct auth_held *h, const char *authorization);
 /* Arms the first renewal (once the owner's child is up). NULL does nothing. */

@@ -64,14 +64,33 @@ int sandbox_probe(const struct sandbox *b, char *err, size_t errlen);
 void sandbox_summary(const struct sandbox *b, char *out, size_t size);
 
 /*
+ * What one child sees besides its box's view: its owner's directory (a session's or a principal
+ * pool's exchanged token, auth.h), bound read-only at the same path, so a file renamed into it
+ * reaches the child; and the group that may read it: a root gateway's boxed child holds it as a
+ * supplementary group besides its own uid ((gid_t)-1: none; an ordinary gateway's child maps the
+ * gateway's own uid and needs none). Another child's directory is never in a view: a covered
+ * path above it shows only this one.
+ */
+struct sandbox_own {
+    const char *dir; /* absolute, bindable (sandbox_path_bindable); NULL: nothing of its own */
+    gid_t gid;
+};
+/*
+ * A group of its own for one owner's directory, from a reserved range apart from the children's
+ * uids, when the gateway runs as root; (gid_t)-1 otherwise (none is needed).
+ */
+gid_t sandbox_group_new(void);
+
+/*
  * Clones fn into the box (CLONE_VM | CLONE_VFORK: the parent waits until fn execs or exits, as
  * with vfork); fn must call sandbox_join_cgroup and sandbox_enter, then only system calls, then
- * exec. With cg and a cgroup in force (cgroup.h), *cg is the child's cgroup, made before the
- * clone, for the caller to end with cgroup_child_end once the child is reaped. The pid as the
- * gateway sees it, or -1 with errno (*cg then NULL).
+ * exec. own (NULL: none) must stay valid until this returns. With cg and a cgroup in force
+ * (cgroup.h), *cg is the child's cgroup, made before the clone, for the caller to end with
+ * cgroup_child_end once the child is reaped. The pid as the gateway sees it, or -1 with errno
+ * (EINVAL: own's directory cannot be bound; *cg then NULL).
  */
-pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg,
-                    struct cgroup_child **cg);
+pid_t sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(void *),
+                    void *arg, struct cgroup_child **cg);
 /*
  * In the child, before it closes the fds it inherited: it moves itself into the cgroup
  * sandbox_spawn made (cgroup.procs, opened by the parent), so all it starts is counted there.

@@ -38,6 +38,7 @@ struct upstream_params {
     uint64_t stdin_grace_ms;       /* after stdin is closed, before SIGTERM */
     uint64_t term_grace_ms;        /* after SIGTERM, before SIGKILL */
     const struct sandbox *sandbox; /* the box the child runs in (sandbox.h); NULL: none */
+    const struct sandbox_own *own; /* what it has of its own in its box (sandbox.h); NULL: none */
 };
 
 /*

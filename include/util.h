@@ -78,6 +78,12 @@ long util_base64url_decode(const char *s, size_t n, unsigned char *out, size_t c
  * buf holding "PATH is ...: chmod ... PATH", the reason and its fix.
  */
 const char *util_file_unsafe(int fd, const char *path, bool secret, char *buf, size_t len);
+/*
+ * Where the gateway makes its private run-time directories (an exchanged token's): the first
+ * directory of $RUNTIME_DIRECTORY (systemd's colon list), else $TMPDIR, else /tmp; only an
+ * absolute path that leaves room for a name below it. Static storage.
+ */
+const char *util_runtime_dir(void);
 /* The inverse: in[0..n) as base64url without padding into out (room for (n * 4 + 2) / 3 + 1 bytes,
  * NUL-terminated); returns the length. */
 size_t util_base64url_encode(const unsigned char *in, size_t n, char *out);

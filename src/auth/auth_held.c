@@ -32,6 +32,7 @@
 #include "crypto.h"
 #include "log.h"
 #include "loop.h"
+#include "sandbox.h"
 #include "util.h"
 
 struct auth_held {
@@ -48,22 +49,16 @@ struct auth_held {
     struct auth_exchange *x;  /* a renewal in flight */
     struct loop_timer *timer; /* the next renewal */
     uint64_t expires_ms;      /* of the newest token; 0: no expires_in given */
+    gid_t gid; /* a root gateway's boxed children read it through this group; -1: none */
     auth_held_end_cb *end;
     void *arg;
 };
 
-/* The base of the owners' private directories. */
+/* The base of the owners' private directories (every box hides it: config_box.c). */
 static const char *
 auth_held_base(void)
 {
-    const char *v = getenv("RUNTIME_DIRECTORY"); /* systemd: the first of a colon list */
-    static char first[PATH_MAX - 128];
-    if (v != NULL && v[0] == '/' && strcspn(v, ":") < sizeof first) {
-        snprintf(first, sizeof first, "%.*s", (int)strcspn(v, ":"), v);
-        return first;
-    }
-    v = getenv("TMPDIR");
-    return v != NULL && v[0] == '/' && strlen(v) < PATH_MAX - 128 ? v : "/tmp";
+    return util_runtime_dir();
 }
 
 static void
@@ -84,6 +79,14 @@ auth_held_write(struct auth_held *h, const struct auth_exchanged *x, const char 
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s/.token.new", h->dir);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* Readable by the group of its boxed children, before it holds anything. */
+    if (fd != -1 && h->gid != (gid_t)-1
+        && (fchown(fd, (uid_t)-1, h->gid) == -1 || fchmod(fd, 0640) == -1)) {
+        int e = errno;
+        close(fd);
+        fd = -1;
+        errno = e;
+    }
     size_t done = 0;
     while (fd != -1 && done < x->len) {
         ssize_t w = write(fd, x->token + done, x->len - done);
@@ -207,6 +210,7 @@ auth_held_open(const struct auth_held_params *hp, const struct auth_exchanged *x
     h->srv = hp->srv;
     h->end = hp->end;
     h->arg = hp->arg;
+    h->gid = (gid_t)-1;
     snprintf(h->tag, sizeof h->tag, "%s", hp->tag != NULL ? hp->tag : "");
     auth_held_seen(h, hp->authorization);
     const char *name = (*h->srv)->name;
@@ -240,6 +244,29 @@ auth_held_env(const struct auth_held *h, char **env)
     len = vlen + strlen(h->file) + 8;
     env[1] = xmalloc(len);
     snprintf(env[1], len, "%s_FILE=%s", var, h->file);
+}
+
+const char *
+auth_held_own(struct auth_held *h, bool boxed, gid_t *gid)
+{
+    *gid = (gid_t)-1;
+    if (!boxed)
+        return h->dir;
+    if (h->gid == (gid_t)-1) {
+        gid_t g = sandbox_group_new();
+        if (g != (gid_t)-1) {
+            /* The file first: the directory opens to the group once what it holds is its. */
+            if (chown(h->file, (uid_t)-1, g) == -1 || chmod(h->file, 0640) == -1
+                || chown(h->dir, (uid_t)-1, g) == -1 || chmod(h->dir, 0750) == -1) {
+                log_warn(h->tag, "token for [server:%s]: %s: its group: %s", (*h->srv)->name,
+                         h->dir, strerror(errno));
+                return NULL;
+            }
+            h->gid = g;
+        }
+    }
+    *gid = h->gid;
+    return h->dir;
 }
 
 void

@@ -3,8 +3,10 @@
  * Each server's box (sandbox = on): the paths bound into its view (sandbox_read_only_paths, the
  * cwd and the command's directory read-only, sandbox_writable_paths writable) and the gateway's
  * own files hidden from it (every file and directory the [gateway] and [auth] sections name, the
- * configuration file and its directory, each server's env_file and credentials_dir, and the
- * package's /etc/mcp-gateway and /var/lib/mcp-gateway), made once per configuration.
+ * configuration file and its directory, each server's env_file, credentials_dir and
+ * token_exchange_client_secret_file, where exchanged tokens are kept when a server exchanges them,
+ * and the package's /etc/mcp-gateway and /var/lib/mcp-gateway), made once per configuration. A
+ * child of a token_exchange server is shown its own token's directory alone (sandbox_own).
  */
 #include <sys/stat.h>
 
@@ -92,13 +94,22 @@ config_box_hidden(const struct config *cfg, struct config_box_list *hidden,
         if (v != NULL)
             config_box_add(hidden, config_box_abs(v, NULL));
     }
+    bool exchange = false;
     for (size_t i = 0; i < cfg->n_servers; i++) {
         const struct config_server *s = &cfg->servers[i];
         if (s->env_file != NULL)
             config_box_add(hidden, config_box_abs(s->env_file, NULL));
         if (s->credentials_dir != NULL)
             config_box_add(hidden, config_box_abs(s->credentials_dir, NULL));
+        if (s->token_exchange_client_secret_file != NULL)
+            config_box_add(hidden, config_box_abs(s->token_exchange_client_secret_file, NULL));
+        exchange = exchange || s->token_exchange;
     }
+    /* Where exchanged tokens are kept (auth_held.c), each child shown its own alone (sandbox_own);
+     * /tmp and the like are the box's own, empty. */
+    const char *run = util_runtime_dir();
+    if (exchange && sandbox_path_bindable(run))
+        config_box_add(hidden, xstrdup(run));
     if (cfg->file != NULL) {
         char *file = config_box_abs(cfg->file, NULL);
         char *dir = xstrdup(file);

@@ -425,10 +425,6 @@ config_build_exchange(struct config_parse *ps, struct config *cfg,
               ? "needs [auth] mode = jwt (a verified client token is the subject token)"
               : NULL,
           "token_exchange" },
-        { srv->sandbox ? "cannot be on with sandbox = on yet: the file that keeps the token current "
-                         "lies outside the box's view"
-                       : NULL,
-          "token_exchange" },
         { srv->token_exchange_audience == NULL && srv->token_exchange_resource == NULL
               ? "or token_exchange_resource is required with token_exchange = on"
               : NULL,

@@ -52,6 +52,7 @@
 #define SANDBOX_OLD       "/.old"     /* where the host's root is while the view is built */
 #define SANDBOX_UID_BASE  2147352576u /* 0x7FFE0000: far above any distribution's ranges */
 #define SANDBOX_UID_COUNT 65536u
+#define SANDBOX_GID_BASE  (SANDBOX_UID_BASE + SANDBOX_UID_COUNT) /* owners' groups: apart */
 #define SANDBOX_STACK     (256 * 1024)
 
 struct sandbox {
@@ -138,7 +139,8 @@ static int sandbox_landlock; /* the kernel's Landlock ABI, 0: none */
 static bool sandbox_root;    /* the gateway runs as root: children get a uid of their own */
 static uid_t sandbox_uid;    /* an ordinary gateway's ids, mapped inside */
 static gid_t sandbox_gid;
-static uint32_t sandbox_next; /* the next reserved uid's offset */
+static uint32_t sandbox_next;     /* the next reserved uid's offset */
+static uint32_t sandbox_next_gid; /* the next reserved group's offset */
 /* The stack of the one child between clone and exec (the parent waits: one at a time). */
 static char sandbox_stack[SANDBOX_STACK] __attribute__((aligned(64)));
 
@@ -392,20 +394,37 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
              s->max_open_files, s->max_cpu_s, s->max_file_bytes);
 }
 
+gid_t
+sandbox_group_new(void)
+{
+    return sandbox_root ? SANDBOX_GID_BASE + sandbox_next_gid++ % SANDBOX_UID_COUNT : (gid_t)-1;
+}
+
 /* ---- in the child: system calls only ---------------------------------------------------- */
 
-/* The child's uid when the gateway is root (written by the parent before the clone). */
+/*
+ * The child's uid when the gateway is root, and what it has of its own (written by the parent
+ * before the clone). The second is volatile: clone is declared a leaf (it calls nothing of this
+ * file, as far as the compiler knows), so its store would be dropped as dead before the reset
+ * that follows the clone, and the child would read NULL.
+ */
 static uid_t sandbox_child_uid;
-/* The child's cgroup's cgroup.procs, opened by the parent before the clone; -1: none. */
-static int sandbox_cgroup_fd = -1;
+static gid_t sandbox_child_group; /* own's group, or -1: setgroups reads it here, not on a stack */
+static const struct sandbox_own *volatile sandbox_child_own;
+/*
+ * The child's cgroup's cgroup.procs, opened by the parent before the clone; -1: none. Volatile
+ * for the reason above: it is reset after the clone.
+ */
+static volatile int sandbox_cgroup_fd = -1;
 
 int
 sandbox_join_cgroup(const char *volatile *step)
 {
-    if (sandbox_cgroup_fd == -1)
+    int fd = sandbox_cgroup_fd;
+    if (fd == -1)
         return 0;
     *step = "joining its cgroup";
-    return write(sandbox_cgroup_fd, "0", 1) == 1 ? 0 : -1;
+    return write(fd, "0", 1) == 1 ? 0 : -1;
 }
 
 static int
@@ -531,13 +550,20 @@ sandbox_bind(const char *path, bool must_exist)
     return mount(src, path, NULL, MS_BIND | MS_REC, NULL);
 }
 
-/* A hidden path, covered where the view shows it: an empty directory or an empty file. */
+/*
+ * A hidden path, covered where the view shows it: an empty directory or an empty file. A cover
+ * above the child's own directory (sandbox_own) lets it pass to that one alone, bound next: it
+ * is made read-only with the rest of the view.
+ */
 static int
-sandbox_hide(const char *path)
+sandbox_hide(const char *path, const char *own)
 {
     struct stat st;
     if (stat(path, &st) == -1)
         return 0;
+    if (S_ISDIR(st.st_mode) && own != NULL && sandbox_is_or_under(own, path))
+        return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=16k,nr_inodes=64,mode=0711");
     if (S_ISDIR(st.st_mode))
         return mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                      "size=4k,nr_inodes=1,mode=000");
@@ -599,9 +625,13 @@ sandbox_view(const struct sandbox *b, const char *volatile *step)
     if (fd == -1)
         return -1;
     close(fd);
+    const char *own = sandbox_child_own != NULL ? sandbox_child_own->dir : NULL;
     for (size_t i = 0; i < b->n_hidden; i++)
-        if (sandbox_hide(b->hidden[i]) == -1)
+        if (sandbox_hide(b->hidden[i], own) == -1)
             return -1;
+    *step = "binding its owner's directory (the exchanged token's)";
+    if (own != NULL && sandbox_bind(own, true) == -1)
+        return -1;
     *step = "leaving the host's root";
     if (umount2(SANDBOX_OLD, MNT_DETACH) == -1 || rmdir(SANDBOX_OLD) == -1)
         return -1;
@@ -675,8 +705,9 @@ sandbox_enter(const struct sandbox *b, const char *volatile *step)
          * for threads that are not the child's.
          */
         *step = "dropping to the child's own uid";
-        if (syscall(SYS_setgroups, 0, NULL) == -1 || syscall(SYS_setresgid, id, id, id) == -1
-            || syscall(SYS_setresuid, id, id, id) == -1)
+        size_t groups = sandbox_child_group != (gid_t)-1; /* its owner's group, or none */
+        if (syscall(SYS_setgroups, groups, &sandbox_child_group) == -1
+            || syscall(SYS_setresgid, id, id, id) == -1 || syscall(SYS_setresuid, id, id, id) == -1)
             return -1;
         /* A uid change makes it not dumpable, and /proc/self root's: its maps are its own. */
         *step = "making the user namespace";
@@ -725,6 +756,8 @@ sandbox_landlock_apply(const struct sandbox *b, const char *volatile *step)
         rc = landlock_allow(rs, abi, "/tmp", LANDLOCK_ALLOW_WRITE_NOEXEC, true);
     if (rc == 0)
         rc = landlock_allow(rs, abi, "/proc", LANDLOCK_ALLOW_READ, true);
+    if (rc == 0 && sandbox_child_own != NULL && sandbox_child_own->dir != NULL)
+        rc = landlock_allow(rs, abi, sandbox_child_own->dir, LANDLOCK_ALLOW_READ, true);
     if (rc == -1) {
         int e = errno;
         close(rs);
@@ -756,17 +789,26 @@ sandbox_flags(const struct sandbox *b)
 }
 
 pid_t
-sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg, struct cgroup_child **cg)
+sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(void *), void *arg,
+              struct cgroup_child **cg)
 {
+    if (own != NULL && own->dir != NULL
+        && (!sandbox_path_ok(own->dir) || !sandbox_path_bindable(own->dir))) {
+        errno = EINVAL;
+        return -1;
+    }
     if (cg != NULL && cgroup_in_force()) {
         *cg = cgroup_child_new(b->spec.max_memory_cgroup_bytes, b->spec.max_processes);
         if (*cg == NULL)
             return -1;
         sandbox_cgroup_fd = cgroup_child_procs_fd(*cg);
     }
+    sandbox_child_own = own != NULL && (own->dir != NULL || own->gid != (gid_t)-1) ? own : NULL;
+    sandbox_child_group = own != NULL ? own->gid : (gid_t)-1;
     sandbox_child_uid = SANDBOX_UID_BASE + sandbox_next++ % SANDBOX_UID_COUNT;
     pid_t pid = clone(fn, sandbox_stack + sizeof(sandbox_stack),
                       (int)(CLONE_VM | CLONE_VFORK | SIGCHLD | sandbox_flags(b)), arg);
+    sandbox_child_own = NULL; /* the child has exec'd or exited: own was the caller's */
     if (cg != NULL) {
         sandbox_cgroup_fd = -1;
         cgroup_child_spawned(*cg);
@@ -820,7 +862,7 @@ sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
                  cgroup_why());
         return -1;
     }
-    pid_t pid = sandbox_spawn(b, sandbox_probe_child, &a, NULL);
+    pid_t pid = sandbox_spawn(b, NULL, sandbox_probe_child, &a, NULL);
     if (pid > 0) {
         (void)waitpid(pid, NULL, __WALL);
         if (a.err == 0)

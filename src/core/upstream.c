@@ -389,7 +389,7 @@ upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2]
         a.search = "/bin:/usr/bin";
     pid_t pid;
     if (p->sandbox != NULL) {
-        pid = sandbox_spawn(p->sandbox, upstream_box_child, &a, &u->cg);
+        pid = sandbox_spawn(p->sandbox, p->own, upstream_box_child, &a, &u->cg);
         if (pid == -1) {
             a.child_step = UPSTREAM_STEP_BOX;
             if (cgroup_in_force() && u->cg == NULL)

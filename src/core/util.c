@@ -353,3 +353,16 @@ util_cidr_match(const unsigned char addr[16], const unsigned char net[16], unsig
     unsigned rest = bits % 8;
     return rest == 0 || ((addr[whole] ^ net[whole]) & (0xffu << (8 - rest)) & 0xffu) == 0;
 }
+
+const char *
+util_runtime_dir(void)
+{
+    static char first[PATH_MAX - 128];
+    const char *v = getenv("RUNTIME_DIRECTORY");
+    if (v != NULL && v[0] == '/' && strcspn(v, ":") < sizeof first) {
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(v, ":"), v);
+        return first;
+    }
+    v = getenv("TMPDIR");
+    return v != NULL && v[0] == '/' && strlen(v) < PATH_MAX - 128 ? v : "/tmp";
+}

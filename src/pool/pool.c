@@ -337,6 +337,9 @@ pool_child_start(struct pool *p)
     c->r.send_control = pool_relay_send_control; /* cancels: never lost to a full stdin */
     char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag, extra);
     config_env_free(extra);
+    struct sandbox_own own;
+    bool own_failed;
+    const struct sandbox_own *mine = pool_principal_own(p, &own, &own_failed);
     struct upstream_params up = {
         .argv = p->srv->argv,
         .envp = envp,
@@ -349,9 +352,13 @@ pool_child_start(struct pool *p)
         .stdin_grace_ms = pools.cfg->child_stdin_grace_ms,
         .term_grace_ms = pools.cfg->child_term_grace_ms,
         .sandbox = p->srv->box,
+        .own = mine,
     };
     const char *err = "spawn failed";
-    c->u = upstream_spawn(pools.l, &up, pool_child_line, pool_child_gone, c, &err);
+    if (own_failed)
+        err = "the gateway cannot keep the exchanged token (its log says why)";
+    else
+        c->u = upstream_spawn(pools.l, &up, pool_child_line, pool_child_gone, c, &err);
     config_env_free(envp);
     if (c->u == NULL) {
         char note[80];

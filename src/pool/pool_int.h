@@ -16,6 +16,7 @@
 #include "quota.h"
 #include "relay.h"
 #include "revision.h"
+#include "sandbox.h"
 #include "upstream.h"
 
 #define POOL_CANCEL_LINGER_MS 60000
@@ -314,6 +315,12 @@ struct pool *pool_principal_new(const struct config *cfg, const struct config_se
                                 const struct pool_meta *meta);
 /* What a child of p adds to its environment: the principal's credentials; NULL: p->key->refused. */
 char **pool_principal_env(struct pool *p);
+/*
+ * What p's boxed child is shown of its own (its principal's token directory, the group that reads
+ * it): NULL when p holds no token or its server is not boxed, else own filled; *failed when it
+ * cannot be (logged).
+ */
+const struct sandbox_own *pool_principal_own(struct pool *p, struct sandbox_own *own, bool *failed);
 /*
  * Whether p may start one more child: srv's principal pools have fewer than pool_max_children;
  * else, with evict, the least recently used idle child of another principal's pool is stopped to

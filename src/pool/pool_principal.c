@@ -187,6 +187,17 @@ pool_principal_env(struct pool *p)
     return why == NULL ? extra : NULL;
 }
 
+const struct sandbox_own *
+pool_principal_own(struct pool *p, struct sandbox_own *own, bool *failed)
+{
+    *failed = false;
+    if (p->key == NULL || p->key->held == NULL || p->srv->box == NULL)
+        return NULL;
+    own->dir = auth_held_own(p->key->held, true, &own->gid);
+    *failed = own->dir == NULL;
+    return own->dir != NULL ? own : NULL;
+}
+
 /* Children of srv's principal pools of the current configuration (the bound counts them). */
 static size_t
 pool_principal_children(const struct config_server *srv)

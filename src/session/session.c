@@ -297,6 +297,9 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
     }
     char **envp = config_child_env(srv, "MCPGW_SESSION_LABEL", s->label, creds);
     config_env_free(creds);
+    struct sandbox_own own;
+    bool own_failed;
+    const struct sandbox_own *mine = session_token_own(s, &own, &own_failed);
     struct upstream_params up = {
         .argv = srv->argv,
         .envp = envp,
@@ -308,9 +311,14 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
         .stdin_grace_ms = sessions.cfg->child_stdin_grace_ms,
         .term_grace_ms = sessions.cfg->child_term_grace_ms,
         .sandbox = srv->box,
+        .own = mine,
     };
     uint64_t t0 = util_now_us();
-    s->u = upstream_spawn(sessions.l, &up, session_child_line, session_child_gone, s, err);
+    s->u = own_failed
+               ? NULL
+               : upstream_spawn(sessions.l, &up, session_child_line, session_child_gone, s, err);
+    if (own_failed)
+        *err = "the gateway cannot keep the exchanged token (its log says why)";
     metrics_observe(&s->stats->spawn, util_now_us() - t0);
     config_env_free(envp);
     if (s->u == NULL) {

@@ -17,6 +17,7 @@
 #include "quota.h"
 #include "relay.h"
 #include "revision.h"
+#include "sandbox.h"
 #include "session.h"
 #include "stream.h"
 #include "upstream.h"
@@ -163,6 +164,12 @@ void session_child_gone(const char *reason, void *arg);
  */
 const char *session_token_open(struct session *s, struct auth_exchanged *x,
                                const char *authorization, char **env);
+/*
+ * What s's boxed child is shown of its own (the token's directory, the group that reads it): NULL
+ * when s holds no token, else own filled, or NULL with the log saying why it cannot be.
+ */
+const struct sandbox_own *session_token_own(struct session *s, struct sandbox_own *own,
+                                            bool *failed);
 /* After the spawn: the first renewal's timer. */
 void session_token_start(struct session *s);
 /* The session's end (session_close): the renewal stopped, the file and directory removed. */

@@ -12,13 +12,17 @@
 // goes with it. Stateless requests run on their principal's own pool children, each started with
 // that principal's exchanged token (variable and file, renewed before expiry); a refused exchange
 // is 403 there too, and a revoked subject token stops that principal's children at the renewal.
+// With sandbox = on, each boxed child (a session's, a principal's pool child) reads its token from
+// the variable and from its file, sees the file renewed, and finds another principal's file
+// absent from its view (the same read succeeds with the box off); a root gateway's file is open to
+// a group of its owner's children alone.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { checkConfigText, GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { checkConfigText, EXAMPLE, GW_BIN, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { bearerInit, bearerPost, envOf } from '../lib/bearer.mjs';
 import { startOidc } from '../lib/oidc.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
@@ -28,6 +32,30 @@ const PUBLIC_URL = 'https://mcp.test.example';
 const API = 'https://api.test.example';
 const ADMIN = 'a'.repeat(40);
 const claimsOf = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url'));
+const ROOT = process.getuid() === 0;
+// The groups a root gateway gives its owners' token directories (src/core/sandbox.c).
+const OWNER_GID_BASE = 0x7fff0000;
+
+/** The env tool's text in a session, an error result's too: {text, isError}. */
+async function envTool(gw, token, sid, args) {
+  const r = await bearerPost(gw, '/mcp', rpc('tools/call', { name: 'env', arguments: args }), token, sid);
+  const body = await r.done(scaled(20000));
+  assert.equal(r.status, 200, body);
+  const ans = r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
+  assert.ok(ans?.result, body);
+  return { text: ans.result.content[0].text, isError: !!ans.result.isError };
+}
+
+/** The same for a stateless call of token's principal (on its pool's child). */
+async function slTool(gw, token, args, id = 1) {
+  const msg = { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'env', arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+  const r = await mpost(gw, msg, { path: '/mcp', bearer: token });
+  const body = await r.done(scaled(20000));
+  assert.equal(r.status, 200, body);
+  const ans = msgsOf(r).find((j) => j && ('result' in j || 'error' in j));
+  assert.ok(ans?.result, body);
+  return { text: ans.result.content[0].text, isError: !!ans.result.isError };
+}
 
 /** A stateless env call of token's principal: the variable's value (or its file's); {status, body} when not 200. */
 async function slEnv(gw, token, name, file = false, id = 1) {
@@ -63,7 +91,7 @@ async function assertNowhere(gw, values, audit) {
 }
 
 /** A gateway in front of op with one token_exchange server at /mcp (more keys in extra). */
-async function gateway(op, dir, { intro = false, extra = '', audit, resource = API } = {}) {
+async function gateway(op, dir, { intro = false, extra = '', audit, resource = API, command, tmp = dir } = {}) {
   const secretFile = path.join(dir, 'exchange.secret');
   fs.writeFileSync(secretFile, `${op.exchangeClient.secret}\n`, { mode: 0o600 });
   const auth = { mode: 'jwt', public_url: PUBLIC_URL, issuer: op.issuer, tls_ca_file: op.caFile };
@@ -80,8 +108,8 @@ async function gateway(op, dir, { intro = false, extra = '', audit, resource = A
   return startGateway({
     gateway: { admin_token: ADMIN, ...(audit ? { audit_log: audit } : {}) },
     auth,
-    env: { TMPDIR: dir },
-    servers: [{ name: 'gh', path: '/mcp', extra: server }],
+    env: { TMPDIR: tmp },
+    servers: [{ name: 'gh', path: '/mcp', extra: server, ...(command ? { command } : {}) }],
   });
 }
 
@@ -118,6 +146,9 @@ test('token exchange: each principal\'s child gets its own exchanged token, in i
     }
     assert.notEqual(seen.alice.where, seen.bob.where, 'a directory per session');
     assert.notEqual(seen.alice.env, seen.bob.env);
+    // Unboxed, a child reads what its uid may: bob's file too (sandbox = on hides it, below).
+    const peek = await envTool(gw, seen.alice.token, seen.alice.sid, { path: seen.bob.where, file: true });
+    assert.deepEqual(peek, { text: seen.bob.env, isError: false }, 'unboxed: another session\'s file is readable');
     // bob's session is not alice's: the same 404 as an unknown one.
     const cross = await envOf(gw, '/mcp', seen.bob.token, seen.alice.sid, 'DOWN_TOKEN');
     assert.equal(cross.status, 404, cross.body);
@@ -195,6 +226,143 @@ test('token exchange, stateless: each principal\'s pool child gets its own excha
     assert.deepEqual(tokenDirs(dir), [], 'no directory left after a shutdown');
   } finally {
     await gw?.stop();
+    await op.stop();
+  }
+});
+
+/**
+ * The host's view of a boxed child's token file: a root gateway opens it to a group of its owner's
+ * own (0750 and 0640, owned by root); an ordinary one's stays 0700 and 0600. The group, or null.
+ */
+function boxedModes(where) {
+  const st = fs.statSync(where);
+  const dst = fs.statSync(path.dirname(where));
+  if (!ROOT) {
+    assert.equal(st.mode & 0o777, 0o600, 'the file: 0600');
+    assert.equal(dst.mode & 0o777, 0o700, 'its directory: 0700');
+    return null;
+  }
+  assert.equal(st.mode & 0o777, 0o640, 'the file: 0640, for its children\'s group alone');
+  assert.equal(dst.mode & 0o777, 0o750, 'its directory: 0750');
+  assert.equal(st.uid, 0);
+  assert.equal(st.gid, dst.gid);
+  assert.ok(st.gid >= OWNER_GID_BASE, `a group of the reserved range: ${st.gid}`);
+  return st.gid;
+}
+
+test('token exchange, sandbox = on: a boxed session child reads its own token (variable and file), sees it renewed, and cannot see another session\'s', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 4 } } });
+  const dir = tmpdir('mcpgw-xchg-box-');
+  fs.chmodSync(dir, 0o755); // bound into the box: a root gateway's child runs as a uid of its own
+  fs.writeFileSync(path.join(dir, 'public.txt'), 'public\n', { mode: 0o644 });
+  // Where the tokens are kept lies in the bound directory: the box covers it, and shows each
+  // child its own token's directory beneath the cover alone.
+  const run = path.join(dir, 'run');
+  fs.mkdirSync(run, { mode: 0o700 });
+  const audit = path.join(dir, 'audit.log');
+  let gw;
+  try {
+    gw = await gateway(op, dir, {
+      tmp: run, command: EXAMPLE, audit,
+      extra: ['token_exchange_renew_before_s = 2', 'sandbox = on', 'sandbox_network = none', `sandbox_read_only_paths = ${dir}`].join('\n'),
+    });
+    await gw.waitLog(/\[server:gh\] sandbox: namespaces/);
+    const resource = `${PUBLIC_URL}/mcp`;
+    const seen = {};
+    for (const who of ['alice', 'bob']) {
+      const token = await op.token({ resource, format: 'jwt', client: who });
+      const s = await bearerInit(gw, '/mcp', token);
+      assert.equal(s.status, 200, `${who}: ${s.body}`);
+      const env = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN');
+      const file = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE', true);
+      const where = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE');
+      assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
+      assert.equal(file, env, `${who}: the boxed child reads its file`);
+      assert.equal(claimsOf(env).subject, who);
+      assert.equal(path.dirname(path.dirname(where)), run, 'under TMPDIR');
+      seen[who] = { token, sid: s.sid, env, where, gid: boxedModes(where) };
+    }
+    await gw.waitLog(/child stderr: mcp-example-server: ready \(pid 1\)/); // boxed: its PID namespace's first
+    if (ROOT) assert.notEqual(seen.alice.gid, seen.bob.gid, 'a group per session');
+    const read = (who, p) => envTool(gw, seen[who].token, seen[who].sid, { path: p, file: true });
+    assert.deepEqual(await read('alice', path.join(dir, 'public.txt')), { text: 'public\n', isError: false }, 'the bound directory is in the view');
+    for (const [me, other] of [['alice', 'bob'], ['bob', 'alice']]) {
+      assert.deepEqual(await read(me, seen[other].where), { text: '(unreadable: ENOENT)', isError: true }, `${me}'s child cannot see ${other}'s file`);
+      assert.deepEqual(await read(me, path.dirname(seen[other].where)), { text: '(unreadable: ENOENT)', isError: true }, `nor ${other}'s directory`);
+    }
+    const secret = await read('alice', path.join(dir, 'exchange.secret'));
+    assert.ok(!secret.text.includes(op.exchangeClient.secret), `the exchange client's secret is hidden: ${secret.text}`);
+    // Renewed by rename into the bound directory: the boxed child reads the new file.
+    const renewed = await waitFor(async () => {
+      const f = await envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN_FILE', true);
+      return typeof f === 'string' && f !== seen.alice.env ? f : null;
+    }, scaled(15000), 'the renewed file, read in the box');
+    assert.equal(claimsOf(renewed).subject, 'alice');
+    assert.ok(claimsOf(renewed).exp > claimsOf(seen.alice.env).exp, 'a later expiry');
+    assert.equal(boxedModes(seen.alice.where), seen.alice.gid, 'the renewed file keeps its group');
+    assert.equal(await envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN'), seen.alice.env, 'the environment keeps the first');
+    const del = await request(`${gw.base}/mcp`, { method: 'DELETE', headers: { Authorization: `Bearer ${seen.bob.token}`, 'Mcp-Session-Id': seen.bob.sid } });
+    await del.done();
+    assert.equal(del.status, 200);
+    await waitFor(() => !fs.existsSync(path.dirname(seen.bob.where)), scaled(5000), 'bob\'s directory removed');
+    await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret], audit);
+    await gw.stop();
+    gw = null;
+    assert.deepEqual(tokenDirs(run), [], 'no directory left after a shutdown');
+  } catch (e) {
+    if (gw) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  } finally {
+    await gw?.stop({ expect: null });
+    await op.stop();
+  }
+});
+
+test('token exchange, sandbox = on, stateless: each principal\'s boxed pool child reads its own token, sees it renewed, and cannot see another principal\'s', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 4 } } });
+  const dir = tmpdir('mcpgw-xchg-slbox-');
+  let gw;
+  try {
+    gw = await gateway(op, dir, { command: EXAMPLE, extra: ['token_exchange_renew_before_s = 2', 'pool_max_children = 4', 'sandbox = on', 'sandbox_network = none'].join('\n') });
+    const resource = `${PUBLIC_URL}/mcp`;
+    const seen = {};
+    for (const who of ['alice', 'bob']) {
+      const token = await op.token({ resource, format: 'jwt', client: who });
+      const env = await slEnv(gw, token, 'DOWN_TOKEN');
+      assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
+      const file = await slEnv(gw, token, 'DOWN_TOKEN_FILE', true);
+      const where = await slEnv(gw, token, 'DOWN_TOKEN_FILE');
+      assert.equal(file, env, `${who}: the boxed pool child reads its file`);
+      assert.equal(claimsOf(env).subject, who, 'the principal\'s own child');
+      assert.equal(path.dirname(path.dirname(where)), dir, 'under TMPDIR');
+      seen[who] = { token, env, where, gid: boxedModes(where) };
+    }
+    await gw.waitLog(/pool:gh#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
+    if (ROOT) assert.notEqual(seen.alice.gid, seen.bob.gid, 'a group per principal');
+    for (const [me, other] of [['alice', 'bob'], ['bob', 'alice']]) {
+      assert.deepEqual(await slTool(gw, seen[me].token, { path: seen[other].where, file: true }, 20), { text: '(unreadable: ENOENT)', isError: true }, `${me}'s child cannot see ${other}'s file`);
+      assert.deepEqual(await slTool(gw, seen[me].token, { path: path.dirname(seen[other].where), file: true }, 21), { text: '(unreadable: ENOENT)', isError: true }, `nor ${other}'s directory`);
+    }
+    const renewed = await waitFor(async () => {
+      const f = await slEnv(gw, seen.alice.token, 'DOWN_TOKEN_FILE', true);
+      return typeof f === 'string' && f !== seen.alice.env ? f : null;
+    }, scaled(15000), 'the pool\'s renewed file, read in the box');
+    assert.equal(claimsOf(renewed).subject, 'alice');
+    assert.ok(claimsOf(renewed).exp > claimsOf(seen.alice.env).exp, 'a later expiry');
+    assert.equal(boxedModes(seen.alice.where), seen.alice.gid, 'the renewed file keeps its group');
+    for (let i = 0; i < 4; i++) {
+      const who = i % 2 ? 'bob' : 'alice';
+      assert.equal(claimsOf(await slEnv(gw, seen[who].token, 'DOWN_TOKEN_FILE', true, 30 + i)).subject, who);
+    }
+    await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret]);
+    await gw.stop();
+    gw = null;
+    assert.deepEqual(tokenDirs(dir), [], 'no directory left after a shutdown');
+  } catch (e) {
+    if (gw) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  } finally {
+    await gw?.stop({ expect: null });
     await op.stop();
   }
 });
@@ -394,7 +562,6 @@ test('config: token exchange needs jwt, a target, a variable, the client, a safe
     'token_exchange_scopes: needs token_exchange = on': jwt + server('token_exchange_scopes = a'),
     'pool_warm_children: must be 0 with env_from_claims, credentials_dir or token_exchange': jwt + server(`${good}\npool_warm_children = 1`),
     'token_exchange: must be off or on': jwt + server('token_exchange = yes'),
-    'token_exchange: cannot be on with sandbox = on yet': jwt + server(`${good}\nsandbox = on`),
     'token_exchange_timeout_ms': jwt + server(`${good}\ntoken_exchange_timeout_ms = 10`),
   };
   let i = 0;
@@ -411,6 +578,8 @@ test('config: token exchange needs jwt, a target, a variable, the client, a safe
   fs.chmodSync(secret, 0o600);
   const r = check('good', jwt + server(good));
   assert.equal(r.status, 0, r.out);
+  const boxed = check('good-boxed', jwt + server(`${good}\nsandbox = on`));
+  assert.equal(boxed.status, 0, `token_exchange with sandbox = on: ${boxed.out}`);
   const printed = spawnSync(GW_BIN, ['--print-config', '-c', path.join(dir, 'good.ini')], { encoding: 'utf8', timeout: 10000 });
   assert.equal(printed.status, 0, printed.stderr);
   assert.ok(!printed.stdout.includes('s3cret'), 'the secret is not printed');

@@ -243,7 +243,7 @@ Test(cgroup, the_boxed_child_joins_its_cgroup_itself)
     cr_expect(strstr(line, "memory.max 67108864 B, pids.max 32") != NULL, "%s", line);
     struct cgroup_child *cg = NULL;
     struct join_arg a = { NULL };
-    pid_t pid = sandbox_spawn(b, join_child, &a, &cg);
+    pid_t pid = sandbox_spawn(b, NULL, join_child, &a, &cg);
     cr_assert(pid > 0, "%s", strerror(errno));
     int status = -1;
     cr_assert_eq(waitpid(pid, &status, __WALL), pid);

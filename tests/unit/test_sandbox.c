@@ -2,11 +2,14 @@
 /*
  * sandbox: what a box may be made of (paths absolute, without "..", never /, /tmp, /proc or /dev,
  * which are the box's own), two boxes told apart, the one-line summary, the list of refused
- * system calls. The box itself is proven through the gateway (tests/integration/sandbox.test.mjs).
+ * system calls, a child's own directory refused where a bound path would be, the owners' groups.
+ * The box itself is proven through the gateway (tests/integration/sandbox.test.mjs).
  * Through sandbox.h only.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -86,4 +89,47 @@ Test(sandbox, same_and_summary)
     sandbox_free(c);
     one_free(ro);
     one_free(hidden);
+}
+
+static int
+never(void *arg)
+{
+    (void)arg;
+    _exit(0);
+}
+
+/* A child's own directory must be bindable like any path of the view: refused before any clone. */
+Test(sandbox, own_directory_refused)
+{
+    char **ro = one("/srv/data");
+    struct sandbox_spec spec = { .read_only = ro };
+    const char *err = NULL;
+    struct sandbox *b = sandbox_new(&spec, &err);
+    cr_assert_not_null(b);
+    static const char *const bad[] = { "relative", "/a/../b", "/tmp", "/", "/proc/1" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct sandbox_own own = { bad[i], (gid_t)-1 };
+        errno = 0;
+        cr_expect_eq(sandbox_spawn(b, &own, never, NULL, NULL), -1, "%s", bad[i]);
+        cr_expect_eq(errno, EINVAL, "%s", bad[i]);
+    }
+    sandbox_free(b);
+    one_free(ro);
+}
+
+/* An owner's group: from its own reserved range, a new one each time, for a root gateway alone. */
+Test(sandbox, owner_groups)
+{
+    char err[256];
+    cr_assert_eq(sandbox_module_init(err, sizeof(err)), 0, "%s", err);
+    gid_t a = sandbox_group_new(), b = sandbox_group_new();
+    if (geteuid() != 0) {
+        cr_expect_eq(a, (gid_t)-1);
+        cr_expect_eq(b, (gid_t)-1);
+    } else {
+        cr_expect_geq(a, (gid_t)0x7fff0000u);
+        cr_expect_geq(b, (gid_t)0x7fff0000u);
+        cr_expect_neq(a, b);
+    }
+    sandbox_module_free();
 }
