@@ -80,5 +80,13 @@ int sandbox_enter(const struct sandbox *b, const char *volatile *step);
 int sandbox_seal(const struct sandbox *b, const char *volatile *step);
 /* The system calls the filter refuses, ", "-joined (for the documents and --check-config). */
 const char *sandbox_refused_list(void);
+/*
+ * The label a refused call is counted under (sandbox_notify.h): the index of system call nr in
+ * the refused list, clone's (with a namespace flag) after it, then "other"; each below
+ * SANDBOX_REFUSED_LABELS. The name of label i.
+ */
+#define SANDBOX_REFUSED_LABELS 64
+size_t sandbox_refused_label(int nr);
+const char *sandbox_refused_label_name(size_t i);
 
 #endif
