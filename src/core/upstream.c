@@ -334,7 +334,7 @@ upstream_spawn_error(const struct upstream *u, const struct upstream_params *p, 
 {
     const char *server = p->server != NULL ? p->server : "-";
     if (step == UPSTREAM_STEP_BOX) {
-        *errstr = "cannot make the child's sandbox";
+        *errstr = e == EMFILE || e == ENFILE ? upstream_no_fds : "cannot make the child's sandbox";
         log_error(u->tag, "server %s: cannot start a child: sandbox: %s: %s", server,
                   box_step != NULL ? box_step : "cloning into its namespaces", strerror(e));
     } else if (step == UPSTREAM_STEP_CWD) {

@@ -2,15 +2,26 @@
 /*
  * sandbox: what a box may be made of (paths absolute, without "..", never /, /tmp, /proc or /dev,
  * which are the box's own), two boxes told apart, the one-line summary, the list of refused
- * system calls. The box itself is proven through the gateway (tests/integration/sandbox.test.mjs).
- * Through sandbox.h only.
+ * system calls, the labels its refusals are counted under, and one real boxed child whose refused
+ * unshare is counted for its server only (the loop run until the child is gone, no sleep). The box
+ * itself is proven through the gateway (tests/integration/sandbox.test.mjs). Through sandbox.h,
+ * sandbox_notify.h and upstream.h.
  */
+#include <sys/syscall.h>
+
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
 
+#include "buf.h"
+#include "loop.h"
 #include "sandbox.h"
+#include "sandbox_notify.h"
+#include "upstream.h"
+
+extern char **environ;
 
 TestSuite(sandbox, .timeout = 10);
 
@@ -86,4 +97,105 @@ Test(sandbox, same_and_summary)
     sandbox_free(c);
     one_free(ro);
     one_free(hidden);
+}
+
+Test(sandbox, refusal_labels)
+{
+    char err[256];
+    cr_assert_eq(sandbox_module_init(err, sizeof(err)), 0, "%s", err);
+    cr_expect_str_eq(sandbox_refused_label_name(sandbox_refused_label(SYS_ptrace)), "ptrace");
+    cr_expect_str_eq(sandbox_refused_label_name(sandbox_refused_label(SYS_unshare)), "unshare");
+    cr_expect_str_eq(sandbox_refused_label_name(sandbox_refused_label(SYS_clone)), "clone");
+    cr_expect_str_eq(sandbox_refused_label_name(sandbox_refused_label(SYS_read)), "other");
+    cr_expect_lt(sandbox_refused_label(SYS_read), SANDBOX_REFUSED_LABELS);
+    sandbox_module_free();
+}
+
+static struct loop *L;
+static int gone;
+
+static void
+on_line(char *line, size_t len, struct msg *shared, void *arg)
+{
+    (void)line;
+    (void)len;
+    (void)shared;
+    (void)arg;
+}
+
+static void
+on_gone(const char *reason, void *arg)
+{
+    (void)reason;
+    (void)arg;
+    gone++;
+}
+
+static void
+on_deadline(void *arg)
+{
+    *(bool *)arg = true;
+    loop_stop(L);
+}
+
+/* The loop stops after a turn once the child is gone (phase 0), then once it is freed (1). */
+static int phase;
+
+static void
+after(void *arg)
+{
+    (void)arg;
+    if (phase == 0 ? gone > 0 : upstream_live_count() == 0)
+        loop_stop(L);
+}
+
+Test(sandbox, refusal_counted_for_its_server, .timeout = 30)
+{
+    char err[256];
+    signal(SIGPIPE, SIG_IGN);
+    cr_assert_eq(sandbox_module_init(err, sizeof(err)), 0, "%s", err);
+    struct sandbox_spec spec = { .max_processes = 16 };
+    const char *why = NULL;
+    struct sandbox *b = sandbox_new(&spec, &why);
+    cr_assert_not_null(b);
+    if (sandbox_probe(b, err, sizeof(err)) == -1)
+        cr_skip_test("the kernel refuses the box here: %s", err);
+    char line[1024];
+    sandbox_summary(b, line, sizeof(line));
+    if (strstr(line, "refusals not counted") != NULL)
+        cr_skip_test("%s", line);
+    L = loop_new();
+    /* unshare(1) asks for a user namespace: the filter refuses it, the gateway counts it. */
+    char a0[] = "/usr/bin/unshare", a1[] = "--user", a2[] = "/bin/true";
+    char *const argv[] = { a0, a1, a2, NULL };
+    struct upstream_params p = { .argv = argv, .envp = environ, .tag = "t", .server = "unit-a",
+                                 .max_line_bytes = 4096, .stdin_max_bytes = 4096,
+                                 .stdin_grace_ms = 100, .term_grace_ms = 100, .sandbox = b };
+    const char *errstr = NULL;
+    struct upstream *u = upstream_spawn(L, &p, on_line, on_gone, NULL, &errstr);
+    cr_assert_not_null(u, "%s", errstr ? errstr : "");
+    bool late = false;
+    struct loop_timer *t = loop_timer_add(L, 10000, on_deadline, &late);
+    loop_set_hooks(L, NULL, after, NULL);
+    while (!late && gone == 0)
+        loop_run(L);
+    upstream_close(u, "test");
+    phase = 1;
+    while (!late && upstream_live_count() > 0)
+        loop_run(L);
+    cr_assert(!late, "the child did not end within 10 s");
+    loop_timer_del(t);
+    struct buf m;
+    buf_init(&m, 1 << 20);
+    sandbox_notify_metrics(&m);
+    cr_assert_eq(buf_append(&m, "", 1), 0);
+    cr_expect(strstr(buf_head(&m), "mcpgw_sandbox_refused_total{server=\"unit-a\",syscall=\"unshare\"} 1\n")
+                  != NULL,
+              "%s", buf_head(&m));
+    cr_expect(strstr(buf_head(&m), "unit-b") == NULL);
+    buf_clear(&m);
+    loop_free(L);
+    sandbox_free(b);
+    upstream_module_free();
+    sandbox_module_free();
 }
