@@ -61,8 +61,10 @@ void sandbox_summary(const struct sandbox *b, char *out, size_t size);
 
 /*
  * Clones fn into the box (CLONE_VM | CLONE_VFORK: the parent waits until fn execs or exits, as
- * with vfork); fn must call sandbox_enter, then only system calls, then exec. The pid as the
- * gateway sees it, or -1 with errno.
+ * with vfork); fn must call sandbox_notify_keep (before it closes descriptors: it keeps the one
+ * the seccomp listener leaves by), sandbox_enter, then only system calls, then sandbox_seal and
+ * exec. The pid as the gateway sees it (its listener then waits for sandbox_watch_take), or -1
+ * with errno.
  */
 pid_t sandbox_spawn(const struct sandbox *b, int (*fn)(void *), void *arg);
 /*
