@@ -278,6 +278,12 @@ test('seccomp refusals are counted per server and system call, the caller still 
     assert.deepEqual(await refused(gw, 'hostile'), { ptrace: 1, unshare: 2, mount: 1, delete_module: 1 });
     assert.deepEqual(await refused(gw, 'quiet'), {});
     await gw.waitLog(/server hostile: child \d+: ptrace refused \(seccomp, EPERM\)/);
+    // The scrape with the new series is valid exposition text (promtool: tests/deps.sh).
+    const scrape = await request(`${gw.base}/metrics`, { method: 'GET' });
+    await scrape.done();
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: scrape.text(), encoding: 'utf8' });
+    assert.ok(!lint.error, `promtool missing (apt-get install prometheus): ${lint.error?.message}`);
+    assert.equal(lint.status, 0, `promtool check metrics:\n${lint.stdout}${lint.stderr}`);
 
     // A child of hostile floods the gateway with refused calls from 8 processes for 3 s; the
     // other server's session, a second session of hostile and /healthz are answered meanwhile.
