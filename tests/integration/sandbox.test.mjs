@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, everythingServer, initSession, metricSamples, post, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, del, everythingServer, initSession, metricSamples, post, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const HOSTILE = process.env.GW_BOX_HOSTILE;
@@ -315,6 +315,26 @@ test('seccomp refusals are counted per server and system call, the caller still 
     assert.deepEqual(await refused(gw, 'quiet'), {});
     assert.match(gw.logs(), /server hostile: \d+ seccomp refusals not logged \(rate limit\)/);
     assert.equal(await attempt(gw, a.sid, { action: 'whoami' }), before);
+
+    // A session ended in the middle of a flood: its child dies with refused calls waiting for an
+    // answer (ENOENT for the gateway), and its listener is closed with it (the gateway's
+    // descriptors come back to what they were).
+    const fds = async () => {
+      const r = await request(`${gw.base}/metrics`, { method: 'GET' });
+      await r.done();
+      return metricSamples(r.text()).process_open_fds;
+    };
+    const base = await fds();
+    const c = await initSession(gw);
+    const was = (await refused(gw, 'hostile')).delete_module;
+    const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'try', arguments: { action: 'refuse_flood', procs: 8, ms: 60000 } } };
+    const long = await post(gw, call, { sid: c.sid });
+    await waitFor(async () => (await refused(gw, 'hostile')).delete_module > was + 100, scaled(10000), 'the second flood under way');
+    const d = await del(gw, { sid: c.sid });
+    await d.done();
+    await long.done(scaled(10000));
+    await waitFor(async () => (await fds()) === base, scaled(10000), `the gateway's descriptors back to ${base}`);
+    assert.match(await attempt(gw, b.sid, { action: 'whoami' }), /^ok:pid 1 /);
     await gw.stop();
   } catch (e) {
     await gw.stop({ expect: null });
