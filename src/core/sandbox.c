@@ -137,7 +137,8 @@ static struct sock_fprog sandbox_filter;
 static struct sock_fprog sandbox_filter_notify;
 /* Each refused call's number (-1: not on this architecture); clone (a namespace flag) last. */
 static int sandbox_refused_nr[ARRAY_LEN(sandbox_refused) + 1];
-_Static_assert(ARRAY_LEN(sandbox_refused) + 2 <= SANDBOX_REFUSED_LABELS, "labels: each, clone, other");
+_Static_assert(ARRAY_LEN(sandbox_refused) + 2 <= SANDBOX_REFUSED_LABELS,
+               "labels: each, clone, other");
 static char sandbox_refused_text[1024];
 static int sandbox_landlock; /* the kernel's Landlock ABI, 0: none */
 static bool sandbox_root;    /* the gateway runs as root: children get a uid of their own */
@@ -308,7 +309,7 @@ sandbox_refused_label(int nr)
 const char *
 sandbox_refused_label_name(size_t i)
 {
-    return i < ARRAY_LEN(sandbox_refused) ? sandbox_refused[i]
+    return i < ARRAY_LEN(sandbox_refused)    ? sandbox_refused[i]
            : i == ARRAY_LEN(sandbox_refused) ? "clone"
                                              : "other";
 }
@@ -407,13 +408,13 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
                                        : "");
     snprintf(out, size,
              "namespaces user, mount, pid, ipc, uts%s; view: system read-only, private /tmp, "
-             "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM), %s; "
-             "Landlock: %s; cgroup: none; limits: memory %" PRIu64 " B, processes %" PRIu64
+             "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM), "
+             "%s; Landlock: %s; cgroup: none; limits: memory %" PRIu64 " B, processes %" PRIu64
              ", open files %" PRIu64 ", cpu %" PRIu64 " s, file %" PRIu64 " B (0: none)",
              s->network_none ? ", net (loopback only)" : "; network: host", b->n_binds, b->n_hidden,
              sandbox_root ? "one of a reserved range per child" : "the gateway's",
-             ARRAY_LEN(sandbox_refused), sandbox_notify_state(), ll, s->max_memory_bytes, s->max_processes,
-             s->max_open_files, s->max_cpu_s, s->max_file_bytes);
+             ARRAY_LEN(sandbox_refused), sandbox_notify_state(), ll, s->max_memory_bytes,
+             s->max_processes, s->max_open_files, s->max_cpu_s, s->max_file_bytes);
 }
 
 /* ---- in the child: system calls only ---------------------------------------------------- */

@@ -104,8 +104,9 @@ sandbox_notify_collect(pid_t pid)
         char buf[CMSG_SPACE(sizeof(int))];
     } ctl;
     struct iovec iov = { .iov_base = &why, .iov_len = sizeof(why) };
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                        .msg_controllen = sizeof(ctl.buf) };
+    struct msghdr m = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)
+    };
     ssize_t n = recvmsg(sandbox_sock[0], &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     int e = errno;
     sandbox_close(&sandbox_sock[0]);
@@ -254,8 +255,8 @@ sandbox_watch_log(struct sandbox_watch *w, const char *name)
     uint64_t now = util_now_ms();
     if (now - s->window_ms >= 1000) {
         if (s->dropped)
-            log_warn(w->tag, "server %s: %u seccomp refusals not logged (rate limit)",
-                     s->row.name, s->dropped);
+            log_warn(w->tag, "server %s: %u seccomp refusals not logged (rate limit)", s->row.name,
+                     s->dropped);
         s->window_ms = now;
         s->lines = s->dropped = 0;
     }
@@ -265,11 +266,11 @@ sandbox_watch_log(struct sandbox_watch *w, const char *name)
     }
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)w->pid);
-    const struct log_field f[] = {
-        { "server", s->row.name, false }, { "child", pid, true }, { "syscall", name, false }
-    };
-    log_fields(LOG_WARN, w->tag, f, ARRAY_LEN(f), "server %s: child %s: %s refused (seccomp, EPERM)",
-               s->row.name, pid, name);
+    const struct log_field f[] = { { "server", s->row.name, false },
+                                   { "child", pid, true },
+                                   { "syscall", name, false } };
+    log_fields(LOG_WARN, w->tag, f, ARRAY_LEN(f),
+               "server %s: child %s: %s refused (seccomp, EPERM)", s->row.name, pid, name);
 }
 
 /* One notification: answered EPERM, counted, logged. false when there was none to take. */
@@ -282,8 +283,10 @@ sandbox_watch_answer(struct sandbox_watch *w)
         if (errno == ENOENT || errno == EINTR) /* ENOENT: its caller died meanwhile */
             return true;
         /* Cannot happen with a zeroed buffer; stop watching rather than spin on it. */
-        log_warn(w->tag, "child %d: reading its seccomp listener: %s; its refusals are no "
-                 "longer counted", (int)w->pid, strerror(errno));
+        log_warn(w->tag,
+                 "child %d: reading its seccomp listener: %s; its refusals are no "
+                 "longer counted",
+                 (int)w->pid, strerror(errno));
         sandbox_watch_stop(w);
         return false;
     }

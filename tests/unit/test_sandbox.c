@@ -168,9 +168,15 @@ Test(sandbox, refusal_counted_for_its_server, .timeout = 30)
     /* unshare(1) asks for a user namespace: the filter refuses it, the gateway counts it. */
     char a0[] = "/usr/bin/unshare", a1[] = "--user", a2[] = "/bin/true";
     char *const argv[] = { a0, a1, a2, NULL };
-    struct upstream_params p = { .argv = argv, .envp = environ, .tag = "t", .server = "unit-a",
-                                 .max_line_bytes = 4096, .stdin_max_bytes = 4096,
-                                 .stdin_grace_ms = 100, .term_grace_ms = 100, .sandbox = b };
+    struct upstream_params p = { .argv = argv,
+                                 .envp = environ,
+                                 .tag = "t",
+                                 .server = "unit-a",
+                                 .max_line_bytes = 4096,
+                                 .stdin_max_bytes = 4096,
+                                 .stdin_grace_ms = 100,
+                                 .term_grace_ms = 100,
+                                 .sandbox = b };
     const char *errstr = NULL;
     struct upstream *u = upstream_spawn(L, &p, on_line, on_gone, NULL, &errstr);
     cr_assert_not_null(u, "%s", errstr ? errstr : "");
@@ -189,7 +195,8 @@ Test(sandbox, refusal_counted_for_its_server, .timeout = 30)
     buf_init(&m, 1 << 20);
     sandbox_notify_metrics(&m);
     cr_assert_eq(buf_append(&m, "", 1), 0);
-    cr_expect(strstr(buf_head(&m), "mcpgw_sandbox_refused_total{server=\"unit-a\",syscall=\"unshare\"} 1\n")
+    cr_expect(strstr(buf_head(&m),
+                     "mcpgw_sandbox_refused_total{server=\"unit-a\",syscall=\"unshare\"} 1\n")
                   != NULL,
               "%s", buf_head(&m));
     cr_expect(strstr(buf_head(&m), "unit-b") == NULL);
