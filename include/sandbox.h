@@ -83,11 +83,13 @@ gid_t sandbox_group_new(void);
 
 /*
  * Clones fn into the box (CLONE_VM | CLONE_VFORK: the parent waits until fn execs or exits, as
- * with vfork); fn must call sandbox_join_cgroup and sandbox_enter, then only system calls, then
- * exec. own (NULL: none) must stay valid until this returns. With cg and a cgroup in force
- * (cgroup.h), *cg is the child's cgroup, made before the clone, for the caller to end with
- * cgroup_child_end once the child is reaped. The pid as the gateway sees it, or -1 with errno
- * (EINVAL: own's directory cannot be bound; *cg then NULL).
+ * with vfork); fn must call sandbox_join_cgroup, then sandbox_notify_keep (before it closes
+ * descriptors: it keeps the one the seccomp listener leaves by), sandbox_enter, then only system
+ * calls, then sandbox_seal and exec. own (NULL: none) must stay valid until this returns. With cg
+ * and a cgroup in force (cgroup.h), *cg is the child's cgroup, made before the clone, for the
+ * caller to end with cgroup_child_end once the child is reaped. The pid as the gateway sees it
+ * (its listener then waits for sandbox_watch_take), or -1 with errno (EINVAL: own's directory
+ * cannot be bound; *cg is then NULL unless the clone had happened).
  */
 pid_t sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(void *),
                     void *arg, struct cgroup_child **cg);
@@ -112,5 +114,13 @@ int sandbox_enter(const struct sandbox *b, const char *volatile *step);
 int sandbox_seal(const struct sandbox *b, const char *volatile *step);
 /* The system calls the filter refuses, ", "-joined (for the documents and --check-config). */
 const char *sandbox_refused_list(void);
+/*
+ * The label a refused call is counted under (sandbox_notify.h): the index of system call nr in
+ * the refused list, clone's (with a namespace flag) after it, then "other"; each below
+ * SANDBOX_REFUSED_LABELS. The name of label i.
+ */
+#define SANDBOX_REFUSED_LABELS 64
+size_t sandbox_refused_label(int nr);
+const char *sandbox_refused_label_name(size_t i);
 
 #endif

@@ -43,6 +43,7 @@
 
 #include "cgroup.h"
 #include "landlock.h"
+#include "sandbox_notify.h"
 #include "util.h"
 
 #ifndef SYS_mount_setattr
@@ -134,6 +135,12 @@ static const unsigned long sandbox_ns_flags[] = {
 };
 
 static struct sock_fprog sandbox_filter;
+/* The same refusals by user notification, so they are counted (sandbox_notify.c); may be empty. */
+static struct sock_fprog sandbox_filter_notify;
+/* Each refused call's number (-1: not on this architecture); clone (a namespace flag) last. */
+static int sandbox_refused_nr[ARRAY_LEN(sandbox_refused) + 1];
+_Static_assert(ARRAY_LEN(sandbox_refused) + 2 <= SANDBOX_REFUSED_LABELS,
+               "labels: each, clone, other");
 static char sandbox_refused_text[1024];
 static int sandbox_landlock; /* the kernel's Landlock ABI, 0: none */
 static bool sandbox_root;    /* the gateway runs as root: children get a uid of their own */
@@ -294,9 +301,29 @@ sandbox_refused_list(void)
     return sandbox_refused_text;
 }
 
-/* The filter, built with libseccomp and exported as BPF through a memfd. */
+size_t
+sandbox_refused_label(int nr)
+{
+    for (size_t i = 0; i < ARRAY_LEN(sandbox_refused_nr); i++)
+        if (sandbox_refused_nr[i] == nr)
+            return i;
+    return ARRAY_LEN(sandbox_refused_nr);
+}
+
+const char *
+sandbox_refused_label_name(size_t i)
+{
+    return i < ARRAY_LEN(sandbox_refused)    ? sandbox_refused[i]
+           : i == ARRAY_LEN(sandbox_refused) ? "clone"
+                                             : "other";
+}
+
+/*
+ * A filter built with libseccomp and exported as BPF through a memfd; what it refuses answered
+ * by act (EPERM, or a user notification: sandbox_notify.c).
+ */
 static int
-sandbox_build_filter(char *err, size_t errlen)
+sandbox_build_filter(struct sock_fprog *out, uint32_t act, char *err, size_t errlen)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     int fd = -1, rc = -1;
@@ -308,13 +335,15 @@ sandbox_build_filter(char *err, size_t errlen)
         goto fail;
     for (size_t i = 0; i < ARRAY_LEN(sandbox_refused); i++) {
         int nr = seccomp_syscall_resolve_name(sandbox_refused[i]);
-        if (nr != __NR_SCMP_ERROR && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0) != 0)
+        sandbox_refused_nr[i] = nr != __NR_SCMP_ERROR ? nr : -1;
+        if (nr != __NR_SCMP_ERROR && seccomp_rule_add(ctx, act, nr, 0) != 0)
             goto fail;
     }
+    sandbox_refused_nr[ARRAY_LEN(sandbox_refused)] = SCMP_SYS(clone);
     /* clone with a namespace flag; clone3's flags are out of the filter's reach: ENOSYS makes
-     * the C library fall back to clone. */
+     * the C library fall back to clone (not a refusal: not counted). */
     for (size_t i = 0; i < ARRAY_LEN(sandbox_ns_flags); i++)
-        if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+        if (seccomp_rule_add(ctx, act, SCMP_SYS(clone), 1,
                              SCMP_A0(SCMP_CMP_MASKED_EQ, sandbox_ns_flags[i], sandbox_ns_flags[i]))
             != 0)
             goto fail;
@@ -332,8 +361,8 @@ sandbox_build_filter(char *err, size_t errlen)
         free(prog);
         goto fail;
     }
-    sandbox_filter.filter = prog;
-    sandbox_filter.len = (unsigned short)((size_t)size / sizeof(*prog));
+    out->filter = prog;
+    out->len = (unsigned short)((size_t)size / sizeof(*prog));
     rc = 0;
 fail:
     if (rc == -1)
@@ -353,15 +382,21 @@ sandbox_module_init(char *err, size_t errlen)
     sandbox_uid = geteuid();
     sandbox_gid = getegid();
     sandbox_landlock = landlock_abi();
-    return sandbox_build_filter(err, errlen);
+    if (sandbox_build_filter(&sandbox_filter, SCMP_ACT_ERRNO(EPERM), err, errlen) == -1)
+        return -1;
+    /* Without user notification in the kernel (or libseccomp), refusals are not counted. */
+    char ignored[64];
+    (void)sandbox_build_filter(&sandbox_filter_notify, SCMP_ACT_NOTIFY, ignored, sizeof(ignored));
+    return 0;
 }
 
 void
 sandbox_module_free(void)
 {
     free(sandbox_filter.filter);
-    sandbox_filter.filter = NULL;
-    sandbox_filter.len = 0;
+    free(sandbox_filter_notify.filter);
+    sandbox_filter = sandbox_filter_notify = (struct sock_fprog){ 0 };
+    sandbox_notify_module_free();
 }
 
 void
@@ -385,13 +420,13 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
         snprintf(cg, sizeof(cg), "none (%s)", cgroup_why());
     snprintf(out, size,
              "namespaces user, mount, pid, ipc, uts%s; view: system read-only, private /tmp, "
-             "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM); "
-             "Landlock: %s; cgroup: %s; limits: memory %" PRIu64 " B, processes %" PRIu64
+             "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM), "
+             "%s; Landlock: %s; cgroup: %s; limits: memory %" PRIu64 " B, processes %" PRIu64
              ", open files %" PRIu64 ", cpu %" PRIu64 " s, file %" PRIu64 " B (0: none)",
              s->network_none ? ", net (loopback only)" : "; network: host", b->n_binds, b->n_hidden,
              sandbox_root ? "one of a reserved range per child" : "the gateway's",
-             ARRAY_LEN(sandbox_refused), ll, cg, s->max_memory_bytes, s->max_processes,
-             s->max_open_files, s->max_cpu_s, s->max_file_bytes);
+             ARRAY_LEN(sandbox_refused), sandbox_notify_state(), ll, cg, s->max_memory_bytes,
+             s->max_processes, s->max_open_files, s->max_cpu_s, s->max_file_bytes);
 }
 
 gid_t
@@ -774,7 +809,7 @@ sandbox_seal(const struct sandbox *b, const char *volatile *step)
     if (sandbox_landlock > 0 && sandbox_landlock_apply(b, step) == -1)
         return -1;
     *step = "loading the seccomp filter";
-    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sandbox_filter);
+    return sandbox_notify_seal(&sandbox_filter_notify, &sandbox_filter);
 }
 
 static unsigned long
@@ -797,10 +832,16 @@ sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(
         errno = EINVAL;
         return -1;
     }
+    if (sandbox_notify_prepare(sandbox_filter_notify.filter != NULL) == -1)
+        return -1;
     if (cg != NULL && cgroup_in_force()) {
         *cg = cgroup_child_new(b->spec.max_memory_cgroup_bytes, b->spec.max_processes);
-        if (*cg == NULL)
+        if (*cg == NULL) {
+            int e = errno;
+            (void)sandbox_notify_collect(-1); /* closes the socket pair */
+            errno = e;
             return -1;
+        }
         sandbox_cgroup_fd = cgroup_child_procs_fd(*cg);
     }
     sandbox_child_own = own != NULL && (own->dir != NULL || own->gid != (gid_t)-1) ? own : NULL;
@@ -813,7 +854,7 @@ sandbox_spawn(const struct sandbox *b, const struct sandbox_own *own, int (*fn)(
         sandbox_cgroup_fd = -1;
         cgroup_child_spawned(*cg);
     }
-    return pid;
+    return sandbox_notify_collect(pid);
 }
 
 /* ---- the probe ------------------------------------------------------------------------- */
@@ -828,7 +869,8 @@ SANDBOX_CHILD static int
 sandbox_probe_child(void *arg)
 {
     struct sandbox_probe_arg *a = arg;
-    if (sandbox_enter(a->b, &a->step) == -1 || sandbox_seal(a->b, &a->step) == -1)
+    if (sandbox_notify_keep() == -1 || sandbox_enter(a->b, &a->step) == -1
+        || sandbox_seal(a->b, &a->step) == -1)
         a->err = errno ? errno : EINVAL;
     _exit(0);
 }
@@ -865,6 +907,7 @@ sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
     pid_t pid = sandbox_spawn(b, NULL, sandbox_probe_child, &a, NULL);
     if (pid > 0) {
         (void)waitpid(pid, NULL, __WALL);
+        (void)sandbox_watch_take(NULL, pid, NULL); /* its listener: closed, not watched */
         if (a.err == 0)
             return 0;
         snprintf(err, errlen, "the kernel refuses the box: %s: %s%s", a.step, strerror(a.err),

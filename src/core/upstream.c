@@ -31,6 +31,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "sandbox.h"
+#include "sandbox_notify.h"
 
 #define UPSTREAM_READ_BYTES     65536
 #define UPSTREAM_SHARE_BYTES    65536     /* a line this long is handed over, not copied */
@@ -65,6 +66,7 @@ struct upstream {
     uint64_t err_window_ms;
     unsigned err_lines, err_dropped;
     struct cgroup_child *cg;              /* a boxed child's cgroup (cgroup.h); NULL: none */
+    struct sandbox_watch *box_w;          /* its seccomp refusals, counted; NULL: not */
     struct upstream_server *srv;          /* its server's row */
     struct upstream *srv_next, *srv_prev; /* the row's children not yet freed */
 };
@@ -161,6 +163,7 @@ upstream_free(struct upstream *u)
     upstream_close_fd(&u->out_w, &u->out_fd);
     upstream_close_fd(&u->err_w, &u->err_fd);
     upstream_close_fd(&u->pid_w, &u->pid_fd);
+    sandbox_watch_free(u->box_w);
     loop_timer_del(u->timer);
     msgq_clear(&u->inq);
     buf_clear(&u->line);
@@ -320,7 +323,9 @@ upstream_child(struct upstream_child_arg *a)
     if (p->sandbox != NULL && sandbox_join_cgroup(&a->box_step) == -1)
         goto fail;
     a->child_step = UPSTREAM_STEP_SETUP;
-    if (syscall(SYS_close_range, 3u, ~0u, 0u) == -1)
+    /* A boxed child keeps the socket its seccomp listener leaves by (fd 3) until the seal. */
+    int keep = p->sandbox != NULL ? sandbox_notify_keep() : 3;
+    if (keep == -1 || syscall(SYS_close_range, (unsigned)keep, ~0u, 0u) == -1)
         goto fail;
     a->child_step = UPSTREAM_STEP_BOX;
     if (p->sandbox != NULL && sandbox_enter(p->sandbox, &a->box_step) == -1)
@@ -351,7 +356,7 @@ upstream_spawn_error(const struct upstream *u, const struct upstream_params *p, 
 {
     const char *server = p->server != NULL ? p->server : "-";
     if (step == UPSTREAM_STEP_BOX) {
-        *errstr = "cannot make the child's sandbox";
+        *errstr = e == EMFILE || e == ENFILE ? upstream_no_fds : "cannot make the child's sandbox";
         log_error(u->tag, "server %s: cannot start a child: sandbox: %s: %s", server,
                   box_step != NULL ? box_step : "cloning into its namespaces", strerror(e));
     } else if (step == UPSTREAM_STEP_CWD) {
@@ -408,6 +413,8 @@ upstream_do_spawn(struct upstream *u, const struct upstream_params *p, int in[2]
         return -1;
     }
     u->pid = pid;
+    if (p->sandbox != NULL)
+        u->box_w = sandbox_watch_take(u->srv->row.name, pid, u->tag);
     return 0;
 }
 
@@ -468,7 +475,8 @@ upstream_spawn(struct loop *l, const struct upstream_params *p, upstream_line_cb
     u->out_w = loop_watch_add(l, u->out_fd, EPOLLIN, upstream_out_ready, u);
     u->err_w = loop_watch_add(l, u->err_fd, EPOLLIN, upstream_err_ready, u);
     u->pid_w = loop_watch_add(l, u->pid_fd, EPOLLIN, upstream_pid_ready, u);
-    if (u->out_w == NULL || u->err_w == NULL || u->pid_w == NULL) {
+    if (u->out_w == NULL || u->err_w == NULL || u->pid_w == NULL
+        || sandbox_watch_start(u->box_w, l) == -1) {
         log_warn(u->tag, "cannot watch child %d: %s", (int)u->pid, strerror(errno));
         *errstr = "cannot watch the child's pipes";
         goto fail_running;
@@ -841,6 +849,8 @@ upstream_pid_ready(int fd, uint32_t events, void *arg)
     upstream_enter(u);
     u->exited = true;
     upstream_close_fd(&u->pid_w, &u->pid_fd);
+    sandbox_watch_free(u->box_w); /* it and all its box are gone */
+    u->box_w = NULL;
     if (si.si_code == CLD_EXITED && si.si_status == 0)
         u->srv->exited[0]++;
     else if (si.si_code == CLD_EXITED)

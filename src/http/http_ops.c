@@ -17,6 +17,7 @@
 #include "policy.h"
 #include "pool.h"
 #include "relay.h"
+#include "sandbox_notify.h"
 #include "upstream.h"
 
 /* GET only (HEAD too: MHD sends the headers of the GET answer). */
@@ -242,6 +243,7 @@ http_metrics(struct http_req *rc)
     metrics_process(&b);
     session_metrics(&b);
     upstream_metrics(&b);
+    sandbox_notify_metrics(&b);
     relay_metrics(&b);
     pool_metrics(&b);
     policy_metrics(&b);

@@ -262,6 +262,8 @@ const FAMILIES = {
   mcpgw_children_spawn_failures_total: ['counter', PER_SERVER],
   mcpgw_children_exited_total: ['counter', BY_SERVER('status', ['exit_zero', 'exit_nonzero', 'signal'])],
   mcpgw_children_resident_memory_bytes: ['gauge', PER_SERVER],
+  // The box's seccomp refusals: a (server, syscall) series appears with its first refusal.
+  mcpgw_sandbox_refused_total: ['counter', []],
   mcpgw_inflight_requests: ['gauge', BY_SERVER('direction', ['to_child', 'to_client'])],
   mcpgw_requests_total: ['counter', (servers) => servers.flatMap((server) => ['to_child', 'to_client'].flatMap((d) => CLASSES.map((c) => ({ server, direction: d, class: c }))))],
   // One series per configured server for each reason (both eras): a function of the servers.

@@ -10,7 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, everythingServer, initSession, post, request, rpc, startGateway, tmpdir } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, del, everythingServer, initSession, metricSamples, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const HOSTILE = process.env.GW_BOX_HOSTILE;
@@ -195,7 +195,7 @@ test('--check-config says what the box applies, and a path that is not absolute 
   fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\n`);
   let r = spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /\[server:h\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*no_new_privs; seccomp: \d+ calls refused \(EPERM\); Landlock: (ABI \d+ \(filesystem[^)]*\)|none \(the kernel offers none\)); cgroup: (none \(.+\)|per child under \S+: memory.max 0 B, pids.max 512 \(0: max\)); limits: /);
+  assert.match(r.stdout, /\[server:h\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*no_new_privs; seccomp: \d+ calls refused \(EPERM\), refusals (counted \(mcpgw_sandbox_refused_total\)|not counted \(the kernel gives no listener: [^)]*\)); Landlock: (ABI \d+ \(filesystem[^)]*\)|none \(the kernel offers none\)); cgroup: (none \(.+\)|per child under \S+: memory.max 0 B, pids.max 512 \(0: max\)); limits: /);
   // The ABI the kernel offers is the one applied, or none is said.
   assert.match(r.stdout, LANDLOCK ? new RegExp(`Landlock: ABI ${LANDLOCK} \\(filesystem${LANDLOCK >= 6 ? '; signals and abstract unix sockets scoped to the box' : ''}\\);`) : /Landlock: none/);
   fs.writeFileSync(conf, `[gateway]\nlisten = 127.0.0.1:0\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\nsandbox_writable_paths = relative/dir\n`);
@@ -237,6 +237,121 @@ test('pool children are boxed too: a stateless call through the pool runs in the
     assert.match(text, /"text":"boxed"/, text);
     // The pool's child is its PID namespace's first process.
     await gw.waitLog(/pool:example#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
+    await gw.stop();
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  }
+});
+
+/** The tool's text at server url (callTool posts to gw.url only). */
+async function attemptAt(gw, url, sid, args, ms = scaled(20000)) {
+  const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'try', arguments: args } };
+  const r = await post(gw, call, { sid, url });
+  await r.done(ms);
+  const answer = r.events().map((e) => e.json).find((j) => j && 'result' in j);
+  assert.ok(answer, `try ${JSON.stringify(args)}: ${r.text()}`);
+  return answer.result.content[0].text;
+}
+
+/** The refusals counted for server, by system call, from a scrape. */
+async function refused(gw, server) {
+  const r = await request(`${gw.base}/metrics`, { method: 'GET' });
+  await r.done();
+  const out = {};
+  for (const [k, v] of Object.entries(metricSamples(r.text()))) {
+    const m = /^mcpgw_sandbox_refused_total\{server="([^"]*)",syscall="([^"]*)"\}$/.exec(k);
+    if (m && m[1] === server) out[m[2]] = v;
+  }
+  return out;
+}
+
+test('seccomp refusals are counted per server and system call, the caller still gets EPERM, the gateway serves on while a child loops on them', async (t) => {
+  const gw = await startGateway({
+    servers: [
+      { name: 'hostile', path: '/mcp', command: HOSTILE, extra: 'sandbox = on\nsandbox_network = none\nchild_max_processes = 32' },
+      { name: 'quiet', path: '/q', command: HOSTILE, extra: 'sandbox = on\nsandbox_network = none' },
+    ],
+  });
+  try {
+    const line = await gw.waitLog(/\[server:hostile\] sandbox: .*/);
+    if (/refusals not counted/.test(line[0])) {
+      await gw.stop();
+      return t.skip(`the kernel gives no seccomp listener here: ${line[0]}`);
+    }
+    const qurl = `${gw.base}/q`;
+    const a = await initSession(gw);
+    const q = await initSession(gw, { url: qurl });
+    const before = await attempt(gw, a.sid, { action: 'whoami' });
+    assert.equal(await attempt(gw, a.sid, { action: 'ptrace' }), 'err:EPERM');
+    assert.equal(await attempt(gw, a.sid, { action: 'mount' }), 'err:EPERM', 'unshare refused: EPERM');
+    assert.equal(await attempt(gw, a.sid, { action: 'userns' }), 'err:EPERM');
+    assert.equal(await attempt(gw, a.sid, { action: 'module' }), 'err:EPERM');
+    assert.equal(await attempt(gw, a.sid, { action: 'whoami' }), before, 'the same child serves on: degraded, not killed');
+    assert.match(await attemptAt(gw, qurl, q.sid, { action: 'whoami' }), /^ok:pid 1 /);
+    // Each refusal once, under its server and system call (the mount case forks a child whose
+    // unshare is refused, then its mount); the other server has none.
+    assert.deepEqual(await refused(gw, 'hostile'), { ptrace: 1, unshare: 2, mount: 1, delete_module: 1 });
+    assert.deepEqual(await refused(gw, 'quiet'), {});
+    await gw.waitLog(/server hostile: child \d+: ptrace refused \(seccomp, EPERM\)/);
+    // The scrape with the new series is valid exposition text (promtool: tests/deps.sh).
+    const scrape = await request(`${gw.base}/metrics`, { method: 'GET' });
+    await scrape.done();
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: scrape.text(), encoding: 'utf8' });
+    assert.ok(!lint.error, `promtool missing (apt-get install prometheus): ${lint.error?.message}`);
+    assert.equal(lint.status, 0, `promtool check metrics:\n${lint.stdout}${lint.stderr}`);
+
+    // A child of hostile floods the gateway with refused calls from 8 processes for 3 s; the
+    // other server's session, a second session of hostile and /healthz are answered meanwhile.
+    const b = await initSession(gw);
+    const flood = attempt(gw, a.sid, { action: 'refuse_flood', procs: 8, ms: 3000 });
+    await waitFor(async () => ((await refused(gw, 'hostile')).delete_module ?? 0) > 100, scaled(10000), 'the flood under way');
+    const lat = [];
+    for (let i = 0; i < 10; i++) {
+      let t0 = performance.now();
+      assert.match(await attemptAt(gw, qurl, q.sid, { action: 'whoami' }, scaled(5000)), /^ok:pid 1 /);
+      lat.push(performance.now() - t0);
+      t0 = performance.now();
+      assert.match(await attempt(gw, b.sid, { action: 'whoami' }), /^ok:pid 1 /);
+      lat.push(performance.now() - t0);
+      t0 = performance.now();
+      const h = await request(`${gw.base}/healthz`, { method: 'GET' });
+      await h.done();
+      assert.equal(h.status, 200);
+      lat.push(performance.now() - t0);
+    }
+    const text = await flood;
+    const m = /^ok:(\d+)$/.exec(text);
+    assert.ok(m, `the flood: every call answered EPERM: ${text}`);
+    lat.sort((x, y) => x - y);
+    t.diagnostic(`flood: ${m[1]} refused calls in 3 s; other requests meanwhile: median ${lat[15].toFixed(1)} ms, max ${lat.at(-1).toFixed(1)} ms`);
+    assert.ok(lat.at(-1) < scaled(2000), `each other request answered within 2 s during the flood (max ${lat.at(-1)} ms)`);
+    // Every EPERM the flood saw was the gateway's answer, counted once.
+    assert.equal((await refused(gw, 'hostile')).delete_module, 1 + Number(m[1]));
+    assert.deepEqual(await refused(gw, 'quiet'), {});
+    assert.match(gw.logs(), /server hostile: \d+ seccomp refusals not logged \(rate limit\)/);
+    assert.equal(await attempt(gw, a.sid, { action: 'whoami' }), before);
+
+    // A session ended in the middle of a flood: its child dies with refused calls waiting for an
+    // answer (ENOENT for the gateway), and its listener is closed with it (the gateway's
+    // descriptors come back to what they were).
+    const fds = async () => {
+      const r = await request(`${gw.base}/metrics`, { method: 'GET' });
+      await r.done();
+      return metricSamples(r.text()).process_open_fds;
+    };
+    const base = await fds();
+    const c = await initSession(gw);
+    const was = (await refused(gw, 'hostile')).delete_module;
+    const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'try', arguments: { action: 'refuse_flood', procs: 8, ms: 60000 } } };
+    const long = await post(gw, call, { sid: c.sid });
+    await waitFor(async () => (await refused(gw, 'hostile')).delete_module > was + 100, scaled(10000), 'the second flood under way');
+    const d = await del(gw, { sid: c.sid });
+    await d.done();
+    await long.done(scaled(10000));
+    await waitFor(async () => (await fds()) === base, scaled(10000), `the gateway's descriptors back to ${base}`);
+    assert.match(await attempt(gw, b.sid, { action: 'whoami' }), /^ok:pid 1 /);
     await gw.stop();
   } catch (e) {
     await gw.stop({ expect: null });
