@@ -29,6 +29,10 @@ struct sandbox_spec {
     uint64_t max_open_files;   /* RLIMIT_NOFILE */
     uint64_t max_cpu_s;        /* RLIMIT_CPU */
     uint64_t max_file_bytes;   /* RLIMIT_FSIZE */
+    /* The only TCP ports the child may connect to, on any address (Landlock ABI 4 and later;
+     * sandbox_probe refuses a kernel without it); n 0: every port. */
+    const uint16_t *tcp_connect_ports;
+    size_t n_tcp_connect_ports;
 };
 
 /*

@@ -335,7 +335,7 @@ main_check_commands(const struct config *cfg, bool check)
 static int
 main_check_boxes(const struct config *cfg, bool check)
 {
-    char err[512], what[512];
+    char err[512], what[1024];
     for (size_t i = 0; i < cfg->n_servers; i++) {
         const struct config_server *srv = &cfg->servers[i];
         if (srv->box == NULL)
