@@ -7,9 +7,10 @@
  * tmpfs root or the covers over the gateway's files. From ABI 4, and only when the server lists
  * the TCP ports its child may connect to, TCP connect to any other port is refused (Landlock can
  * only allow ports: refusing a few by allowing the other 65533 costs about 19 ms and 0.9 MB of
- * kernel memory per child, as the kernel copies every rule into each child's domain; src/README.md).
- * From ABI 6, signals and abstract unix sockets are scoped to the box. The child runs in the gateway's memory (sandbox.c): everything
- * here after landlock_abi is system calls on the caller's own stack.
+ * kernel memory per child, as the kernel copies every rule into each child's domain;
+ * src/README.md). From ABI 6, signals and abstract unix sockets are scoped to the box. The child
+ * runs in the gateway's memory (sandbox.c): everything here after landlock_abi is system calls on
+ * the caller's own stack.
  *
  * The constants are the kernel's (include/uapi/linux/landlock.h); Debian 12's headers stop at
  * ABI 2, so they are written out here, and the kernel's header is not included.

@@ -397,8 +397,9 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
         if (used < sizeof(net))
             snprintf(net + used, sizeof(net) - used, " (Landlock)");
     } else if (!s->network_none) {
-        snprintf(net + used, sizeof(net) - used, "; TCP connect: every port, the gateway's own "
-                                                 "included (sandbox_tcp_connect_ports unset)");
+        snprintf(net + used, sizeof(net) - used,
+                 "; TCP connect: every port, the gateway's own "
+                 "included (sandbox_tcp_connect_ports unset)");
     }
     snprintf(out, size,
              "namespaces user, mount, pid, ipc, uts%s; view: system read-only, private /tmp, "
@@ -817,10 +818,8 @@ sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
     if (b->spec.n_tcp_connect_ports > 0 && sandbox_landlock < 4) {
         snprintf(err, errlen,
                  "sandbox_tcp_connect_ports needs Landlock ABI 4 (Linux 6.7) to be enforced; "
-                 "this kernel offers %s",
-                 sandbox_landlock == 0 ? "no Landlock" : sandbox_landlock == 1 ? "ABI 1"
-                                                       : sandbox_landlock == 2 ? "ABI 2"
-                                                                               : "ABI 3");
+                 "this kernel offers %s%.0d",
+                 sandbox_landlock == 0 ? "no Landlock" : "ABI ", sandbox_landlock);
         return -1;
     }
     struct sandbox_probe_arg a = { .b = b, .step = NULL, .err = 0 };
