@@ -136,7 +136,8 @@ struct config_server {
     bool sandbox_network_none;
     char **sandbox_read_only_paths; /* absolute, NULL-terminated */
     char **sandbox_writable_paths;
-    uint64_t child_max_memory_bytes; /* the rlimits inside the box; 0: none */
+    char **sandbox_tcp_connect_ports; /* decimal ports; NULL: every port */
+    uint64_t child_max_memory_bytes;  /* the rlimits inside the box; 0: none */
     uint64_t child_max_processes;
     uint64_t child_max_open_files;
     uint64_t child_max_cpu_s;

@@ -33,6 +33,10 @@ struct sandbox_spec {
     /* memory.max of the child's cgroup (cgroup.h, where one is in force; pids.max is
      * max_processes); 0: not limited */
     uint64_t max_memory_cgroup_bytes;
+    /* The only TCP ports the child may connect to, on any address (Landlock ABI 4 and later;
+     * sandbox_probe refuses a kernel without it); n 0: every port. */
+    const uint16_t *tcp_connect_ports;
+    size_t n_tcp_connect_ports;
 };
 
 /*

@@ -336,7 +336,7 @@ main_check_commands(const struct config *cfg, bool check)
 static int
 main_check_boxes(const struct config *cfg, bool check)
 {
-    char err[1024], what[1536];
+    char err[1024], what[2048];
     for (size_t i = 0; i < cfg->n_servers; i++) {
         const struct config_server *srv = &cfg->servers[i];
         if (srv->box == NULL)

@@ -784,6 +784,7 @@ config_clear(struct config *cfg)
         free(srv->token_exchange_endpoint);
         config_strv_free(srv->sandbox_read_only_paths);
         config_strv_free(srv->sandbox_writable_paths);
+        config_strv_free(srv->sandbox_tcp_connect_ports);
         sandbox_free(srv->box);
     }
     free(cfg->servers);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,40 @@ config_box_hidden(const struct config *cfg, struct config_box_list *hidden,
     config_box_add(hidden, xstrdup("/var/lib/mcp-gateway"));
 }
 
+/*
+ * sandbox_tcp_connect_ports: each a port 1..65535, at most CONFIG_BOX_PORTS_MAX, never the
+ * gateway's own listen port (the one thing the list exists to keep out of reach). The count in
+ * *n (0: the key is unset); 0, or -1 said through config_fail.
+ */
+#define CONFIG_BOX_PORTS_MAX 32
+static int
+config_box_ports(struct config_parse *ps, const struct config *cfg,
+                 const struct config_raw_server *rs, char **ports,
+                 uint16_t out[CONFIG_BOX_PORTS_MAX], size_t *n)
+{
+    const char *key = "sandbox_tcp_connect_ports";
+    int line = rs->raw.line[config_find(CONFIG_SEC_SERVER, key)];
+    *n = 0;
+    for (char **p = ports; p != NULL && *p != NULL; p++) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(*p, &end, 10);
+        if ((*p)[0] < '0' || (*p)[0] > '9' || *end != '\0' || errno != 0 || v == 0 || v > 65535)
+            return config_fail(ps, line ? line : rs->line, key, "%s: not a TCP port (1 to 65535)",
+                               *p);
+        if (v == cfg->listen_port)
+            return config_fail(ps, line ? line : rs->line, key,
+                               "%lu is the gateway's own listen port: its children must not "
+                               "reach it",
+                               v);
+        if (*n == CONFIG_BOX_PORTS_MAX)
+            return config_fail(ps, line ? line : rs->line, key, "more than %d ports",
+                               CONFIG_BOX_PORTS_MAX);
+        out[(*n)++] = (uint16_t)v;
+    }
+    return 0;
+}
+
 /* Each entry absolute and existing: 0, or -1 said through config_fail. */
 static int
 config_box_paths(struct config_parse *ps, const struct config_raw_server *rs, const char *key,
@@ -157,7 +192,11 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     const struct config_raw_server *rs = &ps->servers[idx];
     struct config_server *srv = &cfg->servers[idx];
     struct config_box_list ro = { 0 }, rw = { 0 }, all = { 0 }, hidden = { 0 };
+    uint16_t ports[CONFIG_BOX_PORTS_MAX];
+    size_t n_ports = 0;
     int rc = -1;
+    if (config_box_ports(ps, cfg, rs, srv->sandbox_tcp_connect_ports, ports, &n_ports) == -1)
+        goto out;
     if (config_box_paths(ps, rs, "sandbox_read_only_paths", srv->sandbox_read_only_paths, &ro) == -1
         || config_box_paths(ps, rs, "sandbox_writable_paths", srv->sandbox_writable_paths, &rw)
                == -1)
@@ -195,6 +234,8 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
         .max_cpu_s = srv->child_max_cpu_s,
         .max_file_bytes = srv->child_max_file_bytes,
         .max_memory_cgroup_bytes = srv->child_max_memory_cgroup_bytes,
+        .tcp_connect_ports = ports,
+        .n_tcp_connect_ports = n_ports,
     };
     const char *errstr = NULL;
     srv->box = sandbox_new(&spec, &errstr);

@@ -215,6 +215,8 @@ static const struct config_option config_table[] = {
       CONFIG_SV(child_max_file_bytes) },
     { "server.child_max_memory_cgroup_bytes", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0,
       1099511627776, CONFIG_SV(child_max_memory_cgroup_bytes) },
+    { "server.sandbox_tcp_connect_ports", CONFIG_SEC_SERVER, CONFIG_LIST, "", 0, 0,
+      CONFIG_SV(sandbox_tcp_connect_ports) },
 };
 /* clang-format on */
 

@@ -63,6 +63,7 @@ struct sandbox {
     size_t n_binds;
     char **hidden;
     size_t n_hidden;
+    uint16_t *ports; /* spec.tcp_connect_ports */
 };
 
 /* The system's directories, read-only in every box (those that exist). */
@@ -247,6 +248,11 @@ sandbox_new(const struct sandbox_spec *spec, const char **errstr)
     b->n_hidden = nh;
     b->spec.read_only = b->spec.writable = NULL;
     b->spec.hidden = b->hidden;
+    if (spec->n_tcp_connect_ports > 0) {
+        b->ports = xcalloc(spec->n_tcp_connect_ports, sizeof(uint16_t));
+        memcpy(b->ports, spec->tcp_connect_ports, spec->n_tcp_connect_ports * sizeof(uint16_t));
+    }
+    b->spec.tcp_connect_ports = b->ports;
     free(all);
     return b;
 }
@@ -263,6 +269,7 @@ sandbox_free(struct sandbox *b)
     free(b->binds);
     free(b->bind_writable);
     free(b->hidden);
+    free(b->ports);
     free(b);
 }
 
@@ -276,7 +283,11 @@ sandbox_same(const struct sandbox *a, const struct sandbox *b)
         || x->max_processes != y->max_processes || x->max_open_files != y->max_open_files
         || x->max_cpu_s != y->max_cpu_s || x->max_file_bytes != y->max_file_bytes
         || x->max_memory_cgroup_bytes != y->max_memory_cgroup_bytes || a->n_binds != b->n_binds
-        || a->n_hidden != b->n_hidden)
+        || a->n_hidden != b->n_hidden || x->n_tcp_connect_ports != y->n_tcp_connect_ports
+        || (x->n_tcp_connect_ports > 0
+            && memcmp(x->tcp_connect_ports, y->tcp_connect_ports,
+                      x->n_tcp_connect_ports * sizeof(uint16_t))
+                   != 0))
         return false;
     for (size_t i = 0; i < a->n_binds; i++)
         if (strcmp(a->binds[i], b->binds[i]) != 0 || a->bind_writable[i] != b->bind_writable[i])
@@ -407,7 +418,8 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
     if (sandbox_landlock == 0)
         snprintf(ll, sizeof(ll), "none (the kernel offers none)");
     else
-        snprintf(ll, sizeof(ll), "ABI %d (filesystem%s)", sandbox_landlock,
+        snprintf(ll, sizeof(ll), "ABI %d (filesystem%s%s)", sandbox_landlock,
+                 s->n_tcp_connect_ports > 0 ? ", TCP connect" : "",
                  sandbox_landlock >= 6 ? "; signals and abstract unix sockets scoped to the box"
                                        : "");
     /* What cgroup_setup found: in force, or none and why (never claimed when not applied). */
@@ -418,12 +430,29 @@ sandbox_summary(const struct sandbox *b, char *out, size_t size)
                  cgroup_dir(), s->max_memory_cgroup_bytes, s->max_processes);
     else
         snprintf(cg, sizeof(cg), "none (%s)", cgroup_why());
+    /* TCP connect: only the ports listed (Landlock), or, on the host's network, every port. */
+    char net[240];
+    size_t used = (size_t)snprintf(net, sizeof(net), "%s",
+                                   s->network_none ? ", net (loopback only)" : "; network: host");
+    if (s->n_tcp_connect_ports > 0) {
+        used += (size_t)snprintf(net + used, sizeof(net) - used, "; TCP connect: only to port%s",
+                                 s->n_tcp_connect_ports > 1 ? "s" : "");
+        for (size_t i = 0; i < s->n_tcp_connect_ports && used < sizeof(net); i++)
+            used += (size_t)snprintf(net + used, sizeof(net) - used, "%s %u", i ? "," : "",
+                                     (unsigned)s->tcp_connect_ports[i]);
+        if (used < sizeof(net))
+            snprintf(net + used, sizeof(net) - used, " (Landlock)");
+    } else if (!s->network_none) {
+        snprintf(net + used, sizeof(net) - used,
+                 "; TCP connect: every port, the gateway's own "
+                 "included (sandbox_tcp_connect_ports unset)");
+    }
     snprintf(out, size,
              "namespaces user, mount, pid, ipc, uts%s; view: system read-only, private /tmp, "
              "%zu bound, %zu hidden; uid: %s; no_new_privs; seccomp: %zu calls refused (EPERM), "
              "%s; Landlock: %s; cgroup: %s; limits: memory %" PRIu64 " B, processes %" PRIu64
              ", open files %" PRIu64 ", cpu %" PRIu64 " s, file %" PRIu64 " B (0: none)",
-             s->network_none ? ", net (loopback only)" : "; network: host", b->n_binds, b->n_hidden,
+             net, b->n_binds, b->n_hidden,
              sandbox_root ? "one of a reserved range per child" : "the gateway's",
              ARRAY_LEN(sandbox_refused), sandbox_notify_state(), ll, cg, s->max_memory_bytes,
              s->max_processes, s->max_open_files, s->max_cpu_s, s->max_file_bytes);
@@ -772,11 +801,15 @@ sandbox_landlock_apply(const struct sandbox *b, const char *volatile *step)
 {
     int abi = sandbox_landlock;
     *step = "Landlock: making the ruleset";
-    int rs = landlock_ruleset(abi);
+    int rs = landlock_ruleset(abi, b->spec.n_tcp_connect_ports > 0);
     if (rs == -1)
         return -1;
-    *step = "Landlock: allowing the view's paths";
+    *step = "Landlock: allowing sandbox_tcp_connect_ports";
     int rc = 0;
+    for (size_t i = 0; i < b->spec.n_tcp_connect_ports && rc == 0; i++)
+        rc = landlock_allow_connect(rs, b->spec.tcp_connect_ports[i]);
+    if (rc == 0)
+        *step = "Landlock: allowing the view's paths";
     for (size_t i = 0; i < ARRAY_LEN(sandbox_system_dirs) && rc == 0; i++)
         rc = landlock_allow(rs, abi, sandbox_system_dirs[i], LANDLOCK_ALLOW_READ_EXEC, false);
     for (size_t i = 0; i < b->n_binds && rc == 0; i++)
@@ -806,7 +839,8 @@ sandbox_landlock_apply(const struct sandbox *b, const char *volatile *step)
 int
 sandbox_seal(const struct sandbox *b, const char *volatile *step)
 {
-    if (sandbox_landlock > 0 && sandbox_landlock_apply(b, step) == -1)
+    if ((sandbox_landlock > 0 || b->spec.n_tcp_connect_ports > 0)
+        && sandbox_landlock_apply(b, step) == -1)
         return -1;
     *step = "loading the seccomp filter";
     return sandbox_notify_seal(&sandbox_filter_notify, &sandbox_filter);
@@ -896,6 +930,13 @@ sandbox_ns_name(unsigned long flag)
 int
 sandbox_probe(const struct sandbox *b, char *err, size_t errlen)
 {
+    if (b->spec.n_tcp_connect_ports > 0 && sandbox_landlock < 4) {
+        snprintf(err, errlen,
+                 "sandbox_tcp_connect_ports needs Landlock ABI 4 (Linux 6.7) to be enforced; "
+                 "this kernel offers %s%.0d",
+                 sandbox_landlock == 0 ? "no Landlock" : "ABI ", sandbox_landlock);
+        return -1;
+    }
     struct sandbox_probe_arg a = { .b = b, .step = NULL, .err = 0 };
     if (b->spec.max_memory_cgroup_bytes != 0 && !cgroup_in_force()) {
         snprintf(err, errlen,

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The cost of the box around a child (src/README.md, section 6): N sequential initialize requests,
 # each a new session and so a new child, through a gateway whose server is the example server
-# unboxed (off), boxed by the gateway (on), and boxed by Debian's bubblewrap as its command
-# (bwrap, the same view made by bwrap 0.8.0). Prints each mode's median and 90th percentile round
+# unboxed (off), boxed by the gateway (on), boxed with sandbox_tcp_connect_ports = 443, 5432
+# (ports: Landlock's TCP rules too), and boxed by Debian's bubblewrap as its command (bwrap, the
+# same view made by bwrap 0.8.0). Prints each mode's median and 90th percentile round
 # trip, and the gateway's own mean spawn time (mcpgw_spawn_duration_seconds: clone to exec).
 #   sh tests/bench/box_spawn.sh [BUILD_DIR [N [PORT]]]      (default: build 300 18940)
 set -eu
@@ -13,9 +14,11 @@ EX=$B/tests/fixtures/mcp-example-server
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 chmod 755 "$dir"
-for mode in off on bwrap; do
+for mode in off on ports bwrap; do
+    ports=
     case $mode in
     off | on) cmd="$EX" box=$mode ;;
+    ports) cmd="$EX" box=on ports='sandbox_tcp_connect_ports = 443, 5432' ;;
     bwrap)
         command -v bwrap >/dev/null || { echo "bwrap: not installed (apt-get install bubblewrap)"; continue; }
         cmd="bwrap --unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-net
@@ -24,8 +27,8 @@ for mode in off on bwrap; do
   --ro-bind /etc /etc --proc /proc --dev /dev --tmpfs /tmp
   --ro-bind $B/tests/fixtures $B/tests/fixtures $EX" box=off ;;
     esac
-    printf '[gateway]\nlisten = 127.0.0.1:%s\nmax_sessions = 100000\n[server:ex]\npath = /mcp\ncommand = %s\nsandbox = %s\n' \
-        "$port" "$cmd" "$box" >"$dir/gw.ini"
+    printf '[gateway]\nlisten = 127.0.0.1:%s\nmax_sessions = 100000\n[server:ex]\npath = /mcp\ncommand = %s\nsandbox = %s\n%s\n' \
+        "$port" "$cmd" "$box" "$ports" >"$dir/gw.ini"
     "$B/src/mcp-gateway" --config "$dir/gw.ini" >"$dir/gw.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.05; done

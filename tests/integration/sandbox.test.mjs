@@ -362,9 +362,10 @@ test('seccomp refusals are counted per server and system call, the caller still 
 
 /**
  * With sandbox_network = host the child shares the host's network namespace, and so its abstract
- * unix sockets (named outside any filesystem): Landlock ABI 6 scopes them to the box. TCP is not
- * restricted by port (Landlock can only allow ports, not refuse a few; README says so): the
- * gateway's own port stays reachable, shown here so a change is seen.
+ * unix sockets (named outside any filesystem): Landlock ABI 6 scopes them to the box. Without
+ * sandbox_tcp_connect_ports TCP is not restricted by port (Landlock can only allow ports, and
+ * allowing all but the gateway's costs too much per child; README says so): the gateway's own
+ * port stays reachable, shown here so a change is seen.
  */
 async function hostScenario(box) {
   const name = `mcpgw-ll-${process.pid}-${box ? 'on' : 'off'}`;
@@ -397,7 +398,84 @@ test('sandbox_network = host: a host abstract unix socket is refused with Landlo
   if (LANDLOCK < 6) return t.skip(`Landlock ABI ${LANDLOCK}: no scoping (ABI 6)`);
   const on = await hostScenario(true);
   assert.equal(on.abstract, 'err:EPERM', 'the abstract socket is outside the box\'s Landlock domain');
-  assert.equal(on.connectGateway, 'ok', 'not covered: TCP to the gateway\'s port with sandbox_network = host');
+  assert.equal(on.connectGateway, 'ok', 'not covered without sandbox_tcp_connect_ports: TCP to the gateway\'s port with sandbox_network = host');
+});
+
+/**
+ * sandbox_network = host with sandbox_tcp_connect_ports naming one loopback listener's port: the
+ * child's TCP connect to the gateway's own port (which serves /admin and /metrics too: the
+ * gateway has no other listener) and to a second loopback listener not listed is refused by
+ * Landlock (EACCES), the listed one is reached; with the box off, the same keys, all three are.
+ */
+async function portsScenario(box) {
+  const listen = () => new Promise((r) => { const srv = net.createServer((c) => c.end()).listen(0, '127.0.0.1', () => r(srv)); });
+  const listed = await listen();
+  const unlisted = await listen();
+  const gw = await startGateway({
+    servers: [{
+      name: 'hostile', path: '/mcp', command: HOSTILE,
+      extra: `sandbox = ${box ? 'on' : 'off'}\nsandbox_network = host\nsandbox_tcp_connect_ports = ${listed.address().port}`,
+    }],
+  });
+  try {
+    if (box) await gw.waitLog(new RegExp(`\\[server:hostile\\] sandbox: .*; network: host; TCP connect: only to port ${listed.address().port} \\(Landlock\\);.*Landlock: ABI \\d+ \\(filesystem, TCP connect`));
+    const a = await initSession(gw);
+    const out = {
+      gateway: await attempt(gw, a.sid, { action: 'connect', port: gw.port }),
+      listed: await attempt(gw, a.sid, { action: 'connect', port: listed.address().port }),
+      unlisted: await attempt(gw, a.sid, { action: 'connect', port: unlisted.address().port }),
+    };
+    const h = await request(`${gw.base}/healthz`, { method: 'GET' });
+    out.health = h.status;
+    await h.done();
+    await gw.stop();
+    return out;
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  } finally {
+    listed.close();
+    unlisted.close();
+  }
+}
+
+test('sandbox_network = host, sandbox_tcp_connect_ports: the gateway\'s port and an unlisted one refused (EACCES), the listed one reached; all reached with the box off', async (t) => {
+  const off = await portsScenario(false);
+  assert.deepEqual(off, { gateway: 'ok', listed: 'ok', unlisted: 'ok', health: 200 });
+  if (LANDLOCK < 4) return t.skip(`Landlock ABI ${LANDLOCK}: no TCP rules (ABI 4); the refusal of the key is tested below`);
+  const on = await portsScenario(true);
+  assert.deepEqual(on, { gateway: 'err:EACCES', listed: 'ok', unlisted: 'err:EACCES', health: 200 });
+});
+
+test('sandbox_tcp_connect_ports: the gateway\'s own port, a port out of range, or a kernel without Landlock ABI 4 is refused', () => {
+  const d = tmpdir();
+  fs.chmodSync(d, 0o755);
+  const conf = path.join(d, 'gateway.ini');
+  const check = (listen, ports) => {
+    fs.writeFileSync(conf, `[gateway]\nlisten = ${listen}\n[server:h]\npath = /mcp\ncommand = ${HOSTILE}\nsandbox = on\nsandbox_tcp_connect_ports = ${ports}\n`, { mode: 0o644 });
+    return spawnSync(process.env.GW_BIN, ['--check-config', '--config', conf], { encoding: 'utf8' });
+  };
+  let r = check('127.0.0.1:18931', '443, 18931');
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /sandbox_tcp_connect_ports: 18931 is the gateway's own listen port: its children must not reach it/);
+  for (const bad of ['0', '65536', 'https', '-1']) {
+    r = check('127.0.0.1:18931', bad);
+    assert.equal(r.status, 1, bad);
+    assert.match(r.stderr, /sandbox_tcp_connect_ports: \S+: not a TCP port \(1 to 65535\)/, bad);
+  }
+  r = check('127.0.0.1:18931', Array.from({ length: 33 }, (_, i) => 1 + i).join(','));
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /sandbox_tcp_connect_ports: more than 32 ports/);
+  r = check('127.0.0.1:18931', '443, 5432');
+  if (LANDLOCK >= 4) {
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /; network: host; TCP connect: only to ports 443, 5432 \(Landlock\);/);
+  } else {
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /sandbox_tcp_connect_ports needs Landlock ABI 4 \(Linux 6\.7\) to be enforced; this kernel offers /);
+  }
+  fs.rmSync(d, { recursive: true, force: true });
 });
 
 test('server-everything from npm, boxed: a 2025-11-25 session and a stateless request are answered', async () => {
