@@ -298,8 +298,8 @@ t_box=$(date +%s)
 unit_stop "$gwpid"
 gwpid=""
 cp -p "$conf" "$work/gateway.ini.orig"
-sed -i 's|^command = /usr/lib/mcp-gateway/mcp-example-server$|&\nsandbox = on|' "$conf"
-grep -qx 'sandbox = on' "$conf" || fail "could not switch sandbox = on in $conf"
+sed -i 's|^sandbox = off$|sandbox = on|' "$conf"
+[ "$(grep -c '^sandbox = on$' "$conf")" = 1 ] || fail "could not switch the example server's sandbox = off to on in $conf"
 dropin=/etc/systemd/system/mcp-gateway.service.d/sandbox.conf
 # systemd_box LOG: systemd as PID 1 of new namespaces, starting mcp-gateway.service with its output
 # (no journald there) appended to LOG; the unshare's PID in $sdpid.
