@@ -348,6 +348,9 @@ cp -p "$work/gateway.ini.orig" "$conf"
 echo "a boxed server under the installed unit with the drop-in: $(($(date +%s) - t_box)) s"
 unit_start
 gwpid=$started
+# systemd starts nginx (Before=nginx.service) once the gateway's READY=1 says readiness has a
+# verdict; here that is /readyz answering 200.
+wait_for "/readyz 200 after the restart" sh -c "curl -sS -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/readyz | grep -qx 200"
 
 step 5 "the installed site, Debian's nginx with a private prefix, its listen on a free loopback port"
 # What sites-enabled/ is to Debian's nginx.conf: a file included inside http {}. Only the listen
