@@ -322,7 +322,14 @@ systemd_box_stop() {
     [ -n "$sd" ] && kill -KILL "$sd"
     wait "$sdpid" 2>/dev/null || true
     sdpid=""
+    # Its cgroups (init.scope, system.slice) went under this shell's own: removed, now that the
+    # namespace's processes are gone (rmdir refuses a cgroup with a process or a child in it).
+    for d in $(systemd_cgroups); do
+        grep -qxF "$d" "$work/cgroups.before" || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
 }
+systemd_cgroups() { find /sys/fs/cgroup -maxdepth 4 -type d \( -name init.scope -o -name system.slice \) 2>/dev/null | sort; }
+systemd_cgroups >"$work/cgroups.before"
 systemd_box "$work/journal-box-alone.log"
 wait_for "the unit alone refuses the box" grep -q 'sandbox = on: the kernel refuses a new user namespace' "$work/journal-box-alone.log"
 systemd_box_stop
