@@ -56,10 +56,15 @@ g1pid=""     # the template instances of step 10
 g2pid=""
 ngpid=""     # nginx
 rollpid=""   # the client stream of step 10
+sdpid=""     # systemd in its own namespaces (step 4)
 restartpid="" # restart-instances in step 10
 uid=""
 cleanup() {
     status=$?
+    if [ -n "$sdpid" ]; then
+        sd=$(ps -o pid= --ppid "$sdpid" | tr -d ' ')
+        [ -n "$sd" ] && kill -KILL "$sd" 2>/dev/null
+    fi
     for p in $restartpid $rollpid $ngpid $gwpid $g1pid $g2pid; do
         kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
     done
@@ -73,6 +78,7 @@ cleanup() {
             sleep 0.5
         fi
         rm -f /etc/mcp-gateway/g1.ini /etc/mcp-gateway/g2.ini
+        rm -rf /etc/systemd/system/mcp-gateway.service.d
         dpkg-query -W mcp-gateway >/dev/null 2>&1 && dpkg --purge mcp-gateway >/dev/null 2>&1 || true
     fi
     rm -rf "$work"
@@ -282,6 +288,76 @@ GW_BIN=/usr/bin/mcp-gateway GW_EXAMPLE=/usr/lib/mcp-gateway/mcp-example-server G
 }
 grep -E '^(✔|✖|ℹ (tests|pass|fail))' "$work/interop.log"
 t_sdk=$(date +%s)
+# A boxed server under the installed unit, run by systemd itself (deploy/README.md, "A box around
+# each child"). No systemd runs here: systemd 252 runs as PID 1 of a new PID and mount namespace
+# (its own /run; units from /lib and /etc as installed), told to start only mcp-gateway.service.
+# The unit alone refuses the box; with the shipped drop-in a session's call is answered by a boxed
+# child (PID 1 in its own PID namespace). Then the emulated unit starts again for the next steps.
+echo "--- sandbox = on under systemd itself: the unit alone, then with the shipped drop-in"
+t_box=$(date +%s)
+unit_stop "$gwpid"
+gwpid=""
+cp -p "$conf" "$work/gateway.ini.orig"
+sed -i 's|^sandbox = off$|sandbox = on|' "$conf"
+[ "$(grep -c '^sandbox = on$' "$conf")" = 1 ] || fail "could not switch the example server's sandbox = off to on in $conf"
+dropin=/etc/systemd/system/mcp-gateway.service.d/sandbox.conf
+# systemd_box LOG: systemd as PID 1 of new namespaces, starting mcp-gateway.service with its output
+# (no journald there) appended to LOG; the unshare's PID in $sdpid.
+systemd_box() {
+    : >"$1"
+    unshare --pid --fork --mount --mount-proc --propagation private sh -c '
+        mount -t tmpfs -o mode=0755 tmpfs /run
+        mkdir -p /run/systemd/system/mcp-gateway.service.d
+        printf "[Unit]\nDefaultDependencies=no\n[Service]\nStandardOutput=append:%s\nStandardError=append:%s\n" \
+            "$1" "$1" >/run/systemd/system/mcp-gateway.service.d/zz-package-test.conf
+        printf "[Unit]\nDefaultDependencies=no\nWants=mcp-gateway.service\n" >/run/systemd/system/package-test.target
+        export container=package-test
+        exec /lib/systemd/systemd --system --unit=package-test.target --log-target=console --log-level=warning' \
+        sh "$1" >"$1.systemd" 2>&1 &
+    sdpid=$!
+}
+systemd_box_stop() {
+    # SIGKILL to the namespace's PID 1 ends every process in it (the gateway, its children).
+    sd=$(ps -o pid= --ppid "$sdpid" | tr -d ' ')
+    [ -n "$sd" ] && kill -KILL "$sd"
+    wait "$sdpid" 2>/dev/null || true
+    sdpid=""
+    # Its cgroups (init.scope, system.slice) went under this shell's own: removed, now that the
+    # namespace's processes are gone (rmdir refuses a cgroup with a process or a child in it).
+    for d in $(systemd_cgroups); do
+        grep -qxF "$d" "$work/cgroups.before" || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
+}
+systemd_cgroups() { find /sys/fs/cgroup -maxdepth 4 -type d \( -name init.scope -o -name system.slice \) 2>/dev/null | sort; }
+systemd_cgroups >"$work/cgroups.before"
+systemd_box "$work/journal-box-alone.log"
+wait_for "the unit alone refuses the box" grep -q 'sandbox = on: the kernel refuses a new user namespace' "$work/journal-box-alone.log"
+systemd_box_stop
+echo "the unit alone: $(grep -m 1 -o 'sandbox = on: the kernel refuses a new user namespace: [^(]*' "$work/journal-box-alone.log")"
+install -D -m 0644 /usr/share/doc/mcp-gateway/examples/systemd/sandbox.conf "$dropin"
+systemd_box "$work/journal-box.log"
+wait_for "the boxed gateway listens under systemd" grep -q 'listening on' "$work/journal-box.log"
+grep 'sandbox: namespaces user, mount, pid, ipc, uts' "$work/journal-box.log" || fail "no sandbox: line at start: $(cat "$work/journal-box.log")"
+initialize
+curl_rpc "$sid" '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"boxed"}}}' >"$work/box.call"
+grep -q '"text":"boxed"' "$work/box.call" || fail "the boxed server did not answer: $(cat "$work/box.call")"
+kids=$(user_procs "$uid" | awk '/mcp-example-server/ {print $2}')
+[ -n "$kids" ] || fail "no example server runs as mcp-gateway"
+for k in $kids; do
+    nspid=$(sed -n 's/^NSpid:[[:space:]]*//p' "/proc/$k/status")
+    [ "${nspid##*[[:space:]]}" = 1 ] || fail "child $k is not PID 1 of its own namespace (NSpid $nspid)"
+    echo "example server pid $k: NSpid $nspid (PID 1 in its box)"
+done
+systemd_box_stop
+rm -f "$dropin"
+rmdir /etc/systemd/system/mcp-gateway.service.d
+cp -p "$work/gateway.ini.orig" "$conf"
+echo "a boxed server under the installed unit with the drop-in: $(($(date +%s) - t_box)) s"
+unit_start
+gwpid=$started
+# systemd starts nginx (Before=nginx.service) once the gateway's READY=1 says readiness has a
+# verdict; here that is /readyz answering 200.
+wait_for "/readyz 200 after the restart" sh -c "curl -sS -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/readyz | grep -qx 200"
 
 step 5 "the installed site, Debian's nginx with a private prefix, its listen on a free loopback port"
 # What sites-enabled/ is to Debian's nginx.conf: a file included inside http {}. Only the listen
