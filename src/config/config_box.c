@@ -146,6 +146,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     const struct config_raw_server *rs = &ps->servers[idx];
     struct config_server *srv = &cfg->servers[idx];
     struct config_box_list ro = { 0 }, rw = { 0 }, all = { 0 }, hidden = { 0 };
+    char *cwd = NULL;
     int rc = -1;
     if (config_box_paths(ps, rs, "sandbox_read_only_paths", srv->sandbox_read_only_paths, &ro) == -1
         || config_box_paths(ps, rs, "sandbox_writable_paths", srv->sandbox_writable_paths, &rw)
@@ -154,7 +155,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     /* The cwd and the command's directory, read-only, where they exist (a missing one is
      * config_check_command's warning, and the spawn's error). */
     /* Either one being /, /tmp, /proc or /dev is in the view already (as the box's own). */
-    char *cwd = config_box_real(srv->cwd != NULL ? srv->cwd : ".", NULL);
+    cwd = config_box_real(srv->cwd != NULL ? srv->cwd : ".", NULL);
     if (cwd != NULL && sandbox_path_bindable(cwd))
         config_box_add(&ro, xstrdup(cwd));
     if (strchr(srv->argv[0], '/') != NULL) {
@@ -167,7 +168,6 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
         else
             free(real);
     }
-    free(cwd);
     for (size_t i = 0; i < ro.n; i++)
         config_box_add(&all, xstrdup(ro.v[i]));
     for (size_t i = 0; i < rw.n; i++)
@@ -183,6 +183,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
         .max_open_files = srv->child_max_open_files,
         .max_cpu_s = srv->child_max_cpu_s,
         .max_file_bytes = srv->child_max_file_bytes,
+        .cwd = cwd,
     };
     const char *errstr = NULL;
     srv->box = sandbox_new(&spec, &errstr);
@@ -192,6 +193,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     }
     rc = 0;
 out:
+    free(cwd);
     config_box_clear(&ro);
     config_box_clear(&rw);
     config_box_clear(&all);

@@ -60,6 +60,7 @@ struct sandbox {
     size_t n_binds;
     char **hidden;
     size_t n_hidden;
+    char *cwd; /* spec.cwd's copy, or NULL */
 };
 
 /* The system's directories, read-only in every box (those that exist). */
@@ -235,8 +236,10 @@ sandbox_new(const struct sandbox_spec *spec, const char **errstr)
     for (size_t i = 0; i < nh; i++)
         b->hidden[i] = xstrdup(spec->hidden[i]);
     b->n_hidden = nh;
+    b->cwd = spec->cwd != NULL ? xstrdup(spec->cwd) : NULL;
     b->spec.read_only = b->spec.writable = NULL;
     b->spec.hidden = b->hidden;
+    b->spec.cwd = b->cwd;
     free(all);
     return b;
 }
@@ -253,6 +256,7 @@ sandbox_free(struct sandbox *b)
     free(b->binds);
     free(b->bind_writable);
     free(b->hidden);
+    free(b->cwd);
     free(b);
 }
 
@@ -265,7 +269,8 @@ sandbox_same(const struct sandbox *a, const struct sandbox *b)
     if (x->network_none != y->network_none || x->max_memory_bytes != y->max_memory_bytes
         || x->max_processes != y->max_processes || x->max_open_files != y->max_open_files
         || x->max_cpu_s != y->max_cpu_s || x->max_file_bytes != y->max_file_bytes
-        || a->n_binds != b->n_binds || a->n_hidden != b->n_hidden)
+        || a->n_binds != b->n_binds || a->n_hidden != b->n_hidden
+        || (a->cwd == NULL) != (b->cwd == NULL) || (a->cwd != NULL && strcmp(a->cwd, b->cwd) != 0))
         return false;
     for (size_t i = 0; i < a->n_binds; i++)
         if (strcmp(a->binds[i], b->binds[i]) != 0 || a->bind_writable[i] != b->bind_writable[i])
@@ -274,6 +279,12 @@ sandbox_same(const struct sandbox *a, const struct sandbox *b)
         if (strcmp(a->hidden[i], b->hidden[i]) != 0)
             return false;
     return true;
+}
+
+bool
+sandbox_has_cwd(const struct sandbox *b)
+{
+    return b->cwd != NULL;
 }
 
 const char *
@@ -639,6 +650,10 @@ sandbox_enter(const struct sandbox *b, const char *volatile *step)
             return -1;
     }
     if (sandbox_view(b, step) == -1)
+        return -1;
+    /* The view has it at the same path (bound, or the box's own /, /tmp, /proc or /dev). */
+    *step = "changing to the working directory";
+    if (b->cwd != NULL && chdir(b->cwd) == -1)
         return -1;
     *step = "bringing up the loopback of its network namespace";
     if (b->spec.network_none && sandbox_loopback_up() == -1)
