@@ -422,15 +422,22 @@ grep -q "host refused\|not in \[gateway\] allowed_hosts" "$(journal)" && fail "t
 
 step 7 "a changed file, then a broken one"
 # As an operator would: the child logs what it receives, and a shorter drain keeps step 9 quick.
-sed -i -e 's|^command = /usr/lib/mcp-gateway/mcp-example-server$|& --log /var/lib/mcp-gateway/child.log|' \
+# The child is boxed: it writes only where sandbox_writable_paths says, here a directory of its own
+# in the unit's LogsDirectory (writable under ProtectSystem=strict; the state directory
+# /var/lib/mcp-gateway is hidden from every box).
+childlog=/var/log/mcp-gateway/example/child.log
+install -d -o mcp-gateway -g mcp-gateway -m 0750 "${childlog%/*}"
+sed -i -e "s|^command = /usr/lib/mcp-gateway/mcp-example-server\$|& --log $childlog|" \
+    -e "s|^; sandbox_writable_paths =\$|sandbox_writable_paths = ${childlog%/*}|" \
     -e 's/^shutdown_drain_ms = .*/shutdown_drain_ms = 3000/' $conf
+grep -qx "sandbox_writable_paths = ${childlog%/*}" $conf || fail "no sandbox_writable_paths line for the child's log in $conf"
 n=$(count 'configuration reloaded' "$(journal)")
 unit_reload "$gwpid" || fail "systemctl reload: the check refused the changed file"
 wait_for "the reload to be logged" more_than 'configuration reloaded' "$(journal)" "$n"
 grep 'configuration reloaded' "$(journal)" | tail -n 1
 initialize "$via/mcp"
-wait_for "the new session's child to log its initialize" grep -q '"initialize"' /var/lib/mcp-gateway/child.log
-echo "a new session runs the changed command: its child logs to /var/lib/mcp-gateway/child.log"
+wait_for "the new session's child to log its initialize" grep -q '"initialize"' "$childlog"
+echo "a new session runs the changed command: its boxed child logs to $childlog"
 cp -p $conf "$work/good.ini"
 sed -i 's/^max_sessions = .*/max_sessions = 0/' $conf
 unit_reload "$gwpid" 2>"$work/reload.err" && fail "systemctl reload: the check passed a broken file"
@@ -485,12 +492,12 @@ short=$!
 # shellcheck disable=SC2059
 curl_rpc "$sid" "$(printf "$call" 3 100000)" "$work/long.out" &
 long=$!
-calls() { [ "$(count '"tools/call"' /var/lib/mcp-gateway/child.log)" -ge 2 ]; }
+calls() { [ "$(count '"tools/call"' "$childlog")" -ge 2 ]; }
 wait_for "the child to receive both calls" calls
 child=$(user_procs "$uid" | awk '/mcp-example-server/ {print $2}' | tr '\n' ' ')
 echo "in flight: id 2 (15 x 100 ms, ends within the drain), id 3 (100000 x 100 ms, outlives it); children: $child"
 dpkg -i --force-confold "$deb2"
-grep -q -- '--log /var/lib/mcp-gateway/child.log' $conf || fail "the upgrade replaced the edited conffile"
+grep -q -- "--log $childlog" $conf || fail "the upgrade replaced the edited conffile"
 [ "$(confmode)" = "640 root:mcp-gateway" ] || fail "after the upgrade $conf is $(confmode)"
 echo "edited conffile kept; postinst: $(grep -o 'deb-systemd-invoke try-restart [^ ]*' /var/lib/dpkg/info/mcp-gateway.postinst) (systemd not running: done here)"
 unit_stop "$gwpid"
@@ -500,9 +507,9 @@ grep -q 'done after 15 steps' "$work/short.out" || fail "the short call did not 
 echo "id 2 finished during the drain: $(grep -o '"text":"[^"]*"' "$work/short.out")"
 grep -q 'gateway shutting down' "$work/long.out" || fail "the long call got no shutdown error: $(cat "$work/long.out")"
 echo "id 3 answered: $(grep -o '"error":{[^}]*}' "$work/long.out")"
-grep '"notifications/cancelled"' /var/lib/mcp-gateway/child.log | grep -q '"reason":"gateway shutting down"' \
+grep '"notifications/cancelled"' "$childlog" | grep -q '"reason":"gateway shutting down"' \
     || fail "the child did not get notifications/cancelled with a reason"
-echo "child got: $(grep '"notifications/cancelled"' /var/lib/mcp-gateway/child.log)"
+echo "child got: $(grep '"notifications/cancelled"' "$childlog")"
 [ -z "$(user_procs "$uid")" ] || fail "left running after the stop: $(user_procs "$uid")"
 for c in $child; do kill -0 "$c" 2>/dev/null && fail "child $c outlived the gateway"; done
 echo "no process of mcp-gateway left (children reaped: $child)"
