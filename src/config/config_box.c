@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,8 +157,11 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
      * config_check_command's warning, and the spawn's error). */
     /* Either one being /, /tmp, /proc or /dev is in the view already (as the box's own). */
     cwd = config_box_real(srv->cwd != NULL ? srv->cwd : ".", NULL);
-    if (cwd != NULL && sandbox_path_bindable(cwd))
+    size_t cwd_bind = SIZE_MAX; /* its index in ro, if bound */
+    if (cwd != NULL && sandbox_path_bindable(cwd)) {
+        cwd_bind = ro.n;
         config_box_add(&ro, xstrdup(cwd));
+    }
     if (strchr(srv->argv[0], '/') != NULL) {
         char *dir = xstrdup(srv->argv[0]);
         *strrchr(dir, '/') = '\0';
@@ -173,6 +177,18 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     for (size_t i = 0; i < rw.n; i++)
         config_box_add(&all, xstrdup(rw.v[i]));
     config_box_hidden(cfg, &hidden, &all);
+    /* A cwd the box hides (the gateway's state directory, or one below it, where the packaged
+     * units start it) is not in the view, nor bound: the child starts at the view's root. */
+    for (size_t i = 0; cwd != NULL && i < hidden.n; i++)
+        if (config_box_under(cwd, hidden.v[i])) {
+            free(cwd);
+            cwd = NULL;
+            if (cwd_bind != SIZE_MAX) {
+                free(ro.v[cwd_bind]);
+                memmove(&ro.v[cwd_bind], &ro.v[cwd_bind + 1], (ro.n - cwd_bind) * sizeof(char *));
+                ro.n--;
+            }
+        }
     struct sandbox_spec spec = {
         .network_none = srv->sandbox_network_none,
         .read_only = ro.v,

@@ -4,6 +4,7 @@
 // server's command and cwd.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -99,6 +100,22 @@ for (const [who, wrap, uidText] of RUNS) {
     }
   });
 }
+
+test('a gateway started in a directory its boxes hide (a credentials_dir here; a packaged instance starts in its state directory) still boxes its children: they start at the view\'s root', async () => {
+  const dir = tmpdir('mcpgw-cli-hiddencwd-');
+  const creds = path.join(dir, 'creds');
+  fs.mkdirSync(creds, { mode: 0o700 });
+  const cwd = path.join(creds, 'instance');
+  fs.mkdirSync(cwd);
+  const token = 'tok_hiddencwd_0123456789abcdef01234567';
+  const sha = createHash('sha256').update(token).digest('hex');
+  fs.writeFileSync(path.join(dir, 'tokens'), `sha256:${sha} alice\n`, { mode: 0o644 });
+  const extra = `sandbox = on\ncredentials_dir = ${creds}\ncredentials_missing = server_env`;
+  await withGateway({ dir, cwd, auth: { mode: 'bearer', public_url: 'http://127.0.0.1:1', tokens_file: path.join(dir, 'tokens') }, servers: [{ name: 'example', path: '/mcp', command: EXAMPLE, log: '/dev/stderr', extra }] }, async (gw) => {
+    await initSession(gw, { headers: { Authorization: `Bearer ${token}` } });
+    await gw.waitLog(/child stderr: mcp-example-server: ready \(pid 1\)/);
+  });
+});
 
 test('--check-config rejects each bad file with file:line: key: reason', () => {
   const dir = path.join(ROOT, 'tests/conf');
