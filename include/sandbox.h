@@ -37,6 +37,12 @@ struct sandbox_spec {
      * sandbox_probe refuses a kernel without it); n 0: every port. */
     const uint16_t *tcp_connect_ports;
     size_t n_tcp_connect_ports;
+    /*
+     * The real path of the directory the child starts in (the server's cwd, else the gateway's):
+     * in the view at the same path, so that a relative command or cwd resolves as unboxed; NULL:
+     * the view's root.
+     */
+    const char *cwd;
 };
 
 /*
@@ -51,6 +57,8 @@ void sandbox_free(struct sandbox *b);
  */
 bool sandbox_path_bindable(const char *path);
 bool sandbox_same(const struct sandbox *a, const struct sandbox *b);
+/* Whether sandbox_enter changes to the spec's cwd (then the spawn does not change again). */
+bool sandbox_has_cwd(const struct sandbox *b);
 
 /*
  * Builds the seccomp filter once (libseccomp, exported as BPF) and asks the kernel what it
@@ -109,10 +117,10 @@ int sandbox_join_cgroup(const char *volatile *step);
  */
 #define SANDBOX_CHILD __attribute__((no_sanitize_address))
 /*
- * In the child: the uid and gid maps, the filesystem view, the hostname, the limits,
- * no_new_privs. 0, or -1 with errno and *step naming what failed (static). Landlock (where the
- * kernel offers it) and the seccomp filter come last, from sandbox_seal, just before exec (after
- * chdir).
+ * In the child: the uid and gid maps, the filesystem view, its working directory, the hostname,
+ * the limits, no_new_privs. 0, or -1 with errno and *step naming what failed (static). Landlock
+ * (where the kernel offers it) and the seccomp filter come last, from sandbox_seal, just before
+ * exec (after chdir).
  */
 int sandbox_enter(const struct sandbox *b, const char *volatile *step);
 int sandbox_seal(const struct sandbox *b, const char *volatile *step);

@@ -50,8 +50,20 @@ install -d -o mcp-gateway -g mcp-gateway -m 0755 /var/lib/mcp-gateway
     echo "image-setup: $conf is $(stat -c '%a %U:%G' "$conf"), not 640 root:mcp-gateway" >&2
     exit 1
 }
+# The box of the example server (sandbox = on) is tried when the container starts: here, in a
+# chroot, the kernel refuses a user namespace to any process, so the check runs on a copy with the
+# box off (every other line is checked as it is).
+grep -qx 'sandbox = on' "$conf" || {
+    echo "image-setup: $conf does not box its example server (sandbox = on)" >&2
+    exit 1
+}
+check=/tmp/gateway-check.ini
+sed 's/^sandbox = on$/sandbox = off/' "$conf" >"$check"
+chown root:mcp-gateway "$check"
+chmod 0640 "$check"
 (cd /var/lib/mcp-gateway && setpriv --reuid=mcp-gateway --regid=mcp-gateway --init-groups \
-    /usr/bin/mcp-gateway --check-config --config "$conf")
+    /usr/bin/mcp-gateway --check-config --config "$check")
+rm -f "$check"
 
 # No logs or backups of the build in the image, nor the build host's name and resolver, which
 # mmdebstrap copied in: podman gives the container its own.

@@ -194,6 +194,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     struct config_box_list ro = { 0 }, rw = { 0 }, all = { 0 }, hidden = { 0 };
     uint16_t ports[CONFIG_BOX_PORTS_MAX];
     size_t n_ports = 0;
+    char *cwd = NULL;
     int rc = -1;
     if (config_box_ports(ps, cfg, rs, srv->sandbox_tcp_connect_ports, ports, &n_ports) == -1)
         goto out;
@@ -204,9 +205,12 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     /* The cwd and the command's directory, read-only, where they exist (a missing one is
      * config_check_command's warning, and the spawn's error). */
     /* Either one being /, /tmp, /proc or /dev is in the view already (as the box's own). */
-    char *cwd = config_box_real(srv->cwd != NULL ? srv->cwd : ".", NULL);
-    if (cwd != NULL && sandbox_path_bindable(cwd))
+    cwd = config_box_real(srv->cwd != NULL ? srv->cwd : ".", NULL);
+    size_t cwd_bind = SIZE_MAX; /* its index in ro, if bound */
+    if (cwd != NULL && sandbox_path_bindable(cwd)) {
+        cwd_bind = ro.n;
         config_box_add(&ro, xstrdup(cwd));
+    }
     if (strchr(srv->argv[0], '/') != NULL) {
         char *dir = xstrdup(srv->argv[0]);
         *strrchr(dir, '/') = '\0';
@@ -217,12 +221,23 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
         else
             free(real);
     }
-    free(cwd);
     for (size_t i = 0; i < ro.n; i++)
         config_box_add(&all, xstrdup(ro.v[i]));
     for (size_t i = 0; i < rw.n; i++)
         config_box_add(&all, xstrdup(rw.v[i]));
     config_box_hidden(cfg, &hidden, &all);
+    /* A cwd the box hides (the gateway's state directory, or one below it, where the packaged
+     * units start it) is not in the view, nor bound: the child starts at the view's root. */
+    for (size_t i = 0; cwd != NULL && i < hidden.n; i++)
+        if (config_box_under(cwd, hidden.v[i])) {
+            free(cwd);
+            cwd = NULL;
+            if (cwd_bind != SIZE_MAX) {
+                free(ro.v[cwd_bind]);
+                memmove(&ro.v[cwd_bind], &ro.v[cwd_bind + 1], (ro.n - cwd_bind) * sizeof(char *));
+                ro.n--;
+            }
+        }
     struct sandbox_spec spec = {
         .network_none = srv->sandbox_network_none,
         .read_only = ro.v,
@@ -236,6 +251,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
         .max_memory_cgroup_bytes = srv->child_max_memory_cgroup_bytes,
         .tcp_connect_ports = ports,
         .n_tcp_connect_ports = n_ports,
+        .cwd = cwd,
     };
     const char *errstr = NULL;
     srv->box = sandbox_new(&spec, &errstr);
@@ -245,6 +261,7 @@ config_box_server(struct config_parse *ps, struct config *cfg, size_t idx)
     }
     rc = 0;
 out:
+    free(cwd);
     config_box_clear(&ro);
     config_box_clear(&rw);
     config_box_clear(&all);

@@ -64,6 +64,7 @@ struct sandbox {
     char **hidden;
     size_t n_hidden;
     uint16_t *ports; /* spec.tcp_connect_ports */
+    char *cwd;       /* spec.cwd's copy, or NULL */
 };
 
 /* The system's directories, read-only in every box (those that exist). */
@@ -246,6 +247,7 @@ sandbox_new(const struct sandbox_spec *spec, const char **errstr)
     for (size_t i = 0; i < nh; i++)
         b->hidden[i] = xstrdup(spec->hidden[i]);
     b->n_hidden = nh;
+    b->cwd = spec->cwd != NULL ? xstrdup(spec->cwd) : NULL;
     b->spec.read_only = b->spec.writable = NULL;
     b->spec.hidden = b->hidden;
     if (spec->n_tcp_connect_ports > 0) {
@@ -253,6 +255,7 @@ sandbox_new(const struct sandbox_spec *spec, const char **errstr)
         memcpy(b->ports, spec->tcp_connect_ports, spec->n_tcp_connect_ports * sizeof(uint16_t));
     }
     b->spec.tcp_connect_ports = b->ports;
+    b->spec.cwd = b->cwd;
     free(all);
     return b;
 }
@@ -270,6 +273,7 @@ sandbox_free(struct sandbox *b)
     free(b->bind_writable);
     free(b->hidden);
     free(b->ports);
+    free(b->cwd);
     free(b);
 }
 
@@ -287,7 +291,8 @@ sandbox_same(const struct sandbox *a, const struct sandbox *b)
         || (x->n_tcp_connect_ports > 0
             && memcmp(x->tcp_connect_ports, y->tcp_connect_ports,
                       x->n_tcp_connect_ports * sizeof(uint16_t))
-                   != 0))
+                   != 0)
+        || (a->cwd == NULL) != (b->cwd == NULL) || (a->cwd != NULL && strcmp(a->cwd, b->cwd) != 0))
         return false;
     for (size_t i = 0; i < a->n_binds; i++)
         if (strcmp(a->binds[i], b->binds[i]) != 0 || a->bind_writable[i] != b->bind_writable[i])
@@ -296,6 +301,12 @@ sandbox_same(const struct sandbox *a, const struct sandbox *b)
         if (strcmp(a->hidden[i], b->hidden[i]) != 0)
             return false;
     return true;
+}
+
+bool
+sandbox_has_cwd(const struct sandbox *b)
+{
+    return b->cwd != NULL;
 }
 
 const char *
@@ -754,6 +765,10 @@ sandbox_enter(const struct sandbox *b, const char *volatile *step)
             return -1;
     }
     if (sandbox_view(b, step) == -1)
+        return -1;
+    /* The view has it at the same path (bound, or the box's own /, /tmp, /proc or /dev). */
+    *step = "changing to the working directory";
+    if (b->cwd != NULL && chdir(b->cwd) == -1)
         return -1;
     *step = "bringing up the loopback of its network namespace";
     if (b->spec.network_none && sandbox_loopback_up() == -1)

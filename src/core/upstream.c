@@ -330,8 +330,10 @@ upstream_child(struct upstream_child_arg *a)
     a->child_step = UPSTREAM_STEP_BOX;
     if (p->sandbox != NULL && sandbox_enter(p->sandbox, &a->box_step) == -1)
         goto fail;
+    /* A box changes to the real path of the cwd (or the gateway's) in its view itself. */
     a->child_step = UPSTREAM_STEP_CWD;
-    if (p->cwd != NULL && chdir(p->cwd) == -1)
+    if (p->cwd != NULL && (p->sandbox == NULL || !sandbox_has_cwd(p->sandbox))
+        && chdir(p->cwd) == -1)
         goto fail;
     a->child_step = UPSTREAM_STEP_BOX;
     if (p->sandbox != NULL && sandbox_seal(p->sandbox, &a->box_step) == -1)

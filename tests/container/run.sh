@@ -1,10 +1,11 @@
 #!/bin/sh
 # The container image end to end, as tests/package/run.sh runs it in CI with the .deb it built:
 #   sh tests/container/run.sh DEB
-# deploy/container/build.sh makes the image of DEB (mmdebstrap, podman import) -> podman runs it
-# with the port published on loopback and a bearer token mounted -> /readyz answers 200 -> an MCP
-# session (initialize, tools/call echo; no token: 401) -> every process in it runs as the
-# package's user, with no capability -> podman stop with a call in flight: SIGTERM, the drain, the
+# deploy/container/build.sh makes the image of DEB (mmdebstrap, podman import) -> under podman's
+# defaults it exits, refusing its example server's box -> podman runs it with the two options
+# deploy/container/README.md names for the box, the port published on loopback and a bearer token
+# mounted -> /readyz answers 200 -> an MCP session (initialize, tools/call echo; no token: 401) ->
+# every process in it runs as the package's user, with no capability, the child boxed -> podman stop with a call in flight: SIGTERM, the drain, the
 # call answered "gateway shutting down", exit 0 within podman's default stop timeout -> the
 # container and the image are removed. Each step prints a "===== container: ..." header and its
 # time. Any failure (podman or mmdebstrap missing included) exits non-zero; the EXIT trap shows the
@@ -58,10 +59,6 @@ case $user in
     *) fail "the image's user is '$user', not a non-root uid:gid" ;;
 esac
 
-step "podman run: the port published on 127.0.0.1, a bearer token mounted over /etc/mcp-gateway/tokens"
-token=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
-printf 'sha256:%s ci\n' "$(printf %s "$token" | sha256sum | cut -d' ' -f1)" >"$work/tokens"
-chmod 0644 "$work/tokens"
 # runc, and limits within this shell's hard ones (the test's own, as /proc shows them): crun needs cgroup v2 only (the test machine may
 # have a hybrid hierarchy), and podman's own defaults for RLIMIT_NOFILE and RLIMIT_NPROC are above
 # what a runtime without CAP_SYS_RESOURCE may set. nproc counts the gateway's user's processes:
@@ -70,8 +67,28 @@ nofile=$(awk '/^Max open files/ { print $5 }' /proc/self/limits)
 if [ "$nofile" = unlimited ] || [ "$nofile" -gt 65536 ]; then nofile=65536; fi
 nproc=$(awk '/^Max processes/ { print $4 }' /proc/self/limits)
 if [ "$nproc" = unlimited ] || [ "$nproc" -gt 4096 ]; then nproc=4096; fi
+
+step "podman's defaults refuse the example server's box; the options container/README.md names"
+# The image's file boxes its example server (sandbox = on). Under podman's defaults the gateway
+# does not start and says why (the masked /proc); container/README.md's two options give the box
+# what it needs and nothing else of the host.
+sh deploy/container/box-seccomp.sh >"$work/box-seccomp.json"
 made_ctr=1
-podman --runtime runc run -d --name "$name" --ulimit "nofile=$nofile:$nofile" \
+podman --runtime runc run --name "$name" --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" \
+    "$image" >"$work/defaults.log" 2>&1 && fail "the image started under podman's defaults: $(tail -n 5 "$work/defaults.log")"
+grep -F "the kernel refuses the box: mounting /proc (its PID namespace's): Operation not permitted" "$work/defaults.log" \
+    || fail "under podman's defaults, not the masked /proc's refusal: $(tail -n 5 "$work/defaults.log")"
+podman rm "$name" >/dev/null
+made_ctr=""
+echo "under podman's defaults: $(grep -o "the kernel refuses the box: mounting /proc[^(]*" "$work/defaults.log" | head -n 1)"
+
+step "podman run: the port published on 127.0.0.1, a bearer token mounted over /etc/mcp-gateway/tokens"
+token=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+printf 'sha256:%s ci\n' "$(printf %s "$token" | sha256sum | cut -d' ' -f1)" >"$work/tokens"
+chmod 0644 "$work/tokens"
+made_ctr=1
+podman --runtime runc run -d --name "$name" --security-opt "seccomp=$work/box-seccomp.json" \
+    --security-opt 'unmask=/proc/*' --ulimit "nofile=$nofile:$nofile" \
     --ulimit "nproc=$nproc:$nproc" -p 127.0.0.1::8080 -v "$work/tokens:/etc/mcp-gateway/tokens:ro" \
     "$image" >/dev/null
 hostport=$(podman port "$name" 8080/tcp | head -n 1)
@@ -92,6 +109,8 @@ until curl -fsS -m 2 -o "$work/ready" "$base/readyz" 2>/dev/null; do
 done
 echo "/readyz: $(cat "$work/ready")"
 podman logs "$name" 2>&1 | grep 'listening on 0.0.0.0:8080' || fail "no 'listening on' line in podman logs"
+podman logs "$name" 2>&1 | grep '\[server:example\] sandbox: namespaces user, mount, pid, ipc, uts' \
+    || fail "no sandbox: line for the example server in podman logs"
 
 step "MCP: initialize and tools/call echo with the token; without it 401"
 url=$base/mcp
@@ -136,6 +155,15 @@ echo "host pid $pid ($(readlink "/proc/$pid/exe")): uids $uids, gids $gids, CapE
 podman top "$name" huser user pid args | tee "$work/top"
 awk 'NR > 1 && ($1 == "0" || $2 == "root")' "$work/top" | grep . && fail "a process in the container runs as root"
 grep -q 'mcp-example-server' "$work/top" || fail "the session's child is not in podman top"
+# The session's child is boxed: PID 1 of a PID namespace of its own, inside the container's.
+kid=$(ps -o pid= --ppid "$pid" | tr -d ' ' | head -n 1)
+[ -n "$kid" ] || fail "the gateway (host pid $pid) has no child"
+nspid=$(sed -n 's/^NSpid:[[:space:]]*//p' "/proc/$kid/status")
+case $nspid in
+    *[[:space:]]*[[:space:]]1) ;;
+    *) fail "the session's child (host pid $kid) is not PID 1 of a namespace inside the container's (NSpid $nspid)" ;;
+esac
+echo "the session's child: host pid $kid, NSpid $nspid (host, container, its box)"
 
 step "podman stop with a call in flight: SIGTERM, the drain, exit 0 within the stop timeout"
 # The slow call outlives the image's shutdown_drain_ms (5 s): it is answered "gateway shutting

@@ -4,11 +4,13 @@
 // server's command and cwd.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
 import { EXAMPLE, GW_BIN, callTool, initSession, pidAlive, post, startGateway, tmpdir, waitFor, withGateway, get } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
 
 const ROOT = process.env.GW_SOURCE_ROOT;
 
@@ -33,6 +35,86 @@ test('--check-config accepts the shipped default config', () => {
   const r = spawnSync(GW_BIN, ['--check-config', '--config', path.join(ROOT, 'conf/gateway.ini')], { encoding: 'utf8', cwd: ROOT });
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /configuration OK/);
+});
+
+// --- the shipped configuration, run from the tree ---------------------------------------------
+
+/**
+ * A copy of what the README's first command uses (./build/src/mcp-gateway --config
+ * conf/gateway.ini, from the tree's root) in a directory every user may read: the binary, the
+ * example server at its relative path, and conf/gateway.ini as shipped but for a free port.
+ */
+function shippedTree() {
+  const t = tmpdir('mcpgw-shipped-');
+  fs.chmodSync(t, 0o755); // an ordinary user's gateway, and a root gateway's boxed child, read it
+  for (const [from, to] of [[GW_BIN, 'build/src/mcp-gateway'], [EXAMPLE, 'build/tests/fixtures/mcp-example-server']]) {
+    fs.mkdirSync(path.dirname(path.join(t, to)), { recursive: true, mode: 0o755 });
+    fs.copyFileSync(from, path.join(t, to));
+    fs.chmodSync(path.join(t, to), 0o755);
+  }
+  const shipped = fs.readFileSync(path.join(ROOT, 'conf/gateway.ini'), 'utf8');
+  assert.match(shipped, /^listen = 127\.0\.0\.1:8080$/m);
+  assert.match(shipped, /^command = build\/tests\/fixtures\/mcp-example-server$/m);
+  fs.mkdirSync(path.join(t, 'conf'), { mode: 0o755 });
+  fs.writeFileSync(path.join(t, 'conf/gateway.ini'), shipped.replace(/^listen = 127\.0\.0\.1:8080$/m, 'listen = 127.0.0.1:0'), { mode: 0o644 });
+  return t;
+}
+
+/** NSpid's last field (the pid in its own PID namespace) and the real uid of a process. */
+function nsPidAndUid(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return { nspid: Number(/^NSpid:.*?(\d+)\s*$/m.exec(status)[1]), uid: Number(/^Uid:\s+(\d+)/m.exec(status)[1]) };
+}
+
+// The README's first command, as root and as an ordinary user (root's run also drops to nobody).
+const RUNS = process.getuid() === 0
+  ? [['root', [], 'one of a reserved range per child'], ['an ordinary user (nobody)', ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'], "the gateway's"]]
+  : [['an ordinary user', [], "the gateway's"]];
+for (const [who, wrap, uidText] of RUNS) {
+  test(`the shipped conf/gateway.ini from the tree, as ${who}: its example server is boxed and answers a session's and a stateless tools/call`, async () => {
+    const t = shippedTree();
+    const gw = await startGateway({ dir: t, cwd: t, config: 'conf/gateway.ini', wrap });
+    try {
+      await gw.waitLog(new RegExp(`\\[server:example\\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*uid: ${uidText};`));
+      const s = await initSession(gw);
+      const { response } = await callTool(gw, s.sid, 'echo', { text: 'boxed' }, { ms: scaled(10000) });
+      assert.deepEqual(response?.result?.content, [{ type: 'text', text: 'boxed' }], JSON.stringify(response));
+      // The session's child is its own PID namespace's first process, as a uid of its own (root)
+      // or the gateway's.
+      const child = nsPidAndUid(s.pid);
+      assert.equal(child.nspid, 1, `child ${s.pid} in its own PID namespace`);
+      if (process.getuid() === 0 && wrap.length === 0) assert.ok(child.uid >= 2147352576 && child.uid < 2147352576 + 65536, `uid ${child.uid} from the reserved range`);
+      else assert.equal(child.uid, wrap.length ? 65534 : process.getuid());
+      const V = '2026-07-28';
+      const body = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'boxed stateless' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
+      const r = await post(gw, body, { headers: { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' } });
+      await r.done(scaled(10000));
+      assert.equal(r.status, 200, r.text());
+      assert.match(r.text(), /"text":"boxed stateless"/);
+      await gw.waitLog(/pool:example#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
+      await gw.stop();
+    } catch (e) {
+      await gw.stop({ expect: null });
+      console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+      throw e;
+    }
+  });
+}
+
+test('a gateway started in a directory its boxes hide (a credentials_dir here; a packaged instance starts in its state directory) still boxes its children: they start at the view\'s root', async () => {
+  const dir = tmpdir('mcpgw-cli-hiddencwd-');
+  const creds = path.join(dir, 'creds');
+  fs.mkdirSync(creds, { mode: 0o700 });
+  const cwd = path.join(creds, 'instance');
+  fs.mkdirSync(cwd);
+  const token = 'tok_hiddencwd_0123456789abcdef01234567';
+  const sha = createHash('sha256').update(token).digest('hex');
+  fs.writeFileSync(path.join(dir, 'tokens'), `sha256:${sha} alice\n`, { mode: 0o644 });
+  const extra = `sandbox = on\ncredentials_dir = ${creds}\ncredentials_missing = server_env`;
+  await withGateway({ dir, cwd, auth: { mode: 'bearer', public_url: 'http://127.0.0.1:1', tokens_file: path.join(dir, 'tokens') }, servers: [{ name: 'example', path: '/mcp', command: EXAMPLE, log: '/dev/stderr', extra }] }, async (gw) => {
+    await initSession(gw, { headers: { Authorization: `Bearer ${token}` } });
+    await gw.waitLog(/child stderr: mcp-example-server: ready \(pid 1\)/);
+  });
 });
 
 test('--check-config rejects each bad file with file:line: key: reason', () => {

@@ -80,6 +80,19 @@ test('the unit runs as a dedicated user with hardening', () => {
     assert.deepEqual(unit[k], [v], k);
 });
 
+test('the shipped file boxes its example server, and the unit allows the box exactly that (its namespaces, sethostname in its own); the unboxed drop-in refuses them again', () => {
+  assert.equal(iniSection(read('conf/gateway.ini'), 'server:example').sandbox, 'on');
+  for (const f of ['deploy/systemd/mcp-gateway.service', 'deploy/systemd/mcp-gateway@.service']) {
+    const u = unitKeys(read(f));
+    // cgroup and time namespaces stay refused: the box makes neither.
+    assert.deepEqual(u.RestrictNamespaces, ['user mnt pid ipc uts net'], `${f}: RestrictNamespaces`);
+    assert.deepEqual(u.ProtectHostname, ['no'], `${f}: ProtectHostname (yes refuses the box's sethostname)`);
+  }
+  const dropin = unitKeys(read('deploy/systemd/mcp-gateway-unboxed.conf'));
+  assert.deepEqual(dropin, { RestrictNamespaces: ['yes'], ProtectHostname: ['yes'] }, 'the drop-in changes these two lines and nothing else');
+  assert.match(read('deploy/debian/rules'), /install -D -m 0644 deploy\/systemd\/mcp-gateway-unboxed\.conf \$\(PKG\)\/usr\/share\/doc\/mcp-gateway\/examples\/systemd\/unboxed\.conf/);
+});
+
 // systemd-analyze is required (tests/deps.sh installs Debian's systemd package): without it this
 // test fails rather than skips, since a skip would pass unseen. verify wants every Exec*= binary to
 // exist, so a copy of the unit runs the built binary instead of /usr/local/bin/mcp-gateway.

@@ -183,7 +183,10 @@ test('mcp-gateway.ini(5) gives each key its whole text: a default, its bound, a 
   assert.deepEqual(problems, []);
 });
 
-test('conf/gateway.ini sets each key it sets to the default (only the example server\'s path and command are its own)', () => {
+// The shipped file boxes its example server (sandbox = on): the one key it sets off its default.
+const CONF_OWN = { 'server.sandbox': 'on' };
+
+test('conf/gateway.ini sets each key it sets to the default (only the example server\'s path and command, and sandbox = on, are its own)', () => {
   const conf = confKeys(fs.readFileSync(path.join(ROOT, 'conf/gateway.ini'), 'utf8'));
   const problems = [];
   for (const e of iniEntries(page('mcp-gateway.ini.5'))) {
@@ -191,7 +194,9 @@ test('conf/gateway.ini sets each key it sets to the default (only the example se
     const c = conf[id];
     if (!c) { problems.push(`${id}: not in conf/gateway.ini`); continue; }
     const def = e.def === '(empty)' || e.def === '(none)' ? '' : e.def;
-    if (c.set && e.def !== '(none)' && c.value !== def) problems.push(`${id}: set to ${c.value}, the default is ${e.def}`);
+    const want = CONF_OWN[id] ?? def;
+    if (id in CONF_OWN && !c.set) problems.push(`${id}: commented out, the shipped file sets ${want}`);
+    if (c.set && e.def !== '(none)' && c.value !== want) problems.push(`${id}: set to ${c.value}, ${id in CONF_OWN ? 'the shipped file sets' : 'the default is'} ${want}`);
   }
   assert.deepEqual(problems, []);
 });

@@ -122,8 +122,10 @@ export async function startGateway(opts = {}) {
     if (s.extra) ini += `${s.extra}\n`;
     for (const [k, v] of MATRIX_SERVER) if (!new RegExp(`^\\s*${k}\\s*=`, 'm').test(s.extra ?? '')) ini += `${k} = ${v}\n`;
   }
-  const conf = path.join(dir, 'gateway.ini');
-  fs.writeFileSync(conf, ini);
+  // opts.config: a configuration file of the test's own, passed to --config as given (relative to
+  // opts.cwd), instead of the one written from opts.
+  const conf = opts.config ?? path.join(dir, 'gateway.ini');
+  if (!opts.config) fs.writeFileSync(conf, ini);
   // opts.nofile: soft and hard open-file limit (prlimit execs the gateway: same pid).
   // opts.bin: another build of the gateway (default GW_BIN).
   const bin = opts.bin ?? GW_BIN;
@@ -131,7 +133,8 @@ export async function startGateway(opts = {}) {
   const limits = [];
   if (opts.nofile) limits.push(`--nofile=${opts.nofile}:${opts.nofile}`);
   if (opts.fsize) limits.push(`--fsize=${opts.fsize}:${opts.fsize}`);
-  const argv = limits.length ? ['prlimit', ...limits, bin] : [bin];
+  // opts.wrap: a command that execs the rest (setpriv to another user: the same pid).
+  const argv = [...(opts.wrap ?? []), ...(limits.length ? ['prlimit', ...limits, bin] : [bin])];
   // opts.cwd: the gateway's working directory (default: the test's).
   const proc = spawn(argv[0], [...argv.slice(1), '--config', conf], { cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(opts.env || {}) } });
   let stderr = '';

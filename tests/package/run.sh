@@ -56,10 +56,20 @@ g1pid=""     # the template instances of step 10
 g2pid=""
 ngpid=""     # nginx
 rollpid=""   # the client stream of step 10
+sdpid=""     # systemd in its own namespaces (step 4)
 restartpid="" # restart-instances in step 10
 uid=""
 cleanup() {
     status=$?
+    if [ -n "$sdpid" ]; then
+        sd=$(ps -o pid= --ppid "$sdpid" | tr -d ' ')
+        [ -n "$sd" ] && kill -KILL "$sd" 2>/dev/null
+    fi
+    # nginx's workers outlive a master killed with SIGKILL, and hold the fds this shell gave it
+    # (a lock on the file flock runs this test under among them): killed by pid first.
+    if [ -n "$ngpid" ]; then
+        for p in $(ps -o pid= --ppid "$ngpid"); do kill -KILL "$p" 2>/dev/null || true; done
+    fi
     for p in $restartpid $rollpid $ngpid $gwpid $g1pid $g2pid; do
         kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null
     done
@@ -73,6 +83,7 @@ cleanup() {
             sleep 0.5
         fi
         rm -f /etc/mcp-gateway/g1.ini /etc/mcp-gateway/g2.ini
+        rm -rf /etc/systemd/system/mcp-gateway.service.d
         dpkg-query -W mcp-gateway >/dev/null 2>&1 && dpkg --purge mcp-gateway >/dev/null 2>&1 || true
     fi
     rm -rf "$work"
@@ -282,6 +293,74 @@ GW_BIN=/usr/bin/mcp-gateway GW_EXAMPLE=/usr/lib/mcp-gateway/mcp-example-server G
 }
 grep -E '^(✔|✖|ℹ (tests|pass|fail))' "$work/interop.log"
 t_sdk=$(date +%s)
+# The installed unit under systemd itself, with the installed file's boxed example server
+# (deploy/README.md, "A box around each child"). No systemd runs here: systemd 252 runs as PID 1
+# of a new PID and mount namespace (its own /run; units from /lib and /etc as installed), told to
+# start only mcp-gateway.service. As installed, a session's call is answered by a boxed child (PID
+# 1 in its own PID namespace); with the shipped drop-in for a gateway that boxes nothing, the same
+# file is refused. Then the emulated unit starts again for the next steps.
+echo "--- sandbox = on under systemd itself: the unit as installed, then with the unboxed drop-in"
+t_box=$(date +%s)
+unit_stop "$gwpid"
+gwpid=""
+[ "$(grep -c '^sandbox = on$' "$conf")" = 1 ] || fail "the installed $conf does not box its example server (sandbox = on)"
+dropin=/etc/systemd/system/mcp-gateway.service.d/unboxed.conf
+# systemd_box LOG: systemd as PID 1 of new namespaces, starting mcp-gateway.service with its output
+# (no journald there) appended to LOG; the unshare's PID in $sdpid.
+systemd_box() {
+    : >"$1"
+    unshare --pid --fork --mount --mount-proc --propagation private sh -c '
+        mount -t tmpfs -o mode=0755 tmpfs /run
+        mkdir -p /run/systemd/system/mcp-gateway.service.d
+        printf "[Unit]\nDefaultDependencies=no\n[Service]\nStandardOutput=append:%s\nStandardError=append:%s\n" \
+            "$1" "$1" >/run/systemd/system/mcp-gateway.service.d/zz-package-test.conf
+        printf "[Unit]\nDefaultDependencies=no\nWants=mcp-gateway.service\n" >/run/systemd/system/package-test.target
+        export container=package-test
+        exec /lib/systemd/systemd --system --unit=package-test.target --log-target=console --log-level=warning' \
+        sh "$1" >"$1.systemd" 2>&1 &
+    sdpid=$!
+}
+systemd_box_stop() {
+    # SIGKILL to the namespace's PID 1 ends every process in it (the gateway, its children).
+    sd=$(ps -o pid= --ppid "$sdpid" | tr -d ' ')
+    [ -n "$sd" ] && kill -KILL "$sd"
+    wait "$sdpid" 2>/dev/null || true
+    sdpid=""
+    # Its cgroups (init.scope, system.slice) went under this shell's own: removed, now that the
+    # namespace's processes are gone (rmdir refuses a cgroup with a process or a child in it).
+    for d in $(systemd_cgroups); do
+        grep -qxF "$d" "$work/cgroups.before" || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
+}
+systemd_cgroups() { find /sys/fs/cgroup -maxdepth 4 -type d \( -name init.scope -o -name system.slice \) 2>/dev/null | sort; }
+systemd_cgroups >"$work/cgroups.before"
+systemd_box "$work/journal-box.log"
+wait_for "the boxed gateway listens under systemd" grep -q 'listening on' "$work/journal-box.log"
+grep 'sandbox: namespaces user, mount, pid, ipc, uts' "$work/journal-box.log" || fail "no sandbox: line at start: $(cat "$work/journal-box.log")"
+initialize
+curl_rpc "$sid" '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"boxed"}}}' >"$work/box.call"
+grep -q '"text":"boxed"' "$work/box.call" || fail "the boxed server did not answer: $(cat "$work/box.call")"
+kids=$(user_procs "$uid" | awk '/mcp-example-server/ {print $2}')
+[ -n "$kids" ] || fail "no example server runs as mcp-gateway"
+for k in $kids; do
+    nspid=$(sed -n 's/^NSpid:[[:space:]]*//p' "/proc/$k/status")
+    [ "${nspid##*[[:space:]]}" = 1 ] || fail "child $k is not PID 1 of its own namespace (NSpid $nspid)"
+    echo "example server pid $k: NSpid $nspid (PID 1 in its box)"
+done
+systemd_box_stop
+install -D -m 0644 /usr/share/doc/mcp-gateway/examples/systemd/unboxed.conf "$dropin"
+systemd_box "$work/journal-box-unboxed.log"
+wait_for "the unboxed drop-in refuses the box" grep -q 'sandbox = on: the kernel refuses a new user namespace' "$work/journal-box-unboxed.log"
+systemd_box_stop
+echo "with the unboxed drop-in: $(grep -m 1 -o 'sandbox = on: the kernel refuses a new user namespace: [^(]*' "$work/journal-box-unboxed.log")"
+rm -f "$dropin"
+rmdir /etc/systemd/system/mcp-gateway.service.d
+echo "the installed unit under systemd: a boxed server served; refused with the unboxed drop-in: $(($(date +%s) - t_box)) s"
+unit_start
+gwpid=$started
+# systemd starts nginx (Before=nginx.service) once the gateway's READY=1 says readiness has a
+# verdict; here that is /readyz answering 200.
+wait_for "/readyz 200 after the restart" sh -c "curl -sS -m 5 -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/readyz | grep -qx 200"
 
 step 5 "the installed site, Debian's nginx with a private prefix, its listen on a free loopback port"
 # What sites-enabled/ is to Debian's nginx.conf: a file included inside http {}. Only the listen
@@ -343,15 +422,22 @@ grep -q "host refused\|not in \[gateway\] allowed_hosts" "$(journal)" && fail "t
 
 step 7 "a changed file, then a broken one"
 # As an operator would: the child logs what it receives, and a shorter drain keeps step 9 quick.
-sed -i -e 's|^command = /usr/lib/mcp-gateway/mcp-example-server$|& --log /var/lib/mcp-gateway/child.log|' \
+# The child is boxed: it writes only where sandbox_writable_paths says, here a directory of its own
+# in the unit's LogsDirectory (writable under ProtectSystem=strict; the state directory
+# /var/lib/mcp-gateway is hidden from every box).
+childlog=/var/log/mcp-gateway/example/child.log
+install -d -o mcp-gateway -g mcp-gateway -m 0750 "${childlog%/*}"
+sed -i -e "s|^command = /usr/lib/mcp-gateway/mcp-example-server\$|& --log $childlog|" \
+    -e "s|^; sandbox_writable_paths =\$|sandbox_writable_paths = ${childlog%/*}|" \
     -e 's/^shutdown_drain_ms = .*/shutdown_drain_ms = 3000/' $conf
+grep -qx "sandbox_writable_paths = ${childlog%/*}" $conf || fail "no sandbox_writable_paths line for the child's log in $conf"
 n=$(count 'configuration reloaded' "$(journal)")
 unit_reload "$gwpid" || fail "systemctl reload: the check refused the changed file"
 wait_for "the reload to be logged" more_than 'configuration reloaded' "$(journal)" "$n"
 grep 'configuration reloaded' "$(journal)" | tail -n 1
 initialize "$via/mcp"
-wait_for "the new session's child to log its initialize" grep -q '"initialize"' /var/lib/mcp-gateway/child.log
-echo "a new session runs the changed command: its child logs to /var/lib/mcp-gateway/child.log"
+wait_for "the new session's child to log its initialize" grep -q '"initialize"' "$childlog"
+echo "a new session runs the changed command: its boxed child logs to $childlog"
 cp -p $conf "$work/good.ini"
 sed -i 's/^max_sessions = .*/max_sessions = 0/' $conf
 unit_reload "$gwpid" 2>"$work/reload.err" && fail "systemctl reload: the check passed a broken file"
@@ -406,12 +492,12 @@ short=$!
 # shellcheck disable=SC2059
 curl_rpc "$sid" "$(printf "$call" 3 100000)" "$work/long.out" &
 long=$!
-calls() { [ "$(count '"tools/call"' /var/lib/mcp-gateway/child.log)" -ge 2 ]; }
+calls() { [ "$(count '"tools/call"' "$childlog")" -ge 2 ]; }
 wait_for "the child to receive both calls" calls
 child=$(user_procs "$uid" | awk '/mcp-example-server/ {print $2}' | tr '\n' ' ')
 echo "in flight: id 2 (15 x 100 ms, ends within the drain), id 3 (100000 x 100 ms, outlives it); children: $child"
 dpkg -i --force-confold "$deb2"
-grep -q -- '--log /var/lib/mcp-gateway/child.log' $conf || fail "the upgrade replaced the edited conffile"
+grep -q -- "--log $childlog" $conf || fail "the upgrade replaced the edited conffile"
 [ "$(confmode)" = "640 root:mcp-gateway" ] || fail "after the upgrade $conf is $(confmode)"
 echo "edited conffile kept; postinst: $(grep -o 'deb-systemd-invoke try-restart [^ ]*' /var/lib/dpkg/info/mcp-gateway.postinst) (systemd not running: done here)"
 unit_stop "$gwpid"
@@ -421,9 +507,9 @@ grep -q 'done after 15 steps' "$work/short.out" || fail "the short call did not 
 echo "id 2 finished during the drain: $(grep -o '"text":"[^"]*"' "$work/short.out")"
 grep -q 'gateway shutting down' "$work/long.out" || fail "the long call got no shutdown error: $(cat "$work/long.out")"
 echo "id 3 answered: $(grep -o '"error":{[^}]*}' "$work/long.out")"
-grep '"notifications/cancelled"' /var/lib/mcp-gateway/child.log | grep -q '"reason":"gateway shutting down"' \
+grep '"notifications/cancelled"' "$childlog" | grep -q '"reason":"gateway shutting down"' \
     || fail "the child did not get notifications/cancelled with a reason"
-echo "child got: $(grep '"notifications/cancelled"' /var/lib/mcp-gateway/child.log)"
+echo "child got: $(grep '"notifications/cancelled"' "$childlog")"
 [ -z "$(user_procs "$uid")" ] || fail "left running after the stop: $(user_procs "$uid")"
 for c in $child; do kill -0 "$c" 2>/dev/null && fail "child $c outlived the gateway"; done
 echo "no process of mcp-gateway left (children reaped: $child)"

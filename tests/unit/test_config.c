@@ -1145,6 +1145,9 @@ Test(config, shipped_config_loads_with_defaults)
     cr_assert_str_eq(cfg.servers[0].path, "/mcp");
     expect_strv(cfg.servers[0].argv,
                 (const char *[]){ "build/tests/fixtures/mcp-example-server", NULL });
+    /* The example server is boxed: the one key the shipped file sets off its default. */
+    cr_assert(cfg.servers[0].sandbox);
+    cr_assert_not_null(cfg.servers[0].box);
     config_clear(&cfg);
 }
 

@@ -92,6 +92,16 @@ Test(sandbox, same_and_summary)
     cr_expect(!sandbox_same(a, c));
     cr_expect(!sandbox_same(a, NULL));
     cr_expect(sandbox_same(NULL, NULL));
+    /* The directory the child starts in is the box's too: a reload that moves it is a new box. */
+    spec.network_none = false;
+    spec.cwd = "/srv/data";
+    struct sandbox *d = sandbox_new(&spec, &err), *e = sandbox_new(&spec, &err);
+    cr_assert(d != NULL && e != NULL);
+    cr_expect(sandbox_has_cwd(d) && !sandbox_has_cwd(a));
+    cr_expect(!sandbox_same(a, d));
+    cr_expect(sandbox_same(d, e));
+    sandbox_free(d);
+    sandbox_free(e);
     char line[512];
     sandbox_summary(c, line, sizeof(line));
     cr_expect(strstr(line, "net (loopback only)") != NULL, "%s", line);
