@@ -124,6 +124,16 @@ int sandbox_join_cgroup(const char *volatile *step);
  */
 int sandbox_enter(const struct sandbox *b, const char *volatile *step);
 int sandbox_seal(const struct sandbox *b, const char *volatile *step);
+/*
+ * The filter (sandbox_filter.c), built once by sandbox_module_init: into plain, refusing with
+ * EPERM, and into notify, refusing by user notification (notify->filter stays NULL where libseccomp
+ * cannot). 0, or -1 with why in err. The filter's buffers are the caller's to free.
+ */
+struct sock_fprog;
+int sandbox_filter_build(struct sock_fprog *plain, struct sock_fprog *notify, char *err,
+                         size_t errlen);
+/* How many system calls the filter refuses by name (clone with a namespace flag besides). */
+size_t sandbox_filter_refused_count(void);
 /* The system calls the filter refuses, ", "-joined (for the documents and --check-config). */
 const char *sandbox_refused_list(void);
 /*
