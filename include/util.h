@@ -95,4 +95,11 @@ int util_cidr_parse(const char *s, unsigned char addr[16], unsigned *bits) MUSTC
 /* Whether addr (16 bytes as util_cidr_parse gives them) lies in net/bits. */
 bool util_cidr_match(const unsigned char addr[16], const unsigned char net[16], unsigned bits);
 
+/*
+ * execvp without glibc's fallback of running a file that is not an executable through sh: argv[0]
+ * with a '/' as it is, else each directory of search (':'-separated; an empty entry is "."). Only
+ * system calls, no allocation (between vfork and exec); returns only on failure, with errno.
+ */
+void util_exec_search(char *const argv[], char *const envp[], const char *search);
+
 #endif

@@ -240,46 +240,6 @@ upstream_pipe(int fds[2], int parent_end)
     return fcntl(fds[parent_end], F_SETFL, O_NONBLOCK);
 }
 
-/*
- * The child side of vfork(): only system calls, no allocation, no return. It asks for SIGKILL when
- * the gateway dies (a gateway killed with SIGKILL leaves no child behind), leads its own process
- * group, gets default signal dispositions and an empty mask, keeps only fds 0-2, and execs. A
- * failure is written to *child_errno (vfork shares the memory) before _exit.
- */
-/* execvp without glibc's fallback of running a file that is not an executable through sh. */
-static void
-upstream_exec(char *const argv[], char *const envp[], const char *search)
-{
-    const char *file = argv[0];
-    if (strchr(file, '/') != NULL) {
-        execve(file, argv, envp);
-        return;
-    }
-    char path[PATH_MAX];
-    size_t flen = strlen(file);
-    int saved = ENOENT;
-    for (const char *d = search;; d++) {
-        const char *end = strchrnul(d, ':');
-        size_t dlen = end == d ? 1 : (size_t)(end - d); /* an empty entry is "." */
-        if (dlen + flen + 2 <= sizeof(path)) {
-            memcpy(path, end == d ? "." : d, dlen);
-            path[dlen] = '/';
-            memcpy(path + dlen + 1, file, flen + 1);
-            execve(path, argv, envp);
-            if (errno == EACCES)
-                saved = EACCES;
-            else if (errno != ENOENT && errno != ENOTDIR) {
-                saved = errno;
-                break;
-            }
-        }
-        if (*end == '\0')
-            break;
-        d = end;
-    }
-    errno = saved;
-}
-
 /* How far a child got before it failed: what a spawn error blames. */
 enum upstream_step {
     UPSTREAM_STEP_SETUP = 0,
@@ -298,6 +258,12 @@ struct upstream_child_arg {
     const char *volatile box_step; /* static: the box's step that failed */
 };
 
+/*
+ * The child side of vfork(): only system calls, no allocation, no return. It asks for SIGKILL when
+ * the gateway dies (a gateway killed with SIGKILL leaves no child behind), leads its own process
+ * group, gets default signal dispositions and an empty mask, keeps only fds 0-2, and execs. A
+ * failure is written to *child_errno (vfork shares the memory) before _exit.
+ */
 SANDBOX_CHILD static NORETURN void
 upstream_child(struct upstream_child_arg *a)
 {
@@ -339,7 +305,7 @@ upstream_child(struct upstream_child_arg *a)
     if (p->sandbox != NULL && sandbox_seal(p->sandbox, &a->box_step) == -1)
         goto fail;
     a->child_step = UPSTREAM_STEP_EXEC;
-    upstream_exec(p->argv, p->envp, a->search);
+    util_exec_search(p->argv, p->envp, a->search);
 fail:
     a->child_errno = errno ? errno : EINVAL;
     _exit(127);

@@ -366,3 +366,36 @@ util_runtime_dir(void)
     v = getenv("TMPDIR");
     return v != NULL && v[0] == '/' && strlen(v) < PATH_MAX - 128 ? v : "/tmp";
 }
+
+void
+util_exec_search(char *const argv[], char *const envp[], const char *search)
+{
+    const char *file = argv[0];
+    if (strchr(file, '/') != NULL) {
+        execve(file, argv, envp);
+        return;
+    }
+    char path[PATH_MAX];
+    size_t flen = strlen(file);
+    int saved = ENOENT;
+    for (const char *d = search;; d++) {
+        const char *end = strchrnul(d, ':');
+        size_t dlen = end == d ? 1 : (size_t)(end - d); /* an empty entry is "." */
+        if (dlen + flen + 2 <= sizeof(path)) {
+            memcpy(path, end == d ? "." : d, dlen);
+            path[dlen] = '/';
+            memcpy(path + dlen + 1, file, flen + 1);
+            execve(path, argv, envp);
+            if (errno == EACCES)
+                saved = EACCES;
+            else if (errno != ENOENT && errno != ENOTDIR) {
+                saved = errno;
+                break;
+            }
+        }
+        if (*end == '\0')
+            break;
+        d = end;
+    }
+    errno = saved;
+}
