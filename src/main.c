@@ -57,6 +57,7 @@
 
 #define MAIN_TICK_MS         1000
 #define MAIN_FDS_PER_SESSION 4u /* the child's stdin, stdout, stderr and its pidfd */
+#define MAIN_FDS_PER_BOX     1u /* and a boxed child's seccomp listener */
 
 static struct {
     struct loop *l;
@@ -571,16 +572,18 @@ main_raise_nofile(const struct config *cfg)
         (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
     uint64_t others = cfg->max_connections + 64; /* sockets, and the gateway's own descriptors */
-    uint64_t need = cfg->max_sessions * MAIN_FDS_PER_SESSION + others;
+    uint64_t per = MAIN_FDS_PER_SESSION;
+    for (size_t i = 0; i < cfg->n_servers; i++)
+        if (cfg->servers[i].box != NULL)
+            per = MAIN_FDS_PER_SESSION + MAIN_FDS_PER_BOX;
+    uint64_t need = cfg->max_sessions * per + others;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
         log_warn(NULL,
                  "open-file limit %llu is below the %llu that max_sessions = %llu and "
                  "max_connections = %llu may use: about %llu sessions fit, more get 503",
                  (unsigned long long)rl.rlim_cur, (unsigned long long)need,
                  (unsigned long long)cfg->max_sessions, (unsigned long long)cfg->max_connections,
-                 (unsigned long long)(rl.rlim_cur > others
-                                          ? (rl.rlim_cur - others) / MAIN_FDS_PER_SESSION
-                                          : 0));
+                 (unsigned long long)(rl.rlim_cur > others ? (rl.rlim_cur - others) / per : 0));
 }
 
 /* What the command line asks for. */
