@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, GW_BIN, callTool, initSession, pidAlive, post, startGateway, tmpdir, waitFor, withGateway, get } from '../lib/gw.mjs';
+import { EXAMPLE, GW_BIN, callTool, initSession, pidAlive, post, startGateway, stopAfter, tmpdir, waitFor, withGateway, get } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const ROOT = process.env.GW_SOURCE_ROOT;
@@ -74,7 +74,7 @@ for (const [who, wrap, uidText] of RUNS) {
   test(`the shipped conf/gateway.ini from the tree, as ${who}: its example server is boxed and answers a session's and a stateless tools/call`, async () => {
     const t = shippedTree();
     const gw = await startGateway({ dir: t, cwd: t, config: 'conf/gateway.ini', wrap });
-    try {
+    await stopAfter(gw, async () => {
       await gw.waitLog(new RegExp(`\\[server:example\\] sandbox: namespaces user, mount, pid, ipc, uts; network: host; .*uid: ${uidText};`));
       const s = await initSession(gw);
       const { response } = await callTool(gw, s.sid, 'echo', { text: 'boxed' }, { ms: scaled(10000) });
@@ -92,12 +92,7 @@ for (const [who, wrap, uidText] of RUNS) {
       assert.equal(r.status, 200, r.text());
       assert.match(r.text(), /"text":"boxed stateless"/);
       await gw.waitLog(/pool:example#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
-      await gw.stop();
-    } catch (e) {
-      await gw.stop({ expect: null });
-      console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-      throw e;
-    }
+    });
   });
 }
 

@@ -10,7 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, callTool, del, everythingServer, initSession, metricSamples, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { EXAMPLE, callTool, del, everythingServer, initSession, metricSamples, post, request, rpc, startGateway, stopAfter, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const HOSTILE = process.env.GW_BOX_HOSTILE;
@@ -72,49 +72,46 @@ async function scenario(box) {
   const out = {};
   gw.headers = { Authorization: `Bearer ${token}` };
   try {
-    if (box) await gw.waitLog(/\[server:hostile\] sandbox: namespaces user, mount, pid, ipc, uts, net/);
-    const a = await initSession(gw, { headers: gw.headers });
-    const b = await initSession(gw, { headers: gw.headers });
-    const secret = `/tmp/mcpgw-box-${process.pid}-${box ? 'on' : 'off'}`;
-    out.whoami = await attempt(gw, a.sid, { action: 'whoami' });
-    out.config = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'conf', 'gateway.ini') });
-    out.adminToken = await attempt(gw, a.sid, { action: 'read', path: adminToken });
-    out.tokensFile = await attempt(gw, a.sid, { action: 'read', path: tokensFile });
-    out.publicFile = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'public.txt') });
-    out.tmpWrite = await attempt(gw, a.sid, { action: 'write', path: secret, text: 'A-SECRET' });
-    out.otherTmp = await attempt(gw, b.sid, { action: 'read', path: secret });
-    out.connectGateway = await attempt(gw, a.sid, { action: 'connect', port: gw.port });
-    out.connectOther = await attempt(gw, a.sid, { action: 'connect', port: otherPort });
-    out.fork = await attempt(gw, a.sid, { action: 'fork', count: 64 });
-    out.alloc = await attempt(gw, a.sid, { action: 'alloc', bytes: 1073741824 });
-    out.bigFile = await attempt(gw, a.sid, { action: 'big_file', path: path.join(s, 'rw', 'big'), bytes: 4194304 });
-    out.spin = await attempt(gw, a.sid, { action: 'spin', ms: 2500 });
-    out.ptrace = await attempt(gw, a.sid, { action: 'ptrace' });
-    out.mount = await attempt(gw, a.sid, { action: 'mount' });
-    out.userns = await attempt(gw, a.sid, { action: 'userns' });
-    out.module = await attempt(gw, a.sid, { action: 'module' });
-    out.writeOutside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'outside.txt'), text: 'x' });
-    out.writeInside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'rw', 'inside.txt'), text: 'x' });
-    out.symlinkConfig = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l1'), target: path.join(s, 'conf', 'gateway.ini') });
-    out.symlinkToken = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l2'), target: adminToken });
-    out.symlinkTokens = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l3'), target: tokensFile });
-    // What the mounts leave open and Landlock closes: executing what it wrote in /tmp, writing
-    // to /proc (here its own name). A writable path keeps execute.
-    out.execTmp = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: `${secret}-true` });
-    out.execWritable = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: path.join(s, 'rw', 'true') });
-    out.procWrite = await attempt(gw, a.sid, { action: 'write', path: '/proc/self/comm', text: 'renamed' });
-    // The gateway and another session are unaffected: a third session, and the first two.
-    const c = await initSession(gw, { headers: gw.headers });
-    out.after = [await attempt(gw, c.sid, { action: 'whoami' }), await attempt(gw, a.sid, { action: 'whoami' }),
-      await attempt(gw, b.sid, { action: 'whoami' })];
-    const h = await request(`${gw.base}/healthz`, { method: 'GET' });
-    out.health = h.status;
-    await h.done();
-    await gw.stop();
-  } catch (e) {
-    await gw.stop({ expect: null });
-    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    throw e;
+    await stopAfter(gw, async () => {
+      if (box) await gw.waitLog(/\[server:hostile\] sandbox: namespaces user, mount, pid, ipc, uts, net/);
+      const a = await initSession(gw, { headers: gw.headers });
+      const b = await initSession(gw, { headers: gw.headers });
+      const secret = `/tmp/mcpgw-box-${process.pid}-${box ? 'on' : 'off'}`;
+      out.whoami = await attempt(gw, a.sid, { action: 'whoami' });
+      out.config = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'conf', 'gateway.ini') });
+      out.adminToken = await attempt(gw, a.sid, { action: 'read', path: adminToken });
+      out.tokensFile = await attempt(gw, a.sid, { action: 'read', path: tokensFile });
+      out.publicFile = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'public.txt') });
+      out.tmpWrite = await attempt(gw, a.sid, { action: 'write', path: secret, text: 'A-SECRET' });
+      out.otherTmp = await attempt(gw, b.sid, { action: 'read', path: secret });
+      out.connectGateway = await attempt(gw, a.sid, { action: 'connect', port: gw.port });
+      out.connectOther = await attempt(gw, a.sid, { action: 'connect', port: otherPort });
+      out.fork = await attempt(gw, a.sid, { action: 'fork', count: 64 });
+      out.alloc = await attempt(gw, a.sid, { action: 'alloc', bytes: 1073741824 });
+      out.bigFile = await attempt(gw, a.sid, { action: 'big_file', path: path.join(s, 'rw', 'big'), bytes: 4194304 });
+      out.spin = await attempt(gw, a.sid, { action: 'spin', ms: 2500 });
+      out.ptrace = await attempt(gw, a.sid, { action: 'ptrace' });
+      out.mount = await attempt(gw, a.sid, { action: 'mount' });
+      out.userns = await attempt(gw, a.sid, { action: 'userns' });
+      out.module = await attempt(gw, a.sid, { action: 'module' });
+      out.writeOutside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'outside.txt'), text: 'x' });
+      out.writeInside = await attempt(gw, a.sid, { action: 'write', path: path.join(s, 'rw', 'inside.txt'), text: 'x' });
+      out.symlinkConfig = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l1'), target: path.join(s, 'conf', 'gateway.ini') });
+      out.symlinkToken = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l2'), target: adminToken });
+      out.symlinkTokens = await attempt(gw, a.sid, { action: 'symlink', path: path.join(s, 'rw', 'l3'), target: tokensFile });
+      // What the mounts leave open and Landlock closes: executing what it wrote in /tmp, writing
+      // to /proc (here its own name). A writable path keeps execute.
+      out.execTmp = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: `${secret}-true` });
+      out.execWritable = await attempt(gw, a.sid, { action: 'exec_copy', source: '/bin/true', path: path.join(s, 'rw', 'true') });
+      out.procWrite = await attempt(gw, a.sid, { action: 'write', path: '/proc/self/comm', text: 'renamed' });
+      // The gateway and another session are unaffected: a third session, and the first two.
+      const c = await initSession(gw, { headers: gw.headers });
+      out.after = [await attempt(gw, c.sid, { action: 'whoami' }), await attempt(gw, a.sid, { action: 'whoami' }),
+        await attempt(gw, b.sid, { action: 'whoami' })];
+      const h = await request(`${gw.base}/healthz`, { method: 'GET' });
+      out.health = h.status;
+      await h.done();
+    });
   } finally {
     other.close();
     fs.rmSync(s, { recursive: true, force: true });
@@ -228,7 +225,7 @@ test('a kernel that refuses the box: --check-config and the start say which name
 
 test('pool children are boxed too: a stateless call through the pool runs in the box', async () => {
   const gw = await startGateway({ servers: [{ name: 'example', path: '/mcp', command: EXAMPLE, extra: 'sandbox = on\nsandbox_network = none' }] });
-  try {
+  await stopAfter(gw, async () => {
     const V = '2026-07-28';
     const body = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { text: 'boxed' }, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } };
     const r = await post(gw, body, { headers: { 'MCP-Protocol-Version': V, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' } });
@@ -237,12 +234,7 @@ test('pool children are boxed too: a stateless call through the pool runs in the
     assert.match(text, /"text":"boxed"/, text);
     // The pool's child is its PID namespace's first process.
     await gw.waitLog(/pool:example#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
-    await gw.stop();
-  } catch (e) {
-    await gw.stop({ expect: null });
-    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    throw e;
-  }
+  });
 });
 
 /** The tool's text at server url (callTool posts to gw.url only). */
@@ -375,17 +367,14 @@ async function hostScenario(box) {
     servers: [{ name: 'hostile', path: '/mcp', command: HOSTILE, extra: `sandbox = ${box ? 'on' : 'off'}\nsandbox_network = host` }],
   });
   try {
-    const a = await initSession(gw);
-    const out = {
-      abstract: await attempt(gw, a.sid, { action: 'abstract', name }),
-      connectGateway: await attempt(gw, a.sid, { action: 'connect', port: gw.port }),
-    };
-    await gw.stop();
-    return out;
-  } catch (e) {
-    await gw.stop({ expect: null });
-    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    throw e;
+    return await stopAfter(gw, async () => {
+      const a = await initSession(gw);
+      const out = {
+        abstract: await attempt(gw, a.sid, { action: 'abstract', name }),
+        connectGateway: await attempt(gw, a.sid, { action: 'connect', port: gw.port }),
+      };
+      return out;
+    });
   } finally {
     abstract.close();
   }
@@ -418,22 +407,19 @@ async function portsScenario(box) {
     }],
   });
   try {
-    if (box) await gw.waitLog(new RegExp(`\\[server:hostile\\] sandbox: .*; network: host; TCP connect: only to port ${listed.address().port} \\(Landlock\\);.*Landlock: ABI \\d+ \\(filesystem, TCP connect`));
-    const a = await initSession(gw);
-    const out = {
-      gateway: await attempt(gw, a.sid, { action: 'connect', port: gw.port }),
-      listed: await attempt(gw, a.sid, { action: 'connect', port: listed.address().port }),
-      unlisted: await attempt(gw, a.sid, { action: 'connect', port: unlisted.address().port }),
-    };
-    const h = await request(`${gw.base}/healthz`, { method: 'GET' });
-    out.health = h.status;
-    await h.done();
-    await gw.stop();
-    return out;
-  } catch (e) {
-    await gw.stop({ expect: null });
-    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    throw e;
+    return await stopAfter(gw, async () => {
+      if (box) await gw.waitLog(new RegExp(`\\[server:hostile\\] sandbox: .*; network: host; TCP connect: only to port ${listed.address().port} \\(Landlock\\);.*Landlock: ABI \\d+ \\(filesystem, TCP connect`));
+      const a = await initSession(gw);
+      const out = {
+        gateway: await attempt(gw, a.sid, { action: 'connect', port: gw.port }),
+        listed: await attempt(gw, a.sid, { action: 'connect', port: listed.address().port }),
+        unlisted: await attempt(gw, a.sid, { action: 'connect', port: unlisted.address().port }),
+      };
+      const h = await request(`${gw.base}/healthz`, { method: 'GET' });
+      out.health = h.status;
+      await h.done();
+      return out;
+    });
   } finally {
     listed.close();
     unlisted.close();

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { callTool, initSession, post, startGateway, tmpdir } from '../lib/gw.mjs';
+import { callTool, initSession, post, startGateway, stopAfter, tmpdir } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const ROOT = process.getuid() === 0;
@@ -81,29 +81,26 @@ async function scenario(box) {
   });
   const out = {};
   try {
-    if (box) await gw.waitLog(/\[server:filesystem\] sandbox: namespaces user, mount, pid, ipc, uts, net/);
-    for (const era of [LEGACY, STATELESS]) {
-      const call = await client(gw, era);
-      const tag = era === LEGACY ? 'legacy' : 'stateless';
-      const o = {};
-      o.list = await call('list_directory', { path: rw });
-      o.readRw = await call('read_text_file', { path: path.join(rw, 'hello.txt') });
-      o.write = await call('write_file', { path: path.join(rw, `${tag}.txt`), content: `written-${tag}` });
-      o.written = fs.existsSync(path.join(rw, `${tag}.txt`)) ? fs.readFileSync(path.join(rw, `${tag}.txt`), 'utf8') : null;
-      o.readBack = await call('read_text_file', { path: path.join(rw, `${tag}.txt`) });
-      o.readRo = await call('read_text_file', { path: path.join(ro, 'readme.txt') });
-      o.writeRo = await call('write_file', { path: path.join(ro, `${tag}.txt`), content: 'x' });
-      o.writtenRo = fs.existsSync(path.join(ro, `${tag}.txt`));
-      o.config = await call('read_text_file', { path: gw.conf });
-      o.other = await call('read_text_file', { path: path.join(other, 'secret.txt') });
-      o.shadow = await call('read_text_file', { path: '/etc/shadow' });
-      out[tag] = o;
-    }
-    await gw.stop();
-  } catch (e) {
-    await gw.stop({ expect: null });
-    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    throw e;
+    await stopAfter(gw, async () => {
+      if (box) await gw.waitLog(/\[server:filesystem\] sandbox: namespaces user, mount, pid, ipc, uts, net/);
+      for (const era of [LEGACY, STATELESS]) {
+        const call = await client(gw, era);
+        const tag = era === LEGACY ? 'legacy' : 'stateless';
+        const o = {};
+        o.list = await call('list_directory', { path: rw });
+        o.readRw = await call('read_text_file', { path: path.join(rw, 'hello.txt') });
+        o.write = await call('write_file', { path: path.join(rw, `${tag}.txt`), content: `written-${tag}` });
+        o.written = fs.existsSync(path.join(rw, `${tag}.txt`)) ? fs.readFileSync(path.join(rw, `${tag}.txt`), 'utf8') : null;
+        o.readBack = await call('read_text_file', { path: path.join(rw, `${tag}.txt`) });
+        o.readRo = await call('read_text_file', { path: path.join(ro, 'readme.txt') });
+        o.writeRo = await call('write_file', { path: path.join(ro, `${tag}.txt`), content: 'x' });
+        o.writtenRo = fs.existsSync(path.join(ro, `${tag}.txt`));
+        o.config = await call('read_text_file', { path: gw.conf });
+        o.other = await call('read_text_file', { path: path.join(other, 'secret.txt') });
+        o.shadow = await call('read_text_file', { path: '/etc/shadow' });
+        out[tag] = o;
+      }
+    });
   } finally {
     fs.rmSync(s, { recursive: true, force: true });
   }

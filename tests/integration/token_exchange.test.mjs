@@ -113,6 +113,25 @@ async function gateway(op, dir, { intro = false, extra = '', audit, resource = A
   });
 }
 
+/** A session of who's token: the init's answer s, and its child's variable (env), file as read (file) and file's path (where). */
+async function sessionToken(gw, token, who) {
+  const s = await bearerInit(gw, '/mcp', token);
+  assert.equal(s.status, 200, `${who}: ${s.body}`);
+  const env = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN');
+  const file = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE', true);
+  const where = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE');
+  return { s, env, file, where };
+}
+
+/** The same for who's pool child (stateless): its variable, its file as read, its file's path. */
+async function poolToken(gw, token, who) {
+  const env = await slEnv(gw, token, 'DOWN_TOKEN');
+  assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
+  const file = await slEnv(gw, token, 'DOWN_TOKEN_FILE', true);
+  const where = await slEnv(gw, token, 'DOWN_TOKEN_FILE');
+  return { env, file, where };
+}
+
 const tokenDirs = (dir) => fs.readdirSync(dir).filter((n) => n.startsWith('mcpgw-token-'));
 
 test('token exchange: each principal\'s child gets its own exchanged token, in its environment and its 0600 file, renewed before expiry', async () => {
@@ -126,11 +145,7 @@ test('token exchange: each principal\'s child gets its own exchanged token, in i
     const seen = {};
     for (const who of ['alice', 'bob']) {
       const token = await op.token({ resource, format: 'jwt', client: who });
-      const s = await bearerInit(gw, '/mcp', token);
-      assert.equal(s.status, 200, `${who}: ${s.body}`);
-      const env = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN');
-      const file = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE', true);
-      const where = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE');
+      const { s, env, file, where } = await sessionToken(gw, token, who);
       assert.equal(file, env, `${who}: the file holds the token the environment has`);
       const c = claimsOf(env);
       assert.equal(c.aud, API, 'meant for the downstream API');
@@ -190,10 +205,7 @@ test('token exchange, stateless: each principal\'s pool child gets its own excha
     const seen = {};
     for (const who of ['alice', 'bob']) {
       const token = await op.token({ resource, format: 'jwt', client: who });
-      const env = await slEnv(gw, token, 'DOWN_TOKEN');
-      assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
-      const file = await slEnv(gw, token, 'DOWN_TOKEN_FILE', true);
-      const where = await slEnv(gw, token, 'DOWN_TOKEN_FILE');
+      const { env, file, where } = await poolToken(gw, token, who);
       assert.equal(file, env, `${who}: the file holds the token the environment has`);
       const c = claimsOf(env);
       assert.equal(c.aud, API, 'meant for the downstream API');
@@ -250,9 +262,51 @@ function boxedModes(where) {
   return st.gid;
 }
 
-test('token exchange, sandbox = on: a boxed session child reads its own token (variable and file), sees it renewed, and cannot see another session\'s', async () => {
+/**
+ * A boxed test against an authorization server for alice and bob (JWTs for API, of 4 s):
+ * body(op, dir, box) starts box.gw and returns the directory its tokens are kept in; then the
+ * gateway stops (a clean exit) and no token directory may be left there. The gateway's log tail
+ * is printed when it fails.
+ */
+async function boxedExchange(prefix, body) {
   const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 4 } } });
-  const dir = tmpdir('mcpgw-xchg-box-');
+  const dir = tmpdir(prefix);
+  const box = { gw: null };
+  try {
+    const tokensIn = await body(op, dir, box);
+    await box.gw.stop();
+    box.gw = null;
+    assert.deepEqual(tokenDirs(tokensIn), [], 'no directory left after a shutdown');
+  } catch (e) {
+    if (box.gw) console.log(`gateway log (tail):\n${box.gw.logs().slice(-4000)}`);
+    throw e;
+  } finally {
+    await box.gw?.stop({ expect: null });
+    await op.stop();
+  }
+}
+
+/** Neither boxed child sees the other principal's file nor its directory; read(me, path, id) is the env tool's {text, isError}. */
+async function assertApart(seen, read) {
+  for (const [me, other] of [['alice', 'bob'], ['bob', 'alice']]) {
+    assert.deepEqual(await read(me, seen[other].where, 20), { text: '(unreadable: ENOENT)', isError: true }, `${me}'s child cannot see ${other}'s file`);
+    assert.deepEqual(await read(me, path.dirname(seen[other].where), 21), { text: '(unreadable: ENOENT)', isError: true }, `nor ${other}'s directory`);
+  }
+}
+
+/** Alice's renewed token, once readFile() (her boxed child reading its file) returns another than her first; asserted hers, later, in the same group. */
+async function renewedInBox(alice, readFile, what) {
+  const renewed = await waitFor(async () => {
+    const f = await readFile();
+    return typeof f === 'string' && f !== alice.env ? f : null;
+  }, scaled(15000), what);
+  assert.equal(claimsOf(renewed).subject, 'alice');
+  assert.ok(claimsOf(renewed).exp > claimsOf(alice.env).exp, 'a later expiry');
+  assert.equal(boxedModes(alice.where), alice.gid, 'the renewed file keeps its group');
+  return renewed;
+}
+
+test('token exchange, sandbox = on: a boxed session child reads its own token (variable and file), sees it renewed, and cannot see another session\'s', () => boxedExchange('mcpgw-xchg-box-', async (op, dir, box) => {
   fs.chmodSync(dir, 0o755); // bound into the box: a root gateway's child runs as a uid of its own
   fs.writeFileSync(path.join(dir, 'public.txt'), 'public\n', { mode: 0o644 });
   // Where the tokens are kept lies in the bound directory: the box covers it, and shows each
@@ -260,112 +314,63 @@ test('token exchange, sandbox = on: a boxed session child reads its own token (v
   const run = path.join(dir, 'run');
   fs.mkdirSync(run, { mode: 0o700 });
   const audit = path.join(dir, 'audit.log');
-  let gw;
-  try {
-    gw = await gateway(op, dir, {
-      tmp: run, command: EXAMPLE, audit,
-      extra: ['token_exchange_renew_before_s = 2', 'sandbox = on', 'sandbox_network = none', `sandbox_read_only_paths = ${dir}`].join('\n'),
-    });
-    await gw.waitLog(/\[server:gh\] sandbox: namespaces/);
-    const resource = `${PUBLIC_URL}/mcp`;
-    const seen = {};
-    for (const who of ['alice', 'bob']) {
-      const token = await op.token({ resource, format: 'jwt', client: who });
-      const s = await bearerInit(gw, '/mcp', token);
-      assert.equal(s.status, 200, `${who}: ${s.body}`);
-      const env = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN');
-      const file = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE', true);
-      const where = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE');
-      assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
-      assert.equal(file, env, `${who}: the boxed child reads its file`);
-      assert.equal(claimsOf(env).subject, who);
-      assert.equal(path.dirname(path.dirname(where)), run, 'under TMPDIR');
-      seen[who] = { token, sid: s.sid, env, where, gid: boxedModes(where) };
-    }
-    await gw.waitLog(/child stderr: mcp-example-server: ready \(pid 1\)/); // boxed: its PID namespace's first
-    if (ROOT) assert.notEqual(seen.alice.gid, seen.bob.gid, 'a group per session');
-    const read = (who, p) => envTool(gw, seen[who].token, seen[who].sid, { path: p, file: true });
-    assert.deepEqual(await read('alice', path.join(dir, 'public.txt')), { text: 'public\n', isError: false }, 'the bound directory is in the view');
-    for (const [me, other] of [['alice', 'bob'], ['bob', 'alice']]) {
-      assert.deepEqual(await read(me, seen[other].where), { text: '(unreadable: ENOENT)', isError: true }, `${me}'s child cannot see ${other}'s file`);
-      assert.deepEqual(await read(me, path.dirname(seen[other].where)), { text: '(unreadable: ENOENT)', isError: true }, `nor ${other}'s directory`);
-    }
-    const secret = await read('alice', path.join(dir, 'exchange.secret'));
-    assert.ok(!secret.text.includes(op.exchangeClient.secret), `the exchange client's secret is hidden: ${secret.text}`);
-    // Renewed by rename into the bound directory: the boxed child reads the new file.
-    const renewed = await waitFor(async () => {
-      const f = await envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN_FILE', true);
-      return typeof f === 'string' && f !== seen.alice.env ? f : null;
-    }, scaled(15000), 'the renewed file, read in the box');
-    assert.equal(claimsOf(renewed).subject, 'alice');
-    assert.ok(claimsOf(renewed).exp > claimsOf(seen.alice.env).exp, 'a later expiry');
-    assert.equal(boxedModes(seen.alice.where), seen.alice.gid, 'the renewed file keeps its group');
-    assert.equal(await envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN'), seen.alice.env, 'the environment keeps the first');
-    const del = await request(`${gw.base}/mcp`, { method: 'DELETE', headers: { Authorization: `Bearer ${seen.bob.token}`, 'Mcp-Session-Id': seen.bob.sid } });
-    await del.done();
-    assert.equal(del.status, 200);
-    await waitFor(() => !fs.existsSync(path.dirname(seen.bob.where)), scaled(5000), 'bob\'s directory removed');
-    await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret], audit);
-    await gw.stop();
-    gw = null;
-    assert.deepEqual(tokenDirs(run), [], 'no directory left after a shutdown');
-  } catch (e) {
-    if (gw) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    throw e;
-  } finally {
-    await gw?.stop({ expect: null });
-    await op.stop();
+  const gw = box.gw = await gateway(op, dir, {
+    tmp: run, command: EXAMPLE, audit,
+    extra: ['token_exchange_renew_before_s = 2', 'sandbox = on', 'sandbox_network = none', `sandbox_read_only_paths = ${dir}`].join('\n'),
+  });
+  await gw.waitLog(/\[server:gh\] sandbox: namespaces/);
+  const resource = `${PUBLIC_URL}/mcp`;
+  const seen = {};
+  for (const who of ['alice', 'bob']) {
+    const token = await op.token({ resource, format: 'jwt', client: who });
+    const { s, env, file, where } = await sessionToken(gw, token, who);
+    assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
+    assert.equal(file, env, `${who}: the boxed child reads its file`);
+    assert.equal(claimsOf(env).subject, who);
+    assert.equal(path.dirname(path.dirname(where)), run, 'under TMPDIR');
+    seen[who] = { token, sid: s.sid, env, where, gid: boxedModes(where) };
   }
-});
+  await gw.waitLog(/child stderr: mcp-example-server: ready \(pid 1\)/); // boxed: its PID namespace's first
+  if (ROOT) assert.notEqual(seen.alice.gid, seen.bob.gid, 'a group per session');
+  const read = (who, p) => envTool(gw, seen[who].token, seen[who].sid, { path: p, file: true });
+  assert.deepEqual(await read('alice', path.join(dir, 'public.txt')), { text: 'public\n', isError: false }, 'the bound directory is in the view');
+  await assertApart(seen, read);
+  const secret = await read('alice', path.join(dir, 'exchange.secret'));
+  assert.ok(!secret.text.includes(op.exchangeClient.secret), `the exchange client's secret is hidden: ${secret.text}`);
+  // Renewed by rename into the bound directory: the boxed child reads the new file.
+  const renewed = await renewedInBox(seen.alice, () => envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN_FILE', true), 'the renewed file, read in the box');
+  assert.equal(await envOf(gw, '/mcp', seen.alice.token, seen.alice.sid, 'DOWN_TOKEN'), seen.alice.env, 'the environment keeps the first');
+  const del = await request(`${gw.base}/mcp`, { method: 'DELETE', headers: { Authorization: `Bearer ${seen.bob.token}`, 'Mcp-Session-Id': seen.bob.sid } });
+  await del.done();
+  assert.equal(del.status, 200);
+  await waitFor(() => !fs.existsSync(path.dirname(seen.bob.where)), scaled(5000), 'bob\'s directory removed');
+  await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret], audit);
+  return run;
+}));
 
-test('token exchange, sandbox = on, stateless: each principal\'s boxed pool child reads its own token, sees it renewed, and cannot see another principal\'s', async () => {
-  const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 4 } } });
-  const dir = tmpdir('mcpgw-xchg-slbox-');
-  let gw;
-  try {
-    gw = await gateway(op, dir, { command: EXAMPLE, extra: ['token_exchange_renew_before_s = 2', 'pool_max_children = 4', 'sandbox = on', 'sandbox_network = none'].join('\n') });
-    const resource = `${PUBLIC_URL}/mcp`;
-    const seen = {};
-    for (const who of ['alice', 'bob']) {
-      const token = await op.token({ resource, format: 'jwt', client: who });
-      const env = await slEnv(gw, token, 'DOWN_TOKEN');
-      assert.equal(typeof env, 'string', `${who}: ${JSON.stringify(env)}`);
-      const file = await slEnv(gw, token, 'DOWN_TOKEN_FILE', true);
-      const where = await slEnv(gw, token, 'DOWN_TOKEN_FILE');
-      assert.equal(file, env, `${who}: the boxed pool child reads its file`);
-      assert.equal(claimsOf(env).subject, who, 'the principal\'s own child');
-      assert.equal(path.dirname(path.dirname(where)), dir, 'under TMPDIR');
-      seen[who] = { token, env, where, gid: boxedModes(where) };
-    }
-    await gw.waitLog(/pool:gh#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
-    if (ROOT) assert.notEqual(seen.alice.gid, seen.bob.gid, 'a group per principal');
-    for (const [me, other] of [['alice', 'bob'], ['bob', 'alice']]) {
-      assert.deepEqual(await slTool(gw, seen[me].token, { path: seen[other].where, file: true }, 20), { text: '(unreadable: ENOENT)', isError: true }, `${me}'s child cannot see ${other}'s file`);
-      assert.deepEqual(await slTool(gw, seen[me].token, { path: path.dirname(seen[other].where), file: true }, 21), { text: '(unreadable: ENOENT)', isError: true }, `nor ${other}'s directory`);
-    }
-    const renewed = await waitFor(async () => {
-      const f = await slEnv(gw, seen.alice.token, 'DOWN_TOKEN_FILE', true);
-      return typeof f === 'string' && f !== seen.alice.env ? f : null;
-    }, scaled(15000), 'the pool\'s renewed file, read in the box');
-    assert.equal(claimsOf(renewed).subject, 'alice');
-    assert.ok(claimsOf(renewed).exp > claimsOf(seen.alice.env).exp, 'a later expiry');
-    assert.equal(boxedModes(seen.alice.where), seen.alice.gid, 'the renewed file keeps its group');
-    for (let i = 0; i < 4; i++) {
-      const who = i % 2 ? 'bob' : 'alice';
-      assert.equal(claimsOf(await slEnv(gw, seen[who].token, 'DOWN_TOKEN_FILE', true, 30 + i)).subject, who);
-    }
-    await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret]);
-    await gw.stop();
-    gw = null;
-    assert.deepEqual(tokenDirs(dir), [], 'no directory left after a shutdown');
-  } catch (e) {
-    if (gw) console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
-    throw e;
-  } finally {
-    await gw?.stop({ expect: null });
-    await op.stop();
+test('token exchange, sandbox = on, stateless: each principal\'s boxed pool child reads its own token, sees it renewed, and cannot see another principal\'s', () => boxedExchange('mcpgw-xchg-slbox-', async (op, dir, box) => {
+  const gw = box.gw = await gateway(op, dir, { command: EXAMPLE, extra: ['token_exchange_renew_before_s = 2', 'pool_max_children = 4', 'sandbox = on', 'sandbox_network = none'].join('\n') });
+  const resource = `${PUBLIC_URL}/mcp`;
+  const seen = {};
+  for (const who of ['alice', 'bob']) {
+    const token = await op.token({ resource, format: 'jwt', client: who });
+    const { env, file, where } = await poolToken(gw, token, who);
+    assert.equal(file, env, `${who}: the boxed pool child reads its file`);
+    assert.equal(claimsOf(env).subject, who, 'the principal\'s own child');
+    assert.equal(path.dirname(path.dirname(where)), dir, 'under TMPDIR');
+    seen[who] = { token, env, where, gid: boxedModes(where) };
   }
-});
+  await gw.waitLog(/pool:gh#\d+ child stderr: mcp-example-server: ready \(pid 1\)/);
+  if (ROOT) assert.notEqual(seen.alice.gid, seen.bob.gid, 'a group per principal');
+  await assertApart(seen, (who, p, id) => slTool(gw, seen[who].token, { path: p, file: true }, id));
+  const renewed = await renewedInBox(seen.alice, () => slEnv(gw, seen.alice.token, 'DOWN_TOKEN_FILE', true), 'the pool\'s renewed file, read in the box');
+  for (let i = 0; i < 4; i++) {
+    const who = i % 2 ? 'bob' : 'alice';
+    assert.equal(claimsOf(await slEnv(gw, seen[who].token, 'DOWN_TOKEN_FILE', true, 30 + i)).subject, who);
+  }
+  await assertNowhere(gw, [seen.alice.env, seen.bob.env, renewed, op.exchangeClient.secret]);
+  return dir;
+}));
 
 test('token exchange, stateless: a revoked subject token stops that principal\'s pool children at the renewal, with a clear error and an audit record', async () => {
   const op = await startOidc({ quiet: true, clients: ['alice', 'bob'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 3 } } });

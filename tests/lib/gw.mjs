@@ -211,6 +211,23 @@ export async function withGateway(opts, fn) {
   }
 }
 
+/**
+ * Runs fn() on a started gateway, then stops it asserting a clean exit, and returns what fn
+ * returned; when fn or that stop fails, the gateway is stopped whatever its exit, the log's tail
+ * printed, and the error rethrown. The caller's own cleanup goes in a finally around it.
+ */
+export async function stopAfter(gw, fn) {
+  try {
+    const out = await fn();
+    await gw.stop();
+    return out;
+  } catch (e) {
+    await gw.stop({ expect: null });
+    console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`);
+    throw e;
+  }
+}
+
 /** True once no process with this pid exists any more (not even a zombie: it was reaped). */
 export const reaped = (pid) => !fs.existsSync(`/proc/${pid}`);
 
