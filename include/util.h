@@ -102,4 +102,10 @@ bool util_cidr_match(const unsigned char addr[16], const unsigned char net[16], 
  */
 void util_exec_search(char *const argv[], char *const envp[], const char *search);
 
+/*
+ * Writes text to path in one write (opened O_WRONLY | O_CLOEXEC | flags, mode 0644 if made): 0, or
+ * -1 with errno (EIO for a short write). System calls only: a boxed child uses it before exec.
+ */
+int util_write_text(const char *path, int flags, const char *text);
+
 #endif

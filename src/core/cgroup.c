@@ -64,17 +64,7 @@ cgroup_write(const char *dir, const char *name, const char *text)
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = open(p, O_WRONLY | O_CLOEXEC | (cgroup_stand_in ? O_CREAT | O_TRUNC : 0), 0644);
-    if (fd == -1)
-        return -1;
-    size_t n = strlen(text);
-    ssize_t w = write(fd, text, n);
-    int e = errno;
-    close(fd);
-    if (w == (ssize_t)n)
-        return 0;
-    errno = w >= 0 ? EIO : e;
-    return -1;
+    return util_write_text(p, cgroup_stand_in ? O_CREAT | O_TRUNC : 0, text);
 }
 
 /* The file's first size-1 bytes, NUL-terminated; -1 with errno. */

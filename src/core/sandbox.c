@@ -350,20 +350,6 @@ sandbox_join_cgroup(const char *volatile *step)
     return write(fd, "0", 1) == 1 ? 0 : -1;
 }
 
-static int
-sandbox_write(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd == -1)
-        return -1;
-    size_t n = strlen(text);
-    ssize_t w = write(fd, text, n);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return w == (ssize_t)n ? 0 : -1;
-}
-
 /* "ID ID 1\n" into buf. */
 static const char *
 sandbox_map_line(char *buf, unsigned long id)
@@ -387,11 +373,11 @@ static int
 sandbox_map_ids(uid_t uid, gid_t gid)
 {
     char line[64];
-    if (sandbox_write("/proc/self/setgroups", "deny") == -1)
+    if (util_write_text("/proc/self/setgroups", 0, "deny") == -1)
         return -1;
-    if (sandbox_write("/proc/self/uid_map", sandbox_map_line(line, uid)) == -1)
+    if (util_write_text("/proc/self/uid_map", 0, sandbox_map_line(line, uid)) == -1)
         return -1;
-    return sandbox_write("/proc/self/gid_map", sandbox_map_line(line, gid));
+    return util_write_text("/proc/self/gid_map", 0, sandbox_map_line(line, gid));
 }
 
 /* dst = SANDBOX_OLD + path; false when it does not fit. */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,4 +399,20 @@ util_exec_search(char *const argv[], char *const envp[], const char *search)
         d = end;
     }
     errno = saved;
+}
+
+int
+util_write_text(const char *path, int flags, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC | flags, 0644);
+    if (fd == -1)
+        return -1;
+    size_t n = strlen(text);
+    ssize_t w = write(fd, text, n);
+    int e = errno;
+    close(fd);
+    if (w == (ssize_t)n)
+        return 0;
+    errno = w >= 0 ? EIO : e;
+    return -1;
 }
