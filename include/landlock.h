@@ -15,6 +15,7 @@
 
 /* What a path allows beneath it. */
 enum landlock_allow {
+    LANDLOCK_ALLOW_LIST,         /* list directories (the view's root: all it shows is the view) */
     LANDLOCK_ALLOW_READ,         /* read files and directories (/proc) */
     LANDLOCK_ALLOW_READ_EXEC,    /* and execute (the system, the read-only binds) */
     LANDLOCK_ALLOW_DEVICES,      /* read, write, truncate and ioctl on the devices (/dev) */

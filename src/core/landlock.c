@@ -133,6 +133,9 @@ landlock_allow(int ruleset, int abi, const char *path, enum landlock_allow what,
     const uint64_t rd = LL_FS_READ_FILE | LL_FS_READ_DIR;
     uint64_t all = ll_fs_rights(abi), allow;
     switch (what) {
+    case LANDLOCK_ALLOW_LIST:
+        allow = LL_FS_READ_DIR;
+        break;
     case LANDLOCK_ALLOW_READ:
         allow = rd;
         break;

@@ -659,6 +659,10 @@ sandbox_landlock_apply(const struct sandbox *b, const char *volatile *step)
         rc = landlock_allow_connect(rs, b->spec.tcp_connect_ports[i]);
     if (rc == 0)
         *step = "Landlock: allowing the view's paths";
+    /* Listing any directory of the view: it holds only what the view shows (a hidden directory is
+     * an empty, mode 000 tmpfs), and a server that lists its root must not fail. */
+    if (rc == 0)
+        rc = landlock_allow(rs, abi, "/", LANDLOCK_ALLOW_LIST, true);
     for (size_t i = 0; i < ARRAY_LEN(sandbox_system_dirs) && rc == 0; i++)
         rc = landlock_allow(rs, abi, sandbox_system_dirs[i], LANDLOCK_ALLOW_READ_EXEC, false);
     for (size_t i = 0; i < b->n_binds && rc == 0; i++)

@@ -82,6 +82,7 @@ async function scenario(box) {
       out.adminToken = await attempt(gw, a.sid, { action: 'read', path: adminToken });
       out.tokensFile = await attempt(gw, a.sid, { action: 'read', path: tokensFile });
       out.publicFile = await attempt(gw, a.sid, { action: 'read', path: path.join(s, 'public.txt') });
+      out.listRoot = await attempt(gw, a.sid, { action: 'list', path: '/' });
       out.tmpWrite = await attempt(gw, a.sid, { action: 'write', path: secret, text: 'A-SECRET' });
       out.otherTmp = await attempt(gw, b.sid, { action: 'read', path: secret });
       out.connectGateway = await attempt(gw, a.sid, { action: 'connect', port: gw.port });
@@ -128,6 +129,8 @@ test('sandbox = on: every attempt of the hostile child is refused, the gateway s
   assert.doesNotMatch(r.adminToken, /SECRET-ADMIN/, 'the admin token file is not visible');
   assert.doesNotMatch(r.tokensFile, /SECRET-TOKENS|sha256:/, 'the tokens file is not visible');
   assert.equal(r.publicFile, 'ok:public\n', 'a bound path is visible');
+  assert.match(r.listRoot, /^ok:.*\busr,/, 'the view\'s root can be listed');
+  assert.doesNotMatch(r.listRoot, /\b(root|home|boot|srv),/, 'and holds none of the host\'s other directories');
   assert.equal(r.tmpWrite, 'ok', 'its own /tmp is writable');
   assert.equal(r.otherTmp, 'err:ENOENT', 'another session\'s /tmp file is not there');
   assert.match(r.connectGateway, /^err:/, 'the gateway\'s port is not reachable');
