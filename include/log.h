@@ -94,6 +94,17 @@ void log_access(const struct log_field *f, size_t n);
 void log_fields(enum log_level level, const char *sid, const struct log_field *f, size_t nf,
                 const char *fmt, ...) PRINTF(5, 6);
 bool log_enabled(enum log_level level);
+
+/*
+ * At most per_s lines a second from one source (a child's stderr, a server's refusals): whether
+ * one more may be logged now. *dropped_before is what the last second dropped, said once as its
+ * second ends (0 otherwise), for the caller to log before the line.
+ */
+struct log_rate {
+    uint64_t window_ms;
+    unsigned lines, dropped;
+};
+bool log_rate_take(struct log_rate *r, unsigned per_s, unsigned *dropped_before);
 /* "error", "warn", "info", "debug" -> level; -1 when unknown. */
 int log_level_parse(const char *s);
 

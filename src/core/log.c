@@ -685,3 +685,20 @@ log_limit_note(struct log_limit *ll, uint64_t now_ms, uint64_t every_ms, char *n
     ll->held = 0;
     return note;
 }
+
+bool
+log_rate_take(struct log_rate *r, unsigned per_s, unsigned *dropped_before)
+{
+    uint64_t now = util_now_ms();
+    *dropped_before = 0;
+    if (now - r->window_ms >= 1000) {
+        *dropped_before = r->dropped;
+        r->window_ms = now;
+        r->lines = r->dropped = 0;
+    }
+    if (r->lines++ >= per_s) {
+        r->dropped++;
+        return false;
+    }
+    return true;
+}

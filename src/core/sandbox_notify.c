@@ -48,8 +48,7 @@
 struct sandbox_server {
     struct metrics_row row;
     uint64_t refused[SANDBOX_REFUSED_LABELS];
-    uint64_t window_ms;
-    unsigned lines, dropped;
+    struct log_rate rate; /* refusals logged, SANDBOX_LOG_PER_S a second */
 };
 
 struct sandbox_watch {
@@ -252,18 +251,13 @@ static void
 sandbox_watch_log(struct sandbox_watch *w, const char *name)
 {
     struct sandbox_server *s = w->srv;
-    uint64_t now = util_now_ms();
-    if (now - s->window_ms >= 1000) {
-        if (s->dropped)
-            log_warn(w->tag, "server %s: %u seccomp refusals not logged (rate limit)", s->row.name,
-                     s->dropped);
-        s->window_ms = now;
-        s->lines = s->dropped = 0;
-    }
-    if (s->lines++ >= SANDBOX_LOG_PER_S) {
-        s->dropped++;
+    unsigned dropped;
+    bool take = log_rate_take(&s->rate, SANDBOX_LOG_PER_S, &dropped);
+    if (dropped)
+        log_warn(w->tag, "server %s: %u seccomp refusals not logged (rate limit)", s->row.name,
+                 dropped);
+    if (!take)
         return;
-    }
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)w->pid);
     const struct log_field f[] = { { "server", s->row.name, false },

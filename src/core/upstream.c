@@ -60,12 +60,11 @@ struct upstream {
     const char *gone_reason; /* static: why, for the deferred report */
     void *arg;
     bool paused, gone, closing, exited, out_eof, ladder_done;
-    bool out_grown;  /* its stdout pipe was enlarged */
-    unsigned busy;   /* > 0 while one of our callbacks runs: frees wait for it to unwind */
-    int ladder_step; /* 0 stdin open, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
-    uint64_t err_window_ms;
-    unsigned err_lines, err_dropped;
-    struct cgroup_child *cg;              /* a boxed child's cgroup (cgroup.h); NULL: none */
+    bool out_grown;           /* its stdout pipe was enlarged */
+    unsigned busy;            /* > 0 while one of our callbacks runs: frees wait for it to unwind */
+    int ladder_step;          /* 0 stdin open, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
+    struct log_rate err_rate; /* its stderr lines logged, UPSTREAM_STDERR_PER_S a second */
+    struct cgroup_child *cg;  /* a boxed child's cgroup (cgroup.h); NULL: none */
     struct sandbox_watch *box_w;          /* its seccomp refusals, counted; NULL: not */
     struct upstream_server *srv;          /* its server's row */
     struct upstream *srv_next, *srv_prev; /* the row's children not yet freed */
@@ -720,17 +719,12 @@ upstream_pause(struct upstream *u, bool paused)
 static void
 upstream_log_stderr(struct upstream *u, const char *p, size_t n)
 {
-    uint64_t now = util_now_ms();
-    if (now - u->err_window_ms >= 1000) {
-        if (u->err_dropped)
-            log_warn(u->tag, "child stderr: %u lines not logged (rate limit)", u->err_dropped);
-        u->err_window_ms = now;
-        u->err_lines = u->err_dropped = 0;
-    }
-    if (u->err_lines++ >= UPSTREAM_STDERR_PER_S) {
-        u->err_dropped++;
+    unsigned dropped;
+    bool take = log_rate_take(&u->err_rate, UPSTREAM_STDERR_PER_S, &dropped);
+    if (dropped)
+        log_warn(u->tag, "child stderr: %u lines not logged (rate limit)", dropped);
+    if (!take)
         return;
-    }
     /* Its server and pid as fields: JSON lines and journal entries can be matched by them. */
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)u->pid);
