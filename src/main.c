@@ -338,6 +338,7 @@ static int
 main_check_boxes(const struct config *cfg, bool check)
 {
     char err[1024], what[2048];
+    bool cgroup_seen = false;
     for (size_t i = 0; i < cfg->n_servers; i++) {
         const struct config_server *srv = &cfg->servers[i];
         if (srv->box == NULL)
@@ -347,7 +348,9 @@ main_check_boxes(const struct config *cfg, bool check)
          * the gateway moves itself into its leaf (cgroup.h). Without a boxed server, untouched.
          */
         const struct cgroup_source self = { "/proc/self/cgroup", "/proc/self/mountinfo", false };
-        (void)cgroup_setup(&self, !check);
+        if (!cgroup_seen)
+            (void)cgroup_setup(&self, !check);
+        cgroup_seen = true;
         if (sandbox_module_init(err, sizeof(err)) == -1
             || sandbox_probe(srv->box, err, sizeof(err)) == -1) {
             if (check)
