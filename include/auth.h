@@ -216,13 +216,15 @@ struct auth_held *auth_held_open(const struct auth_held_params *hp, const struct
 /* env[0] and env[1] get new "VAR=<newest token>" and "VAR_FILE=<its file>". */
 void auth_held_env(const struct auth_held *h, char **env);
 /*
- * The directory a child of the owner is shown (sandbox_own, sandbox.h): its path, and in *gid the
- * group a boxed child reads it through. For a boxed child (boxed) of a root gateway, the first
- * call gives the directory and its file a group of their own (sandbox_group_new: no other child
- * holds it) and opens them to it, 0750 and 0640 (renewals keep it); otherwise they stay
- * the gateway's alone (0700, 0600) and *gid is -1. NULL when the group cannot be set (logged).
+ * What a boxed child of h's owner is shown of its own (sandbox_own, sandbox.h), filled into own:
+ * h's directory, and the group it reads it through. On a root gateway the first call gives the
+ * directory and its file a group of their own (sandbox_group_new: no other child holds it) and
+ * opens them to it, 0750 and 0640 (renewals keep it); otherwise they stay the gateway's alone
+ * (0700, 0600) and the group is -1. NULL for h NULL (no token held: nothing of its own), or with
+ * *failed when the group cannot be set (logged).
  */
-const char *auth_held_own(struct auth_held *h, bool boxed, gid_t *gid);
+struct sandbox_own;
+const struct sandbox_own *auth_held_own(struct auth_held *h, struct sandbox_own *own, bool *failed);
 /* authorization (a request's header, verified) brings the subject of the next renewal. */
 void auth_held_seen(struct auth_held *h, const char *authorization);
 /* Arms the first renewal (once the owner's child is up). NULL does nothing. */

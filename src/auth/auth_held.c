@@ -246,12 +246,12 @@ auth_held_env(const struct auth_held *h, char **env)
     snprintf(env[1], len, "%s_FILE=%s", var, h->file);
 }
 
-const char *
-auth_held_own(struct auth_held *h, bool boxed, gid_t *gid)
+const struct sandbox_own *
+auth_held_own(struct auth_held *h, struct sandbox_own *own, bool *failed)
 {
-    *gid = (gid_t)-1;
-    if (!boxed)
-        return h->dir;
+    *failed = false;
+    if (h == NULL)
+        return NULL;
     if (h->gid == (gid_t)-1) {
         gid_t g = sandbox_group_new();
         if (g != (gid_t)-1) {
@@ -260,13 +260,15 @@ auth_held_own(struct auth_held *h, bool boxed, gid_t *gid)
                 || chown(h->dir, (uid_t)-1, g) == -1 || chmod(h->dir, 0750) == -1) {
                 log_warn(h->tag, "token for [server:%s]: %s: its group: %s", (*h->srv)->name,
                          h->dir, strerror(errno));
+                *failed = true;
                 return NULL;
             }
             h->gid = g;
         }
     }
-    *gid = h->gid;
-    return h->dir;
+    own->dir = h->dir;
+    own->gid = h->gid;
+    return own;
 }
 
 void

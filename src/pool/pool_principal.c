@@ -190,12 +190,7 @@ pool_principal_env(struct pool *p)
 const struct sandbox_own *
 pool_principal_own(struct pool *p, struct sandbox_own *own, bool *failed)
 {
-    *failed = false;
-    if (p->key == NULL || p->key->held == NULL || p->srv->box == NULL)
-        return NULL;
-    own->dir = auth_held_own(p->key->held, true, &own->gid);
-    *failed = own->dir == NULL;
-    return own->dir != NULL ? own : NULL;
+    return auth_held_own(p->key != NULL && p->srv->box != NULL ? p->key->held : NULL, own, failed);
 }
 
 /* Children of srv's principal pools of the current configuration (the bound counts them). */

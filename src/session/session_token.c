@@ -75,12 +75,7 @@ session_token_open(struct session *s, struct auth_exchanged *x, const char *auth
 const struct sandbox_own *
 session_token_own(struct session *s, struct sandbox_own *own, bool *failed)
 {
-    *failed = false;
-    if (s->tok == NULL || s->srv->box == NULL)
-        return NULL;
-    own->dir = auth_held_own(s->tok, true, &own->gid);
-    *failed = own->dir == NULL;
-    return own->dir != NULL ? own : NULL;
+    return auth_held_own(s->srv->box != NULL ? s->tok : NULL, own, failed);
 }
 
 void
