@@ -844,6 +844,7 @@ async function manyRun(mode) {
     const cpu0 = cpuUs(s.pid);
     const t0 = Date.now();
     let next = 0;
+    let logged = 0;
     const opener = async () => {
       while (!stop) {
         if (next >= Q.target) { stop = `target reached (${Q.target.toLocaleString('en-US')})`; break; }
@@ -879,7 +880,10 @@ async function manyRun(mode) {
           stop ??= `notifications/initialized: ${n.status}`;
           break;
         }
-        if (sessions.length % 100 === 0) log(`  many_sessions ${mode}: ${sessions.length} sessions, children's PSS ${(mem.pss_kib / 1048576).toFixed(2)} GiB`);
+        if (sessions.length >= logged + 100) {
+          logged = sessions.length - (sessions.length % 100);
+          log(`  many_sessions ${mode}: ${sessions.length} sessions, children's PSS ${(mem.pss_kib / 1048576).toFixed(2)} GiB`);
+        }
       }
     };
     try {
