@@ -75,8 +75,22 @@ crypto_equal(const void *a, const void *b, size_t n)
 void
 crypto_sha256(const void *data, size_t n, unsigned char out[CRYPTO_SHA256_LEN])
 {
+    /*
+     * The digest fetched once and one context reused: EVP_Digest with EVP_sha256() fetches the
+     * algorithm from the provider store (locks, string compares) and allocates a context on every
+     * call, which cost more than hashing a token or a principal's name. One thread: no lock. The
+     * context holds nothing of the data after the final (the block buffer is wiped there).
+     */
+    static EVP_MD *md;
+    static EVP_MD_CTX *ctx;
+    if (md == NULL)
+        md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (ctx == NULL)
+        ctx = EVP_MD_CTX_new();
     unsigned int len = 0;
-    if (EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) != 1 || len != CRYPTO_SHA256_LEN)
+    if (md == NULL || ctx == NULL || EVP_DigestInit_ex2(ctx, md, NULL) != 1
+        || EVP_DigestUpdate(ctx, data, n) != 1 || EVP_DigestFinal_ex(ctx, out, &len) != 1
+        || len != CRYPTO_SHA256_LEN)
         memset(out, 0, CRYPTO_SHA256_LEN); /* cannot happen; an all-zero hash matches no entry */
 }
 
