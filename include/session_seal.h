@@ -31,18 +31,18 @@
  * (session_seal_principal_is): a stolen id is useless without that principal's token too.
  */
 #define SESSION_SEAL_PREFIX       "~1"
-#define SESSION_SEAL_ID_MAX       256 /* characters, without the NUL */
-#define SESSION_SEAL_SERVER_MAX   64  /* a server's name (the configuration's bound) */
-#define SESSION_SEAL_REVISION_MAX 16  /* a protocol revision's name ("2025-11-25") */
-#define SESSION_SEAL_SKEW_S       60  /* an id issued this far in the future still opens */
+#define SESSION_SEAL_ID_MAX       256       /* characters, without the NUL */
+#define SESSION_SEAL_SERVER_MAX   64        /* a server's name (the configuration's bound) */
+#define SESSION_SEAL_REVISION_MAX 16        /* a protocol revision's name ("2025-11-25") */
+#define SESSION_SEAL_SKEW_S       60        /* an id issued this far in the future still opens */
 #define SESSION_SEAL_PURPOSE      "session" /* the keyring purpose of session ids */
 
 /* What a sealed id holds. Zeroed past each string's NUL, so two equal records compare equal. */
 struct session_seal_record {
-    int64_t issued_s;                         /* unix seconds, >= 0 */
+    int64_t issued_s;                           /* unix seconds, >= 0 */
     unsigned char principal[CRYPTO_SHA256_LEN]; /* SHA-256 of the principal's name */
-    unsigned char caps[CRYPTO_SHA256_LEN];    /* SHA-256 of the capabilities' canonical bytes */
-    uint32_t flags;                           /* the caller's bits (the capabilities it acts on) */
+    unsigned char caps[CRYPTO_SHA256_LEN];      /* SHA-256 of the capabilities' canonical bytes */
+    uint32_t flags; /* the caller's bits (the capabilities it acts on) */
     char revision[SESSION_SEAL_REVISION_MAX + 1];
     char server[SESSION_SEAL_SERVER_MAX + 1];
 };
@@ -58,8 +58,9 @@ enum session_seal_verdict {
 
 /*
  * Fills r: principal and caps[0..caps_len) are hashed (the caller chooses the canonical bytes of
- * the capabilities), server (1..SESSION_SEAL_SERVER_MAX) and revision (1..SESSION_SEAL_REVISION_MAX)
- * copied; every byte of both must be visible ASCII. 0, or -1 when a bound or issued_s < 0 fails.
+ * the capabilities), server (1..SESSION_SEAL_SERVER_MAX) and revision
+ * (1..SESSION_SEAL_REVISION_MAX) copied; every byte of both must be visible ASCII. 0, or -1 when a
+ * bound or issued_s < 0 fails.
  */
 int session_seal_record_init(struct session_seal_record *r, const char *principal,
                              const char *server, const char *revision, const void *caps,

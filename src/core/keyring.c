@@ -100,9 +100,74 @@ keyring_fail(char *err, size_t errlen, const char *name, int line, const char *w
 }
 
 /*
- * One key line (trimmed, not a comment) at line into kr, its derivations in raws[kr->n] (to find
- * duplicates). 0, or -1 with err.
+ * Why the key line s[0..n) cannot be kr's next key (a static phrase, or one in why), or NULL with
+ * its 32 bytes in raw. raws holds the keys taken so far, lines their line numbers.
  */
+static const char *
+keyring_judge(const struct keyring *kr, const char *s, size_t n, const int lines[],
+              unsigned char raws[][32], unsigned char raw[64], char *why, size_t whylen)
+{
+    long got = keyring_decode(s, n, raw);
+    if (got < 0)
+        return "not a key: a key is 64 hex digits (openssl rand -hex 32) or the base64 of 32 bytes "
+               "(openssl rand -base64 32); a comment starts with #";
+    if (got != 32) {
+        snprintf(why, whylen,
+                 "a key of %ld bytes: a key is 32 random bytes (openssl rand -base64 32)", got);
+        return why;
+    }
+    if (kr->n == KEYRING_KEYS_MAX) {
+        snprintf(why, whylen, "more than %d keys (the first seals, all open)", KEYRING_KEYS_MAX);
+        return why;
+    }
+    bool flat = true;
+    for (size_t i = 1; i < 32; i++)
+        flat = flat && raw[i] == raw[0];
+    if (flat)
+        return "not a random key (all its bytes are the same): openssl rand -base64 32";
+    for (size_t i = 0; i < kr->n; i++)
+        if (crypto_equal(raws[i], raw, 32)) {
+            snprintf(why, whylen, "the same key as line %d", lines[i]);
+            return why;
+        }
+    return NULL;
+}
+
+/*
+ * raw (32 bytes) as kr's next key: its purpose's AEAD key and id derived, its context made. NULL,
+ * or why not (OpenSSL failed, or its id is an earlier key's: 2^-32 for two random keys, and then
+ * a new key is better than trying two on every open).
+ */
+static const char *
+keyring_take(struct keyring *kr, const unsigned char raw[32], const char *purpose,
+             const int lines[], char *why, size_t whylen)
+{
+    unsigned char aead_key[CRYPTO_SHA256_LEN], id[CRYPTO_SHA256_LEN];
+    struct keyring_key *k = &kr->keys[kr->n];
+    const char *bad = NULL;
+    if (keyring_derive(raw, purpose, "aead", aead_key) == -1
+        || keyring_derive(raw, purpose, "id", id) == -1
+        || (k->aead = crypto_aead_new(aead_key)) == NULL)
+        bad = "cannot be made into a key (OpenSSL failed)";
+    for (size_t i = 0; bad == NULL && i < kr->n; i++)
+        if (memcmp(kr->keys[i].id, id, KEYRING_ID_LEN) == 0) {
+            snprintf(why, whylen,
+                     "its key id is line %d's: make another key (openssl rand -base64 32)",
+                     lines[i]);
+            bad = why;
+            crypto_aead_free(k->aead);
+            k->aead = NULL;
+        }
+    if (bad == NULL) {
+        memcpy(k->id, id, KEYRING_ID_LEN);
+        kr->n++;
+    }
+    crypto_cleanse(aead_key, sizeof aead_key);
+    crypto_cleanse(id, sizeof id);
+    return bad;
+}
+
+/* One key line (trimmed, not a comment) at line into kr and raws. 0, or -1 with err. */
 static int
 keyring_add(struct keyring *kr, const char *s, size_t n, int line, const int lines[],
             unsigned char raws[][32], const char *name, const char *purpose, char *err,
@@ -110,63 +175,15 @@ keyring_add(struct keyring *kr, const char *s, size_t n, int line, const int lin
 {
     unsigned char raw[64];
     char why[160];
-    long got = keyring_decode(s, n, raw);
-    int rc = -1;
-    if (got < 0) {
-        keyring_fail(err, errlen, name, line,
-                     "not a key: a key is 64 hex digits (openssl rand -hex 32) or the base64 of 32 "
-                     "bytes (openssl rand -base64 32); a comment starts with #");
-    } else if (got != 32) {
-        snprintf(why, sizeof why,
-                 "a key of %ld bytes: a key is 32 random bytes (openssl rand -base64 32)", got);
-        keyring_fail(err, errlen, name, line, why);
-    } else if (kr->n == KEYRING_KEYS_MAX) {
-        snprintf(why, sizeof why, "more than %d keys (the first seals, all open)", KEYRING_KEYS_MAX);
-        keyring_fail(err, errlen, name, line, why);
-    } else {
-        bool flat = true;
-        for (size_t i = 1; i < 32; i++)
-            flat = flat && raw[i] == raw[0];
-        size_t same = kr->n;
-        for (size_t i = 0; i < kr->n && same == kr->n; i++)
-            if (crypto_equal(raws[i], raw, 32))
-                same = i;
-        unsigned char aead_key[CRYPTO_SHA256_LEN], id[CRYPTO_SHA256_LEN];
-        struct keyring_key *k = &kr->keys[kr->n];
-        if (flat) {
-            keyring_fail(err, errlen, name, line,
-                         "not a random key (all its bytes are the same): openssl rand -base64 32");
-        } else if (same < kr->n) {
-            snprintf(why, sizeof why, "the same key as line %d", lines[same]);
-            keyring_fail(err, errlen, name, line, why);
-        } else if (keyring_derive(raw, purpose, "aead", aead_key) == -1
-                   || keyring_derive(raw, purpose, "id", id) == -1
-                   || (k->aead = crypto_aead_new(aead_key)) == NULL) {
-            keyring_fail(err, errlen, name, line, "cannot be made into a key (OpenSSL failed)");
-        } else {
-            memcpy(k->id, id, KEYRING_ID_LEN);
-            memcpy(raws[kr->n], raw, 32);
-            rc = 0;
-            for (size_t i = 0; i < kr->n; i++)
-                if (memcmp(kr->keys[i].id, k->id, KEYRING_ID_LEN) == 0) {
-                    /* 2^-32 for two random keys: make another rather than try both on open */
-                    snprintf(why, sizeof why,
-                             "its key id is line %d's: make another key (openssl rand -base64 32)",
-                             lines[i]);
-                    keyring_fail(err, errlen, name, line, why);
-                    crypto_aead_free(k->aead);
-                    k->aead = NULL;
-                    rc = -1;
-                    break;
-                }
-            if (rc == 0)
-                kr->n++;
-        }
-        crypto_cleanse(aead_key, sizeof aead_key);
-        crypto_cleanse(id, sizeof id);
+    const char *bad = keyring_judge(kr, s, n, lines, raws, raw, why, sizeof why);
+    if (bad == NULL) {
+        memcpy(raws[kr->n], raw, 32);
+        bad = keyring_take(kr, raw, purpose, lines, why, sizeof why);
     }
     crypto_cleanse(raw, sizeof raw);
-    return rc;
+    if (bad != NULL)
+        return keyring_fail(err, errlen, name, line, bad);
+    return 0;
 }
 
 struct keyring *

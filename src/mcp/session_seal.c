@@ -14,15 +14,15 @@
 
 #define SEAL_PREFIX_LEN (sizeof SESSION_SEAL_PREFIX - 1)
 /* issued 8, principal 32, caps 32, flags 4, the two lengths 1 each */
-#define SEAL_FIXED (8 + CRYPTO_SHA256_LEN + CRYPTO_SHA256_LEN + 4 + 1 + 1)
-#define SEAL_PLAIN_MAX (SEAL_FIXED + SESSION_SEAL_REVISION_MAX + SESSION_SEAL_SERVER_MAX)
-#define SEAL_PLAIN_MIN (SEAL_FIXED + 1 + 1)
-#define SEAL_HEAD      (KEYRING_ID_LEN)
-#define SEAL_RAW_MAX   (SEAL_HEAD + CRYPTO_AEAD_OVERHEAD + SEAL_PLAIN_MAX)
-#define SEAL_RAW_MIN   (SEAL_HEAD + CRYPTO_AEAD_OVERHEAD + SEAL_PLAIN_MIN)
+#define SEAL_FIXED      (8 + CRYPTO_SHA256_LEN + CRYPTO_SHA256_LEN + 4 + 1 + 1)
+#define SEAL_PLAIN_MAX  (SEAL_FIXED + SESSION_SEAL_REVISION_MAX + SESSION_SEAL_SERVER_MAX)
+#define SEAL_PLAIN_MIN  (SEAL_FIXED + 1 + 1)
+#define SEAL_HEAD       (KEYRING_ID_LEN)
+#define SEAL_RAW_MAX    (SEAL_HEAD + CRYPTO_AEAD_OVERHEAD + SEAL_PLAIN_MAX)
+#define SEAL_RAW_MIN    (SEAL_HEAD + CRYPTO_AEAD_OVERHEAD + SEAL_PLAIN_MIN)
 /* base64url without padding: n bytes are ceil(4n / 3) characters */
-#define SEAL_B64(n)    (((n) * 4 + 2) / 3)
-#define SEAL_ID_MIN    (SEAL_PREFIX_LEN + SEAL_B64(SEAL_RAW_MIN))
+#define SEAL_B64(n)     (((n)*4 + 2) / 3)
+#define SEAL_ID_MIN     (SEAL_PREFIX_LEN + SEAL_B64(SEAL_RAW_MIN))
 #define SEAL_ID_LONGEST (SEAL_PREFIX_LEN + SEAL_B64(SEAL_RAW_MAX))
 
 _Static_assert(SEAL_ID_LONGEST <= SESSION_SEAL_ID_MAX, "a sealed id outgrows its bound");
@@ -82,8 +82,7 @@ session_seal_record_init(struct session_seal_record *r, const char *principal, c
 static size_t
 seal_plain(const struct session_seal_record *r, unsigned char *out)
 {
-    size_t lr = strnlen(r->revision, sizeof r->revision),
-           ls = strnlen(r->server, sizeof r->server);
+    size_t lr = strnlen(r->revision, sizeof r->revision), ls = strnlen(r->server, sizeof r->server);
     if (r->issued_s < 0 || !seal_visible(r->revision, lr, SESSION_SEAL_REVISION_MAX)
         || !seal_visible(r->server, ls, SESSION_SEAL_SERVER_MAX))
         return 0;
@@ -175,7 +174,7 @@ session_seal_open(const struct keyring *kr, const char *id, size_t len, int64_t 
     long n = util_base64url_decode(id + SEAL_PREFIX_LEN, len - SEAL_PREFIX_LEN, raw, sizeof raw);
     if (n < 0)
         return SESSION_SEAL_MALFORMED;
-    if ((size_t)n < SEAL_RAW_MIN) /* not after the length check; kept next to what it guards */
+    if ((size_t)n < SEAL_RAW_MIN) /* cannot happen past the length check: kept by what it guards */
         return SESSION_SEAL_WRONG_LENGTH;
     struct crypto_aead *key = keyring_find(kr, raw);
     if (key == NULL)

@@ -79,10 +79,10 @@ main(int argc, char **argv)
     static const char other_key[] = "c2VjcmV0LWtleS1udW1iZXItdGhyZWUtZm9yLXRlc3Q\n";
     static const char caps[] = "{\"roots\":{\"listChanged\":true},\"sampling\":{}}";
     char err[256];
-    struct keyring *kr = keyring_parse(keys, strlen(keys), "bench", SESSION_SEAL_PURPOSE, err,
-                                       sizeof err);
-    struct keyring *other = keyring_parse(other_key, strlen(other_key), "bench",
-                                          SESSION_SEAL_PURPOSE, err, sizeof err);
+    struct keyring *kr =
+        keyring_parse(keys, strlen(keys), "bench", SESSION_SEAL_PURPOSE, err, sizeof err);
+    struct keyring *other =
+        keyring_parse(other_key, strlen(other_key), "bench", SESSION_SEAL_PURPOSE, err, sizeof err);
     struct session_seal_record r;
     if (kr == NULL || other == NULL
         || session_seal_record_init(&r, "sub:0b3f2a4c-1d5e-4f60-8a7b-9c0d1e2f3a4b", "everything",
@@ -96,8 +96,12 @@ main(int argc, char **argv)
         return 1;
     memcpy(forged, id, sizeof id);
     forged[40] = forged[40] == 'A' ? 'B' : 'A';
-    static const char *const names[] = { "seal", "open", "open, forged", "open, unknown key",
-                                         "principal check", "random id today (crypto_session_id)" };
+    static const char *const names[] = { "seal",
+                                         "open",
+                                         "open, forged",
+                                         "open, unknown key",
+                                         "principal check",
+                                         "random id today (crypto_session_id)" };
     printf("sealed id: %zu characters; %ld calls each\n", strlen(id), n);
     for (int op = SEAL; op <= MINT; op++) {
         bench_one((enum bench_op)op, kr, other, &r, id, forged, n / 10);

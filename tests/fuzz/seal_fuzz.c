@@ -28,8 +28,8 @@
 #define FZ_NOW     1785000000 /* the corpus's ids were sealed a little before */
 #define FZ_MAX_AGE 86400
 /* Keys of this target only (tests/fuzz/corpus/seal was sealed with the first). */
-#define FZ_KEYS_A                                                          \
-    "# A: the first seals\n"                                               \
+#define FZ_KEYS_A                                                        \
+    "# A: the first seals\n"                                             \
     "6b1f0c2d9a8e7f60514233241506f7e8d9cabbac9d8e7f6051423324150617a8\n" \
     "Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGw=\n"
 #define FZ_KEYS_B "c2VjcmV0LWtleS1udW1iZXItdGhyZWUtZm9yLXRlc3Q\n"
@@ -167,9 +167,9 @@ fz_seal_and_spoil(struct fz_in *in)
         FUZZ_CHECK(v != SESSION_SEAL_OK, "a spoiled id opened (spoil %u)", spoil);
         return;
     }
-    enum session_seal_verdict want = other_key           ? SESSION_SEAL_UNKNOWN_KEY
+    enum session_seal_verdict want = other_key        ? SESSION_SEAL_UNKNOWN_KEY
                                      : past || future ? SESSION_SEAL_EXPIRED
-                                                        : SESSION_SEAL_OK;
+                                                      : SESSION_SEAL_OK;
     FUZZ_CHECK(v == want, "verdict %s, want %s", session_seal_verdict_text(v),
                session_seal_verdict_text(want));
     if (v == SESSION_SEAL_OK) {
@@ -193,8 +193,8 @@ fz_key_file(const uint8_t *data, size_t n)
                keyring_count(kr));
     struct session_seal_record r, back;
     char id[SESSION_SEAL_ID_MAX + 1];
-    FUZZ_CHECK(session_seal_record_init(&r, "sub:fuzz", "files", "2025-11-25", "{}", 2, 1,
-                                        FZ_NOW) == 0,
+    FUZZ_CHECK(session_seal_record_init(&r, "sub:fuzz", "files", "2025-11-25", "{}", 2, 1, FZ_NOW)
+                   == 0,
                "the fixed record");
     FUZZ_CHECK(session_seal(kr, &r, id) == 0, "a parsed keyring cannot seal");
     enum session_seal_verdict v = session_seal_open(kr, id, strlen(id), FZ_NOW, 0, &back);

@@ -24,10 +24,10 @@
 TestSuite(seal, .timeout = 30);
 
 /* Two keys in each format: made with openssl rand, for these tests only. */
-#define K1_HEX "6b1f0c2d9a8e7f60514233241506f7e8d9cabbac9d8e7f6051423324150617a8"
-#define K1_B64 "ax8MLZqOf2BRQjMkFQb36NnKu6ydjn9gUUIzJBUGF6g=" /* K1 in base64 */
-#define K2_B64 "Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGw="
-#define K3_URL "c2VjcmV0LWtleS1udW1iZXItdGhyZWUtZm9yLXRlc3Q" /* base64url, no padding */
+#define K1_HEX    "6b1f0c2d9a8e7f60514233241506f7e8d9cabbac9d8e7f6051423324150617a8"
+#define K1_B64    "ax8MLZqOf2BRQjMkFQb36NnKu6ydjn9gUUIzJBUGF6g=" /* K1 in base64 */
+#define K2_B64    "Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGw="
+#define K3_URL    "c2VjcmV0LWtleS1udW1iZXItdGhyZWUtZm9yLXRlc3Q" /* base64url, no padding */
 #define PRINCIPAL "sub:alice"
 #define CAPS      "{\"sampling\":{},\"roots\":{\"listChanged\":true}}"
 #define NOW       1785000000 /* 2026-07-25 */
@@ -36,8 +36,8 @@ static struct keyring *
 ring(const char *text)
 {
     char err[512] = "";
-    struct keyring *kr = keyring_parse(text, strlen(text), "keys", SESSION_SEAL_PURPOSE, err,
-                                       sizeof err);
+    struct keyring *kr =
+        keyring_parse(text, strlen(text), "keys", SESSION_SEAL_PURPOSE, err, sizeof err);
     cr_assert_not_null(kr, "%s", err);
     return kr;
 }
@@ -195,8 +195,7 @@ Test(seal, keyring_refusals)
     }
     size_t upto = strlen(many) - 65;
     char err[512];
-    struct keyring *kr =
-        keyring_parse(many, upto, "keys", SESSION_SEAL_PURPOSE, err, sizeof err);
+    struct keyring *kr = keyring_parse(many, upto, "keys", SESSION_SEAL_PURPOSE, err, sizeof err);
     cr_assert_not_null(kr, "%s", err);
     cr_assert_eq(keyring_count(kr), KEYRING_KEYS_MAX);
     keyring_free(kr);
@@ -325,9 +324,8 @@ Test(seal, round_trip)
     char principal[300];
     memset(principal, 'p', sizeof principal - 1);
     principal[sizeof principal - 1] = '\0';
-    cr_assert_eq(session_seal_record_init(&r, principal, server, rev, NULL, 0, UINT32_MAX,
-                                          INT64_MAX),
-                 0);
+    cr_assert_eq(
+        session_seal_record_init(&r, principal, server, rev, NULL, 0, UINT32_MAX, INT64_MAX), 0);
     seal(kr, &r, id);
     cr_assert_leq(strlen(id), SESSION_SEAL_ID_MAX);
     cr_assert_eq(strlen(id), 256, "the bound is the longest record's length: %zu", strlen(id));
@@ -470,14 +468,16 @@ Test(seal, verdicts)
     cr_assert_eq(crypto_aead_seal(key, ad, sizeof ad, plain, sizeof plain, raw + KEYRING_ID_LEN),
                  0);
     memcpy(id, "~1", 2);
-    size_t n = 2 + util_base64url_encode(raw, KEYRING_ID_LEN + CRYPTO_AEAD_OVERHEAD + sizeof plain,
-                                         id + 2);
+    size_t n =
+        2
+        + util_base64url_encode(raw, KEYRING_ID_LEN + CRYPTO_AEAD_OVERHEAD + sizeof plain, id + 2);
     cr_assert_eq(open_at(kr, id, n, NOW), SESSION_SEAL_MALFORMED);
     /* the same with the other version's prefix as associated data: the tag binds the prefix */
     ad[1] = '2';
     cr_assert_eq(crypto_aead_seal(key, ad, sizeof ad, plain, sizeof plain, raw + KEYRING_ID_LEN),
                  0);
-    n = 2 + util_base64url_encode(raw, KEYRING_ID_LEN + CRYPTO_AEAD_OVERHEAD + sizeof plain, id + 2);
+    n = 2
+        + util_base64url_encode(raw, KEYRING_ID_LEN + CRYPTO_AEAD_OVERHEAD + sizeof plain, id + 2);
     cr_assert_eq(open_at(kr, id, n, NOW), SESSION_SEAL_FORGED);
 
     const char *texts[6];
