@@ -33,7 +33,7 @@
 #define SESSION_SEAL_PREFIX       "~1"
 #define SESSION_SEAL_ID_MAX       256       /* characters, without the NUL */
 #define SESSION_SEAL_SERVER_MAX   64        /* a server's name (the configuration's bound) */
-#define SESSION_SEAL_REVISION_MAX 16        /* a protocol revision's name ("2025-11-25") */
+#define SESSION_SEAL_REVISION_MAX 16        /* a protocol revision's name (a date: 10 today) */
 #define SESSION_SEAL_SKEW_S       60        /* an id issued this far in the future still opens */
 #define SESSION_SEAL_PURPOSE      "session" /* the keyring purpose of session ids */
 
