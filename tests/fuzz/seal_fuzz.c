@@ -139,7 +139,8 @@ fz_seal_and_spoil(struct fz_in *in)
                               : FZ_NOW - (int64_t)(age % (FZ_MAX_AGE + 1));
     struct session_seal_record r, back;
     /* the rest is the capabilities' bytes, and then the spoiling */
-    size_t caps_len = (size_t)fz_take(in, 1) % (in->n + 1);
+    size_t caps_len = (size_t)fz_take(in, 1); /* apart: fz_take changes in->n */
+    caps_len %= in->n + 1;
     const uint8_t *caps = in->p;
     in->p += caps_len;
     in->n -= caps_len;
