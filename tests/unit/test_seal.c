@@ -190,7 +190,7 @@ Test(seal, keyring_refusals)
     char many[KEYRING_KEYS_MAX * 70 + 80] = "";
     for (int i = 0; i <= KEYRING_KEYS_MAX; i++) {
         char line[80];
-        snprintf(line, sizeof line, "%02x%s\n", i, K1_HEX + 2);
+        snprintf(line, sizeof line, "%02x%s\n", i, &K1_HEX[2]);
         strcat(many, line);
     }
     size_t upto = strlen(many) - 65;
