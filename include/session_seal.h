@@ -66,16 +66,17 @@ int session_seal_record_init(struct session_seal_record *r, const char *principa
                              const char *server, const char *revision, const void *caps,
                              size_t caps_len, uint32_t flags, int64_t issued_s) MUSTCHECK;
 /*
- * Seals r with kr's first key into out (NUL-terminated, at most SESSION_SEAL_ID_MAX characters).
- * 0, or -1 when r breaks a bound or the CSPRNG fails. Allocates nothing.
+ * Seals r with the first key of kr (not NULL; keyring_load with SESSION_SEAL_PURPOSE) into out
+ * (NUL-terminated, at most SESSION_SEAL_ID_MAX characters). 0, or -1 when r breaks a bound or the
+ * CSPRNG fails. Allocates nothing.
  */
 int session_seal(const struct keyring *kr, const struct session_seal_record *r,
                  char out[SESSION_SEAL_ID_MAX + 1]) MUSTCHECK;
 /*
- * Opens id[0..len) (any bytes, no NUL needed) with the key its key id names: one AEAD attempt.
- * SESSION_SEAL_OK fills *r; any other verdict leaves *r zeroed. Expired when issued_s + max_age_s
- * < now_s (an id opens through its last second) or issued_s > now_s + SESSION_SEAL_SKEW_S.
- * Allocates nothing.
+ * Opens id[0..len) (any bytes, no NUL needed) with the key of kr (not NULL) its key id names: one
+ * AEAD attempt. SESSION_SEAL_OK fills *r; any other verdict leaves *r zeroed. Expired when
+ * issued_s + max_age_s < now_s (an id opens through its last second) or issued_s > now_s +
+ * SESSION_SEAL_SKEW_S. Allocates nothing.
  */
 enum session_seal_verdict session_seal_open(const struct keyring *kr, const char *id, size_t len,
                                             int64_t now_s, uint64_t max_age_s,
