@@ -268,9 +268,9 @@ session_spawn(struct session *s, char **creds, const char **err)
         .own = mine,
     };
     uint64_t t0 = util_now_us();
-    struct upstream *u =
-        own_failed ? NULL
-                   : upstream_spawn(sessions.l, &up, session_child_line, session_child_gone, s, err);
+    struct upstream *u = own_failed ? NULL
+                                    : upstream_spawn(sessions.l, &up, session_child_line,
+                                                     session_child_gone, s, err);
     if (own_failed)
         *err = "the gateway cannot keep the exchanged token (its log says why)";
     metrics_observe(&s->stats->spawn, util_now_us() - t0);

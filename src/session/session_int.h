@@ -80,11 +80,11 @@ struct session {
     bool sleep_pinned;       /* the client set state at the child (log level, subscription) */
     uint64_t quiet_since_ms; /* first sweep that found it quiet; 0: not quiet */
     uint64_t wake_start_us;
-    char **creds;     /* the child's per-principal environment (wiped when freed); NULL: none */
-    char *init_body;  /* the client's initialize, as it came (its id at init_id) */
+    char **creds;    /* the child's per-principal environment (wiped when freed); NULL: none */
+    char *init_body; /* the client's initialize, as it came (its id at init_id) */
     size_t init_len;
     struct jsonrpc_span init_id;
-    struct msgq wakeq; /* lines for the child written while it wakes, in order */
+    struct msgq wakeq;     /* lines for the child written while it wakes, in order */
     struct session *hnext; /* hash chain */
     struct session *gnext; /* graveyard */
 };
@@ -118,10 +118,12 @@ struct session_server {
     uint64_t child_lines_invalid, notifications_dropped;
     struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
     struct metrics_hist spawn;   /* the spawn call of a session's child */
-    uint64_t sleeps, wakes, wake_failures; /* child_sleep_after_s (session_sleep.c) */
-    struct metrics_hist wake;              /* the wake: spawn to the replayed initialize's answer */
-    size_t asleep;                         /* scratch of the scrape: sessions asleep now */
     size_t inflight[2];          /* scratch of the scrape: session_inflight_in, by direction */
+    /* child_sleep_after_s (session_sleep.c): sleeps, wakes and failed wakes; a wake's time, from
+     * the spawn to the replayed initialize's answer; sessions asleep (scratch of the scrape). */
+    uint64_t sleeps, wakes, wake_failures;
+    struct metrics_hist wake;
+    size_t asleep;
 };
 
 /* The layer's state: one table of sessions per process. */

@@ -14,9 +14,9 @@
  *
  * Ownership: each waiting request is an ordinary in-flight entry of the session's relay (its
  * timeout, its quota, its stream's awaiting count) from the moment it arrived; s->wakeq holds only
- * the bytes of its line. The wake's timer is the replayed initialize's own entry's (init_timeout_ms,
- * or request_timeout_ms when smaller): session_expired ends the session when it fires. Both go
- * with the session through session_close, which calls session_sleep_close.
+ * the bytes of its line. The wake's timer is the replayed initialize's own entry's
+ * (init_timeout_ms, or request_timeout_ms when smaller): session_expired ends the session when it
+ * fires. Both go with the session through session_close, which calls session_sleep_close.
  *
  * A session is never put to sleep while anything of the child's could be lost: a request in
  * flight either way (a question of the child's unanswered), a task not known to be terminal, a
@@ -111,8 +111,7 @@ session_sleep_check(struct session *s, uint64_t now_ms, bool tasks)
     }
     if (s->quiet_since_ms == 0)
         s->quiet_since_ms = now_ms;
-    uint64_t since =
-        s->quiet_since_ms > s->last_active_ms ? s->quiet_since_ms : s->last_active_ms;
+    uint64_t since = s->quiet_since_ms > s->last_active_ms ? s->quiet_since_ms : s->last_active_ms;
     if (now_ms - since < after_ms)
         return;
     char pid[16];
@@ -253,7 +252,8 @@ session_sleep_woke(struct session *s, struct pending *p, const char *line, size_
     struct iovec iov = { (void *)(uintptr_t)session_initialized_line,
                          sizeof(session_initialized_line) - 1 };
     if (upstream_send_iov(s->u, &iov, 1) == -1) {
-        session_close(s, SESSION_END_CHILD, "the woken child did not take notifications/initialized");
+        session_close(s, SESSION_END_CHILD,
+                      "the woken child did not take notifications/initialized");
         return -1;
     }
     struct msgq q = s->wakeq;
@@ -281,8 +281,8 @@ session_sleep_woke(struct session *s, struct pending *p, const char *line, size_
     snprintf(ms, sizeof(ms), "%.3f", (double)took_us / 1000.0);
     const struct log_field f[] = { { "server", s->srv->name, false }, { "wake_ms", ms, true } };
     log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f),
-               "child woke in %s ms: initialize replayed, %zu waiting line(s) sent, %zu dropped", ms,
-               sent, ndropped);
+               "child woke in %s ms: initialize replayed, %zu waiting line(s) sent, %zu dropped",
+               ms, sent, ndropped);
     return -1;
 }
 

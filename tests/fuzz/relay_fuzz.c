@@ -356,8 +356,9 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
                  (b0 & 128) ? 2 : 4, (b0 & 24) ? 65536 : 0, (b0 & 8) ? 500 : 0,
                  (b0 & 32) && (b0 & 24) ? 700 : 0);
         /* b0 bit 2 (the pool's policy bit): children that sleep after 1 s of quiet. */
-        snprintf(server_keys, sizeof server_keys, "init_timeout_ms = %u\nchild_sleep_after_s = %u\n",
-                 (b0 & 64) ? 1500 : 30000, (b0 & 4) ? 1 : 0);
+        snprintf(server_keys, sizeof server_keys,
+                 "init_timeout_ms = %u\nchild_sleep_after_s = %u\n", (b0 & 64) ? 1500 : 30000,
+                 (b0 & 4) ? 1 : 0);
     }
     snprintf(ini, sizeof ini,
              "[gateway]\nlisten = 127.0.0.1:0\nheartbeat_s = 1\n%s%s"
