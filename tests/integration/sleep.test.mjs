@@ -7,6 +7,7 @@
 // with an error and a log line. Sessions with state a new child would not have, or an open stream,
 // never sleep. Every wait polls /admin/inflight, /metrics or the log with a deadline.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -295,5 +296,45 @@ test('sandbox = on: the woken child is boxed as the first one was', async () => 
     assert.notEqual(ns(woken), ns(process.pid));
     assert.match(fs.readFileSync(`/proc/${woken}/status`, 'utf8'), /NSpid:\s+\d+\s+1\b/);
     assert.equal(initializes(gw).length, 2);
+  });
+});
+
+test('credentials_dir: the woken child gets the credentials its session started with (a changed file is not read again), shown nowhere', async () => {
+  const dir = tmpdir('mcpgw-sleep-creds-');
+  const creds = path.join(dir, 'creds');
+  fs.mkdirSync(creds, { mode: 0o700 });
+  const first = `first-${crypto.randomBytes(12).toString('hex')}`;
+  const later = `later-${crypto.randomBytes(12).toString('hex')}`;
+  fs.writeFileSync(path.join(creds, 'alice.env'), `FILE_TOKEN=${first}\n`, { mode: 0o600 });
+  const token = crypto.randomBytes(24).toString('hex');
+  const tokens = path.join(dir, 'tokens');
+  fs.writeFileSync(tokens, `sha256:${crypto.createHash('sha256').update(token).digest('hex')} alice\n`, { mode: 0o600 });
+  const headers = { Authorization: `Bearer ${token}` };
+  const gw = await startGateway({
+    dir,
+    gateway: { admin_token: TOKEN },
+    auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tokens },
+    servers: [{ name: 'example', path: '/mcp', extra: ['child_sleep_after_s = 1', `credentials_dir = ${creds}`].join('\n') }],
+  });
+  const envOf = async (sid) => {
+    const r = await post(gw, rpc('tools/call', { name: 'env', arguments: { name: 'FILE_TOKEN' } }), { sid, headers });
+    await r.done(scaled(10000));
+    return r.events().map((e) => e.json).find((j) => j && 'result' in j)?.result.content[0].text;
+  };
+  await stopAfter(gw, async () => {
+    const { sid, pid } = await initSession(gw, { headers });
+    assert.equal(await envOf(sid), first);
+    await asleep(gw, sid, pid);
+    fs.writeFileSync(path.join(creds, 'alice.env'), `FILE_TOKEN=${later}\n`, { mode: 0o600 });
+    assert.equal(await envOf(sid), first, 'the woken child has the session\'s own credentials');
+    assert.equal(wakePids(gw, sid).length, 1);
+    const v = JSON.stringify(await admin(gw));
+    const m = await request(`${gw.base}/metrics`, { method: 'GET', headers: { Authorization: `Bearer ${TOKEN}` } });
+    const mt = await m.done();
+    for (const x of [first, later]) {
+      assert.ok(!gw.logs().includes(x), 'a credential in the log');
+      assert.ok(!v.includes(x), 'a credential in /admin/inflight');
+      assert.ok(!mt.includes(x), 'a credential in /metrics');
+    }
   });
 });
