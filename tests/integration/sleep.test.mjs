@@ -39,6 +39,19 @@ async function metrics(gw) {
 const esc = (s) => s.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&');
 /** The pids the session's woken children were started as, from the log. */
 const wakePids = (gw, sid) => [...gw.logs().matchAll(new RegExp(`session=${esc(sid)} child wakes: started as (\\d+)`, 'g'))].map((m) => Number(m[1]));
+/**
+ * The same once the log (read through a pipe, so behind the HTTP answers) names at least n of
+ * them.
+ */
+const woken = (gw, sid, n = 1) => waitFor(() => (wakePids(gw, sid).length >= n ? wakePids(gw, sid) : null), scaled(5000), `${n} wake(s) in the log`);
+const logged = (gw, re) => gw.waitLog(re, scaled(5000));
+/** The pid the session's first child was started as, from the log. */
+const createdPid = async (gw, sid) => Number((await logged(gw, new RegExp(`session=${esc(sid)} session created: server=\\S+ child=(\\d+)`)))[1]);
+/** initSession, with the child's pid waited for in the log. */
+async function init(gw, opts) {
+  const s = await initSession(gw, opts);
+  return { ...s, pid: await createdPid(gw, s.sid) };
+}
 /** Waits until the session's child sleeps: the admin view says so and the old child is reaped. */
 async function asleep(gw, sid, pid) {
   await waitFor(async () => (await view(gw, sid))?.child === 'asleep', scaled(10000), 'the child to sleep');
@@ -66,7 +79,7 @@ test('a quiet child sleeps (its process and descriptors gone, the session kept);
   const gw = await gateway([]);
   await stopAfter(gw, async () => {
     const fds0 = fdList(gw.proc.pid).length;
-    const { sid, pid } = await initSession(gw, { version: '2025-06-18' });
+    const { sid, pid } = await init(gw, { version: '2025-06-18' });
     assert.ok(pid > 0);
     const first = await callTool(gw, sid, 'echo', { text: 'before' });
     assert.equal(first.response.result.content[0].text, 'before');
@@ -80,15 +93,15 @@ test('a quiet child sleeps (its process and descriptors gone, the session kept);
     assert.equal(m['mcpgw_child_sleeps_total{server="example"}'], 1);
     assert.equal(m['mcpgw_sessions_asleep{server="example"}'], 1);
     assert.equal(m['mcpgw_sessions_open{server="example"}'], 1);
-    assert.match(gw.logs(), new RegExp(`session=${esc(sid)} child ${pid} sleeps: quiet for \\d+ s`));
+    await logged(gw, new RegExp(`session=${esc(sid)} child ${pid} sleeps: quiet for \\d+ s`));
 
     const after = await callTool(gw, sid, 'echo', { text: 'after' });
     assert.equal(after.r.status, 200);
     assert.equal(after.response.result.content[0].text, 'after', JSON.stringify(after.events));
-    const [woken] = wakePids(gw, sid);
-    assert.ok(woken > 0 && woken !== pid);
+    const [wpid] = await woken(gw, sid);
+    assert.ok(wpid > 0 && wpid !== pid);
     assert.equal((await view(gw, sid)).child, 'running');
-    assert.equal((await view(gw, sid)).child_pid, woken);
+    assert.equal((await view(gw, sid)).child_pid, wpid);
     // The child saw the client's own initialize twice (the second with the gateway's id), then
     // notifications/initialized, then the call.
     const msgs = gw.childMessages();
@@ -100,7 +113,7 @@ test('a quiet child sleeps (its process and descriptors gone, the session kept);
     assert.equal(msgs[i + 1].method, 'notifications/initialized');
     assert.equal(msgs[i + 2].method, 'tools/call');
     assert.equal(msgs[i + 2].params.arguments.text, 'after');
-    assert.match(gw.logs(), new RegExp(`session=${esc(sid)} child woke in [0-9.]+ ms: initialize replayed, 1 waiting line\\(s\\) sent`));
+    await logged(gw, new RegExp(`session=${esc(sid)} child woke in [0-9.]+ ms: initialize replayed, 1 waiting line\\(s\\) sent`));
     m = await metrics(gw);
     assert.equal(m['mcpgw_child_wakes_total{server="example"}'], 1);
     assert.equal(m['mcpgw_child_wake_duration_seconds_count{server="example"}'], 1);
@@ -108,12 +121,12 @@ test('a quiet child sleeps (its process and descriptors gone, the session kept);
     assert.equal(m['mcpgw_sessions_asleep{server="example"}'], 0);
     assert.equal(m['mcpgw_child_wake_failures_total{server="example"}'], 0);
     // It sleeps again, and wakes again.
-    await asleep(gw, sid, woken);
+    await asleep(gw, sid, wpid);
     const third = await callTool(gw, sid, 'echo', { text: 'again' });
     assert.equal(third.response.result.content[0].text, 'again');
     assert.equal(initializes(gw).length, 3);
     // DELETE of a sleeping session: 200, no child to stop.
-    await asleep(gw, sid, wakePids(gw, sid)[1]);
+    await asleep(gw, sid, (await woken(gw, sid, 2))[1]);
     const d = await del(gw, { sid });
     await d.done();
     assert.equal(d.status, 200);
@@ -128,7 +141,7 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
   await stopAfter(gw, async () => {
     const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
     const sid = r0.headers['mcp-session-id'];
-    const pid = Number(new RegExp(`session=${esc(sid)} session created: server=\\S+ child=(\\d+)`).exec(gw.logs())[1]);
+    const pid = await createdPid(gw, sid);
     process.kill(pid, 'SIGUSR1'); // releases the first initialize
     await r0.done(scaled(10000));
     assert.equal(answerOf(r0, 'init').result.protocolVersion, '2025-11-25');
@@ -138,8 +151,7 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
 
     // The woken child holds the replayed initialize until SIGUSR1: the wake is under way.
     const a = await send(gw, sid, 'a', 'tools/call', { name: 'echo', arguments: { text: 'A' } });
-    await waitFor(() => wakePids(gw, sid).length === 1, scaled(10000), 'the wake');
-    const [woken] = wakePids(gw, sid);
+    const [wpid] = await woken(gw, sid);
     assert.equal((await view(gw, sid)).child, 'waking');
     const b = await send(gw, sid, 'b', 'tools/call', { name: 'echo', arguments: { text: 'B' } });
     const c = await send(gw, sid, 'c', 'tools/call', { name: 'echo', arguments: { text: 'C' } });
@@ -153,7 +165,7 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
     // Nothing but the replayed initialize reached the child yet.
     await waitFor(() => initializes(gw).length === 2, scaled(5000), 'the replayed initialize');
     assert.equal(gw.childMessages().at(-1).method, 'initialize');
-    process.kill(woken, 'SIGUSR1');
+    process.kill(wpid, 'SIGUSR1');
     await a.done(scaled(10000));
     await c.done(scaled(10000));
     assert.equal(answerOf(a, 'a').result.content[0].text, 'A');
@@ -162,7 +174,7 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
     const tail = msgs.slice(msgs.findLastIndex((x) => x.method === 'initialize'));
     assert.deepEqual(tail.map((m) => m.method ?? 'answer'), ['initialize', 'notifications/initialized', 'tools/call', 'tools/call']);
     assert.deepEqual(tail.slice(2).map((m) => m.params.arguments.text), ['A', 'C']);
-    assert.match(gw.logs(), new RegExp(`session=${esc(sid)} child woke in [0-9.]+ ms: initialize replayed, 2 waiting line\\(s\\) sent, 1 dropped`));
+    await logged(gw, new RegExp(`session=${esc(sid)} child woke in [0-9.]+ ms: initialize replayed, 2 waiting line\\(s\\) sent, 1 dropped`));
   });
 });
 
@@ -171,19 +183,18 @@ test('DELETE while the child wakes ends the session: the waiting request gets an
   await stopAfter(gw, async () => {
     const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
     const sid = r0.headers['mcp-session-id'];
-    const pid = Number(new RegExp(`session=${esc(sid)} session created: server=\\S+ child=(\\d+)`).exec(gw.logs())[1]);
+    const pid = await createdPid(gw, sid);
     process.kill(pid, 'SIGUSR1');
     await r0.done(scaled(10000));
     await asleep(gw, sid, pid);
     const a = await send(gw, sid, 'a', 'tools/call', { name: 'echo', arguments: { text: 'A' } });
-    await waitFor(() => wakePids(gw, sid).length === 1, scaled(10000), 'the wake');
-    const [woken] = wakePids(gw, sid);
+    const [wpid] = await woken(gw, sid);
     const d = await del(gw, { sid });
     await d.done();
     assert.equal(d.status, 200);
     await a.done(scaled(5000));
     assert.match(answerOf(a, 'a').error.message, /session ended: session deleted/);
-    await waitFor(() => reaped(woken), scaled(10000), 'the woken child stopped');
+    await waitFor(() => reaped(wpid), scaled(10000), 'the woken child stopped');
     const m = await metrics(gw);
     assert.equal(m['mcpgw_child_wake_failures_total{server="example"}'], 0);
     assert.equal(m['mcpgw_sessions_closed_total{server="example",reason="deleted"}'], 1);
@@ -197,7 +208,7 @@ test('a woken child that never answers initialize: the wake ends at request_time
   await stopAfter(gw, async () => {
     const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
     const sid = r0.headers['mcp-session-id'];
-    const pid = Number(new RegExp(`session=${esc(sid)} session created: server=\\S+ child=(\\d+)`).exec(gw.logs())[1]);
+    const pid = await createdPid(gw, sid);
     process.kill(pid, 'SIGUSR1');
     await r0.done(scaled(10000));
     await asleep(gw, sid, pid);
@@ -206,7 +217,7 @@ test('a woken child that never answers initialize: the wake ends at request_time
     await a.done(scaled(15000));
     assert.ok(Date.now() - t0 >= 1400, `the wake waited ${Date.now() - t0} ms`);
     assert.match(answerOf(a, 'a').error.message, /the woken child did not answer initialize in time/);
-    await gw.waitLog(new RegExp(`session=${esc(sid)} session closed: the woken child did not answer initialize in time`));
+    await logged(gw, new RegExp(`session=${esc(sid)} session closed: the woken child did not answer initialize in time`));
     const m = await metrics(gw);
     assert.equal(m['mcpgw_child_wake_failures_total{server="example"}'], 1);
     assert.equal(m['mcpgw_sessions_open{server="example"}'], 0);
@@ -232,21 +243,21 @@ for (const [what, then, why, failure] of [
     const dir = tmpdir('mcpgw-sleep-');
     const gw = await gateway([], { dir, server: { command: wrapper(dir, then) } });
     await stopAfter(gw, async () => {
-      const { sid, pid } = await initSession(gw, { version: '2025-06-18' });
+      const { sid, pid } = await init(gw, { version: '2025-06-18' });
       await asleep(gw, sid, pid);
       fs.writeFileSync(path.join(dir, 'marker'), '');
       const { r, response } = await callTool(gw, sid, 'echo', { text: 'A' });
       assert.equal(r.status, 200);
       assert.match(response.error.message, /^session ended: /);
-      assert.match(gw.logs(), why);
-      assert.match(gw.logs(), failure);
+      await logged(gw, why);
+      await logged(gw, failure);
       const m = await metrics(gw);
       assert.equal(m['mcpgw_child_wake_failures_total{server="example"}'], 1);
       assert.equal(m['mcpgw_child_wakes_total{server="example"}'], 0);
       const gone = await post(gw, rpc('ping'), { sid });
       await gone.done();
       assert.equal(gone.status, 404);
-      for (const p of wakePids(gw, sid)) await waitFor(() => reaped(p), scaled(10000), `woken child ${p} reaped`);
+      for (const p of await woken(gw, sid)) await waitFor(() => reaped(p), scaled(10000), `woken child ${p} reaped`);
     });
   });
 }
@@ -254,17 +265,17 @@ for (const [what, then, why, failure] of [
 test('never asleep: a session that set a log level or subscribed, or with a GET stream open; a GET alone does not wake a sleeping one', async () => {
   const gw = await gateway([]);
   await stopAfter(gw, async () => {
-    const level = await initSession(gw);
+    const level = await init(gw);
     const lr = await post(gw, rpc('logging/setLevel', { level: 'debug' }), { sid: level.sid });
     await lr.done();
-    const sub = await initSession(gw);
+    const sub = await init(gw);
     const sr = await post(gw, rpc('resources/subscribe', { uri: 'example://static' }), { sid: sub.sid });
     await sr.done();
-    const streaming = await initSession(gw);
+    const streaming = await init(gw);
     const g = await get(gw, { sid: streaming.sid });
     assert.equal(g.status, 200);
     // The control session became quiet last: once it sleeps, the others have been quiet longer.
-    const control = await initSession(gw);
+    const control = await init(gw);
     await asleep(gw, control.sid, control.pid);
     for (const s of [level, sub, streaming]) assert.equal((await view(gw, s.sid)).child, 'running', s.sid);
     g.drop();
@@ -285,16 +296,16 @@ test('sandbox = on: the woken child is boxed as the first one was', async () => 
   fs.chmodSync(path.join(dir, 'child.log'), 0o666);
   const gw = await gateway(['sandbox = on', 'sandbox_network = none', `sandbox_writable_paths = ${dir}`, 'request_timeout_ms = 30000'], { dir });
   await stopAfter(gw, async () => {
-    const { sid, pid } = await initSession(gw);
+    const { sid, pid } = await init(gw);
     const env0 = await callTool(gw, sid, 'env', { name: 'MCPGW_SESSION_LABEL' });
     await asleep(gw, sid, pid);
     const env1 = await callTool(gw, sid, 'env', { name: 'MCPGW_SESSION_LABEL' });
     assert.deepEqual(env1.response.result, env0.response.result);
-    const [woken] = wakePids(gw, sid);
+    const [wpid] = await woken(gw, sid);
     // Its own PID namespace, as the first child's: pid 1 inside.
     const ns = (p) => fs.readlinkSync(`/proc/${p}/ns/pid`);
-    assert.notEqual(ns(woken), ns(process.pid));
-    assert.match(fs.readFileSync(`/proc/${woken}/status`, 'utf8'), /NSpid:\s+\d+\s+1\b/);
+    assert.notEqual(ns(wpid), ns(process.pid));
+    assert.match(fs.readFileSync(`/proc/${wpid}/status`, 'utf8'), /NSpid:\s+\d+\s+1\b/);
     assert.equal(initializes(gw).length, 2);
   });
 });
@@ -322,12 +333,12 @@ test('credentials_dir: the woken child gets the credentials its session started 
     return r.events().map((e) => e.json).find((j) => j && 'result' in j)?.result.content[0].text;
   };
   await stopAfter(gw, async () => {
-    const { sid, pid } = await initSession(gw, { headers });
+    const { sid, pid } = await init(gw, { headers });
     assert.equal(await envOf(sid), first);
     await asleep(gw, sid, pid);
     fs.writeFileSync(path.join(creds, 'alice.env'), `FILE_TOKEN=${later}\n`, { mode: 0o600 });
     assert.equal(await envOf(sid), first, 'the woken child has the session\'s own credentials');
-    assert.equal(wakePids(gw, sid).length, 1);
+    assert.equal((await woken(gw, sid)).length, 1);
     const v = JSON.stringify(await admin(gw));
     const m = await request(`${gw.base}/metrics`, { method: 'GET', headers: { Authorization: `Bearer ${TOKEN}` } });
     const mt = await m.done();
