@@ -47,6 +47,11 @@ const woken = (gw, sid, n = 1) => waitFor(() => (wakePids(gw, sid).length >= n ?
 const logged = (gw, re) => gw.waitLog(re, scaled(5000));
 /** The pid the session's first child was started as, from the log. */
 const createdPid = async (gw, sid) => Number((await logged(gw, new RegExp(`session=${esc(sid)} session created: server=\\S+ child=(\\d+)`)))[1]);
+/**
+ * Waits until the session's n-th child (--hold-init) holds its initialize: its SIGUSR1 handler is
+ * in place (a SIGUSR1 before it would end the child).
+ */
+const holding = (gw, sid, n) => waitFor(() => [...gw.logs().matchAll(new RegExp(`session=${esc(sid)} child stderr: mcp-example-server: holding the initialize answer`, 'g'))].length >= n, scaled(10000), `child ${n} holding its initialize`);
 /** initSession, with the child's pid waited for in the log. */
 async function init(gw, opts) {
   const s = await initSession(gw, opts);
@@ -142,6 +147,7 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
     const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
     const sid = r0.headers['mcp-session-id'];
     const pid = await createdPid(gw, sid);
+    await holding(gw, sid, 1);
     process.kill(pid, 'SIGUSR1'); // releases the first initialize
     await r0.done(scaled(10000));
     assert.equal(answerOf(r0, 'init').result.protocolVersion, '2025-11-25');
@@ -165,6 +171,7 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
     // Nothing but the replayed initialize reached the child yet.
     await waitFor(() => initializes(gw).length === 2, scaled(5000), 'the replayed initialize');
     assert.equal(gw.childMessages().at(-1).method, 'initialize');
+    await holding(gw, sid, 2);
     process.kill(wpid, 'SIGUSR1');
     await a.done(scaled(10000));
     await c.done(scaled(10000));
@@ -184,6 +191,7 @@ test('DELETE while the child wakes ends the session: the waiting request gets an
     const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
     const sid = r0.headers['mcp-session-id'];
     const pid = await createdPid(gw, sid);
+    await holding(gw, sid, 1);
     process.kill(pid, 'SIGUSR1');
     await r0.done(scaled(10000));
     await asleep(gw, sid, pid);
@@ -209,6 +217,7 @@ test('a woken child that never answers initialize: the wake ends at request_time
     const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
     const sid = r0.headers['mcp-session-id'];
     const pid = await createdPid(gw, sid);
+    await holding(gw, sid, 1);
     process.kill(pid, 'SIGUSR1');
     await r0.done(scaled(10000));
     await asleep(gw, sid, pid);
