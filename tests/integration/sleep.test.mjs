@@ -62,6 +62,14 @@ async function asleep(gw, sid, pid) {
   await waitFor(async () => (await view(gw, sid))?.child === 'asleep', scaled(10000), 'the child to sleep');
   await waitFor(() => reaped(pid), scaled(10000), `child ${pid} reaped`);
 }
+/** What the gateway's descriptors are open on (pipe:[inode], anon_inode:[pidfd], ...). */
+function fdTargets(pid) {
+  const out = [];
+  for (const fd of fdList(pid)) {
+    try { out.push(fs.readlinkSync(`/proc/${pid}/fd/${fd}`)); } catch { /* closed meanwhile */ }
+  }
+  return out;
+}
 const initializes = (gw) => gw.childMessages().filter((m) => m.method === 'initialize');
 
 function gateway(extra, opts = {}) {
@@ -83,8 +91,13 @@ const answerOf = (r, id) => r.events().map((e) => e.json).find((j) => j && j.id 
 test('a quiet child sleeps (its process and descriptors gone, the session kept); the next tools/call wakes it transparently, the child seeing the client\'s own initialize again', async () => {
   const gw = await gateway([]);
   await stopAfter(gw, async () => {
-    const fds0 = fdList(gw.proc.pid).length;
     const { sid, pid } = await init(gw, { version: '2025-06-18' });
+    // The child's pipes (its stdin, stdout and stderr: the gateway holds their other ends) and its
+    // pidfd, open in the gateway while it runs.
+    const childFds = [0, 1, 2].map((fd) => fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+    assert.ok(childFds.every((t) => t.startsWith('pipe:')), JSON.stringify(childFds));
+    assert.ok(childFds.every((t) => fdTargets(gw.proc.pid).includes(t)), 'the gateway holds the child\'s pipes');
+    assert.ok(fdTargets(gw.proc.pid).includes('anon_inode:[pidfd]'));
     assert.ok(pid > 0);
     const first = await callTool(gw, sid, 'echo', { text: 'before' });
     assert.equal(first.response.result.content[0].text, 'before');
@@ -92,8 +105,11 @@ test('a quiet child sleeps (its process and descriptors gone, the session kept);
     const v = await view(gw, sid);
     assert.equal(v.child_pid, 0);
     assert.equal(v.state, 'ready');
-    // A sleeping session holds no descriptor of a child (pipes, pidfd).
-    await waitFor(() => fdList(gw.proc.pid).length <= fds0, scaled(5000), `the gateway's fds back to ${fds0}`);
+    // A sleeping session holds no descriptor of a child: its pipes and its pidfd are closed.
+    await waitFor(() => {
+      const now = fdTargets(gw.proc.pid);
+      return !childFds.some((t) => now.includes(t)) && !now.includes('anon_inode:[pidfd]');
+    }, scaled(5000), `the child's descriptors ${childFds} closed`);
     let m = await metrics(gw);
     assert.equal(m['mcpgw_child_sleeps_total{server="example"}'], 1);
     assert.equal(m['mcpgw_sessions_asleep{server="example"}'], 1);
