@@ -201,6 +201,31 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
   });
 });
 
+test('the lines that wait for a waking child are bounded by stdin_queue_bytes: past it a request gets 503 and the session goes on', async () => {
+  const gw = await gateway([], { server: { args: ['--hold-init'] }, gateway: { stdin_queue_bytes: 65536, max_body_bytes: 64512 } });
+  await stopAfter(gw, async () => {
+    const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
+    const sid = r0.headers['mcp-session-id'];
+    const pid = await createdPid(gw, sid);
+    await holding(gw, sid, 1);
+    process.kill(pid, 'SIGUSR1');
+    await r0.done(scaled(10000));
+    await asleep(gw, sid, pid);
+    const big = 'x'.repeat(40000);
+    const a = await send(gw, sid, 'a', 'tools/call', { name: 'echo', arguments: { text: big } });
+    const [wpid] = await woken(gw, sid);
+    const b = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: big } }, 'b'), { sid });
+    await b.done(scaled(5000));
+    assert.equal(b.status, 503, b.text());
+    await holding(gw, sid, 2);
+    process.kill(wpid, 'SIGUSR1');
+    await a.done(scaled(10000));
+    assert.equal(answerOf(a, 'a').result.content[0].text, big);
+    const c = await callTool(gw, sid, 'echo', { text: 'after' });
+    assert.equal(c.response.result.content[0].text, 'after');
+  });
+});
+
 test('DELETE while the child wakes ends the session: the waiting request gets an error, the woken child is stopped', async () => {
   const gw = await gateway([], { server: { args: ['--hold-init'] } });
   await stopAfter(gw, async () => {
