@@ -144,6 +144,9 @@ struct config_server {
     uint64_t child_max_file_bytes;
     uint64_t child_max_memory_cgroup_bytes; /* memory.max of each child's cgroup; 0: none */
     struct sandbox *box; /* NULL: sandbox = off */
+    /* A session's child quiet this long is stopped, and started again by the session's next
+     * request (session_sleep.c); 0: never. */
+    uint64_t child_sleep_after_s;
     int line;            /* line of the section header */
     int command_line;    /* line of command = */
     int cwd_line;        /* line of cwd =; 0 when unset */

@@ -217,6 +217,8 @@ static const struct config_option config_table[] = {
       1099511627776, CONFIG_SV(child_max_memory_cgroup_bytes) },
     { "server.sandbox_tcp_connect_ports", CONFIG_SEC_SERVER, CONFIG_LIST, "", 0, 0,
       CONFIG_SV(sandbox_tcp_connect_ports) },
+    { "server.child_sleep_after_s", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 86400,
+      CONFIG_SV(child_sleep_after_s) },
 };
 /* clang-format on */
 

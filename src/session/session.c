@@ -231,6 +231,56 @@ session_touch(struct session *s)
 
 /* --- lifecycle --------------------------------------------------------------------------- */
 
+/*
+ * Starts s's child: the server's environment, creds (the owner's, or NULL) and, with
+ * token_exchange, the held token's newest value and its file; in the server's box with what s has
+ * of its own. Both the first start and a wake (session_sleep.c) come here.
+ */
+struct upstream *
+session_spawn(struct session *s, char **creds, const char **err)
+{
+    const struct config_server *srv = s->srv;
+    size_t n = 0;
+    while (creds != NULL && creds[n] != NULL)
+        n++;
+    char **extra = xcalloc(n + 3, sizeof(*extra)); /* creds' strings borrowed, the token's own */
+    if (n > 0)
+        memcpy(extra, creds, n * sizeof(*extra));
+    if (s->tok != NULL)
+        auth_held_env(s->tok, extra + n);
+    char **envp = config_child_env(srv, "MCPGW_SESSION_LABEL", s->label, extra);
+    for (size_t i = n; extra[i] != NULL; i++) { /* the token's copies, wiped */
+        explicit_bzero(extra[i], strlen(extra[i]));
+        free(extra[i]);
+    }
+    free(extra);
+    struct sandbox_own own;
+    bool own_failed;
+    const struct sandbox_own *mine = session_token_own(s, &own, &own_failed);
+    struct upstream_params up = {
+        .argv = srv->argv,
+        .envp = envp,
+        .cwd = srv->cwd,
+        .tag = s->id,
+        .server = srv->name,
+        .max_line_bytes = sessions.cfg->max_message_bytes,
+        .stdin_max_bytes = sessions.cfg->stdin_queue_bytes,
+        .stdin_grace_ms = sessions.cfg->child_stdin_grace_ms,
+        .term_grace_ms = sessions.cfg->child_term_grace_ms,
+        .sandbox = srv->box,
+        .own = mine,
+    };
+    uint64_t t0 = util_now_us();
+    struct upstream *u = own_failed ? NULL
+                                    : upstream_spawn(sessions.l, &up, session_child_line,
+                                                     session_child_gone, s, err);
+    if (own_failed)
+        *err = "the gateway cannot keep the exchanged token (its log says why)";
+    metrics_observe(&s->stats->spawn, util_now_us() - t0);
+    config_env_free(envp);
+    return u;
+}
+
 struct session *
 session_create(const struct config_server *srv, struct auth_principal *owner,
                const struct auth_claims *claims, int *status, const char **err)
@@ -282,16 +332,15 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
     s->created_unix_ms = util_now_unix_ms();
     relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, session_expired, s);
     msgq_init(&s->backlog);
+    msgq_init(&s->wakeq);
     s->srv = srv;
     s->stats = session_server_of(srv->name);
     if (srv->token_exchange) {
-        size_t n = 0;
-        while (creds != NULL && creds[n] != NULL)
-            n++;
-        creds = xrealloc(creds, (n + 3) * sizeof(*creds));
-        creds[n + 2] = NULL;
-        creds[n] = creds[n + 1] = NULL;
-        if ((*err = session_token_open(s, x, authorization, creds + n)) != NULL) {
+        /* The child's token variables are made by session_spawn from the held token. */
+        char **tenv = xcalloc(3, sizeof(*tenv));
+        *err = session_token_open(s, x, authorization, tenv);
+        config_env_free(tenv);
+        if (*err != NULL) {
             config_env_free(creds);
             session_token_close(s);
             free(s);
@@ -299,32 +348,12 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
             return NULL;
         }
     }
-    char **envp = config_child_env(srv, "MCPGW_SESSION_LABEL", s->label, creds);
-    config_env_free(creds);
-    struct sandbox_own own;
-    bool own_failed;
-    const struct sandbox_own *mine = session_token_own(s, &own, &own_failed);
-    struct upstream_params up = {
-        .argv = srv->argv,
-        .envp = envp,
-        .cwd = srv->cwd,
-        .tag = s->id,
-        .server = srv->name,
-        .max_line_bytes = sessions.cfg->max_message_bytes,
-        .stdin_max_bytes = sessions.cfg->stdin_queue_bytes,
-        .stdin_grace_ms = sessions.cfg->child_stdin_grace_ms,
-        .term_grace_ms = sessions.cfg->child_term_grace_ms,
-        .sandbox = srv->box,
-        .own = mine,
-    };
-    uint64_t t0 = util_now_us();
-    s->u = own_failed
-               ? NULL
-               : upstream_spawn(sessions.l, &up, session_child_line, session_child_gone, s, err);
-    if (own_failed)
-        *err = "the gateway cannot keep the exchanged token (its log says why)";
-    metrics_observe(&s->stats->spawn, util_now_us() - t0);
-    config_env_free(envp);
+    s->u = session_spawn(s, creds, err);
+    /* A child that may sleep is started again with the same credentials (session_sleep.c). */
+    if (s->u != NULL && srv->child_sleep_after_s > 0)
+        s->creds = creds;
+    else
+        config_env_free(creds);
     if (s->u == NULL) {
         relay_start_failed(s->r.stats, *err, false);
         session_token_close(s);
@@ -406,6 +435,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
     }
     msgq_clear(&s->backlog);
     session_tasks_clear(s);
+    session_sleep_close(s, why);
     upstream_close(s->u, reason);
     s->u = NULL;
     session_token_close(s);
@@ -480,6 +510,8 @@ session_sweep(uint64_t now_ms)
             tasks |= session_tasks_alive(s, now_ms);
             if (!read && !tasks && now_ms - s->last_active_ms >= idle)
                 session_close(s, SESSION_END_EXPIRED, NULL);
+            else
+                session_sleep_check(s, now_ms, tasks);
             s = next;
         }
     }

@@ -35,6 +35,12 @@ struct session_task {
  */
 enum session_mode { SESSION_MODE_CHILD, SESSION_MODE_N };
 extern const char *const session_modes[SESSION_MODE_N];
+/* A session's child (child_sleep_after_s, session_sleep.c). */
+enum session_nap {
+    SESSION_AWAKE = 0, /* s->u is the child (or NULL once it is gone and the session closes) */
+    SESSION_ASLEEP,    /* stopped for quiet; s->u NULL: the next request wakes it */
+    SESSION_WAKING,    /* s->u started again; its replayed initialize not yet answered */
+};
 
 #define SESSION_LABEL_LEN       16
 #define SESSION_CLIENT_MAX      64  /* an IPv6 address in text, with room */
@@ -73,6 +79,19 @@ struct session {
     bool client_info;                             /* the initialize had a clientInfo object */
     uint64_t created_unix_ms;
     struct auth_held *tok; /* token_exchange: the exchanged token (session_token.c); NULL */
+    /*
+     * child_sleep_after_s (session_sleep.c): what a woken child is started and greeted with, and
+     * the lines that wait for it. All NULL and empty on a server that never sleeps.
+     */
+    enum session_nap nap;
+    bool sleep_pinned;       /* the client set state at the child (log level, subscription) */
+    uint64_t quiet_since_ms; /* first sweep that found it quiet; 0: not quiet */
+    uint64_t wake_start_us;
+    char **creds;    /* the child's per-principal environment (wiped when freed); NULL: none */
+    char *init_body; /* the client's initialize, as it came (its id at init_id) */
+    size_t init_len;
+    struct jsonrpc_span init_id;
+    struct msgq wakeq;     /* lines for the child written while it wakes, in order */
     struct session *hnext; /* hash chain */
     struct session *gnext; /* graveyard */
 };
@@ -109,6 +128,11 @@ struct session_server {
     size_t inflight[2];          /* scratch of the scrape: session_inflight_in, by direction */
     /* Scratch of the scrape: sessions open, by mode. */
     size_t by_mode[SESSION_MODE_N];
+    /* child_sleep_after_s (session_sleep.c): sleeps, wakes and failed wakes; a wake's time, from
+     * the spawn to the replayed initialize's answer; sessions asleep (scratch of the scrape). */
+    uint64_t sleeps, wakes, wake_failures;
+    struct metrics_hist wake;
+    size_t asleep;
 };
 
 /* The layer's state: one table of sessions per process. */
@@ -165,6 +189,31 @@ void session_push_error(struct session *s, struct stream *st, const struct pendi
 /* The upstream's callbacks. */
 void session_child_line(char *line, size_t len, struct msg *shared, void *arg);
 void session_child_gone(const char *reason, void *arg);
+
+/* session.c: starts s's child (s->u) with creds (not taken) and s's token; NULL with *err. */
+struct upstream *session_spawn(struct session *s, char **creds, const char **err);
+
+/* session_sleep.c */
+/* Whether s has no child now only because it sleeps (a request wakes it). */
+bool session_asleep(const struct session *s);
+/* A request of the client's, before it is forwarded: keeps what a wake replays (initialize). */
+void session_sleep_note(struct session *s, const char *body, size_t len,
+                        const struct jsonrpc_info *info);
+/* The sweep: puts s's child to sleep once it has been quiet for child_sleep_after_s. */
+void session_sleep_check(struct session *s, uint64_t now_ms, bool tasks);
+/* Starts s's sleeping child again (SESSION_OK: s->u is set and waking; else s may be closed). */
+enum session_status session_wake(struct session *s);
+/* The relay's writes while the child wakes: queued, sent once it has answered initialize. */
+int session_sleep_queue(struct session *s, const struct iovec *iov, int n);
+/* The woken child's answer to the replayed initialize (p): checked, swallowed; -1 always. */
+int session_sleep_woke(struct session *s, struct pending *p, const char *line, size_t len,
+                       const struct jsonrpc_info *info);
+/* session_close: what the session kept for its wakes is freed (creds wiped). */
+void session_sleep_close(struct session *s, enum session_end why);
+/* The admin view's word for s's child: "running", "asleep" or "waking". */
+const char *session_sleep_state(const struct session *s);
+/* The sleeps', wakes' and sleeping sessions' series. */
+void session_sleep_metrics(struct buf *b);
 
 /* session_token.c */
 /*

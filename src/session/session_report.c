@@ -53,9 +53,10 @@ session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
 {
     buf_out_printf(o,
                    "{\"id\":\"%s\",\"server\":\"%s\",\"mode\":\"%s\",\"child_pid\":%d,"
-                   "\"state\":\"%s\",\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64
-                   ",\"tasks_open\":%zu,\"owner\":",
+                   "\"child\":\"%s\",\"state\":\"%s\",\"protocol_version\":\"%s\","
+                   "\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,\"owner\":",
                    s->id, s->srv->name, session_modes[s->mode], s->u ? (int)upstream_pid(s->u) : 0,
+                   session_sleep_state(s),
                    s->state == SESSION_READY ? "ready" : "initializing", s->version,
                    now - s->last_active_ms, s->ntasks);
     jsonrpc_put_quoted(o, s->owner->name);
@@ -252,4 +253,5 @@ session_metrics(struct buf *b)
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_histogram_series(b, "mcpgw_spawn_duration_seconds", labels, &r->spawn);
     }
+    session_sleep_metrics(b);
 }

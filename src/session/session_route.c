@@ -32,6 +32,8 @@ int
 session_relay_send(void *arg, const struct iovec *iov, int n)
 {
     struct session *s = arg;
+    if (s->nap == SESSION_WAKING)
+        return session_sleep_queue(s, iov, n);
     return s->u == NULL ? -1 : upstream_send_iov(s->u, iov, n);
 }
 
@@ -89,7 +91,9 @@ session_expired(struct relay *r, struct pending *p)
         /* initialize is never cancelled: the session goes instead. */
         pending_del(&s->r.pt, p);
         session_stream_answered(s, st);
-        session_close(s, SESSION_END_INIT, "initialize timed out");
+        session_close(s, SESSION_END_INIT,
+                      s->nap == SESSION_WAKING ? "the woken child did not answer initialize in time"
+                                               : "initialize timed out");
         return;
     }
     relay_cancel(&s->r, p, RELAY_CANCEL_TIMEOUT);
@@ -139,6 +143,8 @@ static int
 session_check_init(struct session *s, struct stream *st, struct pending *p, const char *line,
                    size_t len, const struct jsonrpc_info *info)
 {
+    if (s->nap == SESSION_WAKING)
+        return session_sleep_woke(s, p, line, len, info);
     if (info->kind == JSONRPC_ERROR) {
         log_warn(s->id, "child refused initialize");
         if (st != NULL)
@@ -487,7 +493,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
                        const struct jsonrpc_info *info, struct policy_grants grants,
                        struct trace_in *trace)
 {
-    if (s->state == SESSION_CLOSED || s->u == NULL)
+    if (s->state == SESSION_CLOSED || (s->u == NULL && !session_asleep(s)))
         return SESSION_E_GONE;
     if (info->id.len > sessions.cfg->max_id_bytes
         || info->progress_token.len > sessions.cfg->max_id_bytes)
@@ -510,8 +516,14 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         session_stream_answered(s, st);
         return SESSION_OK;
     }
+    if (session_asleep(s)) {
+        enum session_status w = session_wake(s);
+        if (w != SESSION_OK)
+            return w;
+    }
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
+    session_sleep_note(s, body, len, info);
     relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     uint64_t now_us = util_now_us();
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
@@ -593,9 +605,15 @@ session_client_answer(struct session *s, char *body, size_t len, const struct js
 enum session_status
 session_client_other(struct session *s, char *body, size_t len, const struct jsonrpc_info *info)
 {
-    if (s->state == SESSION_CLOSED || s->u == NULL)
+    if (s->state == SESSION_CLOSED || (s->u == NULL && !session_asleep(s)))
         return SESSION_E_GONE;
     session_touch(s);
+    if (s->u == NULL) {
+        /* Nothing of the client's is waited for by a sleeping child: a notification is dropped. */
+        log_debug(s->id, "%s dropped: the child sleeps",
+                  info->kind == JSONRPC_NOTIFICATION ? info->method : "an answer");
+        return SESSION_OK;
+    }
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
     switch (info->kind) {
@@ -651,8 +669,13 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
                      const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n,
                      struct policy_grants grants, struct trace_in *trace)
 {
-    if (s->state == SESSION_CLOSED || s->u == NULL)
+    if (s->state == SESSION_CLOSED || (s->u == NULL && !session_asleep(s)))
         return SESSION_E_GONE;
+    if (session_asleep(s)) {
+        enum session_status w = session_wake(s);
+        if (w != SESSION_OK)
+            return w;
+    }
     /* Toward stdin it is all or nothing: room for every element (ids may grow) or a 503. */
     if (upstream_queued_bytes(s->u) + len + n * (24 + (trace != NULL ? (size_t)TRACE_EDIT_BUF : 0))
         > sessions.cfg->stdin_queue_bytes)

@@ -8,7 +8,8 @@
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
 // --only name,name (scenarios: echo1, echo1pin, echo16x4, init, large, cancel, disconnect, idle,
-// hold, init_box (the box's cost: init with sandbox = off and on); stateless (2026-07-28) ones:
+// hold, init_box (the box's cost: init with sandbox = off and on), wake (a sleeping child's wake,
+// child_sleep_after_s, beside init's plain spawn); stateless (2026-07-28) ones:
 // echo1_stateless, echo1pin_stateless, echo16x4_stateless, disconnect_stateless, hold1000_stateless,
 // elicit_stateless;
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only;
@@ -59,10 +60,10 @@ const gw = (c) => c === 'gateway' || c === 'before';
 const P = quick
   ? { dur: 2, warm: 0.5, init: 30, cancel: 30, disc: 30, discTimeout: 1000, idle: 200, idleGw: 1000, overshoot: 50,
       large: [[1 << 20, 5], [10 << 20, 2]], hold: 0, pending: 1000, pendingPool: 8, pendingDelay: 3000,
-      elicit: { dur: 2, warm: 0.5, maxRounds: 20000 }, initBox: 60 }
+      elicit: { dur: 2, warm: 0.5, maxRounds: 20000 }, initBox: 60, wake: 20 }
   : { dur: 5, warm: 1, init: 200, cancel: 200, disc: 100, discTimeout: 2000, idle: 1000, idleGw: 1000, overshoot: 50,
       large: [[1 << 20, 10], [10 << 20, 5], [100 << 20, 3, 1]], hold: 10000, pending: 1000, pendingPool: 8, pendingDelay: 5000,
-      elicit: { dur: 5, warm: 1, maxRounds: 100000 }, initBox: 300 };
+      elicit: { dur: 5, warm: 1, maxRounds: 100000 }, initBox: 300, wake: 100 };
 // large: [bytes, requests, requests for supergateway (which then runs in the first round only)]:
 // supergateway needs about two minutes for one 100 MB result here.
 // pending: stateless requests held in flight at once (hold1000_stateless), on a pool of pendingPool children,
@@ -199,7 +200,8 @@ function within(p, ms) {
 // sandbox: 'off' or 'on' for [server:example] (init_box); none: the key left out (off).
 // server: another child than the example server (many_sessions): { name, command, lines } (its
 // [server:NAME] with that command and those lines; gateway only).
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null, server = null } = {}) {
+// sleepAfter: child_sleep_after_s for [server:example] (wake); none: the key left out (0).
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null, server = null, sleepAfter = null } = {}) {
   if (server && !gw(kind)) throw new Error(`${kind}: a server other than the example server is the gateway's only`);
   const exampleCmd = server ? server.command : [BIN.example, ...childArgs].join(' ');
   let cmd;
@@ -227,6 +229,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       ...(pool?.inflight !== undefined ? [`pool_child_max_inflight = ${pool.inflight}`] : []),
       ...(sandbox ? [`sandbox = ${sandbox}`] : []),
       ...(principalInflight !== null ? [`max_inflight_per_principal = ${principalInflight}`] : []),
+      ...(sleepAfter !== null ? [`child_sleep_after_s = ${sleepAfter}`] : []),
       '',
     ].join('\n'));
     cmd = kind === 'before' ? beforeBin : BIN.gateway;
@@ -603,6 +606,64 @@ async function spawnMetric(s) {
   return { spawns: count, spawn_mean_us: count ? (sum * 1e6) / count : undefined };
 }
 
+/** One POST of a JSON-RPC message to s (its whole body read): {status, sid, text}. */
+function mcpPost(s, msg, sid) {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify(msg);
+    const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Content-Length': Buffer.byteLength(body) };
+    if (sid) headers['Mcp-Session-Id'] = sid;
+    const req = http.request(s.url, { method: 'POST', headers, agent: false }, (res) => {
+      let b = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { b += d; });
+      res.on('end', () => resolve({ status: res.statusCode, sid: res.headers['mcp-session-id'], text: b }));
+    });
+    req.setTimeout(30000, () => req.destroy(new Error('no answer in 30 s')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/**
+ * wake: N sessions on a gateway with child_sleep_after_s = 1, left until every child sleeps
+ * (mcpgw_sessions_asleep, polled), then one ping each, in turn: its round trip is the child's
+ * spawn, the replayed initialize and notifications/initialized, and the ping (one round trip more
+ * than init's initialize). Also the gateway's own wake time (mcpgw_child_wake_duration_seconds).
+ */
+async function wakeRun(s, n) {
+  const sids = [];
+  for (let i = 0; i < n; i++) {
+    const r = await mcpPost(s, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } });
+    if (r.status !== 200 || !r.sid) throw new Error(`initialize: HTTP ${r.status}`);
+    await mcpPost(s, { jsonrpc: '2.0', method: 'notifications/initialized' }, r.sid);
+    sids.push(r.sid);
+  }
+  const asleep = async () => {
+    const t = await new Promise((resolve, reject) => {
+      http.get(`${s.base}/metrics`, { agent: false }, (res) => { let b = ''; res.setEncoding('utf8'); res.on('data', (d) => { b += d; }); res.on('end', () => resolve(b)); }).on('error', reject);
+    });
+    const m = /^mcpgw_sessions_asleep\{server="example"\} (\d+)$/m.exec(t);
+    return { n: m ? Number(m[1]) : 0, text: t };
+  };
+  const t0 = Date.now();
+  while ((await asleep()).n < n) {
+    if (Date.now() - t0 > 30000) throw new Error('the children did not sleep within 30 s');
+    await sleep(50);
+  }
+  const us = [];
+  for (const sid of sids) {
+    const t = process.hrtime.bigint();
+    const r = await mcpPost(s, { jsonrpc: '2.0', id: 2, method: 'ping' }, sid);
+    us.push(Number(process.hrtime.bigint() - t) / 1000);
+    if (r.status !== 200 || !/"result"/.test(r.text)) throw new Error(`ping after the wake: HTTP ${r.status} ${r.text.slice(0, 200)}`);
+  }
+  const { text } = await asleep();
+  const sum = Number(/^mcpgw_child_wake_duration_seconds_sum\{server="example"\} (\S+)$/m.exec(text)?.[1]);
+  const count = Number(/^mcpgw_child_wake_duration_seconds_count\{server="example"\} (\S+)$/m.exec(text)?.[1]);
+  us.sort((a, b) => a - b);
+  return { samples: us.length, p50_us: us[Math.floor((us.length - 1) / 2)], p99_us: us[Math.floor((us.length - 1) * 0.99)], wakes: count, wake_mean_us: count ? (sum * 1e6) / count : undefined };
+}
+
 // ---- scenarios ----
 // Each: contenders it runs for, and run(contender) -> the loadgen result (plus extras).
 // opts.track: snapshot the server's descendants every 2 s, so that children a crashed server
@@ -663,6 +724,8 @@ const scenarios = [
       ...(await spawnMetric(s)),
     })),
   },
+  // A sleeping child's wake beside init's plain spawn, same run (gateway only: the key is its own).
+  { name: 'wake', who: ['gateway'], gatewayOnly: true, run: () => withServer('gateway', { sleepAfter: 1 }, (s) => wakeRun(s, P.wake)) },
   ...P.large.map(([bytes, count, sgCount]) => ({
     name: `large${bytes >> 20}`, group: 'large', who: all, firstRoundOnly: sgCount ? ['supergateway'] : [],
     run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--bytes', bytes,
@@ -1145,6 +1208,11 @@ if (has('idle')) {
 }
 if (has('init')) {
   row('initialize round trip incl. spawn, p50 (µs)', 'init', lat('p50_us'), { target: 'G/D ≤ 2', check: ({ gd }) => (gd === null ? null : gd <= 2) });
+}
+if (has('wake')) {
+  row('sleeping child: ping that wakes it (spawn, replayed handshake, ping), p50 (µs)', 'wake', lat('p50_us'), { noRatio: true });
+  row('sleeping child: the gateway\'s wake time, mean (µs, mcpgw_child_wake_duration_seconds)', 'wake', (r) => r.wake_mean_us, { noRatio: true });
+  if (has('init')) ratioRow('wake round trip / initialize round trip incl. spawn, p50', 'wake', 'init', lat('p50_us'), { target: 'G ≤ 2', check: (g) => g <= 2 });
 }
 for (const [bytes] of P.large) {
   const sc = `large${bytes >> 20}`;

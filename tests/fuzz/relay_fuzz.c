@@ -355,8 +355,10 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
                  "replay_buffer_bytes = %u\ndisconnect_grace_ms = %u\nsse_close_after_ms = %u\n",
                  (b0 & 128) ? 2 : 4, (b0 & 24) ? 65536 : 0, (b0 & 8) ? 500 : 0,
                  (b0 & 32) && (b0 & 24) ? 700 : 0);
-        snprintf(server_keys, sizeof server_keys, "init_timeout_ms = %u\n",
-                 (b0 & 64) ? 1500 : 30000);
+        /* b0 bit 2 (the pool's policy bit): children that sleep after 1 s of quiet. */
+        snprintf(server_keys, sizeof server_keys,
+                 "init_timeout_ms = %u\nchild_sleep_after_s = %u\n", (b0 & 64) ? 1500 : 30000,
+                 (b0 & 4) ? 1 : 0);
     }
     snprintf(ini, sizeof ini,
              "[gateway]\nlisten = 127.0.0.1:0\nheartbeat_s = 1\n%s%s"
@@ -1729,6 +1731,47 @@ reachable(const struct pool_call *call)
 }
 
 /*
+ * Session mode, child_sleep_after_s: a sleeping session holds no child and nothing the child
+ * could still owe or be owed (no request in flight either way, no stream read or awaited, no
+ * task, no line waiting); a waking one has its new child and its replayed initialize in flight,
+ * with a timer (the wake is bounded); lines wait only while it wakes; only a session of a
+ * server with the key, past its initialize, ever sleeps.
+ */
+static void
+check_sleep(struct session *s)
+{
+    switch (s->nap) {
+    case SESSION_ASLEEP:
+        FUZZ_CHECK(s->u == NULL, "session %s: asleep with a child", s->id);
+        FUZZ_CHECK(s->srv->child_sleep_after_s > 0 && s->state == SESSION_READY && !s->legacy
+                       && s->init_body != NULL,
+                   "session %s: asleep, but may not sleep", s->id);
+        FUZZ_CHECK(pending_active(&s->r.pt, PENDING_TO_CHILD) == 0
+                       && pending_active(&s->r.pt, PENDING_TO_CLIENT) == 0,
+                   "session %s: asleep with requests in flight", s->id);
+        FUZZ_CHECK(s->ntasks == 0 && !s->sleep_pinned, "session %s: asleep with tasks or state",
+                   s->id);
+        for (struct stream *st = s->streams; st != NULL; st = stream_own(st)->next)
+            FUZZ_CHECK(stream_own(st)->awaiting == 0,
+                       "session %s: asleep with a stream awaiting its answers", s->id);
+        break;
+    case SESSION_WAKING: {
+        FUZZ_CHECK(s->u != NULL, "session %s: waking without a child", s->id);
+        const struct pending *p = pending_find_gw(&s->r.pt, PENDING_TO_CHILD, s->init_gw_id);
+        FUZZ_CHECK(p != NULL && p->state == PENDING_FORWARDED && p->timer != NULL,
+                   "session %s: waking without its replayed initialize in flight, timed", s->id);
+        break;
+    }
+    case SESSION_AWAKE:
+        FUZZ_CHECK(s->wakeq.count == 0 && s->wakeq.bytes == 0,
+                   "session %s: lines waiting for a child that is awake", s->id);
+        break;
+    }
+    FUZZ_CHECK(s->nap == SESSION_WAKING || s->wakeq.count == 0,
+               "session %s: lines waiting for no wake", s->id);
+}
+
+/*
  * Session mode: the session layer's own tables against each other, after the loop ran its
  * deferred calls. Timers: every one the loop holds is an in-flight entry's or a session stream's.
  */
@@ -1741,11 +1784,12 @@ check_sessions(void)
             count++;
             FUZZ_CHECK(s->state != SESSION_CLOSED, "session %s: closed, still in the table", s->id);
             FUZZ_CHECK(session_find(s->id) == s, "session %s: not found by its id", s->id);
-            FUZZ_CHECK(s->u != NULL && !fake_upstream_closed(s->u),
+            check_sleep(s);
+            FUZZ_CHECK(s->nap == SESSION_ASLEEP || (s->u != NULL && !fake_upstream_closed(s->u)),
                        "session %s: open without its child", s->id);
-            FUZZ_CHECK(s->paused == fake_upstream_paused(s->u),
+            FUZZ_CHECK(s->u == NULL ? !s->paused : s->paused == fake_upstream_paused(s->u),
                        "session %s: paused %d, its child's stdout paused %d", s->id, s->paused,
-                       fake_upstream_paused(s->u));
+                       s->u != NULL && fake_upstream_paused(s->u));
             size_t owned = 0;
             for (size_t j = 0; j < sessions.nbuckets; j++)
                 for (struct session *o = sessions.buckets[j]; o != NULL; o = o->hnext)

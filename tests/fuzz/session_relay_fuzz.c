@@ -4,7 +4,9 @@
  * a fake clock) against the session layer (src/session/) over the relay (src/mcp/relay.c) instead
  * of the pool. The header's first byte also picks the session settings: disconnect_grace_ms (500
  * or 0), replay_buffer_bytes (64 KiB or 0), sse_close_after_ms (700 or 0), init_timeout_ms (1500
- * or 30000), max_inflight_per_session (2 or 4); the third byte also the per-principal limits
+ * or 30000), max_inflight_per_session (2 or 4), child_sleep_after_s (1 or 0: the sweep puts quiet
+ * children to sleep, the next request wakes them, the child's answer to the replayed initialize is
+ * any of the events' versions or an error); the third byte also the per-principal limits
  * (relay_fuzz.c's principal_keys) and max_sessions_per_principal (0, 1 or 2), which a SIGHUP may
  * change. Two clients, each its own principal by its address ([auth] mode none).
  *
@@ -31,7 +33,9 @@
  *     stream: one per request of the batch), none on a GET stream, progress only with its own
  *     tokens, only valid JSON-RPC; a finished stream had all of them unless the client cancelled;
  *     a resume never replays what was read;
- *   - every session in the table is open, has its child, is found by its id; a paused child only
+ *   - every session in the table is open, has its child (or sleeps, holding none, with nothing in
+ *     flight either way, no stream awaited and no line waiting; or wakes, its replayed initialize in
+ *     flight with its timer), is found by its id; a paused child only
  *     while a stream the client reads is over its low water;
  *   - streams linked both ways and the session's; a POST stream's awaiting count equals the
  *     in-flight entries bound to it;

@@ -590,3 +590,31 @@ test('config: token exchange needs jwt, a target, a variable, the client, a safe
   assert.ok(!printed.stdout.includes('s3cret'), 'the secret is not printed');
   assert.match(printed.stdout, /^token_exchange_client_secret_file = /m);
 });
+
+test('token exchange, child_sleep_after_s: a session\'s child that slept wakes with the newest exchanged token, in its variable and the same file', async () => {
+  const op = await startOidc({ quiet: true, clients: ['alice'], exchanger: 'mcp-gw-exchanger', resources: { [API]: { format: 'jwt', ttl: 4 } } });
+  const dir = tmpdir('mcpgw-xchg-sleep-');
+  let gw;
+  try {
+    gw = await gateway(op, dir, { extra: 'token_exchange_renew_before_s = 2\nchild_sleep_after_s = 1' });
+    const token = await op.token({ resource: `${PUBLIC_URL}/mcp`, format: 'jwt', client: 'alice' });
+    const { s, env, where } = await sessionToken(gw, token, 'alice');
+    const childOf = async () => JSON.parse((await admin(gw, '/admin/inflight')).text).sessions.find((x) => x.id === s.sid)?.child;
+    await waitFor(async () => (await childOf()) === 'asleep', scaled(15000), 'the child to sleep');
+    await gw.waitLog(/token for \[server:gh\] renewed/, scaled(15000));
+    const renewed = fs.readFileSync(where, 'utf8').trim();
+    assert.notEqual(renewed, env, 'renewed while the child slept');
+    // The woken child: the renewed token in its variable, the same file.
+    assert.equal(await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN_FILE'), where);
+    const woke = await envOf(gw, '/mcp', token, s.sid, 'DOWN_TOKEN');
+    assert.equal(await childOf(), 'running');
+    assert.equal(claimsOf(woke).subject, 'alice');
+    assert.ok(claimsOf(woke).exp >= claimsOf(renewed).exp, 'the newest token, not the one the first child had');
+    assert.notEqual(woke, env);
+    await gw.waitLog(new RegExp(`session=${s.sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} child woke in`), scaled(5000));
+    await assertNowhere(gw, [env, renewed, woke]);
+  } finally {
+    await gw?.stop();
+    await op.stop();
+  }
+});
