@@ -221,6 +221,48 @@ enum relay_filter relay_filter_tools(const char *tag, const struct policy *pol, 
                                      char **copy);
 
 /*
+ * Why the gateway refuses a client's message, whoever owns the child: session.h's and pool.h's
+ * statuses take their values from it. One text each, for the client (HTTP error bodies, errors
+ * inside a batch).
+ */
+enum relay_status {
+    RELAY_OK = 0,
+    RELAY_E_GONE,            /* the session or its child is gone: 404 */
+    RELAY_E_BUSY,            /* the child's stdin queue is full: 503 */
+    RELAY_E_TOO_MANY,        /* a session's in-flight cap reached: 429 */
+    RELAY_E_DUPLICATE,       /* the request id is already in flight: 400 */
+    RELAY_E_CONFLICT,        /* a GET stream is already open, or the stream resumed is read: 409 */
+    RELAY_E_EVICTED,         /* Last-Event-ID names nothing the session can still replay: 410 */
+    RELAY_E_ID_TOO_LONG,     /* the request id or progress token passes max_id_bytes: 400 */
+    RELAY_E_PRINCIPAL_CALLS, /* the principal is at max_inflight_per_principal: 429 */
+    RELAY_E_FULL,            /* every child at pool_child_max_inflight, the pool at its size: 429 */
+    RELAY_E_UNAVAILABLE,     /* no child can be started (spawn failures, restart budget): 503 */
+    RELAY_E_DRAINING,        /* shutting down: 503 */
+    RELAY_E_DRAINED,         /* the operator drained the server: 503 */
+    RELAY_E_NO_METHOD,       /* not a method the server serves in that revision: 404 */
+    RELAY_E_BAD_STATE,       /* a retry's requestState names no call this gateway holds: 400 */
+    RELAY_E_PRINCIPAL,       /* the principal is at one of its limits (the caller names it): 429 */
+    RELAY_E_CREDENTIALS,     /* no credentials for this principal: 403 */
+    RELAY_E_CREDENTIALS_BAD, /* this principal's credentials cannot be read safely: 500 */
+};
+/* The text of status: an enum relay_status, or a value of an owner's status enum. */
+const char *relay_status_text(int status);
+
+/*
+ * The tool policy at a client's tools/call (body, info): false when pol lets a token granting
+ * bits see the tool. Else true: message (room for RELAY_REFUSAL_MAX bytes) holds what the MCP
+ * specification answers for an unknown tool ("Unknown tool: NAME", with JSONRPC_INVALID_PARAMS),
+ * so a client cannot tell a hidden tool from a missing one; the refusal is counted
+ * (policy_count_denied), audited (refused_policy: principal, server, session) and logged (under
+ * the session's id, or the pool's name for a stateless request, session NULL). The caller answers
+ * and never sends the call to a child.
+ */
+#define RELAY_REFUSAL_MAX (POLICY_NAME_MAX + 16)
+bool relay_refuse_hidden(const struct policy *pol, uint64_t bits, const char *body,
+                         const struct jsonrpc_info *info, const char *principal,
+                         const char *server, const char *session, char *message);
+
+/*
  * (Re)arms p's timer: timeout_ms from now, never past max_ms from its start (0: no ceiling);
  * timeout_ms 0 arms nothing. When it fires, r's expired callback ends the request.
  */

@@ -2,8 +2,9 @@
 /*
  * The conversation with one child that sessions and pool children share (relay.h): the table,
  * the splice of minted ids, cancels at most once, timers owned by their entry, the ceiling of
- * lingering entries, errors to the child. No routing to clients here, and no knowledge of who
- * owns the child: the owner writes through its send callback and ends expired requests itself.
+ * lingering entries, errors to the child, the texts of refusals and the tool policy's refusal. No
+ * routing to clients here, and no knowledge of who owns the child: the owner writes through its
+ * send callback and ends expired requests itself.
  */
 #include "relay.h"
 
@@ -411,6 +412,87 @@ relay_error_to_child(struct relay *r, const char *id, size_t idlen, int code, co
     if (r->send(r->arg, iov, 2) == -1)
         log_warn(r->tag, "error answer to the child's request not delivered");
     free(e);
+}
+
+/* --- refusals --------------------------------------------------------------------------------- */
+
+const char *
+relay_status_text(int status)
+{
+    switch ((enum relay_status)status) {
+    case RELAY_OK:
+        return "ok";
+    case RELAY_E_GONE:
+        return "Session not found";
+    case RELAY_E_BUSY:
+        return "upstream server is not reading its input; try again later";
+    case RELAY_E_TOO_MANY:
+        return "too many requests in flight for this session";
+    case RELAY_E_DUPLICATE:
+        return "a request with this id is already in flight";
+    case RELAY_E_CONFLICT:
+        return "this stream is already being read by another connection";
+    case RELAY_E_EVICTED:
+        return "Last-Event-ID names no event this session can still replay";
+    case RELAY_E_ID_TOO_LONG:
+        return "request id or progress token longer than max_id_bytes";
+    case RELAY_E_PRINCIPAL_CALLS:
+        return "too many requests in flight for this principal (max_inflight_per_principal)";
+    case RELAY_E_FULL:
+        return "too many requests in flight for this server (pool_child_max_inflight)";
+    case RELAY_E_UNAVAILABLE:
+        return "upstream server cannot be started now; try again later";
+    case RELAY_E_DRAINING:
+        return "gateway shutting down: no new requests";
+    case RELAY_E_DRAINED:
+        return "server drained by the operator: no new requests";
+    case RELAY_E_NO_METHOD:
+        return "Method not found";
+    case RELAY_E_BAD_STATE:
+        return "requestState refused";
+    case RELAY_E_PRINCIPAL:
+        return "too many requests for this principal";
+    case RELAY_E_CREDENTIALS:
+        return "no credentials for this principal on this server";
+    case RELAY_E_CREDENTIALS_BAD:
+        return "the credentials of this principal cannot be read (the gateway's log says why)";
+    }
+    return "internal error";
+}
+
+bool
+relay_refuse_hidden(const struct policy *pol, uint64_t bits, const char *body,
+                    const struct jsonrpc_info *info, const char *principal, const char *server,
+                    const char *session, char *message)
+{
+    char name[POLICY_NAME_MAX + 1];
+    const char *scope = NULL;
+    enum policy_verdict v = policy_judge_call(pol, bits, body, info, name, sizeof(name), &scope);
+    if (v == POLICY_VISIBLE)
+        return false;
+    if (name[0] != '\0')
+        snprintf(message, RELAY_REFUSAL_MAX, "Unknown tool: %s", name);
+    else
+        snprintf(message, RELAY_REFUSAL_MAX, "Unknown tool");
+    policy_count_denied(pol);
+    const char *sep = scope != NULL ? ": " : "";
+    if (scope == NULL)
+        scope = "";
+    if (audit_on()) {
+        char detail[POLICY_NAME_MAX + 64];
+        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), sep, scope);
+        audit_event("refused_policy", principal, server, session, JSONRPC_INVALID_PARAMS, detail,
+                    body, info);
+    }
+    if (principal == NULL)
+        principal = "-";
+    if (session != NULL)
+        log_debug(session, "tools/call of %s refused for %s: %s%s%s", name, principal,
+                  policy_verdict_text(v), sep, scope);
+    else
+        log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", server, name,
+                  principal, policy_verdict_text(v), sep, scope);
+    return true;
 }
 
 /* --- the policy hook ------------------------------------------------------------------------- */

@@ -278,38 +278,21 @@ pool_stream_detach(struct stream *st)
 
 /* --- client -> child ------------------------------------------------------------------------ */
 
-/* Answered as the MCP specification answers an unknown tool: hidden and missing look the same. */
+/* A tools/call the server's policy hides from the token (relay_refuse_hidden): its own stream. */
 struct stream *
 pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *info,
                    const struct pool_meta *meta)
 {
-    char name[POLICY_NAME_MAX + 1];
-    const char *scope = NULL;
-    enum policy_verdict v =
-        policy_judge_call(p->srv->policy, policy_bits(p->srv->policy, meta->grants), body, info,
-                          name, sizeof(name), &scope);
-    if (v == POLICY_VISIBLE)
+    char message[RELAY_REFUSAL_MAX];
+    if (!relay_refuse_hidden(p->srv->policy, policy_bits(p->srv->policy, meta->grants), body, info,
+                             meta->principal, p->name, NULL, message))
         return NULL;
-    char message[POLICY_NAME_MAX + 16] = "Unknown tool";
-    if (name[0] != '\0')
-        snprintf(message, sizeof(message), "Unknown tool: %s", name);
     struct pool_call *call = xcalloc(1, sizeof(*call));
     call->pool = p;
     call->rev = meta->rev;
     call->log_level = -1;
     struct stream *st = pool_call_stream(call);
     pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message);
-    policy_count_denied(p->srv->policy);
-    if (audit_on()) {
-        char detail[POLICY_NAME_MAX + 64];
-        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), scope != NULL ? ": " : "",
-                 scope != NULL ? scope : "");
-        audit_event("refused_policy", meta->principal, p->name, NULL, JSONRPC_INVALID_PARAMS,
-                    detail, body, info);
-    }
-    log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", p->name, name,
-              meta->principal != NULL ? meta->principal : "-", policy_verdict_text(v),
-              scope != NULL ? ": " : "", scope != NULL ? scope : "");
     return st;
 }
 
@@ -447,7 +430,7 @@ pool_call_dispatch(struct pool_call *call, struct pool_child *c)
     call->body = NULL; /* pool_call_send may end the call: the copy is freed here */
     if (pool_call_send(call, c, body, call->len, &info) == -1) {
         call->body = body; /* for the error's id */
-        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, pool_status_text(POOL_E_BUSY));
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, relay_status_text(POOL_E_BUSY));
         return;
     }
     free(body);

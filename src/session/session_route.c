@@ -413,40 +413,24 @@ session_child_gone(const char *reason, void *arg)
 /* --- client -> child --------------------------------------------------------------------- */
 
 /*
- * A tools/call of a tool the server's policy hides from a token granting bits: answered on st as
- * the MCP specification answers an unknown tool (-32602, "Unknown tool: NAME"), so a client cannot
- * tell a hidden tool from a missing one, and never sent to the child. True when answered.
+ * A tools/call the server's policy hides from a token granting bits (relay_refuse_hidden),
+ * answered on st and never sent to the child. True when answered.
  */
 static bool
 session_refuse_hidden(struct session *s, struct stream *st, const char *body,
                       const struct jsonrpc_info *info, uint64_t bits)
 {
-    char name[POLICY_NAME_MAX + 1];
-    const char *scope = NULL;
-    enum policy_verdict v =
-        policy_judge_call(s->srv->policy, bits, body, info, name, sizeof(name), &scope);
-    if (v == POLICY_VISIBLE)
+    char message[RELAY_REFUSAL_MAX];
+    if (!relay_refuse_hidden(s->srv->policy, bits, body, info,
+                             s->owner != NULL ? s->owner->name : NULL, s->srv->name, s->id,
+                             message))
         return false;
-    char message[POLICY_NAME_MAX + 16] = "Unknown tool";
-    if (name[0] != '\0')
-        snprintf(message, sizeof(message), "Unknown tool: %s", name);
     size_t elen;
     char *e = jsonrpc_error_new(body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message,
                                 &elen);
     struct iovec iov = { e, elen };
     session_push(s, st, &iov, 1);
     free(e);
-    policy_count_denied(s->srv->policy);
-    if (audit_on()) {
-        char detail[POLICY_NAME_MAX + 64];
-        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), scope != NULL ? ": " : "",
-                 scope != NULL ? scope : "");
-        audit_event("refused_policy", s->owner != NULL ? s->owner->name : NULL, s->srv->name, s->id,
-                    JSONRPC_INVALID_PARAMS, detail, body, info);
-    }
-    log_debug(s->id, "tools/call of %s refused for %s: %s%s%s", name,
-              s->owner != NULL ? s->owner->name : "-", policy_verdict_text(v),
-              scope != NULL ? ": " : "", scope != NULL ? scope : "");
     return true;
 }
 
@@ -620,32 +604,6 @@ session_client_other(struct session *s, char *body, size_t len, const struct jso
     return session_relay_send(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
 }
 
-const char *
-session_status_text(enum session_status status)
-{
-    switch (status) {
-    case SESSION_OK:
-        return "ok";
-    case SESSION_E_GONE:
-        return "Session not found";
-    case SESSION_E_BUSY:
-        return "upstream server is not reading its input; try again later";
-    case SESSION_E_TOO_MANY:
-        return "too many requests in flight for this session";
-    case SESSION_E_DUPLICATE:
-        return "a request with this id is already in flight";
-    case SESSION_E_CONFLICT:
-        return "this stream is already being read by another connection";
-    case SESSION_E_EVICTED:
-        return "Last-Event-ID names no event this session can still replay";
-    case SESSION_E_ID_TOO_LONG:
-        return "request id or progress token longer than max_id_bytes";
-    case SESSION_E_PRINCIPAL:
-        return "too many requests in flight for this principal (max_inflight_per_principal)";
-    }
-    return "internal error";
-}
-
 enum session_status
 session_client_batch(struct session *s, struct stream *st, char *body, size_t len,
                      const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n,
@@ -673,7 +631,7 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
             /* Each request of a batch gets its own answer: this one an error, at once. */
             size_t elen;
             char *e = jsonrpc_error_new(m + info[i].id.off, info[i].id.len, JSONRPC_INVALID_REQUEST,
-                                        session_status_text(rc), &elen);
+                                        relay_status_text(rc), &elen);
             struct iovec iov = { e, elen };
             session_push(s, st, &iov, 1);
             free(e);

@@ -812,7 +812,7 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
                        && (status == POOL_E_DRAINED || status == POOL_E_DRAINING
                            || status == POOL_E_ID_TOO_LONG),
                    "request %s to a drained server: %s", r->id,
-                   r->st != NULL ? "taken" : pool_status_text(status));
+                   r->st != NULL ? "taken" : relay_status_text(status));
     if (of != NULL)
         FUZZ_CHECK(status != POOL_E_DRAINED, "retry %s refused for the drain", r->id);
     r->hidden = r->st != NULL && hidden;

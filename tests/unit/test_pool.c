@@ -136,7 +136,7 @@ call_start(struct call *c, const char *body)
     enum pool_status status;
     c->len = 0;
     c->st = request(body, &status);
-    cr_assert_not_null(c->st, "refused: %s", pool_status_text(status));
+    cr_assert_not_null(c->st, "refused: %s", relay_status_text(status));
 }
 
 /* The client reads what its stream holds now. */
@@ -561,7 +561,7 @@ call_as(struct call *c, const char *principal, struct auth_claims *claims, const
     enum pool_status status;
     c->len = 0;
     c->st = request_as(principal, claims, body, &status);
-    cr_assert_not_null(c->st, "%s refused: %s", principal, pool_status_text(status));
+    cr_assert_not_null(c->st, "%s refused: %s", principal, relay_status_text(status));
 }
 
 /* The child answers the last tools/call named name it read. */

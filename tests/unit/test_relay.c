@@ -258,6 +258,18 @@ Test(relay, answers_found_by_minted_id_per_direction, .init = setup, .fini = tea
     cr_assert_eq(R.pt.count, before - 1, "the cancelled entry is forgotten");
 }
 
+Test(relay, every_status_has_its_own_text)
+{
+    static const char *seen[RELAY_E_CREDENTIALS_BAD + 1];
+    for (int st = RELAY_OK; st <= RELAY_E_CREDENTIALS_BAD; st++) {
+        seen[st] = relay_status_text(st);
+        cr_assert_str_neq(seen[st], "internal error", "status %d has a text", st);
+        for (int o = RELAY_OK; o < st; o++)
+            cr_assert_str_neq(seen[o], seen[st], "statuses %d and %d say the same", o, st);
+    }
+    cr_assert_str_eq(relay_status_text(RELAY_E_CREDENTIALS_BAD + 1), "internal error");
+}
+
 Test(relay, error_to_child, .init = setup, .fini = teardown)
 {
     relay_error_to_child(&R, "\"q1\"", 4, -32601, "not available");

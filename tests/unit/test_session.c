@@ -208,7 +208,7 @@ open_stream(struct fx *f, bool is_get)
 {
     enum session_status status = SESSION_E_GONE;
     struct stream *st = session_stream_open(f->s, is_get, &status);
-    cr_assert_eq(status, SESSION_OK, "session_stream_open: %s", session_status_text(status));
+    cr_assert_eq(status, SESSION_OK, "session_stream_open: %s", relay_status_text(status));
     cr_assert_not_null(st);
     return hold(f, st);
 }
