@@ -4,7 +4,7 @@
  * the splice of minted ids, cancels at most once, timers owned by their entry, the ceiling of
  * lingering entries, errors to the child, the texts of refusals and the tool policy's refusal. No
  * routing to clients here, and no knowledge of who owns the child: the owner writes through its
- * send callback and ends expired requests itself.
+ * send callback and ends expired requests itself (ops->expired). A child's lines: relay_line.c.
  */
 #include "relay.h"
 
@@ -218,16 +218,19 @@ relay_module_free(void)
 
 void
 relay_init(struct relay *r, struct loop *l, const char *tag, const char *server,
-           relay_send_cb *send, relay_expired_cb *expired, void *arg)
+           relay_send_cb *send, const struct relay_ops *ops, void *arg)
 {
     pending_init(&r->pt);
     r->l = l;
     r->tag = tag;
     r->stats = relay_stats_of(server);
+    r->invalid_logged = 0;
     r->send = send;
     r->send_control = NULL;
-    r->expired = expired;
+    r->ops = ops;
     r->arg = arg;
+    r->batches = r->minted_tokens = r->ended = false;
+    r->invalid = r->late = r->unattributed = NULL;
 }
 
 void
@@ -278,66 +281,6 @@ relay_make_room(struct relay *r, size_t max)
             pending_del(&r->pt, p);
         p = next;
     }
-}
-
-struct pending *
-relay_minted(const struct relay *r, enum pending_dir dir, const char *line, struct jsonrpc_span sp)
-{
-    uint64_t n;
-    if (sp.len == 0 || !jsonrpc_id_u64(line, sp, &n))
-        return NULL;
-    return pending_find_gw(&r->pt, dir, n);
-}
-
-struct pending *
-relay_answered(struct relay *r, enum pending_dir dir, const char *line,
-               const struct jsonrpc_info *info, uint64_t *late)
-{
-    const char *who = dir == PENDING_TO_CHILD ? "child" : "client";
-    struct pending *p = NULL;
-    if (info->id_type == JSONRPC_ID_NUMBER)
-        p = relay_minted(r, dir, line, info->id);
-    if (p == NULL) {
-        log_debug(r->tag, "%s answered an unknown id %.*s: dropped", who, (int)info->id.len,
-                  line + info->id.off);
-        return NULL;
-    }
-    if (p->state == PENDING_CANCELLED) {
-        (*late)++;
-        log_debug(r->tag, "%s for cancelled %s dropped",
-                  dir == PENDING_TO_CHILD ? "late answer" : "client's late answer", p->method);
-        pending_del(&r->pt, p);
-        return NULL;
-    }
-    return p;
-}
-
-void
-relay_invalid(struct relay *r, uint64_t *invalid, const char *why, const char *line, size_t len)
-{
-    (*invalid)++;
-    if (r->invalid_logged < RELAY_INVALID_LOGGED) {
-        log_warn(r->tag, "child wrote a line that is not a JSON-RPC message (%s): skipped", why);
-        if (++r->invalid_logged == RELAY_INVALID_LOGGED)
-            log_warn(r->tag, "this child's further invalid lines are counted "
-                             "(mcpgw_child_lines_invalid_total), not logged");
-    }
-    log_debug(r->tag, "skipped line: %.*s", len > 200 ? 200 : (int)len, line);
-}
-
-enum relay_line
-relay_scan(struct relay *r, char *line, size_t len, struct jsonrpc_info *info, bool batches,
-           uint64_t *invalid)
-{
-    const char *err = NULL;
-    int rc = jsonrpc_scan(line, len, info, &err);
-    if (rc != JSONRPC_OK && !(rc == JSONRPC_EBATCH && batches)) {
-        relay_invalid(r, invalid, err != NULL ? err : "invalid", line, len);
-        return RELAY_LINE_INVALID;
-    }
-    if (info->has_crlf)
-        jsonrpc_flatten(line, len);
-    return rc == JSONRPC_OK ? RELAY_LINE_MESSAGE : RELAY_LINE_BATCH;
 }
 
 size_t
@@ -528,8 +471,9 @@ relay_timer_fired(void *arg)
 {
     struct pending *p = arg;
     p->timer = NULL; /* the loop frees a timer before it fires */
-    if (p->state == PENDING_FORWARDED && p->relay->expired != NULL)
-        p->relay->expired(p->relay, p);
+    struct relay *r = p->relay;
+    if (p->state == PENDING_FORWARDED && !r->ended && r->ops->expired != NULL)
+        r->ops->expired(r->arg, p);
 }
 
 void

@@ -73,10 +73,10 @@ session_error_to_child(struct session *s, const char *id, size_t idlen, const ch
 
 /* --- request timeouts ------------------------------------------------------------------- */
 
-void
-session_expired(struct relay *r, struct pending *p)
+static void
+session_expired(void *owner, struct pending *p)
 {
-    struct session *s = r->arg;
+    struct session *s = owner;
     s->stats->timeouts++;
     uint64_t waited = util_now_ms() - p->start_ms;
     char message[128];
@@ -168,6 +168,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
     }
     snprintf(s->version, sizeof(s->version), "%s", rev->name);
     s->rev = rev;
+    s->r.batches = rev->batches;
     s->state = SESSION_READY;
     relay_start_ok(s->r.stats);
     log_info(s->id, "session initialized: protocol %s", v);
@@ -193,13 +194,10 @@ session_push_tools(struct session *s, struct stream *st, const struct pending *p
 }
 
 static void
-session_child_answer(struct session *s, const char *line, size_t len,
+session_child_answer(void *owner, struct pending *p, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
-    struct pending *p =
-        relay_answered(&s->r, PENDING_TO_CHILD, line, info, &s->stats->late_dropped);
-    if (p == NULL)
-        return;
+    struct session *s = owner;
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (p->gw_id == s->init_gw_id && session_check_init(s, st, p, line, len, info) == -1)
         return;
@@ -219,9 +217,9 @@ session_child_answer(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_request(struct session *s, const char *line, size_t len,
-                      const struct jsonrpc_info *info)
+session_child_request(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
+    struct session *s = owner;
     struct stream *st = session_route_unrelated(s);
     relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     const char *refusal = NULL;
@@ -247,18 +245,11 @@ session_child_request(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_progress(struct session *s, const char *line, size_t len,
+session_child_progress(void *owner, struct pending *p, const char *line, size_t len,
                        const struct jsonrpc_info *info)
 {
-    struct pending *p = NULL;
-    if (info->progress_token.len)
-        p = pending_find_token(&s->r.pt, line + info->progress_token.off, info->progress_token.len);
-    if (p == NULL || p->state != PENDING_FORWARDED) {
-        if (p != NULL)
-            s->stats->late_dropped++;
-        log_debug(s->id, "progress for no active request dropped");
-        return;
-    }
+    struct session *s = owner;
+    (void)info;
     if (s->srv->request_timeout_max_ms > 0 && p->timer != NULL)
         session_arm_timeout(s, p);
     struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -269,14 +260,11 @@ session_child_progress(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_cancel(struct session *s, const char *line, size_t len,
+session_child_cancel(void *owner, struct pending *p, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
-    struct pending *p = NULL;
-    if (info->request_id.len)
-        p = pending_find_orig(&s->r.pt, PENDING_TO_CLIENT, line + info->request_id.off,
-                              info->request_id.len);
-    if (p == NULL || p->state != PENDING_FORWARDED) {
+    struct session *s = owner;
+    if (p == NULL) {
         log_debug(s->id, "child cancel for no active request ignored");
         return;
     }
@@ -292,17 +280,10 @@ session_child_cancel(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_notification(struct session *s, const char *line, size_t len,
+session_child_notification(void *owner, const char *line, size_t len,
                            const struct jsonrpc_info *info)
 {
-    if (strcmp(info->method, "notifications/progress") == 0) {
-        session_child_progress(s, line, len, info);
-        return;
-    }
-    if (strcmp(info->method, "notifications/cancelled") == 0) {
-        session_child_cancel(s, line, len, info);
-        return;
-    }
+    struct session *s = owner;
     if (strcmp(info->method, "notifications/tasks/status") == 0)
         session_task_seen(s, line, len);
     struct stream *st = session_route_unrelated(s);
@@ -338,23 +319,6 @@ session_child_notification(struct session *s, const char *line, size_t len,
     msg_unref(m);
 }
 
-static void session_child_message(struct session *s, char *line, size_t len, bool top);
-
-/* A 2025-03-26 child may write a batch: each element is routed on its own. */
-static void
-session_child_batch(struct session *s, char *line, size_t len)
-{
-    struct jsonrpc_span el[SESSION_BATCH_MAX];
-    size_t n;
-    if (jsonrpc_batch_split(line, len, el, ARRAY_LEN(el), &n) == -1 || n == 0) {
-        relay_invalid(&s->r, &s->stats->child_lines_invalid, "an empty or oversized batch", line,
-                      len);
-        return;
-    }
-    for (size_t i = 0; i < n && s->state != SESSION_CLOSED; i++)
-        session_child_message(s, line + el[i].off, el[i].len, false);
-}
-
 bool
 session_batches(const struct session *s)
 {
@@ -365,50 +329,36 @@ void
 session_child_line(char *line, size_t len, struct msg *shared, void *arg)
 {
     struct session *s = arg;
-    if (s->state == SESSION_CLOSED)
-        return;
     sessions.line = shared;
-    session_child_message(s, line, len, true);
+    relay_line(&s->r, line, len);
     sessions.line = NULL;
 }
 
-/* One line from the child (top), or one element of its batch. */
 static void
-session_child_message(struct session *s, char *line, size_t len, bool top)
+session_ended(void *owner, const char *reason)
 {
-    struct jsonrpc_info info;
-    switch (relay_scan(&s->r, line, len, &info, top && session_batches(s),
-                       &s->stats->child_lines_invalid)) {
-    case RELAY_LINE_MESSAGE:
-        break;
-    case RELAY_LINE_BATCH:
-        session_child_batch(s, line, len);
-        return;
-    case RELAY_LINE_INVALID:
-        return;
-    }
-    switch (info.kind) {
-    case JSONRPC_RESULT:
-    case JSONRPC_ERROR:
-        session_child_answer(s, line, len, &info);
-        break;
-    case JSONRPC_REQUEST:
-        session_child_request(s, line, len, &info);
-        break;
-    case JSONRPC_NOTIFICATION:
-        session_child_notification(s, line, len, &info);
-        break;
-    }
+    struct session *s = owner;
+    const struct log_field f[] = { { "reason", reason, false } };
+    log_fields(LOG_WARN, s->id, f, ARRAY_LEN(f), "upstream ended: %s", reason);
+    session_close(s, SESSION_END_CHILD, reason);
 }
 
 void
 session_child_gone(const char *reason, void *arg)
 {
     struct session *s = arg;
-    const struct log_field f[] = { { "reason", reason, false } };
-    log_fields(LOG_WARN, s->id, f, ARRAY_LEN(f), "upstream ended: %s", reason);
-    session_close(s, SESSION_END_CHILD, reason);
+    relay_gone(&s->r, reason);
 }
+
+const struct relay_ops session_relay_ops = {
+    .answer = session_child_answer,
+    .request = session_child_request,
+    .progress = session_child_progress,
+    .cancelled = session_child_cancel,
+    .notification = session_child_notification,
+    .expired = session_expired,
+    .gone = session_ended,
+};
 
 /* --- client -> child --------------------------------------------------------------------- */
 
