@@ -247,13 +247,6 @@ pool_child_free(void *arg)
     free(c);
 }
 
-static void
-pool_child_gone(const char *reason, void *arg)
-{
-    struct pool_child *c = arg;
-    relay_gone(&c->r, reason); /* pool_relay_ops' gone: the child retires */
-}
-
 /* The restart budget: true when another start is allowed now (and counts it). */
 static bool
 pool_budget(struct pool *p, uint64_t now)

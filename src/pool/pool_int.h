@@ -413,8 +413,9 @@ void pool_call_cancel(struct pool_call *call, enum relay_reason why);
  * end retires it.
  */
 extern const struct relay_ops pool_relay_ops;
-/* The upstream's line callback: the child's bookkeeping around the relay's reading. */
+/* The upstream's callbacks: the child's bookkeeping around the relay's reading; its end. */
 void pool_child_line(char *line, size_t len, struct msg *shared, void *arg);
+void pool_child_gone(const char *reason, void *arg);
 /* Methods a child of this era serves in revision rev (false: 404 -32601). */
 bool pool_method_served(const struct pool *p, const struct revision *rev, const char *method);
 /* Whether p's children speak rev (true while the era is unknown: judged again at dispatch). */

@@ -712,3 +712,10 @@ pool_child_line(char *line, size_t len, struct msg *shared, void *arg)
     pools.line = NULL;
     pool_child_room(c); /* an answer frees a slot for what waits in the queue */
 }
+
+void
+pool_child_gone(const char *reason, void *arg)
+{
+    struct pool_child *c = arg;
+    relay_gone(&c->r, reason); /* pool_relay_ops' gone: the child retires */
+}

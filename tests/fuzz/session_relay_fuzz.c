@@ -31,8 +31,10 @@
  *     stream: one per request of the batch), none on a GET stream, progress only with its own
  *     tokens, only valid JSON-RPC; a finished stream had all of them unless the client cancelled;
  *     a resume never replays what was read;
- *   - every session in the table is open, has its child, is found by its id; a paused child only
- *     while a stream the client reads is over its low water;
+ *   - every session in the table is open, has its child, is found by its id, and its relay reads
+ *     its child's lines for it (the session's table of operations, batches only where its
+ *     revision has them, not ended); a paused child only while a stream the client reads is over
+ *     its low water;
  *   - streams linked both ways and the session's; a POST stream's awaiting count equals the
  *     in-flight entries bound to it;
  *   - every in-flight entry has its owner: a request's stream is the session's (else it is the
