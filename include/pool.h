@@ -11,6 +11,7 @@
 #include "jsonrpc.h"
 #include "loop.h"
 #include "policy.h"
+#include "relay.h"
 #include "stream.h"
 #include "trace.h"
 
@@ -38,20 +39,21 @@
  */
 
 /* Outcomes of pool_request; http_stateless.c maps them to HTTP statuses. */
+/* What a pool call says; its text for the client: relay_status_text (relay.h). */
 enum pool_status {
-    POOL_OK = 0,
-    POOL_E_FULL,        /* every child at pool_child_max_inflight, the pool at its size: 429 */
-    POOL_E_UNAVAILABLE, /* no child can be started (spawn failures, restart budget): 503 */
-    POOL_E_BUSY,        /* the child's stdin queue is full: 503 */
-    POOL_E_DRAINING,    /* shutting down: 503 */
-    POOL_E_DRAINED,     /* the operator drained the server (relay.h): 503 */
-    POOL_E_ID_TOO_LONG, /* id or progress token longer than max_id_bytes: 400 */
-    POOL_E_NO_METHOD,   /* not a method of the revision (or not one a legacy child has): 404 */
-    POOL_E_BAD_STATE,   /* a retry's requestState is not one this gateway holds a call for: 400 */
-    POOL_E_PRINCIPAL,   /* the principal is at a per-principal limit (meta.why names it): 429 */
+    POOL_OK = RELAY_OK,
+    POOL_E_FULL = RELAY_E_FULL, /* every child at pool_child_max_inflight, the pool at its size: 429 */
+    POOL_E_UNAVAILABLE = RELAY_E_UNAVAILABLE, /* no child can be started (spawns, budget): 503 */
+    POOL_E_BUSY = RELAY_E_BUSY,               /* the child's stdin queue is full: 503 */
+    POOL_E_DRAINING = RELAY_E_DRAINING,       /* shutting down: 503 */
+    POOL_E_DRAINED = RELAY_E_DRAINED,         /* the operator drained the server (relay.h): 503 */
+    POOL_E_ID_TOO_LONG = RELAY_E_ID_TOO_LONG, /* id or progress token past max_id_bytes: 400 */
+    POOL_E_NO_METHOD = RELAY_E_NO_METHOD, /* not a method of the revision (or of a legacy child) */
+    POOL_E_BAD_STATE = RELAY_E_BAD_STATE, /* a retry's requestState names no call held here: 400 */
+    POOL_E_PRINCIPAL = RELAY_E_PRINCIPAL, /* at a per-principal limit (meta.why names it): 429 */
     /* Per-principal credentials (config_server_per_principal): meta.why says which, no value */
-    POOL_E_CREDENTIALS,     /* none for this principal (a claim, no credentials_dir file): 403 */
-    POOL_E_CREDENTIALS_BAD, /* this principal's credentials_dir file cannot be read safely: 500 */
+    POOL_E_CREDENTIALS = RELAY_E_CREDENTIALS, /* none for this principal (no file of it): 403 */
+    POOL_E_CREDENTIALS_BAD = RELAY_E_CREDENTIALS_BAD, /* its file cannot be read safely: 500 */
 };
 
 struct revision;
@@ -143,7 +145,6 @@ struct stream *pool_request(const struct config_server *srv, char *body, size_t 
 int pool_load_key(const struct config *cfg, char *err, size_t errlen) MUSTCHECK;
 /* The HTTP side is done with st; when its request is still in flight the client left: cancel. */
 void pool_stream_detach(struct stream *st);
-const char *pool_status_text(enum pool_status status);
 /* The log level at sp (a JSON string: "debug" 0 .. "emergency" 7); -1 when it is none of them. */
 int pool_log_level(const char *p, struct jsonrpc_span sp);
 

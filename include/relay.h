@@ -23,7 +23,9 @@
  *
  * Lifetimes: an entry belongs to the table; its timer belongs to the entry and goes with it
  * (pending_del), so a timer can never fire on a freed entry, whoever deletes it. An entry's
- * `owner` is the owner's back pointer (a pool call); the relay never follows it.
+ * `owner` is the owner's back pointer (a pool call); the relay never follows it. The relay reads
+ * every line of its child (relay_line) and calls its owner through one table of operations
+ * (struct relay_ops), never after the child's end or relay_end.
  */
 
 struct relay;
@@ -117,8 +119,58 @@ bool relay_health_serves(enum relay_health h);
 
 /* Writes one message (iovecs, newline included) to the child's stdin; -1 when it refuses. */
 typedef int relay_send_cb(void *arg, const struct iovec *iov, int n);
-/* p's deadline passed (its timer is already gone): the owner ends the request. */
-typedef void relay_expired_cb(struct relay *r, struct pending *p);
+
+/*
+ * The owner's side of a relay: one entry per kind of message its child writes, called once per
+ * message, after the relay did what every owner needs (relay_line): the line scanned and its CR
+ * and LF flattened, a batch split into its messages, an invalid line counted and logged, an answer
+ * matched to its entry by the id the relay minted, a late answer to a cancelled entry dropped and
+ * counted, progress and a subscription's notification matched to their request. `owner` is
+ * relay_init's arg: the owner's, which the relay passes back and never follows. No entry is called
+ * after `gone`, nor after relay_end; each is called with the line's bytes, valid during the call.
+ * Entries marked optional may be NULL.
+ */
+struct relay_ops {
+    /* The child's answer to p, an entry still waiting; the owner ends it (pending_del). */
+    void (*answer)(void *owner, struct pending *p, const char *line, size_t len,
+                   const struct jsonrpc_info *info);
+    /*
+     * Optional: an answer whose id names no entry: true when it answers one of the owner's own
+     * requests that have none; else (or NULL) it is logged and dropped.
+     */
+    bool (*stray)(void *owner, const char *line, const struct jsonrpc_info *info);
+    /* A request of the child's (sampling, elicitation, roots, ping, ...). */
+    void (*request)(void *owner, const char *line, size_t len, const struct jsonrpc_info *info);
+    /*
+     * notifications/progress for p, the request whose token it names (the client's, or with
+     * minted_tokens the minted id), still waiting; progress for none is dropped (counted late
+     * when its request was cancelled, else unattributed).
+     */
+    void (*progress)(void *owner, struct pending *p, const char *line, size_t len,
+                     const struct jsonrpc_info *info);
+    /*
+     * notifications/cancelled from the child: p is the request of the child's that it names when
+     * the table holds it still waiting (PENDING_TO_CLIENT), else NULL.
+     */
+    void (*cancelled)(void *owner, struct pending *p, const char *line, size_t len,
+                      const struct jsonrpc_info *info);
+    /*
+     * Optional: a notification whose _meta subscriptionId is the minted id of p, a
+     * subscriptions/listen still waiting (one naming no listen is unattributed, one of a
+     * cancelled listen late). NULL: _meta subscriptionId means nothing; the method decides.
+     */
+    void (*subscription)(void *owner, struct pending *p, const char *line, size_t len,
+                         const struct jsonrpc_info *info);
+    /* Optional: notifications/message; NULL: as any other notification. */
+    void (*log)(void *owner, const char *line, size_t len, const struct jsonrpc_info *info);
+    /* Any other notification. */
+    void (*notification)(void *owner, const char *line, size_t len,
+                         const struct jsonrpc_info *info);
+    /* Optional: p's deadline passed (its timer is already gone): the owner ends the request. */
+    void (*expired)(void *owner, struct pending *p);
+    /* The child ended (reason static): the last entry called. */
+    void (*gone)(void *owner, const char *reason);
+};
 
 struct relay {
     struct pending_table pt;
@@ -132,14 +184,39 @@ struct relay {
      * of its own past the queue's ceiling); NULL: send. The owner sets it after relay_init.
      */
     relay_send_cb *send_control;
-    relay_expired_cb *expired; /* NULL: no request timeouts */
-    void *arg;                 /* the owner, for send */
+    const struct relay_ops *ops; /* the owner's side (static, the owner's kind's) */
+    void *arg;                   /* the owner, for send and ops */
+    /*
+     * Set by the owner after relay_init, as its child's conversation needs: batches, whether a
+     * line may be a JSON-RPC batch (its revision has them); minted_tokens, whether the child saw
+     * a request's progress token replaced by its minted id (else the client's own is the key).
+     */
+    bool batches, minted_tokens;
+    bool ended; /* relay_end or the child's end: no entry of ops is called any more */
+    /*
+     * The owner's counters (set after relay_init; NULL: not counted): the child's lines that are
+     * not messages, its answers and progress that came after a cancel, and progress or a
+     * subscription's notification that names no request.
+     */
+    uint64_t *invalid, *late, *unattributed;
 };
 
 void relay_init(struct relay *r, struct loop *l, const char *tag, const char *server,
-                relay_send_cb *send, relay_expired_cb *expired, void *arg);
+                relay_send_cb *send, const struct relay_ops *ops, void *arg);
 /* Every entry goes, with its timer. */
 void relay_clear(struct relay *r);
+
+/*
+ * One line of the child's (len bytes, no newline; modified in place): scanned, classified,
+ * matched, and passed to the owner's ops, once per message (each element of a batch in turn,
+ * until the owner ends the relay). Nothing when the relay has ended.
+ */
+#define RELAY_BATCH_MAX 256 /* messages of one batch of the child's */
+void relay_line(struct relay *r, char *line, size_t len);
+/* The child ended: the relay ends and calls ops->gone, once; nothing when it had ended. */
+void relay_gone(struct relay *r, const char *reason);
+/* The owner is done with the child (its session closed, its pool child retired): no op after. */
+void relay_end(struct relay *r);
 
 /* One replacement of msg[off, off + len) by with[0..with_len) (len 0: an insertion). */
 struct relay_edit {
@@ -162,9 +239,6 @@ int relay_send_spliced(struct relay *r, const char *msg, size_t len, struct rela
  * the same outcome), so clients that cancel request after request cannot grow it.
  */
 void relay_make_room(struct relay *r, size_t max);
-/* The entry of dir whose minted id is the JSON number at sp; NULL if none. */
-struct pending *relay_minted(const struct relay *r, enum pending_dir dir, const char *line,
-                             struct jsonrpc_span sp);
 /*
  * The entry still waiting that an answer (the child's, or the client's to a child's request)
  * names by its minted id. NULL when there is none: an unknown id (logged), or a late answer to a
@@ -172,23 +246,6 @@ struct pending *relay_minted(const struct relay *r, enum pending_dir dir, const 
  */
 struct pending *relay_answered(struct relay *r, enum pending_dir dir, const char *line,
                                const struct jsonrpc_info *info, uint64_t *late);
-/*
- * A line of the child's as one JSON-RPC message: RELAY_LINE_MESSAGE with *info (CR and LF outside
- * strings flattened to spaces, so the bytes can be forwarded as one line); RELAY_LINE_BATCH when
- * batches is set and the line is a batch (flattened, for the owner to split); RELAY_LINE_INVALID
- * otherwise, counted in *invalid and logged (relay_invalid).
- */
-enum relay_line { RELAY_LINE_MESSAGE = 0, RELAY_LINE_BATCH, RELAY_LINE_INVALID };
-enum relay_line relay_scan(struct relay *r, char *line, size_t len, struct jsonrpc_info *info,
-                           bool batches, uint64_t *invalid);
-/*
- * Counts a child's line that is not a message (why: what is wrong) in *invalid and logs it: the
- * first RELAY_INVALID_LOGGED of a child, then only the counter moves, so a child writing garbage
- * as fast as it can does not flood the log.
- */
-#define RELAY_INVALID_LOGGED 10
-void relay_invalid(struct relay *r, uint64_t *invalid, const char *why, const char *line,
-                   size_t len);
 /* The minted id of p as text into buf (room for 24 bytes); its length. */
 size_t relay_id_text(const struct pending *p, char *buf);
 
@@ -219,6 +276,48 @@ enum relay_filter relay_filter_tools(const char *tag, const struct policy *pol, 
                                      const char **line, size_t *len,
                                      const struct jsonrpc_info **info, struct jsonrpc_info *finfo,
                                      char **copy);
+
+/*
+ * Why the gateway refuses a client's message, whoever owns the child: session.h's and pool.h's
+ * statuses take their values from it. One text each, for the client (HTTP error bodies, errors
+ * inside a batch).
+ */
+enum relay_status {
+    RELAY_OK = 0,
+    RELAY_E_GONE,            /* the session or its child is gone: 404 */
+    RELAY_E_BUSY,            /* the child's stdin queue is full: 503 */
+    RELAY_E_TOO_MANY,        /* a session's in-flight cap reached: 429 */
+    RELAY_E_DUPLICATE,       /* the request id is already in flight: 400 */
+    RELAY_E_CONFLICT,        /* a GET stream is already open, or the stream resumed is read: 409 */
+    RELAY_E_EVICTED,         /* Last-Event-ID names nothing the session can still replay: 410 */
+    RELAY_E_ID_TOO_LONG,     /* the request id or progress token passes max_id_bytes: 400 */
+    RELAY_E_PRINCIPAL_CALLS, /* the principal is at max_inflight_per_principal: 429 */
+    RELAY_E_FULL,            /* every child at pool_child_max_inflight, the pool at its size: 429 */
+    RELAY_E_UNAVAILABLE,     /* no child can be started (spawn failures, restart budget): 503 */
+    RELAY_E_DRAINING,        /* shutting down: 503 */
+    RELAY_E_DRAINED,         /* the operator drained the server: 503 */
+    RELAY_E_NO_METHOD,       /* not a method the server serves in that revision: 404 */
+    RELAY_E_BAD_STATE,       /* a retry's requestState names no call this gateway holds: 400 */
+    RELAY_E_PRINCIPAL,       /* the principal is at one of its limits (the caller names it): 429 */
+    RELAY_E_CREDENTIALS,     /* no credentials for this principal: 403 */
+    RELAY_E_CREDENTIALS_BAD, /* this principal's credentials cannot be read safely: 500 */
+};
+/* The text of status: an enum relay_status, or a value of an owner's status enum. */
+const char *relay_status_text(int status);
+
+/*
+ * The tool policy at a client's tools/call (body, info): false when pol lets a token granting
+ * bits see the tool. Else true: message (room for RELAY_REFUSAL_MAX bytes) holds what the MCP
+ * specification answers for an unknown tool ("Unknown tool: NAME", with JSONRPC_INVALID_PARAMS),
+ * so a client cannot tell a hidden tool from a missing one; the refusal is counted
+ * (policy_count_denied), audited (refused_policy: principal, server, session) and logged (under
+ * the session's id, or the pool's name for a stateless request, session NULL). The caller answers
+ * and never sends the call to a child.
+ */
+#define RELAY_REFUSAL_MAX (POLICY_NAME_MAX + 16)
+bool relay_refuse_hidden(const struct policy *pol, uint64_t bits, const char *body,
+                         const struct jsonrpc_info *info, const char *principal,
+                         const char *server, const char *session, char *message);
 
 /*
  * (Re)arms p's timer: timeout_ms from now, never past max_ms from its start (0: no ceiling);

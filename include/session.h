@@ -13,6 +13,7 @@
 #include "loop.h"
 #include "pending.h"
 #include "policy.h"
+#include "relay.h"
 #include "stream.h"
 #include "trace.h"
 
@@ -32,16 +33,17 @@ enum session_state {
 struct session;
 
 /* Outcomes of handing a message to a session; http.c maps them to HTTP statuses. */
+/* What a session call says; its text for the client: relay_status_text (relay.h). */
 enum session_status {
-    SESSION_OK = 0,
-    SESSION_E_GONE,        /* the session or its child is gone: 404 */
-    SESSION_E_BUSY,        /* the child's stdin queue is full: 503 */
-    SESSION_E_TOO_MANY,    /* in-flight cap reached: 429 */
-    SESSION_E_DUPLICATE,   /* the request id is already in flight: 400 */
-    SESSION_E_CONFLICT,    /* a GET stream is already open, or the stream resumed is read: 409 */
-    SESSION_E_EVICTED,     /* Last-Event-ID names nothing this session can still replay: 410 */
-    SESSION_E_ID_TOO_LONG, /* the request id or progress token passes max_id_bytes: 400 */
-    SESSION_E_PRINCIPAL,   /* its owner is at max_inflight_per_principal on the server: 429 */
+    SESSION_OK = RELAY_OK,
+    SESSION_E_GONE = RELAY_E_GONE,               /* the session or its child is gone: 404 */
+    SESSION_E_BUSY = RELAY_E_BUSY,               /* the child's stdin queue is full: 503 */
+    SESSION_E_TOO_MANY = RELAY_E_TOO_MANY,       /* in-flight cap reached: 429 */
+    SESSION_E_DUPLICATE = RELAY_E_DUPLICATE,     /* the request id is already in flight: 400 */
+    SESSION_E_CONFLICT = RELAY_E_CONFLICT,       /* a GET stream is already open, or resumed: 409 */
+    SESSION_E_EVICTED = RELAY_E_EVICTED,         /* Last-Event-ID names nothing replayable: 410 */
+    SESSION_E_ID_TOO_LONG = RELAY_E_ID_TOO_LONG, /* id or progress token past max_id_bytes: 400 */
+    SESSION_E_PRINCIPAL = RELAY_E_PRINCIPAL_CALLS, /* max_inflight_per_principal reached: 429 */
 };
 
 void session_module_init(struct loop *l, const struct config *cfg);
@@ -179,9 +181,6 @@ enum session_status session_client_other(struct session *s, char *body, size_t l
                                          const struct jsonrpc_info *info);
 
 #define SESSION_BATCH_MAX 256 /* elements of one batch, either way */
-
-/* What a status means, for the client (HTTP error bodies, errors inside a batch). */
-const char *session_status_text(enum session_status status);
 
 /*
  * A 2025-03-26 batch: el/info are its elements, already scanned, in order;

@@ -78,7 +78,7 @@ http_session_error(struct http_req *rc, enum session_status status)
         break;
     }
     return http_error(rc, code, rpc,
-                      status == SESSION_OK ? "internal error" : session_status_text(status));
+                      status == SESSION_OK ? "internal error" : relay_status_text(status));
 }
 
 /*

@@ -260,7 +260,7 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
             code = MHD_HTTP_INTERNAL_SERVER_ERROR;
         }
         return http_answer_error(rc, code, info, rpc,
-                                 meta.why != NULL ? meta.why : pool_status_text(status));
+                                 meta.why != NULL ? meta.why : relay_status_text(status));
     }
     rc->stateless = true;
     return http_hold(rc, st, false);

@@ -2,8 +2,9 @@
 /*
  * The conversation with one child that sessions and pool children share (relay.h): the table,
  * the splice of minted ids, cancels at most once, timers owned by their entry, the ceiling of
- * lingering entries, errors to the child. No routing to clients here, and no knowledge of who
- * owns the child: the owner writes through its send callback and ends expired requests itself.
+ * lingering entries, errors to the child, the texts of refusals and the tool policy's refusal. No
+ * routing to clients here, and no knowledge of who owns the child: the owner writes through its
+ * send callback and ends expired requests itself (ops->expired). A child's lines: relay_line.c.
  */
 #include "relay.h"
 
@@ -217,16 +218,19 @@ relay_module_free(void)
 
 void
 relay_init(struct relay *r, struct loop *l, const char *tag, const char *server,
-           relay_send_cb *send, relay_expired_cb *expired, void *arg)
+           relay_send_cb *send, const struct relay_ops *ops, void *arg)
 {
     pending_init(&r->pt);
     r->l = l;
     r->tag = tag;
     r->stats = relay_stats_of(server);
+    r->invalid_logged = 0;
     r->send = send;
     r->send_control = NULL;
-    r->expired = expired;
+    r->ops = ops;
     r->arg = arg;
+    r->batches = r->minted_tokens = r->ended = false;
+    r->invalid = r->late = r->unattributed = NULL;
 }
 
 void
@@ -277,66 +281,6 @@ relay_make_room(struct relay *r, size_t max)
             pending_del(&r->pt, p);
         p = next;
     }
-}
-
-struct pending *
-relay_minted(const struct relay *r, enum pending_dir dir, const char *line, struct jsonrpc_span sp)
-{
-    uint64_t n;
-    if (sp.len == 0 || !jsonrpc_id_u64(line, sp, &n))
-        return NULL;
-    return pending_find_gw(&r->pt, dir, n);
-}
-
-struct pending *
-relay_answered(struct relay *r, enum pending_dir dir, const char *line,
-               const struct jsonrpc_info *info, uint64_t *late)
-{
-    const char *who = dir == PENDING_TO_CHILD ? "child" : "client";
-    struct pending *p = NULL;
-    if (info->id_type == JSONRPC_ID_NUMBER)
-        p = relay_minted(r, dir, line, info->id);
-    if (p == NULL) {
-        log_debug(r->tag, "%s answered an unknown id %.*s: dropped", who, (int)info->id.len,
-                  line + info->id.off);
-        return NULL;
-    }
-    if (p->state == PENDING_CANCELLED) {
-        (*late)++;
-        log_debug(r->tag, "%s for cancelled %s dropped",
-                  dir == PENDING_TO_CHILD ? "late answer" : "client's late answer", p->method);
-        pending_del(&r->pt, p);
-        return NULL;
-    }
-    return p;
-}
-
-void
-relay_invalid(struct relay *r, uint64_t *invalid, const char *why, const char *line, size_t len)
-{
-    (*invalid)++;
-    if (r->invalid_logged < RELAY_INVALID_LOGGED) {
-        log_warn(r->tag, "child wrote a line that is not a JSON-RPC message (%s): skipped", why);
-        if (++r->invalid_logged == RELAY_INVALID_LOGGED)
-            log_warn(r->tag, "this child's further invalid lines are counted "
-                             "(mcpgw_child_lines_invalid_total), not logged");
-    }
-    log_debug(r->tag, "skipped line: %.*s", len > 200 ? 200 : (int)len, line);
-}
-
-enum relay_line
-relay_scan(struct relay *r, char *line, size_t len, struct jsonrpc_info *info, bool batches,
-           uint64_t *invalid)
-{
-    const char *err = NULL;
-    int rc = jsonrpc_scan(line, len, info, &err);
-    if (rc != JSONRPC_OK && !(rc == JSONRPC_EBATCH && batches)) {
-        relay_invalid(r, invalid, err != NULL ? err : "invalid", line, len);
-        return RELAY_LINE_INVALID;
-    }
-    if (info->has_crlf)
-        jsonrpc_flatten(line, len);
-    return rc == JSONRPC_OK ? RELAY_LINE_MESSAGE : RELAY_LINE_BATCH;
 }
 
 size_t
@@ -413,6 +357,87 @@ relay_error_to_child(struct relay *r, const char *id, size_t idlen, int code, co
     free(e);
 }
 
+/* --- refusals --------------------------------------------------------------------------------- */
+
+const char *
+relay_status_text(int status)
+{
+    switch ((enum relay_status)status) {
+    case RELAY_OK:
+        return "ok";
+    case RELAY_E_GONE:
+        return "Session not found";
+    case RELAY_E_BUSY:
+        return "upstream server is not reading its input; try again later";
+    case RELAY_E_TOO_MANY:
+        return "too many requests in flight for this session";
+    case RELAY_E_DUPLICATE:
+        return "a request with this id is already in flight";
+    case RELAY_E_CONFLICT:
+        return "this stream is already being read by another connection";
+    case RELAY_E_EVICTED:
+        return "Last-Event-ID names no event this session can still replay";
+    case RELAY_E_ID_TOO_LONG:
+        return "request id or progress token longer than max_id_bytes";
+    case RELAY_E_PRINCIPAL_CALLS:
+        return "too many requests in flight for this principal (max_inflight_per_principal)";
+    case RELAY_E_FULL:
+        return "too many requests in flight for this server (pool_child_max_inflight)";
+    case RELAY_E_UNAVAILABLE:
+        return "upstream server cannot be started now; try again later";
+    case RELAY_E_DRAINING:
+        return "gateway shutting down: no new requests";
+    case RELAY_E_DRAINED:
+        return "server drained by the operator: no new requests";
+    case RELAY_E_NO_METHOD:
+        return "Method not found";
+    case RELAY_E_BAD_STATE:
+        return "requestState refused";
+    case RELAY_E_PRINCIPAL:
+        return "too many requests for this principal";
+    case RELAY_E_CREDENTIALS:
+        return "no credentials for this principal on this server";
+    case RELAY_E_CREDENTIALS_BAD:
+        return "the credentials of this principal cannot be read (the gateway's log says why)";
+    }
+    return "internal error";
+}
+
+bool
+relay_refuse_hidden(const struct policy *pol, uint64_t bits, const char *body,
+                    const struct jsonrpc_info *info, const char *principal, const char *server,
+                    const char *session, char *message)
+{
+    char name[POLICY_NAME_MAX + 1];
+    const char *scope = NULL;
+    enum policy_verdict v = policy_judge_call(pol, bits, body, info, name, sizeof(name), &scope);
+    if (v == POLICY_VISIBLE)
+        return false;
+    if (name[0] != '\0')
+        snprintf(message, RELAY_REFUSAL_MAX, "Unknown tool: %s", name);
+    else
+        snprintf(message, RELAY_REFUSAL_MAX, "Unknown tool");
+    policy_count_denied(pol);
+    const char *sep = scope != NULL ? ": " : "";
+    if (scope == NULL)
+        scope = "";
+    if (audit_on()) {
+        char detail[POLICY_NAME_MAX + 64];
+        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), sep, scope);
+        audit_event("refused_policy", principal, server, session, JSONRPC_INVALID_PARAMS, detail,
+                    body, info);
+    }
+    if (principal == NULL)
+        principal = "-";
+    if (session != NULL)
+        log_debug(session, "tools/call of %s refused for %s: %s%s%s", name, principal,
+                  policy_verdict_text(v), sep, scope);
+    else
+        log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", server, name,
+                  principal, policy_verdict_text(v), sep, scope);
+    return true;
+}
+
 /* --- the policy hook ------------------------------------------------------------------------- */
 
 enum relay_filter
@@ -446,8 +471,9 @@ relay_timer_fired(void *arg)
 {
     struct pending *p = arg;
     p->timer = NULL; /* the loop frees a timer before it fires */
-    if (p->state == PENDING_FORWARDED && p->relay->expired != NULL)
-        p->relay->expired(p->relay, p);
+    struct relay *r = p->relay;
+    if (p->state == PENDING_FORWARDED && !r->ended && r->ops->expired != NULL)
+        r->ops->expired(r->arg, p);
 }
 
 void

@@ -247,13 +247,6 @@ pool_child_free(void *arg)
     free(c);
 }
 
-static void
-pool_child_gone(const char *reason, void *arg)
-{
-    struct pool_child *c = arg;
-    pool_child_retire(c, reason, true);
-}
-
 /* The restart budget: true when another start is allowed now (and counts it). */
 static bool
 pool_budget(struct pool *p, uint64_t now)
@@ -333,8 +326,12 @@ pool_child_start(struct pool *p)
     struct pool_child *c = xcalloc(1, sizeof(*c));
     c->pool = p;
     snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
-    relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, pool_expired, c);
+    relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, &pool_relay_ops, c);
     c->r.send_control = pool_relay_send_control; /* cancels: never lost to a full stdin */
+    c->r.minted_tokens = true; /* a request's progress token goes as its minted id */
+    c->r.invalid = &p->row->ctr.child_lines_invalid;
+    c->r.late = &p->row->ctr.late_dropped;
+    c->r.unattributed = &p->row->ctr.unattributed;
     char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag, extra);
     config_env_free(extra);
     struct sandbox_own own;
@@ -530,6 +527,7 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
     if (starting)
         p->n_starting--;
     c->state = POOL_CHILD_GONE;
+    relay_end(&c->r); /* nothing more of the child's reaches c */
     loop_timer_del(c->timer);
     c->timer = NULL;
     if (failure) {

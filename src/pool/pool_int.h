@@ -407,10 +407,15 @@ void pool_call_error(struct pool_call *call, const char *id, size_t idlen, int c
                      const char *message);
 /* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
 void pool_call_cancel(struct pool_call *call, enum relay_reason why);
-/* The relay's timeout: p's deadline passed, its call is cancelled. */
-void pool_expired(struct relay *r, struct pending *p);
-/* The upstream's line callback. */
+/*
+ * The pool child's side of its relay (relay.h): where each message of its child goes (its calls'
+ * streams, the input-round bridge, the gateway's listens), a timeout cancels its call, the child's
+ * end retires it.
+ */
+extern const struct relay_ops pool_relay_ops;
+/* The upstream's callbacks: the child's bookkeeping around the relay's reading; its end. */
 void pool_child_line(char *line, size_t len, struct msg *shared, void *arg);
+void pool_child_gone(const char *reason, void *arg);
 /* Methods a child of this era serves in revision rev (false: 404 -32601). */
 bool pool_method_served(const struct pool *p, const struct revision *rev, const char *method);
 /* Whether p's children speak rev (true while the era is unknown: judged again at dispatch). */

@@ -2,7 +2,7 @@
 /*
  * What the pools show operators: their series for /metrics and their part of the admin view
  * (every pool, child and in-flight entry), bounded like the sessions' part: a child is shown whole
- * or left out and counted; and the text of each refusal (pool_status_text).
+ * or left out and counted.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,38 +11,6 @@
 
 #include "metrics.h"
 #include "pool_int.h"
-
-const char *
-pool_status_text(enum pool_status status)
-{
-    switch (status) {
-    case POOL_OK:
-        return "ok";
-    case POOL_E_FULL:
-        return "too many requests in flight for this server (pool_child_max_inflight)";
-    case POOL_E_UNAVAILABLE:
-        return "upstream server cannot be started now; try again later";
-    case POOL_E_BUSY:
-        return "upstream server is not reading its input; try again later";
-    case POOL_E_DRAINING:
-        return "gateway shutting down: no new requests";
-    case POOL_E_DRAINED:
-        return "server drained by the operator: no new requests";
-    case POOL_E_ID_TOO_LONG:
-        return "request id or progress token longer than max_id_bytes";
-    case POOL_E_NO_METHOD:
-        return "Method not found";
-    case POOL_E_BAD_STATE:
-        return "requestState refused";
-    case POOL_E_PRINCIPAL:
-        return "too many requests for this principal";
-    case POOL_E_CREDENTIALS:
-        return "no credentials for this principal on this server";
-    case POOL_E_CREDENTIALS_BAD:
-        return "the credentials of this principal cannot be read (the gateway's log says why)";
-    }
-    return "internal error";
-}
 
 void
 pool_caller_note(struct pool_call *call, const char *body, const struct jsonrpc_info *info,

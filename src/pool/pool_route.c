@@ -278,38 +278,21 @@ pool_stream_detach(struct stream *st)
 
 /* --- client -> child ------------------------------------------------------------------------ */
 
-/* Answered as the MCP specification answers an unknown tool: hidden and missing look the same. */
+/* A tools/call the server's policy hides from the token (relay_refuse_hidden): its own stream. */
 struct stream *
 pool_refuse_hidden(struct pool *p, const char *body, const struct jsonrpc_info *info,
                    const struct pool_meta *meta)
 {
-    char name[POLICY_NAME_MAX + 1];
-    const char *scope = NULL;
-    enum policy_verdict v =
-        policy_judge_call(p->srv->policy, policy_bits(p->srv->policy, meta->grants), body, info,
-                          name, sizeof(name), &scope);
-    if (v == POLICY_VISIBLE)
+    char message[RELAY_REFUSAL_MAX];
+    if (!relay_refuse_hidden(p->srv->policy, policy_bits(p->srv->policy, meta->grants), body, info,
+                             meta->principal, p->name, NULL, message))
         return NULL;
-    char message[POLICY_NAME_MAX + 16] = "Unknown tool";
-    if (name[0] != '\0')
-        snprintf(message, sizeof(message), "Unknown tool: %s", name);
     struct pool_call *call = xcalloc(1, sizeof(*call));
     call->pool = p;
     call->rev = meta->rev;
     call->log_level = -1;
     struct stream *st = pool_call_stream(call);
     pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message);
-    policy_count_denied(p->srv->policy);
-    if (audit_on()) {
-        char detail[POLICY_NAME_MAX + 64];
-        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), scope != NULL ? ": " : "",
-                 scope != NULL ? scope : "");
-        audit_event("refused_policy", meta->principal, p->name, NULL, JSONRPC_INVALID_PARAMS,
-                    detail, body, info);
-    }
-    log_debug(NULL, "pool %s: tools/call of %s refused for %s: %s%s%s", p->name, name,
-              meta->principal != NULL ? meta->principal : "-", policy_verdict_text(v),
-              scope != NULL ? ": " : "", scope != NULL ? scope : "");
     return st;
 }
 
@@ -328,10 +311,10 @@ pool_refuse_version(struct pool *p, const char *body, const struct jsonrpc_info 
     return st;
 }
 
-void
-pool_expired(struct relay *r, struct pending *p)
+static void
+pool_expired(void *owner, struct pending *p)
 {
-    (void)r;
+    (void)owner;
     if (p->owner != NULL)
         pool_call_cancel(p->owner, RELAY_CANCEL_TIMEOUT);
 }
@@ -447,7 +430,7 @@ pool_call_dispatch(struct pool_call *call, struct pool_child *c)
     call->body = NULL; /* pool_call_send may end the call: the copy is freed here */
     if (pool_call_send(call, c, body, call->len, &info) == -1) {
         call->body = body; /* for the error's id */
-        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, pool_status_text(POOL_E_BUSY));
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, relay_status_text(POOL_E_BUSY));
         return;
     }
     free(body);
@@ -519,15 +502,10 @@ pool_deliver(struct pool_call *call, const char *method, const char *id, size_t 
 }
 
 static void
-pool_child_answer(struct pool_child *c, const char *line, size_t len,
+pool_child_answer(void *owner, struct pending *p, const char *line, size_t len,
                   const struct jsonrpc_info *info)
 {
-    if (pool_listen_answer(c, line, info))
-        return; /* the gateway's own resources/subscribe or unsubscribe: no entry */
-    struct pending *p =
-        relay_answered(&c->r, PENDING_TO_CHILD, line, info, &c->pool->row->ctr.late_dropped);
-    if (p == NULL)
-        return;
+    struct pool_child *c = owner;
     if (p->gw_id == c->start_id) {
         pool_child_start_answer(c, line, len, info);
         return;
@@ -564,23 +542,16 @@ pool_child_answer(struct pool_child *c, const char *line, size_t len,
 }
 
 /*
- * The request a notification of c's is about, named by the number the gateway minted for it at sp
- * (a progress token, or a listen's subscription id); NULL (counted) when it names none, or one
- * already ended.
+ * Whether p, the request a notification of c's names (by its progress token or its subscription
+ * id), is a client's: the gateway's own (a start, a fence) is no longer any client's (counted).
  */
-static struct pending *
-pool_related(struct pool_child *c, const char *line, struct jsonrpc_span sp, bool listen)
+static bool
+pool_related(struct pool_child *c, const struct pending *p)
 {
-    struct pending *p = relay_minted(&c->r, PENDING_TO_CHILD, line, sp);
-    if (p == NULL || (listen ? strcmp(p->method, "subscriptions/listen") != 0 : p->token == NULL)) {
-        c->pool->row->ctr.unattributed++;
-        return NULL;
-    }
-    if (p->state != PENDING_FORWARDED || p->owner == NULL) {
-        c->pool->row->ctr.late_dropped++;
-        return NULL;
-    }
-    return p;
+    if (p->owner != NULL)
+        return true;
+    c->pool->row->ctr.late_dropped++;
+    return false;
 }
 
 /* line, with the bytes at sp replaced by with, on p's stream. */
@@ -596,11 +567,10 @@ pool_push_retagged(struct pending *p, const char *line, size_t len, struct jsonr
 
 /* Progress: on the request's stream, with the client's own token. */
 static void
-pool_child_progress(struct pool_child *c, const char *line, size_t len,
+pool_child_progress(void *owner, struct pending *p, const char *line, size_t len,
                     const struct jsonrpc_info *info)
 {
-    struct pending *p = pool_related(c, line, info->progress_token, false);
-    if (p == NULL)
+    if (!pool_related(owner, p))
         return;
     struct pool_call *call = p->owner;
     if (call->pool->srv->request_timeout_max_ms > 0 && p->timer != NULL)
@@ -624,8 +594,9 @@ pool_log_level(const char *line, struct jsonrpc_span sp)
 }
 
 static void
-pool_child_log(struct pool_child *c, const char *line, size_t len, const struct jsonrpc_info *info)
+pool_child_log(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
+    struct pool_child *c = owner;
     struct pending *only = NULL;
     size_t active = 0;
     for (struct pending *p = c->r.pt.head; p != NULL; p = p->next)
@@ -650,18 +621,19 @@ pool_child_log(struct pool_child *c, const char *line, size_t len, const struct 
 
 /* A listen's notification: on the listen's stream, with the client's id. */
 static void
-pool_child_subscription(struct pool_child *c, const char *line, size_t len,
+pool_child_subscription(void *owner, struct pending *p, const char *line, size_t len,
                         const struct jsonrpc_info *info)
 {
-    struct pending *p = pool_related(c, line, info->meta_subscription, true);
-    if (p != NULL)
+    if (pool_related(owner, p))
         pool_push_retagged(p, line, len, info->meta_subscription, p->orig_id, p->orig_id_len);
 }
 
 /* A request of the child's: ping is answered here; the others may become input rounds. */
 static void
-pool_child_request(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+pool_child_request(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
+    struct pool_child *c = owner;
+    (void)len;
     if (strcmp(info->method, "ping") != 0) {
         pool_bridge_ask(c, line, info);
         return;
@@ -677,35 +649,52 @@ pool_child_request(struct pool_child *c, const char *line, const struct jsonrpc_
         log_warn(c->tag, "answer to the child's ping not delivered");
 }
 
+/* The child withdrew one of its questions (notifications/cancelled): pool_bridge.c knows them. */
 static void
-pool_child_message(struct pool_child *c, char *line, size_t len)
+pool_child_withdrawn(void *owner, struct pending *p, const char *line, size_t len,
+                     const struct jsonrpc_info *info)
 {
-    struct jsonrpc_info info;
-    if (relay_scan(&c->r, line, len, &info, false, &c->pool->row->ctr.child_lines_invalid)
-        != RELAY_LINE_MESSAGE)
-        return;
-    switch (info.kind) {
-    case JSONRPC_RESULT:
-    case JSONRPC_ERROR:
-        pool_child_answer(c, line, len, &info);
-        return;
-    case JSONRPC_REQUEST:
-        pool_child_request(c, line, &info);
-        return;
-    case JSONRPC_NOTIFICATION:
-        break;
-    }
-    if (info.meta_subscription.len != 0)
-        pool_child_subscription(c, line, len, &info);
-    else if (strcmp(info.method, "notifications/progress") == 0)
-        pool_child_progress(c, line, len, &info);
-    else if (strcmp(info.method, "notifications/message") == 0)
-        pool_child_log(c, line, len, &info);
-    else if (strcmp(info.method, "notifications/cancelled") == 0)
-        pool_bridge_withdrawn(c, line, &info);
-    else if (c->pool->era != CONFIG_ERA_LEGACY || !pool_listen_notify(c, line, &info))
+    (void)p; /* a pool child's questions are held by their calls, not in the table */
+    (void)len;
+    pool_bridge_withdrawn(owner, line, info);
+}
+
+/* Any other notification: a legacy child's list change or update may be a listen's. */
+static void
+pool_child_notification(void *owner, const char *line, size_t len,
+                        const struct jsonrpc_info *info)
+{
+    struct pool_child *c = owner;
+    (void)len;
+    if (c->pool->era != CONFIG_ERA_LEGACY || !pool_listen_notify(c, line, info))
         c->pool->row->ctr.unattributed++;
 }
+
+/* An answer with no entry: the gateway's own resources/subscribe or unsubscribe (pool_listen.c). */
+static bool
+pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
+{
+    return pool_listen_answer(owner, line, info);
+}
+
+static void
+pool_child_ended(void *owner, const char *reason)
+{
+    pool_child_retire(owner, reason, true);
+}
+
+const struct relay_ops pool_relay_ops = {
+    .answer = pool_child_answer,
+    .stray = pool_child_stray,
+    .request = pool_child_request,
+    .progress = pool_child_progress,
+    .cancelled = pool_child_withdrawn,
+    .subscription = pool_child_subscription,
+    .log = pool_child_log,
+    .notification = pool_child_notification,
+    .expired = pool_expired,
+    .gone = pool_child_ended,
+};
 
 void
 pool_child_line(char *line, size_t len, struct msg *shared, void *arg)
@@ -719,7 +708,14 @@ pool_child_line(char *line, size_t len, struct msg *shared, void *arg)
             pool_start_ok(c->pool); /* ready at its start (stateless): its first line proves it */
     }
     pools.line = shared;
-    pool_child_message(c, line, len);
+    relay_line(&c->r, line, len);
     pools.line = NULL;
     pool_child_room(c); /* an answer frees a slot for what waits in the queue */
+}
+
+void
+pool_child_gone(const char *reason, void *arg)
+{
+    struct pool_child *c = arg;
+    relay_gone(&c->r, reason); /* pool_relay_ops' gone: the child retires */
 }

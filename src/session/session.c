@@ -330,11 +330,13 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
     session_label(s);
     s->mode = SESSION_MODE_CHILD;
     s->created_unix_ms = util_now_unix_ms();
-    relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, session_expired, s);
+    relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, &session_relay_ops, s);
     msgq_init(&s->backlog);
     msgq_init(&s->wakeq);
     s->srv = srv;
     s->stats = session_server_of(srv->name);
+    s->r.invalid = &s->stats->child_lines_invalid;
+    s->r.late = &s->stats->late_dropped;
     if (srv->token_exchange) {
         /* The child's token variables are made by session_spawn from the held token. */
         char **tenv = xcalloc(3, sizeof(*tenv));
@@ -408,6 +410,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
     if (why == SESSION_END_INIT || (why == SESSION_END_CHILD && s->state == SESSION_INITIALIZING))
         relay_start_failed(s->r.stats, reason, false);
     s->state = SESSION_CLOSED;
+    relay_end(&s->r); /* nothing more of the child's reaches s */
     session_unlink(s);
     bool child_alive = why != SESSION_END_CHILD;
     char message[160];

@@ -179,14 +179,17 @@ void session_stream_abandon(struct session *s, struct stream *st, const char *wh
 /* session_route.c */
 /* The relay's writer (relay.h): the session's child, -1 once it is gone. */
 int session_relay_send(void *arg, const struct iovec *iov, int n);
-/* The relay's timeout: p's deadline passed (initialize ends the session). */
-void session_expired(struct relay *r, struct pending *p);
+/*
+ * The session's side of its relay (relay.h): where each message of its child goes (the routing
+ * above); a timeout's end (initialize ends the session); the child's end closes the session.
+ */
+extern const struct relay_ops session_relay_ops;
 /* Answers a request of the child's (its raw id) with a JSON-RPC error. */
 void session_error_to_child(struct session *s, const char *id, size_t idlen, const char *message);
 /* A JSON-RPC error for p's client id on st. */
 void session_push_error(struct session *s, struct stream *st, const struct pending *p,
                         const char *message);
-/* The upstream's callbacks. */
+/* The upstream's callbacks: the relay reads the line (the session's bytes for its streams). */
 void session_child_line(char *line, size_t len, struct msg *shared, void *arg);
 void session_child_gone(const char *reason, void *arg);
 

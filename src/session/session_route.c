@@ -75,10 +75,10 @@ session_error_to_child(struct session *s, const char *id, size_t idlen, const ch
 
 /* --- request timeouts ------------------------------------------------------------------- */
 
-void
-session_expired(struct relay *r, struct pending *p)
+static void
+session_expired(void *owner, struct pending *p)
 {
-    struct session *s = r->arg;
+    struct session *s = owner;
     s->stats->timeouts++;
     uint64_t waited = util_now_ms() - p->start_ms;
     char message[128];
@@ -174,6 +174,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
     }
     snprintf(s->version, sizeof(s->version), "%s", rev->name);
     s->rev = rev;
+    s->r.batches = rev->batches;
     s->state = SESSION_READY;
     relay_start_ok(s->r.stats);
     log_info(s->id, "session initialized: protocol %s", v);
@@ -199,13 +200,10 @@ session_push_tools(struct session *s, struct stream *st, const struct pending *p
 }
 
 static void
-session_child_answer(struct session *s, const char *line, size_t len,
+session_child_answer(void *owner, struct pending *p, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
-    struct pending *p =
-        relay_answered(&s->r, PENDING_TO_CHILD, line, info, &s->stats->late_dropped);
-    if (p == NULL)
-        return;
+    struct session *s = owner;
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (p->gw_id == s->init_gw_id && session_check_init(s, st, p, line, len, info) == -1)
         return;
@@ -225,9 +223,9 @@ session_child_answer(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_request(struct session *s, const char *line, size_t len,
-                      const struct jsonrpc_info *info)
+session_child_request(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
+    struct session *s = owner;
     struct stream *st = session_route_unrelated(s);
     relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     const char *refusal = NULL;
@@ -253,18 +251,11 @@ session_child_request(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_progress(struct session *s, const char *line, size_t len,
+session_child_progress(void *owner, struct pending *p, const char *line, size_t len,
                        const struct jsonrpc_info *info)
 {
-    struct pending *p = NULL;
-    if (info->progress_token.len)
-        p = pending_find_token(&s->r.pt, line + info->progress_token.off, info->progress_token.len);
-    if (p == NULL || p->state != PENDING_FORWARDED) {
-        if (p != NULL)
-            s->stats->late_dropped++;
-        log_debug(s->id, "progress for no active request dropped");
-        return;
-    }
+    struct session *s = owner;
+    (void)info;
     if (s->srv->request_timeout_max_ms > 0 && p->timer != NULL)
         session_arm_timeout(s, p);
     struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -275,14 +266,11 @@ session_child_progress(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_cancel(struct session *s, const char *line, size_t len,
+session_child_cancel(void *owner, struct pending *p, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
-    struct pending *p = NULL;
-    if (info->request_id.len)
-        p = pending_find_orig(&s->r.pt, PENDING_TO_CLIENT, line + info->request_id.off,
-                              info->request_id.len);
-    if (p == NULL || p->state != PENDING_FORWARDED) {
+    struct session *s = owner;
+    if (p == NULL) {
         log_debug(s->id, "child cancel for no active request ignored");
         return;
     }
@@ -298,17 +286,10 @@ session_child_cancel(struct session *s, const char *line, size_t len,
 }
 
 static void
-session_child_notification(struct session *s, const char *line, size_t len,
+session_child_notification(void *owner, const char *line, size_t len,
                            const struct jsonrpc_info *info)
 {
-    if (strcmp(info->method, "notifications/progress") == 0) {
-        session_child_progress(s, line, len, info);
-        return;
-    }
-    if (strcmp(info->method, "notifications/cancelled") == 0) {
-        session_child_cancel(s, line, len, info);
-        return;
-    }
+    struct session *s = owner;
     if (strcmp(info->method, "notifications/tasks/status") == 0)
         session_task_seen(s, line, len);
     struct stream *st = session_route_unrelated(s);
@@ -344,23 +325,6 @@ session_child_notification(struct session *s, const char *line, size_t len,
     msg_unref(m);
 }
 
-static void session_child_message(struct session *s, char *line, size_t len, bool top);
-
-/* A 2025-03-26 child may write a batch: each element is routed on its own. */
-static void
-session_child_batch(struct session *s, char *line, size_t len)
-{
-    struct jsonrpc_span el[SESSION_BATCH_MAX];
-    size_t n;
-    if (jsonrpc_batch_split(line, len, el, ARRAY_LEN(el), &n) == -1 || n == 0) {
-        relay_invalid(&s->r, &s->stats->child_lines_invalid, "an empty or oversized batch", line,
-                      len);
-        return;
-    }
-    for (size_t i = 0; i < n && s->state != SESSION_CLOSED; i++)
-        session_child_message(s, line + el[i].off, el[i].len, false);
-}
-
 bool
 session_batches(const struct session *s)
 {
@@ -371,88 +335,58 @@ void
 session_child_line(char *line, size_t len, struct msg *shared, void *arg)
 {
     struct session *s = arg;
-    if (s->state == SESSION_CLOSED)
-        return;
     sessions.line = shared;
-    session_child_message(s, line, len, true);
+    relay_line(&s->r, line, len);
     sessions.line = NULL;
 }
 
-/* One line from the child (top), or one element of its batch. */
 static void
-session_child_message(struct session *s, char *line, size_t len, bool top)
+session_ended(void *owner, const char *reason)
 {
-    struct jsonrpc_info info;
-    switch (relay_scan(&s->r, line, len, &info, top && session_batches(s),
-                       &s->stats->child_lines_invalid)) {
-    case RELAY_LINE_MESSAGE:
-        break;
-    case RELAY_LINE_BATCH:
-        session_child_batch(s, line, len);
-        return;
-    case RELAY_LINE_INVALID:
-        return;
-    }
-    switch (info.kind) {
-    case JSONRPC_RESULT:
-    case JSONRPC_ERROR:
-        session_child_answer(s, line, len, &info);
-        break;
-    case JSONRPC_REQUEST:
-        session_child_request(s, line, len, &info);
-        break;
-    case JSONRPC_NOTIFICATION:
-        session_child_notification(s, line, len, &info);
-        break;
-    }
+    struct session *s = owner;
+    const struct log_field f[] = { { "reason", reason, false } };
+    log_fields(LOG_WARN, s->id, f, ARRAY_LEN(f), "upstream ended: %s", reason);
+    session_close(s, SESSION_END_CHILD, reason);
 }
 
 void
 session_child_gone(const char *reason, void *arg)
 {
     struct session *s = arg;
-    const struct log_field f[] = { { "reason", reason, false } };
-    log_fields(LOG_WARN, s->id, f, ARRAY_LEN(f), "upstream ended: %s", reason);
-    session_close(s, SESSION_END_CHILD, reason);
+    relay_gone(&s->r, reason);
 }
+
+const struct relay_ops session_relay_ops = {
+    .answer = session_child_answer,
+    .request = session_child_request,
+    .progress = session_child_progress,
+    .cancelled = session_child_cancel,
+    .notification = session_child_notification,
+    .expired = session_expired,
+    .gone = session_ended,
+};
 
 /* --- client -> child --------------------------------------------------------------------- */
 
 /*
- * A tools/call of a tool the server's policy hides from a token granting bits: answered on st as
- * the MCP specification answers an unknown tool (-32602, "Unknown tool: NAME"), so a client cannot
- * tell a hidden tool from a missing one, and never sent to the child. True when answered.
+ * A tools/call the server's policy hides from a token granting bits (relay_refuse_hidden),
+ * answered on st and never sent to the child. True when answered.
  */
 static bool
 session_refuse_hidden(struct session *s, struct stream *st, const char *body,
                       const struct jsonrpc_info *info, uint64_t bits)
 {
-    char name[POLICY_NAME_MAX + 1];
-    const char *scope = NULL;
-    enum policy_verdict v =
-        policy_judge_call(s->srv->policy, bits, body, info, name, sizeof(name), &scope);
-    if (v == POLICY_VISIBLE)
+    char message[RELAY_REFUSAL_MAX];
+    if (!relay_refuse_hidden(s->srv->policy, bits, body, info,
+                             s->owner != NULL ? s->owner->name : NULL, s->srv->name, s->id,
+                             message))
         return false;
-    char message[POLICY_NAME_MAX + 16] = "Unknown tool";
-    if (name[0] != '\0')
-        snprintf(message, sizeof(message), "Unknown tool: %s", name);
     size_t elen;
     char *e = jsonrpc_error_new(body + info->id.off, info->id.len, JSONRPC_INVALID_PARAMS, message,
                                 &elen);
     struct iovec iov = { e, elen };
     session_push(s, st, &iov, 1);
     free(e);
-    policy_count_denied(s->srv->policy);
-    if (audit_on()) {
-        char detail[POLICY_NAME_MAX + 64];
-        snprintf(detail, sizeof detail, "%s%s%s", policy_verdict_text(v), scope != NULL ? ": " : "",
-                 scope != NULL ? scope : "");
-        audit_event("refused_policy", s->owner != NULL ? s->owner->name : NULL, s->srv->name, s->id,
-                    JSONRPC_INVALID_PARAMS, detail, body, info);
-    }
-    log_debug(s->id, "tools/call of %s refused for %s: %s%s%s", name,
-              s->owner != NULL ? s->owner->name : "-", policy_verdict_text(v),
-              scope != NULL ? ": " : "", scope != NULL ? scope : "");
     return true;
 }
 
@@ -638,32 +572,6 @@ session_client_other(struct session *s, char *body, size_t len, const struct jso
     return session_relay_send(s, iov, 2) == -1 ? SESSION_E_BUSY : SESSION_OK;
 }
 
-const char *
-session_status_text(enum session_status status)
-{
-    switch (status) {
-    case SESSION_OK:
-        return "ok";
-    case SESSION_E_GONE:
-        return "Session not found";
-    case SESSION_E_BUSY:
-        return "upstream server is not reading its input; try again later";
-    case SESSION_E_TOO_MANY:
-        return "too many requests in flight for this session";
-    case SESSION_E_DUPLICATE:
-        return "a request with this id is already in flight";
-    case SESSION_E_CONFLICT:
-        return "this stream is already being read by another connection";
-    case SESSION_E_EVICTED:
-        return "Last-Event-ID names no event this session can still replay";
-    case SESSION_E_ID_TOO_LONG:
-        return "request id or progress token longer than max_id_bytes";
-    case SESSION_E_PRINCIPAL:
-        return "too many requests in flight for this principal (max_inflight_per_principal)";
-    }
-    return "internal error";
-}
-
 enum session_status
 session_client_batch(struct session *s, struct stream *st, char *body, size_t len,
                      const struct jsonrpc_span *el, const struct jsonrpc_info *info, size_t n,
@@ -696,7 +604,7 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
             /* Each request of a batch gets its own answer: this one an error, at once. */
             size_t elen;
             char *e = jsonrpc_error_new(m + info[i].id.off, info[i].id.len, JSONRPC_INVALID_REQUEST,
-                                        session_status_text(rc), &elen);
+                                        relay_status_text(rc), &elen);
             struct iovec iov = { e, elen };
             session_push(s, st, &iov, 1);
             free(e);

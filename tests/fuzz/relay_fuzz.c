@@ -40,6 +40,9 @@
  *     child's table, a listener): nothing is orphaned;
  *   - no in-flight entry without an owner except the gateway's own (start, fence, subscribe);
  *     an owned entry's call points back at it and its child;
+ *   - a live child's lines are read by its relay (relay_line), which calls the pool child's table
+ *     of operations with the child as owner and has not ended (it ends with the child's
+ *     retirement: nothing of a retired child's reaches the pool);
  *   - gauges equal table sizes: queue lengths, the held list and nheld, n_children, n_starting,
  *     pool_inflight() equal to the queued calls plus forwarded entries;
  *   - a child is paused only while a stream the client holds is over its ceiling;
@@ -814,7 +817,7 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
                        && (status == POOL_E_DRAINED || status == POOL_E_DRAINING
                            || status == POOL_E_ID_TOO_LONG),
                    "request %s to a drained server: %s", r->id,
-                   r->st != NULL ? "taken" : pool_status_text(status));
+                   r->st != NULL ? "taken" : relay_status_text(status));
     if (of != NULL)
         FUZZ_CHECK(status != POOL_E_DRAINED, "retry %s refused for the drain", r->id);
     r->hidden = r->st != NULL && hidden;
@@ -1783,6 +1786,10 @@ check_sessions(void)
         for (struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
             count++;
             FUZZ_CHECK(s->state != SESSION_CLOSED, "session %s: closed, still in the table", s->id);
+            /* Its relay reads its child's lines for it: batches only where its revision has them. */
+            FUZZ_CHECK(s->r.ops == &session_relay_ops && s->r.arg == s && !s->r.ended
+                           && s->r.batches == session_batches(s),
+                       "session %s: its relay is not the open session's", s->id);
             FUZZ_CHECK(session_find(s->id) == s, "session %s: not found by its id", s->id);
             check_sleep(s);
             FUZZ_CHECK(s->nap == SESSION_ASLEEP || (s->u != NULL && !fake_upstream_closed(s->u)),
@@ -2110,6 +2117,10 @@ check_all(void)
         for (struct pool_child *c = p->children; c != NULL; c = c->next) {
             children++;
             FUZZ_CHECK(c->state != POOL_CHILD_GONE, "a gone child is still in its pool");
+            /* Its relay reads its lines for it: the pool child's table, itself as the owner. */
+            FUZZ_CHECK(c->r.ops == &pool_relay_ops && c->r.arg == c && !c->r.ended
+                           && c->r.minted_tokens && !c->r.batches,
+                       "%s: its relay is not the live pool child's", c->tag);
             starting += c->state == POOL_CHILD_STARTING;
             bool start_seen = c->start_id == 0, fence_seen = c->fence_id == 0;
             for (struct pending *e = c->r.pt.head; e != NULL; e = e->next) {

@@ -35,8 +35,9 @@
  *     a resume never replays what was read;
  *   - every session in the table is open, has its child (or sleeps, holding none, with nothing in
  *     flight either way, no stream awaited and no line waiting; or wakes, its replayed initialize in
- *     flight with its timer), is found by its id; a paused child only
- *     while a stream the client reads is over its low water;
+ *     flight with its timer), is found by its id, and its relay reads its child's lines for it (the
+ *     session's table of operations, batches only where its revision has them, not ended, asleep
+ *     or not); a paused child only while a stream the client reads is over its low water;
  *   - streams linked both ways and the session's; a POST stream's awaiting count equals the
  *     in-flight entries bound to it;
  *   - every in-flight entry has its owner: a request's stream is the session's (else it is the

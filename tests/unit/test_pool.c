@@ -136,7 +136,7 @@ call_start(struct call *c, const char *body)
     enum pool_status status;
     c->len = 0;
     c->st = request(body, &status);
-    cr_assert_not_null(c->st, "refused: %s", pool_status_text(status));
+    cr_assert_not_null(c->st, "refused: %s", relay_status_text(status));
 }
 
 /* The client reads what its stream holds now. */
@@ -255,6 +255,50 @@ Test(pool, unanswered_call_times_out_once, .init = setup_timed, .fini = teardown
     cr_assert_eq(child_count(u, "notifications/cancelled"), 1);
     advance(5000);
     cr_assert_eq(child_count(u, "notifications/cancelled"), 1, "cancelled once");
+}
+
+#define PROGRESS(token)                                                                            \
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":" \
+    token ",\"progress\":1}}"
+
+/*
+ * The pool child's side of its relay (pool_relay_ops): progress names its request by the minted id
+ * the child saw as its token and reaches that call once, with the client's token; progress that
+ * names no request is unattributed; once the call timed out its progress and its answer are late,
+ * and reach no stream; once the child is retired, nothing of its reaches the pool, not even its end.
+ */
+Test(pool, relay_calls_the_pool_child_once_per_message, .init = setup_timed, .fini = teardown)
+{
+    static struct call c;
+    call_start(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"tools/call\",\"params\":{"
+                   "\"name\":\"slow\",\"_meta\":{\"progressToken\":\"mine\"}}}");
+    struct upstream *u = child_ready();
+    uint64_t id = child_got(u, "tools/call");
+    const struct pool_counters *k = &pools.pools->row->ctr;
+    child_says(u, PROGRESS("%" PRIu64), id);
+    child_says(u, PROGRESS("%" PRIu64), id + 1000);
+    call_read(&c);
+    cr_assert_not_null(strstr(c.got, "\"progressToken\":\"mine\""), "%s", c.got);
+    cr_assert_eq(strstr(strstr(c.got, "progressToken") + 1, "progressToken"), NULL,
+                 "one progress event: %s", c.got);
+    cr_assert_eq(k->unattributed, 1);
+    advance(1500); /* timed out: cancelled at the child, answered with an error */
+    child_says(u, PROGRESS("%" PRIu64), id);
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}", id);
+    cr_assert_eq(k->late_dropped, 2, "its progress and its answer came late");
+    call_done(&c);
+    cr_assert_not_null(strstr(c.got, "timed out"), "%s", c.got);
+    cr_assert_null(strstr(c.got, "\"result\""), "a late answer reached the client: %s", c.got);
+    struct pool_child *child = pools.pools->children;
+    uint64_t crashed = k->crashed;
+    pool_child_retire(child, "stopped by the test", false);
+    cr_assert(child->r.ended, "the relay ends with its child");
+    char line[128];
+    int n = snprintf(line, sizeof line, PROGRESS("%" PRIu64), id);
+    relay_line(&child->r, line, (size_t)n);
+    relay_gone(&child->r, "child exited");
+    cr_assert_eq(k->late_dropped, 2, "a line after the child's retirement");
+    cr_assert_eq(k->crashed, crashed, "the end of a retired child counted");
 }
 
 static void
@@ -561,7 +605,7 @@ call_as(struct call *c, const char *principal, struct auth_claims *claims, const
     enum pool_status status;
     c->len = 0;
     c->st = request_as(principal, claims, body, &status);
-    cr_assert_not_null(c->st, "%s refused: %s", principal, pool_status_text(status));
+    cr_assert_not_null(c->st, "%s refused: %s", principal, relay_status_text(status));
 }
 
 /* The child answers the last tools/call named name it read. */

@@ -9,6 +9,7 @@
  * the send callback's list of lines. Through relay.h only. PROTOCOL.md and deploy/README.md list
  * the cancel reasons by hand: each label with its text as relay_reasons has it, each once.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,21 +46,149 @@ child_send(void *arg, const struct iovec *iov, int n)
     return 0;
 }
 
+/* --- the owner: each op records its call ------------------------------------------------------ */
+
+enum op { OP_ANSWER, OP_STRAY, OP_REQUEST, OP_PROGRESS, OP_CANCELLED, OP_SUBSCRIPTION, OP_LOG,
+          OP_NOTIFICATION, OP_EXPIRED, OP_GONE, OP_N };
+static struct {
+    enum op op;
+    struct pending *p;
+    char line[128];
+} calls[16];
+static int ncalls;
+static bool gone_seen;  /* ops->gone was called: nothing may follow */
+static bool end_in_op;  /* the next op ends the relay (relay_end), as a closing owner does */
+static bool stray_mine; /* the stray op claims the answer */
+
 static void
-on_expired(struct relay *r, struct pending *p)
+record(void *owner, enum op op, struct pending *p, const char *line, size_t len)
 {
-    cr_assert_eq(r, &R);
+    cr_assert_eq(owner, &R, "ops get relay_init's owner");
+    cr_assert(!gone_seen, "an op after gone");
+    cr_assert(!R.ended || op == OP_GONE, "an op after the relay ended");
+    cr_assert_lt(ncalls, 16);
+    calls[ncalls].op = op;
+    calls[ncalls].p = p;
+    snprintf(calls[ncalls].line, sizeof calls[0].line, "%.*s", (int)len, line != NULL ? line : "");
+    ncalls++;
+    if (op == OP_GONE)
+        gone_seen = true;
+    if (end_in_op)
+        relay_end(&R);
+}
+
+static void
+on_answer(void *owner, struct pending *p, const char *line, size_t len,
+          const struct jsonrpc_info *info)
+{
+    cr_assert(info->kind == JSONRPC_RESULT || info->kind == JSONRPC_ERROR);
+    cr_assert_eq(p->state, PENDING_FORWARDED, "an answer op only for an entry still waiting");
+    record(owner, OP_ANSWER, p, line, len);
+}
+
+static bool
+on_stray(void *owner, const char *line, const struct jsonrpc_info *info)
+{
+    record(owner, OP_STRAY, NULL, line, info->id.off + info->id.len);
+    return stray_mine;
+}
+
+static void
+on_request(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
+{
+    cr_assert_eq(info->kind, JSONRPC_REQUEST);
+    record(owner, OP_REQUEST, NULL, line, len);
+}
+
+static void
+on_progress(void *owner, struct pending *p, const char *line, size_t len,
+            const struct jsonrpc_info *info)
+{
+    cr_assert_str_eq(info->method, "notifications/progress");
+    cr_assert_eq(p->state, PENDING_FORWARDED);
+    record(owner, OP_PROGRESS, p, line, len);
+}
+
+static void
+on_cancelled(void *owner, struct pending *p, const char *line, size_t len,
+             const struct jsonrpc_info *info)
+{
+    cr_assert_str_eq(info->method, "notifications/cancelled");
+    record(owner, OP_CANCELLED, p, line, len);
+}
+
+static void
+on_subscription(void *owner, struct pending *p, const char *line, size_t len,
+                const struct jsonrpc_info *info)
+{
+    (void)info;
+    cr_assert_str_eq(p->method, "subscriptions/listen");
+    record(owner, OP_SUBSCRIPTION, p, line, len);
+}
+
+static void
+on_log(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
+{
+    cr_assert_str_eq(info->method, "notifications/message");
+    record(owner, OP_LOG, NULL, line, len);
+}
+
+static void
+on_notification(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
+{
+    cr_assert_eq(info->kind, JSONRPC_NOTIFICATION);
+    record(owner, OP_NOTIFICATION, NULL, line, len);
+}
+
+static void
+on_expired(void *owner, struct pending *p)
+{
     cr_assert_null(p->timer, "the timer is gone before the owner hears of it");
+    record(owner, OP_EXPIRED, p, NULL, 0);
     expired[nexpired++] = p;
 }
+
+static void
+on_gone(void *owner, const char *reason)
+{
+    record(owner, OP_GONE, NULL, reason, strlen(reason));
+}
+
+/* Every op (a pool child's kind of owner), and the fewest (a session's). */
+static const struct relay_ops all_ops = {
+    .answer = on_answer,
+    .stray = on_stray,
+    .request = on_request,
+    .progress = on_progress,
+    .cancelled = on_cancelled,
+    .subscription = on_subscription,
+    .log = on_log,
+    .notification = on_notification,
+    .expired = on_expired,
+    .gone = on_gone,
+};
+static const struct relay_ops few_ops = {
+    .answer = on_answer,
+    .request = on_request,
+    .progress = on_progress,
+    .cancelled = on_cancelled,
+    .notification = on_notification,
+    .expired = on_expired,
+    .gone = on_gone,
+};
+static uint64_t n_invalid, n_late, n_unattributed;
 
 static void
 setup(void)
 {
     L = loop_new();
-    relay_init(&R, L, "test", "srv", child_send, on_expired, &R);
-    nsent = nexpired = 0;
-    refuse = false;
+    relay_init(&R, L, "test", "srv", child_send, &all_ops, &R);
+    R.invalid = &n_invalid;
+    R.late = &n_late;
+    R.unattributed = &n_unattributed;
+    nsent = nexpired = ncalls = 0;
+    n_invalid = n_late = n_unattributed = 0;
+    refuse = gone_seen = end_in_op = stray_mine = false;
 }
 
 static void
@@ -256,6 +385,193 @@ Test(relay, answers_found_by_minted_id_per_direction, .init = setup, .fini = tea
     cr_assert_null(relay_answered(&R, PENDING_TO_CHILD, line, &info, &late), "a late answer");
     cr_assert_eq(late, 1, "counted");
     cr_assert_eq(R.pt.count, before - 1, "the cancelled entry is forgotten");
+}
+
+/* --- a child's lines: one op per message ------------------------------------------------------ */
+
+/* The child writes text (a copy: the relay may flatten it in place). */
+static void
+feed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void
+feed(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cr_assert(n > 0 && (size_t)n < sizeof line);
+    relay_line(&R, line, (size_t)n);
+}
+
+static unsigned long long
+gw(const struct pending *p)
+{
+    return (unsigned long long)p->gw_id;
+}
+
+Test(relay, line_answer_matched_once_late_and_unknown_dropped, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("\"a\"");
+    struct pending *q = add("\"b\"");
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}", gw(p));
+    cr_assert_eq(ncalls, 1);
+    cr_assert_eq(calls[0].op, OP_ANSWER);
+    cr_assert_eq(calls[0].p, p, "the entry its minted id names");
+    pending_del(&R.pt, p); /* the owner ends it */
+    relay_cancel(&R, q, RELAY_CANCEL_TIMEOUT);
+    size_t before = R.pt.count;
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"error\":{\"code\":1,\"message\":\"x\"}}", gw(q));
+    cr_assert_eq(ncalls, 1, "a late answer reaches no op");
+    cr_assert_eq(n_late, 1, "counted late");
+    cr_assert_eq(R.pt.count, before - 1, "the cancelled entry is forgotten");
+    feed("{\"jsonrpc\":\"2.0\",\"id\":424242,\"result\":{}}");
+    cr_assert_eq(ncalls, 2, "an unknown id goes to stray");
+    cr_assert_eq(calls[1].op, OP_STRAY);
+    stray_mine = true;
+    feed("{\"jsonrpc\":\"2.0\",\"id\":\"gw-sub-1\",\"result\":{}}");
+    cr_assert_eq(calls[2].op, OP_STRAY);
+    R.ops = &few_ops; /* no stray op: logged and dropped */
+    feed("{\"jsonrpc\":\"2.0\",\"id\":424242,\"result\":{}}");
+    cr_assert_eq(ncalls, 3);
+    cr_assert_eq(n_late + n_unattributed + n_invalid, 1);
+}
+
+Test(relay, line_request_and_notifications_each_one_op, .init = setup, .fini = teardown)
+{
+    feed("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"roots/list\"}");
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\"}}");
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+    cr_assert_eq(ncalls, 3);
+    cr_assert_eq(calls[0].op, OP_REQUEST);
+    cr_assert_eq(calls[1].op, OP_LOG);
+    cr_assert_eq(calls[2].op, OP_NOTIFICATION);
+    R.ops = &few_ops; /* no log op: a log line is any notification */
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\"}}");
+    cr_assert_eq(ncalls, 4);
+    cr_assert_eq(calls[3].op, OP_NOTIFICATION);
+}
+
+Test(relay, line_progress_by_client_token_or_minted_id, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("1");
+    pending_set_token(p, "\"tok\"", 5);
+    struct pending *bare = add("2");
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":"
+         "\"tok\",\"progress\":1}}");
+    cr_assert_eq(ncalls, 1);
+    cr_assert_eq(calls[0].op, OP_PROGRESS);
+    cr_assert_eq(calls[0].p, p);
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":"
+         "\"other\",\"progress\":1}}");
+    cr_assert_eq(ncalls, 1, "a token of no request");
+    cr_assert_eq(n_unattributed, 1);
+    /* minted: the child saw the minted id as the token */
+    R.minted_tokens = true;
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":"
+         "%llu,\"progress\":1}}",
+         gw(p));
+    cr_assert_eq(ncalls, 2);
+    cr_assert_eq(calls[1].p, p);
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":"
+         "%llu,\"progress\":1}}",
+         gw(bare));
+    cr_assert_eq(ncalls, 2, "the minted id of a request that set no token");
+    cr_assert_eq(n_unattributed, 2);
+    relay_cancel(&R, p, RELAY_CANCEL_TIMEOUT);
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":"
+         "%llu,\"progress\":2}}",
+         gw(p));
+    cr_assert_eq(ncalls, 2, "progress of a cancelled request");
+    cr_assert_eq(n_late, 1);
+}
+
+Test(relay, line_cancel_names_the_childs_request, .init = setup, .fini = teardown)
+{
+    struct pending *q = pending_add(&R.pt, PENDING_TO_CLIENT, "\"q1\"", 4, "roots/list", 1, 0);
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
+         "\"q1\"}}");
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
+         "\"q9\"}}");
+    cr_assert_eq(ncalls, 2, "each cancel once, known or not");
+    cr_assert_eq(calls[0].op, OP_CANCELLED);
+    cr_assert_eq(calls[0].p, q);
+    cr_assert_null(calls[1].p);
+}
+
+Test(relay, line_subscription_only_with_its_op, .init = setup, .fini = teardown)
+{
+    struct pending *l =
+        pending_add(&R.pt, PENDING_TO_CHILD, "\"l\"", 3, "subscriptions/listen", 1, 0);
+    struct pending *c = add("\"c\"");
+#define SUB_NOTE                                                                                   \
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"_meta\":{"   \
+    "\"io.modelcontextprotocol/subscriptionId\":%llu}}}"
+    feed(SUB_NOTE, gw(l));
+    cr_assert_eq(ncalls, 1);
+    cr_assert_eq(calls[0].op, OP_SUBSCRIPTION);
+    cr_assert_eq(calls[0].p, l);
+    feed(SUB_NOTE, gw(c));
+    cr_assert_eq(ncalls, 1, "the minted id of a request that is no listen");
+    cr_assert_eq(n_unattributed, 1);
+    R.ops = &few_ops;
+    feed(SUB_NOTE, gw(l));
+    cr_assert_eq(ncalls, 2);
+    cr_assert_eq(calls[1].op, OP_NOTIFICATION, "without the op, the method decides");
+}
+
+Test(relay, line_batch_split_only_when_taken, .init = setup, .fini = teardown)
+{
+    const char *batch = "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/a\"},\r\n"
+                        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}]";
+    feed("%s", batch);
+    cr_assert_eq(ncalls, 0, "a batch where none is taken");
+    cr_assert_eq(n_invalid, 1);
+    R.batches = true;
+    feed("%s", batch);
+    cr_assert_eq(ncalls, 2, "one op per element");
+    cr_assert_eq(calls[0].op, OP_NOTIFICATION);
+    cr_assert_eq(calls[1].op, OP_REQUEST);
+    cr_assert_null(strchr(calls[1].line, '\n'), "flattened before the op");
+    feed("[[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/a\"}]]");
+    feed("[]");
+    cr_assert_eq(ncalls, 2, "a nested batch and an empty one");
+    cr_assert_eq(n_invalid, 3);
+    end_in_op = true; /* the owner closes in the first element's op */
+    feed("%s", batch);
+    cr_assert_eq(ncalls, 3, "nothing after the owner ended the relay");
+    feed("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/a\"}");
+    relay_gone(&R, "child exited");
+    cr_assert_eq(ncalls, 3, "no op at all once ended, not even gone");
+}
+
+Test(relay, line_nothing_after_gone, .init = setup, .fini = teardown)
+{
+    struct pending *p = add("1");
+    relay_arm_timeout(&R, p, 10, 0);
+    feed("not json");
+    cr_assert_eq(n_invalid, 1);
+    relay_gone(&R, "child exited");
+    relay_gone(&R, "child closed its stdout");
+    cr_assert_eq(ncalls, 1, "gone once");
+    cr_assert_eq(calls[0].op, OP_GONE);
+    cr_assert_str_eq(calls[0].line, "child exited");
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}", gw(p));
+    run_for(60);
+    cr_assert_null(p->timer, "the timer ran");
+    cr_assert_eq(ncalls, 1, "no answer, no expiry after gone");
+}
+
+Test(relay, every_status_has_its_own_text)
+{
+    static const char *seen[RELAY_E_CREDENTIALS_BAD + 1];
+    for (int st = RELAY_OK; st <= RELAY_E_CREDENTIALS_BAD; st++) {
+        seen[st] = relay_status_text(st);
+        cr_assert_str_neq(seen[st], "internal error", "status %d has a text", st);
+        for (int o = RELAY_OK; o < st; o++)
+            cr_assert_str_neq(seen[o], seen[st], "statuses %d and %d say the same", o, st);
+    }
+    cr_assert_str_eq(relay_status_text(RELAY_E_CREDENTIALS_BAD + 1), "internal error");
 }
 
 Test(relay, error_to_child, .init = setup, .fini = teardown)

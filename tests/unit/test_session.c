@@ -208,7 +208,7 @@ open_stream(struct fx *f, bool is_get)
 {
     enum session_status status = SESSION_E_GONE;
     struct stream *st = session_stream_open(f->s, is_get, &status);
-    cr_assert_eq(status, SESSION_OK, "session_stream_open: %s", session_status_text(status));
+    cr_assert_eq(status, SESSION_OK, "session_stream_open: %s", relay_status_text(status));
     cr_assert_not_null(st);
     return hold(f, st);
 }
@@ -1190,6 +1190,36 @@ Test(session, child_gone_fails_what_is_in_flight_and_sends_the_child_nothing)
     cr_assert_eq(relay_cancels(RELAY_CANCEL_OTHER), 0);
     detach(st1);
     detach(st2);
+}
+
+/*
+ * The session's side of its relay (session_relay_ops): a batch where the session's revision has
+ * none is one invalid line, routed nowhere; once the session is closed (it stays allocated until
+ * the end of the turn), a line of its child's, as an upstream still reading would pass it, and the
+ * child's end reach no op of the session: the answer is not routed, the end not counted.
+ */
+Test(session, relay_calls_the_session_for_nothing_after_its_end)
+{
+    start(INI);
+    struct fx f;
+    ready_session(&f, V_CURRENT);
+    uint64_t c1;
+    struct stream *st = post(&f, "\"a\"", &c1);
+    uint64_t invalid = session_counters()->child_lines_invalid;
+    child_says(&f, "[{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}]", c1);
+    cr_assert_eq(session_counters()->child_lines_invalid, invalid + 1);
+    cr_assert_eq(count_events(st), 0, "a batch of a revision that has none was routed");
+    session_close(f.s, SESSION_END_DELETED, NULL);
+    cr_assert(f.s->r.ended, "the relay ends with its session");
+    char line[128];
+    int n = snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{}}",
+                     c1);
+    session_child_line(line, (size_t)n, NULL, f.s);
+    session_child_gone("child exited", f.s);
+    cr_assert_eq(closed_by("deleted"), 1);
+    cr_assert_eq(closed_by("child_exited"), 0, "an op after the end");
+    expect_only_error(st, "\"a\"", "session ended: session deleted");
+    detach(st);
 }
 
 /*

@@ -132,7 +132,7 @@ request(const char *rev, const char *id, const char *method)
     cr_assert_not_null(meta.rev);
     enum pool_status status = POOL_OK;
     struct stream *st = pool_request(&cfg->servers[0], body, strlen(body), &info, &meta, &status);
-    cr_assert_not_null(st, "refused: %s", pool_status_text(status));
+    cr_assert_not_null(st, "refused: %s", relay_status_text(status));
     fake_settle(L);
     return st;
 }
