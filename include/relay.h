@@ -303,7 +303,7 @@ enum relay_status {
     RELAY_E_CREDENTIALS_BAD, /* this principal's credentials cannot be read safely: 500 */
 };
 /* The text of status: an enum relay_status, or a value of an owner's status enum. */
-const char *relay_status_text(int status);
+const char *relay_status_text(unsigned status);
 
 /*
  * The tool policy at a client's tools/call (body, info): false when pol lets a token granting

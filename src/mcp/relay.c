@@ -360,7 +360,7 @@ relay_error_to_child(struct relay *r, const char *id, size_t idlen, int code, co
 /* --- refusals --------------------------------------------------------------------------------- */
 
 const char *
-relay_status_text(int status)
+relay_status_text(unsigned status)
 {
     switch ((enum relay_status)status) {
     case RELAY_OK:
