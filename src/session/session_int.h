@@ -201,6 +201,10 @@ int session_modern_send(struct session *s, struct pending *p, const char *body, 
 /* The child's answer to p: true when it was an input round (or refused), not for the client. */
 bool session_modern_answer(struct session *s, struct stream *st, struct pending *p,
                            const char *line, size_t len, const struct jsonrpc_info *info);
+/* The child's line about the session's subscriptions/listen (its end, its acknowledgement):
+ * true when it is one, and taken. */
+bool session_modern_listen_line(struct session *s, const char *line,
+                                const struct jsonrpc_info *info);
 /* The client's answer to a question q of a round: true when taken (q is gone). */
 bool session_modern_client_answer(struct session *s, struct pending *q, const char *body,
                                   const struct jsonrpc_info *info);

@@ -55,6 +55,8 @@
 #define MODERN_ASKS_MAX   8  /* questions of one round */
 #define MODERN_ROUNDS_MAX 16 /* rounds of one request */
 #define MODERN_REPROBES   1  /* probes again with a revision the child's refusal listed */
+#define MODERN_URIS_MAX   64 /* resources/subscribe URIs of one session */
+#define MODERN_URI_MAX    2048
 
 enum modern_state {
     MODERN_CANDIDATE = 0, /* the client's initialize went to the child */
@@ -85,6 +87,10 @@ struct session_modern {
     char *refusal;              /* the child's refusal of initialize, for the client */
     size_t refusal_len;
     char level[16]; /* logging/setLevel; "": none */
+    unsigned listen_caps; /* JSONRPC_LISTEN_* the child declared (discover capabilities) */
+    uint64_t listen_id;   /* the child's id of the session's subscriptions/listen; 0: none */
+    char *uris[MODERN_URIS_MAX]; /* resources/subscribe: raw JSON strings */
+    size_t nuris;
     unsigned reprobes;
     struct modern_call *calls;
     size_t ncalls;
@@ -140,6 +146,18 @@ session_modern_free(struct session *s)
         m->calls = c->next;
         modern_call_free(c);
     }
+    if (m->listen_id != 0 && s->u != NULL) {
+        /* A listen ends on stdio with notifications/cancelled for its id. */
+        char id[24];
+        size_t len;
+        snprintf(id, sizeof id, "%" PRIu64, m->listen_id);
+        char *c = jsonrpc_cancel_new(id, strlen(id), "session ended", &len);
+        struct iovec iov[2] = { { c, len }, { (void *)(uintptr_t) "\n", 1 } };
+        (void)session_relay_send(s, iov, 2);
+        free(c);
+    }
+    for (size_t i = 0; i < m->nuris; i++)
+        free(m->uris[i]);
     free(m->caps);
     free(m->info);
     free(m->refusal);
@@ -158,6 +176,8 @@ session_modern_probing(const struct session *s)
 {
     return s->modern != NULL && s->modern->state == MODERN_PROBING;
 }
+
+static void modern_listen(struct session *s);
 
 /* --- the probe ---------------------------------------------------------------------------- */
 
@@ -263,8 +283,10 @@ session_modern_init_answer(struct session *s, struct stream *st, struct pending 
     const struct revision *legacy = revision_named(m->requested);
     if (!revision_over(legacy, over))
         legacy = revision_newest(over);
+    m->listen_caps = jsonrpc_listen_caps(line, len);
     size_t rlen;
-    char *res = jsonrpc_init_from_discover(line, len, legacy->name, 0, s->srv->name, &rlen);
+    char *res =
+        jsonrpc_init_from_discover(line, len, legacy->name, m->listen_caps, s->srv->name, &rlen);
     if (res == NULL) {
         modern_init_fail(s, st, p, "server/discover answered without a result object");
         return;
@@ -290,6 +312,109 @@ session_modern_init_answer(struct session *s, struct stream *st, struct pending 
     free(res);
     pending_del(&s->r.pt, p);
     session_stream_answered(s, st);
+    modern_listen(s);
+}
+
+/* --- the session's subscriptions: one subscriptions/listen at the child --------------------- */
+
+/* The envelope's members, each with a leading comma, into b. */
+static int
+modern_envelope(const struct session_modern *m, struct buf *b)
+{
+    int rc = buf_printf(b,
+                        ",\"io.modelcontextprotocol/protocolVersion\":\"%s\""
+                        ",\"io.modelcontextprotocol/clientCapabilities\":%s",
+                        m->rev->name, m->caps);
+    if (m->info != NULL)
+        rc |= buf_printf(b, ",\"io.modelcontextprotocol/clientInfo\":%s", m->info);
+    if (m->level[0] != '\0')
+        rc |= buf_printf(b, ",\"io.modelcontextprotocol/logLevel\":\"%s\"", m->level);
+    return rc;
+}
+
+/*
+ * (Re)opens the session's listen: the list changes the child declared, and the URIs the client
+ * subscribed to. The listen before it, if any, is ended first (notifications/cancelled), so a
+ * change that comes between the two is not seen: the client asked for the new set at that moment.
+ */
+static void
+modern_listen(struct session *s)
+{
+    struct session_modern *m = s->modern;
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    int rc = 0;
+    if (m->listen_id != 0) {
+        rc |= buf_printf(&b,
+                         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                         "{\"requestId\":%" PRIu64 ",\"reason\":\"subscriptions changed\"}}\n",
+                         m->listen_id);
+        m->listen_id = 0;
+    }
+    unsigned flags = m->listen_caps & (JSONRPC_LISTEN_TOOLS | JSONRPC_LISTEN_PROMPTS | JSONRPC_LISTEN_RESOURCES);
+    if (flags != 0 || m->nuris > 0) {
+        m->listen_id = s->r.pt.next_id++;
+        rc |= buf_printf(&b,
+                         "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                         ",\"method\":\"subscriptions/listen\",\"params\":{\"notifications\":{",
+                         m->listen_id);
+        const char *sep = "";
+        if (flags & JSONRPC_LISTEN_TOOLS) {
+            rc |= buf_printf(&b, "%s\"toolsListChanged\":true", sep);
+            sep = ",";
+        }
+        if (flags & JSONRPC_LISTEN_PROMPTS) {
+            rc |= buf_printf(&b, "%s\"promptsListChanged\":true", sep);
+            sep = ",";
+        }
+        if (flags & JSONRPC_LISTEN_RESOURCES) {
+            rc |= buf_printf(&b, "%s\"resourcesListChanged\":true", sep);
+            sep = ",";
+        }
+        if (m->nuris > 0) {
+            rc |= buf_printf(&b, "%s\"resourceSubscriptions\":[", sep);
+            for (size_t i = 0; i < m->nuris; i++)
+                rc |= buf_printf(&b, "%s%s", i == 0 ? "" : ",", m->uris[i]);
+            rc |= buf_append(&b, "]", 1);
+        }
+        rc |= buf_append(&b, "},\"_meta\":{", 11);
+        size_t at = buf_used(&b);
+        rc |= modern_envelope(m, &b);
+        /* The first member takes no comma. */
+        if (rc == 0) {
+            memmove(b.data + b.off + at, b.data + b.off + at + 1, buf_used(&b) - at - 1);
+            b.len--;
+        }
+        rc |= buf_append(&b, "}}}\n", 4);
+    }
+    if (rc == 0 && buf_used(&b) > 0) {
+        struct iovec iov = { (void *)buf_head(&b), buf_used(&b) };
+        if (session_relay_send(s, &iov, 1) == -1)
+            log_warn(s->id, "subscriptions/listen not delivered: child stdin full");
+        else
+            log_debug(s->id, "subscriptions/listen sent as child id %" PRIu64, m->listen_id);
+    }
+    buf_clear(&b);
+}
+
+bool
+session_modern_listen_line(struct session *s, const char *line, const struct jsonrpc_info *info)
+{
+    struct session_modern *m = s->modern;
+    if (m == NULL || m->state != MODERN_ACTIVE)
+        return false;
+    if (info->kind == JSONRPC_NOTIFICATION) {
+        /* The listen's acknowledgement is the gateway's own business. */
+        return strcmp(info->method, "notifications/subscriptions/acknowledged") == 0;
+    }
+    uint64_t id;
+    if (info->kind == JSONRPC_REQUEST || !jsonrpc_id_u64(line, info->id, &id)
+        || id != m->listen_id || id == 0)
+        return false;
+    log_info(s->id, "the child ended the session's subscriptions/listen%s",
+             info->kind == JSONRPC_ERROR ? " with an error" : "");
+    m->listen_id = 0;
+    return true;
 }
 
 /* --- client -> child ---------------------------------------------------------------------- */
@@ -370,6 +495,38 @@ session_modern_local(struct session *s, struct stream *st, const char *body, siz
         modern_reply(s, st, body, info, NULL, JSONRPC_INVALID_PARAMS, "invalid logging level");
         return true;
     }
+    bool sub = strcmp(method, "resources/subscribe") == 0;
+    if ((sub || strcmp(method, "resources/unsubscribe") == 0)
+        && (m->listen_caps & JSONRPC_LISTEN_UPDATES)) {
+        if (info->uri.len == 0 || body[info->uri.off] != '"' || info->uri.len > MODERN_URI_MAX) {
+            modern_reply(s, st, body, info, NULL, JSONRPC_INVALID_PARAMS,
+                         "params.uri must be a string");
+            return true;
+        }
+        size_t i = 0;
+        while (i < m->nuris
+               && !(strlen(m->uris[i]) == info->uri.len
+                    && memcmp(m->uris[i], body + info->uri.off, info->uri.len) == 0))
+            i++;
+        if (sub && i == m->nuris && m->nuris >= MODERN_URIS_MAX) {
+            modern_reply(s, st, body, info, NULL, JSONRPC_INVALID_PARAMS,
+                         "too many resource subscriptions for this session");
+            return true;
+        }
+        bool changed = false;
+        if (sub && i == m->nuris) {
+            m->uris[m->nuris++] = modern_span_dup(body, info->uri);
+            changed = true;
+        } else if (!sub && i < m->nuris) {
+            free(m->uris[i]);
+            m->uris[i] = m->uris[--m->nuris];
+            changed = true;
+        }
+        if (changed)
+            modern_listen(s);
+        modern_reply(s, st, body, info, "{}", 0, NULL);
+        return true;
+    }
     if (revision_removed(m->rev, method) || strcmp(method, "server/discover") == 0
         || strcmp(method, "subscriptions/listen") == 0) {
         char message[JSONRPC_METHOD_MAX + 96];
@@ -394,14 +551,7 @@ modern_send(struct session *s, const char *body, size_t len, const struct jsonrp
     struct buf env, ext;
     buf_init(&env, SIZE_MAX);
     buf_init(&ext, SIZE_MAX);
-    int rc = buf_printf(&env,
-                        ",\"io.modelcontextprotocol/protocolVersion\":\"%s\""
-                        ",\"io.modelcontextprotocol/clientCapabilities\":%s",
-                        m->rev->name, m->caps);
-    if (m->info != NULL)
-        rc |= buf_printf(&env, ",\"io.modelcontextprotocol/clientInfo\":%s", m->info);
-    if (m->level[0] != '\0')
-        rc |= buf_printf(&env, ",\"io.modelcontextprotocol/logLevel\":\"%s\"", m->level);
+    int rc = modern_envelope(m, &env);
     struct relay_edit ed[3] = { { info->id.off, info->id.len, id, idlen } };
     int n = 1;
     if (info->meta.len > 0) {

@@ -199,6 +199,8 @@ static void
 session_child_answer(struct session *s, const char *line, size_t len,
                      const struct jsonrpc_info *info)
 {
+    if (s->modern != NULL && session_modern_listen_line(s, line, info))
+        return; /* stateless child mode: the end of the session's subscriptions/listen */
     struct pending *p =
         relay_answered(&s->r, PENDING_TO_CHILD, line, info, &s->stats->late_dropped);
     if (p == NULL)
@@ -314,6 +316,8 @@ session_child_notification(struct session *s, const char *line, size_t len,
     }
     if (strcmp(info->method, "notifications/tasks/status") == 0)
         session_task_seen(s, line, len);
+    if (s->modern != NULL && session_modern_listen_line(s, line, info))
+        return; /* stateless child mode: the listen's acknowledgement */
     struct stream *st = session_route_unrelated(s);
     if (st != NULL) {
         struct iovec iov = { (void *)(uintptr_t)line, len };

@@ -19,7 +19,9 @@ import { scaled } from '../lib/timing.mjs';
 
 const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-const { CreateMessageRequestSchema, ElicitRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+const {
+  CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema,
+} = await import('@modelcontextprotocol/sdk/types.js');
 
 const ROOT = process.env.GW_SOURCE_ROOT ?? '';
 const STATELESS_JS = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
@@ -59,7 +61,7 @@ before(async () => {
       { name: 'nolist', path: '/nolist', command: hostileChild('nolist', { result: { supportedVersions: ['2099-01-01'], capabilities: {} } }) },
       { name: 'noresult', path: '/noresult', command: hostileChild('noresult', { result: 'not an object' }) },
       { name: 'legacyerr', path: '/legacyerr', command: hostileChild('legacyerr', { error: { code: -32601, message: 'Method not found' } }) },
-      { name: 'badcaps', path: '/badcaps', command: hostileChild('badcaps', { result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: 5, prompts: { listChanged: true }, extensions: { x: {} }, tasks: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': 7 } } }) },
+      { name: 'badcaps', path: '/badcaps', command: hostileChild('badcaps', { result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: 5, prompts: { listChanged: true }, resources: { subscribe: true, listChanged: 3 }, extensions: { x: {} }, tasks: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': 7 } } }) },
     ],
   });
 });
@@ -126,16 +128,59 @@ test('input rounds: elicitation, sampling and a multi-round call answered by the
   }
 });
 
-test('a dropped request is cancelled at the stateless child', async () => {
+const cancels = () => (fs.existsSync(cancelLog) ? fs.readFileSync(cancelLog, 'utf8').split('\n').filter((l) => l.startsWith('CANCELLED')) : []);
+
+test("the client's cancel reaches the stateless child as notifications/cancelled", async () => {
   const { client, transport } = await connect(gw.url);
   try {
+    const before = cancels().length;
     const ac = new AbortController();
     const call = client.callTool({ name: 'slow', arguments: { ms: 60000 } }, undefined, { signal: ac.signal });
     await gw.waitLog(/request tools\/call forwarded as child id/);
     ac.abort();
     await assert.rejects(call);
-    const line = await waitFor(() => fs.existsSync(cancelLog) && /CANCELLED \d+/.exec(fs.readFileSync(cancelLog, 'utf8')), scaled(10000), 'the child to log the cancel');
-    assert.ok(line);
+    await waitFor(() => cancels().length > before, scaled(10000), 'the child to log the cancel');
+  } finally {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  }
+});
+
+test('a dropped connection cancels its request at the stateless child', async () => {
+  const { client, transport } = await connect(gw.url);
+  try {
+    const before = cancels().length;
+    const headers = { 'Mcp-Session-Id': transport.sessionId, 'MCP-Protocol-Version': transport.protocolVersion ?? '2025-11-25' };
+    const res = await post(gw, rpc('tools/call', { name: 'slow', arguments: { ms: 60000 } }), { headers });
+    assert.equal(res.status, 200);
+    await waitFor(() => (gw.logs().match(/request tools\/call forwarded as child id/g) ?? []).length >= 1, scaled(5000), 'the call to reach the child');
+    res.drop();
+    await waitFor(() => cancels().length > before, scaled(10000), 'the child to log the cancel of the dropped call');
+    assert.match(gw.logs(), /disconnected|requests cancelled/);
+  } finally {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  }
+});
+
+test("list changes and log messages reach the legacy client's GET stream", async () => {
+  const { client, transport } = await connect(gw.url);
+  const changed = [];
+  const logs = [];
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed.push(1); });
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params); });
+  try {
+    assert.equal(client.getServerCapabilities().tools.listChanged, true);
+    await gw.waitLog(/subscriptions\/listen sent as child id/);
+    const r = await client.callTool({ name: 'test_trigger_tool_change', arguments: {} });
+    assert.match(textOf(r), /test_toggled_tool added/);
+    await waitFor(() => changed.length > 0, scaled(10000), 'notifications/tools/list_changed');
+    const tools = await client.listTools();
+    assert.ok(tools.tools.some((t) => t.name === 'test_toggled_tool'));
+    await client.setLoggingLevel('info');
+    await client.callTool({ name: 'test_logging_tool', arguments: {} });
+    await waitFor(() => logs.length >= 2, scaled(10000), 'the log messages at info and above');
+    assert.deepEqual(logs.map((l) => l.level), ['info', 'warning'], 'logLevel info: no debug line');
   } finally {
     await transport.terminateSession().catch(() => {});
     await client.close();
@@ -147,6 +192,9 @@ test('era = stateless: the probe goes first, no initialize reaches the child', a
   try {
     const r = await client.callTool({ name: 'echo', arguments: { text: 'direct' } });
     assert.equal(textOf(r), 'direct');
+    const mine = gw.logs().split('\n').filter((l) => l.includes(transport.sessionId));
+    assert.ok(mine.some((l) => /server\/discover sent to the child/.test(l)), 'probed');
+    assert.ok(!mine.some((l) => /refused initialize/.test(l)), 'no initialize was sent');
   } finally {
     await transport.terminateSession().catch(() => {});
     await client.close();
@@ -173,7 +221,8 @@ test('a discover result with malformed capabilities and serverInfo: only what is
     assert.deepEqual(client.getServerVersion(), { name: 'badcaps', version: '' });
     const caps = client.getServerCapabilities();
     assert.equal(caps.tools, undefined, 'a capability that is not an object is left out');
-    assert.deepEqual(caps.prompts, {}, 'listChanged is not carried (no subscriptions/listen for sessions yet)');
+    assert.deepEqual(caps.prompts, { listChanged: true }, 'carried: the gateway listens for it');
+    assert.deepEqual(caps.resources, { subscribe: true }, 'listChanged that is not true is left out');
     assert.equal(caps.extensions, undefined);
     assert.equal(caps.tasks, undefined);
   } finally {
