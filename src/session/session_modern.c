@@ -800,6 +800,9 @@ modern_retry(struct session *s, struct stream *st, struct pending *p, struct mod
         modern_fail(s, st, p, c, "upstream server is not reading its input");
         return;
     }
+    /* The hold's timer goes; the request's own, if any, from now (as for a request sent). */
+    loop_timer_del(p->timer);
+    p->timer = NULL;
     relay_arm_timeout(&s->r, p, s->srv->request_timeout_ms, s->srv->request_timeout_max_ms);
     log_debug(s->id, "%s sent again as child id %" PRIu64 " (round %u answered)", p->method,
               p->gw_id, c->rounds);

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { initSession, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
@@ -25,6 +25,7 @@ const {
 
 const ROOT = process.env.GW_SOURCE_ROOT ?? '';
 const STATELESS_JS = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
+const V2_PLAIN_JS = path.join(ROOT, 'tests/fixtures/v2_plain_server.mjs');
 const node = process.execPath;
 
 let gw;
@@ -49,6 +50,38 @@ rl.on('close', () => process.exit(0));
   return `${node} ${file}`;
 }
 
+/**
+ * A stateless child that answers server/discover as a stateless server and each tools/call by its
+ * tool's name with a hostile input_required result; initialize is refused with -32022.
+ */
+function scriptedChild(name) {
+  const file = path.join(dir, `${name}.mjs`);
+  fs.writeFileSync(file, `
+import readline from 'node:readline';
+const rl = readline.createInterface({ input: process.stdin });
+const ask = { method: 'elicitation/create', params: { message: 'again?', requestedSchema: { type: 'object', properties: {} } } };
+const results = {
+  not_object: { resultType: 'input_required', inputRequests: 5 },
+  bad_method: { resultType: 'input_required', inputRequests: { k: { method: 'tools/call', params: {} } } },
+  too_many: { resultType: 'input_required', inputRequests: Object.fromEntries(Array.from({ length: 9 }, (_, i) => ['k' + i, ask])) },
+  neither: { resultType: 'input_required' },
+  endless: { resultType: 'input_required', inputRequests: { k: ask }, requestState: 'x' },
+};
+rl.on('line', (l) => {
+  let m; try { m = JSON.parse(l); } catch { return; }
+  if (m.id === undefined) return;
+  let out;
+  if (m.method === 'server/discover') out = { result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'scripted', version: '1' } } } };
+  else if (m.method === 'tools/call') out = { result: results[m.params.name] ?? { resultType: 'complete', content: [] } };
+  else if (m.method === 'subscriptions/listen') return;
+  else out = { error: { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2026-07-28'] } } };
+  process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, ...out }) + '\\n');
+});
+rl.on('close', () => process.exit(0));
+`);
+  return `${node} ${file}`;
+}
+
 before(async () => {
   dir = tmpdir('mcpgw-modern-');
   cancelLog = path.join(dir, 'cancel.log');
@@ -57,6 +90,9 @@ before(async () => {
     gateway: { disconnect_grace_ms: 0 },
     servers: [
       { name: 'stateless', path: '/mcp', command: `${node} ${STATELESS_JS}`, env: `STATELESS_CANCEL_LOG=${cancelLog}` },
+      { name: 'held', path: '/held', command: `${node} ${STATELESS_JS}`, extra: 'input_hold_ms = 300' },
+      { name: 'scripted', path: '/scripted', command: scriptedChild('scripted') },
+      { name: 'v2plain', path: '/v2plain', command: `${node} ${V2_PLAIN_JS}` },
       { name: 'direct', path: '/direct', command: `${node} ${STATELESS_JS}`, extra: 'era = stateless' },
       { name: 'nolist', path: '/nolist', command: hostileChild('nolist', { result: { supportedVersions: ['2099-01-01'], capabilities: {} } }) },
       { name: 'noresult', path: '/noresult', command: hostileChild('noresult', { result: 'not an object' }) },
@@ -187,6 +223,20 @@ test("list changes and log messages reach the legacy client's GET stream", async
   }
 });
 
+test('an ordinary v2-SDK server made stateless-only (serveStdio legacy: reject) behind a legacy session', async () => {
+  const seen = {};
+  const { client, transport } = await connect(`${gw.base}/v2plain`, seen);
+  try {
+    assert.equal(client.getServerVersion().name, 'v2-plain-server');
+    assert.equal(textOf(await client.callTool({ name: 'greet', arguments: { name: 'Grace' } })), 'Hello, Grace');
+    assert.equal(textOf(await client.callTool({ name: 'ask_name', arguments: {} })), 'Hello, Ada');
+    assert.equal(seen.elicit.length, 1);
+  } finally {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  }
+});
+
 test('era = stateless: the probe goes first, no initialize reaches the child', async () => {
   const { client, transport } = await connect(`${gw.base}/direct`);
   try {
@@ -227,6 +277,92 @@ test('a discover result with malformed capabilities and serverInfo: only what is
     assert.equal(caps.tasks, undefined);
   } finally {
     await transport.terminateSession().catch(() => {});
+    await client.close();
+  }
+});
+
+/** A raw session at path (no SDK): its id and the headers its requests carry. */
+async function rawSession(p, capabilities) {
+  const url = `${gw.base}${p}`;
+  const { sid, version } = await initSession(gw, { url, capabilities, version: '2025-11-25' });
+  return { url, sid, headers: { 'MCP-Protocol-Version': version } };
+}
+
+test("each session's own capabilities go to the stateless child: without sampling, the child says it needs it", async () => {
+  const bare = await rawSession('/mcp', {});
+  const r = await post(gw, rpc('tools/call', { name: 'test_missing_capability', arguments: {} }), { url: bare.url, sid: bare.sid, headers: bare.headers });
+  await r.done(scaled(10000));
+  const answer = r.events().map((e) => e.json).find((j) => j && (j.result || j.error));
+  assert.equal(answer.error?.code, -32021, r.text());
+  const asker = await rawSession('/mcp', { sampling: {} });
+  const r2 = await post(gw, rpc('tools/call', { name: 'test_missing_capability', arguments: {} }), { url: asker.url, sid: asker.sid, headers: asker.headers });
+  const ev = await r2.waitEvent((j) => j.method === 'sampling/createMessage', scaled(10000));
+  assert.ok(ev, 'with sampling declared, the child asks');
+  r2.drop();
+});
+
+test('a client that never answers the round: the request ends after input_hold_ms', async () => {
+  const s = await rawSession('/held', { elicitation: {} });
+  const t0 = Date.now();
+  const r = await post(gw, rpc('tools/call', { name: 'test_input_required_result_elicitation', arguments: {} }), { url: s.url, sid: s.sid, headers: s.headers });
+  await r.waitEvent((j) => j.method === 'elicitation/create', scaled(10000));
+  await r.done(scaled(10000));
+  const answer = r.events().map((e) => e.json).find((j) => j && (j.result || j.error));
+  assert.match(answer.error?.message ?? '', /timed out/);
+  assert.ok(Date.now() - t0 >= 300);
+});
+
+test("a client's error answer to a question ends the request with an error", async () => {
+  const s = await rawSession('/mcp', { sampling: {} });
+  const r = await post(gw, rpc('tools/call', { name: 'test_input_required_result_sampling', arguments: {} }), { url: s.url, sid: s.sid, headers: s.headers });
+  const ev = await r.waitEvent((j) => j.method === 'sampling/createMessage', scaled(10000));
+  const q = r.events().map((e) => e.json).find((j) => j && j.method === 'sampling/createMessage');
+  assert.ok(ev && q);
+  const a = await post(gw, { jsonrpc: '2.0', id: q.id, error: { code: -1, message: 'User rejected sampling' } }, { url: s.url, sid: s.sid, headers: s.headers });
+  assert.equal(a.status, 202);
+  await r.done(scaled(10000));
+  const answer = r.events().map((e) => e.json).find((j) => j && (j.result || j.error));
+  assert.match(answer.error?.message ?? '', /answered the server's sampling\/createMessage with an error/);
+});
+
+for (const [tool, re] of [
+  ['not_object', /malformed/],
+  ['bad_method', /unknown kind/],
+  ['too_many', /malformed/],
+  ['neither', /malformed/],
+  ['endless', /too many rounds/],
+]) {
+  test(`a hostile input_required result (${tool}) ends the request with an error`, async () => {
+    const s = await rawSession('/scripted', { elicitation: {} });
+    const r = await post(gw, rpc('tools/call', { name: tool, arguments: {} }), { url: s.url, sid: s.sid, headers: s.headers });
+    // Answer every question at once (the endless child asks again each round).
+    const answered = new Set();
+    const deadline = Date.now() + scaled(10000);
+    while (!r.ended && Date.now() < deadline) {
+      for (const q of r.events().map((e) => e.json).filter((j) => j && j.method === 'elicitation/create' && !answered.has(j.id))) {
+        answered.add(q.id);
+        await post(gw, { jsonrpc: '2.0', id: q.id, result: { action: 'accept', content: {} } }, { url: s.url, sid: s.sid, headers: s.headers });
+      }
+      await new Promise((res) => setTimeout(res, 10));
+    }
+    await r.done(scaled(10000));
+    const answer = r.events().map((e) => e.json).find((j) => j && (j.result || j.error));
+    assert.match(answer.error?.message ?? '', re, r.text());
+    const ok = await post(gw, rpc('tools/call', { name: 'fine', arguments: {} }), { url: s.url, sid: s.sid, headers: s.headers });
+    await ok.done(scaled(10000));
+    assert.ok(ok.events().some((e) => e.json?.result), 'the session serves on');
+  });
+}
+
+test('the 2024-11-05 HTTP+SSE transport in front of a stateless child', async () => {
+  const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+  const client = new Client({ name: 'modern-child-sse', version: '1.0.0' }, { capabilities: {} });
+  const transport = new SSEClientTransport(new URL(`${gw.url}/sse`));
+  await client.connect(transport);
+  try {
+    assert.equal(client.getServerVersion().name, 'mcp-gateway-stateless-fixture');
+    assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'old transport' } })), 'old transport');
+  } finally {
     await client.close();
   }
 });
