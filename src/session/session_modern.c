@@ -5,7 +5,8 @@
  * child and the legacy one to the client.
  *
  * How the gateway knows (the pool's probe rule, pool_start.c, applied to one child): the session
- * sends the client's initialize as for any child. A child that refuses it (any JSON-RPC error) is
+ * sends the client's initialize as for any child. A child that refuses it in the stateless era's
+ * words (-32022, or an error whose data.supported lists a stateless revision the gateway knows) is
  * then sent a server/discover probe naming the newest stateless revision the gateway knows, with
  * the client's capabilities and clientInfo in _meta. An answer that lists stateless revisions the
  * gateway knows (a DiscoverResult's supportedVersions, or an unsupported-version error's
@@ -199,11 +200,32 @@ modern_probe(struct session *s, struct pending *p, const struct revision *rev)
     return rc;
 }
 
+/* A version a refusal or a probe's answer lists: its stateless row joins the set at arg. */
+static void
+modern_version_seen(const char *version, void *arg)
+{
+    const struct revision *r = revision_named(version);
+    if (revision_over(r, REVISION_STATELESS))
+        *(uint32_t *)arg |= revision_bit(r);
+}
+
 bool
 session_modern_init_refused(struct session *s, struct pending *p, const char *line, size_t len)
 {
     struct session_modern *m = s->modern;
     if (m == NULL || m->state != MODERN_CANDIDATE)
+        return false;
+    /*
+     * Only a refusal in the stateless era's words is probed: the unsupported-version error
+     * (-32022), or an error whose data.supported lists a stateless revision the gateway knows (a
+     * stateless-only server lists its versions in any error to initialize). A legacy child's own
+     * refusal reaches the client at once, as before: probing it would wait for an answer to a
+     * method it may never answer.
+     */
+    uint32_t speaks = 0;
+    int code = 0;
+    (void)jsonrpc_discover_versions(line, len, modern_version_seen, &speaks);
+    if (speaks == 0 && (jsonrpc_error_code(line, len, &code) != 0 || code != JSONRPC_UNSUPPORTED_VERSION))
         return false;
     m->refusal = xmalloc(len + 1);
     memcpy(m->refusal, line, len);
@@ -214,15 +236,6 @@ session_modern_init_refused(struct session *s, struct pending *p, const char *li
         return false;
     }
     return true;
-}
-
-/* A version the probe's answer lists: its stateless row joins the set at arg. */
-static void
-modern_version_seen(const char *version, void *arg)
-{
-    const struct revision *r = revision_named(version);
-    if (revision_over(r, REVISION_STATELESS))
-        *(uint32_t *)arg |= revision_bit(r);
 }
 
 /* The newest row of set. */
@@ -403,11 +416,18 @@ session_modern_listen_line(struct session *s, const char *line, const struct jso
     struct session_modern *m = s->modern;
     if (m == NULL || m->state != MODERN_ACTIVE)
         return false;
+    uint64_t id;
+    if (info->kind == JSONRPC_NOTIFICATION && strcmp(info->method, "notifications/cancelled") == 0
+        && info->request_id.len && jsonrpc_id_u64(line, info->request_id, &id) && id != 0
+        && id == m->listen_id) {
+        log_info(s->id, "the child ended the session's subscriptions/listen");
+        m->listen_id = 0;
+        return true;
+    }
     if (info->kind == JSONRPC_NOTIFICATION) {
         /* The listen's acknowledgement is the gateway's own business. */
         return strcmp(info->method, "notifications/subscriptions/acknowledged") == 0;
     }
-    uint64_t id;
     if (info->kind == JSONRPC_REQUEST || !jsonrpc_id_u64(line, info->id, &id)
         || id != m->listen_id || id == 0)
         return false;

@@ -310,14 +310,14 @@ session_child_notification(struct session *s, const char *line, size_t len,
         session_child_progress(s, line, len, info);
         return;
     }
+    if (s->modern != NULL && session_modern_listen_line(s, line, info))
+        return; /* stateless child mode: the listen's acknowledgement or end */
     if (strcmp(info->method, "notifications/cancelled") == 0) {
         session_child_cancel(s, line, len, info);
         return;
     }
     if (strcmp(info->method, "notifications/tasks/status") == 0)
         session_task_seen(s, line, len);
-    if (s->modern != NULL && session_modern_listen_line(s, line, info))
-        return; /* stateless child mode: the listen's acknowledgement */
     struct stream *st = session_route_unrelated(s);
     if (st != NULL) {
         struct iovec iov = { (void *)(uintptr_t)line, len };

@@ -33,7 +33,7 @@ let dir;
 let cancelLog;
 
 /** Writes a stdio child that answers server/discover with `discover` (a result or an error). */
-function hostileChild(name, answer) {
+function hostileChild(name, answer, initError = { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2026-07-28'] } }) {
   const file = path.join(dir, `${name}.mjs`);
   fs.writeFileSync(file, `
 import readline from 'node:readline';
@@ -42,7 +42,7 @@ rl.on('line', (l) => {
   let m; try { m = JSON.parse(l); } catch { return; }
   if (m.id === undefined) return;
   const out = m.method === 'server/discover' ? { jsonrpc: '2.0', id: m.id, ...${JSON.stringify(answer)} }
-    : { jsonrpc: '2.0', id: m.id, error: { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2026-07-28'] } } };
+    : { jsonrpc: '2.0', id: m.id, error: ${JSON.stringify(initError)} };
   process.stdout.write(JSON.stringify(out) + '\\n');
 });
 rl.on('close', () => process.exit(0));
@@ -97,6 +97,7 @@ before(async () => {
       { name: 'nolist', path: '/nolist', command: hostileChild('nolist', { result: { supportedVersions: ['2099-01-01'], capabilities: {} } }) },
       { name: 'noresult', path: '/noresult', command: hostileChild('noresult', { result: 'not an object' }) },
       { name: 'legacyerr', path: '/legacyerr', command: hostileChild('legacyerr', { error: { code: -32601, message: 'Method not found' } }) },
+      { name: 'plainerr', path: '/plainerr', command: hostileChild('plainerr', { result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: {} } }, { code: -32602, message: 'Bad initialize', data: { supported: ['2025-06-18'] } }) },
       { name: 'badcaps', path: '/badcaps', command: hostileChild('badcaps', { result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: 5, prompts: { listChanged: true }, resources: { subscribe: true, listChanged: 3 }, extensions: { x: {} }, tasks: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': 7 } } }) },
     ],
   });
@@ -264,6 +265,16 @@ for (const [name, re] of [
     assert.doesNotMatch(body, /"result"/);
   });
 }
+
+test("a legacy child's own refusal of initialize reaches the client at once: no probe", async () => {
+  const res = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } }), { url: `${gw.base}/plainerr` });
+  const body = await res.done(scaled(10000));
+  assert.match(body, /Bad initialize/);
+  assert.match(body, /"code":-32602/);
+  const sid = res.headers['mcp-session-id'];
+  const mine = gw.logs().split('\n').filter((l) => sid && l.includes(sid));
+  assert.ok(mine.length > 0 && !mine.some((l) => /server\/discover/.test(l)), 'not probed');
+});
 
 test('a discover result with malformed capabilities and serverInfo: only what is well formed reaches the client', async () => {
   const { client, transport } = await connect(`${gw.base}/badcaps`);
