@@ -200,15 +200,6 @@ modern_probe(struct session *s, struct pending *p, const struct revision *rev)
     return rc;
 }
 
-/* A version a refusal or a probe's answer lists: its stateless row joins the set at arg. */
-static void
-modern_version_seen(const char *version, void *arg)
-{
-    const struct revision *r = revision_named(version);
-    if (revision_over(r, REVISION_STATELESS))
-        *(uint32_t *)arg |= revision_bit(r);
-}
-
 bool
 session_modern_init_refused(struct session *s, struct pending *p, const char *line, size_t len)
 {
@@ -224,7 +215,7 @@ session_modern_init_refused(struct session *s, struct pending *p, const char *li
      */
     uint32_t speaks = 0;
     int code = 0;
-    (void)jsonrpc_discover_versions(line, len, modern_version_seen, &speaks);
+    (void)jsonrpc_discover_versions(line, len, revision_seen_stateless, &speaks);
     if (speaks == 0 && (jsonrpc_error_code(line, len, &code) != 0 || code != JSONRPC_UNSUPPORTED_VERSION))
         return false;
     m->refusal = xmalloc(len + 1);
@@ -236,18 +227,6 @@ session_modern_init_refused(struct session *s, struct pending *p, const char *li
         return false;
     }
     return true;
-}
-
-/* The newest row of set. */
-static const struct revision *
-modern_newest(uint32_t set)
-{
-    const char *names[REVISION_SET_MAX + 1];
-    revision_set_names(set, names);
-    size_t n = 0;
-    while (names[n] != NULL)
-        n++;
-    return n == 0 ? NULL : revision_named(names[n - 1]);
 }
 
 /* The initialize failed for good: the client gets the child's refusal, or why. */
@@ -277,7 +256,7 @@ session_modern_init_answer(struct session *s, struct stream *st, struct pending 
 {
     struct session_modern *m = s->modern;
     uint32_t speaks = 0;
-    bool listed = jsonrpc_discover_versions(line, len, modern_version_seen, &speaks);
+    bool listed = jsonrpc_discover_versions(line, len, revision_seen_stateless, &speaks);
     if (speaks == 0) {
         modern_init_fail(s, st, p,
                          listed ? "server/discover lists no stateless version the gateway serves"
@@ -286,12 +265,12 @@ session_modern_init_answer(struct session *s, struct stream *st, struct pending 
     }
     if (info->kind == JSONRPC_ERROR) {
         /* It refused the probe's revision and listed what it speaks: ask for that one, once. */
-        if (m->reprobes++ >= MODERN_REPROBES || modern_probe(s, p, modern_newest(speaks)) == -1)
+        if (m->reprobes++ >= MODERN_REPROBES || modern_probe(s, p, revision_set_newest(speaks)) == -1)
             modern_init_fail(s, st, p, "server/discover refused every stateless version asked");
         return;
     }
     if (!(speaks & revision_bit(m->rev)))
-        m->rev = modern_newest(speaks);
+        m->rev = revision_set_newest(speaks);
     unsigned over = s->legacy ? REVISION_SESSIONS : REVISION_STREAMABLE;
     const struct revision *legacy = revision_named(m->requested);
     if (!revision_over(legacy, over))
