@@ -20,7 +20,8 @@ import { scaled } from '../lib/timing.mjs';
 const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
 const {
-  CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema, ToolListChangedNotificationSchema,
+  CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema, ToolListChangedNotificationSchema,
 } = await import('@modelcontextprotocol/sdk/types.js');
 
 const ROOT = process.env.GW_SOURCE_ROOT ?? '';
@@ -82,15 +83,60 @@ rl.on('close', () => process.exit(0));
   return `${node} ${file}`;
 }
 
+/**
+ * A stateless child that declares resources.subscribe: it acknowledges each subscriptions/listen,
+ * and a tools/call of `touch` (arguments.uri) sends notifications/resources/updated on every listen
+ * open for that URI; a listen's notifications/cancelled ends it. It logs each listen's URIs and
+ * end to the file at LISTEN_LOG.
+ */
+function subscriberChild(name) {
+  const file = path.join(dir, `${name}.mjs`);
+  const log = path.join(dir, `${name}.log`);
+  fs.writeFileSync(file, `
+import fs from 'node:fs';
+import readline from 'node:readline';
+const rl = readline.createInterface({ input: process.stdin });
+const listens = new Map();
+const out = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\\n');
+rl.on('line', (l) => {
+  let m; try { m = JSON.parse(l); } catch { return; }
+  if (m.method === 'notifications/cancelled') {
+    if (listens.delete(m.params.requestId)) fs.appendFileSync(${JSON.stringify(log)}, 'END ' + m.params.requestId + '\\n');
+    return;
+  }
+  if (m.id === undefined) return;
+  if (m.method === 'server/discover') return out({ id: m.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {}, resources: { subscribe: true } }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'subscriber', version: '1' } } } });
+  if (m.method === 'subscriptions/listen') {
+    const uris = m.params.notifications.resourceSubscriptions ?? [];
+    listens.set(m.id, uris);
+    fs.appendFileSync(${JSON.stringify(log)}, 'LISTEN ' + m.id + ' ' + JSON.stringify(uris) + '\\n');
+    return out({ method: 'notifications/subscriptions/acknowledged', params: { notifications: m.params.notifications, _meta: { 'io.modelcontextprotocol/subscriptionId': m.id } } });
+  }
+  if (m.method === 'tools/call') {
+    for (const [id, uris] of listens) {
+      if (uris.includes(m.params.arguments.uri)) out({ method: 'notifications/resources/updated', params: { uri: m.params.arguments.uri, _meta: { 'io.modelcontextprotocol/subscriptionId': id } } });
+    }
+    return out({ id: m.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'touched' }] } });
+  }
+  out({ id: m.id, error: { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2026-07-28'] } } });
+});
+rl.on('close', () => process.exit(0));
+`);
+  return { command: `${node} ${file}`, log };
+}
+let subscriber;
+
 before(async () => {
   dir = tmpdir('mcpgw-modern-');
   cancelLog = path.join(dir, 'cancel.log');
+  subscriber = subscriberChild('subscriber');
   gw = await startGateway({
     dir,
     gateway: { disconnect_grace_ms: 0 },
     servers: [
       { name: 'stateless', path: '/mcp', command: `${node} ${STATELESS_JS}`, env: `STATELESS_CANCEL_LOG=${cancelLog}` },
       { name: 'held', path: '/held', command: `${node} ${STATELESS_JS}`, extra: 'input_hold_ms = 300' },
+      { name: 'subscriber', path: '/subscriber', command: subscriber.command },
       { name: 'scripted', path: '/scripted', command: scriptedChild('scripted') },
       { name: 'v2plain', path: '/v2plain', command: `${node} ${V2_PLAIN_JS}` },
       { name: 'direct', path: '/direct', command: `${node} ${STATELESS_JS}`, extra: 'era = stateless' },
@@ -110,7 +156,8 @@ after(async () => {
 /** An SDK v1 client connected to url, with sampling and elicitation handlers. */
 async function connect(url, seen = {}) {
   const client = new Client({ name: 'modern-child-test', version: '1.0.0' },
-    { capabilities: { sampling: {}, elicitation: { form: {} } } });
+    { capabilities: { sampling: {}, elicitation: { form: {} }, roots: {} } });
+  client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: 'file:///tmp/modern-root', name: 'root' }] }));
   client.setRequestHandler(ElicitRequestSchema, async (req) => {
     (seen.elicit ??= []).push(req.params);
     return { action: 'accept', content: { name: 'Ada', color: 'green', ok: true } };
@@ -159,6 +206,10 @@ test('input rounds: elicitation, sampling and a multi-round call answered by the
     const m = await client.callTool({ name: 'test_input_required_result_multi_round', arguments: {} });
     assert.equal(textOf(m), 'Ada likes green');
     assert.equal(seen.elicit.length, 3, 'two more elicitation rounds');
+    const r = await client.callTool({ name: 'test_input_required_result_list_roots', arguments: {} });
+    assert.equal(textOf(r), 'Roots: file:///tmp/modern-root');
+    const all = await client.callTool({ name: 'test_input_required_result_multiple_inputs', arguments: {} });
+    assert.equal(textOf(all), 'name=Ada; greeting=Paris; roots=1', 'three questions in one round, with requestState');
   } finally {
     await transport.terminateSession().catch(() => {});
     await client.close();
@@ -373,6 +424,34 @@ test('the 2024-11-05 HTTP+SSE transport in front of a stateless child', async ()
   try {
     assert.equal(client.getServerVersion().name, 'mcp-gateway-stateless-fixture');
     assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'old transport' } })), 'old transport');
+  } finally {
+    await client.close();
+  }
+});
+
+test('resources/subscribe through the listen: updates reach the client, unsubscribe and DELETE end the listen', async () => {
+  const { client, transport } = await connect(`${gw.base}/subscriber`);
+  const updated = [];
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updated.push(n.params.uri); });
+  const listenLog = () => (fs.existsSync(subscriber.log) ? fs.readFileSync(subscriber.log, 'utf8') : '');
+  try {
+    assert.equal(client.getServerCapabilities().resources.subscribe, true);
+    await client.subscribeResource({ uri: 'test://a' });
+    await waitFor(() => /LISTEN \d+ \["test:\/\/a"\]/.test(listenLog()), scaled(5000), 'a listen for test://a');
+    await client.callTool({ name: 'touch', arguments: { uri: 'test://a' } });
+    await waitFor(() => updated.includes('test://a'), scaled(10000), 'notifications/resources/updated');
+    await client.subscribeResource({ uri: 'test://b' });
+    await waitFor(() => /LISTEN \d+ \["test:\/\/a","test:\/\/b"\]/.test(listenLog()), scaled(5000), 'a listen for both');
+    assert.match(listenLog(), /END \d+/, 'the first listen ended');
+    await client.unsubscribeResource({ uri: 'test://a' });
+    await waitFor(() => /LISTEN \d+ \["test:\/\/b"\]/.test(listenLog()), scaled(5000), 'a listen for test://b alone');
+    await client.callTool({ name: 'touch', arguments: { uri: 'test://a' } });
+    await client.callTool({ name: 'touch', arguments: { uri: 'test://b' } });
+    await waitFor(() => updated.includes('test://b'), scaled(10000), 'the update of test://b');
+    assert.deepEqual(updated, ['test://a', 'test://b'], 'no update of test://a after its unsubscribe');
+    const ends = (listenLog().match(/END/g) ?? []).length;
+    await transport.terminateSession();
+    await waitFor(() => (listenLog().match(/END/g) ?? []).length > ends, scaled(5000), 'the last listen ended with the session');
   } finally {
     await client.close();
   }
