@@ -660,11 +660,12 @@ jsonrpc_init_from_discover(const char *p, size_t n, const char *version, unsigne
         json_decref(root);
         return NULL;
     }
-    json_t *info = json_object_get(json_object_get(res, "_meta"), "io.modelcontextprotocol/serverInfo");
+    json_t *info =
+        json_object_get(json_object_get(res, "_meta"), "io.modelcontextprotocol/serverInfo");
     json_t *name = json_object_get(info, "name"), *ver = json_object_get(info, "version");
-    json_t *server =
-        json_pack("{s:s,s:s}", "name", json_is_string(name) ? json_string_value(name) : fallback_name,
-                  "version", json_is_string(ver) ? json_string_value(ver) : "");
+    json_t *server = json_pack("{s:s,s:s}", "name",
+                               json_is_string(name) ? json_string_value(name) : fallback_name,
+                               "version", json_is_string(ver) ? json_string_value(ver) : "");
     json_t *title = json_object_get(info, "title");
     if (json_is_string(title))
         json_object_set(server, "title", title);

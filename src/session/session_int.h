@@ -179,7 +179,7 @@ void session_token_start(struct session *s);
 void session_token_close(struct session *s);
 
 /* session_modern.c: a legacy session in front of a stateless child */
-/* The client's initialize (its capabilities, clientInfo, version): a candidate, unless era = legacy. */
+/* Keeps what the client's initialize says (unless era = legacy): a candidate. */
 void session_modern_begin(struct session *s, const char *body, const struct jsonrpc_info *info);
 void session_modern_free(struct session *s);
 /* The child is stateless: every message of the session is translated. */
@@ -187,7 +187,8 @@ bool session_modern_active(const struct session *s);
 /* Its initialize's entry now waits for the server/discover probe's answer. */
 bool session_modern_probing(const struct session *s);
 /* The child refused the initialize (line): true when the probe went to it instead (p kept). */
-bool session_modern_init_refused(struct session *s, struct pending *p, const char *line, size_t len);
+bool session_modern_init_refused(struct session *s, struct pending *p, const char *line,
+                                 size_t len);
 /* The probe's answer: the session is ready (its initialize answered) or ended. */
 void session_modern_init_answer(struct session *s, struct stream *st, struct pending *p,
                                 const char *line, size_t len, const struct jsonrpc_info *info);

@@ -7,13 +7,13 @@
  * How the gateway knows (the pool's probe rule, pool_start.c, applied to one child): the session
  * sends the client's initialize as for any child. A child that refuses it in the stateless era's
  * words (-32022, or an error whose data.supported lists a stateless revision the gateway knows) is
- * then sent a server/discover probe naming the newest stateless revision the gateway knows, with
- * the client's capabilities and clientInfo in _meta. An answer that lists stateless revisions the
- * gateway knows (a DiscoverResult's supportedVersions, or an unsupported-version error's
- * data.supported, which is asked again once with the newest revision it lists) makes the session a
- * stateless one; anything else ends it as before, the client getting the child's refusal of its
- * initialize. A server with era = stateless skips the initialize: the probe goes first. era =
- * legacy never probes. Nothing of this costs a legacy child anything but the copy of the client's
+ * then sent a server/discover probe naming the newest stateless revision the gateway knows (the
+ * pool's probe: the gateway's clientInfo, no client capabilities). An answer that lists stateless
+ * revisions the gateway knows (a DiscoverResult's supportedVersions, or an unsupported-version
+ * error's data.supported, which is asked again once with the newest revision it lists) makes the
+ * session a stateless one; anything else ends it as before, the client getting the child's refusal
+ * of its initialize. A server with era = stateless skips the initialize: the probe goes first. era
+ * = legacy never probes. Nothing of this costs a legacy child anything but the copy of the client's
  * capabilities and clientInfo, kept until its initialize is answered.
  *
  * Then:
@@ -87,9 +87,9 @@ struct session_modern {
     char *info;                 /* its clientInfo, raw JSON; NULL: none */
     char *refusal;              /* the child's refusal of initialize, for the client */
     size_t refusal_len;
-    char level[16]; /* logging/setLevel; "": none */
-    unsigned listen_caps; /* JSONRPC_LISTEN_* the child declared (discover capabilities) */
-    uint64_t listen_id;   /* the child's id of the session's subscriptions/listen; 0: none */
+    char level[16];              /* logging/setLevel; "": none */
+    unsigned listen_caps;        /* JSONRPC_LISTEN_* the child declared (discover capabilities) */
+    uint64_t listen_id;          /* the child's id of the session's subscriptions/listen; 0: none */
     char *uris[MODERN_URIS_MAX]; /* resources/subscribe: raw JSON strings */
     size_t nuris;
     unsigned reprobes;
@@ -216,7 +216,8 @@ session_modern_init_refused(struct session *s, struct pending *p, const char *li
     uint32_t speaks = 0;
     int code = 0;
     (void)jsonrpc_discover_versions(line, len, revision_seen_stateless, &speaks);
-    if (speaks == 0 && (jsonrpc_error_code(line, len, &code) != 0 || code != JSONRPC_UNSUPPORTED_VERSION))
+    if (speaks == 0
+        && (jsonrpc_error_code(line, len, &code) != 0 || code != JSONRPC_UNSUPPORTED_VERSION))
         return false;
     m->refusal = xmalloc(len + 1);
     memcpy(m->refusal, line, len);
@@ -265,7 +266,8 @@ session_modern_init_answer(struct session *s, struct stream *st, struct pending 
     }
     if (info->kind == JSONRPC_ERROR) {
         /* It refused the probe's revision and listed what it speaks: ask for that one, once. */
-        if (m->reprobes++ >= MODERN_REPROBES || modern_probe(s, p, revision_set_newest(speaks)) == -1)
+        if (m->reprobes++ >= MODERN_REPROBES
+            || modern_probe(s, p, revision_set_newest(speaks)) == -1)
             modern_init_fail(s, st, p, "server/discover refused every stateless version asked");
         return;
     }
@@ -343,7 +345,8 @@ modern_listen(struct session *s)
                          m->listen_id);
         m->listen_id = 0;
     }
-    unsigned flags = m->listen_caps & (JSONRPC_LISTEN_TOOLS | JSONRPC_LISTEN_PROMPTS | JSONRPC_LISTEN_RESOURCES);
+    unsigned flags =
+        m->listen_caps & (JSONRPC_LISTEN_TOOLS | JSONRPC_LISTEN_PROMPTS | JSONRPC_LISTEN_RESOURCES);
     if (flags != 0 || m->nuris > 0) {
         m->listen_id = s->r.pt.next_id++;
         rc |= buf_printf(&b,
@@ -407,8 +410,8 @@ session_modern_listen_line(struct session *s, const char *line, const struct jso
         /* The listen's acknowledgement is the gateway's own business. */
         return strcmp(info->method, "notifications/subscriptions/acknowledged") == 0;
     }
-    if (info->kind == JSONRPC_REQUEST || !jsonrpc_id_u64(line, info->id, &id)
-        || id != m->listen_id || id == 0)
+    if (info->kind == JSONRPC_REQUEST || !jsonrpc_id_u64(line, info->id, &id) || id != m->listen_id
+        || id == 0)
         return false;
     log_info(s->id, "the child ended the session's subscriptions/listen%s",
              info->kind == JSONRPC_ERROR ? " with an error" : "");
@@ -440,8 +443,8 @@ modern_reply(struct session *s, struct stream *st, const char *body,
     free(e);
 }
 
-static const char *const modern_levels[] = { "debug",    "info",  "notice", "warning",
-                                             "error",    "critical", "alert", "emergency" };
+static const char *const modern_levels[] = { "debug", "info",     "notice", "warning",
+                                             "error", "critical", "alert",  "emergency" };
 
 /* The first '{' of the message: the object the whole request is. */
 static struct jsonrpc_span
@@ -561,8 +564,8 @@ modern_send(struct session *s, const char *body, size_t len, const struct jsonrp
         if (extra != NULL) {
             rc |= buf_append(&ext, extra, extra_len);
             ed[n++] = (struct relay_edit){ info->params.off + 1, 0, buf_head(&ext),
-                                           jsonrpc_members_first(body, info->params,
-                                                                 buf_head(&ext), buf_used(&ext)) };
+                                           jsonrpc_members_first(body, info->params, buf_head(&ext),
+                                                                 buf_used(&ext)) };
         }
     } else {
         bool params = info->params.len > 0;
@@ -573,9 +576,9 @@ modern_send(struct session *s, const char *body, size_t len, const struct jsonrp
             rc |= buf_append(&ext, extra, extra_len);
         if (!params)
             rc |= buf_append(&ext, "}", 1);
-        ed[n++] = (struct relay_edit){ obj.off + 1, 0, buf_head(&ext),
-                                       jsonrpc_members_first(body, obj, buf_head(&ext),
-                                                             buf_used(&ext)) };
+        ed[n++] =
+            (struct relay_edit){ obj.off + 1, 0, buf_head(&ext),
+                                 jsonrpc_members_first(body, obj, buf_head(&ext), buf_used(&ext)) };
     }
     if (rc == 0)
         rc = relay_send_spliced(&s->r, body, len, ed, n);
@@ -741,8 +744,9 @@ modern_round(struct session *s, struct stream *st, struct pending *p, struct mod
                                         as.a[i].method, stream_id(st), util_now_ms());
         s->stats->requests[1][session_class(as.a[i].method)]++;
         char head[96];
-        int hl = snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"%s\"",
-                          q->gw_id, as.a[i].method);
+        int hl =
+            snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"%s\"",
+                     q->gw_id, as.a[i].method);
         struct iovec iov[4] = { { head, (size_t)hl },
                                 { (void *)(uintptr_t) ",\"params\":", 10 },
                                 { as.a[i].params, as.a[i].params ? strlen(as.a[i].params) : 0 },

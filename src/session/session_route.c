@@ -551,9 +551,8 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     }
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    int sent = s->modern != NULL
-                   ? session_modern_send(s, p, body, len, info, idbuf, (size_t)idlen)
-                   : SESSION_MODERN_PASS;
+    int sent = s->modern != NULL ? session_modern_send(s, p, body, len, info, idbuf, (size_t)idlen)
+                                 : SESSION_MODERN_PASS;
     if (sent == SESSION_MODERN_PASS)
         sent = trace == NULL
                    ? session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen)

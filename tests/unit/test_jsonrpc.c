@@ -1149,11 +1149,13 @@ Test(jsonrpc, init_from_discover)
 {
     size_t len;
     const char *disc =
-        "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"resultType\":\"complete\",\"supportedVersions\":"
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"resultType\":\"complete\","
+        "\"supportedVersions\":"
         "[\"2026-07-28\"],\"capabilities\":{\"tools\":{\"listChanged\":true},\"prompts\":5,"
         "\"resources\":{\"subscribe\":true,\"listChanged\":true},\"extensions\":{\"x\":{}},"
         "\"tasks\":{}},\"instructions\":\"hi\",\"ttlMs\":0,\"_meta\":{"
-        "\"io.modelcontextprotocol/serverInfo\":{\"name\":\"s\",\"version\":\"2\",\"title\":\"S\"}}}}";
+        "\"io.modelcontextprotocol/"
+        "serverInfo\":{\"name\":\"s\",\"version\":\"2\",\"title\":\"S\"}}}}";
     char *r = jsonrpc_init_from_discover(disc, strlen(disc), "2025-06-18", JSONRPC_LISTEN_TOOLS,
                                          "fallback", &len);
     cr_assert_not_null(r);
@@ -1218,9 +1220,9 @@ Test(jsonrpc, input_requests)
     const char *only_state =
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"input_required\","
         "\"requestState\":\"x\"}}";
-    cr_expect_eq(jsonrpc_input_requests(only_state, strlen(only_state), 8, asks_seen_cb, &a, &state,
-                                        &slen),
-                 0);
+    cr_expect_eq(
+        jsonrpc_input_requests(only_state, strlen(only_state), 8, asks_seen_cb, &a, &state, &slen),
+        0);
     free(state);
     static const char *const bad[] = {
         "{\"result\":{\"resultType\":\"input_required\"}}",
@@ -1233,9 +1235,9 @@ Test(jsonrpc, input_requests)
     };
     for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
         a.text[0] = '\0';
-        cr_expect_eq(jsonrpc_input_requests(bad[i], strlen(bad[i]), 1, asks_seen_cb, &a, &state,
-                                            &slen),
-                     -1, "%s", bad[i]);
+        cr_expect_eq(
+            jsonrpc_input_requests(bad[i], strlen(bad[i]), 1, asks_seen_cb, &a, &state, &slen), -1,
+            "%s", bad[i]);
         cr_expect_null(state);
         cr_expect_str_eq(a.text, "");
     }
