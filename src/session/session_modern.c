@@ -41,7 +41,8 @@
  * soon as the child turns out legacy. A held call (struct modern_call: a copy of a tools/call,
  * prompts/get or resources/read request, which may answer input_required) lives until its request
  * ends: its answer, or its entry found gone (cancelled, timed out) when the next call is held or a
- * client answers; at most 2 * max_inflight_per_session are held. The questions of a round are
+ * client answers; at most 2 * max_inflight_per_session are held, stdin_queue_bytes of copies
+ * together (a request past that is sent, not held: a round it asks for ends it with an error). The questions of a round are
  * in-flight entries toward the client (PENDING_TO_CLIENT) whose orig_id is the question's key.
  */
 #include <inttypes.h>
@@ -95,6 +96,7 @@ struct session_modern {
     unsigned reprobes;
     struct modern_call *calls;
     size_t ncalls;
+    size_t held_bytes; /* the calls' copies together: at most stdin_queue_bytes */
 };
 
 static char *
@@ -128,8 +130,9 @@ session_modern_begin(struct session *s, const char *body, const struct jsonrpc_i
 }
 
 static void
-modern_call_free(struct modern_call *c)
+modern_call_free(struct session_modern *m, struct modern_call *c)
 {
+    m->held_bytes -= c->len;
     free(c->body);
     free(c->state);
     buf_clear(&c->answers);
@@ -145,7 +148,7 @@ session_modern_free(struct session *s)
     while (m->calls != NULL) {
         struct modern_call *c = m->calls;
         m->calls = c->next;
-        modern_call_free(c);
+        modern_call_free(m, c);
     }
     if (m->listen_id != 0 && s->u != NULL) {
         /* A listen ends on stdio with notifications/cancelled for its id. */
@@ -598,7 +601,7 @@ modern_prune(struct session *s)
         if (p == NULL || p->state != PENDING_FORWARDED) {
             *pc = c->next;
             m->ncalls--;
-            modern_call_free(c);
+            modern_call_free(m, c);
         } else
             pc = &c->next;
     }
@@ -627,12 +630,14 @@ session_modern_send(struct session *s, struct pending *p, const char *body, size
         return -1;
     if (modern_may_ask(info->method)) {
         modern_prune(s);
-        if (m->ncalls < 2 * (size_t)sessions.cfg->max_inflight_per_session) {
+        if (m->ncalls < 2 * (size_t)sessions.cfg->max_inflight_per_session
+            && m->held_bytes + len <= sessions.cfg->stdin_queue_bytes) {
             struct modern_call *c = xcalloc(1, sizeof *c);
             c->gw_id = p->gw_id;
             c->body = xmalloc(len + 1);
             memcpy(c->body, body, len);
             c->len = len;
+            m->held_bytes += len;
             buf_init(&c->answers, SIZE_MAX);
             c->next = m->calls;
             m->calls = c;
@@ -669,7 +674,7 @@ modern_call_drop(struct session *s, struct modern_call *c)
         if (q != NULL)
             pending_del(&s->r.pt, q);
     }
-    modern_call_free(c);
+    modern_call_free(m, c);
 }
 
 /* Ends p (and its held call c, if any) with an error to the client on st. */
@@ -827,7 +832,9 @@ session_modern_answer(struct session *s, struct stream *st, struct pending *p, c
         return false;
     }
     if (c == NULL) {
-        modern_fail(s, st, p, NULL, "the server asked for input on a request that cannot carry it");
+        /* Not a tools/call, prompts/get or resources/read, or not held (past the bounds). */
+        modern_fail(s, st, p, NULL,
+                    "the server asked for input on a request the gateway does not hold for it");
         return true;
     }
     modern_round(s, st, p, c, line, len);
