@@ -233,6 +233,13 @@ static void
 session_child_request(struct session *s, const char *line, size_t len,
                       const struct jsonrpc_info *info)
 {
+    if (session_modern_active(s)) {
+        /* Stateless child mode: a stateless server sends no request (it asks by input rounds),
+         * and takes no answer: dropped, counted as an invalid line. */
+        relay_invalid(&s->r, &s->stats->child_lines_invalid,
+                      "a request from a stateless server (dropped)", line, len);
+        return;
+    }
     struct stream *st = session_route_unrelated(s);
     relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     const char *refusal = NULL;

@@ -73,7 +73,10 @@ rl.on('line', (l) => {
   if (m.id === undefined) return;
   let out;
   if (m.method === 'server/discover') out = { result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'scripted', version: '1' } } } };
-  else if (m.method === 'tools/call') out = { result: results[m.params.name] ?? { resultType: 'complete', content: [] } };
+  else if (m.method === 'tools/call' && m.params.name === 'asks_directly') {
+    process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: 'child-1', method: 'roots/list' }) + '\\n');
+    out = { result: { resultType: 'complete', content: [{ type: 'text', text: 'done' }] } };
+  } else if (m.method === 'tools/call') out = { result: results[m.params.name] ?? { resultType: 'complete', content: [] } };
   else if (m.method === 'subscriptions/listen') return;
   else out = { error: { code: -32022, message: 'Unsupported protocol version', data: { supported: ['2026-07-28'] } } };
   process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, ...out }) + '\\n');
@@ -415,6 +418,16 @@ for (const [tool, re] of [
     assert.ok(ok.events().some((e) => e.json?.result), 'the session serves on');
   });
 }
+
+test('a request the stateless child sends (it must not) is dropped, never passed to the client', async () => {
+  const s = await rawSession('/scripted', { roots: {} });
+  const r = await post(gw, rpc('tools/call', { name: 'asks_directly', arguments: {} }), { url: s.url, sid: s.sid, headers: s.headers });
+  await r.done(scaled(10000));
+  const msgs = r.events().map((e) => e.json).filter(Boolean);
+  assert.ok(msgs.some((j) => j.result), r.text());
+  assert.ok(!msgs.some((j) => j.method === 'roots/list'), 'the child\'s request did not reach the client');
+  await gw.waitLog(/a request from a stateless server \(dropped\)/);
+});
 
 test('the 2024-11-05 HTTP+SSE transport in front of a stateless child', async () => {
   const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
