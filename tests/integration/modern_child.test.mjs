@@ -219,15 +219,19 @@ test('input rounds: elicitation, sampling and a multi-round call answered by the
   }
 });
 
+/** How many tools/call requests the gateway has forwarded to a child so far (all sessions). */
+const forwarded = () => (gw.logs().match(/request tools\/call forwarded as child id/g) ?? []).length;
 const cancels = () => (fs.existsSync(cancelLog) ? fs.readFileSync(cancelLog, 'utf8').split('\n').filter((l) => l.startsWith('CANCELLED')) : []);
 
 test("the client's cancel reaches the stateless child as notifications/cancelled", async () => {
   const { client, transport } = await connect(gw.url);
   try {
     const before = cancels().length;
+    const sent = forwarded();
     const ac = new AbortController();
     const call = client.callTool({ name: 'slow', arguments: { ms: 60000 } }, undefined, { signal: ac.signal });
-    await gw.waitLog(/request tools\/call forwarded as child id/);
+    // The cancel must come after the call reached the child (the two travel on separate POSTs).
+    await waitFor(() => forwarded() > sent, scaled(5000), 'the call to reach the child');
     ac.abort();
     await assert.rejects(call);
     await waitFor(() => cancels().length > before, scaled(10000), 'the child to log the cancel');
@@ -241,10 +245,11 @@ test('a dropped connection cancels its request at the stateless child', async ()
   const { client, transport } = await connect(gw.url);
   try {
     const before = cancels().length;
+    const sent = forwarded();
     const headers = { 'Mcp-Session-Id': transport.sessionId, 'MCP-Protocol-Version': transport.protocolVersion ?? '2025-11-25' };
     const res = await post(gw, rpc('tools/call', { name: 'slow', arguments: { ms: 60000 } }), { headers });
     assert.equal(res.status, 200);
-    await waitFor(() => (gw.logs().match(/request tools\/call forwarded as child id/g) ?? []).length >= 1, scaled(5000), 'the call to reach the child');
+    await waitFor(() => forwarded() > sent, scaled(5000), 'the call to reach the child');
     res.drop();
     await waitFor(() => cancels().length > before, scaled(10000), 'the child to log the cancel of the dropped call');
     assert.match(gw.logs(), /disconnected|requests cancelled/);
