@@ -299,4 +299,26 @@ char *jsonrpc_version_error_new(const char *id_raw, size_t id_len, const char *r
 char *jsonrpc_version_error_msg_new(const char *id_raw, size_t id_len, const char *requested,
                                     const char *const *supported, const char *message, size_t *len);
 
+/*
+ * A legacy session in front of a stateless child (session_modern.c). The InitializeResult object
+ * (the value of "result") a legacy client gets from the child's server/discover answer p[0..n):
+ * protocolVersion version, the legacy server capabilities it declares (objects only; listChanged
+ * and subscribe only for the JSONRPC_LISTEN_* flags in listen; no tasks, no extensions),
+ * serverInfo from _meta io.modelcontextprotocol/serverInfo (fallback_name and "" when it lacks a
+ * string name or version), instructions. NULL when p holds no result object.
+ */
+char *jsonrpc_init_from_discover(const char *p, size_t n, const char *version, unsigned listen,
+                                 const char *fallback_name, size_t *len);
+/*
+ * The questions of an input_required result p[0..n): each member of result.inputRequests goes to
+ * each (its key, its method, its params as compact JSON or NULL), and *state gets requestState as
+ * a JSON string (quotes included, a new string; NULL when absent). The count, or -1 (nothing
+ * reported) when the result is malformed: inputRequests not an object, an entry without a string
+ * method or with params that are not an object, requestState not a string, neither present, or
+ * more than max questions.
+ */
+typedef void jsonrpc_input_cb(const char *key, const char *method, const char *params, void *arg);
+int jsonrpc_input_requests(const char *p, size_t n, size_t max, jsonrpc_input_cb *each, void *arg,
+                           char **state, size_t *state_len);
+
 #endif

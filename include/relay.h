@@ -213,6 +213,13 @@ void relay_clear(struct relay *r);
  */
 #define RELAY_BATCH_MAX 256 /* messages of one batch of the child's */
 void relay_line(struct relay *r, char *line, size_t len);
+/*
+ * Counts a child's line that is not a message (why: what is wrong) in r->invalid and logs it: the
+ * first few of a child, then only the counter moves, so a child writing garbage as fast as it can
+ * does not flood the log. relay_line does it for lines it cannot read; an owner, for a message its
+ * child must not send.
+ */
+void relay_invalid(struct relay *r, const char *why, const char *line, size_t len);
 /* The child ended: the relay ends and calls ops->gone, once; nothing when it had ended. */
 void relay_gone(struct relay *r, const char *reason);
 /* The owner is done with the child (its session closed, its pool child retired): no op after. */

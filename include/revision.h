@@ -73,6 +73,14 @@ uint32_t revision_set_named(const char *const *names, unsigned mask);
 void revision_set_names(uint32_t set, const char **out);
 /* The same ", "-joined into out[0..cap) (cut to fit). */
 void revision_set_text(uint32_t set, char *out, size_t cap);
+/*
+ * What a server/discover answer (or an unsupported-version error) lists, as the probe reads it for
+ * a pool's children and a session's child alike: a version (jsonrpc_discover_versions's callback)
+ * whose row is stateless joins the set at arg (a uint32_t); others are ignored.
+ */
+void revision_seen_stateless(const char *version, void *arg);
+/* The newest row in set; NULL for the empty set. */
+const struct revision *revision_set_newest(uint32_t set);
 /* The newest row over mask older than r (NULL: none). */
 const struct revision *revision_older(const struct revision *r, unsigned mask);
 

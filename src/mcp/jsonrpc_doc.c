@@ -615,3 +615,116 @@ jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len)
     json_decref(root);
     return out;
 }
+
+/* --- a legacy session in front of a stateless child (session/session_modern.c) ------------- */
+
+/*
+ * The capabilities of a discover result a legacy client is shown: the server features of the
+ * legacy revisions, each only when an object; listChanged and subscribe only where the gateway
+ * carries them (listen, JSONRPC_LISTEN_* flags); tasks and extensions never (the stateless tasks
+ * extension is not the 2025-11-25 tasks protocol).
+ */
+static json_t *
+jsonrpc_legacy_caps(json_t *caps, unsigned listen)
+{
+    static const char *const kept[] = { "tools",   "prompts",     "resources",
+                                        "logging", "completions", "experimental" };
+    json_t *out = json_object();
+    for (size_t i = 0; i < ARRAY_LEN(kept); i++) {
+        json_t *v = json_object_get(caps, kept[i]);
+        if (json_is_object(v))
+            json_object_set_new(out, kept[i], json_deep_copy(v));
+    }
+    struct {
+        const char *cap, *key;
+        unsigned flag;
+    } flags[] = { { "tools", "listChanged", JSONRPC_LISTEN_TOOLS },
+                  { "prompts", "listChanged", JSONRPC_LISTEN_PROMPTS },
+                  { "resources", "listChanged", JSONRPC_LISTEN_RESOURCES },
+                  { "resources", "subscribe", JSONRPC_LISTEN_UPDATES } };
+    for (size_t i = 0; i < ARRAY_LEN(flags); i++) {
+        json_t *o = json_object_get(out, flags[i].cap);
+        if (o != NULL && !(listen & flags[i].flag))
+            json_object_del(o, flags[i].key);
+    }
+    return out;
+}
+
+char *
+jsonrpc_init_from_discover(const char *p, size_t n, const char *version, unsigned listen,
+                           const char *fallback_name, size_t *len)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *res = json_object_get(root, "result");
+    if (!json_is_object(res)) {
+        json_decref(root);
+        return NULL;
+    }
+    json_t *info =
+        json_object_get(json_object_get(res, "_meta"), "io.modelcontextprotocol/serverInfo");
+    json_t *name = json_object_get(info, "name"), *ver = json_object_get(info, "version");
+    json_t *server = json_pack("{s:s,s:s}", "name",
+                               json_is_string(name) ? json_string_value(name) : fallback_name,
+                               "version", json_is_string(ver) ? json_string_value(ver) : "");
+    json_t *title = json_object_get(info, "title");
+    if (json_is_string(title))
+        json_object_set(server, "title", title);
+    json_t *out = json_pack("{s:s,s:o,s:o}", "protocolVersion", version, "capabilities",
+                            jsonrpc_legacy_caps(json_object_get(res, "capabilities"), listen),
+                            "serverInfo", server);
+    json_t *instructions = json_object_get(res, "instructions");
+    if (json_is_string(instructions))
+        json_object_set(out, "instructions", instructions);
+    json_decref(root);
+    return jsonrpc_dump_new(out, len);
+}
+
+int
+jsonrpc_input_requests(const char *p, size_t n, size_t max, jsonrpc_input_cb *each, void *arg,
+                       char **state, size_t *state_len)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *res = json_object_get(root, "result");
+    json_t *asks = json_object_get(res, "inputRequests");
+    json_t *st = json_object_get(res, "requestState");
+    int count = -1;
+    *state = NULL;
+    if ((asks != NULL && !json_is_object(asks)) || (st != NULL && !json_is_string(st))
+        || (asks == NULL && st == NULL) || json_object_size(asks) > max)
+        goto out;
+    const char *key;
+    json_t *v;
+    json_object_foreach(asks, key, v)
+    {
+        json_t *m = json_object_get(v, "method"), *params = json_object_get(v, "params");
+        if (!json_is_string(m) || (params != NULL && !json_is_object(params)))
+            goto out;
+    }
+    count = 0;
+    json_object_foreach(asks, key, v)
+    {
+        char *params = NULL;
+        json_t *pv = json_object_get(v, "params");
+        if (pv != NULL) {
+            char *s = json_dumps(pv, JSON_COMPACT);
+            if (s == NULL)
+                abort(); /* jansson failed to allocate: as xmalloc does */
+            params = xstrdup(s);
+            free(s);
+        }
+        each(key, json_string_value(json_object_get(v, "method")), params, arg);
+        free(params);
+        count++;
+    }
+    if (st != NULL) {
+        char *s = json_dumps(st, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (s == NULL)
+            abort(); /* jansson failed to allocate: as xmalloc does */
+        *state = xstrdup(s);
+        free(s);
+        *state_len = strlen(*state);
+    }
+out:
+    json_decref(root);
+    return count;
+}

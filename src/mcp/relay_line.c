@@ -77,13 +77,8 @@ relay_answered(struct relay *r, enum pending_dir dir, const char *line,
 
 /* --- invalid lines ----------------------------------------------------------------------------- */
 
-/*
- * Counts a child's line that is not a message (why: what is wrong) and logs it: the first
- * RELAY_INVALID_LOGGED of a child, then only the counter moves, so a child writing garbage as
- * fast as it can does not flood the log.
- */
 #define RELAY_INVALID_LOGGED 10
-static void
+void
 relay_invalid(struct relay *r, const char *why, const char *line, size_t len)
 {
     relay_add(r->invalid);

@@ -195,6 +195,23 @@ revision_set_text(uint32_t set, char *out, size_t cap)
                                      revision_table[i].name);
 }
 
+void
+revision_seen_stateless(const char *version, void *arg)
+{
+    const struct revision *r = revision_named(version);
+    if (revision_over(r, REVISION_STATELESS))
+        *(uint32_t *)arg |= revision_bit(r);
+}
+
+const struct revision *
+revision_set_newest(uint32_t set)
+{
+    for (size_t i = REVISION_N; i-- > 0;)
+        if (set & revision_bit(&revision_table[i]))
+            return &revision_table[i];
+    return NULL;
+}
+
 const struct revision *
 revision_older(const struct revision *r, unsigned mask)
 {

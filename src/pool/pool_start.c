@@ -67,15 +67,6 @@ pool_start_timeout(void *arg)
 
 /* --- a child's start: the probe's verdict, the initialize ----------------------------------- */
 
-/* A version a probe's answer lists: its stateless row joins the set at arg. */
-static void
-pool_version_seen(const char *version, void *arg)
-{
-    const struct revision *r = revision_named(version);
-    if (revision_over(r, REVISION_STATELESS))
-        *(uint32_t *)arg |= revision_bit(r);
-}
-
 /*
  * The probe's answer. The versions it lists (a result's supportedVersions, or the list of an
  * unsupported-version error: a stateless server that does not speak the probe's revision) that are
@@ -90,7 +81,7 @@ pool_probe_verdict(struct pool_child *c, const char *line, size_t len,
 {
     struct pool *p = c->pool;
     uint32_t speaks = 0;
-    bool listed = jsonrpc_discover_versions(line, len, pool_version_seen, &speaks);
+    bool listed = jsonrpc_discover_versions(line, len, revision_seen_stateless, &speaks);
     int code = 0;
     if (info->kind == JSONRPC_ERROR && !listed && jsonrpc_error_code(line, len, &code) != 0)
         code = 0;

@@ -439,6 +439,7 @@ session_close(struct session *s, enum session_end why, const char *detail)
     msgq_clear(&s->backlog);
     session_tasks_clear(s);
     session_sleep_close(s, why);
+    session_modern_free(s);
     upstream_close(s->u, reason);
     s->u = NULL;
     session_token_close(s);

@@ -92,6 +92,9 @@ struct session {
     size_t init_len;
     struct jsonrpc_span init_id;
     struct msgq wakeq;     /* lines for the child written while it wakes, in order */
+    /* A child that may speak, or speaks, only a stateless revision (session_modern.c); NULL:
+     * a legacy child (or a server with era = legacy). */
+    struct session_modern *modern;
     struct session *hnext; /* hash chain */
     struct session *gnext; /* graveyard */
 };
@@ -236,6 +239,38 @@ const struct sandbox_own *session_token_own(struct session *s, struct sandbox_ow
 void session_token_start(struct session *s);
 /* The session's end (session_close): the renewal stopped, the file and directory removed. */
 void session_token_close(struct session *s);
+
+/* session_modern.c: a legacy session in front of a stateless child */
+/* Keeps what the client's initialize says (unless era = legacy): a candidate. */
+void session_modern_begin(struct session *s, const char *body, const struct jsonrpc_info *info);
+void session_modern_free(struct session *s);
+/* The child is stateless: every message of the session is translated. */
+bool session_modern_active(const struct session *s);
+/* Its initialize's entry now waits for the server/discover probe's answer. */
+bool session_modern_probing(const struct session *s);
+/* The child refused the initialize (line): true when the probe went to it instead (p kept). */
+bool session_modern_init_refused(struct session *s, struct pending *p, const char *line,
+                                 size_t len);
+/* The probe's answer: the session is ready (its initialize answered) or ended. */
+void session_modern_init_answer(struct session *s, struct stream *st, struct pending *p,
+                                const char *line, size_t len, const struct jsonrpc_info *info);
+/* A request the gateway answers itself on st (what the stateless revision removed, a bad one). */
+bool session_modern_local(struct session *s, struct stream *st, const char *body, size_t len,
+                          const struct jsonrpc_info *info);
+/* Sends p's request with the stateless envelope: 0, -1 (stdin full), or PASS: the usual way. */
+#define SESSION_MODERN_PASS (-2)
+int session_modern_send(struct session *s, struct pending *p, const char *body, size_t len,
+                        const struct jsonrpc_info *info, const char *id, size_t idlen);
+/* The child's answer to p: true when it was an input round (or refused), not for the client. */
+bool session_modern_answer(struct session *s, struct stream *st, struct pending *p,
+                           const char *line, size_t len, const struct jsonrpc_info *info);
+/* The child's line about the session's subscriptions/listen (its end, its acknowledgement):
+ * true when it is one, and taken. */
+bool session_modern_listen_line(struct session *s, const char *line,
+                                const struct jsonrpc_info *info);
+/* The client's answer to a question q of a round: true when taken (q is gone). */
+bool session_modern_client_answer(struct session *s, struct pending *q, const char *body,
+                                  const struct jsonrpc_info *info);
 
 /* session_task.c */
 /* A CreateTaskResult, a tasks/get or tasks/cancel result, or notifications/tasks/status. */

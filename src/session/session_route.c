@@ -145,6 +145,8 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
 {
     if (s->nap == SESSION_WAKING)
         return session_sleep_woke(s, p, line, len, info);
+    if (info->kind == JSONRPC_ERROR && session_modern_init_refused(s, p, line, len))
+        return -1; /* stateless child mode: probed (session_modern.c) */
     if (info->kind == JSONRPC_ERROR) {
         log_warn(s->id, "child refused initialize");
         if (st != NULL)
@@ -172,6 +174,7 @@ session_check_init(struct session *s, struct stream *st, struct pending *p, cons
         session_close(s, SESSION_END_INIT, "unsupported protocol version");
         return -1;
     }
+    session_modern_free(s); /* a legacy child: nothing to translate */
     snprintf(s->version, sizeof(s->version), "%s", rev->name);
     s->rev = rev;
     s->r.batches = rev->batches;
@@ -205,8 +208,14 @@ session_child_answer(void *owner, struct pending *p, const char *line, size_t le
 {
     struct session *s = owner;
     struct stream *st = session_stream_by_id(s, p->stream_id);
+    if (p->gw_id == s->init_gw_id && session_modern_probing(s)) {
+        session_modern_init_answer(s, st, p, line, len, info); /* stateless child mode */
+        return;
+    }
     if (p->gw_id == s->init_gw_id && session_check_init(s, st, p, line, len, info) == -1)
         return;
+    if (s->modern != NULL && session_modern_answer(s, st, p, line, len, info))
+        return; /* stateless child mode: an input round */
     if (info->kind == JSONRPC_RESULT
         && (p->task || strcmp(p->method, "tasks/get") == 0
             || strcmp(p->method, "tasks/cancel") == 0))
@@ -226,6 +235,12 @@ static void
 session_child_request(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     struct session *s = owner;
+    if (session_modern_active(s)) {
+        /* Stateless child mode: a stateless server sends no request (it asks by input rounds),
+         * and takes no answer: dropped, counted as an invalid line. */
+        relay_invalid(&s->r, "a request from a stateless server (dropped)", line, len);
+        return;
+    }
     struct stream *st = session_route_unrelated(s);
     relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     const char *refusal = NULL;
@@ -270,6 +285,8 @@ session_child_cancel(void *owner, struct pending *p, const char *line, size_t le
                      const struct jsonrpc_info *info)
 {
     struct session *s = owner;
+    if (p == NULL && s->modern != NULL && session_modern_listen_line(s, line, info))
+        return; /* stateless child mode: the child ended the session's subscriptions/listen */
     if (p == NULL) {
         log_debug(s->id, "child cancel for no active request ignored");
         return;
@@ -290,6 +307,8 @@ session_child_notification(void *owner, const char *line, size_t len,
                            const struct jsonrpc_info *info)
 {
     struct session *s = owner;
+    if (s->modern != NULL && session_modern_listen_line(s, line, info))
+        return; /* stateless child mode: the listen's acknowledgement */
     if (strcmp(info->method, "notifications/tasks/status") == 0)
         session_task_seen(s, line, len);
     struct stream *st = session_route_unrelated(s);
@@ -349,6 +368,14 @@ session_ended(void *owner, const char *reason)
     session_close(s, SESSION_END_CHILD, reason);
 }
 
+/* An answer naming no entry: the end of a stateless child's subscriptions/listen, else stray. */
+static bool
+session_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
+{
+    struct session *s = owner;
+    return s->modern != NULL && session_modern_listen_line(s, line, info);
+}
+
 void
 session_child_gone(const char *reason, void *arg)
 {
@@ -358,6 +385,7 @@ session_child_gone(const char *reason, void *arg)
 
 const struct relay_ops session_relay_ops = {
     .answer = session_child_answer,
+    .stray = session_child_stray,
     .request = session_child_request,
     .progress = session_child_progress,
     .cancelled = session_child_cancel,
@@ -458,6 +486,11 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     if (info->has_crlf)
         jsonrpc_flatten(body, len);
     session_sleep_note(s, body, len, info);
+    if (s->modern != NULL && session_modern_local(s, st, body, len, info)) {
+        stream_own(st)->awaiting++; /* stateless child mode: answered by the gateway */
+        session_stream_answered(s, st);
+        return SESSION_OK;
+    }
     relay_make_room(&s->r, 2 * sessions.cfg->max_inflight_per_session);
     uint64_t now_us = util_now_us();
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len,
@@ -475,12 +508,17 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0) {
         s->init_gw_id = p->gw_id;
         session_note_client_info(s, body, info);
+        session_modern_begin(s, body, info);
     }
     char idbuf[24];
     int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    if ((trace == NULL ? session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen)
-                       : session_traced_send(s, p, body, len, info, trace, idbuf, (size_t)idlen))
-        == -1) {
+    int sent = s->modern != NULL ? session_modern_send(s, p, body, len, info, idbuf, (size_t)idlen)
+                                 : SESSION_MODERN_PASS;
+    if (sent == SESSION_MODERN_PASS)
+        sent = trace == NULL
+                   ? session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen)
+                   : session_traced_send(s, p, body, len, info, trace, idbuf, (size_t)idlen);
+    if (sent == -1) {
         audit_call_drop(p->audit); /* refused (503): the refusal's record says so */
         p->audit = NULL;
         pending_del(&s->r.pt, p);
@@ -529,6 +567,8 @@ session_client_answer(struct session *s, char *body, size_t len, const struct js
         relay_answered(&s->r, PENDING_TO_CLIENT, body, info, &s->stats->late_dropped);
     if (p == NULL)
         return SESSION_OK;
+    if (s->modern != NULL && session_modern_client_answer(s, p, body, info))
+        return SESSION_OK; /* stateless child mode: an answer to an input round's question */
     /* Refused (stdin full): the entry stays, so the 503's retry still finds it. */
     if (session_splice_send(s, body, len, info->id, p->orig_id, p->orig_id_len) == -1)
         return SESSION_E_BUSY;
@@ -559,6 +599,8 @@ session_client_other(struct session *s, char *body, size_t len, const struct jso
             session_client_cancel(s, body, len, info);
             return SESSION_OK;
         }
+        if (session_modern_active(s))
+            return SESSION_OK; /* stateless child mode: a stateless server takes no other */
         if (s->srv->policy != NULL && strcmp(info->method, "tools/call") == 0) {
             /* No id, so no answer: but a lax child might run it, unjudged. */
             log_debug(s->id, "tools/call without an id dropped (tool policy)");

@@ -89,6 +89,10 @@ session_quiet(const struct session *s, bool tasks)
 {
     if (tasks || s->ntasks > 0 || s->sleep_pinned || s->init_body == NULL)
         return false;
+    /* A stateless child is greeted by server/discover, not the client's initialize: it keeps
+     * running (a wake would replay what it refuses). */
+    if (s->modern != NULL)
+        return false;
     if (pending_active(&s->r.pt, PENDING_TO_CHILD) > 0
         || pending_active(&s->r.pt, PENDING_TO_CLIENT) > 0)
         return false;

@@ -314,9 +314,11 @@ session_stream_abandon(struct session *s, struct stream *st, const char *why)
         if (p->stream_id != stream_id(st) || p->state != PENDING_FORWARDED)
             continue;
         if (p->dir == PENDING_TO_CLIENT) {
-            /* The child's own request went out on st: nobody can answer it now. */
-            session_error_to_child(s, p->orig_id, p->orig_id_len,
-                                   "client disconnected before answering");
+            /* The child's own request went out on st: nobody can answer it now. (A question of
+             * an input round is the gateway's: a stateless child takes no answer.) */
+            if (!session_modern_active(s))
+                session_error_to_child(s, p->orig_id, p->orig_id_len,
+                                       "client disconnected before answering");
             pending_del(&s->r.pt, p);
             continue;
         }

@@ -1143,3 +1143,102 @@ Test(jsonrpc, members_first)
         free(got);
     }
 }
+
+/* A legacy session in front of a stateless child: the initialize result made from discover. */
+Test(jsonrpc, init_from_discover)
+{
+    size_t len;
+    const char *disc =
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"resultType\":\"complete\","
+        "\"supportedVersions\":"
+        "[\"2026-07-28\"],\"capabilities\":{\"tools\":{\"listChanged\":true},\"prompts\":5,"
+        "\"resources\":{\"subscribe\":true,\"listChanged\":true},\"extensions\":{\"x\":{}},"
+        "\"tasks\":{}},\"instructions\":\"hi\",\"ttlMs\":0,\"_meta\":{"
+        "\"io.modelcontextprotocol/"
+        "serverInfo\":{\"name\":\"s\",\"version\":\"2\",\"title\":\"S\"}}}}";
+    char *r = jsonrpc_init_from_discover(disc, strlen(disc), "2025-06-18", JSONRPC_LISTEN_TOOLS,
+                                         "fallback", &len);
+    cr_assert_not_null(r);
+    json_t *js = json_loadb(r, len, 0, NULL);
+    cr_assert_not_null(js);
+    cr_expect_str_eq(json_string_value(json_object_get(js, "protocolVersion")), "2025-06-18");
+    cr_expect_str_eq(json_string_value(json_object_get(js, "instructions")), "hi");
+    json_t *caps = json_object_get(js, "capabilities");
+    /* listChanged only where the gateway listens; no prompts (not an object), tasks, extensions. */
+    cr_expect(json_is_true(json_object_get(json_object_get(caps, "tools"), "listChanged")));
+    cr_expect_null(json_object_get(json_object_get(caps, "resources"), "listChanged"));
+    cr_expect_null(json_object_get(json_object_get(caps, "resources"), "subscribe"));
+    cr_expect_null(json_object_get(caps, "prompts"));
+    cr_expect_null(json_object_get(caps, "tasks"));
+    cr_expect_null(json_object_get(caps, "extensions"));
+    json_t *info = json_object_get(js, "serverInfo");
+    cr_expect_str_eq(json_string_value(json_object_get(info, "name")), "s");
+    cr_expect_str_eq(json_string_value(json_object_get(info, "version")), "2");
+    cr_expect_str_eq(json_string_value(json_object_get(info, "title")), "S");
+    cr_expect_null(json_object_get(js, "resultType"));
+    json_decref(js);
+    free(r);
+    /* No serverInfo: the fallback name and an empty version; no result object: NULL. */
+    const char *bare = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"capabilities\":[]}}";
+    r = jsonrpc_init_from_discover(bare, strlen(bare), "2025-11-25", 0, "fallback", &len);
+    cr_assert_not_null(r);
+    cr_expect_str_eq(r, "{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":"
+                        "{\"name\":\"fallback\",\"version\":\"\"}}");
+    free(r);
+    const char *err = "{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":1,\"message\":\"x\"}}";
+    cr_expect_null(jsonrpc_init_from_discover(err, strlen(err), "2025-11-25", 0, "f", &len));
+}
+
+struct asks_seen {
+    char text[256];
+};
+
+static void
+asks_seen_cb(const char *key, const char *method, const char *params, void *arg)
+{
+    struct asks_seen *a = arg;
+    size_t n = strlen(a->text);
+    snprintf(a->text + n, sizeof a->text - n, "%s=%s:%s;", key, method, params ? params : "-");
+}
+
+/* The questions of an input_required result, and what makes one malformed. */
+Test(jsonrpc, input_requests)
+{
+    struct asks_seen a = { "" };
+    char *state = NULL;
+    size_t slen = 0;
+    const char *ok = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"input_required\","
+                     "\"inputRequests\":{\"a\":{\"method\":\"roots/list\"},\"b\":{\"method\":"
+                     "\"elicitation/create\",\"params\":{\"message\":\"m\"}}},\"requestState\":"
+                     "\"s\\\"1\"}}";
+    cr_expect_eq(jsonrpc_input_requests(ok, strlen(ok), 8, asks_seen_cb, &a, &state, &slen), 2);
+    cr_expect_str_eq(a.text, "a=roots/list:-;b=elicitation/create:{\"message\":\"m\"};");
+    cr_assert_not_null(state);
+    cr_expect_str_eq(state, "\"s\\\"1\"");
+    cr_expect_eq(slen, strlen(state));
+    free(state);
+    const char *only_state =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"input_required\","
+        "\"requestState\":\"x\"}}";
+    cr_expect_eq(
+        jsonrpc_input_requests(only_state, strlen(only_state), 8, asks_seen_cb, &a, &state, &slen),
+        0);
+    free(state);
+    static const char *const bad[] = {
+        "{\"result\":{\"resultType\":\"input_required\"}}",
+        "{\"result\":{\"inputRequests\":[]}}",
+        "{\"result\":{\"inputRequests\":{\"a\":{\"method\":7}}}}",
+        "{\"result\":{\"inputRequests\":{\"a\":{\"method\":\"roots/list\",\"params\":[]}}}}",
+        "{\"result\":{\"requestState\":5}}",
+        "{\"result\":{\"inputRequests\":{\"a\":{\"method\":\"x\"},\"b\":{\"method\":\"x\"}}}}",
+        "not json",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        a.text[0] = '\0';
+        cr_expect_eq(
+            jsonrpc_input_requests(bad[i], strlen(bad[i]), 1, asks_seen_cb, &a, &state, &slen), -1,
+            "%s", bad[i]);
+        cr_expect_null(state);
+        cr_expect_str_eq(a.text, "");
+    }
+}
