@@ -399,3 +399,33 @@ test('credentials_dir: the woken child gets the credentials its session started 
     }
   });
 });
+
+test('a session in front of a stateless-only child never sleeps (a wake would replay the initialize it refuses), while a legacy one beside it does', async () => {
+  const STATELESS_JS = path.join(process.env.GW_SOURCE_ROOT ?? '', 'tests/fixtures/stateless_server.mjs');
+  const gw = await startGateway({
+    gateway: { admin_token: TOKEN },
+    servers: [
+      { name: 'stateless', path: '/stateless', command: `${process.execPath} ${STATELESS_JS}`, extra: 'child_sleep_after_s = 1' },
+      { name: 'example', path: '/mcp', extra: 'child_sleep_after_s = 1' },
+    ],
+  });
+  await stopAfter(gw, async () => {
+    // The stateless session first: it is quiet at least as long as the legacy one, so the sweep
+    // that puts the legacy child to sleep would have put it to sleep too.
+    const url = `${gw.base}/stateless`;
+    const st = await initSession(gw, { url });
+    const r = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'hi' } }, 7), { sid: st.sid, url });
+    await r.done(scaled(10000));
+    assert.equal(answerOf(r, 7)?.result?.content?.[0]?.text, 'hi', r.text());
+    const ex = await init(gw, { version: '2025-06-18', url: `${gw.base}/mcp` });
+    await asleep(gw, ex.sid, ex.pid);
+    const v = await view(gw, st.sid);
+    assert.equal(v.child, 'running');
+    assert.ok(v.child_pid > 0);
+    const m = await metrics(gw);
+    assert.equal(m['mcpgw_child_sleeps_total{server="stateless"}'] ?? 0, 0);
+    const again = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'again' } }, 8), { sid: st.sid, url });
+    await again.done(scaled(10000));
+    assert.equal(answerOf(again, 8)?.result?.content?.[0]?.text, 'again', again.text());
+  });
+});
