@@ -87,6 +87,9 @@ const char *util_runtime_dir(void);
 /* The inverse: in[0..n) as base64url without padding into out (room for (n * 4 + 2) / 3 + 1 bytes,
  * NUL-terminated); returns the length. */
 size_t util_base64url_encode(const unsigned char *in, size_t n, char *out);
+/* v's low `bytes` bytes (1..8) big-endian at p, and back: fixed fields of sealed tokens. */
+void util_put_be(unsigned char *p, uint64_t v, int bytes);
+uint64_t util_get_be(const unsigned char *p, int bytes);
 /*
  * An IP address or CIDR ("10.0.0.0/8", "::1", "fd00::/8") as 16 bytes (IPv4 as ::ffff:a.b.c.d) and
  * a prefix length counted on those 16 bytes (an IPv4 /8 is 104). 0, or -1 when s is neither.

@@ -259,6 +259,24 @@ util_b64url_value(char c)
     return value[(unsigned char)c];
 }
 
+void
+util_put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+uint64_t
+util_get_be(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
 long
 util_base64url_decode(const char *s, size_t n, unsigned char *out, size_t cap)
 {

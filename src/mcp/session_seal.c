@@ -29,24 +29,6 @@ _Static_assert(SEAL_ID_LONGEST <= SESSION_SEAL_ID_MAX, "a sealed id outgrows its
 _Static_assert(SESSION_SEAL_SERVER_MAX < 256 && SESSION_SEAL_REVISION_MAX < 256,
                "a string's length is one byte");
 
-static void
-seal_put_be(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--) {
-        p[i] = (unsigned char)(v & 0xff);
-        v >>= 8;
-    }
-}
-
-static uint64_t
-seal_get_be(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* Whether s[0..n) is 1..max bytes of visible ASCII (0x21..0x7E). */
 static bool
 seal_visible(const char *s, size_t n, size_t max)
@@ -87,13 +69,13 @@ seal_plain(const struct session_seal_record *r, unsigned char *out)
         || !seal_visible(r->server, ls, SESSION_SEAL_SERVER_MAX))
         return 0;
     unsigned char *p = out;
-    seal_put_be(p, (uint64_t)r->issued_s, 8);
+    util_put_be(p, (uint64_t)r->issued_s, 8);
     p += 8;
     memcpy(p, r->principal, CRYPTO_SHA256_LEN);
     p += CRYPTO_SHA256_LEN;
     memcpy(p, r->caps, CRYPTO_SHA256_LEN);
     p += CRYPTO_SHA256_LEN;
-    seal_put_be(p, r->flags, 4);
+    util_put_be(p, r->flags, 4);
     p += 4;
     *p++ = (unsigned char)lr;
     memcpy(p, r->revision, lr);
@@ -110,7 +92,7 @@ seal_unplain(const unsigned char *p, size_t n, struct session_seal_record *r)
 {
     if (n < SEAL_PLAIN_MIN)
         return false;
-    uint64_t issued = seal_get_be(p, 8);
+    uint64_t issued = util_get_be(p, 8);
     size_t lr = p[SEAL_FIXED - 2];
     if (issued > INT64_MAX || lr > SESSION_SEAL_REVISION_MAX || SEAL_FIXED + lr > n)
         return false;
@@ -123,7 +105,7 @@ seal_unplain(const unsigned char *p, size_t n, struct session_seal_record *r)
     r->issued_s = (int64_t)issued;
     memcpy(r->principal, p + 8, CRYPTO_SHA256_LEN);
     memcpy(r->caps, p + 8 + CRYPTO_SHA256_LEN, CRYPTO_SHA256_LEN);
-    r->flags = (uint32_t)seal_get_be(p + 8 + 2 * CRYPTO_SHA256_LEN, 4);
+    r->flags = (uint32_t)util_get_be(p + 8 + 2 * CRYPTO_SHA256_LEN, 4);
     memcpy(r->revision, rev, lr);
     memcpy(r->server, srv, ls);
     return true;

@@ -46,7 +46,8 @@
  * still takes them, behind what it holds, and the child reads them when it reads on. Each request
  * is cancelled at most once and no request is queued while the queue is past its ceiling, so that
  * room is enough; a child that leaves even it unread has stopped reading its stdin and is retired
- * (its calls end with an error, it is replaced), as is one whose stdin is closed: never kept fenced.
+ * (its calls end with an error, it is replaced), as is one whose stdin is closed: never kept
+ * fenced.
  *
  * requestState is attacker-controlled: "mcpgw1." base64url(held id 16 | expiry ms 8 | round 4 |
  * SHA-256 of server, principal, method and name 32) "." base64url(HMAC-SHA-256 of what precedes,
@@ -135,32 +136,14 @@ pool_binding(const char *server, const char *principal, const char *method, cons
     free(b);
 }
 
-static void
-pool_put_be(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--) {
-        p[i] = (unsigned char)(v & 0xff);
-        v >>= 8;
-    }
-}
-
-static uint64_t
-pool_get_be(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* The call's requestState for its current round, into out (room for 192 bytes). */
 static void
 pool_seal(const struct pool_call *call, char *out)
 {
     unsigned char raw[POOL_STATE_RAW];
     memcpy(raw, call->held_id, 16);
-    pool_put_be(raw + 16, call->hold_until_ms, 8);
-    pool_put_be(raw + 24, call->round, 4);
+    util_put_be(raw + 16, call->hold_until_ms, 8);
+    util_put_be(raw + 24, call->round, 4);
     pool_binding(call->pool->name, call->principal, call->method, call->name, raw + 28);
     size_t o = (size_t)snprintf(out, 16, "%s", POOL_STATE_PREFIX);
     o += util_base64url_encode(raw, sizeof raw, out + o);
@@ -204,7 +187,7 @@ pool_state_open(const char *body, struct jsonrpc_span sp, unsigned char *raw, co
         *why = "requestState does not verify (tampered, or sealed with another key)";
         return false;
     }
-    if (pool_get_be(raw + 16, 8) < util_now_ms()) {
+    if (util_get_be(raw + 16, 8) < util_now_ms()) {
         *why = "requestState has expired (input_hold_ms)";
         return false;
     }
@@ -251,7 +234,7 @@ pool_unseal(const struct pool *p, const char *body, const struct jsonrpc_info *i
         *why = "requestState belongs to another request (principal, server, method or name)";
         return NULL;
     }
-    if (pool_get_be(raw + 24, 4) != call->round) {
+    if (util_get_be(raw + 24, 4) != call->round) {
         *why = "requestState was already used (a round is answered once)";
         return NULL;
     }
