@@ -217,6 +217,8 @@ static const struct config_option config_table[] = {
       1099511627776, CONFIG_SV(child_max_memory_cgroup_bytes) },
     { "server.sandbox_tcp_connect_ports", CONFIG_SEC_SERVER, CONFIG_LIST, "", 0, 0,
       CONFIG_SV(sandbox_tcp_connect_ports) },
+    { "server.session_mode", CONFIG_SEC_SERVER, CONFIG_SESSION_MODE, "child", 0, 0,
+      CONFIG_SV(session_pooled) },
 };
 /* clang-format on */
 

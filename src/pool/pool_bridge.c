@@ -437,6 +437,9 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
               "request cancelled on this server may have asked it)";
     else if (candidates != 1)
         why = "not available: the gateway cannot tell which client request this belongs to";
+    else if (owner->sess != NULL)
+        why = "not available: requests to the client of a pooled session (session_mode = "
+              "pooled) are not relayed";
     else if (!owner->rev->input_rounds)
         why = "not available: the request's protocol revision has no input rounds";
     else if (!owner->noted)

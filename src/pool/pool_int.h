@@ -118,9 +118,36 @@ struct pool_caller {
     uint64_t since_unix_ms;      /* its arrival at the gateway (queued time included) */
 };
 
+/*
+ * A legacy session served by the pool (session_mode = pooled; pool_session.c): no child of its
+ * own, only what the child would keep per connection. Its calls are pool calls like any other,
+ * linked here so that a cancel by the client's id, a DELETE or the expiry finds them.
+ */
+struct pool_session {
+    char *id;                    /* first member: its name in the table (pool_names) */
+    struct pool_session *hnext;  /* the table's chain */
+    struct pool_session *prev, *next; /* every pooled session (the sweep, list changes) */
+    char *server;                /* its server's name: a reload keeps the session */
+    char *principal;             /* its owner's name: every request must be theirs */
+    const struct revision *rev;  /* negotiated at initialize (the gateway's answer) */
+    char asked[16];              /* the client's protocolVersion, until the answer */
+    int log_level;               /* logging/setLevel (0 debug .. 7 emergency); 0 until asked */
+    uint64_t last_ms;            /* its last request (session_idle_timeout_s) */
+    uint64_t created_unix_ms;
+    struct pool_call *calls;     /* in flight, queued or answering: call->snext */
+    size_t ncalls;
+    struct stream *get;          /* its GET stream (one reference), or NULL */
+    struct quota *quota;         /* its principal's QUOTA_SESSIONS count */
+    bool linked;                 /* in the table (after its initialize was taken) */
+    bool failed;                 /* its initialize ended unanswered: freed by the sweep */
+};
+
 /* One request from arrival to its end; across input rounds, the child's one call. */
 struct pool_call {
     struct pool *pool;
+    struct pool_session *sess; /* a pooled session's call: linked in sess->calls; NULL: none */
+    struct pool_call *sprev, *snext;
+    bool init; /* the session's initialize, answered by the gateway once a child is ready */
     /* The stateless row the request names: what it is served as. */
     const struct revision *rev;
     struct pool_child *c; /* NULL while queued */
@@ -196,6 +223,10 @@ struct pool {
     bool retired;        /* replaced (reload, restart: retired_why): no new request; ends idle */
     char *discover;      /* legacy: the DiscoverResult object made from initialize */
     size_t discover_len;
+    /* legacy: its initialize result's members but protocolVersion (pooled sessions' answer) */
+    char *init_members;
+    size_t init_members_len;
+    char init_version[16]; /* the child's protocolVersion */
     struct relay_stats *stats; /* its server's counters (relay.h) */
     const struct pool_retire_info *retired_why;
     struct pool_server *row; /* its server's figures (below) */
@@ -405,6 +436,8 @@ void pool_call_fail(struct pool_call *call, int code, const char *message);
 /* The same for the client's id (raw), when the call has no entry or queued body to read it from. */
 void pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code,
                      const char *message);
+/* A queued call (no child yet) leaves its pool's queue. */
+void pool_call_unqueue(struct pool_call *call);
 /* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
 void pool_call_cancel(struct pool_call *call, enum relay_reason why);
 /*
@@ -470,6 +503,21 @@ unsigned pool_caps_declared(const char *body, struct jsonrpc_span sp);
 size_t pool_held_in(const struct pool *p);
 /* Shutdown: every call of p still held (one its child already answered is in no table) ends. */
 void pool_bridge_end_held(struct pool *p);
+
+/* pool_session.c: legacy sessions served by the pool (session_mode = pooled) */
+/* The call ends: out of its session's list. */
+void pool_session_unlink(struct pool_call *call);
+/* A new call of s: into its list. */
+void pool_session_link(struct pool_call *call, struct pool_session *s);
+/* The session's initialize, answered from c's pool's handshake (ends the call). */
+void pool_session_init_answer(struct pool_call *call, const char *id, size_t idlen);
+/* A list change of a legacy child of p: to every session of p's server with a GET stream. */
+bool pool_session_fanout(struct pool *p, const char *line, size_t len);
+/* Periodic: idle sessions expire, GET streams get their heartbeat. */
+void pool_session_sweep(uint64_t now_ms);
+/* Shutdown: every session's GET stream ends (their calls end with the children's). */
+void pool_session_end_all(void);
+void pool_session_free_all(void);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+// Pooled legacy sessions (session_mode = pooled): a legacy session that owns no child. Seen from
+// outside: the gateway's children (/proc), what the example server's children received (their
+// --log files), and what each session's client gets back.
+//   - initialize answered by the gateway from the pool's handshake, no process per session;
+//     session_mode = child unchanged beside it;
+//   - two sessions on one child, the same JSON-RPC ids, interleaved: each gets its own answers;
+//   - cancels: the client's by its own id, a dropped stream, DELETE, request_timeout_ms;
+//   - progress on the request's own stream; logging/setLevel per session;
+//   - what pooled mode refuses (batches, subscribe, tasks, the child's questions) and the
+//     configurations it refuses; idle expiry and max_sessions count pooled sessions.
+// Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { EXAMPLE, checkConfigText, del, get, initSession, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { kids } from '../lib/procs.mjs';
+import { scaled } from '../lib/timing.mjs';
+
+const POOLED = 'session_mode = pooled\npool_max_children = 1';
+const pooled = (extra = '') => ({ servers: [{ name: 'example', path: '/mcp', extra: `${POOLED}\n${extra}` }] });
+const isAnswer = (j) => j && ('result' in j || 'error' in j);
+const textOf = (j) => j?.result?.content?.[0]?.text;
+const answerOf = (r) => r.events().map((e) => e.json).find(isAnswer);
+
+async function pooledSession(gw, version = '2025-06-18') {
+  const s = await initSession(gw, { version });
+  assert.match(s.sid, /^~[A-Za-z0-9_-]{22}$/, 'a pooled session id');
+  return s;
+}
+
+/** A call that runs until cancelled, with a progress token: resolves once its progress 0 came. */
+async function heldCall(gw, sid, id, tag) {
+  const r = await post(gw, rpc('tools/call', { name: 'cancel_self', arguments: { tag }, _meta: { progressToken: `pt-${tag}` } }, id), { sid });
+  assert.equal(r.status, 200);
+  const prog = await r.waitEvent((j) => j.method === 'notifications/progress', scaled(5000));
+  assert.equal(prog.json.params.progressToken, `pt-${tag}`, 'progress with the client\'s own token');
+  const seen = await waitFor(() => gw.childMessages().find((m) => m.method === 'tools/call' && m.params?.arguments?.tag === tag), scaled(5000), 'child to read the call');
+  return { r, childId: seen.id };
+}
+
+const childCancelOf = (gw, childId) => gw.childMessages().find((m) => m.method === 'notifications/cancelled' && m.params?.requestId === childId);
+
+test('initialize is answered from the pool\'s handshake: one child serves many sessions; child mode beside it is unchanged', async () => {
+  const servers = [
+    { name: 'example', path: '/mcp', extra: POOLED },
+    { name: 'child', path: '/child', log: `${tmpdir()}/child.log` },
+  ];
+  await withGateway({ servers }, async (gw) => {
+    const sessions = [];
+    for (let i = 0; i < 6; i++) sessions.push(await pooledSession(gw, i % 2 ? '2025-03-26' : '2025-11-25'));
+    assert.equal(kids(gw.proc.pid).length, 1, 'one pool child for six sessions');
+    const init = sessions[0].result;
+    assert.equal(init.protocolVersion, '2025-11-25', 'the client\'s version, which the gateway serves');
+    assert.equal(sessions[1].result.protocolVersion, '2025-03-26');
+    assert.equal(init.serverInfo.name, 'mcp-example-server', 'serverInfo as the child gave it');
+    assert.ok(init.capabilities.tools && init.capabilities.logging, 'capabilities as the child gave them');
+    const odd = await initSession(gw, { version: '2099-01-01' });
+    assert.equal(odd.result.protocolVersion, '2025-11-25', 'an unknown version: the latest');
+    // No initialize of a session reached the child: only the pool's own.
+    assert.equal(gw.childMessages().filter((m) => m.method === 'initialize').length, 1);
+    // session_mode = child (the default) on the other server: a child per session, as before.
+    const before = kids(gw.proc.pid).length;
+    const c = await initSession(gw, { url: `${gw.base}/child` });
+    assert.doesNotMatch(c.sid, /~/);
+    assert.equal(kids(gw.proc.pid).length, before + 1, 'child mode spawns its child');
+    // A pooled id is never another server's.
+    const r = await post(gw, rpc('tools/list', {}), { sid: sessions[0].sid, url: `${gw.base}/child` });
+    assert.equal(r.status, 404);
+  });
+});
+
+test('two sessions on one child, the same ids, interleaved: each gets its own answers', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const a = await pooledSession(gw);
+    const b = await pooledSession(gw);
+    const calls = [];
+    for (let i = 0; i < 20; i++)
+      for (const [who, s] of [['A', a], ['B', b]])
+        calls.push(post(gw, rpc('tools/call', { name: 'echo', arguments: { text: `${who}-${i}` } }, i), { sid: s.sid }).then(async (r) => { await r.done(scaled(10000)); return { who, i, j: answerOf(r) }; }));
+    for (const { who, i, j } of await Promise.all(calls)) {
+      assert.equal(j.id, i, 'the client\'s own id');
+      assert.equal(textOf(j), `${who}-${i}`, `${who} gets its own answer to id ${i}`);
+      assert.equal(j.result.resultType, undefined, 'a legacy result is not stamped');
+    }
+    assert.equal(kids(gw.proc.pid).length, 1);
+  });
+});
+
+test('a client cancel by its own id reaches the child under the child\'s id; the stream ends without a response', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const a = await pooledSession(gw);
+    const b = await pooledSession(gw);
+    const held = await heldCall(gw, a.sid, 7, 'a7');
+    const other = await heldCall(gw, b.sid, 7, 'b7'); // the same id in the other session
+    const c = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7, reason: 'no' } }, { sid: a.sid });
+    assert.equal(c.status, 202);
+    await held.r.done(scaled(5000));
+    assert.equal(answerOf(held.r), undefined, 'no response after the client\'s cancel');
+    await waitFor(() => childCancelOf(gw, held.childId), scaled(5000), 'the child to get the cancel');
+    assert.equal(childCancelOf(gw, other.childId), undefined, 'the other session\'s call is untouched');
+    assert.equal(other.r.ended, false);
+    await del(gw, { sid: b.sid });
+  });
+});
+
+test('a dropped stream, DELETE and request_timeout_ms each cancel the call at the child', async () => {
+  await withGateway(pooled('request_timeout_ms = 400'), async (gw) => {
+    const a = await pooledSession(gw);
+    const dropped = await heldCall(gw, a.sid, 1, 'drop');
+    dropped.r.drop();
+    await waitFor(() => childCancelOf(gw, dropped.childId), scaled(5000), 'cancel on drop');
+    const timed = await heldCall(gw, a.sid, 2, 'late');
+    await timed.r.done(scaled(5000));
+    assert.match(answerOf(timed.r).error.message, /timed out/);
+    await waitFor(() => childCancelOf(gw, timed.childId), scaled(5000), 'cancel on timeout');
+  });
+  await withGateway(pooled(), async (gw) => {
+    const a = await pooledSession(gw);
+    const x = await heldCall(gw, a.sid, 1, 'x');
+    const y = await heldCall(gw, a.sid, 2, 'y');
+    const d = await del(gw, { sid: a.sid });
+    assert.equal(d.status, 200);
+    await waitFor(() => childCancelOf(gw, x.childId) && childCancelOf(gw, y.childId), scaled(5000), 'every call cancelled by DELETE');
+    await x.r.done(scaled(5000));
+    const gone = await post(gw, rpc('tools/list', {}), { sid: a.sid });
+    assert.equal(gone.status, 404, 'the session is gone');
+    assert.equal(kids(gw.proc.pid).length, 1, 'the shared child stays');
+  });
+});
+
+test('logging/setLevel is the session\'s own: the gateway filters each session\'s log lines', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const quiet = await pooledSession(gw);
+    const loud = await pooledSession(gw);
+    const lv = await post(gw, rpc('logging/setLevel', { level: 'error' }), { sid: quiet.sid });
+    await lv.done();
+    assert.deepEqual(answerOf(lv).result, {});
+    const bad = await post(gw, rpc('logging/setLevel', { level: 'loud' }), { sid: quiet.sid });
+    await bad.done();
+    assert.equal(answerOf(bad).error.code, -32602);
+    for (const [s, want] of [[quiet, 0], [loud, 1]]) {
+      const r = await post(gw, rpc('tools/call', { name: 'notify', arguments: { level: 'info', text: 'hello' } }), { sid: s.sid });
+      await r.done(scaled(5000));
+      assert.equal(r.events().filter((e) => e.json?.method === 'notifications/message').length, want);
+      assert.equal(textOf(answerOf(r)), 'ok');
+    }
+    assert.equal(gw.childMessages().filter((m) => m.method === 'logging/setLevel').length, 0, 'the shared child is not told');
+  });
+});
+
+test('what pooled mode does not serve is refused with a clear error', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const a = await pooledSession(gw, '2025-03-26');
+    const batch = await post(gw, [rpc('tools/list', {})], { sid: a.sid });
+    await batch.done();
+    assert.equal(batch.status, 400);
+    assert.match(batch.text(), /not served in pooled sessions/);
+    for (const m of ['resources/subscribe', 'tasks/list']) {
+      const r = await post(gw, rpc(m, { uri: 'x://y' }), { sid: a.sid });
+      await r.done();
+      assert.equal(answerOf(r).error.code, -32601);
+      assert.match(answerOf(r).error.message, /not served in pooled sessions/);
+    }
+    // The child's question has no session to go to: the child gets an error, the client nothing.
+    const q = await post(gw, rpc('tools/call', { name: 'sample', arguments: { prompt: 'p' } }), { sid: a.sid });
+    await q.done(scaled(5000));
+    assert.ok(!q.events().some((e) => e.json?.method === 'sampling/createMessage'));
+    assert.ok(isAnswer(answerOf(q)));
+    await gw.waitLog(/sampling\/createMessage answered with an error: not available: requests to the client of a pooled session/);
+    const g = await get(gw, { sid: a.sid });
+    assert.equal(g.status, 200, 'the GET stream opens');
+    const g2 = await get(gw, { sid: a.sid });
+    assert.equal(g2.status, 409, 'one GET stream per session');
+    g.drop();
+    g2.drop();
+  });
+  const dir = tmpdir();
+  for (const [extra, re] of [['era = stateless', /session_mode.*legacy/], ['token_exchange = on\ntoken_exchange_audience = a\ntoken_exchange_client_id = c', /session_mode|token_exchange/]]) {
+    const r = checkConfigText(dir, 'bad', `[gateway]\nlisten = 127.0.0.1:0\n[server:x]\npath = /mcp\ncommand = ${EXAMPLE}\nsession_mode = pooled\n${extra}\n`);
+    assert.notEqual(r.status, 0, r.out);
+    assert.match(r.out, re);
+  }
+});
+
+test('a forgotten pooled session expires; max_sessions counts pooled sessions', async () => {
+  await withGateway({ ...pooled(), gateway: { session_idle_timeout_s: 1, max_sessions: 2 } }, async (gw) => {
+    const a = await pooledSession(gw);
+    await pooledSession(gw);
+    const full = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }));
+    await full.done();
+    assert.equal(full.status, 503);
+    // Nothing touches it (a request would keep it): its end is logged, then it is gone.
+    await gw.waitLog(new RegExp(`session=${a.sid} pooled session ended`), scaled(8000));
+    const r = await post(gw, rpc('ping'), { sid: a.sid });
+    await r.done();
+    assert.equal(r.status, 404);
+    await pooledSession(gw);
+  });
+});
