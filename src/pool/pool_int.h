@@ -140,6 +140,8 @@ struct pool_session {
     struct quota *quota;         /* its principal's QUOTA_SESSIONS count */
     bool linked;                 /* in the table (after its initialize was taken) */
     bool failed;                 /* its initialize ended unanswered: freed by the sweep */
+    unsigned caps;               /* the questions its client declared at initialize (bits) */
+    unsigned next_ask;           /* the last question's number ("mcpgw-ask-N" to the client) */
 };
 
 /* One request from arrival to its end; across input rounds, the child's one call. */
@@ -471,12 +473,14 @@ void pool_push_note(struct pool_call *call, const struct iovec *iov, int n);
  * A request from c to its client (elicitation, sampling, roots): a question of the next round of
  * the one request it belongs to, or an error answer to the child.
  */
-void pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+void pool_bridge_ask(struct pool_child *c, const char *line, size_t len,
+                     const struct jsonrpc_info *info);
 /* A retry carrying one of the gateway's requestStates: the held call goes on, on a new stream. */
 struct stream *pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *info,
                                   struct pool_meta *meta, enum pool_status *status);
 /* The child's notifications/cancelled for one of its questions: withdrawn from its round. */
-void pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+void pool_bridge_withdrawn(struct pool_child *c, const char *line, size_t len,
+                           const struct jsonrpc_info *info);
 /* True when the requestState at sp is one the gateway seals (else a stateless child's own). */
 bool pool_bridge_ours(const char *body, struct jsonrpc_span sp);
 /*
@@ -511,6 +515,16 @@ void pool_session_unlink(struct pool_call *call);
 void pool_session_link(struct pool_call *call, struct pool_session *s);
 /* The session's initialize, answered from c's pool's handshake (ends the call). */
 void pool_session_init_answer(struct pool_call *call, const char *id, size_t idlen);
+/*
+ * c's request to the client (bit: its capability, pool_caps_declared), attributed to call, a
+ * pooled session's: sent to the session's client on the call's stream (else the session's GET
+ * stream) with an id the gateway minted (NULL), or why not (the caller answers the child).
+ */
+const char *pool_session_ask(struct pool_child *c, struct pool_call *call, unsigned bit,
+                             const char *line, size_t len, const struct jsonrpc_info *info);
+/* The child withdrew a, a question of call's (a pooled session's): its client is told. */
+void pool_session_withdrawn(struct pool_call *call, const struct pool_ask *a, const char *line,
+                            size_t len, const struct jsonrpc_info *info);
 /* A list change of a legacy child of p: to every session of p's server with a GET stream. */
 bool pool_session_fanout(struct pool *p, const char *line, size_t len);
 /* Periodic: idle sessions expire, GET streams get their heartbeat. */

@@ -651,9 +651,8 @@ static void
 pool_child_request(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     struct pool_child *c = owner;
-    (void)len;
     if (strcmp(info->method, "ping") != 0) {
-        pool_bridge_ask(c, line, info);
+        pool_bridge_ask(c, line, len, info);
         return;
     }
     size_t idlen = info->id.len <= pools.cfg->max_id_bytes ? info->id.len : 0;
@@ -673,8 +672,7 @@ pool_child_withdrawn(void *owner, struct pending *p, const char *line, size_t le
                      const struct jsonrpc_info *info)
 {
     (void)p; /* a pool child's questions are held by their calls, not in the table */
-    (void)len;
-    pool_bridge_withdrawn(owner, line, info);
+    pool_bridge_withdrawn(owner, line, len, info);
 }
 
 /* Any other notification: a legacy child's list change or update may be a listen's. */

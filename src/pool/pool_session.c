@@ -267,6 +267,10 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
         || !jsonrpc_member_string(body + info->params.off, info->params.len, "protocolVersion",
                                   s->asked, sizeof s->asked))
         s->asked[0] = '\0';
+    struct jsonrpc_span caps;
+    if (info->params.len > 0 && jsonrpc_member_at(body, info->params, "capabilities", &caps) == 0
+        && caps.len > 0 && body[caps.off] == '{')
+        s->caps = pool_caps_declared(body, caps);
     s->last_ms = util_now_ms();
     s->created_unix_ms = util_now_unix_ms();
     s->quota = quota_take(QUOTA_GATEWAY, principal, QUOTA_SESSIONS, 1);
@@ -344,6 +348,100 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
     return pool_request(srv, body, len, info, meta, status);
 }
 
+/* The id a question of the session's has toward its client, as raw JSON; its length. */
+static size_t
+pool_session_ask_id(unsigned key, char *buf, size_t size)
+{
+    return (size_t)snprintf(buf, size, "\"mcpgw-ask-%u\"", key);
+}
+
+/* The stream a question of call goes on: the call's own while read, else the session's GET. */
+static struct stream *
+pool_session_ask_stream(struct pool_call *call)
+{
+    if (call->st != NULL && stream_own(call->st)->attached && !stream_ended(call->st))
+        return call->st;
+    return call->sess->get;
+}
+
+static void
+pool_session_push_to(struct pool_call *call, struct stream *st, const struct iovec *iov, int n)
+{
+    if (st == call->st)
+        pool_push(call, iov, n);
+    else
+        stream_push_shared(st, iov, n, pools.line);
+}
+
+const char *
+pool_session_ask(struct pool_child *c, struct pool_call *call, unsigned bit, const char *line,
+                 size_t len, const struct jsonrpc_info *info)
+{
+    struct pool_session *s = call->sess;
+    if ((s->caps & bit) == 0)
+        return "the client did not declare this capability at initialize";
+    if (call->nasks >= POOL_ASKS_MAX)
+        return "too many open requests to the client for this call";
+    struct stream *st = pool_session_ask_stream(call);
+    if (st == NULL)
+        return "not available: the session has no open stream to ask its client on";
+    if (call->asks == NULL)
+        call->asks = xcalloc(POOL_ASKS_MAX, sizeof(*call->asks));
+    struct pool_ask *a = &call->asks[call->nasks++];
+    a->child_id = xmemdup(line + info->id.off, info->id.len);
+    a->child_id_len = info->id.len;
+    snprintf(a->method, sizeof(a->method), "%s", info->method);
+    a->key = ++s->next_ask;
+    char idbuf[32];
+    struct relay_edit ed = { info->id.off, info->id.len, idbuf,
+                             pool_session_ask_id(a->key, idbuf, sizeof idbuf) };
+    struct iovec iov[3];
+    int k = relay_splice(line, len, &ed, 1, iov);
+    pool_session_push_to(call, st, iov, k);
+    c->pool->row->ctr.asks_bridged++;
+    log_debug(s->id, "child request %s sent to the session's client as %s", info->method, idbuf);
+    return NULL;
+}
+
+void
+pool_session_withdrawn(struct pool_call *call, const struct pool_ask *a, const char *line,
+                       size_t len, const struct jsonrpc_info *info)
+{
+    struct stream *st = pool_session_ask_stream(call);
+    if (st == NULL)
+        return;
+    char idbuf[32];
+    struct relay_edit ed = { info->request_id.off, info->request_id.len, idbuf,
+                             pool_session_ask_id(a->key, idbuf, sizeof idbuf) };
+    struct iovec iov[3];
+    int k = relay_splice(line, len, &ed, 1, iov);
+    pool_session_push_to(call, st, iov, k);
+}
+
+/* The client's answer to one of the session's questions: to the child, with the child's id. */
+static void
+pool_session_client_answer(struct pool_session *s, char *body, size_t len,
+                           const struct jsonrpc_info *info)
+{
+    char idbuf[32];
+    for (struct pool_call *call = s->calls; call != NULL; call = call->snext)
+        for (size_t i = 0; i < call->nasks; i++) {
+            struct pool_ask *a = &call->asks[i];
+            size_t n = pool_session_ask_id(a->key, idbuf, sizeof idbuf);
+            if (a->answered || n != info->id.len || memcmp(idbuf, body + info->id.off, n) != 0)
+                continue;
+            a->answered = true;
+            if (call->c == NULL)
+                return;
+            struct relay_edit ed = { info->id.off, info->id.len, a->child_id, a->child_id_len };
+            if (relay_send_spliced(&call->c->r, body, len, &ed, 1) == -1)
+                log_warn(s->id, "the client's answer to %s not delivered: child stdin full",
+                         a->method);
+            return;
+        }
+    log_debug(s->id, "an answer for no open question of the session's dropped");
+}
+
 /* The client's notifications/cancelled: forwarded to the call's child with the id it saw. */
 static void
 pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
@@ -383,6 +481,8 @@ pool_session_other(struct pool_session *s, char *body, size_t len, const struct 
     if (info->kind == JSONRPC_NOTIFICATION && strcmp(info->method, "notifications/cancelled") == 0
         && info->request_id.len > 0)
         pool_session_client_cancel(s, body, len, info);
+    else if (info->kind == JSONRPC_RESULT || info->kind == JSONRPC_ERROR)
+        pool_session_client_answer(s, body, len, info);
     /*
      * Anything else is the session's alone and no child's: notifications/initialized (the
      * gateway answered initialize), roots/list_changed (a shared child has no roots of one

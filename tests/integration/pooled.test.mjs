@@ -162,12 +162,12 @@ test('what pooled mode does not serve is refused with a clear error', async () =
       assert.equal(answerOf(r).error.code, -32601);
       assert.match(answerOf(r).error.message, /not served in pooled sessions/);
     }
-    // The child's question has no session to go to: the child gets an error, the client nothing.
+    // A question its client did not declare the capability for: the child gets an error.
     const q = await post(gw, rpc('tools/call', { name: 'sample', arguments: { prompt: 'p' } }), { sid: a.sid });
     await q.done(scaled(5000));
     assert.ok(!q.events().some((e) => e.json?.method === 'sampling/createMessage'));
     assert.ok(isAnswer(answerOf(q)));
-    await gw.waitLog(/sampling\/createMessage answered with an error: not available: requests to the client of a pooled session/);
+    await gw.waitLog(/sampling\/createMessage answered with an error: the client did not declare this capability at initialize/);
     const g = await get(gw, { sid: a.sid });
     assert.equal(g.status, 200, 'the GET stream opens');
     const g2 = await get(gw, { sid: a.sid });
@@ -196,5 +196,49 @@ test('a forgotten pooled session expires; max_sessions counts pooled sessions', 
     await r.done();
     assert.equal(r.status, 404);
     await pooledSession(gw);
+  });
+});
+
+test('a child\'s question reaches the one session whose call asked it, and its answer goes back; an unattributable one is refused', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const caps = { sampling: {}, roots: {} };
+    const a = await initSession(gw, { capabilities: caps });
+    const b = await initSession(gw, { capabilities: caps });
+    const g = await get(gw, { sid: b.sid }); // b's GET stream must carry nothing of a's
+    assert.equal(g.status, 200);
+    const r = await post(gw, rpc('tools/call', { name: 'sample', arguments: { prompt: 'hi' } }, 5), { sid: a.sid });
+    const ask = await r.waitEvent((j) => j.method === 'sampling/createMessage', scaled(5000));
+    assert.match(String(ask.json.id), /^mcpgw-ask-\d+$/, 'an id the gateway minted');
+    const childAsk = await waitFor(() => gw.childMessages().length && gw.logs().match(/child request sampling\/createMessage sent to the session's client/), scaled(5000), 'the question to be sent');
+    assert.ok(childAsk);
+    const ans = await post(gw, { jsonrpc: '2.0', id: ask.json.id, result: { role: 'assistant', content: { type: 'text', text: 'from-a' }, model: 'm' } }, { sid: a.sid });
+    assert.equal(ans.status, 202);
+    await r.done(scaled(5000));
+    assert.match(JSON.stringify(answerOf(r).result), /from-a/, 'the tool got a\'s answer');
+    // The same answer from b's session names no question of b's: dropped, nothing reaches the child.
+    const stray = await post(gw, { jsonrpc: '2.0', id: ask.json.id, result: {} }, { sid: b.sid });
+    assert.equal(stray.status, 202);
+    // Two calls in flight on the one child: a question cannot be attributed, the child gets an error.
+    const held = await heldCall(gw, b.sid, 9, 'b9');
+    const q = await post(gw, rpc('tools/call', { name: 'roots', arguments: {} }, 6), { sid: a.sid });
+    await q.done(scaled(5000));
+    assert.ok(!q.events().some((e) => e.json?.method === 'roots/list'));
+    await gw.waitLog(/roots\/list answered with an error: not available: the gateway cannot tell which client request/);
+    assert.ok(!g.events().some((e) => e.json?.method), 'b\'s GET stream saw nothing');
+    assert.ok(!held.r.events().some((e) => e.json?.method === 'roots/list'));
+    g.drop();
+    await del(gw, { sid: b.sid });
+  });
+});
+
+test('the child\'s cancel of its own question reaches the session\'s client', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const a = await initSession(gw, { capabilities: { sampling: {} } });
+    const r = await post(gw, rpc('tools/call', { name: 'child_cancel', arguments: { delay_ms: 50 } }, 3), { sid: a.sid });
+    const ask = await r.waitEvent((j) => j.method === 'sampling/createMessage', scaled(5000));
+    const c = await r.waitEvent((j) => j.method === 'notifications/cancelled', scaled(5000));
+    assert.equal(c.json.params.requestId, ask.json.id, 'the cancel names the id the client saw');
+    await r.done(scaled(5000));
+    assert.ok(isAnswer(answerOf(r)));
   });
 });
