@@ -617,7 +617,8 @@ jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len)
 }
 
 char *
-jsonrpc_init_members(const char *p, size_t n, char *version, size_t vsize, size_t *len)
+jsonrpc_init_members(const char *p, size_t n, bool subscribe, char *version, size_t vsize,
+                     size_t *len)
 {
     json_t *root = jsonrpc_load_result(p, n);
     json_t *res = json_object_get(root, "result");
@@ -634,7 +635,7 @@ jsonrpc_init_members(const char *p, size_t n, char *version, size_t vsize, size_
         /* What a pooled session is not served: tasks, and subscriptions placed by the session. */
         jsonrpc_stateless_caps(caps);
         json_t *res_caps = json_object_get(caps, "resources");
-        if (json_is_object(res_caps))
+        if (json_is_object(res_caps) && !subscribe)
             json_object_del(res_caps, "subscribe");
     }
     json_decref(root);

@@ -62,6 +62,21 @@ pool_find(const struct config_server *srv)
 static void pool_queue_settle(struct pool *p, const char *what);
 
 struct pool *
+pool_shared_of(const char *name)
+{
+    for (size_t i = 0; i < pools.cfg->n_servers; i++) {
+        const struct config_server *srv = &pools.cfg->servers[i];
+        if (strcmp(srv->name, name) != 0)
+            continue;
+        if (config_server_per_principal(srv))
+            return NULL;
+        struct pool *p = pool_find(srv);
+        return p != NULL ? p : pool_new(pools.cfg, srv);
+    }
+    return NULL;
+}
+
+struct pool *
 pool_new(const struct config *cfg, const struct config_server *srv)
 {
     struct pool *p = xcalloc(1, sizeof(*p));
@@ -133,6 +148,7 @@ pool_retire(struct pool *p, const struct pool_retire_info *why)
      * they end (pool_bridge.c).
      */
     pool_listen_end_all(p, why->listen, why->cancel);
+    pool_session_pool_retired(p);
 }
 
 /* Whether children started under a and under b are started alike (pool_child_start's params). */
@@ -419,6 +435,7 @@ pool_child_ready(struct pool_child *c)
     log_info(c->tag, "pool child ready (%s%s)",
              p->era == CONFIG_ERA_LEGACY ? "legacy, bridged to " : "", speaks);
     pool_listen_child_change(c, false);
+    pool_session_child_ready(c);
     pool_child_take_queue(c);
 }
 

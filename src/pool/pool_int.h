@@ -141,6 +141,12 @@ struct pool_session {
     bool linked;                 /* in the table (after its initialize was taken) */
     bool failed;                 /* its initialize ended unanswered: freed by the sweep */
     unsigned caps;               /* the questions its client declared at initialize (bits) */
+    bool level_asked;            /* log_level came from its logging/setLevel (counted) */
+    /* resources/subscribe: its URIs, each a reference to sub_pool's struct pool_sub */
+    char **uris;
+    size_t nuris;
+    struct pool *sub_pool;       /* where they are referenced; NULL: to be placed again */
+    struct quota *uris_quota;    /* its principal's QUOTA_URIS count of them */
     unsigned next_ask;           /* the last question's number ("mcpgw-ask-N" to the client) */
 };
 
@@ -280,6 +286,10 @@ struct pool_server {
     struct metrics_row row; /* its name, the next server's row */
     struct pool_counters ctr;
     struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
+    /* Pooled sessions: how many asked each log level (0 debug .. 7), and what the children run at */
+    size_t levels_asked[8];
+    int child_level1; /* the most verbose level asked plus one, sent to every child; 0: none */
+    uint64_t levels_sent; /* the gateway's logging/setLevel requests so far ("mcpgw-log-N") */
 };
 
 struct pool_globals {
@@ -527,6 +537,16 @@ void pool_session_withdrawn(struct pool_call *call, const struct pool_ask *a, co
                             size_t len, const struct jsonrpc_info *info);
 /* A list change of a legacy child of p: to every session of p's server with a GET stream. */
 bool pool_session_fanout(struct pool *p, const char *line, size_t len);
+/* resources/updated from a legacy child of p: to every session of p that subscribed its URI. */
+bool pool_session_updated(struct pool *p, const char *line, size_t len,
+                          const struct jsonrpc_info *info);
+/* p retires: the sessions' subscriptions there are placed again in their server's next pool. */
+void pool_session_pool_retired(struct pool *p);
+/* c is ready: it runs at the most verbose log level a session of its server asked. */
+void pool_session_child_ready(struct pool_child *c);
+/* True when line answers the gateway's own logging/setLevel to c (handled). */
+bool pool_session_level_answer(struct pool_child *c, const char *line,
+                               const struct jsonrpc_info *info);
 /* Periodic: idle sessions expire, GET streams get their heartbeat. */
 void pool_session_sweep(uint64_t now_ms);
 /* Shutdown: every session's GET stream ends (their calls end with the children's). */
@@ -553,6 +573,11 @@ bool pool_listen_notify(struct pool_child *c, const char *line, const struct jso
 bool pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* Periodic: subscriptions that wait (their send failed, or no child was ready) are placed. */
 void pool_listen_retry(struct pool *p);
+/* A URI named once more (a listener's, a pooled session's), or once less: pool.subs counts them. */
+void pool_sub_ref(struct pool *p, const char *uri);
+void pool_sub_unref(struct pool *p, const char *uri);
+/* The shared pool of server name in the current configuration (made if none); NULL: none. */
+struct pool *pool_shared_of(const char *name);
 /* Subscriptions that wait for a child (none is ready). */
 bool pool_listen_orphans(const struct pool *p);
 /* c became ready (subscriptions waiting for a child go there) or is gone (its go elsewhere). */

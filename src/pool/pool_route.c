@@ -687,10 +687,13 @@ pool_child_notification(void *owner, const char *line, size_t len,
     }
     /* A list change is every session's of the server (their GET streams), and listeners'. */
     size_t n = strlen(info->method);
-    bool sessions = c->state == POOL_CHILD_READY && n > 13
-                    && strcmp(info->method + n - 13, "/list_changed") == 0
-                    && strncmp(info->method, "notifications/", 14) == 0
-                    && pool_session_fanout(c->pool, line, len);
+    bool sessions = false;
+    if (c->state == POOL_CHILD_READY && n > 13 && strcmp(info->method + n - 13, "/list_changed") == 0
+        && strncmp(info->method, "notifications/", 14) == 0)
+        sessions = pool_session_fanout(c->pool, line, len);
+    else if (c->state == POOL_CHILD_READY
+             && strcmp(info->method, "notifications/resources/updated") == 0)
+        sessions = pool_session_updated(c->pool, line, len, info);
     if (!pool_listen_notify(c, line, info) && !sessions)
         c->pool->row->ctr.unattributed++;
 }
@@ -699,7 +702,7 @@ pool_child_notification(void *owner, const char *line, size_t len,
 static bool
 pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
 {
-    return pool_listen_answer(owner, line, info);
+    return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info);
 }
 
 static void

@@ -13,6 +13,7 @@
  * while linked in its list. Nothing else keeps a pointer to a session across a loop turn: the
  * HTTP front looks it up by id at each request.
  */
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,12 @@ static struct {
 } pss;
 
 #define PSS_LINK offsetof(struct pool_session, hnext)
+#define PSS_URIS_MAX 256     /* resources/subscribe URIs one session may hold */
+#define PSS_URI_MAX  2048    /* bytes of one URI */
+#define PSS_LEVEL_ID "mcpgw-log-"
+
+static const char *const pss_levels[8] = { "debug", "info",     "notice", "warning",
+                                           "error", "critical", "alert",  "emergency" };
 
 static const char pool_session_stateless_text[] =
     "this server's children speak only the stateless revision (2026-07-28): session_mode = "
@@ -128,6 +135,172 @@ pool_session_error(const struct jsonrpc_info *info, const char *body, int code, 
     return st;
 }
 
+/* --- log levels: each session's own, the children at the most verbose one asked ----------- */
+
+/* Sends c logging/setLevel at level, as the gateway's own request (no entry in c's table). */
+static void
+pool_session_level_send(struct pool_child *c, struct pool_server *row, int level)
+{
+    char m[160];
+    int n = snprintf(m, sizeof m,
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"" PSS_LEVEL_ID "%" PRIu64
+                     "\",\"method\":\"logging/setLevel\",\"params\":{\"level\":\"%s\"}}\n",
+                     ++row->levels_sent, pss_levels[level]);
+    struct iovec iov = { m, (size_t)n };
+    if (pool_send(c, &iov, 1) == -1)
+        log_warn(c->tag, "logging/setLevel not delivered: child stdin full");
+}
+
+/* The most verbose level the sessions of row's server asked changed: every child is told. */
+static void
+pool_session_levels_changed(const char *server)
+{
+    struct pool_server *row = pool_server_of(server);
+    int level = -1;
+    for (int i = 0; i < 8 && level < 0; i++)
+        if (row->levels_asked[i] > 0)
+            level = i;
+    if (level < 0 || level + 1 == row->child_level1)
+        return; /* none asks any more: the children stay where they are */
+    row->child_level1 = level + 1;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        if (!p->retired && strcmp(p->name, server) == 0 && p->era == CONFIG_ERA_LEGACY)
+            for (struct pool_child *c = p->children; c != NULL; c = c->next)
+                if (c->state == POOL_CHILD_READY)
+                    pool_session_level_send(c, row, level);
+}
+
+static void
+pool_session_set_level(struct pool_session *s, int level)
+{
+    struct pool_server *row = pool_server_of(s->server);
+    if (s->level_asked)
+        row->levels_asked[s->log_level]--;
+    s->log_level = level;
+    s->level_asked = level >= 0;
+    if (level >= 0)
+        row->levels_asked[level]++;
+    pool_session_levels_changed(s->server);
+}
+
+void
+pool_session_child_ready(struct pool_child *c)
+{
+    struct pool_server *row = c->pool->row;
+    if (c->pool->era == CONFIG_ERA_LEGACY && row->child_level1 > 0)
+        pool_session_level_send(c, row, row->child_level1 - 1);
+}
+
+bool
+pool_session_level_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+{
+    if (info->id_type != JSONRPC_ID_STRING || info->id.len < sizeof PSS_LEVEL_ID + 1
+        || memcmp(line + info->id.off + 1, PSS_LEVEL_ID, sizeof PSS_LEVEL_ID - 1) != 0)
+        return false;
+    if (info->kind == JSONRPC_ERROR)
+        log_info(c->tag, "child refused the gateway's logging/setLevel");
+    return true;
+}
+
+/* --- resources/subscribe: each session's URIs, referenced once at the pool ----------------- */
+
+/* The session's URIs are referenced at its server's current shared pool (placed at a child). */
+static void
+pool_session_subs_place(struct pool_session *s)
+{
+    if (s->sub_pool != NULL || s->nuris == 0)
+        return;
+    s->sub_pool = pool_shared_of(s->server);
+    for (size_t i = 0; s->sub_pool != NULL && i < s->nuris; i++)
+        pool_sub_ref(s->sub_pool, s->uris[i]);
+}
+
+static void
+pool_session_subs_drop(struct pool_session *s)
+{
+    for (size_t i = 0; s->sub_pool != NULL && i < s->nuris; i++)
+        pool_sub_unref(s->sub_pool, s->uris[i]);
+    s->sub_pool = NULL;
+}
+
+void
+pool_session_pool_retired(struct pool *p)
+{
+    for (struct pool_session *s = pss.all; s != NULL; s = s->next)
+        if (s->sub_pool == p)
+            pool_session_subs_drop(s); /* placed again by the sweep, in the server's next pool */
+}
+
+/* resources/subscribe or unsubscribe (add) of the session: answered by the gateway. */
+static struct stream *
+pool_session_subscribe(struct pool_session *s, const struct config_server *srv, const char *body,
+                       const struct jsonrpc_info *info, bool add)
+{
+    char uri[PSS_URI_MAX + 1];
+    if (config_server_per_principal(srv))
+        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND,
+                                  "resources/subscribe is not served in pooled sessions of a "
+                                  "server with per-principal credentials");
+    if (info->uri.len == 0 || !jsonrpc_string_at(body, info->uri, uri, sizeof uri, NULL))
+        return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
+                                  "params.uri must be a string of at most 2048 bytes");
+    size_t i = 0;
+    while (i < s->nuris && strcmp(s->uris[i], uri) != 0)
+        i++;
+    if (add && i == s->nuris) {
+        uint64_t max = srv->max_listen_uris_per_principal;
+        if (s->nuris >= PSS_URIS_MAX
+            || (max > 0 && quota_of(srv->name, s->principal, QUOTA_URIS) >= max))
+            return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
+                                      "too many subscriptions (at most 256 a session, and "
+                                      "max_listen_uris_per_principal)");
+        if (s->uris == NULL)
+            s->uris = xcalloc(PSS_URIS_MAX, sizeof(*s->uris));
+        s->uris[s->nuris++] = xstrdup(uri);
+        if (s->uris_quota == NULL)
+            s->uris_quota = quota_take(srv->name, s->principal, QUOTA_URIS, 1);
+        else
+            quota_add(s->uris_quota, QUOTA_URIS, 1);
+        if (s->sub_pool != NULL)
+            pool_sub_ref(s->sub_pool, uri);
+        else
+            pool_session_subs_place(s);
+    } else if (!add && i < s->nuris) {
+        if (s->sub_pool != NULL)
+            pool_sub_unref(s->sub_pool, uri);
+        free(s->uris[i]);
+        s->uris[i] = s->uris[--s->nuris];
+        quota_give(s->uris_quota, QUOTA_URIS, 1);
+        if (s->nuris == 0)
+            s->uris_quota = NULL; /* its last count given back */
+    }
+    return pool_session_result(info, body, "{}");
+}
+
+bool
+pool_session_updated(struct pool *p, const char *line, size_t len, const struct jsonrpc_info *info)
+{
+    char uri[PSS_URI_MAX + 1];
+    if (info->uri.len == 0 || !jsonrpc_string_at(line, info->uri, uri, sizeof uri, NULL))
+        return false;
+    bool sent = false;
+    struct iovec iov = { (void *)(uintptr_t)line, len };
+    for (struct pool_session *s = pss.all; s != NULL; s = s->next) {
+        if (s->sub_pool != p || s->get == NULL)
+            continue;
+        for (size_t i = 0; i < s->nuris; i++)
+            if (strcmp(s->uris[i], uri) == 0) {
+                sent = true;
+                if (stream_pending(s->get) > pools.cfg->stream_queue_bytes)
+                    p->row->ctr.slow_dropped++;
+                else
+                    stream_push_shared(s->get, &iov, 1, pools.line);
+                break;
+            }
+    }
+    return sent;
+}
+
 /* The session leaves the table and is freed (no call of it is left). */
 static void
 pool_session_free(struct pool_session *s)
@@ -144,6 +317,17 @@ pool_session_free(struct pool_session *s)
     }
     if (s->quota != NULL)
         quota_give(s->quota, QUOTA_SESSIONS, 1);
+    if (s->level_asked) {
+        pool_server_of(s->server)->levels_asked[s->log_level]--;
+        s->level_asked = false;
+        pool_session_levels_changed(s->server); /* the next most verbose one asked, if any */
+    }
+    pool_session_subs_drop(s);
+    for (size_t i = 0; i < s->nuris; i++)
+        free(s->uris[i]);
+    if (s->nuris > 0)
+        quota_give(s->uris_quota, QUOTA_URIS, s->nuris);
+    free(s->uris);
     free(s->id);
     free(s->server);
     free(s->principal);
@@ -299,8 +483,7 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
 static bool
 pool_session_unserved(const char *method)
 {
-    return strcmp(method, "resources/subscribe") == 0
-           || strcmp(method, "resources/unsubscribe") == 0 || strncmp(method, "tasks/", 6) == 0;
+    return strncmp(method, "tasks/", 6) == 0;
 }
 
 struct stream *
@@ -322,9 +505,11 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
         if (level < 0)
             return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
                                       "params.level must be a log level (debug .. emergency)");
-        s->log_level = level;
+        pool_session_set_level(s, level);
         return pool_session_result(info, body, "{}");
     }
+    if (strcmp(m, "resources/subscribe") == 0 || strcmp(m, "resources/unsubscribe") == 0)
+        return pool_session_subscribe(s, srv, body, info, m[10] == 's');
     if (pool_session_unserved(m) || info->has_task) {
         char why[128 + JSONRPC_METHOD_MAX];
         snprintf(why, sizeof why, "%s is not served in pooled sessions (session_mode = pooled)",
@@ -561,8 +746,10 @@ pool_session_sweep(uint64_t now_ms)
             pool_session_close(s, RELAY_CANCEL_OTHER);
         } else if (s->calls == NULL && s->get == NULL && now_ms - s->last_ms >= idle) {
             pool_session_close(s, RELAY_CANCEL_EXPIRED);
-        } else if (s->get != NULL && now_ms - stream_last_push_ms(s->get) >= hb) {
-            stream_push_heartbeat(s->get);
+        } else {
+            if (s->get != NULL && now_ms - stream_last_push_ms(s->get) >= hb)
+                stream_push_heartbeat(s->get);
+            pool_session_subs_place(s); /* its pool retired: its subscriptions go to the next */
         }
         s = next;
     }

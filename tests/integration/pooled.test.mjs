@@ -11,9 +11,13 @@
 //     configurations it refuses; idle expiry and max_sessions count pooled sessions.
 // Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import { EXAMPLE, checkConfigText, del, get, initSession, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+
+const LISTEN_FIXTURE = path.join(process.env.GW_SOURCE_ROOT ?? '.', 'tests/fixtures/listen_server.mjs');
 import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -145,7 +149,17 @@ test('logging/setLevel is the session\'s own: the gateway filters each session\'
       assert.equal(r.events().filter((e) => e.json?.method === 'notifications/message').length, want);
       assert.equal(textOf(answerOf(r)), 'ok');
     }
-    assert.equal(gw.childMessages().filter((m) => m.method === 'logging/setLevel').length, 0, 'the shared child is not told');
+    // The shared child runs at the most verbose level a session asked: error, then debug.
+    const levels = () => gw.childMessages().filter((m) => m.method === 'logging/setLevel').map((m) => m.params.level);
+    assert.deepEqual(levels(), ['error']);
+    const dbg = await post(gw, rpc('logging/setLevel', { level: 'debug' }), { sid: loud.sid });
+    await dbg.done();
+    await waitFor(() => levels().length === 2, scaled(5000), 'the child to run at debug');
+    assert.deepEqual(levels(), ['error', 'debug']);
+    // quiet still gets only its own level's lines; loud now every line.
+    const r = await post(gw, rpc('tools/call', { name: 'notify', arguments: { level: 'warning', text: 'w' } }), { sid: quiet.sid });
+    await r.done(scaled(5000));
+    assert.equal(r.events().filter((e) => e.json?.method === 'notifications/message').length, 0);
   });
 });
 
@@ -156,7 +170,7 @@ test('what pooled mode does not serve is refused with a clear error', async () =
     await batch.done();
     assert.equal(batch.status, 400);
     assert.match(batch.text(), /not served in pooled sessions/);
-    for (const m of ['resources/subscribe', 'tasks/list']) {
+    for (const m of ['tasks/list']) {
       const r = await post(gw, rpc(m, { uri: 'x://y' }), { sid: a.sid });
       await r.done();
       assert.equal(answerOf(r).error.code, -32601);
@@ -240,5 +254,42 @@ test('the child\'s cancel of its own question reaches the session\'s client', as
     assert.equal(c.json.params.requestId, ask.json.id, 'the cancel names the id the client saw');
     await r.done(scaled(5000));
     assert.ok(isAnswer(answerOf(r)));
+  });
+});
+
+test('subscriptions are each session\'s own, placed once at the child and counted; list changes reach every session', async () => {
+  const dir = tmpdir();
+  const log = path.join(dir, 'subs.log');
+  const servers = [{ name: 'listen', path: '/mcp', command: `${process.execPath} ${LISTEN_FIXTURE}`, env: `LISTEN_FIXTURE_LOG=${log}`, extra: POOLED }];
+  const subs = () => (fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []);
+  await withGateway({ servers }, async (gw) => {
+    const [a, b, c] = [await initSession(gw), await initSession(gw), await initSession(gw)];
+    assert.equal(a.result.capabilities.resources.subscribe, true, 'subscribe is served');
+    const gets = {};
+    for (const [k, s] of [['a', a], ['b', b], ['c', c]]) gets[k] = await get(gw, { sid: s.sid });
+    const call = async (s, method, params) => { const r = await post(gw, rpc(method, params), { sid: s.sid }); await r.done(scaled(5000)); return answerOf(r); };
+    assert.deepEqual((await call(a, 'resources/subscribe', { uri: 'test://a' })).result, {});
+    await call(b, 'resources/subscribe', { uri: 'test://a' });
+    await call(b, 'resources/subscribe', { uri: 'test://b' });
+    await waitFor(() => subs().length === 2, scaled(5000), 'two subscriptions at the child');
+    assert.deepEqual(subs().map((x) => `${x.method} ${x.uri}`).sort(), ['resources/subscribe test://a', 'resources/subscribe test://b']);
+    const updates = (k) => gets[k].events().filter((e) => e.json?.method === 'notifications/resources/updated').map((e) => e.json.params.uri);
+    await call(a, 'tools/call', { name: 'update', arguments: { uri: 'test://a' } });
+    await call(a, 'tools/call', { name: 'update', arguments: { uri: 'test://b' } });
+    await waitFor(() => updates('b').length === 2 && updates('a').length === 1, scaled(5000), 'the updates');
+    assert.deepEqual(updates('a'), ['test://a'], 'a hears only what it subscribed');
+    assert.deepEqual(updates('b').sort(), ['test://a', 'test://b']);
+    assert.deepEqual(updates('c'), []);
+    await call(a, 'resources/unsubscribe', { uri: 'test://a' });
+    assert.equal(subs().length, 2, 'b still holds test://a: nothing sent to the child');
+    await call(b, 'resources/unsubscribe', { uri: 'test://a' });
+    await waitFor(() => subs().length === 3, scaled(5000), 'the last one unsubscribes');
+    assert.equal(subs()[2].method, 'resources/unsubscribe');
+    await call(c, 'tools/call', { name: 'change_tools', arguments: {} });
+    for (const k of ['a', 'b', 'c'])
+      await waitFor(() => gets[k].events().some((e) => e.json?.method === 'notifications/tools/list_changed'), scaled(5000), `${k} to hear the list change`);
+    for (const k of ['a', 'b', 'c']) gets[k].drop();
+    await del(gw, { sid: b.sid }); // its last subscription goes with it
+    await waitFor(() => subs().length === 4, scaled(5000), 'DELETE unsubscribes what only it held');
   });
 });
