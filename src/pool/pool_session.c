@@ -648,6 +648,9 @@ pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
     struct relay_edit ed = { info->request_id.off, info->request_id.len, idbuf, idlen };
     if (relay_send_spliced(&c->r, body, len, &ed, 1) == -1)
         log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
+    else
+        log_info(s->id, "client cancel forwarded: method=%s child=%s child_id=%s", p->method,
+                 c->tag, idbuf);
     relay_audit_cancel(p, RELAY_CANCEL_CLIENT);
     relay_mark_cancelled(p);
     relay_count(call->pool->stats, RELAY_CANCEL_CLIENT);

@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, checkConfigText, del, get, initSession, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { EXAMPLE, checkConfigText, del, everythingServer, get, initSession, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 
 const LISTEN_FIXTURE = path.join(process.env.GW_SOURCE_ROOT ?? '.', 'tests/fixtures/listen_server.mjs');
 import { kids } from '../lib/procs.mjs';
@@ -291,5 +291,44 @@ test('subscriptions are each session\'s own, placed once at the child and counte
     for (const k of ['a', 'b', 'c']) gets[k].drop();
     await del(gw, { sid: b.sid }); // its last subscription goes with it
     await waitFor(() => subs().length === 4, scaled(5000), 'DELETE unsubscribes what only it held');
+  });
+});
+
+test('the SDK v1 client and server-everything through a pooled server: sessions share one child, each gets its own', async () => {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  const { CreateMessageRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  await withGateway({ servers: [everythingServer({ extra: POOLED })] }, async (gw) => {
+    const clients = [];
+    for (let i = 0; i < 3; i++) {
+      const client = new Client({ name: `pooled-${i}`, version: '1.0.0' }, { capabilities: { sampling: {} } });
+      client.setRequestHandler(CreateMessageRequestSchema, async () => ({ model: 'm', role: 'assistant', content: { type: 'text', text: `sampled-${i}` } }));
+      const transport = new StreamableHTTPClientTransport(new URL(gw.url));
+      await client.connect(transport);
+      assert.match(transport.sessionId, /^~/);
+      assert.equal(client.getServerVersion().name, 'mcp-servers/everything');
+      assert.ok(client.getInstructions(), 'instructions as the child gave them');
+      clients.push({ client, transport });
+    }
+    assert.equal(kids(gw.proc.pid).length, 1, 'one child for three sessions');
+    const text = (r) => r.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+    const echoes = await Promise.all(clients.flatMap(({ client }, i) => [0, 1, 2].map((k) => client.callTool({ name: 'echo', arguments: { message: `${i}.${k}` } }).then((r) => [i, k, text(r)]))));
+    for (const [i, k, t] of echoes) assert.equal(t, `Echo: ${i}.${k}`);
+    const progress = [];
+    const r = await clients[0].client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
+    assert.match(text(r), /Long running operation completed/);
+    assert.deepEqual(progress, [1, 2, 3]);
+    const sampled = await clients[1].client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'p', maxTokens: 5 } });
+    assert.match(text(sampled), /sampled-1/, 'the question reached the session whose call asked it');
+    await clients[2].client.setLoggingLevel('debug');
+    const ac = new AbortController();
+    const call = clients[2].client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 20, steps: 40 } }, undefined, { signal: ac.signal, onprogress: () => ac.abort('stop') });
+    await assert.rejects(call);
+    await gw.waitLog(/client cancel forwarded: method=tools\/call child=pool:everything#\d+/, scaled(5000));
+    for (const { client, transport } of clients) {
+      await transport.terminateSession();
+      await client.close();
+    }
+    assert.equal(kids(gw.proc.pid).length, 1, 'the pool child stays');
   });
 });
