@@ -990,7 +990,7 @@ void
 pool_close_all(void)
 {
     pools.draining = true;
-    pool_session_end_all();
+    pool_session_free_all(); /* every pooled session ends: its calls, its GET stream */
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         pool_fail_queue(p, "gateway shutting down");
         pool_listen_end_all(p, NULL, RELAY_CANCEL_SHUTDOWN);

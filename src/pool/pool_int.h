@@ -549,8 +549,9 @@ bool pool_session_level_answer(struct pool_child *c, const char *line,
                                const struct jsonrpc_info *info);
 /* Periodic: idle sessions expire, GET streams get their heartbeat. */
 void pool_session_sweep(uint64_t now_ms);
-/* Shutdown: every session's GET stream ends (their calls end with the children's). */
-void pool_session_end_all(void);
+/* Every pooled session, newest first (s->next), for the checks that walk them. */
+const struct pool_session *pool_sessions_all(void);
+/* Shutdown: every pooled session closed (its calls cancelled, its GET stream ended). */
 void pool_session_free_all(void);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */

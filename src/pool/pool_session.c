@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "crypto.h"
 #include "log.h"
 #include "pool_int.h"
@@ -70,6 +71,12 @@ size_t
 pool_session_count(void)
 {
     return pss.n;
+}
+
+const struct pool_session *
+pool_sessions_all(void)
+{
+    return pss.all;
 }
 
 const char *
@@ -334,12 +341,20 @@ pool_session_free(struct pool_session *s)
     free(s);
 }
 
-/* A call of the session ends now, with why: queued ones leave the queue first. */
+/*
+ * A call of the session ends now, with why: one still queued leaves the queue and gets its
+ * error with the id its queued body names (nothing was sent to a child).
+ */
 static void
 pool_session_cancel_call(struct pool_call *call, enum relay_reason why)
 {
-    if (call->c == NULL)
+    if (call->c == NULL) {
         pool_call_unqueue(call);
+        relay_count(call->pool->stats, why);
+        audit_call_cancel(call->audit, relay_reasons[why].label);
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, relay_reasons[why].text);
+        return;
+    }
     pool_call_cancel(call, why);
 }
 
@@ -372,8 +387,11 @@ pool_session_unlink(struct pool_call *call)
         call->snext->sprev = call->sprev;
     s->ncalls--;
     /* An initialize that ended unanswered (refused, timed out): the session is no session. */
-    if (call->init && s->rev == NULL)
-        s->failed = true;
+    if (call->init && s->rev == NULL) {
+        s->failed = true; /* closed by the next sweep; its GET stream has nothing to wait for */
+        if (s->get != NULL)
+            stream_end(s->get);
+    }
     call->sess = NULL;
     call->sprev = call->snext = NULL;
 }
@@ -756,14 +774,6 @@ pool_session_sweep(uint64_t now_ms)
         }
         s = next;
     }
-}
-
-void
-pool_session_end_all(void)
-{
-    for (struct pool_session *s = pss.all; s != NULL; s = s->next)
-        if (s->get != NULL)
-            stream_end(s->get);
 }
 
 void
