@@ -290,6 +290,7 @@ struct pool_server {
     size_t levels_asked[8];
     int child_level1; /* the most verbose level asked plus one, sent to every child; 0: none */
     uint64_t levels_sent; /* the gateway's logging/setLevel requests so far ("mcpgw-log-N") */
+    size_t sessions_open; /* its pooled sessions now (the admin view) */
 };
 
 struct pool_globals {

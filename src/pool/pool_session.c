@@ -321,6 +321,7 @@ pool_session_free(struct pool_session *s)
         if (s->next != NULL)
             s->next->prev = s->prev;
         pss.n--;
+        pool_server_of(s->server)->sessions_open--;
     }
     if (s->quota != NULL)
         quota_give(s->quota, QUOTA_SESSIONS, 1);
@@ -482,6 +483,7 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
         pss.all->prev = s;
     pss.all = s;
     pss.n++;
+    pool_server_of(s->server)->sessions_open++;
     s->linked = true;
     meta->session = s;
     meta->rev = revision_newest(REVISION_STREAMABLE); /* until the answer negotiates it */

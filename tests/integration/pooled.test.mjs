@@ -22,6 +22,7 @@ import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const POOLED = 'session_mode = pooled\npool_max_children = 1';
+const ADMIN = 'pooled-admin-token-0123456789abcdef';
 const pooled = (extra = '') => ({ servers: [{ name: 'example', path: '/mcp', extra: `${POOLED}\n${extra}` }] });
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
@@ -50,7 +51,7 @@ test('initialize is answered from the pool\'s handshake: one child serves many s
     { name: 'example', path: '/mcp', extra: POOLED },
     { name: 'child', path: '/child', log: `${tmpdir()}/child.log` },
   ];
-  await withGateway({ servers }, async (gw) => {
+  await withGateway({ servers, gateway: { admin_token: ADMIN } }, async (gw) => {
     const sessions = [];
     for (let i = 0; i < 6; i++) sessions.push(await pooledSession(gw, i % 2 ? '2025-03-26' : '2025-11-25'));
     assert.equal(kids(gw.proc.pid).length, 1, 'one pool child for six sessions');
@@ -61,6 +62,9 @@ test('initialize is answered from the pool\'s handshake: one child serves many s
     assert.ok(init.capabilities.tools && init.capabilities.logging, 'capabilities as the child gave them');
     const odd = await initSession(gw, { version: '2099-01-01' });
     assert.equal(odd.result.protocolVersion, '2025-11-25', 'an unknown version: the latest');
+    // The admin view counts them with the server's pool (no child of their own).
+    const view = await (await fetch(`${gw.base}/admin/inflight`, { headers: { Authorization: `Bearer ${ADMIN}` } })).json();
+    assert.equal(view.pools.find((p) => p.server === 'example' && !p.retired).pooled_sessions, 7);
     // No initialize of a session reached the child: only the pool's own.
     assert.equal(gw.childMessages().filter((m) => m.method === 'initialize').length, 1);
     // session_mode = child (the default) on the other server: a child per session, as before.
