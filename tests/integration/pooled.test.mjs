@@ -7,8 +7,10 @@
 //   - two sessions on one child, the same JSON-RPC ids, interleaved: each gets its own answers;
 //   - cancels: the client's by its own id, a dropped stream, DELETE, request_timeout_ms;
 //   - progress on the request's own stream; logging/setLevel per session;
-//   - what pooled mode refuses (batches, subscribe, tasks, the child's questions) and the
-//     configurations it refuses; idle expiry and max_sessions count pooled sessions.
+//   - the child's questions to the one session whose call asked; what pooled mode refuses
+//     (batches, tasks, a question it cannot attribute or not declared) and the
+//     configurations it refuses; idle expiry, max_sessions and max_sessions_per_principal count
+//     pooled sessions; the tool policy; subscriptions and list changes; the SDK v1 client.
 // Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -334,5 +336,28 @@ test('the SDK v1 client and server-everything through a pooled server: sessions 
       await client.close();
     }
     assert.equal(kids(gw.proc.pid).length, 1, 'the pool child stays');
+  });
+});
+
+test('a pooled session\'s tools/list and tools/call follow the tool policy; its principal\'s session limit counts pooled sessions', async () => {
+  await withGateway({ ...pooled('denied_tools = crash'), gateway: { max_sessions: 100 } }, async (gw) => {
+    const a = await pooledSession(gw);
+    const l = await post(gw, rpc('tools/list', {}), { sid: a.sid });
+    await l.done(scaled(5000));
+    const names = answerOf(l).result.tools.map((t) => t.name);
+    assert.ok(names.includes('echo') && !names.includes('crash'), 'the denied tool is hidden');
+    const c = await post(gw, rpc('tools/call', { name: 'crash', arguments: {} }), { sid: a.sid });
+    await c.done(scaled(5000));
+    assert.equal(answerOf(c).error.code, -32602);
+    assert.match(answerOf(c).error.message, /Unknown tool: crash/);
+    assert.equal(kids(gw.proc.pid).length, 1, 'the child was never asked (it would have exited)');
+  });
+  await withGateway({ ...pooled(), auth: { max_sessions_per_principal: 2 } }, async (gw) => {
+    await pooledSession(gw);
+    await pooledSession(gw);
+    const r = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }));
+    await r.done();
+    assert.equal(r.status, 429);
+    assert.match(r.text(), /max_sessions_per_principal/);
   });
 });
