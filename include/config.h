@@ -112,6 +112,11 @@ struct config_server {
     uint64_t max_held_per_principal;
     uint64_t max_listens_per_principal;
     uint64_t max_listen_uris_per_principal;
+    /*
+     * session_mode = pooled: a legacy session of this server costs no process; its requests go
+     * through the server's pool (pool_session.h). false: one child per session (the default).
+     */
+    bool session_pooled;
     uint64_t cache_ttl_ms; /* ttlMs stamped where a legacy child's cacheable result lacks it */
     bool cache_public;     /* cacheScope stamped likewise: "public", else "private" */
     /* Per-principal credentials of a session's child (none: every child has the server's). */

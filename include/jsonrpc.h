@@ -271,6 +271,17 @@ char *jsonrpc_discover_from_init(const char *p, size_t n, const char *const *ver
  * NULL when p is not an object or has no such member (2026-07-28 inputResponses).
  */
 char *jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len);
+/*
+ * A child's initialize answer p[0..n), for the gateway's own answers to pooled sessions: the
+ * result object's members but protocolVersion, as compact JSON text without the braces ("" when
+ * none; a new string, length in *len), with what a pooled session is not served left out of its
+ * capabilities (tasks; resources.subscribe unless subscribe); the child's protocolVersion into version[0..vsize)
+ * ("" when none). NULL when p holds no result object.
+ */
+char *jsonrpc_init_members(const char *p, size_t n, bool subscribe, char *version, size_t vsize,
+                           size_t *len);
+/* The string member key of the JSON object p[0..n) into out[0..size); false when none fits. */
+bool jsonrpc_member_string(const char *p, size_t n, const char *key, char *out, size_t size);
 /* subscriptions/listen: what a listener asks for, and what a legacy child supports. */
 #define JSONRPC_LISTEN_TOOLS     1u /* toolsListChanged; tools.listChanged */
 #define JSONRPC_LISTEN_PROMPTS   2u /* promptsListChanged; prompts.listChanged */

@@ -54,6 +54,11 @@ enum pool_status {
     /* Per-principal credentials (config_server_per_principal): meta.why says which, no value */
     POOL_E_CREDENTIALS = RELAY_E_CREDENTIALS, /* none for this principal (no file of it): 403 */
     POOL_E_CREDENTIALS_BAD = RELAY_E_CREDENTIALS_BAD, /* its file cannot be read safely: 500 */
+    /* Pooled sessions only: */
+    POOL_E_GONE = RELAY_E_GONE,           /* the session is gone: 404 */
+    POOL_E_TOO_MANY = RELAY_E_TOO_MANY,   /* the session's max_inflight_per_session: 429 */
+    POOL_E_DUPLICATE = RELAY_E_DUPLICATE, /* the request id is already in flight: 400 */
+    POOL_E_CONFLICT = RELAY_E_CONFLICT,   /* its GET stream is already open: 409 */
 };
 
 struct revision;
@@ -89,6 +94,8 @@ struct pool_meta {
      */
     const char *authorization;
     const struct auth_exchanged *xres;
+    /* A pooled session's request (pool_session_request sets it); NULL: a stateless request. */
+    struct pool_session *session;
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);
@@ -147,6 +154,48 @@ int pool_load_key(const struct config *cfg, char *err, size_t errlen) MUSTCHECK;
 void pool_stream_detach(struct stream *st);
 /* The log level at sp (a JSON string: "debug" 0 .. "emergency" 7); -1 when it is none of them. */
 int pool_log_level(const char *p, struct jsonrpc_span sp);
+
+/*
+ * Pooled legacy sessions (session_mode = pooled; pool_session.c): a session that owns no child.
+ * The gateway answers its initialize from the pool's own handshake with its children (their
+ * serverInfo, capabilities and instructions; the version negotiated as the specification says),
+ * once a child is ready (waiting for the first, bounded by pool_start_timeout_ms); each of its
+ * requests is a pool call on one of the pool's children (pool_request), so ids and progress
+ * tokens are minted per child and two sessions on one child never see each other's messages.
+ * The session keeps what the child would keep per connection: its calls (the client's cancel by
+ * its own id, DELETE, expiry), its log level, its GET stream. Its id has a form of its own
+ * (pool_session_named), so the HTTP front routes it here without asking the session layer.
+ */
+struct pool_session;
+/* Whether id is a pooled session's (its one rule: a '~' after the instance prefix). */
+bool pool_session_named(const char *id);
+/* Pooled sessions open (max_sessions counts them with the sessions of children). */
+size_t pool_session_count(void);
+/* The session id names for srv and principal; NULL when none (or another's: the same 404). */
+struct pool_session *pool_session_find(const char *id, const struct config_server *srv,
+                                       const char *principal);
+const char *pool_session_id(const struct pool_session *s);
+/*
+ * A legacy initialize for srv (session_mode = pooled): a new session (*out) and the stream its
+ * answer comes on; NULL with *status (meta->why may say more). meta as for pool_request; the
+ * session counts toward meta->principal's max_sessions_per_principal.
+ */
+struct stream *pool_session_initialize(const struct config_server *srv, char *body, size_t len,
+                                       const struct jsonrpc_info *info, struct pool_meta *meta,
+                                       struct pool_session **out, enum pool_status *status);
+/* A request of the session (any but initialize): its stream, or NULL with *status. */
+struct stream *pool_session_request(struct pool_session *s, const struct config_server *srv,
+                                    char *body, size_t len, const struct jsonrpc_info *info,
+                                    struct pool_meta *meta, enum pool_status *status);
+/* A notification or response of the session's client: POOL_OK (202), or why not. */
+enum pool_status pool_session_other(struct pool_session *s, char *body, size_t len,
+                                    const struct jsonrpc_info *info);
+/* The session's GET stream (its own notifications: list changes); NULL: POOL_E_CONFLICT. */
+struct stream *pool_session_get(struct pool_session *s, enum pool_status *status);
+/* The HTTP side is done with st, a stream of session sid (its GET stream, or a call's). */
+void pool_session_detach(const char *sid, struct stream *st);
+/* DELETE: every call of the session cancelled, the session gone. */
+void pool_session_delete(struct pool_session *s);
 
 /* The pools' series in Prometheus text format. */
 void pool_metrics(struct buf *b);

@@ -107,11 +107,13 @@ config_pair_words(enum config_type type)
     static const char *const creds[2] = { "refuse", "server_env" };
     static const char *const sw[2] = { "off", "on" };
     static const char *const net[2] = { "host", "none" };
+    static const char *const mode[2] = { "child", "pooled" };
     static const char *const other[2] = { "", "" };
     return type == CONFIG_SCOPE           ? scope
            : type == CONFIG_CREDS_MISSING ? creds
            : type == CONFIG_SWITCH        ? sw
            : type == CONFIG_NETWORK       ? net
+           : type == CONFIG_SESSION_MODE  ? mode
                                           : other;
 }
 
@@ -250,6 +252,7 @@ config_apply(struct config_parse *ps, const struct config_option *opt, const cha
     case CONFIG_SCOPE:
     case CONFIG_CREDS_MISSING:
     case CONFIG_SWITCH:
+    case CONFIG_SESSION_MODE:
     case CONFIG_NETWORK: {
         const char *const *w = config_pair_words(opt->type);
         if (strcmp(v, w[0]) != 0 && strcmp(v, w[1]) != 0)
@@ -701,6 +704,7 @@ config_server_same(const struct config_server *a, const struct config_server *b)
         case CONFIG_SCOPE:
         case CONFIG_CREDS_MISSING:
         case CONFIG_SWITCH:
+        case CONFIG_SESSION_MODE:
         case CONFIG_NETWORK:
             same = *(const bool *)pa == *(const bool *)pb;
             break;

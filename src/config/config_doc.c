@@ -296,6 +296,7 @@ config_doc_bound(const struct config_option *o, char *b, size_t size)
     case CONFIG_SCOPE:
     case CONFIG_CREDS_MISSING:
     case CONFIG_SWITCH:
+    case CONFIG_SESSION_MODE:
     case CONFIG_NETWORK:
         snprintf(b, size, "%s, %s", config_pair_words(o->type)[0], config_pair_words(o->type)[1]);
         break;

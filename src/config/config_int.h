@@ -42,6 +42,7 @@ enum config_type {
     CONFIG_TRACE,         /* enum config_trace: off, propagate, start */
     CONFIG_SWITCH,        /* bool: off, on */
     CONFIG_NETWORK,       /* bool sandbox_network_none: host, none */
+    CONFIG_SESSION_MODE,  /* bool session_pooled: child, pooled */
 };
 
 #define CONFIG_NO_TARGET SIZE_MAX

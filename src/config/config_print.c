@@ -98,6 +98,7 @@ config_print_value(FILE *f, const struct config *cfg, const struct config_option
     case CONFIG_SCOPE:
     case CONFIG_CREDS_MISSING:
     case CONFIG_SWITCH:
+    case CONFIG_SESSION_MODE:
     case CONFIG_NETWORK:
         fputs(config_pair_words(o->type)[*(const bool *)at ? 1 : 0], f);
         return;

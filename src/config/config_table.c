@@ -219,6 +219,8 @@ static const struct config_option config_table[] = {
       CONFIG_SV(sandbox_tcp_connect_ports) },
     { "server.child_sleep_after_s", CONFIG_SEC_SERVER, CONFIG_U64, "0", 0, 86400,
       CONFIG_SV(child_sleep_after_s) },
+    { "server.session_mode", CONFIG_SEC_SERVER, CONFIG_SESSION_MODE, "child", 0, 0,
+      CONFIG_SV(session_pooled) },
 };
 /* clang-format on */
 

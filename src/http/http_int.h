@@ -124,6 +124,7 @@ struct http_req {
     bool held;               /* a POST stream waiting for its answer, no response queued */
     bool with_sid;           /* the response carries Mcp-Session-Id (a new session) */
     bool stateless;          /* st is a stateless request's (the pool's), not a session's */
+    bool pooled;             /* st is a pooled session's (the pool's: pool_session_detach) */
     struct loop_timer *hold; /* ends the hold */
     struct http_conn *conn;  /* NULL once MHD closed the connection */
     unsigned gen;            /* httpd.gen when the request was last classified */

@@ -18,6 +18,7 @@
 #include "http_rules.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "pool.h"
 #include "revision.h"
 
 /* Copies a plausible session id header; false when absent. Implausible ids become unknown. */
@@ -433,6 +434,150 @@ http_session_client(const struct http_req *rc, struct session *s)
     session_set_client(s, client);
 }
 
+/* --- pooled sessions (session_mode = pooled): the pool serves them (pool.h) -------------- */
+
+/* A pool's refusal of a pooled session's request: its HTTP status and JSON-RPC error. */
+static enum MHD_Result
+http_pooled_error(struct http_req *rc, const struct jsonrpc_info *info, enum pool_status status,
+                  const char *why)
+{
+    unsigned code = MHD_HTTP_SERVICE_UNAVAILABLE;
+    int rpc = JSONRPC_INTERNAL_ERROR;
+    switch (status) {
+    case POOL_E_FULL:
+    case POOL_E_PRINCIPAL:
+    case POOL_E_TOO_MANY:
+        code = MHD_HTTP_TOO_MANY_REQUESTS;
+        break;
+    case POOL_E_ID_TOO_LONG:
+    case POOL_E_DUPLICATE:
+        code = MHD_HTTP_BAD_REQUEST;
+        rpc = JSONRPC_INVALID_REQUEST;
+        break;
+    case POOL_E_GONE:
+        code = MHD_HTTP_NOT_FOUND;
+        rpc = JSONRPC_INVALID_REQUEST;
+        break;
+    case POOL_E_CONFLICT:
+        code = MHD_HTTP_CONFLICT;
+        rpc = JSONRPC_INVALID_REQUEST;
+        break;
+    case POOL_E_CREDENTIALS:
+        code = MHD_HTTP_FORBIDDEN;
+        rpc = JSONRPC_INVALID_REQUEST;
+        break;
+    case POOL_E_CREDENTIALS_BAD:
+        code = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        break;
+    case POOL_E_NO_METHOD:
+        code = MHD_HTTP_NOT_FOUND;
+        rpc = JSONRPC_METHOD_NOT_FOUND;
+        break;
+    case POOL_E_BAD_STATE:
+        code = MHD_HTTP_BAD_REQUEST;
+        rpc = JSONRPC_INVALID_PARAMS;
+        break;
+    case POOL_OK:
+    case POOL_E_UNAVAILABLE:
+    case POOL_E_BUSY:
+    case POOL_E_DRAINING:
+    case POOL_E_DRAINED:
+        break;
+    }
+    (void)info;
+    return http_error(rc, code, rpc, why != NULL ? why : relay_status_text(status));
+}
+
+/* What the pool knows of a pooled session's request: as of a stateless one, minus its _meta. */
+static void
+http_pooled_meta(struct http_req *rc, struct pool_meta *meta, char *client, size_t size)
+{
+    http_access_client(rc, client, size);
+    *meta = (struct pool_meta){ .log_level = -1,
+                                .principal = rc->principal->name,
+                                .claims = rc->claims,
+                                .client = client,
+                                .grants = rc->grants };
+}
+
+/* Whether the gateway holds max_sessions sessions already, of either mode. */
+static bool
+http_sessions_full(void)
+{
+    return session_count() + pool_session_count() >= httpd.cfg->max_sessions;
+}
+
+/* initialize for a server with session_mode = pooled: a session with no child. */
+static enum MHD_Result
+http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info)
+{
+    enum MHD_Result ret;
+    if (http_refuse_drained(rc, info, &ret))
+        return ret;
+    if (http_sessions_full())
+        return http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
+                          "too many sessions");
+    if (audit_on() && audit_method(info->method) && http_refuse_unaudited(rc, info, &ret))
+        return ret;
+    char client[64];
+    struct pool_meta meta;
+    http_pooled_meta(rc, &meta, client, sizeof client);
+    struct trace_in tin;
+    meta.trace = http_access_trace(rc, &tin);
+    enum pool_status status;
+    struct pool_session *s = NULL;
+    struct stream *st = pool_session_initialize(rc->srv, buf_head(&rc->body), buf_used(&rc->body),
+                                                info, &meta, &s, &status);
+    http_access_traced(rc, meta.trace);
+    if (st == NULL)
+        return http_pooled_error(rc, info, status, meta.why);
+    snprintf(rc->sid, sizeof(rc->sid), "%s", pool_session_id(s));
+    rc->pooled = true;
+    return http_hold(rc, st, true);
+}
+
+/* Any POST but initialize in a pooled session (rc->sid has the pooled form). */
+static enum MHD_Result
+http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info, const char *err)
+{
+    struct pool_session *s = pool_session_find(rc->sid, rc->srv, rc->principal->name);
+    if (s == NULL)
+        return http_session_error(rc, SESSION_E_GONE);
+    if (scan == JSONRPC_EBATCH)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "JSON-RPC batches are not served in pooled sessions (session_mode = "
+                          "pooled)");
+    if (scan != JSONRPC_OK)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          err ? err : "Invalid Request");
+    if (info->kind != JSONRPC_REQUEST) {
+        enum pool_status status =
+            pool_session_other(s, buf_head(&rc->body), buf_used(&rc->body), info);
+        if (status != POOL_OK)
+            return http_pooled_error(rc, NULL, status, NULL);
+        return http_empty(rc, MHD_HTTP_ACCEPTED);
+    }
+    if (strcmp(info->method, "initialize") == 0)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "session is already initialized");
+    enum MHD_Result ret;
+    if (audit_on() && audit_method(info->method) && http_refuse_unaudited(rc, info, &ret))
+        return ret;
+    char client[64];
+    struct pool_meta meta;
+    http_pooled_meta(rc, &meta, client, sizeof client);
+    struct trace_in tin;
+    meta.trace = http_access_trace(rc, &tin);
+    enum pool_status status;
+    struct stream *st = pool_session_request(s, rc->srv, buf_head(&rc->body), buf_used(&rc->body),
+                                             info, &meta, &status);
+    http_access_traced(rc, meta.trace);
+    if (st == NULL)
+        return http_pooled_error(rc, info, status, meta.why);
+    rc->pooled = true;
+    return http_hold(rc, st, false);
+}
+
 enum MHD_Result
 http_post(struct http_req *rc)
 {
@@ -446,6 +591,8 @@ http_post(struct http_req *rc)
         return http_stateless_post(rc, rc_scan, &info, err);
     if (http_refuse_version(rc, &ret))
         return ret;
+    if (rc->sid[0] != '\0' && pool_session_named(rc->sid))
+        return http_pooled_post(rc, rc_scan, &info, err);
     if (rc_scan == JSONRPC_EBATCH)
         return http_post_batch(rc);
     if (rc_scan != JSONRPC_OK)
@@ -453,9 +600,14 @@ http_post(struct http_req *rc)
                           err ? err : "Invalid Request");
     bool is_init = info.kind == JSONRPC_REQUEST && strcmp(info.method, "initialize") == 0;
     struct session *s;
+    if (rc->sid[0] == '\0' && is_init && rc->srv->session_pooled)
+        return http_pooled_initialize(rc, &info);
     if (rc->sid[0] == '\0' && is_init) {
         if (http_refuse_drained(rc, &info, &ret) || http_exchange(rc, &ret))
             return ret;
+        if (pool_session_count() > 0 && http_sessions_full())
+            return http_error(rc, MHD_HTTP_SERVICE_UNAVAILABLE, JSONRPC_INTERNAL_ERROR,
+                              "too many sessions");
         int status = 500;
         const char *why = "cannot start the upstream server";
         s = http_session_new(rc, &status, &why);
@@ -487,6 +639,19 @@ http_get(struct http_req *rc)
 {
     if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
         return http_stateless_refuse_method(rc);
+    if (rc->sid[0] != '\0' && pool_session_named(rc->sid)) {
+        struct pool_session *ps = pool_session_find(rc->sid, rc->srv, rc->principal->name);
+        if (ps == NULL)
+            return http_session_error(rc, SESSION_E_GONE);
+        if (http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID) != NULL)
+            return http_session_error(rc, SESSION_E_EVICTED); /* nothing of it is replayed */
+        enum pool_status pst;
+        struct stream *st = pool_session_get(ps, &pst);
+        if (st == NULL)
+            return http_pooled_error(rc, NULL, pst, NULL);
+        rc->pooled = true;
+        return http_sse(rc, st, false);
+    }
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc);
@@ -504,6 +669,13 @@ http_delete(struct http_req *rc)
 {
     if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
         return http_stateless_refuse_method(rc);
+    if (rc->sid[0] != '\0' && pool_session_named(rc->sid)) {
+        struct pool_session *ps = pool_session_find(rc->sid, rc->srv, rc->principal->name);
+        if (ps == NULL)
+            return http_session_error(rc, SESSION_E_GONE);
+        pool_session_delete(ps);
+        return http_empty(rc, MHD_HTTP_OK);
+    }
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc);

@@ -46,6 +46,8 @@ http_detach(struct http_req *rc)
     stream_set_wake(st, NULL, NULL);
     if (rc->stateless)
         pool_stream_detach(st);
+    else if (rc->pooled)
+        pool_session_detach(rc->sid, st);
     else
         session_stream_detach(rc->sid, st);
 }

@@ -728,3 +728,47 @@ out:
     json_decref(root);
     return count;
 }
+
+char *
+jsonrpc_init_members(const char *p, size_t n, bool subscribe, char *version, size_t vsize,
+                     size_t *len)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *res = json_object_get(root, "result");
+    if (!json_is_object(res) || vsize == 0) {
+        json_decref(root);
+        return NULL;
+    }
+    json_t *v = json_object_get(res, "protocolVersion");
+    snprintf(version, vsize, "%s", json_is_string(v) ? json_string_value(v) : "");
+    json_t *copy = json_deep_copy(res);
+    json_object_del(copy, "protocolVersion");
+    json_t *caps = json_object_get(copy, "capabilities");
+    if (json_is_object(caps)) {
+        /* What a pooled session is not served: tasks, and subscriptions placed by the session. */
+        jsonrpc_stateless_caps(caps);
+        json_t *res_caps = json_object_get(caps, "resources");
+        if (json_is_object(res_caps) && !subscribe)
+            json_object_del(res_caps, "subscribe");
+    }
+    json_decref(root);
+    size_t dlen;
+    char *d = jsonrpc_dump_new(copy, &dlen);
+    /* "{...}" -> "...": the members alone, for the gateway's protocolVersion to go first. */
+    memmove(d, d + 1, dlen - 2);
+    d[dlen - 2] = '\0';
+    *len = dlen - 2;
+    return d;
+}
+
+bool
+jsonrpc_member_string(const char *p, size_t n, const char *key, char *out, size_t size)
+{
+    json_t *root = jsonrpc_load_result(p, n);
+    json_t *v = json_is_object(root) ? json_object_get(root, key) : NULL;
+    bool ok = json_is_string(v) && size > 0 && strlen(json_string_value(v)) < size;
+    if (ok)
+        snprintf(out, size, "%s", json_string_value(v));
+    json_decref(root);
+    return ok;
+}

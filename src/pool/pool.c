@@ -62,6 +62,21 @@ pool_find(const struct config_server *srv)
 static void pool_queue_settle(struct pool *p, const char *what);
 
 struct pool *
+pool_shared_of(const char *name)
+{
+    for (size_t i = 0; i < pools.cfg->n_servers; i++) {
+        const struct config_server *srv = &pools.cfg->servers[i];
+        if (strcmp(srv->name, name) != 0)
+            continue;
+        if (config_server_per_principal(srv))
+            return NULL;
+        struct pool *p = pool_find(srv);
+        return p != NULL ? p : pool_new(pools.cfg, srv);
+    }
+    return NULL;
+}
+
+struct pool *
 pool_new(const struct config *cfg, const struct config_server *srv)
 {
     struct pool *p = xcalloc(1, sizeof(*p));
@@ -133,6 +148,7 @@ pool_retire(struct pool *p, const struct pool_retire_info *why)
      * they end (pool_bridge.c).
      */
     pool_listen_end_all(p, why->listen, why->cancel);
+    pool_session_pool_retired(p);
 }
 
 /* Whether children started under a and under b are started alike (pool_child_start's params). */
@@ -196,6 +212,7 @@ pool_free(struct pool *p)
 {
     free(p->name);
     free(p->discover);
+    free(p->init_members);
     pool_caps_free(p);
     pool_principal_free(p);
     free(p);
@@ -204,6 +221,7 @@ pool_free(struct pool *p)
 void
 pool_module_free(void)
 {
+    pool_session_free_all();
     while (pools.pools != NULL) {
         struct pool *p = pools.pools;
         pools.pools = p->next;
@@ -410,6 +428,7 @@ pool_child_ready(struct pool_child *c)
     log_info(c->tag, "pool child ready (%s%s)",
              p->era == CONFIG_ERA_LEGACY ? "legacy, bridged to " : "", speaks);
     pool_listen_child_change(c, false);
+    pool_session_child_ready(c);
     pool_child_take_queue(c);
 }
 
@@ -681,7 +700,9 @@ pool_request(const struct config_server *srv, char *body, size_t len,
      * retry: a forged one is a new request for the gates (the drain's 503), and is refused later
      * (400, pool_bridge_resume) only when the gates let new requests through.
      */
-    bool ours = info->request_state.len != 0 && pool_bridge_ours(body, info->request_state);
+    /* A pooled session's request is legacy: params.requestState means nothing to the gateway. */
+    bool ours = meta->session == NULL && info->request_state.len != 0
+                && pool_bridge_ours(body, info->request_state);
     bool resume = ours && pool_bridge_sealed(body, info->request_state);
     if (pools.draining && !resume) {
         *status = POOL_E_DRAINING;
@@ -720,11 +741,17 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_UNAVAILABLE;
         return NULL;
     }
-    if (!pool_speaks(p, meta->rev)) {
+    if (meta->session != NULL && p->era == CONFIG_ERA_STATELESS) {
+        meta->why = "this server's children speak only the stateless revision (2026-07-28): "
+                    "session_mode = pooled serves legacy (initialize-based) children only";
+        *status = POOL_E_UNAVAILABLE;
+        return NULL;
+    }
+    if (meta->session == NULL && !pool_speaks(p, meta->rev)) {
         *status = POOL_OK;
         return pool_refuse_version(p, body, info, meta);
     }
-    if (!pool_method_served(p, meta->rev, info->method)) {
+    if (meta->session == NULL && !pool_method_served(p, meta->rev, info->method)) {
         *status = POOL_E_NO_METHOD;
         return NULL;
     }
@@ -741,7 +768,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
             jsonrpc_flatten(body, len);
         return pool_bridge_resume(p, body, info, meta, status);
     }
-    if (info->request_state.len != 0 && p->era == CONFIG_ERA_LEGACY) {
+    if (meta->session == NULL && info->request_state.len != 0 && p->era == CONFIG_ERA_LEGACY) {
         p->row->ctr.states_refused++;
         meta->why = "requestState is not one this gateway issued";
         *status = POOL_E_BAD_STATE;
@@ -760,6 +787,10 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         jsonrpc_flatten(body, len);
     struct pool_call *call = xcalloc(1, sizeof(*call));
     call->pool = p;
+    if (meta->session != NULL) {
+        pool_session_link(call, meta->session);
+        call->init = strcmp(info->method, "initialize") == 0;
+    }
     struct trace tr;
     if (meta->trace != NULL && trace_resolve(meta->trace, body, len, info, &tr))
         call->trace = trace_copy(&tr);
@@ -771,11 +802,13 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         call->audit = audit_call_new(p->name, NULL, body, len, info);
     pool_caller_note(call, body, info, meta);
     pool_caps_take(call, meta->principal, info->method);
-    pool_bridge_note(call, body, info, meta);
+    if (meta->session == NULL) /* a pooled session's questions are not bridged into rounds */
+        pool_bridge_note(call, body, info, meta);
     if (c != NULL) {
         if (pool_call_start(call, c, body, len, info) == -1) {
             audit_call_drop(call->audit); /* refused (503): the refusal's record says so */
             pool_bridge_forget(call);
+            pool_session_unlink(call);
             pool_caps_release(call);
             stream_own(call->st)->owner = NULL;
             stream_unref(call->st);
@@ -858,6 +891,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
 void
 pool_sweep(uint64_t now_ms)
 {
+    pool_session_sweep(now_ms);
     struct pool **pp = &pools.pools;
     while (*pp != NULL) {
         struct pool *p = *pp;
@@ -949,6 +983,7 @@ void
 pool_close_all(void)
 {
     pools.draining = true;
+    pool_session_free_all(); /* every pooled session ends: its calls, its GET stream */
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         pool_fail_queue(p, "gateway shutting down");
         pool_listen_end_all(p, NULL, RELAY_CANCEL_SHUTDOWN);

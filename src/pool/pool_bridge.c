@@ -384,7 +384,7 @@ pool_refuse_ask(struct pool_child *c, const char *id, size_t idlen, const char *
 static void pool_bridge_flush(void *arg);
 
 void
-pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+pool_bridge_ask(struct pool_child *c, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     const char *id = line + info->id.off;
     size_t idlen = info->id.len;
@@ -420,7 +420,11 @@ pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_inf
               "request cancelled on this server may have asked it)";
     else if (candidates != 1)
         why = "not available: the gateway cannot tell which client request this belongs to";
-    else if (!owner->rev->input_rounds)
+    else if (owner->sess != NULL) {
+        /* A pooled session's call: the question goes to its client as a legacy request. */
+        if ((why = pool_session_ask(c, owner, bit, line, len, info)) == NULL)
+            return;
+    } else if (!owner->rev->input_rounds)
         why = "not available: the request's protocol revision has no input rounds";
     else if (!owner->noted)
         why = "not available: the request in flight on this server cannot take input (only "
@@ -716,7 +720,8 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
 }
 
 void
-pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+pool_bridge_withdrawn(struct pool_child *c, const char *line, size_t len,
+                      const struct jsonrpc_info *info)
 {
     if (info->request_id.len == 0)
         return;
@@ -730,6 +735,8 @@ pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonr
                 && memcmp(a->child_id, line + info->request_id.off, a->child_id_len) == 0) {
                 a->answered = true; /* withdrawn: not asked again, its answer not sent */
                 log_info(c->tag, "child withdrew its %s (r%u)", a->method, a->key);
+                if (call->sess != NULL)
+                    pool_session_withdrawn(call, a, line, len, info);
                 return;
             }
         }

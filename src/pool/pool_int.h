@@ -118,9 +118,44 @@ struct pool_caller {
     uint64_t since_unix_ms;      /* its arrival at the gateway (queued time included) */
 };
 
+/*
+ * A legacy session served by the pool (session_mode = pooled; pool_session.c): no child of its
+ * own, only what the child would keep per connection. Its calls are pool calls like any other,
+ * linked here so that a cancel by the client's id, a DELETE or the expiry finds them.
+ */
+struct pool_session {
+    char *id;                    /* first member: its name in the table (pool_names) */
+    struct pool_session *hnext;  /* the table's chain */
+    struct pool_session *prev, *next; /* every pooled session (the sweep, list changes) */
+    char *server;                /* its server's name: a reload keeps the session */
+    char *principal;             /* its owner's name: every request must be theirs */
+    const struct revision *rev;  /* negotiated at initialize (the gateway's answer) */
+    char asked[16];              /* the client's protocolVersion, until the answer */
+    int log_level;               /* logging/setLevel (0 debug .. 7 emergency); 0 until asked */
+    uint64_t last_ms;            /* its last request (session_idle_timeout_s) */
+    uint64_t created_unix_ms;
+    struct pool_call *calls;     /* in flight, queued or answering: call->snext */
+    size_t ncalls;
+    struct stream *get;          /* its GET stream (one reference), or NULL */
+    struct quota *quota;         /* its principal's QUOTA_SESSIONS count */
+    bool linked;                 /* in the table (after its initialize was taken) */
+    bool failed;                 /* its initialize ended unanswered: freed by the sweep */
+    unsigned caps;               /* the questions its client declared at initialize (bits) */
+    bool level_asked;            /* log_level came from its logging/setLevel (counted) */
+    /* resources/subscribe: its URIs, each a reference to sub_pool's struct pool_sub */
+    char **uris;
+    size_t nuris;
+    struct pool *sub_pool;       /* where they are referenced; NULL: to be placed again */
+    struct quota *uris_quota;    /* its principal's QUOTA_URIS count of them */
+    unsigned next_ask;           /* the last question's number ("mcpgw-ask-N" to the client) */
+};
+
 /* One request from arrival to its end; across input rounds, the child's one call. */
 struct pool_call {
     struct pool *pool;
+    struct pool_session *sess; /* a pooled session's call: linked in sess->calls; NULL: none */
+    struct pool_call *sprev, *snext;
+    bool init; /* the session's initialize, answered by the gateway once a child is ready */
     /* The stateless row the request names: what it is served as. */
     const struct revision *rev;
     struct pool_child *c; /* NULL while queued */
@@ -196,6 +231,10 @@ struct pool {
     bool retired;        /* replaced (reload, restart: retired_why): no new request; ends idle */
     char *discover;      /* legacy: the DiscoverResult object made from initialize */
     size_t discover_len;
+    /* legacy: its initialize result's members but protocolVersion (pooled sessions' answer) */
+    char *init_members;
+    size_t init_members_len;
+    char init_version[16]; /* the child's protocolVersion */
     struct relay_stats *stats; /* its server's counters (relay.h) */
     const struct pool_retire_info *retired_why;
     struct pool_server *row; /* its server's figures (below) */
@@ -247,6 +286,11 @@ struct pool_server {
     struct metrics_row row; /* its name, the next server's row */
     struct pool_counters ctr;
     struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
+    /* Pooled sessions: how many asked each log level (0 debug .. 7), and what the children run at */
+    size_t levels_asked[8];
+    int child_level1; /* the most verbose level asked plus one, sent to every child; 0: none */
+    uint64_t levels_sent; /* the gateway's logging/setLevel requests so far ("mcpgw-log-N") */
+    size_t sessions_open; /* its pooled sessions now (the admin view) */
 };
 
 struct pool_globals {
@@ -405,6 +449,8 @@ void pool_call_fail(struct pool_call *call, int code, const char *message);
 /* The same for the client's id (raw), when the call has no entry or queued body to read it from. */
 void pool_call_error(struct pool_call *call, const char *id, size_t idlen, int code,
                      const char *message);
+/* A queued call (no child yet) leaves its pool's queue. */
+void pool_call_unqueue(struct pool_call *call);
 /* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
 void pool_call_cancel(struct pool_call *call, enum relay_reason why);
 /*
@@ -439,12 +485,14 @@ void pool_push_note(struct pool_call *call, const struct iovec *iov, int n);
  * A request from c to its client (elicitation, sampling, roots): a question of the next round of
  * the one request it belongs to, or an error answer to the child.
  */
-void pool_bridge_ask(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+void pool_bridge_ask(struct pool_child *c, const char *line, size_t len,
+                     const struct jsonrpc_info *info);
 /* A retry carrying one of the gateway's requestStates: the held call goes on, on a new stream. */
 struct stream *pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *info,
                                   struct pool_meta *meta, enum pool_status *status);
 /* The child's notifications/cancelled for one of its questions: withdrawn from its round. */
-void pool_bridge_withdrawn(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+void pool_bridge_withdrawn(struct pool_child *c, const char *line, size_t len,
+                           const struct jsonrpc_info *info);
 /* True when the requestState at sp is one the gateway seals (else a stateless child's own). */
 bool pool_bridge_ours(const char *body, struct jsonrpc_span sp);
 /*
@@ -472,6 +520,42 @@ size_t pool_held_in(const struct pool *p);
 /* Shutdown: every call of p still held (one its child already answered is in no table) ends. */
 void pool_bridge_end_held(struct pool *p);
 
+/* pool_session.c: legacy sessions served by the pool (session_mode = pooled) */
+/* The call ends: out of its session's list. */
+void pool_session_unlink(struct pool_call *call);
+/* A new call of s: into its list. */
+void pool_session_link(struct pool_call *call, struct pool_session *s);
+/* The session's initialize, answered from c's pool's handshake (ends the call). */
+void pool_session_init_answer(struct pool_call *call, const char *id, size_t idlen);
+/*
+ * c's request to the client (bit: its capability, pool_caps_declared), attributed to call, a
+ * pooled session's: sent to the session's client on the call's stream (else the session's GET
+ * stream) with an id the gateway minted (NULL), or why not (the caller answers the child).
+ */
+const char *pool_session_ask(struct pool_child *c, struct pool_call *call, unsigned bit,
+                             const char *line, size_t len, const struct jsonrpc_info *info);
+/* The child withdrew a, a question of call's (a pooled session's): its client is told. */
+void pool_session_withdrawn(struct pool_call *call, const struct pool_ask *a, const char *line,
+                            size_t len, const struct jsonrpc_info *info);
+/* A list change of a legacy child of p: to every session of p's server with a GET stream. */
+bool pool_session_fanout(struct pool *p, const char *line, size_t len);
+/* resources/updated from a legacy child of p: to every session of p that subscribed its URI. */
+bool pool_session_updated(struct pool *p, const char *line, size_t len,
+                          const struct jsonrpc_info *info);
+/* p retires: the sessions' subscriptions there are placed again in their server's next pool. */
+void pool_session_pool_retired(struct pool *p);
+/* c is ready: it runs at the most verbose log level a session of its server asked. */
+void pool_session_child_ready(struct pool_child *c);
+/* True when line answers the gateway's own logging/setLevel to c (handled). */
+bool pool_session_level_answer(struct pool_child *c, const char *line,
+                               const struct jsonrpc_info *info);
+/* Periodic: idle sessions expire, GET streams get their heartbeat. */
+void pool_session_sweep(uint64_t now_ms);
+/* Every pooled session, newest first (s->next), for the checks that walk them. */
+const struct pool_session *pool_sessions_all(void);
+/* Shutdown: every pooled session closed (its calls cancelled, its GET stream ended). */
+void pool_session_free_all(void);
+
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */
 bool pool_listen_open(struct pool_call *call, const char *body, const struct jsonrpc_info *info);
@@ -492,6 +576,11 @@ bool pool_listen_notify(struct pool_child *c, const char *line, const struct jso
 bool pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* Periodic: subscriptions that wait (their send failed, or no child was ready) are placed. */
 void pool_listen_retry(struct pool *p);
+/* A URI named once more (a listener's, a pooled session's), or once less: pool.subs counts them. */
+void pool_sub_ref(struct pool *p, const char *uri);
+void pool_sub_unref(struct pool *p, const char *uri);
+/* The shared pool of server name in the current configuration (made if none); NULL: none. */
+struct pool *pool_shared_of(const char *name);
 /* Subscriptions that wait for a child (none is ready). */
 bool pool_listen_orphans(const struct pool *p);
 /* c became ready (subscriptions waiting for a child go there) or is gone (its go elsewhere). */

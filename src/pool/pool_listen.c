@@ -94,7 +94,7 @@ pool_sub_place(struct pool *p, struct pool_sub *sub)
 }
 
 /* Another listener names uri: found by its hash, or added and subscribed. */
-static void
+void
 pool_sub_ref(struct pool *p, const char *uri)
 {
     struct pool_sub *s = pool_names_find(&p->sub_names, uri, SUB_NEXT);
@@ -114,7 +114,7 @@ pool_sub_ref(struct pool *p, const char *uri)
 }
 
 /* A listener naming uri left: the last one unsubscribes it. */
-static void
+void
 pool_sub_unref(struct pool *p, const char *uri)
 {
     struct pool_sub *s = pool_names_find(&p->sub_names, uri, SUB_NEXT);

@@ -103,9 +103,10 @@ pool_admin_json(struct buf *b, size_t max)
         buf_out_printf(&o,
                        "%s{\"server\":\"%s\",\"era\":\"%s\",\"retired\":%s,\"queued\":%zu,"
                        "\"held\":%zu,\"listeners\":%zu,\"resource_subscriptions\":%zu,"
-                       "\"principal\":",
+                       "\"pooled_sessions\":%zu,\"principal\":",
                        p == pools.pools ? "" : ",", p->name, config_era_words[p->era],
-                       p->retired ? "true" : "false", p->queued, pool_held_in(p), listeners, subs);
+                       p->retired ? "true" : "false", p->queued, pool_held_in(p), listeners, subs,
+                       p->retired || p->key != NULL ? (size_t)0 : p->row->sessions_open);
         /* A principal pool's (its children serve that principal alone), as sessions show owners. */
         if (p->key != NULL)
             jsonrpc_put_quoted(&o, p->key->principal);

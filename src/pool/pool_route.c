@@ -88,8 +88,9 @@ pool_call_stream(struct pool_call *call)
     static uint64_t next_stream_id = 1;
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
-    call->st = stream_new(next_stream_id++, false,
-                          call->rev->resumable ? pools.cfg->replay_buffer_bytes : 0);
+    /* A pooled session's call streams are not resumed either: its drop is its cancel. */
+    bool resumable = call->rev->resumable && revision_over(call->rev, REVISION_STATELESS);
+    call->st = stream_new(next_stream_id++, false, resumable ? pools.cfg->replay_buffer_bytes : 0);
     stream_own(call->st)->owner = call;
     /* The HTTP request reads it from now until pool_stream_detach. */
     stream_own(call->st)->attached = true;
@@ -140,6 +141,7 @@ pool_call_end(struct pool_call *call)
 {
     pool_bridge_forget(call);
     pool_listen_forget(call);
+    pool_session_unlink(call);
     pool_caps_release(call);
     audit_call_end(call->audit);
     call->audit = NULL;
@@ -243,6 +245,24 @@ pool_call_cancel(struct pool_call *call, enum relay_reason why)
 }
 
 void
+pool_call_unqueue(struct pool_call *call)
+{
+    struct pool *p = call->pool;
+    struct pool_call **q = &p->qhead, *prev = NULL;
+    while (*q != NULL && *q != call) {
+        prev = *q;
+        q = &(*q)->qnext;
+    }
+    if (*q == call) {
+        *q = call->qnext;
+        if (p->qtail == call)
+            p->qtail = prev;
+        p->queued--;
+        call->qnext = NULL;
+    }
+}
+
+void
 pool_stream_detach(struct stream *st)
 {
     struct pool_call *call = stream_own(st)->owner;
@@ -255,17 +275,7 @@ pool_stream_detach(struct stream *st)
             pool_call_end(call); /* a listener: the subscription ends */
         } else if (call->c == NULL) {
             struct pool *p = call->pool;
-            struct pool_call **q = &p->qhead, *prev = NULL;
-            while (*q != NULL && *q != call) {
-                prev = *q;
-                q = &(*q)->qnext;
-            }
-            if (*q == call) {
-                *q = call->qnext;
-                if (p->qtail == call)
-                    p->qtail = prev;
-                p->queued--;
-            }
+            pool_call_unqueue(call);
             relay_count(p->stats, RELAY_CANCEL_DISCONNECT);
             audit_call_cancel(call->audit, relay_reasons[RELAY_CANCEL_DISCONNECT].label);
             pool_call_end(call);
@@ -357,11 +367,18 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                const struct jsonrpc_info *info)
 {
     c->used_seq = ++pools.use_seq; /* the least recently used is stopped first (principal pools) */
-    if (!pool_speaks(call->pool, call->rev)) {
+    if (call->sess != NULL && (call->init || call->pool->era == CONFIG_ERA_STATELESS)) {
+        /* A pooled session's initialize is the gateway's to answer, once a child is ready. */
+        pool_session_init_answer(call, body + info->id.off, info->id.len);
+        return 0;
+    }
+    if (call->sess != NULL) {
+        /* Its methods were judged by the session (pool_session_request): legacy, passed on. */
+    } else if (!pool_speaks(call->pool, call->rev)) {
         pool_call_refuse_version(call, body + info->id.off, info->id.len);
         return 0;
     }
-    if (!pool_method_served(call->pool, call->rev, info->method)) {
+    if (call->sess == NULL && !pool_method_served(call->pool, call->rev, info->method)) {
         pool_call_error(call, body + info->id.off, info->id.len, JSONRPC_METHOD_NOT_FOUND,
                         "Method not found");
         return 0;
@@ -611,7 +628,8 @@ pool_child_log(void *owner, const char *line, size_t len, const struct jsonrpc_i
     }
     struct pool_call *call = only->owner;
     int level = pool_log_level(line, info->level);
-    if (call->log_level < 0 || level < call->log_level) {
+    int want = call->sess != NULL ? call->sess->log_level : call->log_level;
+    if (want < 0 || level < want) {
         c->pool->row->ctr.logs_filtered++;
         return;
     }
@@ -633,9 +651,8 @@ static void
 pool_child_request(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     struct pool_child *c = owner;
-    (void)len;
     if (strcmp(info->method, "ping") != 0) {
-        pool_bridge_ask(c, line, info);
+        pool_bridge_ask(c, line, len, info);
         return;
     }
     size_t idlen = info->id.len <= pools.cfg->max_id_bytes ? info->id.len : 0;
@@ -655,8 +672,7 @@ pool_child_withdrawn(void *owner, struct pending *p, const char *line, size_t le
                      const struct jsonrpc_info *info)
 {
     (void)p; /* a pool child's questions are held by their calls, not in the table */
-    (void)len;
-    pool_bridge_withdrawn(owner, line, info);
+    pool_bridge_withdrawn(owner, line, len, info);
 }
 
 /* Any other notification: a legacy child's list change or update may be a listen's. */
@@ -665,8 +681,20 @@ pool_child_notification(void *owner, const char *line, size_t len,
                         const struct jsonrpc_info *info)
 {
     struct pool_child *c = owner;
-    (void)len;
-    if (c->pool->era != CONFIG_ERA_LEGACY || !pool_listen_notify(c, line, info))
+    if (c->pool->era != CONFIG_ERA_LEGACY) {
+        c->pool->row->ctr.unattributed++;
+        return;
+    }
+    /* A list change is every session's of the server (their GET streams), and listeners'. */
+    size_t n = strlen(info->method);
+    bool sessions = false;
+    if (c->state == POOL_CHILD_READY && n > 13 && strcmp(info->method + n - 13, "/list_changed") == 0
+        && strncmp(info->method, "notifications/", 14) == 0)
+        sessions = pool_session_fanout(c->pool, line, len);
+    else if (c->state == POOL_CHILD_READY
+             && strcmp(info->method, "notifications/resources/updated") == 0)
+        sessions = pool_session_updated(c->pool, line, len, info);
+    if (!pool_listen_notify(c, line, info) && !sessions)
         c->pool->row->ctr.unattributed++;
 }
 
@@ -674,7 +702,7 @@ pool_child_notification(void *owner, const char *line, size_t len,
 static bool
 pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
 {
-    return pool_listen_answer(owner, line, info);
+    return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info);
 }
 
 static void

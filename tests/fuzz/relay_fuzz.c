@@ -26,6 +26,12 @@
  *     small or past stream_queue_bytes), the withdrawal of a question, a list change or resource
  *     update, its end (gone), a full stdin or a failing next write; while its stdout is paused
  *     it writes nothing;
+ *   pooled sessions (header: b2 & 64 adds session_mode = pooled, era never stateless then): an
+ *     initialize by alice or bob (pool_session_initialize, answered from the pool's handshake
+ *     once a child is ready), a request in one of them (tools/call with a progress token,
+ *     tools/list, ping, logging/setLevel, resources/read, tasks/get; or its GET stream), as its
+ *     principal or mallory (404), the client's cancel of one of its requests, an answer to a
+ *     question it may have been asked, DELETE;
  *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
  *     (pool_set_config with a fresh configuration, maybe another era or tool policy; the old ones
  *     are freed as main.c does, once pool_uses_config is false), the next spawn fails,
@@ -54,6 +60,10 @@
  *     tool" (-32602) by the gateway, and only such a call is; a tools/list answer names no tool
  *     hidden from its principal;
  *   - a drained server refuses every new request (503) and no retry of a call in flight;
+ *   - a pooled session's streams carry only its own answers and progress (the checks above, its
+ *     questions with ids the gateway minted), its calls point back at it and its count is its
+ *     list's, a GET stream not ended belongs to a session still there, and only its principal
+ *     reaches it; its sessions count toward max_sessions_per_principal (the tally below);
  *   - per-principal counts (quota.h, by server name) equal what is in flight in every pool,
  *     retired or not: calls, held calls, listens and their URIs; a new request is admitted only
  *     under the limit the header's third byte set (principal_keys), whatever restarts and
@@ -150,6 +160,7 @@ struct req {
     char bids[BATCH_MAX][24];
     char btokens[BATCH_MAX][24];
     bool banswered[BATCH_MAX];
+    bool pooled;      /* pool mode: a pooled session's (session_mode = pooled; sid names it) */
     bool hidden;      /* pool mode: a tools/call of a tool its principal may not see (policy) */
     unsigned variant; /* pool mode: the tool policy it was judged by (policy_hides) */
     char id[24];      /* raw JSON */
@@ -186,6 +197,12 @@ static char sids[SESS_MAX][CRYPTO_SESSION_ID_MAX]; /* sessions made, live or not
 static size_t nsids;
 static unsigned nsighup; /* session mode: reloads so far in this run */
 static char *big;        /* BIG_BYTES of filler */
+/* Pool mode, session_mode = pooled: the pooled sessions made (live or not), and whose. */
+static struct {
+    char sid[CRYPTO_SESSION_ID_MAX];
+    const char *principal;
+} psess[SESS_MAX];
+static size_t npsess;
 
 /* What RELAY_FUZZ_SKIP can steer away from, each a kind of bug this fuzzer has found. */
 enum skip_what {
@@ -350,8 +367,11 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
         "tool_scopes = u:w\n",
         "allowed_tools = t\ntool_scopes = t:w\n",
     };
+    /* Pool mode: legacy sessions served by the pool (never with era = stateless). */
+    bool pooled = !RELAY_SESSIONS && (b2 & 64);
     if (!RELAY_SESSIONS)
-        snprintf(server_keys, sizeof server_keys, "%s", policies[(b0 >> 2) & 3]);
+        snprintf(server_keys, sizeof server_keys, "%s%s", policies[(b0 >> 2) & 3],
+                 pooled ? "session_mode = pooled\n" : "");
     if (RELAY_SESSIONS) {
         snprintf(session_keys, sizeof session_keys,
                  "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n"
@@ -369,7 +389,8 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
              "pool_child_max_inflight = %u\npool_warm_children = %u\npool_idle_timeout_s = 2\n"
              "pool_start_timeout_ms = 500\npool_max_restarts_per_min = %u\n"
              "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n%s%s",
-             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3],
+             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "",
+             pooled && (b0 & 3) == 1 ? "auto     " : eras[b0 & 3],
              1 + ((b1 >> 2) & 3), (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10,
              timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3], server_keys,
              limits);
@@ -459,6 +480,8 @@ sighup(unsigned arg)
         if (e != NULL) {
             static const char *const eras[] = { "legacy   ", "stateless", "auto     " };
             const char *with = eras[(arg >> 1) % 3];
+            if (strstr(ini, "session_mode = pooled") != NULL && with == eras[1])
+                with = eras[2]; /* pooled needs a legacy child: auto finds it */
             if (strncmp(e + 6, "legacy   ", 9) == 0 || strncmp(e + 6, "stateless", 9) == 0
                 || strncmp(e + 6, "auto     ", 9) == 0)
                 memcpy(e + 6, with, 9);
@@ -480,6 +503,8 @@ detach(struct req *r)
     r->detached = true;
     if (sessions_mode)
         session_stream_detach(r->sid, r->st);
+    else if (r->pooled)
+        pool_session_detach(r->sid, r->st);
     else
         pool_stream_detach(r->st);
     r->st = NULL;
@@ -600,6 +625,13 @@ check_message(struct req *r, char *data, size_t len)
         }
         return;
     case JSONRPC_REQUEST:
+        /* A pooled session's question: an id the gateway minted, on one of its own streams. */
+        if (r->pooled) {
+            FUZZ_CHECK(info.id.len > 11 && memcmp(data + info.id.off, "\"mcpgw-ask-", 11) == 0,
+                       "request %s: a question with an id the gateway did not mint: %.200s",
+                       r->id, data);
+            return;
+        }
         /* A session's child may ask its client (it goes on a stream); a pool's never does. */
         FUZZ_CHECK(sessions_mode, "request %s got a request: %.200s", r->id, data);
         question_seen(r, data, info.id);
@@ -857,6 +889,144 @@ client_retry(unsigned a, unsigned b)
     }
     struct req copy = *of; /* R may not move, but of is only read before nreq++ */
     client_request(a, b, &copy, state);
+}
+
+/* --- pooled sessions (session_mode = pooled) ------------------------------------------------ */
+
+/* A pooled session's initialize, by alice or bob. */
+static void
+pooled_init(unsigned a)
+{
+    if (nreq == REQ_MAX || npsess == SESS_MAX)
+        return;
+    struct req *r = &R[nreq];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->id, sizeof r->id, "%u", ++id_seq);
+    snprintf(r->method, sizeof r->method, "initialize");
+    r->principal = (a & 1) ? "bob" : "alice";
+    r->pooled = true;
+    static const char *const asked[] = { "2025-06-18", "2025-03-26", "2025-11-25", "2099-01-01" };
+    char body[512];
+    size_t len = (size_t)snprintf(
+        body, sizeof body,
+        "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"initialize\",\"params\":{"
+        "\"protocolVersion\":\"%s\",\"capabilities\":{%s},\"clientInfo\":{\"name\":\"f\","
+        "\"version\":\"1\"}}}",
+        r->id, asked[(a >> 1) & 3], (a & 8) ? "\"sampling\":{},\"roots\":{}" : "");
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    struct pool_meta meta = { .log_level = -1, .principal = r->principal };
+    meta.grants = grants_of(r->principal);
+    enum pool_status status = POOL_OK;
+    struct pool_session *s = NULL;
+    r->st = pool_session_initialize(&cur_cfg()->servers[0], body, len, &info, &meta, &s, &status);
+    if (r->st == NULL) {
+        FUZZ_CHECK(status != POOL_OK, "pool_session_initialize: no stream and no error status");
+        r->refused = true;
+    } else {
+        snprintf(r->sid, sizeof r->sid, "%s", pool_session_id(s));
+        FUZZ_CHECK(pool_session_named(r->sid), "a pooled session's id %s is not of the pooled "
+                   "form", r->sid);
+        snprintf(psess[npsess].sid, sizeof psess[0].sid, "%s", r->sid);
+        psess[npsess++].principal = r->principal;
+    }
+    nreq++;
+}
+
+/* A request in one of the pooled sessions (as its principal, or another: 404). */
+static void
+pooled_request(unsigned a, unsigned b)
+{
+    if (nreq == REQ_MAX || npsess == 0)
+        return;
+    struct req *r = &R[nreq];
+    memset(r, 0, sizeof(*r));
+    size_t k = a % npsess;
+    const char *principal = (b & 128) ? "mallory" : psess[k].principal;
+    struct pool_session *s = pool_session_find(psess[k].sid, &cur_cfg()->servers[0], principal);
+    if (s == NULL)
+        return; /* 404 */
+    FUZZ_CHECK(strcmp(principal, psess[k].principal) == 0, "%s reached %s's pooled session",
+               principal, psess[k].principal);
+    snprintf(r->sid, sizeof r->sid, "%s", psess[k].sid);
+    r->principal = principal;
+    r->pooled = true;
+    if ((b & 7) == 7) {
+        enum pool_status status = POOL_OK;
+        r->st = pool_session_get(s, &status);
+        r->get = true;
+        r->refused = r->st == NULL;
+        nreq++;
+        return;
+    }
+    /* Ids repeat across sessions (c1, 1001, ...), never within one's calls in flight. */
+    unsigned n = ++id_seq;
+    snprintf(r->id, sizeof r->id, (n & 1) ? "\"c%u\"" : "%u", n & 1 ? n : 1000 + n);
+    static const char *const m[] = { "tools/call", "tools/call", "tools/list", "ping",
+                                     "logging/setLevel", "resources/read", "tasks/get" };
+    const char *method = m[(b >> 3) % 7];
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->name, sizeof r->name, "%s", (b & 64) ? "u" : "t");
+    snprintf(r->token, sizeof r->token, "\"p%u\"", n);
+    char body[512];
+    size_t len = (size_t)snprintf(
+        body, sizeof body,
+        "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{\"name\":\"%s\","
+        "\"uri\":\"%s\",\"level\":\"%s\",\"_meta\":{\"progressToken\":%s}}}",
+        r->id, method, r->name, r->name, (b & 1) ? "debug" : "error", r->token);
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    struct pool_meta meta = { .log_level = -1, .principal = principal };
+    meta.grants = grants_of(principal);
+    r->variant = (cfg_b0 >> 2) & 3;
+    enum pool_status status = POOL_OK;
+    r->st = pool_session_request(s, &cur_cfg()->servers[0], body, len, &info, &meta, &status);
+    bool hidden = strcmp(method, "tools/call") == 0 && policy_hides(r->variant, principal, r->name);
+    r->refused = r->st == NULL;
+    r->hidden = r->st != NULL && hidden;
+    nreq++;
+}
+
+/* The client's own message in a pooled session: a cancel, an answer to a question, DELETE. */
+static void
+pooled_other(unsigned a, unsigned b)
+{
+    if (npsess == 0)
+        return;
+    size_t k = a % npsess;
+    struct pool_session *s =
+        pool_session_find(psess[k].sid, &cur_cfg()->servers[0], psess[k].principal);
+    if (s == NULL)
+        return;
+    if ((b & 3) == 3) {
+        pool_session_delete(s);
+        return;
+    }
+    char body[256];
+    size_t len;
+    if ((b & 3) == 2) {
+        len = (size_t)snprintf(body, sizeof body,
+                               "{\"jsonrpc\":\"2.0\",\"id\":\"mcpgw-ask-%u\",\"result\":{}}",
+                               1 + ((b >> 2) & 7));
+    } else {
+        /* Its cancel of one of its requests (or of an id it never sent). */
+        struct req *of = NULL;
+        size_t n = (b >> 2) & 15;
+        for (size_t i = 0; i < nreq && of == NULL; i++)
+            if (R[i].pooled && !R[i].get && R[i].id[0] != '\0' && strcmp(R[i].sid, psess[k].sid) == 0
+                && strcmp(R[i].method, "initialize") != 0 && n-- == 0)
+                of = &R[i];
+        len = (size_t)snprintf(body, sizeof body,
+                               "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                               "\"params\":{\"requestId\":%s}}",
+                               of != NULL ? of->id : "\"none\"");
+        if (of != NULL)
+            of->cancelled = true; /* its stream may end with no answer */
+    }
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    FUZZ_CHECK(pool_session_other(s, body, len, &info) == POOL_OK, "a pooled session's %s refused",
+               body);
 }
 
 static struct req *
@@ -1982,6 +2152,22 @@ check_principals(void)
         tally_call(h);
     for (const struct pool_call *d = pools.due; d != NULL; d = d->dnext)
         tally_call(d);
+    size_t npooled = 0;
+    for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next) {
+        npooled++;
+        tally_add(s->quota, QUOTA_GATEWAY, s->principal, QUOTA_SESSIONS, 1);
+        if (s->nuris > 0)
+            tally_add(s->uris_quota, s->server, s->principal, QUOTA_URIS, s->nuris);
+        size_t calls = 0;
+        for (const struct pool_call *c = s->calls; c != NULL; c = c->snext) {
+            calls++;
+            FUZZ_CHECK(c->sess == s, "a pooled session's call points at another session");
+        }
+        FUZZ_CHECK(calls == s->ncalls, "pooled session %s: ncalls %zu, its list %zu", s->id,
+                   s->ncalls, calls);
+    }
+    FUZZ_CHECK(npooled == pool_session_count(), "%zu pooled sessions counted, %zu listed",
+               pool_session_count(), npooled);
     for (size_t i = 0; i < sessions.nbuckets; i++)
         for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
             tally_add(s->quota, QUOTA_GATEWAY, s->owner->name, QUOTA_SESSIONS, 1);
@@ -2197,6 +2383,13 @@ check_all(void)
         const struct stream *st = R[i].st;
         if (st == NULL || stream_ended(st))
             continue;
+        if (R[i].pooled && R[i].get) {
+            /* A pooled session's GET stream is its session's, open while the session is. */
+            FUZZ_CHECK(pool_session_find(R[i].sid, &cur_cfg()->servers[0], R[i].principal)
+                           != NULL,
+                       "a GET stream not ended of a pooled session that is gone");
+            continue;
+        }
         FUZZ_CHECK(stream_own_const(st)->owner != NULL,
                    "request %s: its stream is not ended and has no call", R[i].id);
         FUZZ_CHECK(reachable(stream_own_const(st)->owner),
@@ -2210,7 +2403,7 @@ static void
 run_event(unsigned op)
 {
     unsigned a = next_byte(), b = next_byte();
-    unsigned ev = sessions_mode ? op % SESSION_EVENTS : op % 20;
+    unsigned ev = sessions_mode ? op % SESSION_EVENTS : op % 23;
     struct pool_child *c = NULL;
     if (trace)
         fprintf(stderr, "relay: event %u a=%u b=%u at %" PRIu64 " ms\n", ev, a, b,
@@ -2310,6 +2503,18 @@ run_event(unsigned op)
             pool_sweep(util_now_ms());
         }
         break;
+    case 19:
+        if (!closed && strstr(ini, "session_mode = pooled") != NULL)
+            pooled_init(a);
+        break;
+    case 20:
+        if (!closed)
+            pooled_request(a, b);
+        break;
+    case 21:
+        if (!closed)
+            pooled_other(a, b);
+        break;
     default:
         advance(1 + (a & 63));
         break;
@@ -2398,6 +2603,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     relay_now_us = START_US;
     closed = false;
     nreq = 0;
+    npsess = 0;
     id_seq = ask_seq = 0;
     unsigned b0 = next_byte(), b1 = next_byte(), b2 = next_byte();
     cfg_b0 = b0;

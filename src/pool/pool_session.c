@@ -1,0 +1,788 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Legacy sessions served by the pool (session_mode = pooled; pool.h): a session owns no child.
+ * Its record holds what a child would keep per connection (its calls, its log level, its GET
+ * stream); everything else is the pool's: the session's initialize is answered by the gateway
+ * from the pool's own handshake with its children (pool_start.c keeps it), and each request is a
+ * pool call (pool_request) on whichever child the pool picks, with the id and the progress token
+ * minted per child, so two sessions on one child never see each other's answers or progress.
+ *
+ * Lifetimes: the table owns a session; pool_session_close is its one close path (DELETE, idle
+ * expiry, shutdown), which ends every call of the session first (each call's one end is
+ * pool_call_end, which unlinks it here) and frees the record. A call points at its session only
+ * while linked in its list. Nothing else keeps a pointer to a session across a loop turn: the
+ * HTTP front looks it up by id at each request.
+ */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit.h"
+#include "crypto.h"
+#include "log.h"
+#include "pool_int.h"
+
+static struct {
+    struct pool_names t;       /* by id */
+    struct pool_session *all;  /* every session, newest first */
+    size_t n;
+    uint64_t next_stream_id;
+} pss;
+
+#define PSS_LINK offsetof(struct pool_session, hnext)
+#define PSS_URIS_MAX 256     /* resources/subscribe URIs one session may hold */
+#define PSS_URI_MAX  2048    /* bytes of one URI */
+#define PSS_LEVEL_ID "mcpgw-log-"
+
+static const char *const pss_levels[8] = { "debug", "info",     "notice", "warning",
+                                           "error", "critical", "alert",  "emergency" };
+
+static const char pool_session_stateless_text[] =
+    "this server's children speak only the stateless revision (2026-07-28): session_mode = "
+    "pooled serves legacy (initialize-based) children only";
+
+bool
+pool_session_named(const char *id)
+{
+    const char *dot = strchr(id, '.');
+    return (dot != NULL ? dot[1] : id[0]) == '~';
+}
+
+/* A new id of the pooled form: the instance prefix, '~', 128 random bits (crypto.h). */
+static int
+pool_session_new_id(char out[CRYPTO_SESSION_ID_MAX])
+{
+    char raw[CRYPTO_SESSION_ID_MAX];
+    if (crypto_session_id(pools.cfg->instance_id, raw) == -1)
+        return -1;
+    const char *dot = strchr(raw, '.');
+    size_t head = dot != NULL ? (size_t)(dot - raw) + 1 : 0;
+    if (strlen(raw) + 2 > CRYPTO_SESSION_ID_MAX)
+        return -1;
+    memcpy(out, raw, head);
+    out[head] = '~';
+    memcpy(out + head + 1, raw + head, strlen(raw + head) + 1);
+    return 0;
+}
+
+size_t
+pool_session_count(void)
+{
+    return pss.n;
+}
+
+const struct pool_session *
+pool_sessions_all(void)
+{
+    return pss.all;
+}
+
+const char *
+pool_session_id(const struct pool_session *s)
+{
+    return s->id;
+}
+
+struct pool_session *
+pool_session_find(const char *id, const struct config_server *srv, const char *principal)
+{
+    struct pool_session *s = pool_names_find(&pss.t, id, PSS_LINK);
+    if (s == NULL || s->failed || strcmp(s->server, srv->name) != 0
+        || strcmp(s->principal, principal != NULL ? principal : "") != 0)
+        return NULL;
+    return s;
+}
+
+/*
+ * The revision a session gets: the client's when the gateway serves it over Streamable HTTP and
+ * the children speak it (not newer than theirs); else the children's, else the newest.
+ */
+static const struct revision *
+pool_session_negotiate(const char *asked, const char *child)
+{
+    const struct revision *c = revision_named(child);
+    if (!revision_over(c, REVISION_STREAMABLE))
+        c = revision_newest(REVISION_STREAMABLE);
+    const struct revision *a = revision_named(asked);
+    if (revision_over(a, REVISION_STREAMABLE) && revision_bit(a) <= revision_bit(c))
+        return a;
+    return c;
+}
+
+/* A stream already carrying one message of the gateway's, ended: no call, no child. */
+static struct stream *
+pool_session_local(const char *msg, size_t len)
+{
+    struct stream *st = stream_new(++pss.next_stream_id, false, 0);
+    struct iovec iov = { (void *)(uintptr_t)msg, len };
+    stream_push_message(st, &iov, 1);
+    stream_end(st);
+    stream_own(st)->attached = true;
+    return st;
+}
+
+static struct stream *
+pool_session_result(const struct jsonrpc_info *info, const char *body, const char *result)
+{
+    char m[256 + JSONRPC_METHOD_MAX];
+    int n = snprintf(m, sizeof m, "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"result\":%s}",
+                     (int)info->id.len, body + info->id.off, result);
+    return pool_session_local(m, (size_t)n);
+}
+
+static struct stream *
+pool_session_error(const struct jsonrpc_info *info, const char *body, int code, const char *why)
+{
+    size_t len;
+    char *e = jsonrpc_error_new(body + info->id.off, info->id.len, code, why, &len);
+    struct stream *st = pool_session_local(e, len);
+    free(e);
+    return st;
+}
+
+/* --- log levels: each session's own, the children at the most verbose one asked ----------- */
+
+/* Sends c logging/setLevel at level, as the gateway's own request (no entry in c's table). */
+static void
+pool_session_level_send(struct pool_child *c, struct pool_server *row, int level)
+{
+    char m[160];
+    int n = snprintf(m, sizeof m,
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"" PSS_LEVEL_ID "%" PRIu64
+                     "\",\"method\":\"logging/setLevel\",\"params\":{\"level\":\"%s\"}}\n",
+                     ++row->levels_sent, pss_levels[level]);
+    struct iovec iov = { m, (size_t)n };
+    if (pool_send(c, &iov, 1) == -1)
+        log_warn(c->tag, "logging/setLevel not delivered: child stdin full");
+}
+
+/* The most verbose level the sessions of row's server asked changed: every child is told. */
+static void
+pool_session_levels_changed(const char *server)
+{
+    struct pool_server *row = pool_server_of(server);
+    int level = -1;
+    for (int i = 0; i < 8 && level < 0; i++)
+        if (row->levels_asked[i] > 0)
+            level = i;
+    if (level < 0 || level + 1 == row->child_level1)
+        return; /* none asks any more: the children stay where they are */
+    row->child_level1 = level + 1;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        if (!p->retired && strcmp(p->name, server) == 0 && p->era == CONFIG_ERA_LEGACY)
+            for (struct pool_child *c = p->children; c != NULL; c = c->next)
+                if (c->state == POOL_CHILD_READY)
+                    pool_session_level_send(c, row, level);
+}
+
+static void
+pool_session_set_level(struct pool_session *s, int level)
+{
+    struct pool_server *row = pool_server_of(s->server);
+    if (s->level_asked)
+        row->levels_asked[s->log_level]--;
+    s->log_level = level;
+    s->level_asked = level >= 0;
+    if (level >= 0)
+        row->levels_asked[level]++;
+    pool_session_levels_changed(s->server);
+}
+
+void
+pool_session_child_ready(struct pool_child *c)
+{
+    struct pool_server *row = c->pool->row;
+    if (c->pool->era == CONFIG_ERA_LEGACY && row->child_level1 > 0)
+        pool_session_level_send(c, row, row->child_level1 - 1);
+}
+
+bool
+pool_session_level_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
+{
+    if (info->id_type != JSONRPC_ID_STRING || info->id.len < sizeof PSS_LEVEL_ID + 1
+        || memcmp(line + info->id.off + 1, PSS_LEVEL_ID, sizeof PSS_LEVEL_ID - 1) != 0)
+        return false;
+    if (info->kind == JSONRPC_ERROR)
+        log_info(c->tag, "child refused the gateway's logging/setLevel");
+    return true;
+}
+
+/* --- resources/subscribe: each session's URIs, referenced once at the pool ----------------- */
+
+/* The session's URIs are referenced at its server's current shared pool (placed at a child). */
+static void
+pool_session_subs_place(struct pool_session *s)
+{
+    if (s->sub_pool != NULL || s->nuris == 0)
+        return;
+    s->sub_pool = pool_shared_of(s->server);
+    for (size_t i = 0; s->sub_pool != NULL && i < s->nuris; i++)
+        pool_sub_ref(s->sub_pool, s->uris[i]);
+}
+
+static void
+pool_session_subs_drop(struct pool_session *s)
+{
+    for (size_t i = 0; s->sub_pool != NULL && i < s->nuris; i++)
+        pool_sub_unref(s->sub_pool, s->uris[i]);
+    s->sub_pool = NULL;
+}
+
+void
+pool_session_pool_retired(struct pool *p)
+{
+    for (struct pool_session *s = pss.all; s != NULL; s = s->next)
+        if (s->sub_pool == p)
+            pool_session_subs_drop(s); /* placed again by the sweep, in the server's next pool */
+}
+
+/* resources/subscribe or unsubscribe (add) of the session: answered by the gateway. */
+static struct stream *
+pool_session_subscribe(struct pool_session *s, const struct config_server *srv, const char *body,
+                       const struct jsonrpc_info *info, bool add)
+{
+    char uri[PSS_URI_MAX + 1];
+    if (config_server_per_principal(srv))
+        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND,
+                                  "resources/subscribe is not served in pooled sessions of a "
+                                  "server with per-principal credentials");
+    if (info->uri.len == 0 || !jsonrpc_string_at(body, info->uri, uri, sizeof uri, NULL))
+        return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
+                                  "params.uri must be a string of at most 2048 bytes");
+    size_t i = 0;
+    while (i < s->nuris && strcmp(s->uris[i], uri) != 0)
+        i++;
+    if (add && i == s->nuris) {
+        uint64_t max = srv->max_listen_uris_per_principal;
+        if (s->nuris >= PSS_URIS_MAX
+            || (max > 0 && quota_of(srv->name, s->principal, QUOTA_URIS) >= max))
+            return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
+                                      "too many subscriptions (at most 256 a session, and "
+                                      "max_listen_uris_per_principal)");
+        if (s->uris == NULL)
+            s->uris = xcalloc(PSS_URIS_MAX, sizeof(*s->uris));
+        s->uris[s->nuris++] = xstrdup(uri);
+        if (s->uris_quota == NULL)
+            s->uris_quota = quota_take(srv->name, s->principal, QUOTA_URIS, 1);
+        else
+            quota_add(s->uris_quota, QUOTA_URIS, 1);
+        if (s->sub_pool != NULL)
+            pool_sub_ref(s->sub_pool, uri);
+        else
+            pool_session_subs_place(s);
+    } else if (!add && i < s->nuris) {
+        if (s->sub_pool != NULL)
+            pool_sub_unref(s->sub_pool, uri);
+        free(s->uris[i]);
+        s->uris[i] = s->uris[--s->nuris];
+        quota_give(s->uris_quota, QUOTA_URIS, 1);
+        if (s->nuris == 0)
+            s->uris_quota = NULL; /* its last count given back */
+    }
+    return pool_session_result(info, body, "{}");
+}
+
+bool
+pool_session_updated(struct pool *p, const char *line, size_t len, const struct jsonrpc_info *info)
+{
+    char uri[PSS_URI_MAX + 1];
+    if (info->uri.len == 0 || !jsonrpc_string_at(line, info->uri, uri, sizeof uri, NULL))
+        return false;
+    bool sent = false;
+    struct iovec iov = { (void *)(uintptr_t)line, len };
+    for (struct pool_session *s = pss.all; s != NULL; s = s->next) {
+        if (s->sub_pool != p || s->get == NULL)
+            continue;
+        for (size_t i = 0; i < s->nuris; i++)
+            if (strcmp(s->uris[i], uri) == 0) {
+                sent = true;
+                if (stream_pending(s->get) > pools.cfg->stream_queue_bytes)
+                    p->row->ctr.slow_dropped++;
+                else
+                    stream_push_shared(s->get, &iov, 1, pools.line);
+                break;
+            }
+    }
+    return sent;
+}
+
+/* The session leaves the table and is freed (no call of it is left). */
+static void
+pool_session_free(struct pool_session *s)
+{
+    if (s->linked) {
+        pool_names_del(&pss.t, s, PSS_LINK);
+        if (s->prev != NULL)
+            s->prev->next = s->next;
+        else
+            pss.all = s->next;
+        if (s->next != NULL)
+            s->next->prev = s->prev;
+        pss.n--;
+        pool_server_of(s->server)->sessions_open--;
+    }
+    if (s->quota != NULL)
+        quota_give(s->quota, QUOTA_SESSIONS, 1);
+    if (s->level_asked) {
+        pool_server_of(s->server)->levels_asked[s->log_level]--;
+        s->level_asked = false;
+        pool_session_levels_changed(s->server); /* the next most verbose one asked, if any */
+    }
+    pool_session_subs_drop(s);
+    for (size_t i = 0; i < s->nuris; i++)
+        free(s->uris[i]);
+    if (s->nuris > 0)
+        quota_give(s->uris_quota, QUOTA_URIS, s->nuris);
+    free(s->uris);
+    free(s->id);
+    free(s->server);
+    free(s->principal);
+    free(s);
+}
+
+/*
+ * A call of the session ends now, with why: one still queued leaves the queue and gets its
+ * error with the id its queued body names (nothing was sent to a child).
+ */
+static void
+pool_session_cancel_call(struct pool_call *call, enum relay_reason why)
+{
+    if (call->c == NULL) {
+        pool_call_unqueue(call);
+        relay_count(call->pool->stats, why);
+        audit_call_cancel(call->audit, relay_reasons[why].label);
+        pool_call_fail(call, JSONRPC_INTERNAL_ERROR, relay_reasons[why].text);
+        return;
+    }
+    pool_call_cancel(call, why);
+}
+
+/* The one close path: every call cancelled for why, the GET stream ended, the record freed. */
+static void
+pool_session_close(struct pool_session *s, enum relay_reason why)
+{
+    while (s->calls != NULL)
+        pool_session_cancel_call(s->calls, why);
+    if (s->get != NULL) {
+        stream_end(s->get);
+        stream_unref(s->get);
+        s->get = NULL;
+    }
+    log_info(s->id, "pooled session ended: %s", relay_reasons[why].text);
+    pool_session_free(s);
+}
+
+void
+pool_session_unlink(struct pool_call *call)
+{
+    struct pool_session *s = call->sess;
+    if (s == NULL)
+        return;
+    if (call->sprev != NULL)
+        call->sprev->snext = call->snext;
+    else
+        s->calls = call->snext;
+    if (call->snext != NULL)
+        call->snext->sprev = call->sprev;
+    s->ncalls--;
+    /* An initialize that ended unanswered (refused, timed out): the session is no session. */
+    if (call->init && s->rev == NULL) {
+        s->failed = true; /* closed by the next sweep; its GET stream has nothing to wait for */
+        if (s->get != NULL)
+            stream_end(s->get);
+    }
+    call->sess = NULL;
+    call->sprev = call->snext = NULL;
+}
+
+void
+pool_session_link(struct pool_call *call, struct pool_session *s)
+{
+    call->sess = s;
+    call->sprev = NULL;
+    call->snext = s->calls;
+    if (s->calls != NULL)
+        s->calls->sprev = call;
+    s->calls = call;
+    s->ncalls++;
+}
+
+void
+pool_session_init_answer(struct pool_call *call, const char *id, size_t idlen)
+{
+    struct pool *p = call->pool;
+    struct pool_session *s = call->sess;
+    if (p->era == CONFIG_ERA_STATELESS || p->init_members == NULL) {
+        pool_call_error(call, id, idlen, JSONRPC_INTERNAL_ERROR,
+                        p->era == CONFIG_ERA_STATELESS ? pool_session_stateless_text
+                                                       : "the server's handshake is not known");
+        return;
+    }
+    s->rev = pool_session_negotiate(s->asked, p->init_version);
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    static const char mid[] = ",\"result\":{\"protocolVersion\":\"";
+    struct iovec iov[7] = {
+        { (void *)(uintptr_t)head, sizeof head - 1 },
+        { (void *)(uintptr_t)id, idlen },
+        { (void *)(uintptr_t)mid, sizeof mid - 1 },
+        { (void *)(uintptr_t)s->rev->name, strlen(s->rev->name) },
+        { (void *)(uintptr_t)(p->init_members_len > 0 ? "\"," : "\""),
+          p->init_members_len > 0 ? 2 : 1 },
+        { p->init_members, p->init_members_len },
+        { (void *)(uintptr_t) "}}", 2 },
+    };
+    p->row->ctr.answered++;
+    pool_push(call, iov, 7);
+    log_debug(s->id, "pooled session initialized: %s (the client asked %s)", s->rev->name,
+              s->asked[0] != '\0' ? s->asked : "none");
+    pool_call_end(call);
+}
+
+struct stream *
+pool_session_initialize(const struct config_server *srv, char *body, size_t len,
+                        const struct jsonrpc_info *info, struct pool_meta *meta,
+                        struct pool_session **out, enum pool_status *status)
+{
+    if (pools.draining) {
+        *status = POOL_E_DRAINING;
+        return NULL;
+    }
+    const char *principal = meta->principal != NULL ? meta->principal : "";
+    if (!quota_fits(QUOTA_GATEWAY, principal, QUOTA_SESSIONS,
+                    pools.cfg->auth.max_sessions_per_principal)) {
+        meta->why = "too many sessions for this principal (max_sessions_per_principal)";
+        *status = POOL_E_PRINCIPAL;
+        return NULL;
+    }
+    char id[CRYPTO_SESSION_ID_MAX];
+    if (pool_session_new_id(id) == -1) {
+        meta->why = "no randomness for a session id";
+        *status = POOL_E_UNAVAILABLE;
+        return NULL;
+    }
+    struct pool_session *s = xcalloc(1, sizeof(*s));
+    s->id = xstrdup(id);
+    s->server = xstrdup(srv->name);
+    s->principal = xstrdup(principal);
+    if (info->params.len == 0
+        || !jsonrpc_member_string(body + info->params.off, info->params.len, "protocolVersion",
+                                  s->asked, sizeof s->asked))
+        s->asked[0] = '\0';
+    struct jsonrpc_span caps;
+    if (info->params.len > 0 && jsonrpc_member_at(body, info->params, "capabilities", &caps) == 0
+        && caps.len > 0 && body[caps.off] == '{')
+        s->caps = pool_caps_declared(body, caps);
+    s->last_ms = util_now_ms();
+    s->created_unix_ms = util_now_unix_ms();
+    s->quota = quota_take(QUOTA_GATEWAY, principal, QUOTA_SESSIONS, 1);
+    pool_names_add(&pss.t, s, PSS_LINK);
+    s->next = pss.all;
+    if (pss.all != NULL)
+        pss.all->prev = s;
+    pss.all = s;
+    pss.n++;
+    pool_server_of(s->server)->sessions_open++;
+    s->linked = true;
+    meta->session = s;
+    meta->rev = revision_newest(REVISION_STREAMABLE); /* until the answer negotiates it */
+    struct stream *st = pool_request(srv, body, len, info, meta, status);
+    if (st == NULL) {
+        pool_session_free(s);
+        return NULL;
+    }
+    const struct log_field f[] = { { "server", srv->name, false },
+                                   { "principal", principal, false } };
+    log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f), "pooled session created: server=%s owner=%s",
+               srv->name, principal);
+    *out = s;
+    return st;
+}
+
+static bool
+pool_session_unserved(const char *method)
+{
+    return strncmp(method, "tasks/", 6) == 0;
+}
+
+struct stream *
+pool_session_request(struct pool_session *s, const struct config_server *srv, char *body,
+                     size_t len, const struct jsonrpc_info *info, struct pool_meta *meta,
+                     enum pool_status *status)
+{
+    s->last_ms = util_now_ms();
+    if (s->rev == NULL) {
+        *status = POOL_E_GONE; /* initialize not answered yet: nothing to serve it as */
+        meta->why = "the session's initialize has not been answered";
+        return NULL;
+    }
+    const char *m = info->method;
+    if (strcmp(m, "ping") == 0)
+        return pool_session_result(info, body, "{}");
+    if (strcmp(m, "logging/setLevel") == 0) {
+        int level = info->level.len > 0 ? pool_log_level(body, info->level) : -1;
+        if (level < 0)
+            return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
+                                      "params.level must be a log level (debug .. emergency)");
+        pool_session_set_level(s, level);
+        return pool_session_result(info, body, "{}");
+    }
+    if (strcmp(m, "resources/subscribe") == 0 || strcmp(m, "resources/unsubscribe") == 0)
+        return pool_session_subscribe(s, srv, body, info, m[10] == 's');
+    if (pool_session_unserved(m) || info->has_task) {
+        char why[128 + JSONRPC_METHOD_MAX];
+        snprintf(why, sizeof why, "%s is not served in pooled sessions (session_mode = pooled)",
+                 info->has_task ? "a task-augmented request" : m);
+        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND, why);
+    }
+    if (strcmp(m, "server/discover") == 0 || strcmp(m, "subscriptions/listen") == 0)
+        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND, "Method not found");
+    if (s->ncalls >= pools.cfg->max_inflight_per_session) {
+        *status = POOL_E_TOO_MANY;
+        return NULL;
+    }
+    for (const struct pool_call *c = s->calls; c != NULL; c = c->snext)
+        if (c->p != NULL && c->p->orig_id_len == info->id.len
+            && memcmp(c->p->orig_id, body + info->id.off, info->id.len) == 0) {
+            *status = POOL_E_DUPLICATE;
+            return NULL;
+        }
+    meta->session = s;
+    meta->rev = s->rev;
+    return pool_request(srv, body, len, info, meta, status);
+}
+
+/* The id a question of the session's has toward its client, as raw JSON; its length. */
+static size_t
+pool_session_ask_id(unsigned key, char *buf, size_t size)
+{
+    return (size_t)snprintf(buf, size, "\"mcpgw-ask-%u\"", key);
+}
+
+/* The stream a question of call goes on: the call's own while read, else the session's GET. */
+static struct stream *
+pool_session_ask_stream(struct pool_call *call)
+{
+    if (call->st != NULL && stream_own(call->st)->attached && !stream_ended(call->st))
+        return call->st;
+    return call->sess->get;
+}
+
+static void
+pool_session_push_to(struct pool_call *call, struct stream *st, const struct iovec *iov, int n)
+{
+    if (st == call->st)
+        pool_push(call, iov, n);
+    else
+        stream_push_shared(st, iov, n, pools.line);
+}
+
+const char *
+pool_session_ask(struct pool_child *c, struct pool_call *call, unsigned bit, const char *line,
+                 size_t len, const struct jsonrpc_info *info)
+{
+    struct pool_session *s = call->sess;
+    if ((s->caps & bit) == 0)
+        return "the client did not declare this capability at initialize";
+    if (call->nasks >= POOL_ASKS_MAX)
+        return "too many open requests to the client for this call";
+    struct stream *st = pool_session_ask_stream(call);
+    if (st == NULL)
+        return "not available: the session has no open stream to ask its client on";
+    if (call->asks == NULL)
+        call->asks = xcalloc(POOL_ASKS_MAX, sizeof(*call->asks));
+    struct pool_ask *a = &call->asks[call->nasks++];
+    a->child_id = xmemdup(line + info->id.off, info->id.len);
+    a->child_id_len = info->id.len;
+    snprintf(a->method, sizeof(a->method), "%s", info->method);
+    a->key = ++s->next_ask;
+    char idbuf[32];
+    struct relay_edit ed = { info->id.off, info->id.len, idbuf,
+                             pool_session_ask_id(a->key, idbuf, sizeof idbuf) };
+    struct iovec iov[3];
+    int k = relay_splice(line, len, &ed, 1, iov);
+    pool_session_push_to(call, st, iov, k);
+    c->pool->row->ctr.asks_bridged++;
+    log_debug(s->id, "child request %s sent to the session's client as %s", info->method, idbuf);
+    return NULL;
+}
+
+void
+pool_session_withdrawn(struct pool_call *call, const struct pool_ask *a, const char *line,
+                       size_t len, const struct jsonrpc_info *info)
+{
+    struct stream *st = pool_session_ask_stream(call);
+    if (st == NULL)
+        return;
+    char idbuf[32];
+    struct relay_edit ed = { info->request_id.off, info->request_id.len, idbuf,
+                             pool_session_ask_id(a->key, idbuf, sizeof idbuf) };
+    struct iovec iov[3];
+    int k = relay_splice(line, len, &ed, 1, iov);
+    pool_session_push_to(call, st, iov, k);
+}
+
+/* The client's answer to one of the session's questions: to the child, with the child's id. */
+static void
+pool_session_client_answer(struct pool_session *s, char *body, size_t len,
+                           const struct jsonrpc_info *info)
+{
+    char idbuf[32];
+    for (struct pool_call *call = s->calls; call != NULL; call = call->snext)
+        for (size_t i = 0; i < call->nasks; i++) {
+            struct pool_ask *a = &call->asks[i];
+            size_t n = pool_session_ask_id(a->key, idbuf, sizeof idbuf);
+            if (a->answered || n != info->id.len || memcmp(idbuf, body + info->id.off, n) != 0)
+                continue;
+            a->answered = true;
+            if (call->c == NULL)
+                return;
+            struct relay_edit ed = { info->id.off, info->id.len, a->child_id, a->child_id_len };
+            if (relay_send_spliced(&call->c->r, body, len, &ed, 1) == -1)
+                log_warn(s->id, "the client's answer to %s not delivered: child stdin full",
+                         a->method);
+            return;
+        }
+    log_debug(s->id, "an answer for no open question of the session's dropped");
+}
+
+/* The client's notifications/cancelled: forwarded to the call's child with the id it saw. */
+static void
+pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
+                           const struct jsonrpc_info *info)
+{
+    struct pool_call *call = s->calls;
+    for (; call != NULL; call = call->snext)
+        if (call->p != NULL && call->p->orig_id_len == info->request_id.len
+            && memcmp(call->p->orig_id, body + info->request_id.off, info->request_id.len) == 0)
+            break;
+    if (call == NULL || call->init || call->p->state != PENDING_FORWARDED) {
+        log_debug(s->id, "cancel for an unknown or finished request ignored");
+        return;
+    }
+    struct pending *p = call->p;
+    struct pool_child *c = call->c;
+    char idbuf[24];
+    size_t idlen = relay_id_text(p, idbuf);
+    struct relay_edit ed = { info->request_id.off, info->request_id.len, idbuf, idlen };
+    if (relay_send_spliced(&c->r, body, len, &ed, 1) == -1)
+        log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
+    else
+        log_info(s->id, "client cancel forwarded: method=%s child=%s child_id=%s", p->method,
+                 c->tag, idbuf);
+    relay_audit_cancel(p, RELAY_CANCEL_CLIENT);
+    relay_mark_cancelled(p);
+    relay_count(call->pool->stats, RELAY_CANCEL_CLIENT);
+    /* A question it wrote before reading the cancel may still come (the fence). */
+    pool_bridge_cancelled(c);
+    /* The request's stream ends without a response. */
+    pool_call_end(call);
+}
+
+enum pool_status
+pool_session_other(struct pool_session *s, char *body, size_t len, const struct jsonrpc_info *info)
+{
+    s->last_ms = util_now_ms();
+    if (info->has_crlf)
+        jsonrpc_flatten(body, len);
+    if (info->kind == JSONRPC_NOTIFICATION && strcmp(info->method, "notifications/cancelled") == 0
+        && info->request_id.len > 0)
+        pool_session_client_cancel(s, body, len, info);
+    else if (info->kind == JSONRPC_RESULT || info->kind == JSONRPC_ERROR)
+        pool_session_client_answer(s, body, len, info);
+    /*
+     * Anything else is the session's alone and no child's: notifications/initialized (the
+     * gateway answered initialize), roots/list_changed (a shared child has no roots of one
+     * client), a response (the gateway asks a pooled session's client nothing).
+     */
+    return POOL_OK;
+}
+
+struct stream *
+pool_session_get(struct pool_session *s, enum pool_status *status)
+{
+    s->last_ms = util_now_ms();
+    if (s->get != NULL) {
+        *status = POOL_E_CONFLICT;
+        return NULL;
+    }
+    s->get = stream_new(++pss.next_stream_id, true, 0);
+    stream_own(s->get)->attached = true;
+    return stream_ref(s->get);
+}
+
+void
+pool_session_detach(const char *sid, struct stream *st)
+{
+    struct pool_session *s = pool_names_find(&pss.t, sid, PSS_LINK);
+    if (s != NULL && s->get == st) {
+        s->get = NULL;
+        s->last_ms = util_now_ms();
+        stream_own(st)->attached = false;
+        stream_unref(st); /* the session's */
+        stream_unref(st); /* the HTTP request's */
+        return;
+    }
+    if (stream_own(st)->owner == NULL) {
+        stream_own(st)->attached = false; /* a local answer, or a call already over */
+        stream_unref(st);
+        return;
+    }
+    pool_stream_detach(st);
+}
+
+void
+pool_session_delete(struct pool_session *s)
+{
+    pool_session_close(s, RELAY_CANCEL_DELETED);
+}
+
+bool
+pool_session_fanout(struct pool *p, const char *line, size_t len)
+{
+    bool sent = false;
+    struct iovec iov = { (void *)(uintptr_t)line, len };
+    for (struct pool_session *s = pss.all; s != NULL; s = s->next) {
+        if (s->get == NULL || strcmp(s->server, p->name) != 0
+            || (p->key != NULL && strcmp(s->principal, p->key->principal) != 0))
+            continue;
+        sent = true;
+        if (stream_pending(s->get) > pools.cfg->stream_queue_bytes) {
+            p->row->ctr.slow_dropped++;
+            continue;
+        }
+        stream_push_shared(s->get, &iov, 1, pools.line);
+    }
+    return sent;
+}
+
+void
+pool_session_sweep(uint64_t now_ms)
+{
+    uint64_t idle = pools.cfg->session_idle_timeout_s * 1000u;
+    uint64_t hb = pools.cfg->heartbeat_s * 1000u;
+    struct pool_session *s = pss.all;
+    while (s != NULL) {
+        struct pool_session *next = s->next;
+        if (s->failed && s->calls == NULL) {
+            pool_session_close(s, RELAY_CANCEL_OTHER);
+        } else if (s->calls == NULL && s->get == NULL && now_ms - s->last_ms >= idle) {
+            pool_session_close(s, RELAY_CANCEL_EXPIRED);
+        } else {
+            if (s->get != NULL && now_ms - stream_last_push_ms(s->get) >= hb)
+                stream_push_heartbeat(s->get);
+            pool_session_subs_place(s); /* its pool retired: its subscriptions go to the next */
+        }
+        s = next;
+    }
+}
+
+void
+pool_session_free_all(void)
+{
+    while (pss.all != NULL)
+        pool_session_close(pss.all, RELAY_CANCEL_SHUTDOWN);
+    free(pss.t.b);
+    pss.t = (struct pool_names){ 0 };
+}
