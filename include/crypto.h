@@ -29,6 +29,40 @@ void crypto_sha256(const void *data, size_t n, unsigned char out[CRYPTO_SHA256_L
 int crypto_hmac_sha256(const void *key, size_t klen, const void *data, size_t n,
                        unsigned char out[CRYPTO_SHA256_LEN]) MUSTCHECK;
 
+/*
+ * AEAD: AES-256-GCM with a 96-bit nonce drawn from the CSPRNG for each seal, and a 128-bit tag.
+ * A sealed box is nonce (12) | ciphertext (as long as the plaintext) | tag (16). One key's
+ * contexts are made once (crypto_aead_new) and reused: a seal or an open sets the nonce and
+ * allocates nothing. Random nonces bound one key to about 2^32 seals (NIST SP 800-38D 8.3):
+ * rotate long before.
+ */
+#define CRYPTO_AEAD_KEY_LEN   32
+#define CRYPTO_AEAD_NONCE_LEN 12
+#define CRYPTO_AEAD_TAG_LEN   16
+#define CRYPTO_AEAD_OVERHEAD  (CRYPTO_AEAD_NONCE_LEN + CRYPTO_AEAD_TAG_LEN)
+
+struct crypto_aead;
+
+/* A key's contexts, from key[0..32) (copied into OpenSSL's key schedule); NULL on failure. */
+struct crypto_aead *crypto_aead_new(const unsigned char key[CRYPTO_AEAD_KEY_LEN]);
+/* Wipes and frees (NULL is nothing). */
+void crypto_aead_free(struct crypto_aead *a);
+/*
+ * Seals pt[0..n) with the associated data ad[0..adlen) (authenticated, not encrypted, not in
+ * out) into out, which has room for n + CRYPTO_AEAD_OVERHEAD bytes. 0, or -1 (no randomness, or
+ * lengths past INT_MAX).
+ */
+int crypto_aead_seal(struct crypto_aead *a, const void *ad, size_t adlen, const void *pt, size_t n,
+                     unsigned char *out) MUSTCHECK;
+/*
+ * Opens box[0..n), sealed with the same key and ad, into out (room for n - CRYPTO_AEAD_OVERHEAD
+ * bytes). 0, or -1 when n is shorter than the overhead or the tag does not verify (then out
+ * holds zeros: nothing of a forged box is ever handed back). The tag is compared in constant
+ * time (OpenSSL's), and every failure after the length check takes the same path.
+ */
+int crypto_aead_open(struct crypto_aead *a, const void *ad, size_t adlen, const unsigned char *box,
+                     size_t n, unsigned char *out) MUSTCHECK;
+
 /* The JWS algorithms the gateway verifies (RFC 7518, RFC 8037); each key serves exactly one. */
 enum crypto_alg {
     CRYPTO_RS256 = 0, /* RSASSA-PKCS1-v1_5 with SHA-256, RSA keys of at least 2048 bits */

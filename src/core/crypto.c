@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The gateway's only use of OpenSSL: random session ids from the CSPRNG, constant-time
- * comparison, SHA-256 of bearer tokens, and JWS signature checks (RS256, ES256, EdDSA) with public
- * keys built from JWK parts through the OpenSSL 3 EVP interface. TLS is not here: it ends in nginx
+ * comparison, SHA-256 of bearer tokens, AES-256-GCM for what the gateway seals (sealed session
+ * ids), and JWS signature checks (RS256, ES256, EdDSA) with public keys built from JWK parts
+ * through the OpenSSL 3 EVP interface. TLS is not here: it ends in nginx
  * (src/README.md, section 6).
  */
 #include "crypto.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,8 +75,22 @@ crypto_equal(const void *a, const void *b, size_t n)
 void
 crypto_sha256(const void *data, size_t n, unsigned char out[CRYPTO_SHA256_LEN])
 {
+    /*
+     * The digest fetched once and one context reused: EVP_Digest with EVP_sha256() fetches the
+     * algorithm from the provider store (locks, string compares) and allocates a context on every
+     * call, which cost more than hashing a token or a principal's name. One thread: no lock. The
+     * context holds nothing of the data after the final (the block buffer is wiped there).
+     */
+    static EVP_MD *md;
+    static EVP_MD_CTX *ctx;
+    if (md == NULL)
+        md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (ctx == NULL)
+        ctx = EVP_MD_CTX_new();
     unsigned int len = 0;
-    if (EVP_Digest(data, n, out, &len, EVP_sha256(), NULL) != 1 || len != CRYPTO_SHA256_LEN)
+    if (md == NULL || ctx == NULL || EVP_DigestInit_ex2(ctx, md, NULL) != 1
+        || EVP_DigestUpdate(ctx, data, n) != 1 || EVP_DigestFinal_ex(ctx, out, &len) != 1
+        || len != CRYPTO_SHA256_LEN)
         memset(out, 0, CRYPTO_SHA256_LEN); /* cannot happen; an all-zero hash matches no entry */
 }
 
@@ -93,6 +109,88 @@ crypto_hmac_sha256(const void *key, size_t klen, const void *data, size_t n,
         || len != CRYPTO_SHA256_LEN)
         return -1;
     return 0;
+}
+
+/* --- AEAD ---------------------------------------------------------------------------------- */
+
+/*
+ * One key, two contexts (sealing and opening) keyed once: OpenSSL 3's GCM keeps the key schedule
+ * when a later init passes no cipher and no key, only the nonce, so a seal or an open allocates
+ * nothing and never schedules the key again. The process has one thread: no lock.
+ */
+struct crypto_aead {
+    EVP_CIPHER_CTX *seal;
+    EVP_CIPHER_CTX *open;
+};
+
+struct crypto_aead *
+crypto_aead_new(const unsigned char key[CRYPTO_AEAD_KEY_LEN])
+{
+    struct crypto_aead *a = xcalloc(1, sizeof(*a));
+    a->seal = EVP_CIPHER_CTX_new();
+    a->open = EVP_CIPHER_CTX_new();
+    if (a->seal == NULL || a->open == NULL
+        || EVP_EncryptInit_ex(a->seal, EVP_aes_256_gcm(), NULL, key, NULL) != 1
+        || EVP_DecryptInit_ex(a->open, EVP_aes_256_gcm(), NULL, key, NULL) != 1) {
+        crypto_aead_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void
+crypto_aead_free(struct crypto_aead *a)
+{
+    if (a == NULL)
+        return;
+    EVP_CIPHER_CTX_free(a->seal); /* wipes the key schedule (EVP_CIPHER_CTX_reset) */
+    EVP_CIPHER_CTX_free(a->open);
+    free(a);
+}
+
+int
+crypto_aead_seal(struct crypto_aead *a, const void *ad, size_t adlen, const void *pt, size_t n,
+                 unsigned char *out)
+{
+    unsigned char *nonce = out, *ct = out + CRYPTO_AEAD_NONCE_LEN;
+    int len = 0, fin = 0;
+    if (n > INT_MAX - CRYPTO_AEAD_OVERHEAD || adlen > INT_MAX
+        || crypto_random(nonce, CRYPTO_AEAD_NONCE_LEN) == -1)
+        return -1;
+    if (EVP_EncryptInit_ex(a->seal, NULL, NULL, NULL, nonce) != 1
+        || (adlen > 0 && EVP_EncryptUpdate(a->seal, NULL, &len, ad, (int)adlen) != 1)
+        || (n > 0 && EVP_EncryptUpdate(a->seal, ct, &len, pt, (int)n) != 1)
+        || EVP_EncryptFinal_ex(a->seal, ct + (n > 0 ? len : 0), &fin) != 1
+        || EVP_CIPHER_CTX_ctrl(a->seal, EVP_CTRL_AEAD_GET_TAG, CRYPTO_AEAD_TAG_LEN, ct + n) != 1) {
+        OPENSSL_cleanse(out, n + CRYPTO_AEAD_OVERHEAD);
+        return -1;
+    }
+    return 0;
+}
+
+int
+crypto_aead_open(struct crypto_aead *a, const void *ad, size_t adlen, const unsigned char *box,
+                 size_t n, unsigned char *out)
+{
+    if (n < CRYPTO_AEAD_OVERHEAD || n > INT_MAX || adlen > INT_MAX)
+        return -1;
+    size_t ctlen = n - CRYPTO_AEAD_OVERHEAD;
+    const unsigned char *ct = box + CRYPTO_AEAD_NONCE_LEN;
+    unsigned char tag[CRYPTO_AEAD_TAG_LEN];
+    memcpy(tag, ct + ctlen, sizeof tag); /* the ctrl takes a non-const pointer */
+    int len = 0, fin = 0;
+    /*
+     * GCM decrypts before the tag is known: out holds the plaintext of a forged box until the
+     * final check fails, so out is wiped on every failure, whichever step it was.
+     */
+    bool ok = EVP_DecryptInit_ex(a->open, NULL, NULL, NULL, box) == 1
+              && (adlen == 0 || EVP_DecryptUpdate(a->open, NULL, &len, ad, (int)adlen) == 1)
+              && (ctlen == 0 || EVP_DecryptUpdate(a->open, out, &len, ct, (int)ctlen) == 1)
+              && EVP_CIPHER_CTX_ctrl(a->open, EVP_CTRL_AEAD_SET_TAG, sizeof tag, tag) == 1
+              && EVP_DecryptFinal_ex(a->open, out + (ctlen > 0 ? len : 0), &fin) == 1;
+    if (!ok)
+        OPENSSL_cleanse(out, ctlen);
+    return ok ? 0 : -1;
 }
 
 static struct crypto_key *

@@ -26,6 +26,9 @@ const char *const session_classes[SESSION_CLASS_N] = {
     "logging",    "tasks", "sampling", "elicitation", "roots",   "other",
 };
 
+/* The modes' names (the label of mcpgw_sessions, "mode" in /admin/inflight). */
+const char *const session_modes[SESSION_MODE_N] = { [SESSION_MODE_CHILD] = "child" };
+
 /*
  * Why sessions end, indexed by enum session_end: the text (logs, the error answered to what was in
  * flight, the reason of the cancels sent to the child), the /metrics label, and the cancel reason
@@ -275,6 +278,7 @@ session_create_exchanged(const struct config_server *srv, struct auth_principal 
         return NULL;
     }
     session_label(s);
+    s->mode = SESSION_MODE_CHILD;
     s->created_unix_ms = util_now_unix_ms();
     relay_init(&s->r, sessions.l, s->id, srv->name, session_relay_send, &session_relay_ops, s);
     msgq_init(&s->backlog);

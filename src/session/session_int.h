@@ -29,6 +29,13 @@ struct session_task {
     char id[128];
 };
 
+/*
+ * How a session is served, for operators (mcpgw_sessions{mode}, "mode" in /admin/inflight):
+ * SESSION_MODE_CHILD, the session's own child process, is the only mode.
+ */
+enum session_mode { SESSION_MODE_CHILD, SESSION_MODE_N };
+extern const char *const session_modes[SESSION_MODE_N];
+
 #define SESSION_LABEL_LEN       16
 #define SESSION_CLIENT_MAX      64  /* an IPv6 address in text, with room */
 #define SESSION_CLIENT_INFO_MAX 129 /* clientInfo's name or version: 128 bytes, then cut */
@@ -36,6 +43,7 @@ struct session_task {
 struct session {
     char id[CRYPTO_SESSION_ID_MAX];
     enum session_state state;
+    enum session_mode mode;
     const struct config_server *srv;
     struct session_server *stats; /* its server's counters (session_int.h) */
     struct auth_principal *owner; /* who created it; only they may use it (a reference) */
@@ -99,6 +107,8 @@ struct session_server {
     struct metrics_hist latency; /* client request -> the child's answer, through the gateway */
     struct metrics_hist spawn;   /* the spawn call of a session's child */
     size_t inflight[2];          /* scratch of the scrape: session_inflight_in, by direction */
+    /* Scratch of the scrape: sessions open, by mode. */
+    size_t by_mode[SESSION_MODE_N];
 };
 
 /* The layer's state: one table of sessions per process. */

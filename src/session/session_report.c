@@ -52,10 +52,10 @@ static void
 session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
 {
     buf_out_printf(o,
-                   "{\"id\":\"%s\",\"server\":\"%s\",\"child_pid\":%d,\"state\":\"%s\","
-                   "\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,"
-                   "\"owner\":",
-                   s->id, s->srv->name, s->u ? (int)upstream_pid(s->u) : 0,
+                   "{\"id\":\"%s\",\"server\":\"%s\",\"mode\":\"%s\",\"child_pid\":%d,"
+                   "\"state\":\"%s\",\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64
+                   ",\"tasks_open\":%zu,\"owner\":",
+                   s->id, s->srv->name, session_modes[s->mode], s->u ? (int)upstream_pid(s->u) : 0,
                    s->state == SESSION_READY ? "ready" : "initializing", s->version,
                    now - s->last_active_ms, s->ntasks);
     jsonrpc_put_quoted(o, s->owner->name);
@@ -188,13 +188,25 @@ session_metrics(struct buf *b)
                      session_ends[i].label);
             metrics_sample(b, "mcpgw_sessions_closed_total", labels, r->closed_by[i]);
         }
-    /* The gauge is counted at the scrape: one walk of the sessions, each adding to its row. */
-    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+    /* The gauges are counted at the scrape: one walk of the sessions, each adding to its row. */
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         r->inflight[0] = r->inflight[1] = 0;
+        memset(r->by_mode, 0, sizeof(r->by_mode));
+    }
     for (size_t i = 0; i < sessions.nbuckets; i++)
         for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
             s->stats->inflight[0] += session_inflight_in(s, PENDING_TO_CHILD);
             s->stats->inflight[1] += session_inflight_in(s, PENDING_TO_CLIENT);
+            s->stats->by_mode[s->mode]++;
+        }
+    metrics_family(b, "mcpgw_sessions", "gauge",
+                   "Sessions open now, by server and mode (child: the session's own child "
+                   "process).");
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+        for (size_t m = 0; m < SESSION_MODE_N; m++) {
+            snprintf(labels, sizeof(labels), "server=\"%s\",mode=\"%s\"", r->row.name,
+                     session_modes[m]);
+            metrics_sample(b, "mcpgw_sessions", labels, r->by_mode[m]);
         }
     metrics_family(b, "mcpgw_inflight_requests", "gauge",
                    "Requests of sessions waiting for their answer, by server and direction.");

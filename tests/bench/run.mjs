@@ -11,7 +11,11 @@
 // hold, init_box (the box's cost: init with sandbox = off and on); stateless (2026-07-28) ones:
 // echo1_stateless, echo1pin_stateless, echo16x4_stateless, disconnect_stateless, hold1000_stateless,
 // elicit_stateless;
-// auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only),
+// auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only;
+// many_sessions: concurrent legacy sessions of server-everything from npm, one column per session
+// mode, run once after the rounds: --many N (sessions at most; 20 quick, 10,000 full),
+// --many-concurrency N (opened at once; 4 quick, 8 full), --many-guard-gib G (stop opening once
+// the children's PSS passes G GiB; 8)),
 // --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
 // B, run right after the gateway in every scenario the gateway runs but auth, elicit_stateless, init_box,
 // on the same configuration; the table gets its column and G/B, the median of each round's ratio,
@@ -68,6 +72,19 @@ const P = quick
 // gateway's 256 remembered tokens, so a token comes back only long after it was forgotten) and the
 // opaque tokens of authintronew (likewise, against 1,024 remembered introspection answers).
 P.auth = quick ? { dur: 0.5, warm: 0.25, jwts: 2048, opaque: 16384 } : { dur: 5, warm: 1, jwts: 8192, opaque: 65536 };
+// many: many_sessions (server-everything sessions, per session mode): the sessions to open at most
+// (--many N), how many are being opened at once (--many-concurrency N), the memory guard on the
+// children's PSS (--many-guard-gib G), the floor of the machine's MemAvailable, and the seconds
+// opening may take at most.
+const num = (name, def) => {
+  const v = Number(value(name, def));
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name}: a positive number, not ${value(name, def)}`);
+  return v;
+};
+P.many = {
+  target: Math.floor(num('--many', quick ? 20 : 10000)), conc: Math.floor(num('--many-concurrency', quick ? 4 : 8)),
+  guardGiB: num('--many-guard-gib', 8), floorGiB: 3, maxS: quick ? 120 : 1800,
+};
 // elicit: one elicitation round at a time for dur seconds after warm seconds (elicit_stateless), at most
 // maxRounds rounds. initBox: the initializes (each a new child) of init_box, for each of sandbox = off and on.
 
@@ -180,8 +197,11 @@ function within(p, ms) {
 // always legacy there: the example server is a legacy server, so the gateway skips its probe).
 // auth: lines of an [auth] section (the auth scenarios); none: mode none, the default.
 // sandbox: 'off' or 'on' for [server:example] (init_box); none: the key left out (off).
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null } = {}) {
-  const exampleCmd = [BIN.example, ...childArgs].join(' ');
+// server: another child than the example server (many_sessions): { name, command, lines } (its
+// [server:NAME] with that command and those lines; gateway only).
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null, server = null } = {}) {
+  if (server && !gw(kind)) throw new Error(`${kind}: a server other than the example server is the gateway's only`);
+  const exampleCmd = server ? server.command : [BIN.example, ...childArgs].join(' ');
   let cmd;
   let args;
   if (gw(kind)) {
@@ -197,9 +217,10 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       // GW_BENCH_GATEWAY="key = value;key = value": more [gateway] lines (e.g. an access_log file).
       ...(process.env.GW_BENCH_GATEWAY ? process.env.GW_BENCH_GATEWAY.split(';').map((l) => l.trim()) : []),
       ...(auth ? ['[auth]', ...auth] : []),
-      '[server:example]',
+      `[server:${server ? server.name : 'example'}]`,
       'path = /mcp',
       `command = ${exampleCmd}`,
+      ...(server ? server.lines : []),
       ...(pool ? ['era = legacy'] : []),
       ...(pool?.warm !== undefined ? [`pool_warm_children = ${pool.warm}`] : []),
       ...(pool?.max !== undefined ? [`pool_max_children = ${pool.max}`] : []),
@@ -718,6 +739,235 @@ const holdScenario = {
   })),
 };
 
+// ---- many legacy sessions (many_sessions) ----
+// Many concurrent legacy (2025-11-25) sessions of @modelcontextprotocol/server-everything (stdio,
+// pinned in tests/package-lock.json, on this Node) behind one fresh gateway per session mode,
+// driven from here (Node http, one keep-alive agent): up to P.many.conc sessions being opened at
+// once, each `initialize` (timed: the answer's arrival), `notifications/initialized`; opening stops
+// at the first of: P.many.target sessions, a refused or failed initialize (503 past max_sessions or
+// the descriptor limit, a spawn failure: its error text is the reason), the memory guard (the
+// children's PSS summed over the gateway's descendants, /proc/PID/smaps_rollup, sampled every
+// second, past P.many.guardGiB), the machine's MemAvailable under P.many.floorGiB (the machine is
+// shared), or P.many.maxS seconds. Then every session calls `tools/call echo` with a text of its
+// own and must get exactly that text back; then the figures (gateway RSS and CPU, the children's
+// RSS and PSS); then every session is DELETEd and, where each session owns a child, every child
+// seen must be gone (reaped: no /proc entry left) within a deadline.
+const EVERYTHING_JS = path.join(root, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+// A session mode: the lines it adds to [server:everything], and whether each session owns a child
+// (then every child must be gone after the DELETEs). `child` is the gateway's only mode today; the
+// pooled mode, once its key exists, is one more entry (pooled: { lines: ['session_mode = pooled'],
+// childPerSession: false }), and the table gets its column.
+const SESSION_MODES = {
+  child: { lines: [], childPerSession: true },
+};
+const manyScenario = { name: 'many_sessions', who: Object.keys(SESSION_MODES), run: (c) => manyRun(c) };
+
+/** Rss and Pss (KiB) of pids, summed, from /proc/PID/smaps_rollup; n: the processes read. */
+function memOf(pids) {
+  const out = { n: 0, rss_kib: 0, pss_kib: 0 };
+  for (const p of pids) {
+    try {
+      const t = fs.readFileSync(`/proc/${p}/smaps_rollup`, 'utf8');
+      out.rss_kib += Number(/^Rss:\s+(\d+)/m.exec(t)[1]);
+      out.pss_kib += Number(/^Pss:\s+(\d+)/m.exec(t)[1]);
+      out.n++;
+    } catch { /* gone, or a zombie */ }
+  }
+  return out;
+}
+const procKib = (file, key) => {
+  try { return Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(fs.readFileSync(file, 'utf8'))[1]); } catch { return null; }
+};
+/** pid's start time while it has a /proc entry, zombies included (startTime() leaves those out). */
+function procStart(pid) {
+  try {
+    const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return st.slice(st.lastIndexOf(')') + 2).split(' ')[19];
+  } catch { return null; }
+}
+function httpDelete(agent, url, headers, timeoutMs = 30000) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'DELETE', agent, headers }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); res.on('error', reject); });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`DELETE: no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+/** The samples of the gateway's /metrics named in names, summed over their labels. */
+async function metricSums(s, names) {
+  const text = await new Promise((resolve, reject) => {
+    const req = http.get(`${s.base}/metrics`, { agent: false }, (res) => {
+      let b = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { b += d; });
+      res.on('end', () => (res.statusCode === 200 ? resolve(b) : reject(new Error(`/metrics: HTTP ${res.statusCode}`))));
+    });
+    req.setTimeout(10000, () => req.destroy(new Error('/metrics: no answer in 10 s')));
+    req.on('error', reject);
+  });
+  const out = {};
+  for (const n of names) {
+    out[n] = 0;
+    for (const m of text.matchAll(new RegExp(`^${n}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) out[n] += Number(m[1]);
+  }
+  return out;
+}
+
+async function manyRun(mode) {
+  if (!fs.existsSync(EVERYTHING_JS)) throw new Error(`${EVERYTHING_JS} missing: run \`npm ci\` in tests/`);
+  const Q = P.many;
+  const server = { name: 'everything', command: `${process.execPath} ${EVERYTHING_JS} stdio`, lines: SESSION_MODES[mode].lines };
+  return withServer('gateway', { server, maxSessions: Q.target, nofile: true, track: true }, async (s) => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: Q.conc * 2 });
+    const V = '2025-11-25';
+    const before = new Set(descendants(s.pid));
+    const seen = new Map(); // pid -> start time: every child of the gateway this run saw
+    const sessions = [];
+    const initLat = [];
+    let stop = null;
+    let failures = 0;
+    let mem = { n: 0, rss_kib: 0, pss_kib: 0 };
+    const avail0 = procKib('/proc/meminfo', 'MemAvailable');
+    let availMin = avail0;
+    const sample = () => {
+      const kids = descendants(s.pid).filter((p) => !before.has(p));
+      for (const p of kids) if (!seen.has(p)) seen.set(p, procStart(p));
+      mem = memOf(kids);
+      const avail = procKib('/proc/meminfo', 'MemAvailable');
+      availMin = Math.min(availMin, avail);
+      if (stop) return;
+      if (mem.pss_kib > Q.guardGiB * 1048576) stop = `memory guard: the children's PSS passed ${Q.guardGiB} GiB (${(mem.pss_kib / 1048576).toFixed(2)} GiB in ${mem.n} processes)`;
+      else if (avail < Q.floorGiB * 1048576) stop = `memory floor: the machine's MemAvailable fell under ${Q.floorGiB} GiB (${(avail / 1048576).toFixed(2)} GiB)`;
+    };
+    const timer = setInterval(sample, 1000);
+    const rss0 = procKib(`/proc/${s.pid}/status`, 'VmRSS');
+    const cpu0 = cpuUs(s.pid);
+    const t0 = Date.now();
+    let next = 0;
+    let logged = 0;
+    const opener = async () => {
+      while (!stop) {
+        if (next >= Q.target) { stop = `target reached (${Q.target.toLocaleString('en-US')})`; break; }
+        if (Date.now() - t0 > Q.maxS * 1000) { stop = `time limit (${Q.maxS} s)`; break; }
+        const i = next++;
+        const ta = nowUs();
+        let r;
+        try {
+          r = await rpcPost(agent, s.url, { 'MCP-Protocol-Version': V }, {
+            jsonrpc: '2.0', id: 0, method: 'initialize',
+            params: { protocolVersion: V, capabilities: {}, clientInfo: { name: `bench-many-${i}`, version: '1' } },
+          }, null, 60000);
+        } catch (e) {
+          failures++;
+          stop ??= `initialize failed: ${e.message.slice(0, 200)}`;
+          break;
+        }
+        const lat = nowUs() - ta;
+        const sid = r.headers['mcp-session-id'];
+        const ans = r.msgs.find((m) => m.id === 0);
+        if (r.status !== 200 || !sid || !ans?.result) {
+          failures++;
+          if (sid) sessions.push({ i, sid });
+          stop ??= `initialize refused: HTTP ${r.status} ${ans?.error ? JSON.stringify(ans.error.message) : JSON.stringify(r.msgs).slice(0, 200)}`;
+          break;
+        }
+        initLat.push(lat);
+        sessions.push({ i, sid });
+        const n = await rpcPost(agent, s.url, { 'MCP-Protocol-Version': V, 'Mcp-Session-Id': sid }, { jsonrpc: '2.0', method: 'notifications/initialized' }, null, 30000)
+          .catch((e) => ({ status: e.message }));
+        if (n.status !== 202) {
+          failures++;
+          stop ??= `notifications/initialized: ${n.status}`;
+          break;
+        }
+        if (sessions.length >= logged + 100) {
+          logged = sessions.length - (sessions.length % 100);
+          log(`  many_sessions ${mode}: ${sessions.length} sessions, children's PSS ${(mem.pss_kib / 1048576).toFixed(2)} GiB`);
+        }
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: Q.conc }, opener));
+    } finally {
+      clearInterval(timer);
+    }
+    const openSeconds = (Date.now() - t0) / 1000;
+    const cpuOpen = cpuUs(s.pid) - cpu0;
+    // Each session its own echo, with a text of its own (the same JSON-RPC id in every session).
+    let ok = 0;
+    let bad = 0;
+    const badText = [];
+    const echoLat = [];
+    let k = 0;
+    const cpu1 = cpuUs(s.pid);
+    const echoer = async () => {
+      while (k < sessions.length) {
+        const x = sessions[k++];
+        const msg = `session ${x.i} ${crypto.randomBytes(8).toString('hex')}`;
+        try {
+          const t = nowUs();
+          const r = await rpcPost(agent, s.url, { 'MCP-Protocol-Version': V, 'Mcp-Session-Id': x.sid },
+            { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { message: msg } } }, null, 30000);
+          echoLat.push(nowUs() - t);
+          const a = r.msgs.find((m) => m.id === 1);
+          if (r.status === 200 && a?.result?.content?.[0]?.text === `Echo: ${msg}` && !a.result.isError) ok++;
+          else { bad++; if (badText.length < 3) badText.push(`HTTP ${r.status} ${JSON.stringify(r.msgs).slice(0, 200)}`); }
+        } catch (e) { bad++; if (badText.length < 3) badText.push(e.message.slice(0, 200)); }
+      }
+    };
+    await Promise.all(Array.from({ length: Q.conc }, echoer));
+    const cpuEcho = cpuUs(s.pid) - cpu1;
+    sample();
+    const peak = {
+      gateway_rss_kib: procKib(`/proc/${s.pid}/status`, 'VmRSS'),
+      gateway_fds: (() => { try { return fs.readdirSync(`/proc/${s.pid}/fd`).length; } catch { return null; } })(),
+      ...(await metricSums(s, ['mcpgw_sessions_open', 'mcpgw_children_running', 'mcpgw_children_spawn_failures_total']).catch(() => ({}))),
+    };
+    const children = mem;
+    // Close: a DELETE each; then every child this run saw must be gone (where sessions own them).
+    let delOk = 0;
+    let delBad = 0;
+    let d = 0;
+    const t2 = Date.now();
+    const deleter = async () => {
+      while (d < sessions.length) {
+        const x = sessions[d++];
+        const st = await httpDelete(agent, s.url, { 'MCP-Protocol-Version': V, 'Mcp-Session-Id': x.sid }).catch(() => 0);
+        if (st >= 200 && st < 300) delOk++; else delBad++;
+      }
+    };
+    await Promise.all(Array.from({ length: Q.conc }, deleter));
+    agent.destroy();
+    for (const p of descendants(s.pid)) if (!before.has(p) && !seen.has(p)) seen.set(p, procStart(p));
+    let left = [...seen].filter(([p, st]) => st !== null && procStart(p) === st);
+    const deadline = Date.now() + 30000 + 20 * seen.size;
+    while (SESSION_MODES[mode].childPerSession && left.length && Date.now() < deadline) {
+      await sleep(50);
+      left = left.filter(([p, st]) => procStart(p) === st);
+    }
+    const closeSeconds = (Date.now() - t2) / 1000;
+    initLat.sort((a, b) => a - b);
+    echoLat.sort((a, b) => a - b);
+    const n = sessions.length;
+    return {
+      mode, target: Q.target, reached: initLat.length, stop, failures, conc: Q.conc, guard_gib: Q.guardGiB, floor_gib: Q.floorGiB,
+      init_p50_us: initLat.length ? pct(initLat, 50) : undefined, init_p99_us: initLat.length ? pct(initLat, 99) : undefined,
+      init_max_us: initLat.length ? initLat[initLat.length - 1] : undefined,
+      open_seconds: openSeconds, sessions_per_s: initLat.length / openSeconds,
+      echo_ok: ok, echo_bad: bad, echo_bad_text: badText, echo_p50_us: echoLat.length ? pct(echoLat, 50) : undefined,
+      gateway_rss0_kib: rss0, ...peak, gateway_kib_per_session: n ? (peak.gateway_rss_kib - rss0) / n : undefined,
+      children: children.n, children_rss_kib: children.rss_kib, children_pss_kib: children.pss_kib,
+      children_pss_per_session_kib: n ? children.pss_kib / n : undefined, children_rss_per_process_kib: children.n ? children.rss_kib / children.n : undefined,
+      gateway_cpu_open_us: cpuOpen, gateway_cpu_per_session_us: initLat.length ? cpuOpen / initLat.length : undefined,
+      gateway_cpu_echo_us: cpuEcho, gateway_cpu_per_echo_us: ok + bad ? cpuEcho / (ok + bad) : undefined,
+      mem_available0_kib: avail0, mem_available_min_kib: availMin, nofile: s.nofile,
+      fd_warning: (s.stderr().split('\n').find((l) => /open-file limit/.test(l)) || '').replace(/^.*?(open-file limit)/, '$1').slice(0, 300),
+      delete_ok: delOk, delete_bad: delBad, children_seen: seen.size, children_left: left.length, close_seconds: closeSeconds,
+      stderr_tail: s.stderr().split('\n').filter((l) => l.trim() && !/open-file limit/.test(l)).slice(-4).join(' / ').slice(0, 600),
+    };
+  });
+}
+
 // ---- run ----
 const results = {}; // scenario -> contender -> [result per round]
 const record = (sc, c, r) => { ((results[sc] ??= {})[c] ??= []).push(r); };
@@ -752,6 +1002,18 @@ try {
         record('hold', c, { failed: e.message.split('\n')[0] });
       }
       log(`hold ${P.hold} ${c} ${((Date.now() - t) / 1000).toFixed(1)} s`);
+    }
+  }
+  if (enabled(manyScenario)) {
+    for (const c of manyScenario.who) {
+      const t = Date.now();
+      try {
+        record('many_sessions', c, await manyScenario.run(c));
+      } catch (e) {
+        log(`  many_sessions ${c}: FAILED: ${e.message.split('\n').slice(0, 4).join(' | ')}`);
+        record('many_sessions', c, { failed: e.message.split('\n')[0] });
+      }
+      log(`many_sessions ${c} ${((Date.now() - t) / 1000).toFixed(1)} s`);
     }
   }
 } finally {
@@ -990,6 +1252,46 @@ if (has('init_box')) {
   }
 }
 
+// Many legacy sessions (many_sessions): one column per session mode, one run each.
+const manyLines = [];
+if (has('many_sessions')) {
+  const modes = Object.keys(SESSION_MODES);
+  const one = (c) => (results.many_sessions[c] || [])[0];
+  const mib = (k) => (r) => (r[k] == null ? undefined : r[k] / 1024);
+  const ms = (k) => (r) => (r[k] == null ? undefined : r[k] / 1000);
+  const mh = ['figure (server-everything, legacy 2025-11-25 sessions)', ...modes.map((c) => `session mode ${c}`)];
+  manyLines.push('', `many legacy sessions: up to ${P.many.target.toLocaleString('en-US')} sessions, ${P.many.conc} opened at once, memory guard: the children's PSS ≤ ${P.many.guardGiB} GiB, MemAvailable ≥ ${P.many.floorGiB} GiB (many_sessions)`,
+    `| ${mh.join(' | ')} |`, `|${mh.map(() => '---').join('|')}|`);
+  const fmtCount = (x) => (Number.isInteger(x) ? x.toLocaleString('en-US') : fmtNum(x));
+  const mrow = (label, f, fmt = fmtCount) => manyLines.push(`| ${label} | ${modes.map((c) => {
+    const r = one(c);
+    if (!r) return '—';
+    if (r.failed) return 'failed';
+    const v = f(r);
+    return v === undefined || v === null || (typeof v === 'number' && !Number.isFinite(v)) ? '—' : typeof v === 'number' ? fmt(v) : String(v);
+  }).join(' | ')} |`);
+  mrow('sessions reached (initialized)', (r) => r.reached);
+  mrow('where opening stopped, and why', (r) => r.stop);
+  mrow('initialize p50 (ms, incl. the child\'s start where it has one)', ms('init_p50_us'));
+  mrow('initialize p99 (ms)', ms('init_p99_us'));
+  mrow('sessions opened per second', (r) => r.sessions_per_s);
+  mrow('echo answered with its own text (of sessions)', (r) => `${r.echo_ok} of ${r.echo_ok + r.echo_bad}`);
+  mrow('echo p50 (ms)', ms('echo_p50_us'));
+  mrow('gateway RSS at the peak (MiB)', mib('gateway_rss_kib'));
+  mrow('gateway RSS per session (KiB)', (r) => r.gateway_kib_per_session);
+  mrow('gateway descriptors at the peak', (r) => r.gateway_fds);
+  mrow('children (processes) at the peak', (r) => r.children);
+  mrow('children\'s RSS, summed (MiB)', mib('children_rss_kib'));
+  mrow('children\'s PSS, summed (MiB)', mib('children_pss_kib'));
+  mrow('children\'s PSS per session (MiB)', mib('children_pss_per_session_kib'));
+  mrow('gateway + children\'s PSS (MiB)', (r) => (r.gateway_rss_kib + r.children_pss_kib) / 1024);
+  mrow('gateway CPU per session opened (ms)', ms('gateway_cpu_per_session_us'));
+  mrow('gateway CPU per echo (µs)', (r) => r.gateway_cpu_per_echo_us);
+  mrow('DELETE answered 2xx (of sessions)', (r) => `${r.delete_ok} of ${r.delete_ok + r.delete_bad}`);
+  mrow('children left after the DELETEs (of seen)', (r) => `${r.children_left} of ${r.children_seen}`);
+  mrow('seconds from the first DELETE until every child was gone', (r) => r.close_seconds);
+}
+
 // With --before, B's column and G/B follow G's (a row without B's figures shows —).
 const withB = (r) => (beforeBin ? [r[0], r[1], ...(r.before || ['—', '—']), ...r.slice(2)] : r);
 const head = withB(Object.assign(['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'], { before: ['before (B)', 'G/B'] }));
@@ -1016,6 +1318,10 @@ for (const c of ['gateway', ...(beforeBin ? ['before'] : []), 'supergateway']) {
   for (const [sc, byC] of Object.entries(results)) {
     for (const r of byC[c] || []) if (r.errors) notes.push(`${sc} ${c}: ${r.errors} failed requests in a round.`);
   }
+}
+for (const r of Object.values(results.many_sessions || {}).flat()) {
+  if (r.failed) continue;
+  notes.push(`many_sessions ${r.mode}: ${r.reached} of ${r.target} sessions, stopped: ${r.stop}; ${r.failures} failed initialize; RLIMIT_NOFILE ${r.nofile}${r.fd_warning ? ` (the gateway: "${r.fd_warning}")` : ''}; MemAvailable ${(r.mem_available0_kib / 1048576).toFixed(1)} GiB at the start, ${(r.mem_available_min_kib / 1048576).toFixed(1)} GiB at the least; /metrics at the peak: mcpgw_sessions_open ${r.mcpgw_sessions_open}, mcpgw_children_running ${r.mcpgw_children_running}, spawn failures ${r.mcpgw_children_spawn_failures_total}; ${r.open_seconds.toFixed(1)} s to open${r.echo_bad_text.length ? `; bad echoes: ${r.echo_bad_text.join(' / ')}` : ''}${r.stderr_tail ? `; the gateway's last lines: ${r.stderr_tail}` : ''}.`);
 }
 for (const [sc, byC] of Object.entries(results)) for (const [c, rs] of Object.entries(byC)) for (const r of rs) if (r.failed) notes.push(`${sc} ${c}: failed: ${r.failed}`);
 for (const r of results.init_box?.on || []) {
@@ -1048,6 +1354,7 @@ console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" 
 if (rows.length) console.log(lines.join('\n'));
 if (authLines.length) console.log(authLines.join('\n'));
 if (boxLines.length) console.log(boxLines.join('\n'));
+if (manyLines.length) console.log(manyLines.join('\n'));
 for (const n of [...new Set(notes)]) console.log(`- ${n}`);
 if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ quick, rounds, seconds, versions, params: P, results }, null, 1));
 // Figures are never asserted (shared, noisy machines); a scenario the gateway or the direct floor
@@ -1060,6 +1367,18 @@ const broken = Object.entries(results).flatMap(([sc, byC]) => ['gateway', 'direc
 for (const r of results.hold1000_stateless?.gateway || []) {
   if (!r.failed && !r.server_alive) broken.push('hold1000_stateless gateway: the gateway died');
   else if (!r.failed && r.ok !== r.requests) broken.push(`hold1000_stateless gateway: ${r.ok} of ${r.requests} answered with their own result (${r.status_429} with 429)`);
+}
+// many_sessions: a session that got another's answer or none, no session at all, a failed DELETE,
+// or a session's child left behind (where sessions own children) is a broken gateway; where
+// opening stopped (the guard, a 503, a spawn failure) is a figure.
+for (const [c, rs] of Object.entries(results.many_sessions || {})) {
+  for (const r of rs) {
+    if (r.failed) broken.push(`many_sessions ${c}: ${r.failed}`);
+    else if (!r.reached) broken.push(`many_sessions ${c}: no session opened (${r.stop})`);
+    else if (r.echo_bad) broken.push(`many_sessions ${c}: ${r.echo_bad} of ${r.echo_ok + r.echo_bad} echoes not answered with their own text`);
+    else if (r.delete_bad) broken.push(`many_sessions ${c}: ${r.delete_bad} DELETEs failed`);
+    else if (SESSION_MODES[c].childPerSession && r.children_left) broken.push(`many_sessions ${c}: ${r.children_left} children left after the DELETEs`);
+  }
 }
 // An auth scenario with a refused or failed request: a valid token was not served.
 for (const [sc] of AUTH_ROWS) for (const r of results[sc]?.gateway || []) if (!r.failed && r.errors) broken.push(`${sc} gateway: ${r.errors} failed requests`);

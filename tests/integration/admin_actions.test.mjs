@@ -394,7 +394,7 @@ function accessLine(gw, mcpMethod, client) {
 }
 const utf8Len = (s) => Buffer.byteLength(s, 'utf8');
 
-test('/admin/inflight says who holds each child: a session\'s client address (as the access log names it), clientInfo (cut, escaped), creation time, owner and label; a pool call\'s principal, client, tool and start; each child\'s environment names its session or pool and server', async () => {
+test('/admin/inflight says who holds each child: a session\'s mode, client address (as the access log names it), clientInfo (cut, escaped), creation time, owner and label; a pool call\'s principal, client, tool and start; each child\'s environment names its session or pool and server', async () => {
   // A trusted peer names the client by X-Forwarded-For, as nginx does: the view must show the
   // client the access log shows, not the socket's peer.
   await withGateway({ gateway: { admin_token: TOKEN, trusted_proxies: '127.0.0.1' } }, async (gw) => {
@@ -411,6 +411,7 @@ test('/admin/inflight says who holds each child: a session\'s client address (as
     assert.equal(view.status, 200, view.text);
     const s = view.body.sessions.find((x) => x.id === sid);
     assert.ok(s, view.text);
+    assert.equal(s.mode, 'child', 'a session with its own child process');
     const acc = accessLine(gw, 'initialize', '203.0.113.7');
     assert.ok(acc, `the access line of the initialize:\n${gw.logs()}`);
     assert.equal(s.client, acc.client);

@@ -255,6 +255,8 @@ const FAMILIES = {
   mcpgw_config_last_reload_successful: ['gauge', [{}]],
   mcpgw_config_last_reload_success_timestamp_seconds: ['gauge', [{}]],
   mcpgw_sessions_open: ['gauge', PER_SERVER],
+  // Sessions open by mode: every mode of every configured server from the start.
+  mcpgw_sessions: ['gauge', BY_SERVER('mode', ['child'])],
   mcpgw_sessions_created_total: ['counter', PER_SERVER],
   mcpgw_sessions_closed_total: ['counter', BY_SERVER('reason', CLOSE_REASONS)],
   mcpgw_children_running: ['gauge', PER_SERVER],
@@ -377,6 +379,7 @@ test('GET /metrics: text format 0.0.4 with # HELP and # TYPE for every family; l
     checkShape(m);
     // a fresh gateway
     assert.equal(m.get('mcpgw_sessions_open'), 0);
+    assert.equal(m.get('mcpgw_sessions', { mode: 'child' }), 0);
     assert.equal(m.get('mcpgw_sessions_created_total'), 0);
     assert.equal(m.get('mcpgw_children_running'), 0);
     // No child of its server has started yet (a scrape starts none): not counted as able to serve.
@@ -475,6 +478,7 @@ test('metrics follow real traffic: sessions, tools calls, in-flight gauge, a cli
     const m1 = await metrics(gw);
     checkShape(m1);
     assert.equal(m1.get('mcpgw_sessions_open'), 2);
+    assert.equal(m1.get('mcpgw_sessions', { mode: 'child' }), 2, 'each session with a child of its own');
     assert.equal(m1.get('mcpgw_sessions_created_total'), 2);
     assert.equal(m1.get('mcpgw_children_running'), 2);
     assert.equal(m1.get('mcpgw_children_spawned_total'), 2);
@@ -544,6 +548,7 @@ test('metrics follow real traffic: sessions, tools calls, in-flight gauge, a cli
     const m5 = await metrics(gw);
     checkShape(m5);
     assert.equal(m5.get('mcpgw_sessions_open'), 1);
+    assert.equal(m5.get('mcpgw_sessions', { mode: 'child' }), 1);
     assert.equal(m5.get('mcpgw_sessions_created_total'), 2);
     assert.equal(m5.get('mcpgw_sessions_closed_total', { reason: 'deleted' }), 1);
     for (const reason of CLOSE_REASONS.filter((x) => x !== 'deleted')) assert.equal(m5.get('mcpgw_sessions_closed_total', { reason }), 0, reason);
