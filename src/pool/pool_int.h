@@ -126,6 +126,8 @@ struct pool_caller {
 struct pool_session {
     char *id;                    /* first member: its name in the table (pool_names) */
     struct pool_session *hnext;  /* the table's chain */
+    char label[POOL_SESSION_LABEL_MAX]; /* what logs name it by: its id is a bearer secret */
+    int64_t issued_s;            /* its initialize, unix seconds (sealed in its id) */
     struct pool_session *prev, *next; /* every pooled session (the sweep, list changes) */
     char *server;                /* its server's name: a reload keeps the session */
     char *principal;             /* its owner's name: every request must be theirs */
