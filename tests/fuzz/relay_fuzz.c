@@ -95,6 +95,7 @@
 #include "log.h"
 #include "loop.h"
 #include "pool.h"
+#include "session_seal.h"
 #include "quota.h"
 #include "session.h"
 #include "src/pool/pool_int.h"
@@ -150,7 +151,7 @@ struct req {
     bool listen;
     bool get;       /* session mode: the standalone GET stream (no answer ever comes on it) */
     bool cancelled; /* session mode: the client cancelled it (an answer may not come) */
-    char sid[CRYPTO_SESSION_ID_MAX]; /* session mode: the session it belongs to */
+    char sid[SESSION_SEAL_ID_MAX + 1]; /* session mode: the session it belongs to */
     uint64_t stream_id;              /* session mode: its stream's id */
     char last_eid[48];               /* session mode: the id of the last whole event read */
     unsigned nb;                     /* session mode, a batch: its requests' ids, in bids */
@@ -196,7 +197,7 @@ static unsigned nsighup; /* session mode: reloads so far in this run */
 static char *big;        /* BIG_BYTES of filler */
 /* Pool mode, session_mode = pooled: the pooled sessions made (live or not), and whose. */
 static struct {
-    char sid[CRYPTO_SESSION_ID_MAX];
+    char sid[SESSION_SEAL_ID_MAX + 1];
     const char *principal;
 } psess[SESS_MAX];
 static size_t npsess;
@@ -400,6 +401,11 @@ load_config(void)
         fuzz_fail(__FILE__, __LINE__, "config: %s\n%s", err, ini);
     if (pool_load_key(c, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "key: %s", err);
+    struct keyring *kr = pool_session_keys_load(c, err, sizeof err);
+    if (kr == NULL && err[0] != '\0')
+        fuzz_fail(__FILE__, __LINE__, "session keys: %s", err);
+    if (kr != NULL)
+        pool_session_keys_set(c, kr);
     return c;
 }
 
@@ -543,7 +549,7 @@ batch_answer(struct req *r, const char *data, struct jsonrpc_span id)
 
 /* The child's questions the client has read (session, minted id): those it can still answer. */
 static struct {
-    char sid[CRYPTO_SESSION_ID_MAX];
+    char sid[SESSION_SEAL_ID_MAX + 1];
     uint64_t id;
 } seen[SEEN_MAX];
 static size_t nseen;
@@ -938,7 +944,10 @@ pooled_request(unsigned a, unsigned b)
     memset(r, 0, sizeof(*r));
     size_t k = a % npsess;
     const char *principal = (b & 128) ? "mallory" : psess[k].principal;
-    struct pool_session *s = pool_session_find(psess[k].sid, &cur_cfg()->servers[0], principal);
+    enum pool_status fst;
+    const char *fwhy = NULL;
+    struct pool_session *s =
+        pool_session_find(psess[k].sid, &cur_cfg()->servers[0], principal, true, &fst, &fwhy);
     if (s == NULL)
         return; /* 404 */
     FUZZ_CHECK(strcmp(principal, psess[k].principal) == 0, "%s reached %s's pooled session",
@@ -989,8 +998,10 @@ pooled_other(unsigned a, unsigned b)
     if (npsess == 0)
         return;
     size_t k = a % npsess;
-    struct pool_session *s =
-        pool_session_find(psess[k].sid, &cur_cfg()->servers[0], psess[k].principal);
+    enum pool_status fst;
+    const char *fwhy = NULL;
+    struct pool_session *s = pool_session_find(psess[k].sid, &cur_cfg()->servers[0],
+                                               psess[k].principal, true, &fst, &fwhy);
     if (s == NULL)
         return;
     if ((b & 3) == 3) {
@@ -1753,7 +1764,7 @@ session_scrape(void)
 {
     struct buf b;
     buf_init(&b, (size_t)1 << 20);
-    session_metrics(&b);
+    session_metrics(&b, pool_session_count_of);
     buf_clear(&b);
     size_t len = 0;
     char *view = session_admin_json(&len);
@@ -2330,7 +2341,11 @@ check_all(void)
             continue;
         if (R[i].pooled && R[i].get) {
             /* A pooled session's GET stream is its session's, open while the session is. */
-            FUZZ_CHECK(pool_session_find(R[i].sid, &cur_cfg()->servers[0], R[i].principal)
+            enum pool_status fst;
+            const char *fwhy = NULL;
+            /* No room: only a record this instance holds is found, none is made. */
+            FUZZ_CHECK(pool_session_find(R[i].sid, &cur_cfg()->servers[0], R[i].principal,
+                                         false, &fst, &fwhy)
                            != NULL,
                        "a GET stream not ended of a pooled session that is gone");
             continue;
