@@ -12,7 +12,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { callTool, del, get, initSession, metricSamples, post, request, resume, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { del, get, initSession, metricSamples, post, request, resume, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { haveNginx, withInstances } from '../lib/nginx.mjs';
+import { scaled } from '../lib/timing.mjs';
 
 const POOLED = 'session_mode = pooled';
 const textOf = (j) => j?.result?.content?.[0]?.text;
@@ -183,4 +185,79 @@ test('SIGHUP: a rotation keeps old sessions; a bad key file keeps the running ke
   } finally {
     await gw.stop();
   }
+});
+
+// --- behind the shipped nginx instances site: round-robin, and a rolling restart ---------------
+
+const DRAIN_MS = 30000;
+const labelOf = (sid) => `sealed:${crypto.createHash('sha256').update(sid).digest('hex').slice(0, 16)}`;
+
+/** A tools/call echo through nginx in a pooled session (no token: [auth] mode none on loopback). */
+async function echoVia(via, s, text) {
+  const r = await post(via, rpc('tools/call', { name: 'echo', arguments: { text, delay_ms: 20 } }), { sid: s.sid, headers: { 'MCP-Protocol-Version': s.version } });
+  await r.done(scaled(10000));
+  const answer = r.events().map((e) => e.json).find((j) => j && ('result' in j || 'error' in j));
+  return r.status === 200 && textOf(answer) === text ? null : `echo ${text} in ${labelOf(s.sid)}: HTTP ${r.status} ${r.text()}`;
+}
+
+/** SIGTERM to gws[name]; it drains and exits 0; then the same instance again on its port. */
+async function restartInstance(gws, name, opts) {
+  const old = gws[name];
+  old.proc.kill('SIGTERM');
+  await old.waitLog(/SIGTERM: draining/, scaled(5000));
+  const r = await Promise.race([old.exited, new Promise((res) => setTimeout(() => res(null), scaled(20000)).unref())]);
+  assert.deepEqual(r, { code: 0, signal: null }, `${name} exit after SIGTERM; log (tail):\n${old.logs().slice(-3000)}`);
+  gws[name] = await startGateway({ ...opts, gateway: { ...opts.gateway, instance_id: name, listen: `127.0.0.1:${old.port}` } });
+}
+
+test('behind nginx: a pooled session round-robins over both instances; a rolling restart of both fails no request and loses no session', { skip: !haveNginx && 'no nginx' }, async () => {
+  const dir = tmpdir();
+  const kf = keyFile(dir, [newKey()]);
+  const gateway = { shutdown_drain_ms: DRAIN_MS, session_key_file: kf };
+  const servers = [{ name: 'example', path: '/mcp', extra: POOLED }];
+  await withInstances(async ({ gws, via }) => {
+    const sessions = [];
+    for (let i = 0; i < 8; i++) sessions.push(await initSession(via));
+    for (const s of sessions) assert.match(s.sid, /^~1/, 'a sealed id: the map sends it round-robin');
+    // One session's requests land on both instances (each access log names it), each answered.
+    const s0 = sessions[0];
+    for (let i = 0; i < 8; i++) assert.equal(await echoVia(via, s0, `rr ${i}`), null);
+    const served = (gw) => gw.logs().split('\n').filter((l) => l.includes(`session=${labelOf(s0.sid)}`) && /mcp_method=tools\/call/.test(l) && /status=200/.test(l)).length;
+    await waitFor(() => served(gws.g1) > 0 && served(gws.g2) > 0, scaled(5000), 'tools/call of one session in both access logs');
+    assert.equal(served(gws.g1) + served(gws.g2), 8, 'every call answered once, by one instance');
+
+    // Clients that keep calling in their sessions, with no retry and no new initialize.
+    const failures = [];
+    let calls = 0;
+    let stopped = false;
+    const worker = async (w) => {
+      for (let i = 0; i < 5000 && !stopped; i++) {
+        const s = sessions[(w + i) % sessions.length];
+        try {
+          const f = await echoVia(via, s, `w${w}-${i}`);
+          if (f) failures.push(f);
+          else calls++;
+        } catch (e) {
+          failures.push(`w${w}-${i}: ${e.message}`);
+        }
+      }
+    };
+    const workers = [0, 1, 2, 3].map(worker);
+    try {
+      const until = (cond, ms, what) => waitFor(() => failures.length > 0 || cond(), ms, what);
+      await until(() => calls >= 20, scaled(20000), 'calls before the restart');
+      for (const name of ['g1', 'g2']) {
+        const before = calls;
+        await restartInstance(gws, name, { gateway, servers });
+        await until(() => calls >= before + 20, scaled(20000), `calls after ${name} restarted`);
+      }
+    } finally {
+      stopped = true;
+      await Promise.all(workers);
+    }
+    console.log(`rolling restart of both instances: ${calls} calls in ${sessions.length} pooled sessions, ${failures.length} failed`);
+    assert.equal(failures.length, 0, `failed requests:\n${failures.slice(0, 20).join('\n')}`);
+    // No session lost: every one still answers, on the new processes.
+    for (const [i, s] of sessions.entries()) assert.equal(await echoVia(via, s, `after ${i}`), null);
+  }, { quietErrorLog: true, gateway, servers });
 });
