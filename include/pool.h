@@ -192,7 +192,8 @@ size_t pool_session_count_of(const char *server);
  * this instance gets a fresh one (no log level, subscription or GET stream), when room says
  * max_sessions has room and the principal's max_sessions_per_principal too. NULL with *status:
  * POOL_E_GONE when unknown, forged, expired, DELETEd here, another principal's or another
- * server's (the same 404 for all); POOL_E_UNAVAILABLE or POOL_E_PRINCIPAL with *why when full.
+ * server's (the same 404 for all); POOL_E_UNAVAILABLE or POOL_E_PRINCIPAL with *why when full,
+ * POOL_E_DRAINING when shutting down (503: nginx tries another instance); nothing is made then.
  */
 struct pool_session *pool_session_find(const char *id, const struct config_server *srv,
                                        const char *principal, bool room, enum pool_status *status,

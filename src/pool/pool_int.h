@@ -555,6 +555,8 @@ void pool_session_sweep(uint64_t now_ms);
 const struct pool_session *pool_sessions_all(void);
 /* Shutdown: every pooled session closed (its calls cancelled, its GET stream ended). */
 void pool_session_free_all(void);
+/* The same, and the keys of sealed ids (the module's end). */
+void pool_session_module_free(void);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

@@ -219,6 +219,11 @@ pool_session_find(const char *id, const struct config_server *srv, const char *p
     if (!revision_over(rev, REVISION_STREAMABLE) || pool_session_deleted(id, now_s))
         return NULL;
     /* Opened, and no record here: sealed at another instance, or before a restart. */
+    if (pools.draining) {
+        *status = POOL_E_DRAINING; /* 503: nginx tries the next instance */
+        *why = "gateway shutting down";
+        return NULL;
+    }
     if (!room) {
         *status = POOL_E_UNAVAILABLE;
         *why = "too many sessions";
@@ -940,7 +945,13 @@ pool_session_free_all(void)
         pool_session_close(pss.all, RELAY_CANCEL_SHUTDOWN);
     free(pss.t.b);
     pss.t = (struct pool_names){ 0 };
-    keyring_free(pss.kr);
+}
+
+void
+pool_session_module_free(void)
+{
+    pool_session_free_all();
+    keyring_free(pss.kr); /* only now: a request shutdown still reads must not find no key */
     pss.kr = NULL;
 }
 
