@@ -201,6 +201,8 @@ struct config {
     uint64_t audit_arguments_max_bytes; /* 0: arguments only as their digest */
     uint64_t audit_required; /* 1: audited calls are refused while records cannot be written */
     enum config_trace trace_context;
+    char *session_key_file;     /* the keys of pooled sessions' sealed ids; NULL: random at start */
+    uint64_t session_max_age_s; /* a sealed session id opens this long after its initialize */
     struct config_auth auth;
     struct config_server *servers;
     size_t n_servers;

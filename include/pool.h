@@ -167,13 +167,39 @@ int pool_log_level(const char *p, struct jsonrpc_span sp);
  * (pool_session_named), so the HTTP front routes it here without asking the session layer.
  */
 struct pool_session;
-/* Whether id is a pooled session's (its one rule: a '~' after the instance prefix). */
+/*
+ * Whether id is a pooled session's: its one rule is session_seal_is (session_seal.h), a sealed id
+ * starts with '~' and has no instance prefix, so nginx routes it round-robin.
+ */
 bool pool_session_named(const char *id);
-/* Pooled sessions open (max_sessions counts them with the sessions of children). */
+/*
+ * The keys that seal and open pooled sessions' ids, in two steps so that a reload failing
+ * elsewhere keeps the running keys: load gives session_key_file's keyring (keyring.h), or a
+ * random one when it is empty; NULL with err empty when the random key already in use stays,
+ * NULL with err filled when the file is unsafe, unreadable or not a key file. set takes kr and
+ * frees the keys it replaces (NULL: none left; the caller sets only what load gave).
+ */
+struct keyring *pool_session_keys_load(const struct config *cfg, char *err, size_t errlen);
+void pool_session_keys_set(const struct config *cfg, struct keyring *kr);
+#define POOL_SESSION_LABEL_MAX 24 /* "sealed:" and 16 hex digits of the id's SHA-256 */
+/* Pooled sessions with a local record here (max_sessions counts them with the sessions of children). */
 size_t pool_session_count(void);
-/* The session id names for srv and principal; NULL when none (or another's: the same 404). */
+/* Local records of srv's sessions (mcpgw_sessions{mode="pooled"}). */
+size_t pool_session_count_of(const char *server);
+/*
+ * The session id names for srv and principal, opened on every request (session_seal_open with
+ * session_max_age_s, then the principal and the server); an id that opens but has no record at
+ * this instance gets a fresh one (no log level, subscription or GET stream), when room says
+ * max_sessions has room and the principal's max_sessions_per_principal too. NULL with *status:
+ * POOL_E_GONE when unknown, forged, expired, DELETEd here, another principal's or another
+ * server's (the same 404 for all); POOL_E_UNAVAILABLE or POOL_E_PRINCIPAL with *why when full,
+ * POOL_E_DRAINING when shutting down (503: nginx tries another instance); nothing is made then.
+ */
 struct pool_session *pool_session_find(const char *id, const struct config_server *srv,
-                                       const char *principal);
+                                       const char *principal, bool room, enum pool_status *status,
+                                       const char **why);
+/* What logs name the session by (never its id). */
+const char *pool_session_label(const struct pool_session *s);
 const char *pool_session_id(const struct pool_session *s);
 /*
  * A legacy initialize for srv (session_mode = pooled): a new session (*out) and the stream its
@@ -206,5 +232,11 @@ void pool_metrics(struct buf *b);
  * left out, -1 when not even the pools' frame fits (nothing appended).
  */
 int pool_admin_json(struct buf *b, size_t max);
+/*
+ * The pooled sessions' local records as a JSON array (label, server, "mode":"pooled", owner,
+ * protocol version, idle time, calls, whether a GET stream is open; never the id), appended to b
+ * in at most max bytes: records that do not fit are left out. 0, 1 when some were left out.
+ */
+int pool_session_admin_json(struct buf *b, size_t max);
 
 #endif

@@ -219,7 +219,11 @@ void session_drain(void);
 bool session_draining(void);
 /* Requests in flight over every session, in one direction (forwarded, not yet answered). */
 size_t session_inflight(enum pending_dir dir);
-/* The sessions', children's and in-flight table's series in Prometheus text format. */
-void session_metrics(struct buf *b);
+/*
+ * The sessions', children's and in-flight table's series in Prometheus text format; pooled, when
+ * not NULL, counts a server's pooled sessions (mcpgw_sessions{mode="pooled"}: the layer that
+ * keeps them is a sibling this one does not call).
+ */
+void session_metrics(struct buf *b, size_t (*pooled)(const char *server));
 
 #endif

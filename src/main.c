@@ -42,6 +42,7 @@
 #include "fetch.h"
 #include "http.h"
 #include "import.h"
+#include "keyring.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -408,13 +409,19 @@ main_reload(void)
         return false;
     }
     struct auth *auth = auth_new(next, err, sizeof(err));
-    if (auth == NULL || pool_load_key(next, err, sizeof(err)) == -1) {
+    /* The session keys are read before anything changes: a bad file keeps the running ones. */
+    struct keyring *session_keys = auth == NULL ? NULL : pool_session_keys_load(next, err, sizeof(err));
+    if (auth == NULL || (session_keys == NULL && err[0] != '\0')
+        || pool_load_key(next, err, sizeof(err)) == -1) {
         log_error(NULL, "SIGHUP: %s; the running configuration stays", err);
+        keyring_free(session_keys);
         auth_free(auth);
         config_clear(next);
         free(next);
         return false;
     }
+    if (session_keys != NULL) /* NULL: the random key in use stays */
+        pool_session_keys_set(next, session_keys);
     log_init(next->log_level, next->log_format);
     main_log_file(next->log_file, "SIGHUP");
     const char *access_err = NULL;
@@ -664,10 +671,11 @@ main_options(int argc, char **argv, struct main_args *a)
     return -1;
 }
 
-/* Frees what main_load made (the current configuration and its auth). */
+/* Frees what main_load made (the current configuration, its auth and its session keys). */
 static void
 main_unload(void)
 {
+    pool_session_keys_set(M.cfg, NULL);
     auth_free(M.auth);
     M.auth = NULL;
     if (M.cfg != NULL)
@@ -690,11 +698,15 @@ main_load(const char *path)
         return -1;
     }
     M.auth = auth_new(M.cfg, err, sizeof(err));
-    if (M.auth == NULL || pool_load_key(M.cfg, err, sizeof(err)) == -1) {
+    struct keyring *session_keys =
+        M.auth == NULL ? NULL : pool_session_keys_load(M.cfg, err, sizeof(err));
+    if (M.auth == NULL || session_keys == NULL || pool_load_key(M.cfg, err, sizeof(err)) == -1) {
         fprintf(stderr, "%s\n", err);
+        keyring_free(session_keys);
         main_unload();
         return -1;
     }
+    pool_session_keys_set(M.cfg, session_keys);
     return 0;
 }
 

@@ -731,6 +731,7 @@ config_clear(struct config *cfg)
     free(cfg->admin_token);
     free(cfg->admin_token_file);
     free(cfg->state_key_file);
+    free(cfg->session_key_file);
     free(cfg->log_file);
     free(cfg->access_log);
     free(cfg->audit_log);

@@ -245,7 +245,7 @@ http_body(struct http_req *rc, const char *data, size_t size)
     if ((!rc->too_big && rc->deferred == NULL)
         || rc->body_bytes <= http_rules_drain_bytes(httpd.cfg->max_body_bytes))
         return true;
-    log_info(rc->sid[0] ? rc->sid : NULL,
+    log_info(rc->sid[0] ? rc->sid_tag : NULL,
              "closing a connection: its request body went on past max_body_bytes + %u",
              HTTP_RULES_DRAIN_EXTRA_BYTES);
     return false;

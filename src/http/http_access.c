@@ -272,7 +272,7 @@ http_access_end(struct http_req *rc)
         { "duration_ms", ms, true },
         { "mcp_method", HTTP_ACCESS_OR_NULL(a->mcp_method), false },
         { "name", HTTP_ACCESS_OR_NULL(a->name), false },
-        { "session", HTTP_ACCESS_OR_NULL(rc->sid), false },
+        { "session", HTTP_ACCESS_OR_NULL(rc->sid_tag), false },
         { "principal", rc->principal != NULL ? rc->principal->name : NULL, false },
         { "request_id", a->rid, false },
         { "trace_id", HTTP_ACCESS_OR_NULL(a->trace_id), false },

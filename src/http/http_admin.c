@@ -213,14 +213,19 @@ http_admin_inflight(struct http_req *rc)
     char *body = session_admin_json(&len);
     /* "pools", and "pools_truncated" when children were left out. */
     struct buf b;
-    buf_init(&b, (size_t)HTTP_ADMIN_POOLS_MAX + len + 64);
+    buf_init(&b, 2 * (size_t)HTTP_ADMIN_POOLS_MAX + len + 128);
     int ok = buf_append(&b, body, len - 1); /* without the document's closing brace */
     free(body);
     if (ok == 0)
         ok = buf_printf(&b, ",\"pools\":");
     int pr = ok == 0 ? pool_admin_json(&b, HTTP_ADMIN_POOLS_MAX) : -1;
-    if (ok == -1 || pr == -1
-        || buf_printf(&b, ",\"pools_truncated\":%s}", pr ? "true" : "false") == -1) {
+    if (pr != -1 && buf_printf(&b, ",\"pooled_sessions\":") == -1)
+        pr = -1;
+    int sr = pr != -1 ? pool_session_admin_json(&b, HTTP_ADMIN_POOLS_MAX) : -1;
+    if (ok == -1 || pr == -1 || sr == -1
+        || buf_printf(&b, ",\"pools_truncated\":%s,\"pooled_sessions_truncated\":%s}",
+                      pr ? "true" : "false", sr ? "true" : "false")
+               == -1) {
         buf_clear(&b);
         return http_error(rc, MHD_HTTP_INTERNAL_SERVER_ERROR, JSONRPC_INTERNAL_ERROR,
                           "admin view too large");
@@ -298,7 +303,7 @@ http_drained(struct http_req *rc, const struct jsonrpc_info *info)
     struct MHD_Response *r = http_json_response(e, len);
     MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, HTTP_DRAINED_RETRY_S);
     http_refusal(rc, NULL, JSONRPC_INTERNAL_ERROR, message);
-    log_info(rc->sid[0] ? rc->sid : NULL, "request refused: 503 server %s drained by the operator",
+    log_info(rc->sid[0] ? rc->sid_tag : NULL, "request refused: 503 server %s drained by the operator",
              rc->srv->name);
     return http_queue(rc, MHD_HTTP_SERVICE_UNAVAILABLE, r);
 }

@@ -23,7 +23,9 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "pool.h"
 #include "session.h"
+#include "session_seal.h"
 #include "stream.h"
 #include "trace.h"
 
@@ -117,7 +119,8 @@ struct http_req {
     struct MHD_Response *deferred; /* a refusal sent once the body is drained */
     unsigned deferred_status;
     bool responded; /* a response is queued */
-    char sid[CRYPTO_SESSION_ID_MAX];
+    char sid[SESSION_SEAL_ID_MAX + 1]; /* a random id, or a pooled session's sealed one */
+    char sid_tag[CRYPTO_SESSION_ID_MAX]; /* what logs name it by: sid, or a sealed id's label */
     struct stream *st;
     bool suspended;
     bool dropped;
@@ -125,6 +128,8 @@ struct http_req {
     bool with_sid;           /* the response carries Mcp-Session-Id (a new session) */
     bool stateless;          /* st is a stateless request's (the pool's), not a session's */
     bool pooled;             /* st is a pooled session's (the pool's: pool_session_detach) */
+    enum pool_status pooled_status; /* why http_pooled_session found none */
+    const char *pooled_why;         /* and a static text, when full */
     struct loop_timer *hold; /* ends the hold */
     struct http_conn *conn;  /* NULL once MHD closed the connection */
     unsigned gen;            /* httpd.gen when the request was last classified */
@@ -248,6 +253,7 @@ enum MHD_Result http_unhold(struct http_req *rc);
 /* A request waiting for the authorization server whose client left: the wait ends, MHD closes. */
 void http_auth_abandon(struct http_req *rc);
 bool http_read_sid(struct http_req *rc);
+void http_sid_tag(struct http_req *rc);
 bool http_refuse_early(struct http_req *rc, enum MHD_Result *ret);
 bool http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret);
 /*

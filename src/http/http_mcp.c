@@ -21,6 +21,29 @@
 #include "pool.h"
 #include "revision.h"
 
+/*
+ * What logs and the access log name rc's session by: its id, or for a sealed id (a bearer secret
+ * no instance can revoke) "sealed:" and the first 8 bytes of its SHA-256 in hex, the label the
+ * pool logs the session by.
+ */
+void
+http_sid_tag(struct http_req *rc)
+{
+    if (!session_seal_is(rc->sid, strlen(rc->sid))) {
+        snprintf(rc->sid_tag, sizeof(rc->sid_tag), "%s", rc->sid);
+        return;
+    }
+    unsigned char h[CRYPTO_SHA256_LEN];
+    crypto_sha256(rc->sid, strlen(rc->sid), h);
+    static const char digits[] = "0123456789abcdef";
+    memcpy(rc->sid_tag, "sealed:", 7);
+    for (size_t i = 0; i < 8; i++) {
+        rc->sid_tag[7 + 2 * i] = digits[h[i] >> 4];
+        rc->sid_tag[7 + 2 * i + 1] = digits[h[i] & 15];
+    }
+    rc->sid_tag[23] = '\0';
+}
+
 /* Copies a plausible session id header; false when absent. Implausible ids become unknown. */
 bool
 http_read_sid(struct http_req *rc)
@@ -31,14 +54,17 @@ http_read_sid(struct http_req *rc)
     size_t n = strlen(v);
     if (n == 0 || n >= sizeof(rc->sid)) {
         snprintf(rc->sid, sizeof(rc->sid), "%s", "-");
+        snprintf(rc->sid_tag, sizeof(rc->sid_tag), "%s", "-");
         return true;
     }
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7e) {
             snprintf(rc->sid, sizeof(rc->sid), "%s", "-");
+            snprintf(rc->sid_tag, sizeof(rc->sid_tag), "%s", "-");
             return true;
         }
     memcpy(rc->sid, v, n + 1);
+    http_sid_tag(rc);
     return true;
 }
 
@@ -507,6 +533,28 @@ http_sessions_full(void)
     return session_count() + pool_session_count() >= httpd.cfg->max_sessions;
 }
 
+/*
+ * The pooled session rc->sid names, its sealed id opened and checked against this request's own
+ * principal and endpoint (pool_session_find): an id that opens here but was sealed at another
+ * instance, or before a restart, gets a local record now. NULL: rc->pooled_status says why.
+ */
+static struct pool_session *
+http_pooled_session(struct http_req *rc)
+{
+    rc->pooled_why = NULL;
+    return pool_session_find(rc->sid, rc->srv, rc->principal->name, !http_sessions_full(),
+                             &rc->pooled_status, &rc->pooled_why);
+}
+
+/* The refusal when http_pooled_session found nothing: 404 as for any unknown session, or full. */
+static enum MHD_Result
+http_pooled_none(struct http_req *rc)
+{
+    if (rc->pooled_status == POOL_E_GONE)
+        return http_session_error(rc, SESSION_E_GONE);
+    return http_pooled_error(rc, NULL, rc->pooled_status, rc->pooled_why);
+}
+
 /* initialize for a server with session_mode = pooled: a session with no child. */
 static enum MHD_Result
 http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info)
@@ -532,6 +580,7 @@ http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info)
     if (st == NULL)
         return http_pooled_error(rc, info, status, meta.why);
     snprintf(rc->sid, sizeof(rc->sid), "%s", pool_session_id(s));
+    http_sid_tag(rc);
     rc->pooled = true;
     return http_hold(rc, st, true);
 }
@@ -540,9 +589,9 @@ http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info)
 static enum MHD_Result
 http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info, const char *err)
 {
-    struct pool_session *s = pool_session_find(rc->sid, rc->srv, rc->principal->name);
+    struct pool_session *s = http_pooled_session(rc);
     if (s == NULL)
-        return http_session_error(rc, SESSION_E_GONE);
+        return http_pooled_none(rc);
     if (scan == JSONRPC_EBATCH)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           "JSON-RPC batches are not served in pooled sessions (session_mode = "
@@ -617,6 +666,7 @@ http_post(struct http_req *rc)
                               why);
         http_session_client(rc, s);
         snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
+        http_sid_tag(rc);
         return http_post_request(rc, s, true, &info);
     }
     s = http_session(rc);
@@ -640,9 +690,9 @@ http_get(struct http_req *rc)
     if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
         return http_stateless_refuse_method(rc);
     if (rc->sid[0] != '\0' && pool_session_named(rc->sid)) {
-        struct pool_session *ps = pool_session_find(rc->sid, rc->srv, rc->principal->name);
+        struct pool_session *ps = http_pooled_session(rc);
         if (ps == NULL)
-            return http_session_error(rc, SESSION_E_GONE);
+            return http_pooled_none(rc);
         if (http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID) != NULL)
             return http_session_error(rc, SESSION_E_EVICTED); /* nothing of it is replayed */
         enum pool_status pst;
@@ -670,9 +720,9 @@ http_delete(struct http_req *rc)
     if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
         return http_stateless_refuse_method(rc);
     if (rc->sid[0] != '\0' && pool_session_named(rc->sid)) {
-        struct pool_session *ps = pool_session_find(rc->sid, rc->srv, rc->principal->name);
+        struct pool_session *ps = http_pooled_session(rc);
         if (ps == NULL)
-            return http_session_error(rc, SESSION_E_GONE);
+            return http_pooled_none(rc);
         pool_session_delete(ps);
         return http_empty(rc, MHD_HTTP_OK);
     }
@@ -702,6 +752,7 @@ http_legacy_sse(struct http_req *rc)
                           status == 403 ? JSONRPC_INVALID_REQUEST : JSONRPC_INTERNAL_ERROR, why);
     http_session_client(rc, s);
     snprintf(rc->sid, sizeof(rc->sid), "%s", session_id(s));
+    http_sid_tag(rc);
     char endpoint[32 + CRYPTO_SESSION_ID_MAX];
     snprintf(endpoint, sizeof(endpoint), "messages?sessionId=%s", session_id(s));
     return http_sse(rc, session_legacy_open(s, endpoint), false);
@@ -716,6 +767,7 @@ http_legacy_post(struct http_req *rc)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           "sessionId query parameter is required");
     snprintf(rc->sid, sizeof(rc->sid), "%s", v);
+    http_sid_tag(rc);
     struct session *s =
         strlen(v) < sizeof(rc->sid) ? session_lookup(rc->sid, rc->srv, rc->principal, true) : NULL;
     if (s == NULL)

@@ -241,7 +241,7 @@ http_metrics(struct http_req *rc)
     struct buf b;
     buf_init(&b, (size_t)1 << 24);
     metrics_process(&b);
-    session_metrics(&b);
+    session_metrics(&b, pool_session_count_of);
     upstream_metrics(&b);
     sandbox_notify_metrics(&b);
     relay_metrics(&b);

@@ -57,7 +57,7 @@ http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
         rc->deferred_status = status;
         rc->responded = true;
         httpd.responses[status / 100 < 6 ? status / 100 : 0]++;
-        log_debug(rc->sid[0] ? rc->sid : NULL, "http %u (once the body is read)", status);
+        log_debug(rc->sid[0] ? rc->sid_tag : NULL, "http %u (once the body is read)", status);
         return MHD_YES;
     }
     http_access_response(rc, status, r);
@@ -65,7 +65,7 @@ http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r)
     httpd.responses[status / 100 < 6 ? status / 100 : 0]++;
     MHD_destroy_response(r);
     rc->responded = true;
-    log_debug(rc->sid[0] ? rc->sid : NULL, "http %u", status);
+    log_debug(rc->sid[0] ? rc->sid_tag : NULL, "http %u", status);
     return ret;
 }
 
@@ -115,7 +115,7 @@ http_error(struct http_req *rc, unsigned status, int code, const char *message)
                                 : rc->kind == HTTP_LEGACY_SSE ? "GET"
                                                               : "GET, HEAD");
     if (rc->kind == HTTP_MCP || rc->kind == HTTP_LEGACY_SSE || rc->kind == HTTP_LEGACY_MSG)
-        log_info(rc->sid[0] ? rc->sid : NULL, "request refused: %u %s", status, message);
+        log_info(rc->sid[0] ? rc->sid_tag : NULL, "request refused: %u %s", status, message);
     return http_queue(rc, status, r);
 }
 
@@ -136,7 +136,7 @@ http_too_big(struct http_req *rc)
         http_error_response(JSONRPC_INVALID_REQUEST, "request body exceeds max_body_bytes");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     http_refusal(rc, NULL, JSONRPC_INVALID_REQUEST, "request body exceeds max_body_bytes");
-    log_info(rc->sid[0] ? rc->sid : NULL, "request refused: 413 body over max_body_bytes");
+    log_info(rc->sid[0] ? rc->sid_tag : NULL, "request refused: 413 body over max_body_bytes");
     return http_queue(rc, MHD_HTTP_CONTENT_TOO_LARGE, r);
 }
 

@@ -221,7 +221,7 @@ pool_free(struct pool *p)
 void
 pool_module_free(void)
 {
-    pool_session_free_all();
+    pool_session_module_free();
     while (pools.pools != NULL) {
         struct pool *p = pools.pools;
         pools.pools = p->next;

@@ -126,6 +126,8 @@ struct pool_caller {
 struct pool_session {
     char *id;                    /* first member: its name in the table (pool_names) */
     struct pool_session *hnext;  /* the table's chain */
+    char label[POOL_SESSION_LABEL_MAX]; /* what logs name it by: its id is a bearer secret */
+    int64_t issued_s;            /* its initialize, unix seconds (sealed in its id) */
     struct pool_session *prev, *next; /* every pooled session (the sweep, list changes) */
     char *server;                /* its server's name: a reload keeps the session */
     char *principal;             /* its owner's name: every request must be theirs */
@@ -555,6 +557,8 @@ void pool_session_sweep(uint64_t now_ms);
 const struct pool_session *pool_sessions_all(void);
 /* Shutdown: every pooled session closed (its calls cancelled, its GET stream ended). */
 void pool_session_free_all(void);
+/* The same, and the keys of sealed ids (the module's end). */
+void pool_session_module_free(void);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

@@ -21,14 +21,28 @@
 
 #include "audit.h"
 #include "crypto.h"
+#include "keyring.h"
 #include "log.h"
 #include "pool_int.h"
+#include "session_seal.h"
+
+#define PSS_TOMBS 1024 /* DELETEd ids this instance remembers (their digests) */
+
+/* An id DELETEd here: its digest, until its max age is over (then it would not open anyway). */
+struct pss_tomb {
+    unsigned char h[CRYPTO_SHA256_LEN];
+    int64_t until_s;
+};
 
 static struct {
-    struct pool_names t;       /* by id */
-    struct pool_session *all;  /* every session, newest first */
+    struct pool_names t;       /* local records, by id */
+    struct pool_session *all;  /* every local record, newest first */
     size_t n;
     uint64_t next_stream_id;
+    struct keyring *kr; /* seals and opens the ids (session_key_file, or a random key) */
+    bool kr_random;     /* kr is the random key made at start */
+    struct pss_tomb tombs[PSS_TOMBS];
+    size_t next_tomb;
 } pss;
 
 #define PSS_LINK offsetof(struct pool_session, hnext)
@@ -46,25 +60,79 @@ static const char pool_session_stateless_text[] =
 bool
 pool_session_named(const char *id)
 {
-    const char *dot = strchr(id, '.');
-    return (dot != NULL ? dot[1] : id[0]) == '~';
+    return session_seal_is(id, strlen(id));
 }
 
-/* A new id of the pooled form: the instance prefix, '~', 128 random bits (crypto.h). */
-static int
-pool_session_new_id(char out[CRYPTO_SESSION_ID_MAX])
+/* --- the keys of sealed ids ------------------------------------------------------------------ */
+
+struct keyring *
+pool_session_keys_load(const struct config *cfg, char *err, size_t errlen)
 {
-    char raw[CRYPTO_SESSION_ID_MAX];
-    if (crypto_session_id(pools.cfg->instance_id, raw) == -1)
-        return -1;
-    const char *dot = strchr(raw, '.');
-    size_t head = dot != NULL ? (size_t)(dot - raw) + 1 : 0;
-    if (strlen(raw) + 2 > CRYPTO_SESSION_ID_MAX)
-        return -1;
-    memcpy(out, raw, head);
-    out[head] = '~';
-    memcpy(out + head + 1, raw + head, strlen(raw + head) + 1);
-    return 0;
+    err[0] = '\0';
+    if (cfg->session_key_file != NULL)
+        return keyring_load(cfg->session_key_file, SESSION_SEAL_PURPOSE, err, errlen);
+    if (pss.kr != NULL && pss.kr_random)
+        return NULL; /* the random key made earlier stays: the sessions it sealed stay */
+    unsigned char key[32];
+    char hex[2 * sizeof key];
+    if (crypto_random(key, sizeof key) == -1) {
+        snprintf(err, errlen, "session_key_file: no randomness for a random key");
+        return NULL;
+    }
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof key; i++) {
+        hex[2 * i] = digits[key[i] >> 4];
+        hex[2 * i + 1] = digits[key[i] & 15];
+    }
+    struct keyring *kr =
+        keyring_parse(hex, sizeof hex, "random key", SESSION_SEAL_PURPOSE, err, errlen);
+    crypto_cleanse(key, sizeof key);
+    crypto_cleanse(hex, sizeof hex);
+    return kr;
+}
+
+void
+pool_session_keys_set(const struct config *cfg, struct keyring *kr)
+{
+    keyring_free(pss.kr);
+    pss.kr = kr;
+    pss.kr_random = kr != NULL && cfg->session_key_file == NULL;
+}
+
+/* The label a sealed session is logged by: "sealed:", the first 8 bytes of its id's SHA-256. */
+static void
+pss_label_of(const char *id, char out[POOL_SESSION_LABEL_MAX])
+{
+    unsigned char h[CRYPTO_SHA256_LEN];
+    crypto_sha256(id, strlen(id), h);
+    static const char digits[] = "0123456789abcdef";
+    memcpy(out, "sealed:", 7);
+    for (size_t i = 0; i < 8; i++) {
+        out[7 + 2 * i] = digits[h[i] >> 4];
+        out[7 + 2 * i + 1] = digits[h[i] & 15];
+    }
+    out[23] = '\0';
+}
+
+/* --- DELETEd ids: a bounded memory, so that this instance answers 404 after a DELETE -------- */
+
+static bool
+pool_session_deleted(const char *id, int64_t now_s)
+{
+    unsigned char h[CRYPTO_SHA256_LEN];
+    crypto_sha256(id, strlen(id), h);
+    for (size_t i = 0; i < PSS_TOMBS; i++)
+        if (pss.tombs[i].until_s >= now_s && crypto_equal(pss.tombs[i].h, h, sizeof h))
+            return true;
+    return false;
+}
+
+static void
+pool_session_bury(const struct pool_session *s)
+{
+    struct pss_tomb *t = &pss.tombs[pss.next_tomb++ % PSS_TOMBS];
+    crypto_sha256(s->id, strlen(s->id), t->h);
+    t->until_s = s->issued_s + (int64_t)pools.cfg->session_max_age_s;
 }
 
 size_t
@@ -85,13 +153,97 @@ pool_session_id(const struct pool_session *s)
     return s->id;
 }
 
-struct pool_session *
-pool_session_find(const char *id, const struct config_server *srv, const char *principal)
+size_t
+pool_session_count_of(const char *server)
 {
-    struct pool_session *s = pool_names_find(&pss.t, id, PSS_LINK);
-    if (s == NULL || s->failed || strcmp(s->server, srv->name) != 0
-        || strcmp(s->principal, principal != NULL ? principal : "") != 0)
+    size_t n = 0;
+    for (const struct pool_session *s = pss.all; s != NULL; s = s->next)
+        n += strcmp(s->server, server) == 0;
+    return n;
+}
+
+const char *
+pool_session_label(const struct pool_session *s)
+{
+    return s->label;
+}
+
+/* A new local record, in the table: id (sealed), server, principal, and one session counted. */
+static struct pool_session *
+pool_session_new(const char *id, const char *server, const char *principal, int64_t issued_s)
+{
+    struct pool_session *s = xcalloc(1, sizeof(*s));
+    s->id = xstrdup(id);
+    pss_label_of(id, s->label);
+    s->server = xstrdup(server);
+    s->principal = xstrdup(principal);
+    s->issued_s = issued_s;
+    s->last_ms = util_now_ms();
+    s->created_unix_ms = util_now_unix_ms();
+    s->quota = quota_take(QUOTA_GATEWAY, principal, QUOTA_SESSIONS, 1);
+    pool_names_add(&pss.t, s, PSS_LINK);
+    s->next = pss.all;
+    if (pss.all != NULL)
+        pss.all->prev = s;
+    pss.all = s;
+    pss.n++;
+    pool_server_of(s->server)->sessions_open++;
+    s->linked = true;
+    return s;
+}
+
+struct pool_session *
+pool_session_find(const char *id, const struct config_server *srv, const char *principal,
+                  bool room, enum pool_status *status, const char **why)
+{
+    *status = POOL_E_GONE;
+    if (principal == NULL)
+        principal = "";
+    struct session_seal_record r;
+    int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
+    enum session_seal_verdict v = pss.kr == NULL
+                                      ? SESSION_SEAL_UNKNOWN_KEY
+                                      : session_seal_open(pss.kr, id, strlen(id), now_s,
+                                                          pools.cfg->session_max_age_s, &r);
+    if (v != SESSION_SEAL_OK) {
+        log_debug(NULL, "pooled session id refused: %s", session_seal_verdict_text(v));
         return NULL;
+    }
+    /* Another principal's id, or another server's: the same 404 as an unknown one. */
+    if (!session_seal_principal_is(&r, principal) || strcmp(r.server, srv->name) != 0
+        || !srv->session_pooled)
+        return NULL;
+    struct pool_session *s = pool_names_find(&pss.t, id, PSS_LINK);
+    if (s != NULL)
+        return s->failed || strcmp(s->principal, principal) != 0 ? NULL : s;
+    const struct revision *rev = revision_named(r.revision);
+    if (!revision_over(rev, REVISION_STREAMABLE) || pool_session_deleted(id, now_s))
+        return NULL;
+    /* Opened, and no record here: sealed at another instance, or before a restart. */
+    if (pools.draining) {
+        *status = POOL_E_DRAINING; /* 503: nginx tries the next instance */
+        *why = "gateway shutting down";
+        return NULL;
+    }
+    if (!room) {
+        *status = POOL_E_UNAVAILABLE;
+        *why = "too many sessions";
+        return NULL;
+    }
+    if (!quota_fits(QUOTA_GATEWAY, principal, QUOTA_SESSIONS,
+                    pools.cfg->auth.max_sessions_per_principal)) {
+        *status = POOL_E_PRINCIPAL;
+        *why = "too many sessions for this principal (max_sessions_per_principal)";
+        return NULL;
+    }
+    s = pool_session_new(id, srv->name, principal, r.issued_s);
+    s->rev = rev;
+    s->caps = r.flags;
+    const struct log_field f[] = { { "server", srv->name, false },
+                                   { "principal", principal, false } };
+    log_fields(LOG_INFO, s->label, f, ARRAY_LEN(f),
+               "pooled session taken up here: server=%s owner=%s (sealed %" PRId64 " s ago)",
+               srv->name, principal, now_s - r.issued_s);
     return s;
 }
 
@@ -370,7 +522,7 @@ pool_session_close(struct pool_session *s, enum relay_reason why)
         stream_unref(s->get);
         s->get = NULL;
     }
-    log_info(s->id, "pooled session ended: %s", relay_reasons[why].text);
+    log_info(s->label, "pooled session ended: %s", relay_reasons[why].text);
     pool_session_free(s);
 }
 
@@ -435,7 +587,7 @@ pool_session_init_answer(struct pool_call *call, const char *id, size_t idlen)
     };
     p->row->ctr.answered++;
     pool_push(call, iov, 7);
-    log_debug(s->id, "pooled session initialized: %s (the client asked %s)", s->rev->name,
+    log_debug(s->label, "pooled session initialized: %s (offered %s)", s->rev->name,
               s->asked[0] != '\0' ? s->asked : "none");
     pool_call_end(call);
 }
@@ -456,35 +608,44 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_PRINCIPAL;
         return NULL;
     }
-    char id[CRYPTO_SESSION_ID_MAX];
-    if (pool_session_new_id(id) == -1) {
-        meta->why = "no randomness for a session id";
+    char asked[sizeof(((struct pool_session *)0)->asked)];
+    if (info->params.len == 0
+        || !jsonrpc_member_string(body + info->params.off, info->params.len, "protocolVersion",
+                                  asked, sizeof asked))
+        asked[0] = '\0';
+    struct jsonrpc_span caps = { 0, 0 };
+    unsigned flags = 0;
+    if (info->params.len > 0 && jsonrpc_member_at(body, info->params, "capabilities", &caps) == 0
+        && caps.len > 0 && body[caps.off] == '{')
+        flags = pool_caps_declared(body, caps);
+    else
+        caps.len = 0;
+    /*
+     * What the id holds is fixed now, before a child may have answered: the revision offered is
+     * the client's bounded by the gateway's, and by the children's when a child of the server has
+     * told it; the answer's negotiation (pool_session_init_answer) can only keep it or lower it
+     * to the children's, which the sealed one then is for every child of that command.
+     */
+    const struct pool *sp = pool_shared_of(srv->name);
+    const struct revision *offer =
+        pool_session_negotiate(asked, sp != NULL && sp->init_version[0] != '\0'
+                                          ? sp->init_version
+                                          : "");
+    int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
+    struct session_seal_record rec;
+    char id[SESSION_SEAL_ID_MAX + 1];
+    if (pss.kr == NULL
+        || session_seal_record_init(&rec, principal, srv->name, offer->name, body + caps.off,
+                                    caps.len, flags, now_s)
+               == -1
+        || session_seal(pss.kr, &rec, id) == -1) {
+        meta->why = "cannot seal a session id";
         *status = POOL_E_UNAVAILABLE;
         return NULL;
     }
-    struct pool_session *s = xcalloc(1, sizeof(*s));
-    s->id = xstrdup(id);
-    s->server = xstrdup(srv->name);
-    s->principal = xstrdup(principal);
-    if (info->params.len == 0
-        || !jsonrpc_member_string(body + info->params.off, info->params.len, "protocolVersion",
-                                  s->asked, sizeof s->asked))
-        s->asked[0] = '\0';
-    struct jsonrpc_span caps;
-    if (info->params.len > 0 && jsonrpc_member_at(body, info->params, "capabilities", &caps) == 0
-        && caps.len > 0 && body[caps.off] == '{')
-        s->caps = pool_caps_declared(body, caps);
-    s->last_ms = util_now_ms();
-    s->created_unix_ms = util_now_unix_ms();
-    s->quota = quota_take(QUOTA_GATEWAY, principal, QUOTA_SESSIONS, 1);
-    pool_names_add(&pss.t, s, PSS_LINK);
-    s->next = pss.all;
-    if (pss.all != NULL)
-        pss.all->prev = s;
-    pss.all = s;
-    pss.n++;
-    pool_server_of(s->server)->sessions_open++;
-    s->linked = true;
+    struct pool_session *s = pool_session_new(id, srv->name, principal, now_s);
+    memcpy(s->asked, offer->name, strlen(offer->name) + 1);
+    s->caps = flags;
     meta->session = s;
     meta->rev = revision_newest(REVISION_STREAMABLE); /* until the answer negotiates it */
     struct stream *st = pool_request(srv, body, len, info, meta, status);
@@ -494,7 +655,7 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
     }
     const struct log_field f[] = { { "server", srv->name, false },
                                    { "principal", principal, false } };
-    log_fields(LOG_INFO, s->id, f, ARRAY_LEN(f), "pooled session created: server=%s owner=%s",
+    log_fields(LOG_INFO, s->label, f, ARRAY_LEN(f), "pooled session created: server=%s owner=%s",
                srv->name, principal);
     *out = s;
     return st;
@@ -604,7 +765,7 @@ pool_session_ask(struct pool_child *c, struct pool_call *call, unsigned bit, con
     int k = relay_splice(line, len, &ed, 1, iov);
     pool_session_push_to(call, st, iov, k);
     c->pool->row->ctr.asks_bridged++;
-    log_debug(s->id, "child request %s sent to the session's client as %s", info->method, idbuf);
+    log_debug(s->label, "child request %s sent to the session's client as %s", info->method, idbuf);
     return NULL;
 }
 
@@ -640,11 +801,11 @@ pool_session_client_answer(struct pool_session *s, char *body, size_t len,
                 return;
             struct relay_edit ed = { info->id.off, info->id.len, a->child_id, a->child_id_len };
             if (relay_send_spliced(&call->c->r, body, len, &ed, 1) == -1)
-                log_warn(s->id, "the client's answer to %s not delivered: child stdin full",
+                log_warn(s->label, "the client's answer to %s not delivered: child stdin full",
                          a->method);
             return;
         }
-    log_debug(s->id, "an answer for no open question of the session's dropped");
+    log_debug(s->label, "an answer for no open question of the session's dropped");
 }
 
 /* The client's notifications/cancelled: forwarded to the call's child with the id it saw. */
@@ -658,7 +819,7 @@ pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
             && memcmp(call->p->orig_id, body + info->request_id.off, info->request_id.len) == 0)
             break;
     if (call == NULL || call->init || call->p->state != PENDING_FORWARDED) {
-        log_debug(s->id, "cancel for an unknown or finished request ignored");
+        log_debug(s->label, "cancel for an unknown or finished request ignored");
         return;
     }
     struct pending *p = call->p;
@@ -667,9 +828,9 @@ pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
     size_t idlen = relay_id_text(p, idbuf);
     struct relay_edit ed = { info->request_id.off, info->request_id.len, idbuf, idlen };
     if (relay_send_spliced(&c->r, body, len, &ed, 1) == -1)
-        log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
+        log_warn(s->label, "client cancel for %s not delivered: child stdin full", p->method);
     else
-        log_info(s->id, "client cancel forwarded: method=%s child=%s child_id=%s", p->method,
+        log_info(s->label, "client cancel forwarded: method=%s child=%s child_id=%s", p->method,
                  c->tag, idbuf);
     relay_audit_cancel(p, RELAY_CANCEL_CLIENT);
     relay_mark_cancelled(p);
@@ -735,6 +896,7 @@ pool_session_detach(const char *sid, struct stream *st)
 void
 pool_session_delete(struct pool_session *s)
 {
+    pool_session_bury(s); /* this instance answers 404 to it from now on; another cannot know */
     pool_session_close(s, RELAY_CANCEL_DELETED);
 }
 
@@ -785,4 +947,54 @@ pool_session_free_all(void)
         pool_session_close(pss.all, RELAY_CANCEL_SHUTDOWN);
     free(pss.t.b);
     pss.t = (struct pool_names){ 0 };
+}
+
+void
+pool_session_module_free(void)
+{
+    pool_session_free_all();
+    keyring_free(pss.kr); /* only now: a request shutdown still reads must not find no key */
+    pss.kr = NULL;
+}
+
+int
+pool_session_admin_json(struct buf *b, size_t max)
+{
+    struct buf_out o = { .full = false };
+    buf_init(&o.b, max);
+    uint64_t now = util_now_ms();
+    size_t omitted = 0;
+    bool first = true;
+    buf_out_printf(&o, "[");
+    for (const struct pool_session *s = pss.all; s != NULL; s = s->next) {
+        /* Each record whole or not at all (room is kept for the closing bracket). */
+        size_t used = buf_used(&o.b);
+        struct buf_out one = { .full = false };
+        buf_init(&one.b, used + 16 < max ? max - used - 16 : 0);
+        char at[UTIL_RFC3339_MAX];
+        util_rfc3339(s->created_unix_ms, at);
+        buf_out_printf(&one,
+                       "%s{\"label\":\"%s\",\"server\":\"%s\",\"mode\":\"pooled\","
+                       "\"state\":\"%s\",\"protocol_version\":\"%s\",\"idle_ms\":%" PRIu64
+                       ",\"calls\":%zu,\"get_stream\":%s,\"created_at\":\"%s\",\"owner\":",
+                       first ? "" : ",", s->label, s->server,
+                       s->rev != NULL ? "ready" : "initializing",
+                       s->rev != NULL ? s->rev->name : "", now - s->last_ms, s->ncalls,
+                       s->get != NULL ? "true" : "false", at);
+        jsonrpc_put_quoted(&one, s->principal);
+        buf_out_printf(&one, "}");
+        if (!one.full && !o.full) {
+            buf_out_raw(&o, buf_head(&one.b), buf_used(&one.b));
+            first = false;
+        } else {
+            omitted++;
+        }
+        buf_clear(&one.b);
+    }
+    buf_out_printf(&o, "]");
+    int rc = o.full ? -1 : (int)(omitted > 0);
+    if (!o.full && buf_append(b, buf_head(&o.b), buf_used(&o.b)) == -1)
+        rc = -1;
+    buf_clear(&o.b);
+    return rc;
 }

@@ -167,7 +167,7 @@ session_per_server(struct buf *b, const char *name, const char *help, size_t off
 }
 
 void
-session_metrics(struct buf *b)
+session_metrics(struct buf *b, size_t (*pooled)(const char *server))
 {
     char labels[256];
     struct session_server *r;
@@ -202,13 +202,18 @@ session_metrics(struct buf *b)
         }
     metrics_family(b, "mcpgw_sessions", "gauge",
                    "Sessions open now, by server and mode (child: the session's own child "
-                   "process).");
-    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))
+                   "process; pooled: a pooled session's record at this instance).");
+    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         for (size_t m = 0; m < SESSION_MODE_N; m++) {
             snprintf(labels, sizeof(labels), "server=\"%s\",mode=\"%s\"", r->row.name,
                      session_modes[m]);
             metrics_sample(b, "mcpgw_sessions", labels, r->by_mode[m]);
         }
+        if (pooled != NULL) {
+            snprintf(labels, sizeof(labels), "server=\"%s\",mode=\"pooled\"", r->row.name);
+            metrics_sample(b, "mcpgw_sessions", labels, pooled(r->row.name));
+        }
+    }
     metrics_family(b, "mcpgw_inflight_requests", "gauge",
                    "Requests of sessions waiting for their answer, by server and direction.");
     for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))

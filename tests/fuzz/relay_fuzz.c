@@ -31,7 +31,9 @@
  *     once a child is ready), a request in one of them (tools/call with a progress token,
  *     tools/list, ping, logging/setLevel, resources/read, tasks/get; or its GET stream), as its
  *     principal or mallory (404), the client's cancel of one of its requests, an answer to a
- *     question it may have been asked, DELETE;
+ *     question it may have been asked, DELETE; its sealed id forged (a character changed), cut,
+ *     sealed with another key, expired, or sealed for another principal or server (404, and no
+ *     record made: the fuzzer holds the session key, as session_key_file would give it);
  *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
  *     (pool_set_config with a fresh configuration, maybe another era or tool policy; the old ones
  *     are freed as main.c does, once pool_uses_config is false), the next spawn fails,
@@ -97,7 +99,9 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
+#include "keyring.h"
 #include "pool.h"
+#include "session_seal.h"
 #include "quota.h"
 #include "session.h"
 #include "src/pool/pool_int.h"
@@ -153,7 +157,7 @@ struct req {
     bool listen;
     bool get;       /* session mode: the standalone GET stream (no answer ever comes on it) */
     bool cancelled; /* session mode: the client cancelled it (an answer may not come) */
-    char sid[CRYPTO_SESSION_ID_MAX]; /* session mode: the session it belongs to */
+    char sid[SESSION_SEAL_ID_MAX + 1]; /* session mode: the session it belongs to */
     uint64_t stream_id;              /* session mode: its stream's id */
     char last_eid[48];               /* session mode: the id of the last whole event read */
     unsigned nb;                     /* session mode, a batch: its requests' ids, in bids */
@@ -199,7 +203,7 @@ static unsigned nsighup; /* session mode: reloads so far in this run */
 static char *big;        /* BIG_BYTES of filler */
 /* Pool mode, session_mode = pooled: the pooled sessions made (live or not), and whose. */
 static struct {
-    char sid[CRYPTO_SESSION_ID_MAX];
+    char sid[SESSION_SEAL_ID_MAX + 1];
     const char *principal;
 } psess[SESS_MAX];
 static size_t npsess;
@@ -396,6 +400,25 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
              limits);
 }
 
+/*
+ * The pooled sessions' key (load_config gives it to the gateway as session_key_file's would be), so
+ * that this fuzzer can seal ids the gateway's key opens but must refuse (expired, another
+ * principal's, another server's), besides ids it cannot open (another key's, forged, cut).
+ */
+#define FZ_SESSION_KEY "5f6c0a1d9e3b47c28a1f0e6d4b3c2a19087f6e5d4c3b2a1908f7e6d5c4b3a291"
+#define FZ_OTHER_KEY   "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static struct keyring *
+fz_keyring(const char *hex)
+{
+    char err[256];
+    struct keyring *kr =
+        keyring_parse(hex, strlen(hex), "fuzz key", SESSION_SEAL_PURPOSE, err, sizeof err);
+    if (kr == NULL)
+        fuzz_fail(__FILE__, __LINE__, "fuzz key: %s", err);
+    return kr;
+}
+
 static struct config *
 load_config(void)
 {
@@ -405,6 +428,7 @@ load_config(void)
         fuzz_fail(__FILE__, __LINE__, "config: %s\n%s", err, ini);
     if (pool_load_key(c, err, sizeof err) != 0)
         fuzz_fail(__FILE__, __LINE__, "key: %s", err);
+    pool_session_keys_set(c, fz_keyring(FZ_SESSION_KEY));
     return c;
 }
 
@@ -548,7 +572,7 @@ batch_answer(struct req *r, const char *data, struct jsonrpc_span id)
 
 /* The child's questions the client has read (session, minted id): those it can still answer. */
 static struct {
-    char sid[CRYPTO_SESSION_ID_MAX];
+    char sid[SESSION_SEAL_ID_MAX + 1];
     uint64_t id;
 } seen[SEEN_MAX];
 static size_t nseen;
@@ -943,7 +967,10 @@ pooled_request(unsigned a, unsigned b)
     memset(r, 0, sizeof(*r));
     size_t k = a % npsess;
     const char *principal = (b & 128) ? "mallory" : psess[k].principal;
-    struct pool_session *s = pool_session_find(psess[k].sid, &cur_cfg()->servers[0], principal);
+    enum pool_status fst;
+    const char *fwhy = NULL;
+    struct pool_session *s =
+        pool_session_find(psess[k].sid, &cur_cfg()->servers[0], principal, true, &fst, &fwhy);
     if (s == NULL)
         return; /* 404 */
     FUZZ_CHECK(strcmp(principal, psess[k].principal) == 0, "%s reached %s's pooled session",
@@ -987,6 +1014,67 @@ pooled_request(unsigned a, unsigned b)
     nreq++;
 }
 
+/*
+ * A request naming a pooled session's id forged (a character changed), cut, sealed with another
+ * key, expired, or sealed for another principal or another server: the same 404 as an unknown id,
+ * and no record made for it.
+ */
+static void
+pooled_forged(unsigned a, unsigned b)
+{
+    if (npsess == 0)
+        return;
+    size_t k = a % npsess;
+    const char *principal = psess[k].principal;
+    const struct config_server *srv = &cur_cfg()->servers[0];
+    char id[SESSION_SEAL_ID_MAX + 1];
+    snprintf(id, sizeof id, "%s", psess[k].sid);
+    size_t n = strlen(id);
+    size_t at = 2 + (a >> 4) % (n - 2);
+    int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
+    const char *rec_principal = principal, *rec_server = srv->name;
+    int64_t issued = now_s;
+    const char *key = FZ_SESSION_KEY;
+    unsigned how = b % 6;
+    switch (how) {
+    case 0:
+        id[at] = id[at] == 'A' ? 'B' : 'A';
+        break;
+    case 1:
+        id[at] = '\0';
+        break;
+    case 2:
+        key = FZ_OTHER_KEY;
+        break;
+    case 3:
+        issued = now_s - (int64_t)cur_cfg()->session_max_age_s - 1 - (int64_t)((a >> 8) % 1000);
+        break;
+    case 4:
+        rec_principal = strcmp(principal, "mallory") == 0 ? "alice" : "mallory";
+        break;
+    default:
+        rec_server = "not-a";
+        break;
+    }
+    if (how >= 2) {
+        struct session_seal_record rec;
+        struct keyring *kr = fz_keyring(key);
+        int ok = session_seal_record_init(&rec, rec_principal, rec_server, "2025-06-18", "{}", 2,
+                                          0, issued > 0 ? issued : 0);
+        if (ok == 0)
+            ok = session_seal(kr, &rec, id);
+        keyring_free(kr);
+        FUZZ_CHECK(ok == 0, "cannot seal a test id");
+    }
+    size_t before = pool_session_count();
+    enum pool_status st = POOL_OK;
+    const char *why = NULL;
+    struct pool_session *s = pool_session_find(id, srv, principal, true, &st, &why);
+    FUZZ_CHECK(s == NULL && st == POOL_E_GONE, "a pooled session id (case %u) was not refused 404",
+               how);
+    FUZZ_CHECK(pool_session_count() == before, "a refused id made a record (case %u)", how);
+}
+
 /* The client's own message in a pooled session: a cancel, an answer to a question, DELETE. */
 static void
 pooled_other(unsigned a, unsigned b)
@@ -994,8 +1082,10 @@ pooled_other(unsigned a, unsigned b)
     if (npsess == 0)
         return;
     size_t k = a % npsess;
-    struct pool_session *s =
-        pool_session_find(psess[k].sid, &cur_cfg()->servers[0], psess[k].principal);
+    enum pool_status fst;
+    const char *fwhy = NULL;
+    struct pool_session *s = pool_session_find(psess[k].sid, &cur_cfg()->servers[0],
+                                               psess[k].principal, true, &fst, &fwhy);
     if (s == NULL)
         return;
     if ((b & 3) == 3) {
@@ -1758,7 +1848,7 @@ session_scrape(void)
 {
     struct buf b;
     buf_init(&b, (size_t)1 << 20);
-    session_metrics(&b);
+    session_metrics(&b, pool_session_count_of);
     buf_clear(&b);
     size_t len = 0;
     char *view = session_admin_json(&len);
@@ -2385,7 +2475,11 @@ check_all(void)
             continue;
         if (R[i].pooled && R[i].get) {
             /* A pooled session's GET stream is its session's, open while the session is. */
-            FUZZ_CHECK(pool_session_find(R[i].sid, &cur_cfg()->servers[0], R[i].principal)
+            enum pool_status fst;
+            const char *fwhy = NULL;
+            /* No room: only a record this instance holds is found, none is made. */
+            FUZZ_CHECK(pool_session_find(R[i].sid, &cur_cfg()->servers[0], R[i].principal,
+                                         false, &fst, &fwhy)
                            != NULL,
                        "a GET stream not ended of a pooled session that is gone");
             continue;
@@ -2514,6 +2608,10 @@ run_event(unsigned op)
     case 21:
         if (!closed)
             pooled_other(a, b);
+        break;
+    case 22:
+        if (!closed)
+            pooled_forged(a, b);
         break;
     default:
         advance(1 + (a & 63));

@@ -256,7 +256,7 @@ const FAMILIES = {
   mcpgw_config_last_reload_success_timestamp_seconds: ['gauge', [{}]],
   mcpgw_sessions_open: ['gauge', PER_SERVER],
   // Sessions open by mode: every mode of every configured server from the start.
-  mcpgw_sessions: ['gauge', BY_SERVER('mode', ['child'])],
+  mcpgw_sessions: ['gauge', BY_SERVER('mode', ['child', 'pooled'])],
   mcpgw_sessions_created_total: ['counter', PER_SERVER],
   mcpgw_sessions_closed_total: ['counter', BY_SERVER('reason', CLOSE_REASONS)],
   mcpgw_children_running: ['gauge', PER_SERVER],

@@ -13,6 +13,7 @@
 //     pooled sessions; the tool policy; subscriptions and list changes; the SDK v1 client.
 // Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -32,7 +33,7 @@ const answerOf = (r) => r.events().map((e) => e.json).find(isAnswer);
 
 async function pooledSession(gw, version = '2025-06-18') {
   const s = await initSession(gw, { version });
-  assert.match(s.sid, /^~[A-Za-z0-9_-]{22}$/, 'a pooled session id');
+  assert.match(s.sid, /^~1[A-Za-z0-9_-]{150,254}$/, 'a pooled session id: sealed, no instance prefix');
   return s;
 }
 
@@ -203,19 +204,28 @@ test('what pooled mode does not serve is refused with a clear error', async () =
   }
 });
 
-test('a forgotten pooled session expires; max_sessions counts pooled sessions', async () => {
+test('a forgotten pooled session\'s record expires, its sealed id still opens; max_sessions counts pooled sessions', async () => {
   await withGateway({ ...pooled(), gateway: { session_idle_timeout_s: 1, max_sessions: 2 } }, async (gw) => {
     const a = await pooledSession(gw);
     await pooledSession(gw);
     const full = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }));
     await full.done();
     assert.equal(full.status, 503);
-    // Nothing touches it (a request would keep it): its end is logged, then it is gone.
-    await gw.waitLog(new RegExp(`session=${a.sid} pooled session ended`), scaled(8000));
+    // Nothing touches it (a request would keep it): the end of its record here is logged, by
+    // its label (a sealed id is never logged).
+    const label = `sealed:${crypto.createHash('sha256').update(a.sid).digest('hex').slice(0, 16)}`;
+    await gw.waitLog(new RegExp(`session=${label} pooled session ended`), scaled(8000));
+    assert.ok(!gw.logs().includes(a.sid), 'the sealed id is in no log line');
+    // Its id still opens (session_max_age_s): the session is taken up again with fresh local
+    // state, counted by max_sessions as before.
     const r = await post(gw, rpc('ping'), { sid: a.sid });
     await r.done();
-    assert.equal(r.status, 404);
+    assert.equal(r.status, 200, r.text());
+    await gw.waitLog(new RegExp(`session=${label} pooled session taken up here`));
     await pooledSession(gw);
+    const over = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }));
+    await over.done();
+    assert.equal(over.status, 503, 'a taken-up session counts toward max_sessions');
   });
 });
 

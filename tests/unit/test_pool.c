@@ -25,9 +25,11 @@
 #include "fake_clock.h"
 #include "fake_upstream.h"
 #include "jsonrpc.h"
+#include "keyring.h"
 #include "log.h"
 #include "loop.h"
 #include "pool.h"
+#include "session_seal.h"
 #include "src/pool/pool_int.h"
 #include "stream.h"
 #include "util.h"
@@ -887,4 +889,127 @@ Test(pool, each_principals_child_holds_its_own_exchanged_token, .init = setup_ex
     holds_token(ua2, "tok-alice");
     answer(ua2, "alice2");
     call_done(&a2);
+}
+
+/* --- pooled sessions' sealed ids: the checks of every request (pool_session_find) ------------ */
+
+#define SEAL_KEY   "5f6c0a1d9e3b47c28a1f0e6d4b3c2a19087f6e5d4c3b2a1908f7e6d5c4b3a291"
+#define SEAL_OTHER "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static struct keyring *
+seal_keys(const char *hex)
+{
+    char err[256];
+    struct keyring *kr =
+        keyring_parse(hex, strlen(hex), "test key", SESSION_SEAL_PURPOSE, err, sizeof err);
+    cr_assert_not_null(kr, "%s", err);
+    return kr;
+}
+
+static void
+setup_sealed(void)
+{
+    setup_with("session_mode = pooled\n[auth]\nmax_sessions_per_principal = 2");
+    pool_session_keys_set(cfgs[0], seal_keys(SEAL_KEY));
+}
+
+/* An id sealed with hex's key for principal, server and revision, issued age_s ago. */
+static void
+sealed_id(const char *hex, const char *principal, const char *server, const char *revision,
+          int64_t age_s, char out[SESSION_SEAL_ID_MAX + 1])
+{
+    struct session_seal_record r;
+    int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
+    cr_assert_eq(session_seal_record_init(&r, principal, server, revision, "{}", 2, 0,
+                                          now_s - age_s),
+                 0);
+    struct keyring *kr = seal_keys(hex);
+    cr_assert_eq(session_seal(kr, &r, out), 0);
+    keyring_free(kr);
+}
+
+static struct pool_session *
+find_as(const char *id, const char *principal, bool room, enum pool_status *st)
+{
+    const char *why = NULL;
+    *st = POOL_OK;
+    return pool_session_find(id, &cfgs[0]->servers[0], principal, room, st, &why);
+}
+
+Test(pool, a_sealed_id_opens_for_its_principal_and_server_only, .init = setup_sealed,
+     .fini = teardown)
+{
+    char id[SESSION_SEAL_ID_MAX + 1], bad[SESSION_SEAL_ID_MAX + 1];
+    enum pool_status st;
+    sealed_id(SEAL_KEY, "alice", "a", "2025-06-18", 10, id);
+    cr_assert(pool_session_named(id), "a sealed id is a pooled session's");
+    /* No record here (sealed elsewhere): taken up, once. */
+    struct pool_session *s = find_as(id, "alice", true, &st);
+    cr_assert_not_null(s);
+    cr_assert_eq(pool_session_count(), 1);
+    cr_assert_eq(find_as(id, "alice", true, &st), s, "the same record the second time");
+    cr_assert_eq(pool_session_count(), 1);
+    cr_assert_eq(strncmp(pool_session_label(s), "sealed:", 7), 0);
+    /* Another principal: the unknown session's 404, with or without a record here. */
+    cr_assert_null(find_as(id, "bob", true, &st));
+    cr_assert_eq(st, POOL_E_GONE);
+    /* Another server's id, an expired one, another key's, a legacy revision without sessions. */
+    sealed_id(SEAL_KEY, "alice", "b", "2025-06-18", 0, bad);
+    cr_assert_null(find_as(bad, "alice", true, &st));
+    cr_assert_eq(st, POOL_E_GONE);
+    sealed_id(SEAL_KEY, "alice", "a", "2025-06-18", (int64_t)cfgs[0]->session_max_age_s + 1, bad);
+    cr_assert_null(find_as(bad, "alice", true, &st));
+    cr_assert_eq(st, POOL_E_GONE);
+    sealed_id(SEAL_OTHER, "alice", "a", "2025-06-18", 0, bad);
+    cr_assert_null(find_as(bad, "alice", true, &st));
+    sealed_id(SEAL_KEY, "alice", "a", "2024-11-05", 0, bad);
+    cr_assert_null(find_as(bad, "alice", true, &st), "2024-11-05 has no Streamable HTTP sessions");
+    /* Every character changed, and every cut: never opens, never a record. */
+    for (size_t i = 0; id[i] != '\0'; i++) {
+        memcpy(bad, id, sizeof bad);
+        bad[i] = bad[i] == 'A' ? 'B' : 'A';
+        cr_assert_null(find_as(bad, "alice", true, &st), "character %zu changed", i);
+        memcpy(bad, id, sizeof bad);
+        bad[i] = '\0';
+        cr_assert_null(find_as(bad, "alice", true, &st), "cut at %zu", i);
+    }
+    cr_assert_eq(pool_session_count(), 1, "no refused id made a record");
+}
+
+Test(pool, a_sealed_id_taken_up_is_bounded_and_deleted_ids_stay_deleted, .init = setup_sealed,
+     .fini = teardown)
+{
+    char id[3][SESSION_SEAL_ID_MAX + 1];
+    enum pool_status st;
+    for (int i = 0; i < 3; i++)
+        sealed_id(SEAL_KEY, "alice", "a", "2025-06-18", i, id[i]);
+    /* max_sessions full (the HTTP front says so): 503, no record. */
+    cr_assert_null(find_as(id[0], "alice", false, &st));
+    cr_assert_eq(st, POOL_E_UNAVAILABLE);
+    cr_assert_eq(pool_session_count(), 0);
+    /* max_sessions_per_principal = 2: the third of alice's is refused. */
+    cr_assert_not_null(find_as(id[0], "alice", true, &st));
+    struct pool_session *s1 = find_as(id[1], "alice", true, &st);
+    cr_assert_not_null(s1);
+    cr_assert_null(find_as(id[2], "alice", true, &st));
+    cr_assert_eq(st, POOL_E_PRINCIPAL);
+    /* DELETE: this instance answers 404 to the id from then on, and the room is free. */
+    pool_session_delete(s1);
+    cr_assert_eq(pool_session_count(), 1);
+    cr_assert_null(find_as(id[1], "alice", true, &st));
+    cr_assert_eq(st, POOL_E_GONE);
+    cr_assert_not_null(find_as(id[2], "alice", true, &st));
+    /* A rotation: the old key below the new one still opens its ids; dropped, they are gone. */
+    struct pool_session *s0 = find_as(id[0], "alice", true, &st);
+    cr_assert_not_null(s0);
+    char both[160];
+    snprintf(both, sizeof both, "%s\n%s\n", SEAL_OTHER, SEAL_KEY);
+    char err[256];
+    struct keyring *kr =
+        keyring_parse(both, strlen(both), "rotated", SESSION_SEAL_PURPOSE, err, sizeof err);
+    cr_assert_not_null(kr, "%s", err);
+    pool_session_keys_set(cfgs[0], kr);
+    cr_assert_eq(find_as(id[0], "alice", true, &st), s0);
+    pool_session_keys_set(cfgs[0], seal_keys(SEAL_OTHER));
+    cr_assert_null(find_as(id[0], "alice", true, &st), "its key left the file");
 }

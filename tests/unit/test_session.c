@@ -493,7 +493,7 @@ closed_by(const char *label)
 {
     struct buf b;
     buf_init(&b, (size_t)1 << 20);
-    session_metrics(&b);
+    session_metrics(&b, NULL);
     char *text = xstrndup(buf_head(&b), buf_used(&b));
     buf_clear(&b);
     char key[128];
