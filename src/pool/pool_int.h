@@ -124,32 +124,32 @@ struct pool_caller {
  * linked here so that a cancel by the client's id, a DELETE or the expiry finds them.
  */
 struct pool_session {
-    char *id;                    /* first member: its name in the table (pool_names) */
-    struct pool_session *hnext;  /* the table's chain */
+    char *id;                           /* first member: its name in the table (pool_names) */
+    struct pool_session *hnext;         /* the table's chain */
     char label[POOL_SESSION_LABEL_MAX]; /* what logs name it by: its id is a bearer secret */
-    int64_t issued_s;            /* its initialize, unix seconds (sealed in its id) */
-    struct pool_session *prev, *next; /* every pooled session (the sweep, list changes) */
-    char *server;                /* its server's name: a reload keeps the session */
-    char *principal;             /* its owner's name: every request must be theirs */
-    const struct revision *rev;  /* negotiated at initialize (the gateway's answer) */
-    char asked[16];              /* the client's protocolVersion, until the answer */
-    int log_level;               /* logging/setLevel (0 debug .. 7 emergency); 0 until asked */
-    uint64_t last_ms;            /* its last request (session_idle_timeout_s) */
+    int64_t issued_s;                   /* its initialize, unix seconds (sealed in its id) */
+    struct pool_session *prev, *next;   /* every pooled session (the sweep, list changes) */
+    char *server;                       /* its server's name: a reload keeps the session */
+    char *principal;                    /* its owner's name: every request must be theirs */
+    const struct revision *rev;         /* negotiated at initialize (the gateway's answer) */
+    char asked[16];                     /* the client's protocolVersion, until the answer */
+    int log_level;    /* logging/setLevel (0 debug .. 7 emergency); 0 until asked */
+    uint64_t last_ms; /* its last request (session_idle_timeout_s) */
     uint64_t created_unix_ms;
-    struct pool_call *calls;     /* in flight, queued or answering: call->snext */
+    struct pool_call *calls; /* in flight, queued or answering: call->snext */
     size_t ncalls;
-    struct stream *get;          /* its GET stream (one reference), or NULL */
-    struct quota *quota;         /* its principal's QUOTA_SESSIONS count */
-    bool linked;                 /* in the table (after its initialize was taken) */
-    bool failed;                 /* its initialize ended unanswered: freed by the sweep */
-    unsigned caps;               /* the questions its client declared at initialize (bits) */
-    bool level_asked;            /* log_level came from its logging/setLevel (counted) */
+    struct stream *get;  /* its GET stream (one reference), or NULL */
+    struct quota *quota; /* its principal's QUOTA_SESSIONS count */
+    bool linked;         /* in the table (after its initialize was taken) */
+    bool failed;         /* its initialize ended unanswered: freed by the sweep */
+    unsigned caps;       /* the questions its client declared at initialize (bits) */
+    bool level_asked;    /* log_level came from its logging/setLevel (counted) */
     /* resources/subscribe: its URIs, each a reference to sub_pool's struct pool_sub */
     char **uris;
     size_t nuris;
-    struct pool *sub_pool;       /* where they are referenced; NULL: to be placed again */
-    struct quota *uris_quota;    /* its principal's QUOTA_URIS count of them */
-    unsigned next_ask;           /* the last question's number ("mcpgw-ask-N" to the client) */
+    struct pool *sub_pool;    /* where they are referenced; NULL: to be placed again */
+    struct quota *uris_quota; /* its principal's QUOTA_URIS count of them */
+    unsigned next_ask;        /* the last question's number ("mcpgw-ask-N" to the client) */
 };
 
 /* One request from arrival to its end; across input rounds, the child's one call. */
@@ -236,7 +236,7 @@ struct pool {
     /* legacy: its initialize result's members but protocolVersion (pooled sessions' answer) */
     char *init_members;
     size_t init_members_len;
-    char init_version[16]; /* the child's protocolVersion */
+    char init_version[16];     /* the child's protocolVersion */
     struct relay_stats *stats; /* its server's counters (relay.h) */
     const struct pool_retire_info *retired_why;
     struct pool_server *row; /* its server's figures (below) */
@@ -288,9 +288,10 @@ struct pool_server {
     struct metrics_row row; /* its name, the next server's row */
     struct pool_counters ctr;
     struct metrics_hist latency; /* a request sent to a child -> its answer, through the gateway */
-    /* Pooled sessions: how many asked each log level (0 debug .. 7), and what the children run at */
+    /* Pooled sessions: how many asked each log level (0 debug .. 7), and what the children run at
+     */
     size_t levels_asked[8];
-    int child_level1; /* the most verbose level asked plus one, sent to every child; 0: none */
+    int child_level1;     /* the most verbose level asked plus one, sent to every child; 0: none */
     uint64_t levels_sent; /* the gateway's logging/setLevel requests so far ("mcpgw-log-N") */
     size_t sessions_open; /* its pooled sessions now (the admin view) */
 };
@@ -400,6 +401,11 @@ size_t pool_inflight_in(const struct pool *p);
 struct pool_child *pool_pick(struct pool *p, enum pool_status *status);
 /* A child started well: no backoff any more, its server is OK (relay.h). */
 void pool_start_ok(struct pool *p);
+/*
+ * A start of p's failed (failed_start: before the child served; why: the log's and /readyz's
+ * reason): the restart budget and the backoff (pool_start.c).
+ */
+void pool_start_failed(struct pool *p, const char *why, bool failed_start);
 /* The child can serve: what waited for it is dispatched. */
 void pool_child_ready(struct pool_child *c);
 /* Requests waiting in c's pool go to c while it has room (and no fence out). */
@@ -418,6 +424,9 @@ int pool_send(struct pool_child *c, const struct iovec *iov, int n);
 int pool_send_control(struct pool_child *c, const struct iovec *iov, int n);
 /* The same, as the relay's writer (relay.h). */
 int pool_relay_send(void *arg, const struct iovec *iov, int n);
+/* The relay's writer for the gateway's control messages (cancels, fence pings): pool_send_control.
+ */
+int pool_relay_send_control(void *arg, const struct iovec *iov, int n);
 
 /* pool_start.c */
 /* Sends a starting child its probe (era unknown) or its initialize (legacy); -1: stdin refused. */

@@ -3,7 +3,8 @@
  * A pool child's start (pool_int.h), from its first message to ready: the probe (server/discover
  * naming a stateless revision) or the initialize it is sent, the start timeout, the probe's
  * verdict (the era and the stateless revisions the pool's children speak) and the initialize's
- * answer of a legacy child. pool.c starts the child and owns what follows.
+ * answer of a legacy child; before it, the spawn itself (pool_child_start) under the restart
+ * budget and the backoff after failed starts. pool.c owns what follows.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -169,4 +170,150 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
         return;
     }
     pool_child_ready(c);
+}
+
+/* The restart budget: true when another start is allowed now (and counts it). */
+static bool
+pool_budget(struct pool *p, uint64_t now)
+{
+    if (now >= p->fail_until_ms)
+        return true;
+    if (now - p->window_ms >= 60000) {
+        p->window_ms = now;
+        p->restarts = 0;
+    }
+    if (p->restarts >= p->srv->pool_max_restarts_per_min)
+        return false;
+    p->restarts++;
+    return true;
+}
+
+/*
+ * A child failed (why). A failed start (failed_start: it died or failed before it answered
+ * anything) is retried at once the first time, so that one child lost while it started (killed,
+ * say) costs the requests waiting for it nothing; from the second in a row the next start waits,
+ * twice as long as after the one before (POOL_BACKOFF_MIN_MS up to POOL_BACKOFF_MAX_MS). Its
+ * server's state says so either way. A child that had served is replaced at once; should its
+ * replacement fail, the backoff starts from the bottom.
+ */
+void
+pool_start_failed(struct pool *p, const char *why, bool failed_start)
+{
+    uint64_t now = util_now_ms();
+    p->fail_until_ms = now + 60000;
+    if (!failed_start) {
+        p->backoff_ms = 0;
+        p->next_start_ms = 0;
+        p->starts_failed = 0;
+        return;
+    }
+    /* The server's state is its current pool's: a retired pool's children say nothing of it. */
+    if (!p->retired)
+        relay_start_failed(p->stats, why, false);
+    if (++p->starts_failed == 1)
+        return; /* the first in a row: at once */
+    p->backoff_ms = p->backoff_ms == 0                        ? POOL_BACKOFF_MIN_MS
+                    : p->backoff_ms * 2 < POOL_BACKOFF_MAX_MS ? p->backoff_ms * 2
+                                                              : POOL_BACKOFF_MAX_MS;
+    p->next_start_ms = now + p->backoff_ms;
+}
+
+void
+pool_start_ok(struct pool *p)
+{
+    p->backoff_ms = 0;
+    p->next_start_ms = 0;
+    p->starts_failed = 0;
+    if (!p->retired)
+        relay_start_ok(p->stats);
+}
+
+struct pool_child *
+pool_child_start(struct pool *p)
+{
+    uint64_t now = util_now_ms();
+    if (p->key != NULL)
+        p->key->refused = NULL;
+    if (now < p->next_start_ms)
+        return NULL; /* backing off: pool_sweep starts it once the wait is over */
+    /* A principal's child: its credentials now (credentials_dir read again), or a refusal. */
+    char **extra = NULL;
+    if (p->key != NULL && (extra = pool_principal_env(p)) == NULL)
+        return NULL;
+    if (!pool_budget(p, now)) {
+        config_env_free(extra);
+        char note[80];
+        if (log_limit_note(&p->budget_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)
+            log_warn(NULL, "pool %s: not starting a child: pool_max_restarts_per_min reached%s",
+                     p->name, note);
+        return NULL;
+    }
+    struct pool_child *c = xcalloc(1, sizeof(*c));
+    c->pool = p;
+    snprintf(c->tag, sizeof(c->tag), "pool:%s#%u", p->name, ++pools.next_child_no);
+    relay_init(&c->r, pools.l, c->tag, p->name, pool_relay_send, &pool_relay_ops, c);
+    c->r.send_control = pool_relay_send_control; /* cancels: never lost to a full stdin */
+    c->r.minted_tokens = true; /* a request's progress token goes as its minted id */
+    c->r.invalid = &p->row->ctr.child_lines_invalid;
+    c->r.late = &p->row->ctr.late_dropped;
+    c->r.unattributed = &p->row->ctr.unattributed;
+    char **envp = config_child_env(p->srv, "MCPGW_POOL", c->tag, extra);
+    config_env_free(extra);
+    struct sandbox_own own;
+    bool own_failed;
+    const struct sandbox_own *mine = pool_principal_own(p, &own, &own_failed);
+    struct upstream_params up = {
+        .argv = p->srv->argv,
+        .envp = envp,
+        .cwd = p->srv->cwd,
+        .tag = c->tag,
+        .server = p->srv->name,
+        .max_line_bytes = pools.cfg->max_message_bytes,
+        .stdin_max_bytes = pools.cfg->stdin_queue_bytes,
+        .stdin_reserve_bytes = (p->srv->pool_child_max_inflight + 1) * POOL_CONTROL_BYTES,
+        .stdin_grace_ms = pools.cfg->child_stdin_grace_ms,
+        .term_grace_ms = pools.cfg->child_term_grace_ms,
+        .sandbox = p->srv->box,
+        .own = mine,
+    };
+    const char *err = "spawn failed";
+    if (own_failed)
+        err = "the gateway cannot keep the exchanged token (its log says why)";
+    else
+        c->u = upstream_spawn(pools.l, &up, pool_child_line, pool_child_gone, c, &err);
+    config_env_free(envp);
+    if (c->u == NULL) {
+        char note[80];
+        if (log_limit_note(&p->fail_log, now, POOL_LOG_REPEAT_MS, note, sizeof(note)) != NULL)
+            log_warn(NULL, "pool %s: cannot start a child: %s%s", p->name, err, note);
+        p->row->ctr.start_failed++;
+        pool_start_failed(p, err, true);
+        free(c);
+        return NULL;
+    }
+    p->row->ctr.spawned++;
+    c->next = p->children;
+    if (p->children != NULL)
+        p->children->prev = c;
+    p->children = c;
+    p->n_children++;
+    c->idle_since_ms = now;
+    c->used_seq = ++pools.use_seq;
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)upstream_pid(c->u));
+    const struct log_field f[] = { { "server", p->name, false }, { "child", pid, true } };
+    log_fields(LOG_INFO, c->tag, f, ARRAY_LEN(f), "pool child started: pid %s", pid);
+    if (p->era == CONFIG_ERA_STATELESS) {
+        c->state = POOL_CHILD_READY;
+        pool_child_ready(c);
+        return c;
+    }
+    c->state = POOL_CHILD_STARTING;
+    p->n_starting++;
+    if (pool_child_hello(c) == -1) {
+        pool_child_retire(c, "its stdin refused the first message", true);
+        return NULL;
+    }
+    c->timer = loop_timer_add(pools.l, p->srv->pool_start_timeout_ms, pool_start_timeout, c);
+    return c;
 }
