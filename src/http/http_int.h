@@ -118,23 +118,23 @@ struct http_req {
     bool first_call;               /* inside MHD's first call: the body, if any, is still to come */
     struct MHD_Response *deferred; /* a refusal sent once the body is drained */
     unsigned deferred_status;
-    bool responded; /* a response is queued */
-    char sid[SESSION_SEAL_ID_MAX + 1]; /* a random id, or a pooled session's sealed one */
+    bool responded;                      /* a response is queued */
+    char sid[SESSION_SEAL_ID_MAX + 1];   /* a random id, or a pooled session's sealed one */
     char sid_tag[CRYPTO_SESSION_ID_MAX]; /* what logs name it by: sid, or a sealed id's label */
     struct stream *st;
     bool suspended;
     bool dropped;
-    bool held;               /* a POST stream waiting for its answer, no response queued */
-    bool with_sid;           /* the response carries Mcp-Session-Id (a new session) */
-    bool stateless;          /* st is a stateless request's (the pool's), not a session's */
-    bool pooled;             /* st is a pooled session's (the pool's: pool_session_detach) */
+    bool held;                      /* a POST stream waiting for its answer, no response queued */
+    bool with_sid;                  /* the response carries Mcp-Session-Id (a new session) */
+    bool stateless;                 /* st is a stateless request's (the pool's), not a session's */
+    bool pooled;                    /* st is a pooled session's (the pool's: pool_session_detach) */
     enum pool_status pooled_status; /* why http_pooled_session found none */
     const char *pooled_why;         /* and a static text, when full */
-    struct loop_timer *hold; /* ends the hold */
-    struct http_conn *conn;  /* NULL once MHD closed the connection */
-    unsigned gen;            /* httpd.gen when the request was last classified */
-    bool head;               /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
-    bool options;            /* OPTIONS: answered (CORS) only on the metadata routes */
+    struct loop_timer *hold;        /* ends the hold */
+    struct http_conn *conn;         /* NULL once MHD closed the connection */
+    unsigned gen;                   /* httpd.gen when the request was last classified */
+    bool head;    /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
+    bool options; /* OPTIONS: answered (CORS) only on the metadata routes */
     struct auth_principal *principal;   /* who is asking (a reference), once authenticated */
     struct auth_claims *claims;         /* its token's env_from_claims (a reference); NULL: none */
     struct policy_grants grants;        /* and which of srv's tool policy scopes its token grants */
@@ -256,6 +256,27 @@ bool http_read_sid(struct http_req *rc);
 void http_sid_tag(struct http_req *rc);
 bool http_refuse_early(struct http_req *rc, enum MHD_Result *ret);
 bool http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret);
+/* A session layer's refusal (status) of rc: its HTTP status and JSON-RPC error. */
+enum MHD_Result http_session_error(struct http_req *rc, enum session_status status);
+
+/* http_pooled.c: pooled sessions (session_mode = pooled), which the pool serves */
+struct pool_session;
+/* A pool's refusal of a pooled session's request: its HTTP status and JSON-RPC error. */
+enum MHD_Result http_pooled_error(struct http_req *rc, const struct jsonrpc_info *info,
+                                  enum pool_status status, const char *why);
+/* Whether the sessions of both modes together are at max_sessions. */
+bool http_sessions_full(void);
+/*
+ * The pooled session rc->sid names, its sealed id opened and checked against this request's own
+ * principal and endpoint; NULL: rc->pooled_status says why (http_pooled_none answers it).
+ */
+struct pool_session *http_pooled_session(struct http_req *rc);
+enum MHD_Result http_pooled_none(struct http_req *rc);
+/* initialize for a server with session_mode = pooled: a session with no child. */
+enum MHD_Result http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info);
+/* Any POST but initialize in a pooled session (scan, err: http_scan_body's verdict). */
+enum MHD_Result http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
+                                 const char *err);
 /*
  * Origin and the token judged again, by the configuration now in force (rc->srv is already of it):
  * the principal and grants found before are dropped. The rate limit is not charged twice. True
