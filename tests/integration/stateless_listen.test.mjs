@@ -117,6 +117,17 @@ function mpost(gw, msg, p = '/mcp') {
   return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
 }
 
+/**
+ * One stateless request answered: the pool's child has started. A forwarded listen waits for its
+ * child like any request, and a node child's start on a loaded runner is not what an ack's bound
+ * is about.
+ */
+async function warm(gw) {
+  const r = await mpost(gw, mreq('tools/list', {}, `warm-${nextId++}`));
+  const text = await r.done(scaled(30000));
+  assert.equal(r.status, 200, text);
+}
+
 /** Opens a listen in raw HTTP; resolves with the live response once the ack has arrived (within ACK_MS). */
 async function rawListen(gw, notifications, { id = `L-${nextId++}`, p = '/mcp' } = {}) {
   const t0 = Date.now();
@@ -554,6 +565,7 @@ for (const signal of ['SIGTERM', 'SIGINT']) {
 
 test('stateless pool: listen is forwarded; the ack and a list change carry the client\'s id; closing the stream cancels it at the child', { timeout: scaled(60000) }, async () => {
   await withGw({ servers: () => [{ name: 'stateless', path: '/mcp', command: `${process.execPath} ${STATELESS_FIXTURE}`, extra: 'pool_max_children = 1' }] }, async (gw) => {
+    await warm(gw);
     const l1 = await rawListen(gw, { toolsListChanged: true }, { id: 'stateless-listen' });
     const l2 = await rawListen(gw, { toolsListChanged: true, promptsListChanged: true }, { id: 99 });
     assert.deepEqual(l1.ack, { toolsListChanged: true }, 'the child\'s ack, passed through');
@@ -602,6 +614,7 @@ async function metricsOf(gw) {
 for (const how of ['restart', 'reload']) {
   test(`stateless pool, ${how === 'restart' ? 'POST /admin/servers/NAME/restart' : 'SIGHUP that changes the server'}: an open listen gets an error saying to listen again and its stream ends; the old child is cancelled and stops; the old pool${how === 'reload' ? ' and configuration are' : ' is'} freed`, { timeout: scaled(60000) }, async () => {
     await withGw({ servers: () => [{ name: 'stateless', path: '/mcp', command: `${process.execPath} ${STATELESS_FIXTURE}`, extra: 'era = stateless\npool_max_children = 1' }] }, async (gw) => {
+      await warm(gw);
       const l = await rawListen(gw, { toolsListChanged: true }, { id: `stateless-${how}` });
       const [old] = await waitFor(() => poolPids(gw, 'stateless').length === 1 && poolPids(gw, 'stateless'), T, 'the child\'s start line');
       if (how === 'restart') {
