@@ -148,7 +148,16 @@ export async function startGateway(opts = {}) {
   // 'exit' may come before the last of stderr is read (a line written just before a fatal
   // signal): stop() also waits for the pipe's end, bounded (a child may hold it open).
   const drained = new Promise((resolve) => proc.stderr.on('close', resolve));
-  const m = await waitFor(() => /listening on (\S+):(\d+)/.exec(logsNow()) || (proc.exitCode !== null && 'exit'), 5000, 'gateway to listen');
+  // Bounded like every wait (scaled: an ASan build on a loaded runner starts slower); a gateway
+  // that never listens is killed, or node would wait for it forever.
+  const { scaled } = await import('./timing.mjs'); /* timing.mjs imports this module */
+  let m;
+  try {
+    m = await waitFor(() => /listening on (\S+):(\d+)/.exec(logsNow()) || (proc.exitCode !== null && 'exit'), scaled(5000), 'gateway to listen');
+  } catch (e) {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+    throw new Error(`${e.message}\n${logsNow()}`);
+  }
   if (m === 'exit') throw new Error(`gateway exited early:\n${logsNow()}`);
   const host = m[1];
   const port = Number(m[2]);
