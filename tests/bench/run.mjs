@@ -17,7 +17,7 @@
 // many_sessions: concurrent legacy sessions of server-everything from npm, one column per session
 // mode, run once after the rounds: --many N (sessions at most; 20 quick, 10,000 full),
 // --many-concurrency N (opened at once; 4 quick, 8 full), --many-guard-gib G (stop opening once
-// the children's PSS passes G GiB; 8)),
+// the children's PSS passes G GiB; 8), --many-modes child,pooled (the session modes, in order)),
 // --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
 // B, run right after the gateway in every scenario the gateway runs but auth, elicit_stateless, init_box,
 // on the same configuration; the table gets its column and G/B, the median of each round's ratio,
@@ -835,7 +835,10 @@ const SESSION_MODES = {
   child: { lines: [], childPerSession: true, idForm: null },
   pooled: { lines: ['session_mode = pooled'], childPerSession: false, idForm: /^~1[A-Za-z0-9_-]+$/ },
 };
-const manyScenario = { name: 'many_sessions', who: Object.keys(SESSION_MODES), run: (c) => manyRun(c) };
+// --many-modes a,b: the session modes run, in that order (default: every mode, child first).
+const manyModes = value('--many-modes', Object.keys(SESSION_MODES).join(',')).split(',');
+for (const m of manyModes) if (!SESSION_MODES[m]) throw new Error(`--many-modes: no session mode ${m} (${Object.keys(SESSION_MODES).join(', ')})`);
+const manyScenario = { name: 'many_sessions', who: manyModes, run: (c) => manyRun(c) };
 
 /** Rss and Pss (KiB) of pids, summed, from /proc/PID/smaps_rollup; n: the processes read. */
 function memOf(pids) {
@@ -1377,7 +1380,7 @@ if (has('init_box')) {
 // Many legacy sessions (many_sessions): one column per session mode, one run each.
 const manyLines = [];
 if (has('many_sessions')) {
-  const modes = Object.keys(SESSION_MODES);
+  const modes = manyModes;
   const one = (c) => (results.many_sessions[c] || [])[0];
   const mib = (k) => (r) => (r[k] == null ? undefined : r[k] / 1024);
   const ms = (k) => (r) => (r[k] == null ? undefined : r[k] / 1000);
