@@ -12,7 +12,7 @@
 // child_sleep_after_s, beside init's plain spawn); stateless (2026-07-28) ones:
 // echo1_stateless, echo1pin_stateless, echo16x4_stateless, disconnect_stateless, hold1000_stateless,
 // elicit_stateless; echo16x4_pooled (echo16x4's legacy load on a server with session_mode = pooled,
-// gateway only, beside echo16x4_stateless on the same pool);
+// gateway only, beside echo16x4_stateless on the same pool); init_pooled (init on a pooled server);
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only;
 // many_sessions: concurrent legacy sessions of server-everything from npm, one column per session
 // mode, run once after the rounds: --many N (sessions at most; 20 quick, 10,000 full),
@@ -722,6 +722,15 @@ const scenarios = [
   // mode is its own (supergateway has no pooled sessions; D is echo16x4's).
   { name: 'echo16x4_pooled', who: ['gateway'], gatewayOnly: true, run: (c) => viaServer(c, { pool: {}, sessionMode: 'pooled' }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'init', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url] : direct()), '--count', P.init], 'init') },
+  // init's load (sequential initialize round trips from the C load generator, each session then
+  // DELETEd) on a pooled server-everything (many_sessions' server) whose pool has one warm child:
+  // the gateway answers each initialize itself from the pool's handshake, so this is its own time
+  // plus HTTP, without the Node driver of many_sessions. Gateway only.
+  {
+    name: 'init_pooled', who: ['gateway'], gatewayOnly: true,
+    run: (c) => viaServer(c, { server: { name: 'everything', command: `${process.execPath} ${EVERYTHING_JS} stdio`, lines: ['session_mode = pooled', 'pool_warm_children = 1'] }, maxSessions: P.init * 10 },
+      (s) => ['--url', s.url, '--count', P.init * 10], 'init'),
+  },
   {
     // The box's cost: init's load (each initialize a new session, so a new child, then its DELETE)
     // on a fresh gateway whose example server has sandbox = off, then one with sandbox = on, in
@@ -1265,6 +1274,10 @@ if (has('idle')) {
 }
 if (has('init')) {
   row('initialize round trip incl. spawn, p50 (µs)', 'init', lat('p50_us'), { target: 'G/D ≤ 2', check: ({ gd }) => (gd === null ? null : gd <= 2) });
+}
+if (has('init_pooled')) {
+  row('pooled initialize round trip (no spawn; C load generator, sequential), p50 (µs)', 'init_pooled', lat('p50_us'), { target: 'G < 200 µs', check: ({ g }) => (g.none ? null : g.med < 200), noRatio: true });
+  row('pooled initialize round trip, p99 (µs)', 'init_pooled', lat('p99_us'), { noRatio: true });
 }
 if (has('wake')) {
   row('sleeping child: ping that wakes it (spawn, replayed handshake, ping), p50 (µs)', 'wake', lat('p50_us'), { noRatio: true });
