@@ -11,12 +11,13 @@
 // hold, init_box (the box's cost: init with sandbox = off and on), wake (a sleeping child's wake,
 // child_sleep_after_s, beside init's plain spawn); stateless (2026-07-28) ones:
 // echo1_stateless, echo1pin_stateless, echo16x4_stateless, disconnect_stateless, hold1000_stateless,
-// elicit_stateless;
+// elicit_stateless; echo16x4_pooled (echo16x4's legacy load on a server with session_mode = pooled,
+// gateway only, beside echo16x4_stateless on the same pool); init_pooled (init on a pooled server);
 // auth = authjwt, authjwtnew, authintro, authintronew: echo1 with [auth] mode = jwt, gateway only;
 // many_sessions: concurrent legacy sessions of server-everything from npm, one column per session
 // mode, run once after the rounds: --many N (sessions at most; 20 quick, 10,000 full),
 // --many-concurrency N (opened at once; 4 quick, 8 full), --many-guard-gib G (stop opening once
-// the children's PSS passes G GiB; 8)),
+// the children's PSS passes G GiB; 8), --many-modes child,pooled (the session modes, in order)),
 // --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
 // B, run right after the gateway in every scenario the gateway runs but auth, elicit_stateless, init_box,
 // on the same configuration; the table gets its column and G/B, the median of each round's ratio,
@@ -201,7 +202,8 @@ function within(p, ms) {
 // server: another child than the example server (many_sessions): { name, command, lines } (its
 // [server:NAME] with that command and those lines; gateway only).
 // sleepAfter: child_sleep_after_s for [server:example] (wake); none: the key left out (0).
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null, server = null, sleepAfter = null } = {}) {
+// sessionMode: session_mode for [server:example] ('pooled': echo16x4_pooled); none: the key left out (child).
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null, server = null, sleepAfter = null, sessionMode = null } = {}) {
   if (server && !gw(kind)) throw new Error(`${kind}: a server other than the example server is the gateway's only`);
   const exampleCmd = server ? server.command : [BIN.example, ...childArgs].join(' ');
   let cmd;
@@ -230,6 +232,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       ...(sandbox ? [`sandbox = ${sandbox}`] : []),
       ...(principalInflight !== null ? [`max_inflight_per_principal = ${principalInflight}`] : []),
       ...(sleepAfter !== null ? [`child_sleep_after_s = ${sleepAfter}`] : []),
+      ...(sessionMode !== null ? [`session_mode = ${sessionMode}`] : []),
       '',
     ].join('\n'));
     cmd = kind === 'before' ? beforeBin : BIN.gateway;
@@ -712,7 +715,22 @@ const scenarios = [
   ...(canPin ? [{ name: 'echo1pin_stateless', who: all, run: (c) => viaServer(c, { pin: true, pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   { name: 'echo16x4', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  // The legacy load of echo16x4 (16 sessions, 4 in flight each) on a pooled server (session_mode =
+  // pooled): the same pool as echo16x4_stateless (era = legacy, the default pool of up to 4
+  // children), so the two differ only in how a request reaches it. The load generator is unchanged:
+  // a pooled session speaks the legacy protocol (initialize, Mcp-Session-Id). Gateway only: the
+  // mode is its own (supergateway has no pooled sessions; D is echo16x4's).
+  { name: 'echo16x4_pooled', who: ['gateway'], gatewayOnly: true, run: (c) => viaServer(c, { pool: {}, sessionMode: 'pooled' }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'init', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url] : direct()), '--count', P.init], 'init') },
+  // init's load (sequential initialize round trips from the C load generator, each session then
+  // DELETEd) on a pooled server-everything (many_sessions' server) whose pool has one warm child:
+  // the gateway answers each initialize itself from the pool's handshake, so this is its own time
+  // plus HTTP, without the Node driver of many_sessions. Gateway only.
+  {
+    name: 'init_pooled', who: ['gateway'], gatewayOnly: true,
+    run: (c) => viaServer(c, { server: { name: 'everything', command: `${process.execPath} ${EVERYTHING_JS} stdio`, lines: ['session_mode = pooled', 'pool_warm_children = 1'] }, maxSessions: P.init * 10 },
+      (s) => ['--url', s.url, '--count', P.init * 10], 'init'),
+  },
   {
     // The box's cost: init's load (each initialize a new session, so a new child, then its DELETE)
     // on a fresh gateway whose example server has sandbox = off, then one with sandbox = on, in
@@ -816,14 +834,20 @@ const holdScenario = {
 // RSS and PSS); then every session is DELETEd and, where each session owns a child, every child
 // seen must be gone (reaped: no /proc entry left) within a deadline.
 const EVERYTHING_JS = path.join(root, 'tests/node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-// A session mode: the lines it adds to [server:everything], and whether each session owns a child
-// (then every child must be gone after the DELETEs). `child` is the gateway's only mode today; the
-// pooled mode, once its key exists, is one more entry (pooled: { lines: ['session_mode = pooled'],
-// childPerSession: false }), and the table gets its column.
+// A session mode: the lines it adds to [server:everything], whether each session owns a child
+// (then every child must be gone after the DELETEs), and the form of its session ids (idForm: a
+// session whose id has another form is counted, and marks the benchmark broken). `pooled` answers
+// initialize from the server's pool (its default size: up to pool_max_children = 4 children,
+// pool_child_max_inflight = 256 each, far above the P.many.conc echoes in flight at once); its ids
+// are sealed (`~1` and base64url, no instance prefix here). A mode is a column of the table.
 const SESSION_MODES = {
-  child: { lines: [], childPerSession: true },
+  child: { lines: [], childPerSession: true, idForm: null },
+  pooled: { lines: ['session_mode = pooled'], childPerSession: false, idForm: /^~1[A-Za-z0-9_-]+$/ },
 };
-const manyScenario = { name: 'many_sessions', who: Object.keys(SESSION_MODES), run: (c) => manyRun(c) };
+// --many-modes a,b: the session modes run, in that order (default: every mode, child first).
+const manyModes = value('--many-modes', Object.keys(SESSION_MODES).join(',')).split(',');
+for (const m of manyModes) if (!SESSION_MODES[m]) throw new Error(`--many-modes: no session mode ${m} (${Object.keys(SESSION_MODES).join(', ')})`);
+const manyScenario = { name: 'many_sessions', who: manyModes, run: (c) => manyRun(c) };
 
 /** Rss and Pss (KiB) of pids, summed, from /proc/PID/smaps_rollup; n: the processes read. */
 function memOf(pids) {
@@ -889,6 +913,9 @@ async function manyRun(mode) {
     const initLat = [];
     let stop = null;
     let failures = 0;
+    let idBad = 0; // sessions whose id has not the mode's form
+    const idBadText = [];
+    let childrenMax = 0; // the most children seen at once while opening and echoing
     let mem = { n: 0, rss_kib: 0, pss_kib: 0 };
     const avail0 = procKib('/proc/meminfo', 'MemAvailable');
     let availMin = avail0;
@@ -896,12 +923,35 @@ async function manyRun(mode) {
       const kids = descendants(s.pid).filter((p) => !before.has(p));
       for (const p of kids) if (!seen.has(p)) seen.set(p, procStart(p));
       mem = memOf(kids);
+      childrenMax = Math.max(childrenMax, mem.n);
       const avail = procKib('/proc/meminfo', 'MemAvailable');
       availMin = Math.min(availMin, avail);
       if (stop) return;
       if (mem.pss_kib > Q.guardGiB * 1048576) stop = `memory guard: the children's PSS passed ${Q.guardGiB} GiB (${(mem.pss_kib / 1048576).toFixed(2)} GiB in ${mem.n} processes)`;
       else if (avail < Q.floorGiB * 1048576) stop = `memory floor: the machine's MemAvailable fell under ${Q.floorGiB} GiB (${(avail / 1048576).toFixed(2)} GiB)`;
     };
+    // The driver's own floor: GET /healthz (answered by the gateway itself, no child, no session)
+    // from the same agent with the same concurrency as the initializes, so an initialize's time
+    // can be read against what Node's http and the round trip cost alone.
+    const floorLat = [];
+    {
+      let f = 0;
+      const nFloor = Math.min(Q.target, 2000);
+      const getter = async () => {
+        while (f < nFloor) {
+          f++;
+          const t = nowUs();
+          const st = await new Promise((resolve, reject) => {
+            const req = http.get(`${s.base}/healthz`, { agent }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); });
+            req.setTimeout(10000, () => req.destroy(new Error('/healthz: no answer in 10 s')));
+            req.on('error', reject);
+          });
+          if (st === 200) floorLat.push(nowUs() - t);
+        }
+      };
+      await Promise.all(Array.from({ length: Q.conc }, getter));
+      floorLat.sort((a, b) => a - b);
+    }
     const timer = setInterval(sample, 1000);
     const rss0 = procKib(`/proc/${s.pid}/status`, 'VmRSS');
     const cpu0 = cpuUs(s.pid);
@@ -936,6 +986,10 @@ async function manyRun(mode) {
         }
         initLat.push(lat);
         sessions.push({ i, sid });
+        if (SESSION_MODES[mode].idForm && !SESSION_MODES[mode].idForm.test(sid)) {
+          idBad++;
+          if (idBadText.length < 3) idBadText.push(sid.slice(0, 40));
+        }
         const n = await rpcPost(agent, s.url, { 'MCP-Protocol-Version': V, 'Mcp-Session-Id': sid }, { jsonrpc: '2.0', method: 'notifications/initialized' }, null, 30000)
           .catch((e) => ({ status: e.message }));
         if (n.status !== 202) {
@@ -984,7 +1038,7 @@ async function manyRun(mode) {
     const peak = {
       gateway_rss_kib: procKib(`/proc/${s.pid}/status`, 'VmRSS'),
       gateway_fds: (() => { try { return fs.readdirSync(`/proc/${s.pid}/fd`).length; } catch { return null; } })(),
-      ...(await metricSums(s, ['mcpgw_sessions_open', 'mcpgw_children_running', 'mcpgw_children_spawn_failures_total']).catch(() => ({}))),
+      ...(await metricSums(s, ['mcpgw_sessions_open', 'mcpgw_sessions', 'mcpgw_children_running', 'mcpgw_children_spawn_failures_total']).catch(() => ({}))),
     };
     const children = mem;
     // Close: a DELETE each; then every child this run saw must be gone (where sessions own them).
@@ -1016,6 +1070,7 @@ async function manyRun(mode) {
       mode, target: Q.target, reached: initLat.length, stop, failures, conc: Q.conc, guard_gib: Q.guardGiB, floor_gib: Q.floorGiB,
       init_p50_us: initLat.length ? pct(initLat, 50) : undefined, init_p99_us: initLat.length ? pct(initLat, 99) : undefined,
       init_max_us: initLat.length ? initLat[initLat.length - 1] : undefined,
+      floor_samples: floorLat.length, floor_p50_us: floorLat.length ? pct(floorLat, 50) : undefined, floor_p99_us: floorLat.length ? pct(floorLat, 99) : undefined,
       open_seconds: openSeconds, sessions_per_s: initLat.length / openSeconds,
       echo_ok: ok, echo_bad: bad, echo_bad_text: badText, echo_p50_us: echoLat.length ? pct(echoLat, 50) : undefined,
       gateway_rss0_kib: rss0, ...peak, gateway_kib_per_session: n ? (peak.gateway_rss_kib - rss0) / n : undefined,
@@ -1025,6 +1080,7 @@ async function manyRun(mode) {
       gateway_cpu_echo_us: cpuEcho, gateway_cpu_per_echo_us: ok + bad ? cpuEcho / (ok + bad) : undefined,
       mem_available0_kib: avail0, mem_available_min_kib: availMin, nofile: s.nofile,
       fd_warning: (s.stderr().split('\n').find((l) => /open-file limit/.test(l)) || '').replace(/^.*?(open-file limit)/, '$1').slice(0, 300),
+      id_bad: idBad, id_bad_text: idBadText, children_max: childrenMax, distinct_sids: new Set(sessions.map((x) => x.sid)).size, sids: sessions.length,
       delete_ok: delOk, delete_bad: delBad, children_seen: seen.size, children_left: left.length, close_seconds: closeSeconds,
       stderr_tail: s.stderr().split('\n').filter((l) => l.trim() && !/open-file limit/.test(l)).slice(-4).join(' / ').slice(0, 600),
     };
@@ -1201,6 +1257,16 @@ if (has('echo16x4_stateless')) {
   row('16×4 stateless echo: p99 latency (µs)', 'echo16x4_stateless', lat('p99_us'));
   row('16×4 stateless echo: server CPU (share of one core)', 'echo16x4_stateless', (r) => (r.server_cpu_ms / 1000) / r.seconds, { noRatio: true });
 }
+// pooled legacy sessions on the same pool as the stateless rows (gateway only).
+if (has('echo16x4_pooled')) {
+  row('pooled sessions: CPU per echo, 16×4 (µs, server process only)', 'echo16x4_pooled', cpuPerReq, { noRatio: true });
+  if (has('echo16x4_stateless')) ratioRow('pooled/stateless CPU per echo, 16×4 (G: gateway)', 'echo16x4_pooled', 'echo16x4_stateless', cpuPerReq, { target: 'G ≤ 1.1', check: (g) => g <= 1.1 });
+  if (has('echo16x4')) ratioRow('pooled/legacy (child mode) CPU per echo, 16×4 (G: gateway)', 'echo16x4_pooled', 'echo16x4', cpuPerReq);
+  row('16×4 pooled echo: req/s', 'echo16x4_pooled', (r) => r.rps, { noRatio: true });
+  row('16×4 pooled echo: p50 latency (µs)', 'echo16x4_pooled', lat('p50_us'), { noRatio: true });
+  row('16×4 pooled echo: p99 latency (µs)', 'echo16x4_pooled', lat('p99_us'), { noRatio: true });
+  row('16×4 pooled echo: server CPU (share of one core)', 'echo16x4_pooled', (r) => (r.server_cpu_ms / 1000) / r.seconds, { noRatio: true });
+}
 if (has('idle')) {
   row('memory per idle session (KiB, server RSS)', 'idle', (r) => (r.bytes_per_session >= 0 ? r.bytes_per_session / 1024 : undefined), { target: 'G ≤ 16 KiB', check: ({ g }) => (g.none ? null : g.med <= 16) });
   row('idle: sessions held (of attempted, see notes)', 'idle', (r) => r.held, { noRatio: true });
@@ -1208,6 +1274,10 @@ if (has('idle')) {
 }
 if (has('init')) {
   row('initialize round trip incl. spawn, p50 (µs)', 'init', lat('p50_us'), { target: 'G/D ≤ 2', check: ({ gd }) => (gd === null ? null : gd <= 2) });
+}
+if (has('init_pooled')) {
+  row('pooled initialize round trip (no spawn; C load generator, sequential), p50 (µs)', 'init_pooled', lat('p50_us'), { target: 'G < 200 µs', check: ({ g }) => (g.none ? null : g.med < 200), noRatio: true });
+  row('pooled initialize round trip, p99 (µs)', 'init_pooled', lat('p99_us'), { noRatio: true });
 }
 if (has('wake')) {
   row('sleeping child: ping that wakes it (spawn, replayed handshake, ping), p50 (µs)', 'wake', lat('p50_us'), { noRatio: true });
@@ -1323,7 +1393,7 @@ if (has('init_box')) {
 // Many legacy sessions (many_sessions): one column per session mode, one run each.
 const manyLines = [];
 if (has('many_sessions')) {
-  const modes = Object.keys(SESSION_MODES);
+  const modes = manyModes;
   const one = (c) => (results.many_sessions[c] || [])[0];
   const mib = (k) => (r) => (r[k] == null ? undefined : r[k] / 1024);
   const ms = (k) => (r) => (r[k] == null ? undefined : r[k] / 1000);
@@ -1342,22 +1412,27 @@ if (has('many_sessions')) {
   mrow('where opening stopped, and why', (r) => r.stop);
   mrow('initialize p50 (ms, incl. the child\'s start where it has one)', ms('init_p50_us'));
   mrow('initialize p99 (ms)', ms('init_p99_us'));
+  mrow('the driver\'s floor: GET /healthz p50 (ms, same agent and concurrency, before opening)', ms('floor_p50_us'));
+  mrow('the driver\'s floor: GET /healthz p99 (ms)', ms('floor_p99_us'));
   mrow('sessions opened per second', (r) => r.sessions_per_s);
   mrow('echo answered with its own text (of sessions)', (r) => `${r.echo_ok} of ${r.echo_ok + r.echo_bad}`);
   mrow('echo p50 (ms)', ms('echo_p50_us'));
   mrow('gateway RSS at the peak (MiB)', mib('gateway_rss_kib'));
   mrow('gateway RSS per session (KiB)', (r) => r.gateway_kib_per_session);
   mrow('gateway descriptors at the peak', (r) => r.gateway_fds);
+  mrow('session ids of the mode\'s form (of sessions)', (r) => `${r.reached - r.id_bad} of ${r.reached}`);
   mrow('children (processes) at the peak', (r) => r.children);
+  mrow('children (processes), the most seen at once (sampled every second)', (r) => r.children_max);
   mrow('children\'s RSS, summed (MiB)', mib('children_rss_kib'));
   mrow('children\'s PSS, summed (MiB)', mib('children_pss_kib'));
   mrow('children\'s PSS per session (MiB)', mib('children_pss_per_session_kib'));
+  mrow('gateway RSS + children\'s RSS (MiB)', (r) => (r.gateway_rss_kib + r.children_rss_kib) / 1024);
   mrow('gateway + children\'s PSS (MiB)', (r) => (r.gateway_rss_kib + r.children_pss_kib) / 1024);
   mrow('gateway CPU per session opened (ms)', ms('gateway_cpu_per_session_us'));
   mrow('gateway CPU per echo (µs)', (r) => r.gateway_cpu_per_echo_us);
   mrow('DELETE answered 2xx (of sessions)', (r) => `${r.delete_ok} of ${r.delete_ok + r.delete_bad}`);
-  mrow('children left after the DELETEs (of seen)', (r) => `${r.children_left} of ${r.children_seen}`);
-  mrow('seconds from the first DELETE until every child was gone', (r) => r.close_seconds);
+  mrow('children left after the DELETEs (of seen; a pool\'s children stay)', (r) => `${r.children_left} of ${r.children_seen}${SESSION_MODES[r.mode].childPerSession ? '' : ' (the pool\'s)'}`);
+  mrow('seconds from the first DELETE until every child was gone', (r) => (SESSION_MODES[r.mode].childPerSession ? r.close_seconds : '— (the pool\'s stay)'));
 }
 
 // With --before, B's column and G/B follow G's (a row without B's figures shows —).
@@ -1389,7 +1464,7 @@ for (const c of ['gateway', ...(beforeBin ? ['before'] : []), 'supergateway']) {
 }
 for (const r of Object.values(results.many_sessions || {}).flat()) {
   if (r.failed) continue;
-  notes.push(`many_sessions ${r.mode}: ${r.reached} of ${r.target} sessions, stopped: ${r.stop}; ${r.failures} failed initialize; RLIMIT_NOFILE ${r.nofile}${r.fd_warning ? ` (the gateway: "${r.fd_warning}")` : ''}; MemAvailable ${(r.mem_available0_kib / 1048576).toFixed(1)} GiB at the start, ${(r.mem_available_min_kib / 1048576).toFixed(1)} GiB at the least; /metrics at the peak: mcpgw_sessions_open ${r.mcpgw_sessions_open}, mcpgw_children_running ${r.mcpgw_children_running}, spawn failures ${r.mcpgw_children_spawn_failures_total}; ${r.open_seconds.toFixed(1)} s to open${r.echo_bad_text.length ? `; bad echoes: ${r.echo_bad_text.join(' / ')}` : ''}${r.stderr_tail ? `; the gateway's last lines: ${r.stderr_tail}` : ''}.`);
+  notes.push(`many_sessions ${r.mode}: ${r.reached} of ${r.target} sessions, stopped: ${r.stop}; ${r.failures} failed initialize; RLIMIT_NOFILE ${r.nofile}${r.fd_warning ? ` (the gateway: "${r.fd_warning}")` : ''}; MemAvailable ${(r.mem_available0_kib / 1048576).toFixed(1)} GiB at the start, ${(r.mem_available_min_kib / 1048576).toFixed(1)} GiB at the least; /metrics at the peak: mcpgw_sessions_open ${r.mcpgw_sessions_open}, mcpgw_sessions (every mode) ${r.mcpgw_sessions}, mcpgw_children_running ${r.mcpgw_children_running}, spawn failures ${r.mcpgw_children_spawn_failures_total}; ${r.open_seconds.toFixed(1)} s to open${r.echo_bad_text.length ? `; bad echoes: ${r.echo_bad_text.join(' / ')}` : ''}${r.stderr_tail ? `; the gateway's last lines: ${r.stderr_tail}` : ''}.`);
 }
 for (const [sc, byC] of Object.entries(results)) for (const [c, rs] of Object.entries(byC)) for (const r of rs) if (r.failed) notes.push(`${sc} ${c}: failed: ${r.failed}`);
 for (const r of results.init_box?.on || []) {
@@ -1444,6 +1519,8 @@ for (const [c, rs] of Object.entries(results.many_sessions || {})) {
     if (r.failed) broken.push(`many_sessions ${c}: ${r.failed}`);
     else if (!r.reached) broken.push(`many_sessions ${c}: no session opened (${r.stop})`);
     else if (r.echo_bad) broken.push(`many_sessions ${c}: ${r.echo_bad} of ${r.echo_ok + r.echo_bad} echoes not answered with their own text`);
+    else if (r.id_bad) broken.push(`many_sessions ${c}: ${r.id_bad} session ids not of the mode's form (${r.id_bad_text.join(', ')})`);
+    else if (r.distinct_sids < r.sids) broken.push(`many_sessions ${c}: ${r.sids - r.distinct_sids} session ids given twice`);
     else if (r.delete_bad) broken.push(`many_sessions ${c}: ${r.delete_bad} DELETEs failed`);
     else if (SESSION_MODES[c].childPerSession && r.children_left) broken.push(`many_sessions ${c}: ${r.children_left} children left after the DELETEs`);
   }
