@@ -61,7 +61,8 @@
  *   - the tool policy: a tools/call of a tool hidden from its principal is answered "Unknown
  *     tool" (-32602) by the gateway, and only such a call is; a tools/list answer names no tool
  *     hidden from its principal;
- *   - a drained server refuses every new request (503) and no retry of a call in flight;
+ *   - a drained server refuses every new request (503) and no retry of a call in flight (one
+ *     whose requestState verifies: a forged or expired one is a new request, refused);
  *   - a pooled session's streams carry only its own answers and progress (the checks above, its
  *     questions with ids the gateway minted), its calls point back at it and its count is its
  *     list's, a GET stream not ended belongs to a session still there, and only its principal
@@ -550,6 +551,29 @@ take_state(const char *s, char *out, size_t max)
     out[e - p] = '\0';
 }
 
+/*
+ * Whether the gateway takes state, sent in a retry of of, for a held call's retry: one it sealed
+ * (of's own, this round's or the one before, not a forged copy: the gateway's base64url takes no
+ * other spelling of the same bytes) that has not expired. PROTOCOL.md's drain lets only such a
+ * retry through; any other requestState (forged, expired, a stateless child's own) makes a new
+ * request, which the drain refuses.
+ */
+static bool
+state_verifies(const struct req *of, const char *state)
+{
+    static const char prefix[] = "mcpgw1.";
+    if (strcmp(state, of->state) != 0 && strcmp(state, of->prev_state) != 0)
+        return false;
+    const char *dot = strrchr(state, '.');
+    size_t plen = sizeof prefix - 1;
+    if (strncmp(state, prefix, plen) != 0 || dot == NULL || (size_t)(dot - state) <= plen)
+        return false;
+    unsigned char raw[64];
+    long n = util_base64url_decode(state + plen, (size_t)(dot - state) - plen, raw, sizeof raw);
+    /* id 16, expiry 8 (ms): expired once the clock is past it */
+    return n >= 24 && util_get_be(raw + 16, 8) >= util_now_ms();
+}
+
 static bool
 span_is(const char *s, struct jsonrpc_span sp, const char *want)
 {
@@ -867,14 +891,19 @@ client_request(unsigned a, unsigned b, const struct req *of, const char *state)
     } else {
         FUZZ_CHECK(status == POOL_OK, "pool_request: a stream and status %d", (int)status);
     }
-    /* The operator's drain refuses new requests, never the retry of a call in flight. */
-    if (drained && of == NULL)
+    /*
+     * The operator's drain refuses new requests, never the retry of a call in flight: a retry
+     * whose requestState verifies. One that does not (forged, expired, a stateless child's own)
+     * is a new request to the drain (deploy/README.md, .../drain).
+     */
+    bool retry = of != NULL && state_verifies(of, state);
+    if (drained && !retry)
         FUZZ_CHECK(r->st == NULL
                        && (status == POOL_E_DRAINED || status == POOL_E_DRAINING
                            || status == POOL_E_ID_TOO_LONG),
-                   "request %s to a drained server: %s", r->id,
-                   r->st != NULL ? "taken" : relay_status_text(status));
-    if (of != NULL)
+                   "%s %s to a drained server: %s", of != NULL ? "unverified retry" : "request",
+                   r->id, r->st != NULL ? "taken" : relay_status_text(status));
+    if (retry)
         FUZZ_CHECK(status != POOL_E_DRAINED, "retry %s refused for the drain", r->id);
     r->hidden = r->st != NULL && hidden;
     nreq++;
