@@ -148,6 +148,7 @@ const QUEUEING = {
   servers: [{ name: 'example', path: '/mcp', args: ['--hold-init'], extra: 'session_mode = pooled\npool_max_children = 2\npool_child_max_inflight = 1\nmax_inflight_per_principal = 2' }],
   gateway: { admin_token: ADMIN },
 };
+const holdingNow = (gw) => gw.logs().match(/child stderr: mcp-example-server: holding the initialize answer until SIGUSR1/g)?.length ?? 0;
 const queuedNow = async (gw) => (await (await fetch(`${gw.base}/admin/inflight`, { headers: { Authorization: `Bearer ${ADMIN}` } })).json()).pools.find((p) => p.server === 'example' && !p.retired)?.queued;
 const metricOf = async (gw, name, labels) => {
   const text = await (await fetch(`${gw.base}/metrics`, { headers: { Authorization: `Bearer ${ADMIN}` } })).text();
@@ -158,13 +159,16 @@ const metricOf = async (gw, name, labels) => {
 /** A session, its call in flight on the first child (busy), and a call (tools/call echo, id 2) queued behind the second child's start. */
 async function queuedCall(gw) {
   const init = initSession(gw); // answered once the first child is ready
-  const first = await waitFor(() => kids(gw.proc.pid)[0], scaled(5000), 'the first child');
-  process.kill(first, 'SIGUSR1'); // releases its initialize (remembered if it comes first)
+  // SIGUSR1 only once the child holds its initialize: before its handler is set, it would end it.
+  await waitFor(() => holdingNow(gw) === 1, scaled(5000), 'the first child to hold its initialize');
+  const [first] = kids(gw.proc.pid);
+  process.kill(first, 'SIGUSR1');
   const a = await init;
   const busy = await heldCall(gw, a.sid, 1, 'busy');
   const queued = post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'queued-call' } }, 2), { sid: a.sid });
-  const second = await waitFor(() => kids(gw.proc.pid).find((pid) => pid !== first), scaled(5000), 'the second child');
   await waitFor(async () => (await queuedNow(gw)) === 1, scaled(5000), 'the call to queue');
+  await waitFor(() => holdingNow(gw) === 2, scaled(5000), 'the second child to hold its initialize');
+  const second = kids(gw.proc.pid).find((pid) => pid !== first);
   return { a, busy, queued, second };
 }
 const reachedChild = (gw) => gw.childMessages().some((m) => m.params?.arguments?.text === 'queued-call');
