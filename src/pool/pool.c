@@ -677,6 +677,8 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     }
     call->body = xmemdup(body, len);
     call->len = len;
+    call->qid_off = info->id.off;
+    call->qid_len = info->id.len;
     if (p->qtail != NULL)
         p->qtail->qnext = call;
     else

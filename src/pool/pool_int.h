@@ -166,6 +166,8 @@ struct pool_call {
     int log_level;     /* -1: no log lines for this request */
     uint64_t grants;   /* the token's scopes as the server's tool policy numbers them */
     char *body;        /* queued only: the request, until a child is ready */
+    size_t qid_off;    /* queued only: the client's id (raw) in body, for a cancel by it */
+    size_t qid_len;
     struct trace *trace; /* the trace it carries to its child (trace.h); NULL: none */
     size_t len;
     struct pool_call *qnext;
@@ -462,6 +464,11 @@ void pool_call_error(struct pool_call *call, const char *id, size_t idlen, int c
                      const char *message);
 /* A queued call (no child yet) leaves its pool's queue. */
 void pool_call_unqueue(struct pool_call *call);
+/*
+ * A queued call is cancelled for why: it leaves the queue and ends without a response (nothing
+ * was sent to a child), counted and audited as a cancel.
+ */
+void pool_call_drop_queued(struct pool_call *call, enum relay_reason why);
 /* Cancels at the child (at most once) and ends the call: the client left, timeout, shutdown. */
 void pool_call_cancel(struct pool_call *call, enum relay_reason why);
 /*

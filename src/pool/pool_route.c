@@ -263,6 +263,15 @@ pool_call_unqueue(struct pool_call *call)
 }
 
 void
+pool_call_drop_queued(struct pool_call *call, enum relay_reason why)
+{
+    pool_call_unqueue(call);
+    relay_count(call->pool->stats, why);
+    audit_call_cancel(call->audit, relay_reasons[why].label);
+    pool_call_end(call);
+}
+
+void
 pool_stream_detach(struct stream *st)
 {
     struct pool_call *call = stream_own(st)->owner;
@@ -274,11 +283,7 @@ pool_stream_detach(struct stream *st)
         if (call->listen != NULL) {
             pool_call_end(call); /* a listener: the subscription ends */
         } else if (call->c == NULL) {
-            struct pool *p = call->pool;
-            pool_call_unqueue(call);
-            relay_count(p->stats, RELAY_CANCEL_DISCONNECT);
-            audit_call_cancel(call->audit, relay_reasons[RELAY_CANCEL_DISCONNECT].label);
-            pool_call_end(call);
+            pool_call_drop_queued(call, RELAY_CANCEL_DISCONNECT);
         } else {
             pool_call_cancel(call, RELAY_CANCEL_DISCONNECT);
         }

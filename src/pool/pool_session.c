@@ -808,16 +808,34 @@ pool_session_client_answer(struct pool_session *s, char *body, size_t len,
     log_debug(s->label, "an answer for no open question of the session's dropped");
 }
 
-/* The client's notifications/cancelled: forwarded to the call's child with the id it saw. */
+/* Whether the call's client id (raw) is id: its entry's, or while queued its body's. */
+static bool
+pool_session_call_is(const struct pool_call *call, const char *id, size_t idlen)
+{
+    if (call->p != NULL)
+        return call->p->orig_id_len == idlen && memcmp(call->p->orig_id, id, idlen) == 0;
+    return call->c == NULL && call->body != NULL && call->qid_len == idlen
+           && memcmp(call->body + call->qid_off, id, idlen) == 0;
+}
+
+/*
+ * The client's notifications/cancelled: forwarded to the call's child with the id it saw; a call
+ * still queued leaves the queue, and no child ever gets it. Either way its stream ends without a
+ * response.
+ */
 static void
 pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
                            const struct jsonrpc_info *info)
 {
     struct pool_call *call = s->calls;
     for (; call != NULL; call = call->snext)
-        if (call->p != NULL && call->p->orig_id_len == info->request_id.len
-            && memcmp(call->p->orig_id, body + info->request_id.off, info->request_id.len) == 0)
+        if (pool_session_call_is(call, body + info->request_id.off, info->request_id.len))
             break;
+    if (call != NULL && !call->init && call->p == NULL) {
+        log_info(s->label, "client cancel of a request still queued: it leaves the queue");
+        pool_call_drop_queued(call, RELAY_CANCEL_CLIENT);
+        return;
+    }
     if (call == NULL || call->init || call->p->state != PENDING_FORWARDED) {
         log_debug(s->label, "cancel for an unknown or finished request ignored");
         return;

@@ -5,7 +5,8 @@
 //   - initialize answered by the gateway from the pool's handshake, no process per session;
 //     session_mode = child unchanged beside it;
 //   - two sessions on one child, the same JSON-RPC ids, interleaved: each gets its own answers;
-//   - cancels: the client's by its own id, a dropped stream, DELETE, request_timeout_ms;
+//   - cancels: the client's by its own id, a dropped stream, DELETE, request_timeout_ms; a
+//     client cancel or DELETE of a call still queued in the pool (it never reaches a child);
 //   - progress on the request's own stream; logging/setLevel per session;
 //   - the child's questions to the one session whose call asked; what pooled mode refuses
 //     (batches, tasks, a question it cannot attribute or not declared) and the
@@ -137,6 +138,101 @@ test('a dropped stream, DELETE and request_timeout_ms each cancel the call at th
     const gone = await post(gw, rpc('tools/list', {}), { sid: a.sid });
     assert.equal(gone.status, 404, 'the session is gone');
     assert.equal(kids(gw.proc.pid).length, 1, 'the shared child stays');
+  });
+});
+
+// A call queues in the pool while no child has room for it and one is starting: two children at
+// most, one call each; the first child runs a cancel_self call, the second holds its initialize
+// (--hold-init) until SIGUSR1, so the second call waits in the queue for as long as the test wants.
+const QUEUEING = {
+  servers: [{ name: 'example', path: '/mcp', args: ['--hold-init'], extra: 'session_mode = pooled\npool_max_children = 2\npool_child_max_inflight = 1\nmax_inflight_per_principal = 2' }],
+  gateway: { admin_token: ADMIN },
+};
+const holdingNow = (gw) => gw.logs().match(/child stderr: mcp-example-server: holding the initialize answer until SIGUSR1/g)?.length ?? 0;
+const queuedNow = async (gw) => (await (await fetch(`${gw.base}/admin/inflight`, { headers: { Authorization: `Bearer ${ADMIN}` } })).json()).pools.find((p) => p.server === 'example' && !p.retired)?.queued;
+const metricOf = async (gw, name, labels) => {
+  const text = await (await fetch(`${gw.base}/metrics`, { headers: { Authorization: `Bearer ${ADMIN}` } })).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+};
+
+/** A session, its call in flight on the first child (busy), and a call (tools/call echo, id 2) queued behind the second child's start. */
+async function queuedCall(gw) {
+  const init = initSession(gw); // answered once the first child is ready
+  // SIGUSR1 only once the child holds its initialize: before its handler is set, it would end it.
+  await waitFor(() => holdingNow(gw) === 1, scaled(5000), 'the first child to hold its initialize');
+  const [first] = kids(gw.proc.pid);
+  process.kill(first, 'SIGUSR1');
+  const a = await init;
+  const busy = await heldCall(gw, a.sid, 1, 'busy');
+  const queued = post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'queued-call' } }, 2), { sid: a.sid });
+  await waitFor(async () => (await queuedNow(gw)) === 1, scaled(5000), 'the call to queue');
+  await waitFor(() => holdingNow(gw) === 2, scaled(5000), 'the second child to hold its initialize');
+  const second = kids(gw.proc.pid).find((pid) => pid !== first);
+  return { a, busy, queued, second };
+}
+const reachedChild = (gw) => gw.childMessages().some((m) => m.params?.arguments?.text === 'queued-call');
+
+test('a client cancel of a call still queued in the pool: it leaves the queue, no child ever gets it, its stream ends without a response', async () => {
+  await withGateway(QUEUEING, async (gw) => {
+    const { a, busy, queued, second } = await queuedCall(gw);
+    const c = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2, reason: 'no' } }, { sid: a.sid });
+    assert.equal(c.status, 202);
+    process.kill(second, 'SIGUSR1'); // the second child is ready: what still waits goes to it
+    const q = await queued;
+    await q.done(scaled(5000));
+    assert.equal(answerOf(q), undefined, `no response to a cancelled call: ${q.text()}`);
+    assert.equal(await queuedNow(gw), 0, 'the queue is empty');
+    // The second child is idle: a call now goes to it and is answered; had the cancelled call
+    // reached it, it would have come first (the child reads in order).
+    const after = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'after' } }, 3), { sid: a.sid });
+    await after.done(scaled(5000));
+    assert.equal(textOf(answerOf(after)), 'after', after.text());
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.text === 'after'), scaled(5000), 'the child to log the later call');
+    assert.ok(!reachedChild(gw), 'the cancelled call never reached a child');
+    assert.equal(busy.r.ended, false, 'the session\'s other call is untouched');
+    // Counted once as a client cancel; its max_inflight_per_principal count given back once: with
+    // the busy call in flight, one more fits (2), and the next is refused.
+    assert.equal(await metricOf(gw, 'mcpgw_cancels_total', ['server="example"', 'direction="to_child"', 'reason="client"']), 1);
+    const third = await heldCall(gw, a.sid, 4, 'third');
+    const over = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'over' } }, 5), { sid: a.sid });
+    await over.done(scaled(5000));
+    assert.equal(over.status, 429, over.text());
+    assert.match(over.text(), /max_inflight_per_principal/);
+    await del(gw, { sid: a.sid });
+    await busy.r.done(scaled(5000));
+    await third.r.done(scaled(5000));
+    await waitFor(async () => (await metricOf(gw, 'mcpgw_inflight_requests', ['direction="to_child"'])) === 0, scaled(5000), 'nothing in flight');
+  });
+});
+
+test('DELETE of a session whose call is queued: the call ends with an error, no child ever gets it; a session with a call does not expire', async () => {
+  await withGateway({ ...QUEUEING, gateway: { ...QUEUEING.gateway, session_idle_timeout_s: 1 } }, async (gw) => {
+    const { a, busy, queued, second } = await queuedCall(gw);
+    // Idle expiry passes over a session while it has a call (queued or in flight).
+    const label = `sealed:${crypto.createHash('sha256').update(a.sid).digest('hex').slice(0, 16)}`;
+    const t0 = Date.now();
+    await waitFor(() => Date.now() - t0 > 2500, scaled(5000), 'past the idle timeout');
+    assert.doesNotMatch(gw.logs(), new RegExp(`session=${label} pooled session ended`), 'a session with calls does not expire');
+    assert.equal(await queuedNow(gw), 1, 'still queued');
+    const d = await del(gw, { sid: a.sid });
+    assert.equal(d.status, 200);
+    const q = await queued;
+    await q.done(scaled(5000));
+    assert.match(answerOf(q)?.error?.message ?? '', /session/, `the queued call's error: ${q.text()}`);
+    assert.equal(answerOf(q).id, 2, 'under the client\'s id');
+    await busy.r.done(scaled(5000));
+    assert.equal(await queuedNow(gw), 0);
+    process.kill(second, 'SIGUSR1');
+    // The second child is ready and idle; a new session's call reaches it, and the deleted
+    // session's queued call never did.
+    const b = await initSession(gw);
+    const after = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'after' } }, 3), { sid: b.sid });
+    await after.done(scaled(5000));
+    assert.equal(textOf(answerOf(after)), 'after', after.text());
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.text === 'after'), scaled(5000), 'the child to log the later call');
+    assert.ok(!reachedChild(gw), 'the deleted session\'s queued call never reached a child');
+    assert.equal(await metricOf(gw, 'mcpgw_cancels_total', ['server="example"', 'direction="to_child"', 'reason="deleted"']), 2, 'the busy call and the queued one');
   });
 });
 
