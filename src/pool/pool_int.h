@@ -538,7 +538,7 @@ size_t pool_held_in(const struct pool *p);
 /* Shutdown: every call of p still held (one its child already answered is in no table) ends. */
 void pool_bridge_end_held(struct pool *p);
 
-/* pool_session.c: legacy sessions served by the pool (session_mode = pooled) */
+/* pool_session.c, pool_session_ask.c: legacy sessions served by the pool (session_mode = pooled) */
 /* The call ends: out of its session's list. */
 void pool_session_unlink(struct pool_call *call);
 /* A new call of s: into its list. */
@@ -555,6 +555,9 @@ const char *pool_session_ask(struct pool_child *c, struct pool_call *call, unsig
 /* The child withdrew a, a question of call's (a pooled session's): its client is told. */
 void pool_session_withdrawn(struct pool_call *call, const struct pool_ask *a, const char *line,
                             size_t len, const struct jsonrpc_info *info);
+/* The session's client answered a question of a child's (pool_session_ask.c): to that child. */
+void pool_session_client_answer(struct pool_session *s, char *body, size_t len,
+                                const struct jsonrpc_info *info);
 /* A list change of a legacy child of p: to every session of p's server with a GET stream. */
 bool pool_session_fanout(struct pool *p, const char *line, size_t len);
 /* resources/updated from a legacy child of p: to every session of p that subscribed its URI. */

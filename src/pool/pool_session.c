@@ -35,8 +35,8 @@ struct pss_tomb {
 };
 
 static struct {
-    struct pool_names t;       /* local records, by id */
-    struct pool_session *all;  /* every local record, newest first */
+    struct pool_names t;      /* local records, by id */
+    struct pool_session *all; /* every local record, newest first */
     size_t n;
     uint64_t next_stream_id;
     struct keyring *kr; /* seals and opens the ids (session_key_file, or a random key) */
@@ -45,9 +45,9 @@ static struct {
     size_t next_tomb;
 } pss;
 
-#define PSS_LINK offsetof(struct pool_session, hnext)
-#define PSS_URIS_MAX 256     /* resources/subscribe URIs one session may hold */
-#define PSS_URI_MAX  2048    /* bytes of one URI */
+#define PSS_LINK     offsetof(struct pool_session, hnext)
+#define PSS_URIS_MAX 256  /* resources/subscribe URIs one session may hold */
+#define PSS_URI_MAX  2048 /* bytes of one URI */
 #define PSS_LEVEL_ID "mcpgw-log-"
 
 static const char *const pss_levels[8] = { "debug", "info",     "notice", "warning",
@@ -193,18 +193,18 @@ pool_session_new(const char *id, const char *server, const char *principal, int6
 }
 
 struct pool_session *
-pool_session_find(const char *id, const struct config_server *srv, const char *principal,
-                  bool room, enum pool_status *status, const char **why)
+pool_session_find(const char *id, const struct config_server *srv, const char *principal, bool room,
+                  enum pool_status *status, const char **why)
 {
     *status = POOL_E_GONE;
     if (principal == NULL)
         principal = "";
     struct session_seal_record r;
     int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
-    enum session_seal_verdict v = pss.kr == NULL
-                                      ? SESSION_SEAL_UNKNOWN_KEY
-                                      : session_seal_open(pss.kr, id, strlen(id), now_s,
-                                                          pools.cfg->session_max_age_s, &r);
+    enum session_seal_verdict v =
+        pss.kr == NULL
+            ? SESSION_SEAL_UNKNOWN_KEY
+            : session_seal_open(pss.kr, id, strlen(id), now_s, pools.cfg->session_max_age_s, &r);
     if (v != SESSION_SEAL_OK) {
         log_debug(NULL, "pooled session id refused: %s", session_seal_verdict_text(v));
         return NULL;
@@ -627,10 +627,8 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
      * to the children's, which the sealed one then is for every child of that command.
      */
     const struct pool *sp = pool_shared_of(srv->name);
-    const struct revision *offer =
-        pool_session_negotiate(asked, sp != NULL && sp->init_version[0] != '\0'
-                                          ? sp->init_version
-                                          : "");
+    const struct revision *offer = pool_session_negotiate(
+        asked, sp != NULL && sp->init_version[0] != '\0' ? sp->init_version : "");
     int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
     struct session_seal_record rec;
     char id[SESSION_SEAL_ID_MAX + 1];
@@ -712,100 +710,6 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
     meta->session = s;
     meta->rev = s->rev;
     return pool_request(srv, body, len, info, meta, status);
-}
-
-/* The id a question of the session's has toward its client, as raw JSON; its length. */
-static size_t
-pool_session_ask_id(unsigned key, char *buf, size_t size)
-{
-    return (size_t)snprintf(buf, size, "\"mcpgw-ask-%u\"", key);
-}
-
-/* The stream a question of call goes on: the call's own while read, else the session's GET. */
-static struct stream *
-pool_session_ask_stream(struct pool_call *call)
-{
-    if (call->st != NULL && stream_own(call->st)->attached && !stream_ended(call->st))
-        return call->st;
-    return call->sess->get;
-}
-
-static void
-pool_session_push_to(struct pool_call *call, struct stream *st, const struct iovec *iov, int n)
-{
-    if (st == call->st)
-        pool_push(call, iov, n);
-    else
-        stream_push_shared(st, iov, n, pools.line);
-}
-
-const char *
-pool_session_ask(struct pool_child *c, struct pool_call *call, unsigned bit, const char *line,
-                 size_t len, const struct jsonrpc_info *info)
-{
-    struct pool_session *s = call->sess;
-    if ((s->caps & bit) == 0)
-        return "the client did not declare this capability at initialize";
-    if (call->nasks >= POOL_ASKS_MAX)
-        return "too many open requests to the client for this call";
-    struct stream *st = pool_session_ask_stream(call);
-    if (st == NULL)
-        return "not available: the session has no open stream to ask its client on";
-    if (call->asks == NULL)
-        call->asks = xcalloc(POOL_ASKS_MAX, sizeof(*call->asks));
-    struct pool_ask *a = &call->asks[call->nasks++];
-    a->child_id = xmemdup(line + info->id.off, info->id.len);
-    a->child_id_len = info->id.len;
-    snprintf(a->method, sizeof(a->method), "%s", info->method);
-    a->key = ++s->next_ask;
-    char idbuf[32];
-    struct relay_edit ed = { info->id.off, info->id.len, idbuf,
-                             pool_session_ask_id(a->key, idbuf, sizeof idbuf) };
-    struct iovec iov[3];
-    int k = relay_splice(line, len, &ed, 1, iov);
-    pool_session_push_to(call, st, iov, k);
-    c->pool->row->ctr.asks_bridged++;
-    log_debug(s->label, "child request %s sent to the session's client as %s", info->method, idbuf);
-    return NULL;
-}
-
-void
-pool_session_withdrawn(struct pool_call *call, const struct pool_ask *a, const char *line,
-                       size_t len, const struct jsonrpc_info *info)
-{
-    struct stream *st = pool_session_ask_stream(call);
-    if (st == NULL)
-        return;
-    char idbuf[32];
-    struct relay_edit ed = { info->request_id.off, info->request_id.len, idbuf,
-                             pool_session_ask_id(a->key, idbuf, sizeof idbuf) };
-    struct iovec iov[3];
-    int k = relay_splice(line, len, &ed, 1, iov);
-    pool_session_push_to(call, st, iov, k);
-}
-
-/* The client's answer to one of the session's questions: to the child, with the child's id. */
-static void
-pool_session_client_answer(struct pool_session *s, char *body, size_t len,
-                           const struct jsonrpc_info *info)
-{
-    char idbuf[32];
-    for (struct pool_call *call = s->calls; call != NULL; call = call->snext)
-        for (size_t i = 0; i < call->nasks; i++) {
-            struct pool_ask *a = &call->asks[i];
-            size_t n = pool_session_ask_id(a->key, idbuf, sizeof idbuf);
-            if (a->answered || n != info->id.len || memcmp(idbuf, body + info->id.off, n) != 0)
-                continue;
-            a->answered = true;
-            if (call->c == NULL)
-                return;
-            struct relay_edit ed = { info->id.off, info->id.len, a->child_id, a->child_id_len };
-            if (relay_send_spliced(&call->c->r, body, len, &ed, 1) == -1)
-                log_warn(s->label, "the client's answer to %s not delivered: child stdin full",
-                         a->method);
-            return;
-        }
-    log_debug(s->label, "an answer for no open question of the session's dropped");
 }
 
 /* Whether the call's client id (raw) is id: its entry's, or while queued its body's. */
