@@ -67,9 +67,11 @@ http_pooled_error(struct http_req *rc, const struct jsonrpc_info *info, enum poo
     return http_error(rc, code, rpc, why != NULL ? why : relay_status_text(status));
 }
 
-/* What the pool knows of a pooled session's request: as of a stateless one, minus its _meta. */
+/* What the pool knows of a pooled session's request (as of a stateless one, minus its _meta), and
+ * the W3C trace context its headers carry (into tin). */
 static void
-http_pooled_meta(struct http_req *rc, struct pool_meta *meta, char *client, size_t size)
+http_pooled_meta(struct http_req *rc, struct pool_meta *meta, char *client, size_t size,
+                 struct trace_in *tin)
 {
     http_access_client(rc, client, size);
     *meta = (struct pool_meta){ .log_level = -1,
@@ -77,6 +79,7 @@ http_pooled_meta(struct http_req *rc, struct pool_meta *meta, char *client, size
                                 .claims = rc->claims,
                                 .client = client,
                                 .grants = rc->grants };
+    meta->trace = http_access_trace(rc, tin);
 }
 
 /* Whether the gateway holds max_sessions sessions already, of either mode. */
@@ -122,9 +125,8 @@ http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info)
         return ret;
     char client[64];
     struct pool_meta meta;
-    http_pooled_meta(rc, &meta, client, sizeof client);
     struct trace_in tin;
-    meta.trace = http_access_trace(rc, &tin);
+    http_pooled_meta(rc, &meta, client, sizeof client, &tin);
     enum pool_status status;
     struct pool_session *s = NULL;
     struct stream *st = pool_session_initialize(rc->srv, buf_head(&rc->body), buf_used(&rc->body),
@@ -167,9 +169,8 @@ http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
         return ret;
     char client[64];
     struct pool_meta meta;
-    http_pooled_meta(rc, &meta, client, sizeof client);
     struct trace_in tin;
-    meta.trace = http_access_trace(rc, &tin);
+    http_pooled_meta(rc, &meta, client, sizeof client, &tin);
     enum pool_status status;
     struct stream *st = pool_session_request(s, rc->srv, buf_head(&rc->body), buf_used(&rc->body),
                                              info, &meta, &status);
