@@ -22,7 +22,8 @@
  * flight either way (a question of the child's unanswered), a task not known to be terminal, a
  * stream a client reads or waits on, or state the client set at the child after initialize that a
  * new child would not have (logging/setLevel, resources/subscribe: such a session stays awake;
- * replaying them is not done).
+ * replaying them is not done). Nor is a session in front of a stateless-only child
+ * (session_modern.c): its child was greeted with server/discover, and would refuse the replay.
  */
 #include <inttypes.h>
 #include <stdio.h>
