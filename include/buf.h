@@ -45,6 +45,13 @@ struct buf_out {
 };
 void buf_out_printf(struct buf_out *o, const char *fmt, ...) PRINTF(2, 3);
 void buf_out_raw(struct buf_out *o, const void *p, size_t n);
+/*
+ * One item of a list into o, whole or not at all: buf_out_item_open gives *one the room o may
+ * still take of max bytes, less keep for what closes the list; buf_out_item_close appends *one to
+ * o when both fit (true; false: the item is left out) and frees it.
+ */
+void buf_out_item_open(const struct buf_out *o, struct buf_out *one, size_t max, size_t keep);
+bool buf_out_item_close(struct buf_out *o, struct buf_out *one);
 
 static inline size_t
 buf_used(const struct buf *b)

@@ -125,3 +125,21 @@ buf_out_raw(struct buf_out *o, const void *p, size_t n)
     if (!o->full)
         o->full = buf_append(&o->b, p, n) == -1;
 }
+
+void
+buf_out_item_open(const struct buf_out *o, struct buf_out *one, size_t max, size_t keep)
+{
+    size_t used = buf_used(&o->b);
+    one->full = false;
+    buf_init(&one->b, used + keep < max ? max - used - keep : 0);
+}
+
+bool
+buf_out_item_close(struct buf_out *o, struct buf_out *one)
+{
+    bool fits = !one->full && !o->full;
+    if (fits)
+        buf_out_raw(o, buf_head(&one->b), buf_used(&one->b));
+    buf_clear(&one->b);
+    return fits;
+}

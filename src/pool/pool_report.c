@@ -116,18 +116,14 @@ pool_admin_json(struct buf *b, size_t max)
         bool first = true;
         for (const struct pool_child *c = p->children; c != NULL; c = c->next) {
             /* Each child whole or not at all (room is kept for the closing brackets). */
-            size_t used = buf_used(&o.b);
-            struct buf_out one = { .full = false };
-            buf_init(&one.b, used + 256 < max ? max - used - 256 : 0);
+            struct buf_out one;
+            buf_out_item_open(&o, &one, max, 256);
             buf_out_printf(&one, "%s", first ? "" : ",");
             pool_admin_child(&one, c, now);
-            if (!one.full && !o.full) {
-                buf_out_raw(&o, buf_head(&one.b), buf_used(&one.b));
+            if (buf_out_item_close(&o, &one))
                 first = false;
-            } else {
+            else
                 omitted++;
-            }
-            buf_clear(&one.b);
         }
         buf_out_printf(&o, "]}");
     }

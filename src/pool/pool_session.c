@@ -890,9 +890,8 @@ pool_session_admin_json(struct buf *b, size_t max)
     buf_out_printf(&o, "[");
     for (const struct pool_session *s = pss.all; s != NULL; s = s->next) {
         /* Each record whole or not at all (room is kept for the closing bracket). */
-        size_t used = buf_used(&o.b);
-        struct buf_out one = { .full = false };
-        buf_init(&one.b, used + 16 < max ? max - used - 16 : 0);
+        struct buf_out one;
+        buf_out_item_open(&o, &one, max, 16);
         char at[UTIL_RFC3339_MAX];
         util_rfc3339(s->created_unix_ms, at);
         buf_out_printf(&one,
@@ -905,13 +904,10 @@ pool_session_admin_json(struct buf *b, size_t max)
                        s->get != NULL ? "true" : "false", at);
         jsonrpc_put_quoted(&one, s->principal);
         buf_out_printf(&one, "}");
-        if (!one.full && !o.full) {
-            buf_out_raw(&o, buf_head(&one.b), buf_used(&one.b));
+        if (buf_out_item_close(&o, &one))
             first = false;
-        } else {
+        else
             omitted++;
-        }
-        buf_clear(&one.b);
     }
     buf_out_printf(&o, "]");
     int rc = o.full ? -1 : (int)(omitted > 0);

@@ -56,9 +56,8 @@ session_admin_session(struct buf_out *o, const struct session *s, uint64_t now)
                    "\"child\":\"%s\",\"state\":\"%s\",\"protocol_version\":\"%s\","
                    "\"idle_ms\":%" PRIu64 ",\"tasks_open\":%zu,\"owner\":",
                    s->id, s->srv->name, session_modes[s->mode], s->u ? (int)upstream_pid(s->u) : 0,
-                   session_sleep_state(s),
-                   s->state == SESSION_READY ? "ready" : "initializing", s->version,
-                   now - s->last_active_ms, s->ntasks);
+                   session_sleep_state(s), s->state == SESSION_READY ? "ready" : "initializing",
+                   s->version, now - s->last_active_ms, s->ntasks);
     jsonrpc_put_quoted(o, s->owner->name);
     char at[UTIL_RFC3339_MAX];
     util_rfc3339(s->created_unix_ms, at);
@@ -108,14 +107,11 @@ session_admin_json(size_t *len)
             size_t used = buf_used(&o.b);
             if (omitted == 0 && used < SESSION_ADMIN_MAX) {
                 /* Each session whole or not at all, in the room left under the ceiling. */
-                struct buf_out one = { .full = false };
-                buf_init(&one.b, SESSION_ADMIN_MAX - used);
+                struct buf_out one;
+                buf_out_item_open(&o, &one, SESSION_ADMIN_MAX, 0);
                 buf_out_printf(&one, "%s", shown ? "," : "");
                 session_admin_session(&one, s, now);
-                if (!one.full)
-                    buf_out_raw(&o, buf_head(&one.b), buf_used(&one.b));
-                buf_clear(&one.b);
-                if (!one.full) {
+                if (buf_out_item_close(&o, &one)) {
                     shown++;
                     continue;
                 }
