@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { get, initSession, post, rpc, withGateway } from '../lib/gw.mjs';
+import { prng } from '../lib/prng.mjs';
 import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -21,18 +22,6 @@ const KILLS = 5;
 const seen = { questions: 0, logs: 0, progress: 0, refused: 0 };
 const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
 const CALL_MS = scaled(15000);
-
-/** mulberry32: a small seeded PRNG. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
 

@@ -37,6 +37,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
 import { ACCEPT_BOTH, EXAMPLE, metricSamples, parseSse, pidAlive, reaped, request, startGateway, waitFor } from '../lib/gw.mjs';
+import { prng } from '../lib/prng.mjs';
 import { fdList, groupMembers, kids, rssKb, rssSampler, zombiesOf } from '../lib/procs.mjs';
 import { ASAN, scaled } from '../lib/timing.mjs';
 
@@ -1035,17 +1036,6 @@ const BRIDGE_CAPS = { elicitation: {}, sampling: {}, roots: {} };
 const BRIDGE_BRANCHES = { complete: 4, partial: 2, abandon: 2, drop: 2, vanish: 2, tamper: 2, replay: 2, late: 1, child_cancel: 2 };
 /** The tool's own error for a question the gateway could not attribute (two calls in flight on its child). */
 const UNATTRIBUTED = /^\w+ error: not available: the gateway cannot tell/;
-
-/** mulberry32: a PRNG of floats in [0, 1) from a 32-bit seed. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The client's answer to a question of conversation cv (elicitation answers name the question). */
 function answerTo(cv, q) {

@@ -22,6 +22,7 @@ import { test } from 'node:test';
 
 import { metricSamples, reaped, request, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { startOidc } from '../lib/oidc.mjs';
+import { prng } from '../lib/prng.mjs';
 import { kids } from '../lib/procs.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
@@ -41,18 +42,6 @@ function mint(sub, extra, p) {
   const c = { iss: ISSUER, aud: `${PUBLIC_URL}${p}`, sub, iat: t, exp: t + 3600, ...extra };
   const input = `${b64u(JSON.stringify(h))}.${b64u(JSON.stringify(c))}`;
   return `${input}.${b64u(crypto.sign('sha256', Buffer.from(input), KEY.privateKey))}`;
-}
-
-/** mulberry32: a small PRNG whose runs a seed replays. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const toolCall = (id, name, args) => ({
