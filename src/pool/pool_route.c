@@ -10,7 +10,8 @@
  *   - notifications/progress with a minted token goes, re-tagged with the client's token, on the
  *     stream of the request that set it;
  *   - notifications/message goes to a request only when it is the one request in flight on that
- *     child and asked for logs at or below the line's level (_meta logLevel); otherwise it is
+ *     child (or every request there is one pooled session's: to its oldest) and asked for logs at
+ *     or below the line's level (_meta logLevel, a session's logging/setLevel); otherwise it is
  *     dropped and counted: nothing is ever sent to a client it cannot be attributed
  *     to, nor broadcast;
  *   - a notification that names a subscription (_meta subscriptionId: the minted id of a
@@ -615,23 +616,35 @@ pool_log_level(const char *line, struct jsonrpc_span sp)
     return -1;
 }
 
+/* Whether two calls are one pooled session's (stateless requests are each their own client). */
+static bool
+pool_same_session(const struct pool_call *a, const struct pool_call *b)
+{
+    return a->sess != NULL && a->sess == b->sess;
+}
+
 static void
 pool_child_log(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     struct pool_child *c = owner;
-    struct pending *only = NULL;
-    size_t active = 0;
-    for (struct pending *p = c->r.pt.head; p != NULL; p = p->next)
-        if (p->state == PENDING_FORWARDED && p->owner != NULL) {
-            only = p;
-            active++;
-        }
-    if (active != 1) {
-        /* No request, or several: whose line it is cannot be known. */
+    struct pending *first = NULL;
+    bool one_owner = true;
+    for (struct pending *p = c->r.pt.head; p != NULL && one_owner; p = p->next) {
+        if (p->state != PENDING_FORWARDED || p->owner == NULL)
+            continue;
+        if (first == NULL)
+            first = p;
+        else
+            one_owner = pool_same_session(first->owner, p->owner);
+    }
+    if (first == NULL || !one_owner) {
+        /* No request, or several of different clients: whose line it is cannot be known. */
         c->pool->row->ctr.unattributed++;
         return;
     }
-    struct pool_call *call = only->owner;
+    /* One request, or several of one pooled session: the line is that client's (on the stream
+     * of its oldest call there; stdio says no more about which call wrote it). */
+    struct pool_call *call = first->owner;
     int level = pool_log_level(line, info->level);
     int want = call->sess != NULL ? call->sess->log_level : call->log_level;
     if (want < 0 || level < want) {

@@ -266,6 +266,31 @@ test('logging/setLevel is the session\'s own: the gateway filters each session\'
   });
 });
 
+test('a child\'s log line goes to the session whose calls are all that is in flight on its child, never to another session', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const a = await pooledSession(gw);
+    const b = await pooledSession(gw);
+    const logsOf = (r) => r.events().filter((e) => e.json?.method === 'notifications/message').map((e) => e.json.params.data);
+    const dropped = () => metricOf(gw, 'mcpgw_pool_messages_dropped_total', ['server="example"', 'reason="unattributed"']);
+    // Two calls of a on the one child: a line written meanwhile is a's, on its oldest call's stream.
+    const held = await heldCall(gw, a.sid, 10, 'a-held');
+    const n = await post(gw, rpc('tools/call', { name: 'notify', arguments: { level: 'info', text: 'mine' } }, 11), { sid: a.sid });
+    await n.done(scaled(5000));
+    assert.equal(textOf(answerOf(n)), 'ok');
+    await waitFor(() => logsOf(held.r).length === 1, scaled(5000), 'a\'s line on its held call\'s stream');
+    assert.deepEqual(logsOf(held.r).concat(logsOf(n)), ['mine'], 'once, to a');
+    const before = await dropped();
+    // b's call beside a's: the child's line could be either's, so it is nobody's.
+    const m = await post(gw, rpc('tools/call', { name: 'notify', arguments: { level: 'info', text: 'whose' } }, 12), { sid: b.sid });
+    await m.done(scaled(5000));
+    assert.equal(textOf(answerOf(m)), 'ok');
+    assert.deepEqual(logsOf(m), [], 'not to b');
+    assert.equal(await dropped(), before + 1, 'dropped and counted');
+    assert.deepEqual(logsOf(held.r), ['mine'], 'nor to a');
+    held.r.drop();
+  });
+});
+
 test('what pooled mode does not serve is refused with a clear error', async () => {
   await withGateway(pooled(), async (gw) => {
     const a = await pooledSession(gw, '2025-03-26');
