@@ -12,6 +12,7 @@
 #include "loop.h"
 #include "policy.h"
 #include "relay.h"
+#include "session_seal.h"
 #include "stream.h"
 #include "trace.h"
 
@@ -181,7 +182,7 @@ bool pool_session_named(const char *id);
  */
 struct keyring *pool_session_keys_load(const struct config *cfg, char *err, size_t errlen);
 void pool_session_keys_set(const struct config *cfg, struct keyring *kr);
-#define POOL_SESSION_LABEL_MAX 24 /* "sealed:" and 16 hex digits of the id's SHA-256 */
+#define POOL_SESSION_LABEL_MAX SESSION_SEAL_LABEL_MAX
 /* Pooled sessions with a local record here (max_sessions counts them with the sessions of children). */
 size_t pool_session_count(void);
 /* Local records of srv's sessions (mcpgw_sessions{mode="pooled"}). */

@@ -36,6 +36,7 @@
 #define SESSION_SEAL_REVISION_MAX 16        /* a protocol revision's name (a date: 10 today) */
 #define SESSION_SEAL_SKEW_S       60        /* an id issued this far in the future still opens */
 #define SESSION_SEAL_PURPOSE      "session" /* the keyring purpose of session ids */
+#define SESSION_SEAL_LABEL_MAX    24 /* "sealed:" and 16 hex digits of the id's SHA-256, NUL */
 
 /* What a sealed id holds. Zeroed past each string's NUL, so two equal records compare equal. */
 struct session_seal_record {
@@ -81,6 +82,13 @@ int session_seal(const struct keyring *kr, const struct session_seal_record *r,
 enum session_seal_verdict session_seal_open(const struct keyring *kr, const char *id, size_t len,
                                             int64_t now_s, uint64_t max_age_s,
                                             struct session_seal_record *r);
+/* Whether an id issued at issued_s is past its age at now_s (session_seal_open's expiry rule). */
+bool session_seal_expired(int64_t issued_s, int64_t now_s, uint64_t max_age_s);
+/*
+ * What logs and the access log name a sealed id by (the id is a bearer secret no instance can
+ * revoke): "sealed:" and the first 8 bytes of its SHA-256 in hex.
+ */
+void session_seal_label(const char *id, size_t len, char out[SESSION_SEAL_LABEL_MAX]);
 /* Whether id[0..len) is of the sealed family ('~' first), whatever its version or validity. */
 bool session_seal_is(const char *id, size_t len);
 /* Whether r was sealed for principal: its SHA-256 compared in constant time. */

@@ -22,9 +22,8 @@
 #include "revision.h"
 
 /*
- * What logs and the access log name rc's session by: its id, or for a sealed id (a bearer secret
- * no instance can revoke) "sealed:" and the first 8 bytes of its SHA-256 in hex, the label the
- * pool logs the session by.
+ * What logs and the access log name rc's session by: its id, or a sealed id's label
+ * (session_seal_label), the one the pool logs the session by.
  */
 void
 http_sid_tag(struct http_req *rc)
@@ -33,15 +32,7 @@ http_sid_tag(struct http_req *rc)
         snprintf(rc->sid_tag, sizeof(rc->sid_tag), "%s", rc->sid);
         return;
     }
-    unsigned char h[CRYPTO_SHA256_LEN];
-    crypto_sha256(rc->sid, strlen(rc->sid), h);
-    static const char digits[] = "0123456789abcdef";
-    memcpy(rc->sid_tag, "sealed:", 7);
-    for (size_t i = 0; i < 8; i++) {
-        rc->sid_tag[7 + 2 * i] = digits[h[i] >> 4];
-        rc->sid_tag[7 + 2 * i + 1] = digits[h[i] & 15];
-    }
-    rc->sid_tag[23] = '\0';
+    session_seal_label(rc->sid, strlen(rc->sid), rc->sid_tag);
 }
 
 /* Copies a plausible session id header; false when absent. Implausible ids become unknown. */

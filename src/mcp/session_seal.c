@@ -167,14 +167,34 @@ session_seal_open(const struct keyring *kr, const char *id, size_t len, int64_t 
     enum session_seal_verdict v = SESSION_SEAL_OK;
     if (!seal_unplain(plain, boxlen - CRYPTO_AEAD_OVERHEAD, r))
         v = SESSION_SEAL_MALFORMED; /* sealed by a holder of the key, yet no record */
-    /* issued_s + max_age_s < now_s, written without an overflow for any now_s and max_age_s */
-    else if (r->issued_s - SESSION_SEAL_SKEW_S > now_s
-             || (now_s > r->issued_s && (uint64_t)now_s - (uint64_t)r->issued_s > max_age_s))
+    else if (session_seal_expired(r->issued_s, now_s, max_age_s))
         v = SESSION_SEAL_EXPIRED;
     crypto_cleanse(plain, sizeof plain);
     if (v != SESSION_SEAL_OK)
         memset(r, 0, sizeof(*r));
     return v;
+}
+
+void
+session_seal_label(const char *id, size_t len, char out[SESSION_SEAL_LABEL_MAX])
+{
+    unsigned char h[CRYPTO_SHA256_LEN];
+    crypto_sha256(id, len, h);
+    static const char digits[] = "0123456789abcdef";
+    memcpy(out, "sealed:", 7);
+    for (size_t i = 0; i < 8; i++) {
+        out[7 + 2 * i] = digits[h[i] >> 4];
+        out[7 + 2 * i + 1] = digits[h[i] & 15];
+    }
+    out[SESSION_SEAL_LABEL_MAX - 1] = '\0';
+}
+
+bool
+session_seal_expired(int64_t issued_s, int64_t now_s, uint64_t max_age_s)
+{
+    /* issued_s + max_age_s < now_s, written without an overflow for any now_s and max_age_s */
+    return issued_s - SESSION_SEAL_SKEW_S > now_s
+           || (now_s > issued_s && (uint64_t)now_s - (uint64_t)issued_s > max_age_s);
 }
 
 bool

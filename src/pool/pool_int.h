@@ -128,6 +128,7 @@ struct pool_session {
     struct pool_session *hnext;         /* the table's chain */
     char label[POOL_SESSION_LABEL_MAX]; /* what logs name it by: its id is a bearer secret */
     int64_t issued_s;                   /* its initialize, unix seconds (sealed in its id) */
+    uint64_t opened_gen;                /* the keys (pss.kr_gen) its id last opened under */
     struct pool_session *prev, *next;   /* every pooled session (the sweep, list changes) */
     char *server;                       /* its server's name: a reload keeps the session */
     char *principal;                    /* its owner's name: every request must be theirs */

@@ -41,6 +41,7 @@ static struct {
     uint64_t next_stream_id;
     struct keyring *kr; /* seals and opens the ids (session_key_file, or a random key) */
     bool kr_random;     /* kr is the random key made at start */
+    uint64_t kr_gen;    /* changes with kr: a record's id opened under this one needs no AEAD */
     struct pss_tomb tombs[PSS_TOMBS];
     size_t next_tomb;
 } pss;
@@ -96,22 +97,8 @@ pool_session_keys_set(const struct config *cfg, struct keyring *kr)
 {
     keyring_free(pss.kr);
     pss.kr = kr;
+    pss.kr_gen++;
     pss.kr_random = kr != NULL && cfg->session_key_file == NULL;
-}
-
-/* The label a sealed session is logged by: "sealed:", the first 8 bytes of its id's SHA-256. */
-static void
-pss_label_of(const char *id, char out[POOL_SESSION_LABEL_MAX])
-{
-    unsigned char h[CRYPTO_SHA256_LEN];
-    crypto_sha256(id, strlen(id), h);
-    static const char digits[] = "0123456789abcdef";
-    memcpy(out, "sealed:", 7);
-    for (size_t i = 0; i < 8; i++) {
-        out[7 + 2 * i] = digits[h[i] >> 4];
-        out[7 + 2 * i + 1] = digits[h[i] & 15];
-    }
-    out[23] = '\0';
 }
 
 /* --- DELETEd ids: a bounded memory, so that this instance answers 404 after a DELETE -------- */
@@ -174,10 +161,11 @@ pool_session_new(const char *id, const char *server, const char *principal, int6
 {
     struct pool_session *s = xcalloc(1, sizeof(*s));
     s->id = xstrdup(id);
-    pss_label_of(id, s->label);
+    session_seal_label(id, strlen(id), s->label);
     s->server = xstrdup(server);
     s->principal = xstrdup(principal);
     s->issued_s = issued_s;
+    s->opened_gen = pss.kr_gen; /* sealed here, or opened just now */
     s->last_ms = util_now_ms();
     s->created_unix_ms = util_now_unix_ms();
     s->quota = quota_take(QUOTA_GATEWAY, principal, QUOTA_SESSIONS, 1);
@@ -201,6 +189,16 @@ pool_session_find(const char *id, const struct config_server *srv, const char *p
         principal = "";
     struct session_seal_record r;
     int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
+    struct pool_session *s = pool_names_find(&pss.t, id, PSS_LINK);
+    if (s != NULL && s->opened_gen == pss.kr_gen && pss.kr != NULL) {
+        /* The record's own id, opened under the keys in use: what it sealed is what the record
+         * holds (principal, server, issue time), so only the age is checked again. */
+        if (s->failed || strcmp(s->principal, principal) != 0 || strcmp(s->server, srv->name) != 0
+            || !srv->session_pooled
+            || session_seal_expired(s->issued_s, now_s, pools.cfg->session_max_age_s))
+            return NULL;
+        return s;
+    }
     enum session_seal_verdict v =
         pss.kr == NULL
             ? SESSION_SEAL_UNKNOWN_KEY
@@ -213,9 +211,10 @@ pool_session_find(const char *id, const struct config_server *srv, const char *p
     if (!session_seal_principal_is(&r, principal) || strcmp(r.server, srv->name) != 0
         || !srv->session_pooled)
         return NULL;
-    struct pool_session *s = pool_names_find(&pss.t, id, PSS_LINK);
-    if (s != NULL)
+    if (s != NULL) {
+        s->opened_gen = pss.kr_gen;
         return s->failed || strcmp(s->principal, principal) != 0 ? NULL : s;
+    }
     const struct revision *rev = revision_named(r.revision);
     if (!revision_over(rev, REVISION_STREAMABLE) || pool_session_deleted(id, now_s))
         return NULL;

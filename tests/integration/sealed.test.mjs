@@ -158,13 +158,20 @@ test('SIGHUP: a rotation keeps old sessions; a bad key file keeps the running ke
   try {
     const old = await initSession(gw, { headers: bearer('alice') });
     // Rotation: a new key first, the old one kept below it.
-    keyFile(dir, [newKey(), k1]);
+    const k2 = newKey();
+    keyFile(dir, [k2, k1]);
     gw.proc.kill('SIGHUP');
     await gw.waitLog(/SIGHUP: configuration reloaded/);
     const neu = await initSession(gw, { headers: bearer('alice') });
     assert.notEqual(neu.sid.slice(2, 8), old.sid.slice(2, 8), 'the new key seals (another key id)');
     assert.equal(textOf((await echo(gw, old.sid, 'old')).answer), 'old');
     assert.equal(textOf((await echo(gw, neu.sid, 'new')).answer), 'new');
+    // The old key dropped: its session's id no longer opens, though this instance holds its record.
+    keyFile(dir, [k2]);
+    gw.proc.kill('SIGHUP');
+    await gw.waitLog(/SIGHUP: configuration reloaded[^]*SIGHUP: configuration reloaded/);
+    assert.equal((await echo(gw, old.sid, 'gone')).status, 404, 'a removed key\'s session is over');
+    assert.equal(textOf((await echo(gw, neu.sid, 'kept')).answer), 'kept');
     // A bad file: the reload is refused, the keys stay.
     fs.writeFileSync(kf, 'not a key\n', { mode: 0o600 });
     gw.proc.kill('SIGHUP');

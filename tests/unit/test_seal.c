@@ -544,6 +544,32 @@ Test(seal, lifetime_boundaries)
     cr_assert_eq(session_seal_open(kr, id, len, INT64_MAX, UINT64_MAX, &back), SESSION_SEAL_OK);
     cr_assert_eq(session_seal_open(kr, id, len, INT64_MIN, UINT64_MAX, &back),
                  SESSION_SEAL_EXPIRED);
+    /* The rule alone (a local record checks its age with it, without opening its id again). */
+    int64_t cases[][2] = { { NOW + 100, 0 }, { NOW + 101, 1 }, { NOW - SESSION_SEAL_SKEW_S, 0 },
+                           { NOW - SESSION_SEAL_SKEW_S - 1, 1 } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_eq(session_seal_expired(NOW, cases[i][0], 100), cases[i][1] == 1,
+                     "case %zu", i);
+    keyring_free(kr);
+}
+
+/* What logs name a sealed id by: a fixed form, the same for the same id, never the id. */
+Test(seal, label)
+{
+    struct keyring *kr = ring(K1_HEX);
+    struct session_seal_record r;
+    record(&r, NOW);
+    char id[SESSION_SEAL_ID_MAX + 1], a[SESSION_SEAL_LABEL_MAX], b[SESSION_SEAL_LABEL_MAX];
+    seal(kr, &r, id);
+    session_seal_label(id, strlen(id), a);
+    session_seal_label(id, strlen(id), b);
+    cr_assert_str_eq(a, b);
+    cr_assert_eq(strlen(a), SESSION_SEAL_LABEL_MAX - 1);
+    cr_assert_eq(strncmp(a, "sealed:", 7), 0);
+    cr_assert_eq(strspn(a + 7, "0123456789abcdef"), 16);
+    cr_assert_null(strstr(id, a + 7), "no part of the id");
+    session_seal_label(id, strlen(id) - 1, b);
+    cr_assert_str_neq(a, b, "another id, another label");
     keyring_free(kr);
 }
 
