@@ -208,7 +208,8 @@ function within(p, ms) {
 // [server:NAME] with that command and those lines; gateway only).
 // sleepAfter: child_sleep_after_s for [server:example] (wake); none: the key left out (0).
 // sessionMode: session_mode for [server:example] ('pooled': echo16x4_pooled); none: the key left out (child).
-async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null, server = null, sleepAfter = null, sessionMode = null } = {}) {
+// holdMs: response_hold_ms (the syscall scenarios); none: the key left out (5).
+async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = false, pin = false, pool = null, auth = null, sandbox = null, principalInflight = null, server = null, sleepAfter = null, sessionMode = null, holdMs = null } = {}) {
   if (server && !gw(kind)) throw new Error(`${kind}: a server other than the example server is the gateway's only`);
   const exampleCmd = server ? server.command : [BIN.example, ...childArgs].join(' ');
   let cmd;
@@ -223,6 +224,7 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
       `max_connections = ${Math.max(4096, 64)}`,
       'shutdown_drain_ms = 0',
       'child_stdin_grace_ms = 2000',
+      ...(holdMs !== null ? [`response_hold_ms = ${holdMs}`] : []),
       // GW_BENCH_GATEWAY="key = value;key = value": more [gateway] lines (e.g. an access_log file).
       ...(process.env.GW_BENCH_GATEWAY ? process.env.GW_BENCH_GATEWAY.split(';').map((l) => l.trim()) : []),
       ...(auth ? ['[auth]', ...auth] : []),
@@ -769,10 +771,13 @@ const scenarios = [
   { name: 'echo16x4_pooled', who: ['gateway'], gatewayOnly: true, run: (c) => viaServer(c, { pool: {}, sessionMode: 'pooled' }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // The gateway's system calls per echo (strace -c -f -p PID over the measured window; see
   // SYSCALL_BOUNDS): 1x1, 1 session x 16 in flight and 16 x 4, legacy and stateless. Stateless on a
-  // pool of 4 children all started at once, so no spawn falls in the counted window.
+  // pool of 4 children all started at once, so no spawn falls in the counted window. A held POST
+  // waits up to 1 s for its answer (response_hold_ms; a stateless one waits a heartbeat period
+  // anyway), so an answer leaves in one write however slowly a busy machine lets the child answer
+  // (with the default 5 ms, a late answer starts a chunked stream: a write or two more).
   ...[[1, 1], [1, 16], [16, 4]].flatMap(([ss, k]) => [false, true].map((sl) => ({
     name: `sys${ss}x${k}${sl ? '_stateless' : ''}`, group: 'syscalls', who: ['gateway'],
-    run: (c) => withServer(c, sl ? { pool: { warm: 4, max: 4 } } : {}, async (s) => {
+    run: (c) => withServer(c, sl ? { pool: { warm: 4, max: 4 }, holdMs: 1000 } : { holdMs: 1000 }, async (s) => {
       const f = path.join(tmp, `strace-${c}-${Date.now()}.txt`);
       const r = await loadgen('echo', ['--url', s.url, '--pid', s.pid, ...(sl ? ['--stateless'] : []), '--sessions', ss, '--inflight', k,
         '--duration', P.sys.dur, '--warmup', P.sys.warm, '--strace', f]);
