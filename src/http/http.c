@@ -29,7 +29,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 
-#define HTTP_PRM_PREFIX "/.well-known/oauth-protected-resource"
+#define HTTP_PRM_PREFIX    "/.well-known/oauth-protected-resource"
 #define HTTP_RUNS_PER_TURN 4 /* MHD_run calls in one loop turn, at most (http_run) */
 
 /* The well-known metadata paths exist only while a token is required. */
