@@ -18,7 +18,8 @@
 
 /* Binds the listener and starts the daemon. -1 with a logged reason. */
 int http_start(struct loop *l, const struct config *cfg, struct auth *auth) MUSTCHECK;
-/* Loop hooks: the longest the loop may wait for MHD, and running MHD after every wake-up. */
+/* Loop hooks: the longest the loop may wait for MHD, and running MHD when it has work (again
+ * within the turn while it has more at once). */
 int http_prepare(void);
 void http_run(void);
 /* Stops accepting new connections (shutdown). */

@@ -16,11 +16,13 @@ cd "$(dirname "$0")/.."
 # package's service is not started in a container. logrotate: signals.test.mjs runs
 # the package's logrotate file with it. mmdebstrap, podman, runc, netavark, iptables, uidmap:
 # tests/container/run.sh builds the container image from the .deb (deploy/container/build.sh) and
-# runs it with podman (runc; netavark and iptables publish its port).
+# runs it with podman (runc; netavark and iptables publish its port). strace: the benchmark's
+# quick mode (tests/run.sh) counts the gateway's system calls per echo with strace -c and fails
+# without it.
 pkgs="meson ninja-build pkg-config gcc clang libmicrohttpd-dev libjansson-dev libinih-dev
       libcriterion-dev libssl-dev libcurl4-openssl-dev libseccomp-dev openssl nginx-light curl systemd
       dpkg-dev debhelper build-essential lintian man-db procps prometheus logrotate
-      mmdebstrap podman runc netavark iptables uidmap"
+      mmdebstrap podman runc netavark iptables uidmap strace"
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

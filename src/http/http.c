@@ -29,7 +29,8 @@
 #include "jsonrpc.h"
 #include "log.h"
 
-#define HTTP_PRM_PREFIX "/.well-known/oauth-protected-resource"
+#define HTTP_PRM_PREFIX    "/.well-known/oauth-protected-resource"
+#define HTTP_RUNS_PER_TURN 4 /* MHD_run calls in one loop turn, at most (http_run) */
 
 /* The well-known metadata paths exist only while a token is required. */
 static bool
@@ -517,17 +518,26 @@ http_prepare(void)
 
 /*
  * MHD runs only when it has something to do: its epoll fd was ready, a connection was resumed, or
- * one of its timeouts is due. Each MHD_run costs an epoll_wait of its own.
+ * one of its timeouts is due. Each MHD_run costs an epoll_wait of its own (on MHD's epoll fd), and
+ * each loop turn one more: while MHD has more to do at once (a resume from inside it; a connection
+ * it left ready, such as a kept-alive one after its answer, which it must reset and then read),
+ * it runs again here rather than after another turn whose epoll_wait would not wait. At most
+ * HTTP_RUNS_PER_TURN times: child pipes and timers do not wait behind a busy MHD.
  */
 void
 http_run(void)
 {
     if (httpd.d == NULL || (!httpd.need_run && util_now_ms() < httpd.run_due_ms))
         return;
-    httpd.need_run = false;
-    MHD_run(httpd.d);
+    for (int i = 0; i < HTTP_RUNS_PER_TURN; i++) {
+        httpd.need_run = false;
+        MHD_run(httpd.d);
+        MHD_UNSIGNED_LONG_LONG t;
+        if (!httpd.need_run && (MHD_get_timeout(httpd.d, &t) != MHD_YES || t > 0))
+            return;
+    }
     if (httpd.need_run)
-        loop_wake(httpd.l); /* resumed from inside MHD_run: run it again next turn */
+        loop_wake(httpd.l); /* resumed from inside the last MHD_run: run it again next turn */
 }
 
 /*

@@ -26,7 +26,16 @@
  * (run.mjs's auth scenarios: the same token every request, or a different one each).
  *
  * With --pid, the server process's utime+stime (/proc/PID/stat) is read at the edges of the
- * measured window, and its VmRSS/VmHWM (/proc/PID/status) where the mode needs them.
+ * measured window, and its VmRSS/VmHWM (/proc/PID/status) where the mode needs them; in echo,
+ * also its voluntary context switches (each a wait that slept: a wake-up), summed over its threads.
+ *
+ * --strace FILE (echo, with --pid): the server's system calls are counted in the measured window
+ * by `strace -c -f -o FILE -p PID`, started once the warm-up is over and stopped (SIGINT) at the
+ * window's end (but not before STRACE_MIN_REQUESTS answers, within 10 times the duration); the
+ * window's answered requests are counted until strace has exited, so FILE's counts and
+ * "strace_requests" cover the same span. strace slows every system call down: the
+ * time figures of such a run are not the server's. No strace, or one that cannot attach, is an
+ * error (exit 1), not a run without counts.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -44,6 +53,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -66,6 +76,7 @@
 #define MAX_ARGV            32
 #define NS_PER_S            1000000000ULL
 #define NS_PER_MS           1000000ULL
+#define STRACE_MIN_REQUESTS 1000 /* --strace: answers counted at least (within 10x --duration) */
 #define SLOW_ARGS           "{\"steps\":100000,\"interval_ms\":1000}"
 /* disconnect --stateless: the example server's echo, answered after ten minutes unless cancelled */
 #define STATELESS_SLOW_ARGS "{\"text\":\"held\",\"delay_ms\":600000}"
@@ -82,6 +93,7 @@ struct options {
     const char *header;    /* one more request header line ("Authorization: Bearer ..."), or NULL */
     const char *tokens;    /* a file of Authorization values, one a line, used round-robin */
     const char *child_log; /* cancel, disconnect: the child's --log --log-times file */
+    const char *strace;    /* echo: strace -c's output file (the window's system calls) */
     long sessions;
     long inflight;
     double duration;
@@ -225,6 +237,108 @@ static bool
 server_alive(void)
 {
     return opt.pid <= 0 || kill(opt.pid, 0) == 0;
+}
+
+/* The server's voluntary context switches, summed over its threads (/proc/PID/task/N/status):
+ * each is a wait that blocked, so each is a wake-up. 0 without --pid. */
+static uint64_t
+server_wakeups(void)
+{
+    char path[64], line[256];
+    uint64_t sum = 0;
+
+    if (opt.pid <= 0)
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%ld/task", (long)opt.pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char f[400];
+        snprintf(f, sizeof(f), "%.63s/%.255s/status", path, e->d_name);
+        FILE *fp = fopen(f, "re");
+        if (fp == NULL)
+            continue;
+        while (fgets(line, sizeof(line), fp) != NULL)
+            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+                sum += strtoull(line + 24, NULL, 10);
+        fclose(fp);
+    }
+    closedir(d);
+    return sum;
+}
+
+/* --strace: the tracer's pid and the read end of its stderr. */
+static pid_t strace_pid = -1;
+static int strace_err = -1;
+
+/*
+ * Attaches `strace -c -f -o FILE -p PID` to the server and returns once it says it attached
+ * (its "Process N attached" on stderr), within 10 s; dies otherwise (no strace, no permission).
+ */
+static void
+strace_start(void)
+{
+    int pfd[2];
+    char pid[32];
+    posix_spawn_file_actions_t fa;
+
+    if (pipe2(pfd, O_CLOEXEC) == -1)
+        die("pipe2: %s", strerror(errno));
+    snprintf(pid, sizeof(pid), "%ld", (long)opt.pid);
+    char a0[] = "strace", a1[] = "-c", a2[] = "-f", a3[] = "-o", a5[] = "-p", out[PATH_MAX];
+    snprintf(out, sizeof(out), "%s", opt.strace);
+    char *argv[] = { a0, a1, a2, a3, out, a5, pid, NULL };
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    int rc = posix_spawnp(&strace_pid, "strace", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (rc != 0)
+        die("--strace: cannot run strace: %s (Debian: apt-get install strace)", strerror(rc));
+    strace_err = pfd[0];
+    char text[4096];
+    size_t have = 0;
+    uint64_t deadline = now_ns() + 10 * NS_PER_S;
+    for (;;) {
+        struct pollfd pf = { .fd = strace_err, .events = POLLIN };
+        ssize_t n = 1;
+        if (poll(&pf, 1, 100) == 1)
+            n = read(strace_err, text + have, sizeof(text) - 1 - have);
+        if (n > 0 && pf.revents != 0) {
+            have += (size_t)n;
+            text[have] = '\0';
+            if (strstr(text, " attached") != NULL)
+                return;
+            if (have == sizeof(text) - 1)
+                have = 0;
+        }
+        int st;
+        if (n <= 0 || waitpid(strace_pid, &st, WNOHANG) == strace_pid || now_ns() > deadline)
+            die("--strace: strace did not attach to %ld: %s", (long)opt.pid,
+                have ? text : "(nothing on its stderr)");
+    }
+}
+
+/* Whether the tracer has exited; dies if it ended in failure. */
+static bool
+strace_gone(void)
+{
+    int st;
+
+    if (waitpid(strace_pid, &st, WNOHANG) != strace_pid)
+        return false;
+    /* Interrupted, strace prints its table, detaches, and ends by the same signal. */
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT) && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        die("--strace: strace ended with status %d", st);
+    strace_pid = -1;
+    close(strace_err);
+    strace_err = -1;
+    return true;
 }
 
 /* Resets the server's VmHWM to its current RSS. */
@@ -1269,19 +1383,30 @@ static void
 echo_loop(double warmup, double duration, long max_count)
 {
     uint64_t t0 = now_ns();
-    uint64_t cpu0 = 0, cpu1 = 0, self0 = 0, self1 = 0;
+    uint64_t cpu0 = 0, cpu1 = 0, self0 = 0, self1 = 0, wake0 = 0, wake1 = 0;
 
     run.t_start = t0 + (uint64_t)(warmup * 1e9);
     for (;;) {
         uint64_t t = now_ns();
         if (!run.measuring && t >= run.t_start) {
+            if (opt.strace != NULL) {
+                strace_start();
+                t = now_ns();
+            }
             run.measuring = true;
             run.t_start = t;
             run.t_end = t + (uint64_t)(duration * 1e9);
             cpu0 = server_cpu_ns();
             self0 = self_cpu_ns();
+            wake0 = server_wakeups();
         }
-        if (run.measuring && (t >= run.t_end || (max_count > 0 && run.done_in_window >= max_count)))
+        /* Counting system calls, a window of a few answers would be mostly its edges: on a busy
+         * machine it goes on until STRACE_MIN_REQUESTS (or 10 times the duration). */
+        bool short_count = opt.strace != NULL && run.done_in_window < STRACE_MIN_REQUESTS
+                           && t < run.t_start + (uint64_t)(10 * duration * 1e9);
+        if (run.measuring
+            && ((t >= run.t_end && !short_count)
+                || (max_count > 0 && run.done_in_window >= max_count)))
             break;
         if (run.inflight == 0) {
             if (run.issue_limit > 0 && run.next_id >= run.issue_limit)
@@ -1289,12 +1414,25 @@ echo_loop(double warmup, double duration, long max_count)
             die("nothing in flight (every connection failed?)");
         }
         uint64_t until = run.measuring ? run.t_end : run.t_start;
-        loop_once(until > t ? (int)((until - t) / NS_PER_MS) + 1 : 0);
+        loop_once(until > t ? (int)((until - t) / NS_PER_MS) + 1 : 10);
     }
     uint64_t t_end = now_ns();
     cpu1 = server_cpu_ns();
     self1 = self_cpu_ns();
+    wake1 = server_wakeups();
     long window = run.done_in_window;
+    long traced = -1;
+    if (strace_pid > 0) {
+        /* Until strace has detached, the server's calls are counted: so are its answers. */
+        uint64_t until = now_ns() + 30 * NS_PER_S;
+        kill(strace_pid, SIGINT);
+        while (!strace_gone()) {
+            if (now_ns() > until)
+                die("--strace: strace did not exit within 30 s of SIGINT");
+            loop_once(5);
+        }
+        traced = run.done_in_window;
+    }
     run.stopping = true;
     run.measuring = false;
     uint64_t drain_until = now_ns() + (uint64_t)opt.timeout_ms * 5 * NS_PER_MS;
@@ -1307,6 +1445,11 @@ echo_loop(double warmup, double duration, long max_count)
         printf("\"server_cpu_ms\":%.1f,\"server_cpu_us_per_req\":%.2f,",
                (double)(cpu1 - cpu0) / 1e6,
                window ? (double)(cpu1 - cpu0) / 1e3 / (double)window : -1.0);
+    if (opt.pid > 0)
+        printf("\"server_wakeups\":%" PRIu64 ",\"server_wakeups_per_req\":%.3f,", wake1 - wake0,
+               window ? (double)(wake1 - wake0) / (double)window : -1.0);
+    if (traced >= 0)
+        printf("\"strace_requests\":%ld,", traced);
     printf("\"client_cpu_util\":%.3f,\"body_bytes\":%" PRIu64 ",",
            (double)(self1 - self0) / (double)(t_end - run.t_start), run.body_bytes);
     if (ntokens > 0)
@@ -1998,6 +2141,7 @@ usage(int status)
         "  --bytes B         result size (large)                               [1048576]\n"
         "  --text-bytes B    echo text size                                    [32]\n"
         "  --pid PID         the server process: CPU, VmRSS, VmHWM from /proc\n"
+        "  --strace FILE     count the server's system calls in the window (echo, --pid)\n"
         "  --child-log FILE  the child's --log --log-times file (cancel, disconnect)\n"
         "  --timeout-ms T    waits (a cancel not seen in T ms is a miss)        [2000]\n"
         "  --give-up N       stop after N misses in a row                       [3]\n"
@@ -2090,6 +2234,7 @@ main(int argc, char **argv)
         { "stateless", no_argument, NULL, 'M' },
         { "delay-ms", required_argument, NULL, 'D' },
         { "children", required_argument, NULL, 'C' },
+        { "strace", required_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -2154,6 +2299,9 @@ main(int argc, char **argv)
         case 'C':
             opt.children = num(optarg);
             break;
+        case 'S':
+            opt.strace = optarg;
+            break;
         case 'h':
             usage(0);
         default:
@@ -2177,6 +2325,8 @@ main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
+    if (opt.strace != NULL && (opt.pid <= 0 || strcmp(opt.mode, "echo") != 0))
+        die("--strace needs --pid and mode echo");
     if (opt.tokens != NULL && opt.url == NULL)
         die("--tokens needs --url");
     if (opt.tokens != NULL)
