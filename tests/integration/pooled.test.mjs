@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, checkConfigText, del, everythingServer, get, initSession, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { EXAMPLE, checkConfigText, del, everythingServer, get, initSession, metricSamples, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 
 const LISTEN_FIXTURE = path.join(process.env.GW_SOURCE_ROOT ?? '.', 'tests/fixtures/listen_server.mjs');
 import { kids } from '../lib/procs.mjs';
@@ -298,6 +298,48 @@ test('what pooled mode does not serve is refused with a clear error', async () =
     assert.notEqual(r.status, 0, r.out);
     assert.match(r.out, re);
   }
+});
+
+test('mcpgw_sessions_open counts pooled sessions beside child-mode ones', async () => {
+  const servers = [
+    { name: 'example', path: '/mcp', extra: POOLED },
+    { name: 'child', path: '/child', log: `${tmpdir()}/child.log` },
+  ];
+  await withGateway({ servers, gateway: { admin_token: ADMIN } }, async (gw) => {
+    await pooledSession(gw);
+    await pooledSession(gw);
+    await initSession(gw, { url: `${gw.base}/child` });
+    const m = metricSamples(await (await fetch(`${gw.base}/metrics`, { headers: { Authorization: `Bearer ${ADMIN}` } })).text());
+    assert.equal(m['mcpgw_sessions_open{server="example"}'], 2, 'pooled sessions are open sessions');
+    assert.equal(m['mcpgw_sessions{server="example",mode="pooled"}'], 2);
+    assert.equal(m['mcpgw_sessions_open{server="child"}'], 1);
+    assert.equal(m.mcpgw_sessions_open, 3);
+  });
+});
+
+test('--check-config says a pooled server\'s legacy sessions are pooled', () => {
+  const dir = tmpdir();
+  const r = checkConfigText(dir, 'modes', `[gateway]\nlisten = 127.0.0.1:0\n[server:x]\npath = /mcp\ncommand = ${EXAMPLE}\nsession_mode = pooled\n[server:y]\npath = /y\ncommand = ${EXAMPLE}\n`);
+  assert.equal(r.status, 0, r.out);
+  assert.match(r.out, /\n {2}\[server:x\] \/mcp: pooled legacy sessions and stateless \(2026-07-28\) requests on a pool of 0\.\.4 children /);
+  assert.match(r.out, /\n {2}\[server:y\] \/y: stateless pool \(2026-07-28\) of 0\.\.4 children /);
+});
+
+test('the open-file warning at start counts no descriptor for a pooled session (a 2024-11-05 one has its own child)', async () => {
+  // 300 descriptors: a session of its own child would take 4 (4,000 for max_sessions); a pooled
+  // one none, beside 16 connections and the pool's children. A 2024-11-05 session (legacy_sse)
+  // has a child of its own on a pooled server too.
+  const limits = { max_sessions: 1000, max_connections: 16 };
+  for (const [legacy_sse, warned] of [[0, false], [1, true]]) {
+    await withGateway({ ...pooled(), nofile: 300, gateway: { ...limits, legacy_sse } }, async (gw) => {
+      const s = await pooledSession(gw);
+      assert.ok(s.sid);
+      assert.equal(/open-file limit 300 is below/.test(gw.logs()), warned, `legacy_sse = ${legacy_sse}: ${gw.logs().split('\n').find((l) => /open-file/.test(l))}`);
+    });
+  }
+  await withGateway({ nofile: 300, gateway: limits }, async (gw) => {
+    assert.match(gw.logs(), /open-file limit 300 is below the 4\d{3} that max_sessions = 1000 and max_connections = 16 may use/);
+  });
 });
 
 test('a forgotten pooled session\'s record expires, its sealed id still opens; max_sessions counts pooled sessions', async () => {
