@@ -342,6 +342,26 @@ test('the open-file warning at start counts no descriptor for a pooled session (
   });
 });
 
+test('a pooled session\'s initialize is the gateway\'s: it counts toward no max_inflight_per_principal, as in child mode', async () => {
+  await withGateway(pooled('max_inflight_per_principal = 1'), async (gw) => {
+    const a = await pooledSession(gw);
+    const held = await heldCall(gw, a.sid, 'h', 'held');
+    // The principal (the client's address) has its one request in flight: a new session is
+    // still made; its first call is the one too many.
+    const b = await pooledSession(gw);
+    const r = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'b' } }), { sid: b.sid });
+    await r.done(scaled(5000));
+    assert.equal(r.status, 429, r.text());
+    assert.match(r.text(), /max_inflight_per_principal/);
+    held.r.drop();
+    await waitFor(async () => {
+      const x = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'b' } }), { sid: b.sid });
+      await x.done(scaled(5000));
+      return x.status === 200 && textOf(answerOf(x)) === 'b';
+    }, scaled(5000), 'b served once a\'s call is gone');
+  });
+});
+
 test('a forgotten pooled session\'s record expires, its sealed id still opens; max_sessions counts pooled sessions', async () => {
   await withGateway({ ...pooled(), gateway: { session_idle_timeout_s: 1, max_sessions: 2 } }, async (gw) => {
     const a = await pooledSession(gw);
