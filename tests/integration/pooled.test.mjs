@@ -362,6 +362,27 @@ test('a pooled session\'s initialize is the gateway\'s: it counts toward no max_
   });
 });
 
+test('/readyz and mcpgw_ready count pooled sessions toward max_sessions, as new sessions are refused', async () => {
+  await withGateway({ ...pooled(), gateway: { max_sessions: 2, admin_token: ADMIN } }, async (gw) => {
+    const ready = async () => {
+      const r = await fetch(`${gw.base}/readyz`);
+      return { status: r.status, body: await r.json() };
+    };
+    const a = await pooledSession(gw);
+    assert.equal((await ready()).status, 200);
+    await pooledSession(gw);
+    const full = await ready();
+    assert.equal(full.status, 503, JSON.stringify(full.body));
+    assert.equal(full.body.reason, 'max_sessions reached');
+    const m = metricSamples(await (await fetch(`${gw.base}/metrics`, { headers: { Authorization: `Bearer ${ADMIN}` } })).text());
+    assert.equal(m.mcpgw_ready, 0);
+    const d = await del(gw, { sid: a.sid });
+    await d.done();
+    assert.equal(d.status, 200);
+    assert.equal((await ready()).status, 200, 'room again after a DELETE');
+  });
+});
+
 test('a forgotten pooled session\'s record expires, its sealed id still opens; max_sessions counts pooled sessions', async () => {
   await withGateway({ ...pooled(), gateway: { session_idle_timeout_s: 1, max_sessions: 2 } }, async (gw) => {
     const a = await pooledSession(gw);
