@@ -99,6 +99,12 @@ const MATRIX_SERVER = matrixSettings(process.env.GW_MATRIX_SERVER);
  * The pooled matrix run (suite matrix, NAME@pooled): every server without a session_mode of its
  * own serves its legacy sessions pooled (no child per session).
  */
+/**
+ * The matrix run's [server:NAME] lines for a server whose own keys are `extra` (the ones it does
+ * not set itself): for a test that writes a configuration file of its own (a reload's).
+ */
+export const matrixServerLines = (extra = '') => MATRIX_SERVER.filter(([k]) => !new RegExp(`^\\s*${k}\\s*=`, 'm').test(extra)).map(([k, v]) => `${k} = ${v}\n`).join('');
+
 export const MATRIX_POOLED = MATRIX_SERVER.some(([k, v]) => k === 'session_mode' && v === 'pooled');
 
 /**
@@ -138,7 +144,7 @@ export async function startGateway(opts = {}) {
     ini += `command = ${iniQuote(cmd)}\n`;
     if (s.env) ini += `env = ${s.env}\n`;
     if (s.extra) ini += `${s.extra}\n`;
-    for (const [k, v] of MATRIX_SERVER) if (!new RegExp(`^\\s*${k}\\s*=`, 'm').test(s.extra ?? '')) ini += `${k} = ${v}\n`;
+    ini += matrixServerLines(s.extra ?? '');
   }
   // opts.config: a configuration file of the test's own, passed to --config as given (relative to
   // opts.cwd), instead of the one written from opts.
