@@ -96,15 +96,15 @@ const MATRIX_GATEWAY = matrixSettings(process.env.GW_MATRIX_GATEWAY);
 const MATRIX_SERVER = matrixSettings(process.env.GW_MATRIX_SERVER);
 
 /**
- * The pooled matrix run (suite matrix, NAME@pooled): every server without a session_mode of its
- * own serves its legacy sessions pooled (no child per session).
- */
-/**
  * The matrix run's [server:NAME] lines for a server whose own keys are `extra` (the ones it does
  * not set itself): for a test that writes a configuration file of its own (a reload's).
  */
 export const matrixServerLines = (extra = '') => MATRIX_SERVER.filter(([k]) => !new RegExp(`^\\s*${k}\\s*=`, 'm').test(extra)).map(([k, v]) => `${k} = ${v}\n`).join('');
 
+/**
+ * The pooled matrix run (suite matrix, NAME@pooled): every server without a session_mode of its
+ * own serves its legacy sessions pooled (no child per session).
+ */
 export const MATRIX_POOLED = MATRIX_SERVER.some(([k, v]) => k === 'session_mode' && v === 'pooled');
 
 /**
