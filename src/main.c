@@ -566,8 +566,10 @@ main_after(void *arg)
 
 /*
  * Raises the open-file limit to its hard limit and says when that still cannot hold
- * max_sessions children (stdin, stdout, stderr and a pidfd each) beside max_connections sockets:
- * sessions past it are refused with 503 (deploy/README.md, "File limits").
+ * max_sessions children (stdin, stdout, stderr and a pidfd each) beside max_connections sockets
+ * and the pools' children: sessions past it are refused with 503 (deploy/README.md, "File
+ * limits"). A session of a pooled server holds no descriptor, but one of the 2024-11-05 transport
+ * (legacy_sse) has a child of its own on any server.
  */
 static void
 main_raise_nofile(const struct config *cfg)
@@ -582,12 +584,22 @@ main_raise_nofile(const struct config *cfg)
         (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
     uint64_t others = cfg->max_connections + 64; /* sockets, and the gateway's own descriptors */
-    uint64_t per = MAIN_FDS_PER_SESSION;
-    for (size_t i = 0; i < cfg->n_servers; i++)
-        if (cfg->servers[i].box != NULL)
-            per = MAIN_FDS_PER_SESSION + MAIN_FDS_PER_BOX;
+    uint64_t per = 0; /* the most one session may hold, on the server where it holds most */
+    for (size_t i = 0; i < cfg->n_servers; i++) {
+        const struct config_server *srv = &cfg->servers[i];
+        uint64_t child = MAIN_FDS_PER_SESSION + (srv->box != NULL ? MAIN_FDS_PER_BOX : 0);
+        others += srv->pool_max_children * child;
+        if (!srv->session_pooled || cfg->legacy_sse != 0)
+            per = child > per ? child : per;
+    }
     uint64_t need = cfg->max_sessions * per + others;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need && per == 0)
+        log_warn(NULL,
+                 "open-file limit %llu is below the %llu that max_connections = %llu and the "
+                 "pools' children may use (pooled sessions hold none)",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+                 (unsigned long long)cfg->max_connections);
+    else if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
         log_warn(NULL,
                  "open-file limit %llu is below the %llu that max_sessions = %llu and "
                  "max_connections = %llu may use: about %llu sessions fit, more get 503",
@@ -734,9 +746,13 @@ main_offline(const struct main_args *a)
         printf(")\n");
         for (size_t i = 0; i < M.cfg->n_servers; i++) {
             const struct config_server *srv = &M.cfg->servers[i];
-            printf("  [server:%s] %s: stateless pool (%s) of %" PRIu64 "..%" PRIu64
+            /* A pooled server's pool serves its legacy sessions too (none has a child). */
+            printf("  [server:%s] %s: %s (%s)%s of %" PRIu64 "..%" PRIu64
                    " children (era %s, idle end %" PRIu64 " s, %" PRIu64 " in flight each)\n",
-                   srv->name, srv->path, revision_list(REVISION_STATELESS), srv->pool_warm_children,
+                   srv->name, srv->path,
+                   srv->session_pooled ? "pooled legacy sessions and stateless" : "stateless pool",
+                   revision_list(REVISION_STATELESS),
+                   srv->session_pooled ? " requests on a pool" : "", srv->pool_warm_children,
                    srv->pool_max_children, config_era_words[srv->era], srv->pool_idle_timeout_s,
                    srv->pool_child_max_inflight);
         }

@@ -116,7 +116,7 @@ static const char *
 http_not_ready(bool serving)
 {
     return session_draining()                           ? "draining"
-           : session_count() >= httpd.cfg->max_sessions ? "max_sessions reached"
+           : http_sessions_full()                       ? "max_sessions reached"
            : !serving && httpd.cfg->n_servers > 0       ? "no server can serve"
                                                         : NULL;
 }

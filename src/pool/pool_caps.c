@@ -107,6 +107,17 @@ pool_caps_held_max(const struct config_server *srv)
     return max == 0 || max <= share ? max : share;
 }
 
+/*
+ * A pooled session's initialize: the gateway answers it from the pool's handshake, so it is no
+ * request of the principal's at a child and counts toward no per-principal limit, as a child-mode
+ * session's initialize does not.
+ */
+static bool
+pool_caps_exempt(const struct pool_session *session, const char *method)
+{
+    return session != NULL && strcmp(method, "initialize") == 0;
+}
+
 bool
 pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *info,
                 struct pool_meta *meta, enum pool_status *status)
@@ -114,6 +125,8 @@ pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *inf
     const struct config_server *srv = p->srv;
     const char *who = meta->principal != NULL ? meta->principal : "";
     const char *why = NULL;
+    if (pool_caps_exempt(meta->session, info->method))
+        return true;
     if (strcmp(info->method, "subscriptions/listen") == 0) {
         if (!quota_fits(p->name, who, QUOTA_LISTENS, srv->max_listens_per_principal))
             why = "too many subscriptions/listen open for this principal "
@@ -139,6 +152,8 @@ pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *inf
 void
 pool_caps_take(struct pool_call *call, const char *principal, const char *method)
 {
+    if (pool_caps_exempt(call->sess, method))
+        return; /* call->who stays NULL: nothing to give back */
     call->counted_listen = strcmp(method, "subscriptions/listen") == 0;
     call->who = quota_take(call->pool->name, principal,
                            call->counted_listen ? QUOTA_LISTENS : QUOTA_CALLS, 1);

@@ -338,7 +338,8 @@ void pool_names_add(struct pool_names *t, void *e, size_t next_off);
 void pool_names_del(struct pool_names *t, void *e, size_t next_off);
 /*
  * Whether a new request (not a retry) of meta's principal fits the server's per-principal limits;
- * false with *status POOL_E_PRINCIPAL and meta->why naming the limit.
+ * false with *status POOL_E_PRINCIPAL and meta->why naming the limit. A pooled session's
+ * initialize (the gateway's to answer) fits always and counts toward none.
  */
 bool pool_caps_admit(struct pool *p, const char *body, const struct jsonrpc_info *info,
                      struct pool_meta *meta, enum pool_status *status);

@@ -167,12 +167,16 @@ session_metrics(struct buf *b, size_t (*pooled)(const char *server))
 {
     char labels[256];
     struct session_server *r;
-    metrics_family(b, "mcpgw_sessions_open", "gauge", "Sessions open now, by server.");
+    metrics_family(b, "mcpgw_sessions_open", "gauge",
+                   "Sessions open now, by server, of both modes (mcpgw_sessions: by mode).");
     for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_sessions_open", labels, r->open);
+        metrics_sample(b, "mcpgw_sessions_open", labels,
+                       r->open + (pooled != NULL ? pooled(r->row.name) : 0));
     }
-    metrics_family(b, "mcpgw_sessions_created_total", "counter", "Sessions created, by server.");
+    metrics_family(b, "mcpgw_sessions_created_total", "counter",
+                   "Child-mode sessions created, by server (a pooled session is not counted: any "
+                   "instance takes one up).");
     for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_sessions_created_total", labels, r->created);

@@ -464,7 +464,11 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         pending_find_orig(&s->r.pt, PENDING_TO_CHILD, body + info->id.off, info->id.len);
     if (dup != NULL && dup->state == PENDING_FORWARDED)
         return SESSION_E_DUPLICATE;
-    if (pending_active(&s->r.pt, PENDING_TO_CHILD) >= sessions.cfg->max_inflight_per_session)
+    /* The client's own requests: a waking child's replayed initialize is the gateway's. */
+    size_t active = pending_active(&s->r.pt, PENDING_TO_CHILD);
+    if (s->nap == SESSION_WAKING && active > 0)
+        active--;
+    if (active >= sessions.cfg->max_inflight_per_session)
         return SESSION_E_TOO_MANY;
     bool counted = strcmp(info->method, "initialize") != 0;
     if (counted && !session_principal_fits(s))

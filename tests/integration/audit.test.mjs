@@ -19,7 +19,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { callTool, del, initSession, metricSamples, post, request, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import {
+  callTool, del, initSession, MATRIX_POOLED, metricSamples, pooledSkip, post, request, rpc, startGateway, tmpdir, waitFor, withGateway,
+} from '../lib/gw.mjs';
 import { exchange, mpost } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -63,7 +65,8 @@ function assertCall(rec, { server = 'example', method = 'tools/call', name, id, 
   assert.ok(rec.duration_ms >= 0);
 }
 
-test('sessions: a record per audited call, each outcome and cancel cause field by field; session start and end', async () => {
+test('sessions: a record per audited call, each outcome and cancel cause field by field; session start and end', async (t) => {
+  if (pooledSkip(t, 'the audit trail of a pooled session: no session_start or session_end, its calls recorded as its pool child\'s (a gap of the gateway\'s, not served yet)')) return;
   const dir = tmpdir('mcpgw-audit-');
   const file = path.join(dir, 'audit.log');
   await withGateway({ gateway: { audit_log: file }, servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 60000' }] }, async (gw) => {
@@ -153,7 +156,8 @@ test('sessions: a record per audited call, each outcome and cancel cause field b
   });
 });
 
-test('sessions: a request timeout and the operator\'s end of a session are each a cancel cause', async () => {
+test('sessions: a request timeout and the operator\'s end of a session are each a cancel cause', async (t) => {
+  if (pooledSkip(t, 'the operator\'s end of a session (POST /admin/sessions/ID/end) is for child-mode sessions (a pooled one\'s id is never shown)')) return;
   const dir = tmpdir('mcpgw-audit-');
   const file = path.join(dir, 'audit.log');
   const token = crypto.randomBytes(24).toString('hex');
@@ -262,7 +266,8 @@ test('stateless: a listen ended by a reload that changes its server is cancelled
   });
 });
 
-test('sessions: a child that crashes ends its call, cause child_ended, and its session', async () => {
+test('sessions: a child that crashes ends its call, cause child_ended, and its session', async (t) => {
+  if (pooledSkip(t, 'the audit trail of a pooled session: no session_start or session_end, its calls recorded as its pool child\'s (a gap of the gateway\'s, not served yet)')) return;
   const dir = tmpdir('mcpgw-audit-');
   const file = path.join(dir, 'audit.log');
   await withGateway({ gateway: { audit_log: file } }, async (gw) => {
@@ -485,7 +490,8 @@ test('refusals before a request is in flight, both eras: Origin, Host, 413, the 
   });
 });
 
-test('refusals: a call refused with 503 because its child\'s stdin queue is full is recorded as the refusal, not as a call', async () => {
+test('refusals: a call refused with 503 because its child\'s stdin queue is full is recorded as the refusal, not as a call', async (t) => {
+  if (pooledSkip(t, 'a session\'s own child\'s stdin queue (a pooled call waits in the pool\'s queue)')) return;
   const dir = tmpdir('mcpgw-audit-');
   const file = path.join(dir, 'audit.log');
   const hostile = fileURLToPath(new URL('../fixtures/hostile.mjs', import.meta.url));
@@ -548,7 +554,8 @@ test('refusals: the rate limit (429) is recorded with its principal, both eras',
   });
 });
 
-test('audit_log = journal: each record one journal entry with its fields', async () => {
+test('audit_log = journal: each record one journal entry with its fields', async (t) => {
+  if (pooledSkip(t, 'the audit trail of a pooled session: no session_start or session_end, its calls recorded as its pool child\'s (a gap of the gateway\'s, not served yet)')) return;
   const dir = tmpdir('mcpgw-audit-');
   const sock = path.join(dir, 'journal.sock');
   const p = spawn(process.env.GW_JOURNAL_SINK, [sock], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -754,11 +761,13 @@ test('a file at its size limit, audit_required = 1: audited calls get 503 until 
     const one = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }, 'g-3'), { sid: s.sid });
     await one.done(scaled(5000));
     assert.equal(one.status, 503);
-    const batch = await post(gw, [rpc('tools/list', {}, 'g-4'), rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }, 'g-5')], { sid: s.sid });
-    await batch.done(scaled(5000));
-    assert.equal(batch.status, 503, batch.text());
-    assert.match(JSON.parse(batch.text()).error.message, /audit records cannot be written/);
-    assert.ok(!gw.childMessages().some((m) => m.id !== undefined && m.method === 'tools/list'), 'nothing of the batch reached the child');
+    if (!MATRIX_POOLED) { // batches are not served yet in pooled sessions
+      const batch = await post(gw, [rpc('tools/list', {}, 'g-4'), rpc('tools/call', { name: 'echo', arguments: { text: 'g' } }, 'g-5')], { sid: s.sid });
+      await batch.done(scaled(5000));
+      assert.equal(batch.status, 503, batch.text());
+      assert.match(JSON.parse(batch.text()).error.message, /audit records cannot be written/);
+      assert.ok(!gw.childMessages().some((m) => m.id !== undefined && m.method === 'tools/list'), 'nothing of the batch reached the child');
+    }
     // Room again: within a second a call passes, after the refused_audit record that says so.
     fs.truncateSync(file, 0);
     const passed = await waitFor(async () => {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { initSession, post, rpc, waitFor, withGateway } from '../lib/gw.mjs';
+import { initSession, pooledSkip, post, rpc, waitFor, withGateway } from '../lib/gw.mjs';
 
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
 const textOf = (j) => j?.result?.content?.[0]?.text;
@@ -20,7 +20,8 @@ async function postBatch(gw, sid, batch, headers = {}) {
   return r;
 }
 
-test('a batch of requests and a notification: one SSE stream, an answer per request under its own id', async () => {
+test('a batch of requests and a notification: one SSE stream, an answer per request under its own id', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withGateway({}, async (gw) => {
     const s = await initSession(gw, { version: V });
     assert.equal(s.version, V);
@@ -42,7 +43,8 @@ test('a batch of requests and a notification: one SSE stream, an answer per requ
   });
 });
 
-test('a batch of notifications and responses gets 202 with no body, and reaches the child', async () => {
+test('a batch of notifications and responses gets 202 with no body, and reaches the child', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withGateway({}, async (gw) => {
     const s = await initSession(gw, { version: V });
     const slow = await post(gw, call('long', 'echo', { text: 'x', delay_ms: 30000 }), { sid: s.sid });
@@ -60,7 +62,8 @@ test('a batch of notifications and responses gets 202 with no body, and reaches 
   });
 });
 
-test('a duplicate id inside a batch gets its own error; the rest is answered', async () => {
+test('a duplicate id inside a batch gets its own error; the rest is answered', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withGateway({}, async (gw) => {
     const s = await initSession(gw, { version: V });
     const r = await postBatch(gw, s.sid, [call(1, 'echo', { text: 'first', delay_ms: 100 }), call(1, 'echo', { text: 'second' })]);
@@ -76,7 +79,8 @@ test('a duplicate id inside a batch gets its own error; the rest is answered', a
   });
 });
 
-test('bad batches are refused whole with 400 before anything is forwarded', async () => {
+test('bad batches are refused whole with 400 before anything is forwarded', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withGateway({}, async (gw) => {
     const s = await initSession(gw, { version: V });
     const cases = [
@@ -101,7 +105,8 @@ test('bad batches are refused whole with 400 before anything is forwarded', asyn
   });
 });
 
-test('sessions on 2025-06-18 and 2025-11-25 refuse batches with 400 -32600', async () => {
+test('sessions on 2025-06-18 and 2025-11-25 refuse batches with 400 -32600', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withGateway({}, async (gw) => {
     for (const version of ['2025-06-18', '2025-11-25']) {
       const s = await initSession(gw, { version });
@@ -115,7 +120,8 @@ test('sessions on 2025-06-18 and 2025-11-25 refuse batches with 400 -32600', asy
   });
 });
 
-test('a 2025-03-26 child writing a batch line: each element is routed (notifications and the answer)', async () => {
+test('a 2025-03-26 child writing a batch line: each element is routed (notifications and the answer)', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withGateway({}, async (gw) => {
     const s = await initSession(gw, { version: V });
     const r = await post(gw, call('b1', 'batch', { count: 3 }), { sid: s.sid });
@@ -128,7 +134,8 @@ test('a 2025-03-26 child writing a batch line: each element is routed (notificat
   });
 });
 
-test('a child batch on a later revision is an invalid line: skipped and counted, the session lives', async () => {
+test('a child batch on a later revision is an invalid line: skipped and counted, the session lives', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withGateway({ gateway: { admin_token: 'a'.repeat(32) } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-06-18' });
     const r = await post(gw, call('b2', 'batch', { count: 1 }), { sid: s.sid });

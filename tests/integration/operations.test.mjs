@@ -12,9 +12,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import {
-  EXAMPLE, GW_BIN, callTool, del, initSession, pidAlive, post, reaped, request, rpc, startGateway, tmpdir, waitFor, withGateway,
-} from '../lib/gw.mjs';
+import { callTool, del, EXAMPLE, MATRIX_POOLED, GW_BIN, initSession, matrixServerLines, pidAlive, pooledSkip, post, reaped, request, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 import { V, mpost, msgsOf } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -103,9 +101,13 @@ function iniText(gateway, servers) {
     if (s.path) ini += `path = ${s.path}\n`;
     ini += `command = ${s.command}\n`;
     if (s.env) ini += `env = ${s.env}\n`;
+    ini += matrixServerLines(); // as startGateway writes them: a reload keeps the matrix's mode
   }
   return ini;
 }
+
+/** Why a test of the figures of sessions with a child of their own does not apply pooled. */
+const CHILD_FIGURES = 'checks the figures of sessions with a child of their own (spawns, sessions_created_total, mode child, mcpgw_inflight_requests); pooled tests a pooled server\'s';
 
 const exampleCmd = (log, ...args) => [EXAMPLE, '--log', log, ...args].join(' ');
 
@@ -474,7 +476,8 @@ test('GET /metrics with admin_token: 401 without or with a wrong bearer token, 2
 
 // --- /metrics: values that move with traffic ---------------------------------------------------
 
-test('metrics follow real traffic: sessions, tools calls, in-flight gauge, a client cancel, DELETE, histograms, bytes', async () => {
+test('metrics follow real traffic: sessions, tools calls, in-flight gauge, a client cancel, DELETE, histograms, bytes', async (t) => {
+  if (pooledSkip(t, CHILD_FIGURES)) return;
   await withGateway({}, async (gw) => {
     const m0 = await metrics(gw);
     checkShape(m0);
@@ -586,7 +589,8 @@ test('metrics follow real traffic: sessions, tools calls, in-flight gauge, a cli
   });
 });
 
-test('metrics: a child killed from outside counts as exited by a signal and closes its session as child_exited', async () => {
+test('metrics: a child killed from outside counts as exited by a signal and closes its session as child_exited', async (t) => {
+  if (pooledSkip(t, 'one child per session (killed from outside, it ends its session)')) return;
   await withGateway({}, async (gw) => {
     const a = await initSession(gw);
     const b = await initSession(gw);
@@ -610,7 +614,8 @@ test('metrics: a child killed from outside counts as exited by a signal and clos
   });
 });
 
-test('metrics: a server whose command does not exist counts a spawn failure, not a session', async () => {
+test('metrics: a server whose command does not exist counts a spawn failure, not a session', async (t) => {
+  if (pooledSkip(t, CHILD_FIGURES)) return;
   await withGateway({ servers: [{ name: 'example', path: '/mcp' }, { name: 'bad', path: '/bad', command: '/nonexistent/x' }] }, async (gw) => {
     const r = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'bad-init'), { url: `${gw.base}/bad` });
     await r.done();
@@ -661,7 +666,8 @@ const statelessCall = (gw, path, name, args, id) => mpost(gw, {
   params: { name, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'ops-it', version: '1' } } },
 }, { path });
 
-test('metrics: every figure of one server is on its own series: traffic to one server moves its series, not the other\'s (sessions, children, pools)', async () => {
+test('metrics: every figure of one server is on its own series: traffic to one server moves its series, not the other\'s (sessions, children, pools)', async (t) => {
+  if (pooledSkip(t, CHILD_FIGURES)) return;
   const servers = ['example', 'other'];
   await withGateway({
     servers: [{ name: 'example', path: '/mcp', extra: 'request_timeout_ms = 300' }, { name: 'other', path: '/other' }],
@@ -737,7 +743,8 @@ test('metrics: every figure of one server is on its own series: traffic to one s
   });
 });
 
-test('metrics: a server a SIGHUP removes keeps its series: its counters where they were, its gauges at 0 once what it had ended', async () => {
+test('metrics: a server a SIGHUP removes keeps its series: its counters where they were, its gauges at 0 once what it had ended', async (t) => {
+  if (pooledSkip(t, CHILD_FIGURES)) return;
   const servers = ['example', 'gone'];
   await withGateway({ servers: [{ name: 'example', path: '/mcp' }, { name: 'gone', path: '/gone' }] }, async (gw) => {
     const url = `${gw.base}/gone`;
@@ -809,7 +816,8 @@ test('/readyz: 200 {"ready":true,"servers":[...]}; 503 "max_sessions reached" wi
   });
 });
 
-test('out of file descriptors: a warning at start, 503 "out of file descriptors" for new sessions, sessions still served, and a DELETE makes room again', async () => {
+test('out of file descriptors: a warning at start, 503 "out of file descriptors" for new sessions, sessions still served, and a DELETE makes room again', async (t) => {
+  if (pooledSkip(t, 'a session holds its child\'s descriptors (a pooled one none: pooled tests the warning)')) return;
   // 40 descriptors: the gateway's own (std streams, epoll, signalfd, listener, MHD's epoll) take
   // about 8, each session 4 (child stdin, stdout, stderr, pidfd) and a connection 1.
   await withGateway({ nofile: 40, gateway: { max_sessions: 100, max_connections: 16 } }, async (gw) => {
@@ -846,7 +854,8 @@ test('out of file descriptors: a warning at start, 503 "out of file descriptors"
 
 // --- drain on SIGTERM --------------------------------------------------------------------------
 
-test('SIGTERM drains: the listener closes at once; on open connections 503 for new sessions, a session\'s requests still served, each answer closing its connection; the call in flight finishes uncancelled, then exit 0 by itself', async () => {
+test('SIGTERM drains: the listener closes at once; on open connections 503 for new sessions, a session\'s requests still served, each answer closing its connection; the call in flight finishes uncancelled, then exit 0 by itself', async (t) => {
+  if (pooledSkip(t, CHILD_FIGURES)) return;
   // A drain far longer than any run takes: exiting because the call finished, not because the
   // drain ran out, is told apart by the log line and by exiting within scaled(5000) ms (at most
   // 15 s under ASan) of the answer.
@@ -977,6 +986,7 @@ for (const second of ['SIGINT', 'SIGTERM']) {
 // --- reload on SIGHUP --------------------------------------------------------------------------
 
 test('SIGHUP reload: old sessions keep their definition and child, new sessions use the new one; a moved and an added server; an invalid file changes nothing', async (t) => {
+  if (pooledSkip(t, 'old sessions keep their own child and definition across a reload (a pooled session\'s calls go to the pool of the new one)')) return;
   const d = tmpdir('mcpgw-reload-');
   const log = (n) => path.join(d, `${n}.log`);
   const v1 = [
@@ -1109,7 +1119,8 @@ test('SIGHUP reload: old sessions keep their definition and child, new sessions 
   });
 });
 
-test('SIGHUP reload frees the retired configuration once its last session is deleted', async () => {
+test('SIGHUP reload frees the retired configuration once its last session is deleted', async (t) => {
+  if (pooledSkip(t, 'old sessions keep their own child and definition across a reload (a pooled session\'s calls go to the pool of the new one)')) return;
   const d = tmpdir('mcpgw-reload-');
   const v1 = [{ name: 'A', path: '/mcp', command: exampleCmd(path.join(d, 'a1.log'), '--name', 'A-v1') }];
   const v2 = [{ name: 'A', path: '/mcp', command: exampleCmd(path.join(d, 'a2.log'), '--name', 'A-v2') }];
@@ -1194,13 +1205,15 @@ test('SIGKILL of the gateway leaves no child running: busy, idle, SIGTERM-ignori
     // the shell child: initialize stays unanswered, but the child exists
     const shInit = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'sh-init'), { url: `${gw.base}/shell` });
     assert.equal(shInit.status, 200);
-    const shM = await gw.waitLog(/session created: server=shell child=(\d+)/, scaled(5000));
+    // (Pooled: the shell is the server's pool child, started for the session's initialize.)
+    const shM = await gw.waitLog(MATRIX_POOLED ? /session=pool:shell\\?#\d+ pool child started: pid (\d+)/ : /session created: server=shell child=(\d+)/, scaled(5000));
     const shPid = Number(shM[1]);
     const grandchildren = await waitFor(() => { const c = childrenOf(shPid); return c.length ? c : null; }, scaled(5000), 'the shell\'s sleep');
     await waitFor(() => sigIgnored(shPid, 15) && sigIgnored(shPid, 1), scaled(5000), 'the shell\'s trap in place');
 
     const pids = [a.pid, b.pid, st.pid, shPid];
-    assert.deepEqual([...new Set(gw.childPids())].sort(), [...pids].sort());
+    const spawned = MATRIX_POOLED ? [...gw.logs().matchAll(/pool child started: pid (\d+)/g)].map((m) => Number(m[1])) : gw.childPids();
+    assert.deepEqual([...new Set(spawned)].sort(), [...new Set(pids)].sort());
     for (const pid of pids) {
       assert.ok(pidAlive(pid), `${pid} alive before`);
       assert.equal(statOf(pid).ppid, gw.proc.pid, `${pid} is the gateway's child`);

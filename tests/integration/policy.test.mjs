@@ -19,7 +19,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import {
-  ACCEPT_BOTH, GW_BIN, metricSamples, request, rpc, splitPost, startGateway, tmpdir, waitFor, withGateway,
+  ACCEPT_BOTH, GW_BIN, MATRIX_POOLED, metricSamples, pooledSkip, request, rpc, splitPost, startGateway, tmpdir,
+  waitFor, withGateway,
 } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -167,10 +168,12 @@ test('a session: a hidden tool\'s call never reaches the child and is answered a
     assert.equal(status, 200);
     assertUnknownTool(answer, id, name);
   }
-  // The reason and the principal are logged at debug; nothing went to the child.
-  await gw.waitLog(new RegExp(`session=${esc(sid)} tools/call of slow refused for bob: the token lacks a scope tool_scopes requires: tools\\.slow`));
-  await gw.waitLog(new RegExp(`session=${esc(sid)} tools/call of crash refused for bob: denied by denied_tools`));
-  await gw.waitLog(new RegExp(`session=${esc(sid)} tools/call of elicit refused for bob: not in allowed_tools`));
+  // The reason and the principal are logged at debug (a pooled session's by its server's pool);
+  // nothing went to the child.
+  const who = MATRIX_POOLED ? 'pool example:' : `session=${esc(sid)}`;
+  await gw.waitLog(new RegExp(`${who} tools/call of slow refused for bob: the token lacks a scope tool_scopes requires: tools\\.slow`));
+  await gw.waitLog(new RegExp(`${who} tools/call of crash refused for bob: denied by denied_tools`));
+  await gw.waitLog(new RegExp(`${who} tools/call of elicit refused for bob: not in allowed_tools`));
   // A visible tool works on the same session, and the session goes on.
   const ok = await ask('bob', sid, rpc('tools/call', { name: 'echo', arguments: { text: 'still here' } }, 'c5'));
   assert.equal(textOf(ok.answer), 'still here');
@@ -182,7 +185,8 @@ test('a session: a hidden tool\'s call never reaches the child and is answered a
   const n = await bearerPost('bob', { jsonrpc: '2.0', method: 'tools/call', params: { name: 'crash', arguments: {} } }, { sid });
   await n.done();
   assert.equal(n.status, 202);
-  await gw.waitLog(new RegExp(`session=${esc(sid)} tools/call without an id dropped \\(tool policy\\)`));
+  // (A pooled session forwards no notification of the client's but a cancel: nothing to log.)
+  if (!MATRIX_POOLED) await gw.waitLog(new RegExp(`session=${esc(sid)} tools/call without an id dropped \\(tool policy\\)`));
   const after = await ask('bob', sid, rpc('tools/call', { name: 'echo', arguments: { text: 'after' } }, 'c6'));
   assert.equal(textOf(after.answer), 'after');
   assert.deepEqual(childCalls(childLog, 'crash'), [], 'the child read the echo after it, but no crash');
@@ -203,7 +207,8 @@ test('a session: a scope shows a tool and lets its call through; the name is mat
   assert.equal(textOf(big.answer)?.length, 10);
 });
 
-test('a 2025-03-26 batch: the hidden call is answered in place, the others reach the child', async () => {
+test('a 2025-03-26 batch: the hidden call is answered in place, the others reach the child', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   const sid = await open('bob', { version: '2025-03-26' });
   const r = await bearerPost('bob', [
     rpc('tools/call', { name: 'slow', arguments: {} }, 'b1'),

@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { EXAMPLE, checkConfigText, del, everythingServer, get, initSession, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { EXAMPLE, checkConfigText, del, everythingServer, get, initSession, metricSamples, post, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 
 const LISTEN_FIXTURE = path.join(process.env.GW_SOURCE_ROOT ?? '.', 'tests/fixtures/listen_server.mjs');
 import { kids } from '../lib/procs.mjs';
@@ -323,6 +323,89 @@ test('what pooled mode does not serve is refused with a clear error', async () =
     assert.notEqual(r.status, 0, r.out);
     assert.match(r.out, re);
   }
+});
+
+test('mcpgw_sessions_open counts pooled sessions beside child-mode ones', async () => {
+  const servers = [
+    { name: 'example', path: '/mcp', extra: POOLED },
+    { name: 'child', path: '/child', log: `${tmpdir()}/child.log` },
+  ];
+  await withGateway({ servers, gateway: { admin_token: ADMIN } }, async (gw) => {
+    await pooledSession(gw);
+    await pooledSession(gw);
+    await initSession(gw, { url: `${gw.base}/child` });
+    const m = metricSamples(await (await fetch(`${gw.base}/metrics`, { headers: { Authorization: `Bearer ${ADMIN}` } })).text());
+    assert.equal(m['mcpgw_sessions_open{server="example"}'], 2, 'pooled sessions are open sessions');
+    assert.equal(m['mcpgw_sessions{server="example",mode="pooled"}'], 2);
+    assert.equal(m['mcpgw_sessions_open{server="child"}'], 1);
+    assert.equal(m.mcpgw_sessions_open, 3);
+  });
+});
+
+test('--check-config says a pooled server\'s legacy sessions are pooled', () => {
+  const dir = tmpdir();
+  const r = checkConfigText(dir, 'modes', `[gateway]\nlisten = 127.0.0.1:0\n[server:x]\npath = /mcp\ncommand = ${EXAMPLE}\nsession_mode = pooled\n[server:y]\npath = /y\ncommand = ${EXAMPLE}\n`);
+  assert.equal(r.status, 0, r.out);
+  assert.match(r.out, /\n {2}\[server:x\] \/mcp: pooled legacy sessions and stateless \(2026-07-28\) requests on a pool of 0\.\.4 children /);
+  assert.match(r.out, /\n {2}\[server:y\] \/y: stateless pool \(2026-07-28\) of 0\.\.4 children /);
+});
+
+test('the open-file warning at start counts no descriptor for a pooled session (a 2024-11-05 one has its own child)', async () => {
+  // 300 descriptors: a session of its own child would take 4 (4,000 for max_sessions); a pooled
+  // one none, beside 16 connections and the pool's children. A 2024-11-05 session (legacy_sse)
+  // has a child of its own on a pooled server too.
+  const limits = { max_sessions: 1000, max_connections: 16 };
+  for (const [legacy_sse, warned] of [[0, false], [1, true]]) {
+    await withGateway({ ...pooled(), nofile: 300, gateway: { ...limits, legacy_sse } }, async (gw) => {
+      const s = await pooledSession(gw);
+      assert.ok(s.sid);
+      assert.equal(/open-file limit 300 is below/.test(gw.logs()), warned, `legacy_sse = ${legacy_sse}: ${gw.logs().split('\n').find((l) => /open-file/.test(l))}`);
+    });
+  }
+  await withGateway({ nofile: 300, gateway: limits }, async (gw) => {
+    assert.match(gw.logs(), /open-file limit 300 is below the 4\d{3} that max_sessions = 1000 and max_connections = 16 may use/);
+  });
+});
+
+test('a pooled session\'s initialize is the gateway\'s: it counts toward no max_inflight_per_principal, as in child mode', async () => {
+  await withGateway(pooled('max_inflight_per_principal = 1'), async (gw) => {
+    const a = await pooledSession(gw);
+    const held = await heldCall(gw, a.sid, 'h', 'held');
+    // The principal (the client's address) has its one request in flight: a new session is
+    // still made; its first call is the one too many.
+    const b = await pooledSession(gw);
+    const r = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'b' } }), { sid: b.sid });
+    await r.done(scaled(5000));
+    assert.equal(r.status, 429, r.text());
+    assert.match(r.text(), /max_inflight_per_principal/);
+    held.r.drop();
+    await waitFor(async () => {
+      const x = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'b' } }), { sid: b.sid });
+      await x.done(scaled(5000));
+      return x.status === 200 && textOf(answerOf(x)) === 'b';
+    }, scaled(5000), 'b served once a\'s call is gone');
+  });
+});
+
+test('/readyz and mcpgw_ready count pooled sessions toward max_sessions, as new sessions are refused', async () => {
+  await withGateway({ ...pooled(), gateway: { max_sessions: 2, admin_token: ADMIN } }, async (gw) => {
+    const ready = async () => {
+      const r = await fetch(`${gw.base}/readyz`);
+      return { status: r.status, body: await r.json() };
+    };
+    const a = await pooledSession(gw);
+    assert.equal((await ready()).status, 200);
+    await pooledSession(gw);
+    const full = await ready();
+    assert.equal(full.status, 503, JSON.stringify(full.body));
+    assert.equal(full.body.reason, 'max_sessions reached');
+    const m = metricSamples(await (await fetch(`${gw.base}/metrics`, { headers: { Authorization: `Bearer ${ADMIN}` } })).text());
+    assert.equal(m.mcpgw_ready, 0);
+    const d = await del(gw, { sid: a.sid });
+    await d.done();
+    assert.equal(d.status, 200);
+    assert.equal((await ready()).status, 200, 'room again after a DELETE');
+  });
 });
 
 test('a forgotten pooled session\'s record expires, its sealed id still opens; max_sessions counts pooled sessions', async () => {

@@ -158,7 +158,9 @@ test('sessions: max_inflight_per_principal counts a principal\'s session request
 test('defaults: two principals holding input rounds do not lock a third out of a legacy pool', { timeout: scaled(60000) }, async () => {
   const d = tmpdir('mcpgw-principals-three-');
   const { T, auth } = principals(d, ['alice', 'bob', 'carol']);
-  await withGateway({ auth, servers: [{ name: 'example', path: '/mcp', log: path.join(d, 'child.log') }] }, async (g) => {
+  // pool_max_children at its default, written out: the pooled matrix run sets 1 where a server
+  // does not, and the shares of held calls this test checks need the default's 4 children.
+  await withGateway({ auth, servers: [{ name: 'example', path: '/mcp', log: path.join(d, 'child.log'), extra: 'pool_max_children = 4' }] }, async (g) => {
     // Alice and Bob each try to hold two calls at once (each waits for its client's input).
     const held = { alice: 0, bob: 0 };
     for (const who of ['alice', 'bob']) {

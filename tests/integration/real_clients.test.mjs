@@ -7,6 +7,10 @@
 // Through a pooled server (session_mode = pooled) in front of server-everything: tools listed and
 // echo called, two mcp-remote processes at once each get their own answers, the gateway's children
 // stay the pool's, and a killed mcp-remote cancels its call at the child (client_disconnected).
+// Through a pooled server in front of server-filesystem on a temporary directory: the SDK v1
+// client (two sessions), mcp-remote and the Inspector CLI list and read its files, each session
+// its own file, all on the pool's one child; a session whose client declares roots of its own
+// changes nothing of the child's allowed directory.
 // Through a child-mode server in front of a stateless-only child (tests/fixtures/stateless_server.mjs):
 // mcp-remote's legacy session is served by the gateway's bridge.
 // Neither client reaches the network or opens a browser: the gateway has no [auth], so no OAuth
@@ -14,6 +18,7 @@
 // Every spawned process is ended by its PID in a finally; every wait polls with a deadline.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
@@ -26,6 +31,7 @@ const NM = path.join(ROOT, 'tests/node_modules');
 const MCP_REMOTE = path.join(NM, 'mcp-remote/dist/proxy.js');
 const INSPECTOR = path.join(NM, '@modelcontextprotocol/inspector-cli/build/cli.js');
 const STATELESS_JS = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
+const FILESYSTEM = path.join(NM, '@modelcontextprotocol/server-filesystem/dist/index.js');
 const ADMIN = 'real-clients-admin-token-0123456789abcdef';
 const POOLED = 'session_mode = pooled\npool_max_children = 1';
 
@@ -146,6 +152,69 @@ test('mcp-remote and the Inspector CLI through a pooled server in front of serve
       assert.equal(kids(gw.proc.pid).length, 1, 'one child for every session');
       assert.equal(gw.logs().match(/ child \d+ spawned: /g)?.length, 1, 'the gateway never started another child');
     } finally {
+      for (const r of remotes) await r.close();
+    }
+  });
+});
+
+test('the SDK v1 client, mcp-remote and the Inspector CLI through a pooled server in front of server-filesystem: each lists and reads its own files, all on one child', async () => {
+  assert.ok(fs.existsSync(FILESYSTEM), `${FILESYSTEM} missing: run \`npm ci\` in tests (tests/deps.sh does it)`);
+  const dir = fs.realpathSync(tmpdir('mcpgw-fs-'));
+  fs.mkdirSync(path.join(dir, 'sub'));
+  for (const [f, body] of [['a.txt', 'alpha'], ['b.txt', 'beta'], ['sub/c.txt', 'gamma'], ['d.txt', 'delta']]) fs.writeFileSync(path.join(dir, f), body);
+  const servers = [{ name: 'fs', path: '/mcp', command: `${process.execPath} ${FILESYSTEM} ${dir}`, extra: POOLED }];
+  await withGateway({ servers, gateway: { admin_token: ADMIN } }, async (gw) => {
+    const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+    const clients = [];
+    const remotes = [];
+    try {
+      // Two SDK sessions; the second declares roots of its own (another directory): the shared
+      // child's allowed directory stays its command line's.
+      for (const caps of [{}, { roots: { listChanged: true } }]) {
+        const c = new Client({ name: `sdk-${clients.length}`, version: '1.0.0' }, { capabilities: caps });
+        if (caps.roots) {
+          const { ListRootsRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+          c.setRequestHandler(ListRootsRequestSchema, () => ({ roots: [{ uri: 'file:///tmp', name: 'elsewhere' }] }));
+        }
+        await c.connect(new StreamableHTTPClientTransport(new URL(gw.url)));
+        clients.push(c);
+      }
+      const [a, b] = clients;
+      assert.match(a.getServerVersion().name, /filesystem/, 'serverInfo as the child gave it');
+      const tools = (await a.listTools()).tools.map((t) => t.name);
+      for (const t of ['list_directory', 'read_text_file', 'list_allowed_directories']) assert.ok(tools.includes(t), tools.join(','));
+      // Interleaved: each session reads its own files and gets its own contents.
+      const reads = [];
+      for (let i = 0; i < 5; i++)
+        for (const [c, f, body] of [[a, 'a.txt', 'alpha'], [b, 'sub/c.txt', 'gamma']])
+          reads.push(c.callTool({ name: 'read_text_file', arguments: { path: path.join(dir, f) } }).then((r) => assert.equal(text(r), body, `${f} read ${i}`)));
+      await Promise.all(reads);
+      const listing = text(await b.callTool({ name: 'list_directory', arguments: { path: dir } }));
+      for (const e of ['[FILE] a.txt', '[FILE] b.txt', '[DIR] sub']) assert.ok(listing.includes(e), listing);
+      assert.ok(text(await b.callTool({ name: 'list_allowed_directories', arguments: {} })).includes(dir), 'the child\'s own directory still');
+      const outside = await a.callTool({ name: 'read_text_file', arguments: { path: '/etc/hostname' } });
+      assert.equal(outside.isError, true, 'outside its directory: refused by the server');
+      // mcp-remote over its stdio, and the Inspector CLI: the same files through their sessions.
+      const r = await mcpRemote(gw.url, 'remote-fs');
+      remotes.push(r);
+      assert.equal(text(await r.client.callTool({ name: 'read_text_file', arguments: { path: path.join(dir, 'b.txt') } })), 'beta');
+      assert.ok(text(await r.client.callTool({ name: 'list_directory', arguments: { path: path.join(dir, 'sub') } })).includes('[FILE] c.txt'));
+      const list = await runInspector(gw.url, ['--method', 'tools/call', '--tool-name', 'list_directory', '--tool-arg', `path=${dir}`]);
+      assert.equal(list.code, 0, `inspector list_directory: ${JSON.stringify(list.stdout + list.stderr)}`);
+      assert.ok(text(list.json).includes('[FILE] d.txt'), text(list.json));
+      const read = await runInspector(gw.url, ['--method', 'tools/call', '--tool-name', 'read_text_file', '--tool-arg', `path=${path.join(dir, 'd.txt')}`]);
+      assert.equal(read.code, 0, `inspector read_text_file: ${JSON.stringify(read.stdout + read.stderr)}`);
+      assert.equal(text(read.json), 'delta');
+      // Every session pooled on the one child: 2 SDK, 2 of mcp-remote (its fallback test's and
+      // its own), 2 Inspector CLI runs.
+      const m = await metrics(gw);
+      assert.equal(m['mcpgw_sessions{server="fs",mode="pooled"}'], 6);
+      assert.equal(m['mcpgw_sessions{server="fs",mode="child"}'], 0);
+      assert.equal(kids(gw.proc.pid).length, 1, 'one child for every session');
+      assert.equal(gw.logs().match(/ child \d+ spawned: /g)?.length, 1, 'the gateway never started another child');
+    } finally {
+      for (const c of clients) await c.close().catch(() => {});
       for (const r of remotes) await r.close();
     }
   });

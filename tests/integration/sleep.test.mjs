@@ -201,6 +201,34 @@ test('requests that arrive while the child wakes wait and are sent in order; a c
   });
 });
 
+test('the replayed initialize of a waking child is the gateway\'s: it does not count toward max_inflight_per_session', async () => {
+  const gw = await gateway([], { server: { args: ['--hold-init'] }, gateway: { max_inflight_per_session: 2 } });
+  await stopAfter(gw, async () => {
+    const r0 = await post(gw, rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'it', version: '1' } }, 'init'));
+    const sid = r0.headers['mcp-session-id'];
+    const pid = await createdPid(gw, sid);
+    await holding(gw, sid, 1);
+    process.kill(pid, 'SIGUSR1');
+    await r0.done(scaled(10000));
+    await asleep(gw, sid, pid);
+    // Two requests of the client's own while the woken child holds the replayed initialize: both
+    // are taken (the limit is 2); a third is one too many.
+    const a = await send(gw, sid, 'a', 'tools/call', { name: 'echo', arguments: { text: 'A' } });
+    const [wpid] = await woken(gw, sid);
+    const b = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'B' } }, 'b'), { sid });
+    assert.equal(b.status, 200, `the second request during the wake: HTTP ${b.status} ${await (b.status === 200 ? '' : b.done())}`);
+    const c = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'C' } }, 'c'), { sid });
+    await c.done(scaled(5000));
+    assert.equal(c.status, 429, c.text());
+    await holding(gw, sid, 2);
+    process.kill(wpid, 'SIGUSR1');
+    await a.done(scaled(10000));
+    await b.done(scaled(10000));
+    assert.equal(answerOf(a, 'a').result.content[0].text, 'A');
+    assert.equal(answerOf(b, 'b').result.content[0].text, 'B');
+  });
+});
+
 test('the lines that wait for a waking child are bounded by stdin_queue_bytes: past it a request gets 503 and the session goes on', async () => {
   const gw = await gateway([], { server: { args: ['--hold-init'] }, gateway: { stdin_queue_bytes: 65536, max_body_bytes: 64512 } });
   await stopAfter(gw, async () => {

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { initSession, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { initSession, MATRIX_POOLED, pooledSkip, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { mpost, msgsOf, V } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -135,10 +135,11 @@ for (const era of ['legacy', 'stateless']) {
       }
       assert.notEqual(seen[0], seen[1], 'a new trace id each time');
       // The gateway's own initialize of a pool's legacy child carries none; a session's
-      // initialize is the client's request and carries one.
+      // initialize is the client's request and carries one (a pooled session's is the gateway's
+      // to answer: its child saw only the pool's own).
       const inits = gw.childMessages().filter((j) => j.method === 'initialize');
       assert.ok(inits.length >= 1);
-      for (const j of inits) assert.equal(j.params?._meta?.traceparent === undefined, era === 'stateless', JSON.stringify(j));
+      for (const j of inits) assert.equal(j.params?._meta?.traceparent === undefined, era === 'stateless' || MATRIX_POOLED, JSON.stringify(j));
     });
   });
 
@@ -161,7 +162,8 @@ for (const era of ['legacy', 'stateless']) {
   });
 }
 
-test('propagate: a legacy batch gives each request its own span; notifications are left alone', async () => {
+test('propagate: a legacy batch gives each request its own span; notifications are left alone', async (t) => {
+  if (pooledSkip(t, 'not served yet (batches)')) return;
   await withTrace('propagate', async (gw) => {
     const { sid } = await initSession(gw, { version: '2025-03-26' });
     const a = echoCall({ traceparent: CLIENT_TP });

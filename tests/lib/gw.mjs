@@ -3,6 +3,7 @@
 // front of the real example server, speak HTTP/SSE to it over loopback, poll with deadlines.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -95,6 +96,29 @@ const MATRIX_GATEWAY = matrixSettings(process.env.GW_MATRIX_GATEWAY);
 const MATRIX_SERVER = matrixSettings(process.env.GW_MATRIX_SERVER);
 
 /**
+ * The matrix run's [server:NAME] lines for a server whose own keys are `extra` (the ones it does
+ * not set itself): for a test that writes a configuration file of its own (a reload's).
+ */
+export const matrixServerLines = (extra = '') => MATRIX_SERVER.filter(([k]) => !new RegExp(`^\\s*${k}\\s*=`, 'm').test(extra)).map(([k, v]) => `${k} = ${v}\n`).join('');
+
+/**
+ * The pooled matrix run (suite matrix, NAME@pooled): every server without a session_mode of its
+ * own serves its legacy sessions pooled (no child per session).
+ */
+export const MATRIX_POOLED = MATRIX_SERVER.some(([k, v]) => k === 'session_mode' && v === 'pooled');
+
+/**
+ * In the pooled matrix run, marks test context t skipped with why (one line: what of child mode
+ * the test checks) and returns true, so the test returns at once: `if (pooledSkip(t, '...')) return;`.
+ * Elsewhere returns false. tests/README.md lists every such test.
+ */
+export function pooledSkip(t, why) {
+  if (!MATRIX_POOLED) return false;
+  t.skip(`pooled: ${why}`);
+  return true;
+}
+
+/**
  * Starts a gateway. opts.gateway: extra [gateway] keys; opts.auth: [auth] keys; opts.servers: [{name, path, args,
  * command, env}] (default: one 'example' server at /mcp running the example server with
  * --log <dir>/child.log). Resolves once the gateway logs its listening address.
@@ -120,7 +144,7 @@ export async function startGateway(opts = {}) {
     ini += `command = ${iniQuote(cmd)}\n`;
     if (s.env) ini += `env = ${s.env}\n`;
     if (s.extra) ini += `${s.extra}\n`;
-    for (const [k, v] of MATRIX_SERVER) if (!new RegExp(`^\\s*${k}\\s*=`, 'm').test(s.extra ?? '')) ini += `${k} = ${v}\n`;
+    ini += matrixServerLines(s.extra ?? '');
   }
   // opts.config: a configuration file of the test's own, passed to --config as given (relative to
   // opts.cwd), instead of the one written from opts.
@@ -442,7 +466,25 @@ export async function initSession(gw, { version = '2025-06-18', url, capabilitie
   await n.done();
   if (n.status !== 202) throw new Error(`initialized: HTTP ${n.status}`);
   const m = new RegExp(`session=${sid.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')} session created: server=\\S+ child=(\\d+)`).exec(gw.logs());
-  return { sid, result: ev.json.result, pid: m ? Number(m[1]) : undefined, version: ev.json.result.protocolVersion };
+  return { sid, result: ev.json.result, pid: m ? Number(m[1]) : poolChildOf(gw, sid), version: ev.json.result.protocolVersion };
+}
+
+/** The log label of a pooled session (its sealed id is never logged). */
+export const pooledLabel = (sid) => `sealed:${crypto.createHash('sha256').update(sid).digest('hex').slice(0, 16)}`;
+
+/**
+ * The pid of the pool child that serves pooled session sid: the server's newest pool child still
+ * running, when it has exactly one (pool_max_children = 1, as the pooled matrix run sets); else
+ * undefined. What a test of a child-mode session reads as the session's child.
+ */
+export function poolChildOf(gw, sid) {
+  if (!sid.startsWith('~')) return undefined;
+  const logs = gw.logs();
+  const srv = new RegExp(`session=${pooledLabel(sid)} pooled session created: server=(\\S+)`).exec(logs)?.[1];
+  if (!srv) return undefined;
+  const pids = [...logs.matchAll(new RegExp(`session=pool:${srv.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}\\\\?#\\d+ pool child started: pid (\\d+)`, 'g'))]
+    .map((x) => Number(x[1])).filter((pid) => pidAlive(pid));
+  return pids.length === 1 ? pids[0] : undefined;
 }
 
 /** Calls a tool and waits for the whole SSE body; returns {r, events, response}. */
