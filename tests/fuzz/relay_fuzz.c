@@ -2210,7 +2210,8 @@ check_sessions(void)
 
 /*
  * Per-principal counts (quota.h) equal what is there, in both modes, across restarts and reloads:
- * every call of every pool (current or retired; queued, at a child, held, due, listening) and
+ * every call of every pool (current or retired; queued, at a child, held, due, listening; but a
+ * pooled session's initialize, which the gateway answers from the pool's handshake) and
  * every open session and request a session forwarded counts once toward its (server, principal)
  * entry, in the kinds it is; each entry's counts are exactly those, and no entry counts anything
  * else (the totals over the table, and its number of entries).
@@ -2254,6 +2255,11 @@ tally_call(const struct pool_call *call)
     FUZZ_CHECK(ntallied < ARRAY_LEN(tallied), "more calls than the check holds");
     tallied[ntallied++] = call;
     const char *server = call->pool->name;
+    if (call->sess != NULL && call->init) {
+        /* A pooled session's initialize: the gateway's to answer, counted toward nothing. */
+        FUZZ_CHECK(call->who == NULL && !call->held_counted, "a pooled initialize is counted");
+        return;
+    }
     tally_add(call->who, server, call->principal,
               call->counted_listen ? QUOTA_LISTENS : QUOTA_CALLS, 1);
     FUZZ_CHECK(call->held_counted == (call->due || call->held),
