@@ -293,6 +293,9 @@ test('sessions of one transport cannot be reached through the other: 404 both wa
     await r.done(scaled(5000));
     assert.equal(textOf(r.events().map((e) => e.json).find(isAnswer)), 'streamable-ok');
     assert.equal(c.s.ended, false);
+    // Both are the pool's: its one child serves them, the admin view lists both as pooled.
+    assert.equal(kids(gw.proc.pid).length, 1, 'one child for both sessions');
+    assert.deepEqual((await admin(gw)).pooled_sessions.map((x) => x.label.replace(/:.*/, '')).sort(), ['sealed', 'sse']);
     c.s.drop();
   });
 });
