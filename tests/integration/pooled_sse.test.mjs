@@ -276,6 +276,64 @@ test('a dropped SSE connection cancels every call of its session at the child ("
   });
 });
 
+test('request_timeout_ms: the client gets an error on the stream, the child the cancel; the stream stays open', async () => {
+  await withGateway(pooled('request_timeout_ms = 400'), async (gw) => {
+    const a = await openSse(gw);
+    await sseInit(a);
+    await send202(a, rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'late' } }, 'late'));
+    const id = await childIdOf(gw, 'late');
+    assert.equal((await admin(gw)).pooled_sessions[0]?.calls, 1, 'a pooled session\'s call, in flight on the pool\'s child');
+    const err = await a.waitMsg((j) => j.id === 'late' && isAnswer(j), scaled(5000), 'the timeout\'s error');
+    assert.match(err.error?.message ?? '', /timed out/, JSON.stringify(err));
+    await waitFor(() => childCancelOf(gw, id), scaled(5000), 'the cancel at the child');
+    assert.equal(childCancelOf(gw, id).params.reason, 'request timed out');
+    assert.equal(textOf(await sseCall(a, 'next', 'echo', { text: 'next' })), 'next');
+    assert.equal(a.s.ended, false);
+    a.s.drop();
+  });
+});
+
+// A call queues in the pool while no child has room for it and one is starting: two children at
+// most, one call each; the first child runs a cancel_self call, the second holds its initialize
+// (--hold-init) until SIGUSR1, so the second call waits in the queue for as long as the test wants.
+const QUEUEING = {
+  servers: [{ name: 'example', path: '/mcp', args: ['--hold-init'], extra: 'session_mode = pooled\npool_max_children = 2\npool_child_max_inflight = 1' }],
+  gateway: { admin_token: ADMIN },
+};
+const holdingNow = (gw) => gw.logs().match(/child stderr: mcp-example-server: holding the initialize answer until SIGUSR1/g)?.length ?? 0;
+
+test('a dropped connection with a call in flight and one still queued: the first is cancelled at its child, the second leaves the queue and never reaches one', async () => {
+  await withGateway(QUEUEING, async (gw) => {
+    const a = await openSse(gw);
+    await send202(a, rpc('initialize', { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'q', version: '1' } }, 'init'));
+    // SIGUSR1 only once the child holds its initialize: before its handler is set, it would end it.
+    await waitFor(() => holdingNow(gw) === 1, scaled(5000), 'the first child to hold its initialize');
+    const [first] = kids(gw.proc.pid);
+    process.kill(first, 'SIGUSR1');
+    await a.waitMsg((j) => j.id === 'init' && isAnswer(j), scaled(5000), 'the initialize answer');
+    await send202(a, rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'busy' } }, 1));
+    const busy = await childIdOf(gw, 'busy');
+    await send202(a, rpc('tools/call', { name: 'echo', arguments: { text: 'queued-call' } }, 2));
+    await waitFor(async () => (await admin(gw)).pools.find((p) => p.server === 'example')?.queued === 1, scaled(5000), 'the call to queue');
+    await waitFor(() => holdingNow(gw) === 2, scaled(5000), 'the second child to hold its initialize');
+    const second = kids(gw.proc.pid).find((pid) => pid !== first);
+    a.s.drop();
+    await waitFor(() => childCancelOf(gw, busy), scaled(5000), 'the call in flight cancelled at its child');
+    assert.equal(childCancelOf(gw, busy).params.reason, 'client disconnected');
+    await waitFor(async () => (await admin(gw)).pools.find((p) => p.server === 'example')?.queued === 0, scaled(5000), 'the queue emptied');
+    process.kill(second, 'SIGUSR1'); // the second child is ready: nothing waits for it
+    const b = await openSse(gw);
+    await sseInit(b);
+    await send202(b, rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'hold-first' } }, 'h'));
+    await childIdOf(gw, 'hold-first');
+    assert.equal(textOf(await sseCall(b, 'after', 'echo', { text: 'after' })), 'after');
+    await waitFor(() => gw.childMessages().some((m) => m.params?.arguments?.text === 'after'), scaled(5000), 'the child to log the later call');
+    assert.ok(!gw.childMessages().some((m) => m.params?.arguments?.text === 'queued-call'), 'the queued call never reached a child');
+    assert.equal(await metric(gw, 'mcpgw_cancels_total', ['server="example"', 'direction="to_child"', 'reason="client_disconnected"']), 2, 'the busy call and the queued one');
+    b.s.drop();
+  });
+});
+
 test('sessions of one transport cannot be reached through the other: 404 both ways, nothing reaches the child', async () => {
   await withGateway(pooled(), async (gw) => {
     const s = await initSession(gw); // a Streamable HTTP pooled session (sealed id)
