@@ -8,8 +8,11 @@
 //   - several sessions on one child (pool_max_children = 1), the same JSON-RPC ids interleaved:
 //     each gets only its own answers, progress and questions; no child per session;
 //   - version negotiation on this transport; the client's cancel and the child's, both ways;
+//   - request_timeout_ms and shutdown end a call with an error on the stream, cancelled at the
+//     child;
 //   - a dropped SSE connection cancels every call of its session at the child ("client
-//     disconnected"), the session is gone (404), the shared child and other sessions stay;
+//     disconnected"), a queued one leaves the queue, the session is gone (404), the shared child
+//     and other sessions stay;
 //   - sessions of one transport cannot be reached through the other (404);
 //   - a hostile client: bad ids, another principal's id, floods past max_sessions,
 //     max_sessions_per_principal and max_inflight_per_session;
@@ -21,7 +24,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { everythingServer, del, get, initSession, post, request, rpc, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { everythingServer, del, get, initSession, post, request, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
@@ -332,6 +335,26 @@ test('a dropped connection with a call in flight and one still queued: the first
     assert.equal(await metric(gw, 'mcpgw_cancels_total', ['server="example"', 'direction="to_child"', 'reason="client_disconnected"']), 2, 'the busy call and the queued one');
     b.s.drop();
   });
+});
+
+test('gateway shutdown with a call in flight: the child reads "gateway shutting down", the client an error on the stream, which ends; exit 0', async () => {
+  const gw = await startGateway(pooled());
+  let ok = false;
+  try {
+    const c = await openSse(gw);
+    await sseInit(c);
+    await send202(c, rpc('tools/call', { name: 'cancel_self', arguments: { tag: 'sd' } }, 'sd'));
+    const id = await childIdOf(gw, 'sd');
+    await gw.stop('SIGTERM');
+    assert.deepEqual(childCancels(gw).map((m) => m.params), [{ requestId: id, reason: 'gateway shutting down' }]);
+    await c.s.done(scaled(5000));
+    const err = c.messages().find((j) => j?.id === 'sd' && isAnswer(j));
+    assert.equal(err?.error?.code, -32603, c.s.text());
+    assert.match(gw.logs(), /session=sse:[0-9a-f]{16} pooled session ended: gateway shutting down/);
+    ok = true;
+  } finally {
+    if (!ok) { await gw.stop({ expect: null }).catch(() => {}); console.log(`gateway log (tail):\n${gw.logs().slice(-4000)}`); }
+  }
 });
 
 test('sessions of one transport cannot be reached through the other: 404 both ways, nothing reaches the child', async () => {
