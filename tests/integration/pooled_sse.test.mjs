@@ -463,8 +463,12 @@ test('the SDK v1 SSEClientTransport and server-everything through a pooled serve
       }
       assert.equal(kids(gw.proc.pid).length, 1, 'one child for three sessions');
       const text = (r) => r.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
-      const echoes = await Promise.all(clients.flatMap((client, i) => [0, 1, 2].map((k) => client.callTool({ name: 'echo', arguments: { message: `${i}.${k}` } }).then((r) => [i, k, text(r)]))));
-      for (const [i, k, t] of echoes) assert.equal(t, `Echo: ${i}.${k}`);
+      // One call at a time, the sessions taking turns: server-everything asks roots/list now and
+      // then, which leases the pool's one child to the call in flight (one at a time), and a
+      // call that finds no room with no child to start is refused (429), not queued.
+      for (let k = 0; k < 3; k++)
+        for (const [i, client] of clients.entries())
+          assert.equal(text(await client.callTool({ name: 'echo', arguments: { message: `${i}.${k}` } })), `Echo: ${i}.${k}`);
       const progress = [];
       const r = await clients[0].callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
       assert.match(text(r), /Long running operation completed/);
