@@ -636,9 +636,9 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
      * to the children's, which the sealed one then is for every child of that command.
      */
     const struct pool *sp = pool_shared_of(srv->name);
-    const struct revision *offer =
-        pool_session_negotiate(asked, sp != NULL && sp->init_version[0] != '\0' ? sp->init_version : "",
-                               REVISION_STREAMABLE);
+    const struct revision *offer = pool_session_negotiate(
+        asked, sp != NULL && sp->init_version[0] != '\0' ? sp->init_version : "",
+        REVISION_STREAMABLE);
     int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
     struct session_seal_record rec;
     char id[SESSION_SEAL_ID_MAX + 1];
@@ -810,7 +810,8 @@ pool_session_detach(const char *sid, struct stream *st)
 {
     struct pool_session *s = pool_names_find(&pss.t, sid, PSS_LINK);
     if (s != NULL && s->get == st && s->sse) {
-        pool_session_sse_dropped(s, st); /* the 2024-11-05 transport: the connection is the session */
+        /* The 2024-11-05 transport: the connection is the session. */
+        pool_session_sse_dropped(s, st);
         return;
     }
     if (s != NULL && s->get == st) {
