@@ -224,6 +224,45 @@ void pool_session_detach(const char *sid, struct stream *st);
 /* DELETE: every call of the session cancelled, the session gone. */
 void pool_session_delete(struct pool_session *s);
 
+/*
+ * Pooled sessions of the 2024-11-05 HTTP+SSE transport (pool_session_sse.c): GET PATH/sse opens
+ * a session record (no process) whose one SSE stream carries the endpoint event, then every answer,
+ * progress, question and notification of the session's; POST PATH/messages?sessionId= hands it
+ * one message. Its id is random (crypto_session_id), looked up at this instance alone (the stream
+ * is one connection to one instance) and bound to its principal and server; a Streamable HTTP
+ * pooled session's sealed id never names one, nor the reverse. Dropping the stream ends the
+ * session, every call cancelled at its child ("client disconnected").
+ */
+/*
+ * A new session of srv for principal, counted toward max_sessions_per_principal (room: whether
+ * max_sessions has room): its SSE stream (the caller's reference) already carrying the endpoint
+ * event, data endpoint_head followed by the id; NULL with *status and *why otherwise.
+ */
+struct stream *pool_session_sse_open(const struct config_server *srv, const char *principal,
+                                     const char *endpoint_head, bool room,
+                                     struct pool_session **out, enum pool_status *status,
+                                     const char **why);
+/*
+ * What logs name the session id names by (it is a bearer secret, as a sealed id is): "sse:" and the
+ * first 8 bytes of its SHA-256 in hex, whether or not a session has it.
+ */
+#define POOL_SESSION_SSE_LABEL_MAX 21
+void pool_session_sse_label(const char *id, char out[POOL_SESSION_SSE_LABEL_MAX]);
+/* The 2024-11-05 session id names, for srv and principal; NULL: none (404). */
+struct pool_session *pool_session_sse_find(const char *id, const struct config_server *srv,
+                                           const char *principal);
+/*
+ * A request of the session's client (initialize included, once): POOL_OK (202: whatever answers it
+ * comes on the session's stream), or why not with meta->why.
+ */
+enum pool_status pool_session_sse_request(struct pool_session *s, const struct config_server *srv,
+                                          char *body, size_t len, const struct jsonrpc_info *info,
+                                          struct pool_meta *meta);
+/* Whether the session's initialize was taken (answered, or on its way to a child). */
+bool pool_session_sse_initialized(const struct pool_session *s);
+/* Whether it was answered: the session serves requests. */
+bool pool_session_sse_ready(const struct pool_session *s);
+
 /* The pools' series in Prometheus text format. */
 void pool_metrics(struct buf *b);
 /*

@@ -277,6 +277,25 @@ enum MHD_Result http_pooled_initialize(struct http_req *rc, const struct jsonrpc
 /* Any POST but initialize in a pooled session (scan, err: http_scan_body's verdict). */
 enum MHD_Result http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
                                  const char *err);
+/* What the pool knows of a pooled session's request (meta), its client's address, its trace. */
+struct pool_meta;
+struct trace_in;
+void http_pooled_meta(struct http_req *rc, struct pool_meta *meta, char *client, size_t size,
+                      struct trace_in *tin);
+/*
+ * A POST body scanned as one message into info (its refusal as not JSON answered: *ret, when
+ * rc->responded); JSONRPC_OK or the scanner's verdict.
+ */
+int http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
+                   enum MHD_Result *ret);
+
+/* http_pooled_sse.c: the 2024-11-05 transport's pooled sessions (session_mode = pooled) */
+/* GET PATH/sse of a pooled server: a session with no process, whose one stream this is. */
+enum MHD_Result http_pooled_sse_open(struct http_req *rc);
+/* The 2024-11-05 pooled session rc->sid names for rc's principal and server; NULL: none. */
+struct pool_session *http_pooled_sse_find(const struct http_req *rc);
+/* POST PATH/messages?sessionId= of it: one message, 202. */
+enum MHD_Result http_pooled_sse_post(struct http_req *rc, struct pool_session *s);
 /*
  * Origin and the token judged again, by the configuration now in force (rc->srv is already of it):
  * the principal and grants found before are dropped. The rate limit is not charged twice. True

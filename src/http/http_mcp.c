@@ -349,7 +349,7 @@ http_post_batch(struct http_req *rc)
  * A refusal every POST shares is answered here (400 -32700 not JSON): the caller returns *ret when
  * rc->responded is set.
  */
-static int
+int
 http_scan_body(struct http_req *rc, struct jsonrpc_info *info, const char **err,
                enum MHD_Result *ret)
 {
@@ -565,6 +565,8 @@ http_delete(struct http_req *rc)
 enum MHD_Result
 http_legacy_sse(struct http_req *rc)
 {
+    if (rc->srv->session_pooled)
+        return http_pooled_sse_open(rc); /* a session with no process */
     enum MHD_Result ret;
     if (http_refuse_drained(rc, NULL, &ret) || http_exchange(rc, &ret))
         return ret;
@@ -592,6 +594,11 @@ http_legacy_post(struct http_req *rc)
                           "sessionId query parameter is required");
     snprintf(rc->sid, sizeof(rc->sid), "%s", v);
     http_sid_tag(rc);
+    if (rc->srv->session_pooled) /* logged as a pooled session of this transport is */
+        pool_session_sse_label(rc->sid, rc->sid_tag);
+    struct pool_session *ps = strlen(v) < sizeof(rc->sid) ? http_pooled_sse_find(rc) : NULL;
+    if (ps != NULL)
+        return http_pooled_sse_post(rc, ps);
     struct session *s =
         strlen(v) < sizeof(rc->sid) ? session_lookup(rc->sid, rc->srv, rc->principal, true) : NULL;
     if (s == NULL)

@@ -69,7 +69,7 @@ http_pooled_error(struct http_req *rc, const struct jsonrpc_info *info, enum poo
 
 /* What the pool knows of a pooled session's request (as of a stateless one, minus its _meta), and
  * the W3C trace context its headers carry (into tin). */
-static void
+void
 http_pooled_meta(struct http_req *rc, struct pool_meta *meta, char *client, size_t size,
                  struct trace_in *tin)
 {

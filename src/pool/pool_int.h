@@ -151,6 +151,11 @@ struct pool_session {
     struct pool *sub_pool;    /* where they are referenced; NULL: to be placed again */
     struct quota *uris_quota; /* its principal's QUOTA_URIS count of them */
     unsigned next_ask;        /* the last question's number ("mcpgw-ask-N" to the client) */
+    /*
+     * The 2024-11-05 transport's (pool_session_sse.c): a random id looked up here alone, and get
+     * is its one SSE stream (the connection is the session), which carries every call's messages.
+     */
+    bool sse;
 };
 
 /* One request from arrival to its end; across input rounds, the child's one call. */
@@ -164,6 +169,7 @@ struct pool_call {
     struct pool_child *c; /* NULL while queued */
     struct pending *p;    /* its entry in c's table; NULL while queued */
     struct stream *st; /* one reference; stream_own(st)->owner points back here; NULL while held */
+    bool st_shared;    /* st is its session's SSE stream (2024-11-05), not its own: never ended */
     int log_level;     /* -1: no log lines for this request */
     uint64_t grants;   /* the token's scopes as the server's tool policy numbers them */
     char *body;        /* queued only: the request, until a child is ready */
@@ -574,6 +580,18 @@ bool pool_session_level_answer(struct pool_child *c, const char *line,
                                const struct jsonrpc_info *info);
 /* Periodic: idle sessions expire, GET streams get their heartbeat. */
 void pool_session_sweep(uint64_t now_ms);
+/* A new local record, in the table: id, server, principal, and one session counted. */
+struct pool_session *pool_session_new(const char *id, const char *server, const char *principal,
+                                      int64_t issued_s);
+/* The local record named id, of either transport; NULL: none here. */
+struct pool_session *pool_session_lookup(const char *id);
+/* The one close path: every call cancelled for why, the GET stream ended, the record freed. */
+void pool_session_close(struct pool_session *s, enum relay_reason why);
+/* pool_session_sse.c: the 2024-11-05 transport's pooled sessions */
+/* A call of a session of that transport: its stream is the session's one (the caller's ref). */
+struct stream *pool_session_sse_stream(struct pool_call *call);
+/* The HTTP side let go of s's SSE stream st: the client left, every call is cancelled, s ends. */
+void pool_session_sse_dropped(struct pool_session *s, struct stream *st);
 /* Every pooled session, newest first (s->next), for the checks that walk them. */
 const struct pool_session *pool_sessions_all(void);
 /* Shutdown: every pooled session closed (its calls cancelled, its GET stream ended). */

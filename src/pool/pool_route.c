@@ -87,6 +87,8 @@ struct stream *
 pool_call_stream(struct pool_call *call)
 {
     static uint64_t next_stream_id = 1;
+    if (call->sess != NULL && call->sess->sse)
+        return pool_session_sse_stream(call); /* 2024-11-05: the session's one stream */
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
     /* A pooled session's call streams are not resumed either: its drop is its cancel. */
@@ -153,7 +155,8 @@ pool_call_end(struct pool_call *call)
     }
     if (call->st != NULL) {
         stream_own(call->st)->owner = NULL;
-        stream_end(call->st);
+        if (!call->st_shared)
+            stream_end(call->st);
         stream_unref(call->st);
     }
     free(call->body); /* a queued copy, or NULL */

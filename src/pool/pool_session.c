@@ -122,6 +122,12 @@ pool_session_bury(const struct pool_session *s)
     t->until_s = s->issued_s + (int64_t)pools.cfg->session_max_age_s;
 }
 
+struct pool_session *
+pool_session_lookup(const char *id)
+{
+    return pool_names_find(&pss.t, id, PSS_LINK);
+}
+
 size_t
 pool_session_count(void)
 {
@@ -155,8 +161,9 @@ pool_session_label(const struct pool_session *s)
     return s->label;
 }
 
-/* A new local record, in the table: id (sealed), server, principal, and one session counted. */
-static struct pool_session *
+/* A new local record, in the table: id (sealed, or the 2024-11-05 transport's random one),
+ * server, principal, and one session counted. */
+struct pool_session *
 pool_session_new(const char *id, const char *server, const char *principal, int64_t issued_s)
 {
     struct pool_session *s = xcalloc(1, sizeof(*s));
@@ -247,17 +254,18 @@ pool_session_find(const char *id, const struct config_server *srv, const char *p
 }
 
 /*
- * The revision a session gets: the client's when the gateway serves it over Streamable HTTP and
- * the children speak it (not newer than theirs); else the children's, else the newest.
+ * The revision a session gets: the client's when the gateway serves it over the session's
+ * transports (mask: Streamable HTTP; a 2024-11-05 session's, 2024-11-05 too) and the children
+ * speak it (not newer than theirs); else the children's, else the newest.
  */
 static const struct revision *
-pool_session_negotiate(const char *asked, const char *child)
+pool_session_negotiate(const char *asked, const char *child, unsigned mask)
 {
     const struct revision *c = revision_named(child);
-    if (!revision_over(c, REVISION_STREAMABLE))
-        c = revision_newest(REVISION_STREAMABLE);
+    if (!revision_over(c, mask))
+        c = revision_newest(mask);
     const struct revision *a = revision_named(asked);
-    if (revision_over(a, REVISION_STREAMABLE) && revision_bit(a) <= revision_bit(c))
+    if (revision_over(a, mask) && revision_bit(a) <= revision_bit(c))
         return a;
     return c;
 }
@@ -511,7 +519,7 @@ pool_session_cancel_call(struct pool_call *call, enum relay_reason why)
 }
 
 /* The one close path: every call cancelled for why, the GET stream ended, the record freed. */
-static void
+void
 pool_session_close(struct pool_session *s, enum relay_reason why)
 {
     while (s->calls != NULL)
@@ -571,7 +579,8 @@ pool_session_init_answer(struct pool_call *call, const char *id, size_t idlen)
                                                        : "the server's handshake is not known");
         return;
     }
-    s->rev = pool_session_negotiate(s->asked, p->init_version);
+    s->rev = pool_session_negotiate(s->asked, p->init_version,
+                                    s->sse ? REVISION_SESSIONS : REVISION_STREAMABLE);
     static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
     static const char mid[] = ",\"result\":{\"protocolVersion\":\"";
     struct iovec iov[7] = {
@@ -627,7 +636,8 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
      */
     const struct pool *sp = pool_shared_of(srv->name);
     const struct revision *offer = pool_session_negotiate(
-        asked, sp != NULL && sp->init_version[0] != '\0' ? sp->init_version : "");
+        asked, sp != NULL && sp->init_version[0] != '\0' ? sp->init_version : "",
+        REVISION_STREAMABLE);
     int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
     struct session_seal_record rec;
     char id[SESSION_SEAL_ID_MAX + 1];
@@ -798,6 +808,11 @@ void
 pool_session_detach(const char *sid, struct stream *st)
 {
     struct pool_session *s = pool_names_find(&pss.t, sid, PSS_LINK);
+    if (s != NULL && s->get == st && s->sse) {
+        /* The 2024-11-05 transport: the connection is the session. */
+        pool_session_sse_dropped(s, st);
+        return;
+    }
     if (s != NULL && s->get == st) {
         s->get = NULL;
         s->last_ms = util_now_ms();

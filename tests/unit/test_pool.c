@@ -1013,3 +1013,61 @@ Test(pool, a_sealed_id_taken_up_is_bounded_and_deleted_ids_stay_deleted, .init =
     pool_session_keys_set(cfgs[0], seal_keys(SEAL_OTHER));
     cr_assert_null(find_as(id[0], "alice", true, &st), "its key left the file");
 }
+
+/* --- pooled sessions of the 2024-11-05 transport: random ids, by id, principal and server ---- */
+
+Test(pool, a_2024_11_05_session_is_its_transports_principals_and_servers_alone,
+     .init = setup_sealed, .fini = teardown)
+{
+    const struct config_server *srv = &cfgs[0]->servers[0];
+    struct pool_session *s = NULL;
+    enum pool_status st;
+    const char *why = NULL;
+    /* max_sessions full (the HTTP front says so): 503, no record. */
+    cr_assert_null(
+        pool_session_sse_open(srv, "alice", "messages?sessionId=", false, &s, &st, &why));
+    cr_assert_eq(st, POOL_E_UNAVAILABLE);
+    cr_assert_eq(pool_session_count(), 0);
+    struct stream *get =
+        pool_session_sse_open(srv, "alice", "messages?sessionId=", true, &s, &st, &why);
+    cr_assert_not_null(get);
+    const char *id = pool_session_id(s);
+    char ev[256];
+    size_t n = stream_read(get, ev, sizeof ev - 1);
+    ev[n] = '\0';
+    char want[256];
+    snprintf(want, sizeof want, "event: endpoint\ndata: messages?sessionId=%s\n\n", id);
+    cr_assert_str_eq(ev, want, "the endpoint event first");
+    cr_assert_eq(strncmp(pool_session_label(s), "sse:", 4), 0);
+    char label[POOL_SESSION_SSE_LABEL_MAX];
+    pool_session_sse_label(id, label);
+    cr_assert_str_eq(label, pool_session_label(s), "the label of its id, whoever computes it");
+    /* Its id is no sealed one: the Streamable HTTP path never finds it, nor it a sealed one. */
+    cr_assert(!pool_session_named(id));
+    cr_assert_null(find_as(id, "alice", true, &st));
+    cr_assert_eq(st, POOL_E_GONE);
+    cr_assert_eq(pool_session_sse_find(id, srv, "alice"), s);
+    cr_assert_null(pool_session_sse_find(id, srv, "bob"), "another principal's: none");
+    cr_assert_null(pool_session_sse_find(id, srv, NULL));
+    char sealed[SESSION_SEAL_ID_MAX + 1];
+    sealed_id(SEAL_KEY, "alice", "a", "2025-06-18", 0, sealed);
+    cr_assert_not_null(find_as(sealed, "alice", true, &st));
+    cr_assert_null(pool_session_sse_find(sealed, srv, "alice"),
+                   "a sealed id names no such session");
+    /* max_sessions_per_principal = 2, both transports counted: alice's third is refused. */
+    struct pool_session *t = NULL;
+    cr_assert_null(pool_session_sse_open(srv, "alice", "messages?sessionId=", true, &t, &st, &why));
+    cr_assert_eq(st, POOL_E_PRINCIPAL);
+    cr_assert(!pool_session_sse_initialized(s) && !pool_session_sse_ready(s));
+    /* The connection drops: the session is gone, its room given back. */
+    cr_assert_eq(pool_session_count(), 2);
+    char was[64];
+    snprintf(was, sizeof was, "%s", id);
+    pool_session_detach(was, get);
+    cr_assert_eq(pool_session_count(), 1);
+    cr_assert_null(pool_session_sse_find(was, srv, "alice"), "gone with its connection");
+    struct stream *again =
+        pool_session_sse_open(srv, "alice", "messages?sessionId=", true, &t, &st, &why);
+    cr_assert_not_null(again, "the room is back");
+    pool_session_detach(pool_session_id(t), again);
+}
