@@ -568,8 +568,8 @@ main_after(void *arg)
  * Raises the open-file limit to its hard limit and says when that still cannot hold
  * max_sessions children (stdin, stdout, stderr and a pidfd each) beside max_connections sockets
  * and the pools' children: sessions past it are refused with 503 (deploy/README.md, "File
- * limits"). A session of a pooled server holds no descriptor, but one of the 2024-11-05 transport
- * (legacy_sse) has a child of its own on any server.
+ * limits"). A session of a pooled server holds no descriptor, of either transport (a 2024-11-05
+ * session's one stream is a connection, counted by max_connections).
  */
 static void
 main_raise_nofile(const struct config *cfg)
@@ -589,7 +589,7 @@ main_raise_nofile(const struct config *cfg)
         const struct config_server *srv = &cfg->servers[i];
         uint64_t child = MAIN_FDS_PER_SESSION + (srv->box != NULL ? MAIN_FDS_PER_BOX : 0);
         others += srv->pool_max_children * child;
-        if (!srv->session_pooled || cfg->legacy_sse != 0)
+        if (!srv->session_pooled)
             per = child > per ? child : per;
     }
     uint64_t need = cfg->max_sessions * per + others;
