@@ -197,6 +197,8 @@ pool_session_find(const char *id, const struct config_server *srv, const char *p
     struct session_seal_record r;
     int64_t now_s = (int64_t)(util_now_unix_ms() / 1000u);
     struct pool_session *s = pool_names_find(&pss.t, id, PSS_LINK);
+    if (s != NULL && s->sse)
+        return NULL; /* a 2024-11-05 session's id (pool_session_sse_find), never a sealed one */
     if (s != NULL && s->opened_gen == pss.kr_gen && pss.kr != NULL) {
         /* The record's own id, opened under the keys in use: what it sealed is what the record
          * holds (principal, server, issue time), so only the age is checked again. */
