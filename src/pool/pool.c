@@ -652,8 +652,11 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     call->log_level = meta->log_level;
     call->grants = p->srv->policy != NULL ? policy_bits(p->srv->policy, meta->grants) : 0;
     struct stream *st = pool_call_stream(call);
-    if (audit_on())
-        call->audit = audit_call_new(p->name, NULL, body, len, info);
+    /* A pooled session's calls are recorded as a child-mode session's: the audited methods. */
+    if (audit_on() && (meta->session == NULL || audit_method(info->method)))
+        call->audit = audit_call_new(
+            p->name, meta->session != NULL ? pool_session_label(meta->session) : NULL, body, len,
+            info); /* a pooled session's call: under its label, never its id nor its child */
     pool_caller_note(call, body, info, meta);
     pool_caps_take(call, meta->principal, info->method);
     if (meta->session == NULL) /* a pooled session's questions are not bridged into rounds */

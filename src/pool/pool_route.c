@@ -439,7 +439,8 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
     call->p = p;
     p->owner = call;
     p->start_us = util_now_us();
-    audit_call_where(call->audit, c->r.tag);
+    if (call->sess == NULL) /* a stateless call: the pool child it ran on */
+        audit_call_where(call->audit, c->r.tag);
     pool_arm_timeout(call);
     return 0;
 }

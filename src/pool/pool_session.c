@@ -532,6 +532,14 @@ pool_session_close(struct pool_session *s, enum relay_reason why)
         s->get = NULL;
     }
     log_info(s->label, "pooled session ended: %s", relay_reasons[why].text);
+    /*
+     * The audit trail's end of the session: its DELETE here, an initialize that failed, a
+     * 2024-11-05 session's connection. Not a sealed session's local record forgotten (idle, this
+     * instance's shutdown): its id still opens, here or elsewhere, until session_max_age_s.
+     */
+    if (s->sse || s->failed || why == RELAY_CANCEL_DELETED)
+        audit_event("session_end", s->principal, s->server, s->label, 0, relay_reasons[why].label,
+                    NULL, NULL);
     pool_session_free(s);
 }
 
@@ -666,6 +674,7 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
                                    { "principal", principal, false } };
     log_fields(LOG_INFO, s->label, f, ARRAY_LEN(f), "pooled session created: server=%s owner=%s",
                srv->name, principal);
+    audit_event("session_start", principal, srv->name, s->label, 0, NULL, NULL, NULL);
     *out = s;
     return st;
 }
@@ -765,7 +774,8 @@ pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
     else
         log_info(s->label, "client cancel forwarded: method=%s child=%s child_id=%s", p->method,
                  c->tag, idbuf);
-    relay_audit_cancel(p, RELAY_CANCEL_CLIENT);
+    /* The call's record (not its entry's: a pool call holds it) says who cancelled it. */
+    audit_call_cancel(call->audit, relay_reasons[RELAY_CANCEL_CLIENT].label);
     relay_mark_cancelled(p);
     relay_count(call->pool->stats, RELAY_CANCEL_CLIENT);
     /* A question it wrote before reading the cancel may still come (the fence). */

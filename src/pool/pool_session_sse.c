@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "crypto.h"
 #include "log.h"
 #include "pool_int.h"
@@ -85,6 +86,7 @@ pool_session_sse_open(const struct config_server *srv, const char *principal,
     log_fields(LOG_INFO, s->label, f, ARRAY_LEN(f),
                "pooled session created (2024-11-05 transport): server=%s owner=%s", srv->name,
                principal);
+    audit_event("session_start", principal, srv->name, s->label, 0, NULL, NULL, NULL);
     *out = s;
     return stream_ref(s->get);
 }
