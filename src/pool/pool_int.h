@@ -138,7 +138,10 @@ struct pool_session {
     uint64_t created_unix_ms;
     struct pool_call *calls; /* in flight, queued or answering: call->snext */
     size_t ncalls;
-    struct stream *get;  /* its GET stream (one reference), or NULL */
+    struct stream *get;  /* its GET stream (in streams), or NULL */
+    /* Its streams kept for a resume (pool_session_stream.c): one reference each, newest first */
+    struct stream *streams;
+    struct auth_claims *claims; /* its subscriptions' principal pool's claims (a reference) */
     struct quota *quota; /* its principal's QUOTA_SESSIONS count */
     bool linked;         /* in the table (after its initialize was taken) */
     bool failed;         /* its initialize ended unanswered: freed by the sweep */
@@ -572,6 +575,26 @@ bool pool_session_level_answer(struct pool_child *c, const char *line,
                                const struct jsonrpc_info *info);
 /* Periodic: idle sessions expire, GET streams get their heartbeat. */
 void pool_session_sweep(uint64_t now_ms);
+
+/* pool_session_stream.c: a pooled session's resumable streams */
+/* A number for a session's new stream: unique in this process, and unlikely at any other. */
+uint64_t pool_session_stream_id(void);
+/* The replay history of a session's stream (replay_buffer_bytes; 0: no event ids). */
+size_t pool_session_replay_bytes(void);
+/* A session call's new stream starts with the 2025-11-25 priming event. */
+void pool_session_stream_prime(struct pool_call *call);
+/* st, the stream of a new call of s, is kept for a resume from now on (and SSE polling). */
+void pool_session_stream_track(struct pool_session *s, struct stream *st);
+/* A GET: the session's GET stream, new or read on. */
+struct stream *pool_session_stream_get(struct pool_session *s, enum pool_status *status);
+/* The HTTP side let go of st: false when st is none of s's kept streams (the caller's then). */
+bool pool_session_stream_detach(struct pool_session *s, struct stream *st);
+/* Whether a connection reads any stream of s (a session read is not idle). */
+bool pool_session_streams_read(const struct pool_session *s);
+/* Periodic: heartbeats, streams kept past replay_max_age_s or the count forgotten. */
+void pool_session_streams_sweep(struct pool_session *s, uint64_t now_ms);
+/* The session ends: every stream it keeps ends and is let go. */
+void pool_session_streams_free(struct pool_session *s);
 /* Every pooled session, newest first (s->next), for the checks that walk them. */
 const struct pool_session *pool_sessions_all(void);
 /* Shutdown: every pooled session closed (its calls cancelled, its GET stream ended). */

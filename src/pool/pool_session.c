@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "auth.h"
 #include "crypto.h"
 #include "keyring.h"
 #include "log.h"
@@ -483,6 +484,8 @@ pool_session_free(struct pool_session *s)
         pool_session_levels_changed(s->server); /* the next most verbose one asked, if any */
     }
     pool_session_subs_drop(s);
+    pool_session_streams_free(s);
+    auth_claims_unref(s->claims);
     for (size_t i = 0; i < s->nuris; i++)
         free(s->uris[i]);
     if (s->nuris > 0)
@@ -517,11 +520,7 @@ pool_session_close(struct pool_session *s, enum relay_reason why)
 {
     while (s->calls != NULL)
         pool_session_cancel_call(s->calls, why);
-    if (s->get != NULL) {
-        stream_end(s->get);
-        stream_unref(s->get);
-        s->get = NULL;
-    }
+    pool_session_streams_free(s); /* its GET stream and those kept for a resume end */
     log_info(s->label, "pooled session ended: %s", relay_reasons[why].text);
     pool_session_free(s);
 }
@@ -709,7 +708,10 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
         }
     meta->session = s;
     meta->rev = s->rev;
-    return pool_request(srv, body, len, info, meta, status);
+    struct stream *st = pool_request(srv, body, len, info, meta, status);
+    if (st != NULL)
+        pool_session_stream_track(s, st); /* resumable, and given disconnect_grace_ms */
+    return st;
 }
 
 /* Whether the call's client id (raw) is id: its entry's, or while queued its body's. */
@@ -786,27 +788,15 @@ struct stream *
 pool_session_get(struct pool_session *s, enum pool_status *status)
 {
     s->last_ms = util_now_ms();
-    if (s->get != NULL) {
-        *status = POOL_E_CONFLICT;
-        return NULL;
-    }
-    s->get = stream_new(++pss.next_stream_id, true, 0);
-    stream_own(s->get)->attached = true;
-    return stream_ref(s->get);
+    return pool_session_stream_get(s, status);
 }
 
 void
 pool_session_detach(const char *sid, struct stream *st)
 {
     struct pool_session *s = pool_names_find(&pss.t, sid, PSS_LINK);
-    if (s != NULL && s->get == st) {
-        s->get = NULL;
-        s->last_ms = util_now_ms();
-        stream_own(st)->attached = false;
-        stream_unref(st); /* the session's */
-        stream_unref(st); /* the HTTP request's */
-        return;
-    }
+    if (s != NULL && pool_session_stream_detach(s, st))
+        return; /* its GET stream, or a call's kept for a resume (pool_session_stream.c) */
     if (stream_own(st)->owner == NULL) {
         stream_own(st)->attached = false; /* a local answer, or a call already over */
         stream_unref(st);
@@ -845,17 +835,16 @@ void
 pool_session_sweep(uint64_t now_ms)
 {
     uint64_t idle = pools.cfg->session_idle_timeout_s * 1000u;
-    uint64_t hb = pools.cfg->heartbeat_s * 1000u;
     struct pool_session *s = pss.all;
     while (s != NULL) {
         struct pool_session *next = s->next;
         if (s->failed && s->calls == NULL) {
             pool_session_close(s, RELAY_CANCEL_OTHER);
-        } else if (s->calls == NULL && s->get == NULL && now_ms - s->last_ms >= idle) {
+        } else if (s->calls == NULL && !pool_session_streams_read(s)
+                   && now_ms - s->last_ms >= idle) {
             pool_session_close(s, RELAY_CANCEL_EXPIRED);
         } else {
-            if (s->get != NULL && now_ms - stream_last_push_ms(s->get) >= hb)
-                stream_push_heartbeat(s->get);
+            pool_session_streams_sweep(s, now_ms); /* heartbeats; streams kept too long go */
             pool_session_subs_place(s); /* its pool retired: its subscriptions go to the next */
         }
         s = next;
