@@ -385,6 +385,15 @@ void pool_principal_kick(void);
 void pool_principal_sweep(struct pool *p, uint64_t now_ms);
 /* Whether p (a principal pool) is over: no child, nothing queued, held or listening, no budget. */
 bool pool_principal_over(const struct pool *p, uint64_t now_ms);
+/*
+ * The pool of principal (with claims) for the server named server, made if it has none: where a
+ * pooled session's subscriptions are placed on a server with per-principal credentials. NULL: the
+ * server has none (or is gone), or claims miss what env_from_claims needs.
+ */
+struct pool *pool_principal_of(const char *server, const char *principal,
+                               struct auth_claims *claims);
+/* Whether p (a principal pool) holds subscriptions and may start a child for them now. */
+bool pool_principal_keeps(const struct pool *p);
 /* The operator's restart: every principal pool of srv retired; their children, counted. */
 size_t pool_principal_restart(const struct config_server *srv);
 void pool_principal_free(struct pool *p);

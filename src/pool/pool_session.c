@@ -371,6 +371,8 @@ pool_session_subs_place(struct pool_session *s)
     if (s->sub_pool != NULL || s->nuris == 0)
         return;
     s->sub_pool = pool_shared_of(s->server);
+    if (s->sub_pool == NULL) /* per-principal credentials: its own principal's pool, never another's */
+        s->sub_pool = pool_principal_of(s->server, s->principal, s->claims);
     for (size_t i = 0; s->sub_pool != NULL && i < s->nuris; i++)
         pool_sub_ref(s->sub_pool, s->uris[i]);
 }
@@ -394,13 +396,16 @@ pool_session_pool_retired(struct pool *p)
 /* resources/subscribe or unsubscribe (add) of the session: answered by the gateway. */
 static struct stream *
 pool_session_subscribe(struct pool_session *s, const struct config_server *srv, const char *body,
-                       const struct jsonrpc_info *info, bool add)
+                       const struct jsonrpc_info *info, bool add, struct auth_claims *claims)
 {
     char uri[PSS_URI_MAX + 1];
-    if (config_server_per_principal(srv))
-        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND,
-                                  "resources/subscribe is not served in pooled sessions of a "
-                                  "server with per-principal credentials");
+    if (config_server_per_principal(srv) && s->sub_pool == NULL) {
+        /* Placed at the pool of the principal's children as this request's token makes them. */
+        if (claims != NULL && claims->why != NULL)
+            return pool_session_error(info, body, JSONRPC_INVALID_REQUEST, claims->why);
+        auth_claims_unref(s->claims);
+        s->claims = claims != NULL ? auth_claims_ref(claims) : NULL;
+    }
     if (info->uri.len == 0 || !jsonrpc_string_at(body, info->uri, uri, sizeof uri, NULL))
         return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
                                   "params.uri must be a string of at most 2048 bytes");
@@ -446,7 +451,8 @@ pool_session_updated(struct pool *p, const char *line, size_t len, const struct 
     bool sent = false;
     struct iovec iov = { (void *)(uintptr_t)line, len };
     for (struct pool_session *s = pss.all; s != NULL; s = s->next) {
-        if (s->sub_pool != p || s->get == NULL)
+        if (s->sub_pool != p || s->get == NULL
+            || (p->key != NULL && strcmp(s->principal, p->key->principal) != 0))
             continue;
         for (size_t i = 0; i < s->nuris; i++)
             if (strcmp(s->uris[i], uri) == 0) {
@@ -687,7 +693,7 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
         return pool_session_result(info, body, "{}");
     }
     if (strcmp(m, "resources/subscribe") == 0 || strcmp(m, "resources/unsubscribe") == 0)
-        return pool_session_subscribe(s, srv, body, info, m[10] == 's');
+        return pool_session_subscribe(s, srv, body, info, m[10] == 's', meta->claims);
     if (pool_session_unserved(m) || info->has_task) {
         char why[128 + JSONRPC_METHOD_MAX];
         snprintf(why, sizeof why, "%s is not served in pooled sessions (session_mode = pooled)",
