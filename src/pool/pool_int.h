@@ -138,10 +138,11 @@ struct pool_session {
     uint64_t created_unix_ms;
     struct pool_call *calls; /* in flight, queued or answering: call->snext */
     size_t ncalls;
-    struct stream *get;  /* its GET stream (in streams), or NULL */
+    struct stream *get; /* its GET stream (in streams), or NULL */
     /* Its streams kept for a resume (pool_session_stream.c): one reference each, newest first */
     struct stream *streams;
-    struct auth_claims *claims; /* its subscriptions' principal pool's claims (a reference) */
+    /* The claims its subscriptions' principal pool was found by (a reference); NULL: none */
+    struct auth_claims *claims;
     struct quota *quota; /* its principal's QUOTA_SESSIONS count */
     bool linked;         /* in the table (after its initialize was taken) */
     bool failed;         /* its initialize ended unanswered: freed by the sweep */

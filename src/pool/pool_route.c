@@ -89,7 +89,7 @@ pool_call_stream(struct pool_call *call)
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
     bool resumable = call->rev->resumable && revision_over(call->rev, REVISION_STATELESS);
-    /* A pooled session's call (but its initialize) resumes as a session's (pool_session_stream.c) */
+    /* A pooled session's call (not its initialize) resumes (pool_session_stream.c) */
     bool session = call->sess != NULL && !call->init;
     if (session)
         call->st = stream_new(pool_session_stream_id(), false, pool_session_replay_bytes());

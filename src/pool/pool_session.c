@@ -371,7 +371,7 @@ pool_session_subs_place(struct pool_session *s)
     if (s->sub_pool != NULL || s->nuris == 0)
         return;
     s->sub_pool = pool_shared_of(s->server);
-    if (s->sub_pool == NULL) /* per-principal credentials: its own principal's pool, never another's */
+    if (s->sub_pool == NULL) /* per-principal credentials: its principal's pool, never another's */
         s->sub_pool = pool_principal_of(s->server, s->principal, s->claims);
     for (size_t i = 0; s->sub_pool != NULL && i < s->nuris; i++)
         pool_sub_ref(s->sub_pool, s->uris[i]);

@@ -213,7 +213,8 @@ pool_session_resume(struct pool_session *s, const char *last_event_id, enum pool
         *status = POOL_E_GONE;
         return NULL;
     }
-    log_info(s->label, "%s stream %" PRIu64 " resumed after event %" PRIu64 " (%zu bytes to replay)",
+    log_info(s->label,
+             "%s stream %" PRIu64 " resumed after event %" PRIu64 " (%zu bytes to replay)",
              stream_is_get(st) ? "GET" : "POST", stream_id(st), seq, stream_pending(st));
     pss_attach(s, st, false);
     *status = POOL_OK;
@@ -267,11 +268,10 @@ pool_session_stream_detach(struct pool_session *s, struct stream *st)
             pss_abandon(s, st, "client dropped");
         } else {
             stream_own(st)->timer = loop_timer_add(pools.l, wait, pss_grace_fired, st);
-            log_info(s->label,
-                     "%s POST stream %" PRIu64 ": its request waits up to %" PRIu64
-                     " ms for a resume",
-                     hangup ? "gateway ended the connection of" : "client dropped", stream_id(st),
-                     wait);
+            log_info(
+                s->label,
+                "%s POST stream %" PRIu64 ": its request waits up to %" PRIu64 " ms for a resume",
+                hangup ? "gateway ended the connection of" : "client dropped", stream_id(st), wait);
         }
     } else {
         log_info(s->label,
