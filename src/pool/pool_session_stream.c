@@ -129,6 +129,8 @@ pss_retire(struct pool_session *s, uint64_t now_ms)
         if (!stream_own(st)->attached && stream_own(st)->owner == NULL
             && (now_ms - stream_last_push_ms(st) >= age
                 || ++kept > pools.cfg->max_inflight_per_session)) {
+            log_debug(s->label, "%s stream %" PRIu64 " no longer kept for a resume",
+                      stream_is_get(st) ? "GET" : "POST", stream_id(st));
             stream_end(st);
             pss_remove(s, st);
         }

@@ -15,11 +15,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { get, initSession, parseEventId, post, resume, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
+import { get, initSession, parseEventId, post, request, resume, rpc, startGateway, tmpdir, waitFor, withGateway } from '../lib/gw.mjs';
 import { kids } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const POOLED = 'session_mode = pooled\npool_max_children = 1';
+const ADMIN = 'pooled-resume-admin-0123456789abcdef';
 const LISTEN_FIXTURE = path.join(process.env.GW_SOURCE_ROOT ?? '.', 'tests/fixtures/listen_server.mjs');
 const pooled = (gateway = {}) => ({ gateway, servers: [{ name: 'example', path: '/mcp', extra: POOLED }] });
 const isAnswer = (j) => j && ('result' in j || 'error' in j);
@@ -120,6 +121,39 @@ test('an answer that came while the client was away is replayed; a client that d
     assert.equal(childCancels(gw).length, 1, `one cancel: ${JSON.stringify(c)}`);
     await gw.waitLog(/no resume in time of POST stream \d+: its request cancelled/, scaled(5000));
     await refused(gw, s.sid, lastB, 410); // dropped: nothing of it is kept
+  });
+});
+
+test('streams kept for a resume are bounded: the newest max_inflight_per_session of them stay, an older one gets 410', async () => {
+  await withGateway(pooled({ disconnect_grace_ms: 60000, max_inflight_per_session: 2, admin_token: ADMIN }), async (gw) => {
+    const calls = async () => {
+      const r = await request(`${gw.base}/admin/inflight`, { method: 'GET', headers: { Authorization: `Bearer ${ADMIN}` } });
+      return JSON.parse(await r.done(scaled(5000))).pooled_sessions[0].calls;
+    };
+    const s = await initSession(gw, { version: '2025-11-25' });
+    const last = [];
+    for (const tag of ['k1', 'k2']) {
+      const r = await heldCall(gw, s.sid, tag);
+      last.push(r.completeEvents().at(-1).id);
+      r.drop();
+    }
+    await waitFor(() => (gw.logs().match(/client dropped POST stream \d+: its request waits/g) ?? []).length === 2, scaled(5000), 'both drops');
+    release(gw); // both answered while their clients are away: each stream kept with its answer
+    await waitFor(async () => (await calls()) === 0, scaled(5000), 'the two calls answered');
+    const third = await heldCall(gw, s.sid, 'k3');
+    last.push(third.completeEvents().at(-1).id);
+    third.drop();
+    release(gw);
+    // Three streams answered and unread; at most two are kept: the oldest goes.
+    const oldest = parseEventId(last[0]).stream;
+    await gw.waitLog(new RegExp(`POST stream ${oldest} no longer kept for a resume`), scaled(10000));
+    await refused(gw, s.sid, last[0], 410);
+    for (const id of last.slice(1)) {
+      const back = await resume(gw, s.sid, id);
+      assert.equal(back.status, 200, back.text());
+      await back.done(scaled(5000));
+      assert.equal(textOf(back.events().at(-1).json), 'released', back.text());
+    }
   });
 });
 
