@@ -896,7 +896,7 @@ pool_session_admin_json(struct buf *b, size_t max)
                        first ? "" : ",", s->label, s->server,
                        s->rev != NULL ? "ready" : "initializing",
                        s->rev != NULL ? s->rev->name : "", now - s->last_ms, s->ncalls,
-                       s->get != NULL ? "true" : "false", at);
+                       s->get != NULL && stream_own_const(s->get)->attached ? "true" : "false", at);
         jsonrpc_put_quoted(&one, s->principal);
         buf_out_printf(&one, "}");
         if (buf_out_item_close(&o, &one))
