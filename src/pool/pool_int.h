@@ -393,7 +393,10 @@ bool pool_principal_over(const struct pool *p, uint64_t now_ms);
  */
 struct pool *pool_principal_of(const char *server, const char *principal,
                                struct auth_claims *claims);
-/* Whether p (a principal pool) holds subscriptions and may start a child for them now. */
+/*
+ * Whether p (a principal pool) holds subscriptions and may start a child for them now: under
+ * pool_max_children, and its principal's credentials did not refuse its last start.
+ */
 bool pool_principal_keeps(const struct pool *p);
 /* The operator's restart: every principal pool of srv retired; their children, counted. */
 size_t pool_principal_restart(const struct config_server *srv);

@@ -349,7 +349,9 @@ pool_principal_of(const char *server, const char *principal, struct auth_claims 
 bool
 pool_principal_keeps(const struct pool *p)
 {
-    return p->subs != NULL && pool_principal_children(p->srv) < p->srv->pool_max_children;
+    /* Not again after its credentials refused a start: the principal's next request tries. */
+    return p->subs != NULL && p->key->refused == NULL
+           && pool_principal_children(p->srv) < p->srv->pool_max_children;
 }
 
 size_t
