@@ -31,7 +31,9 @@
  *     once a child is ready), a request in one of them (tools/call with a progress token,
  *     tools/list, ping, logging/setLevel, resources/read, tasks/get; or its GET stream), as its
  *     principal or mallory (404), the client's cancel of one of its requests, an answer to a
- *     question it may have been asked, DELETE, GET with Last-Event-ID for a stream it left (the
+ *     question it may have been asked, DELETE (header: b0 bits 4 and 5 give its dropped calls
+ *     disconnect_grace_ms and its waiting POSTs sse_close_after_ms), GET with Last-Event-ID for a
+ *     stream it left (the
  *     last event read, past what was sent, or no id at all: only the first is ever taken, and it
  *     gets the stream it names); its sealed id forged (a character changed), cut,
  *     sealed with another key, expired, or sealed for another principal or server (404, and no
@@ -379,6 +381,11 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
     if (!RELAY_SESSIONS)
         snprintf(server_keys, sizeof server_keys, "%s%s", policies[(b0 >> 2) & 3],
                  pooled ? "session_mode = pooled\n" : "");
+    /* Pooled sessions' streams: a dropped call's grace, SSE polling (b0 bits 4 and 5). */
+    if (pooled)
+        snprintf(session_keys, sizeof session_keys,
+                 "disconnect_grace_ms = %u\nsse_close_after_ms = %u\nsse_retry_ms = 100\n",
+                 (b0 & 16) ? 500 : 0, (b0 & 32) ? 700 : 0);
     if (RELAY_SESSIONS) {
         snprintf(session_keys, sizeof session_keys,
                  "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n"
