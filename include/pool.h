@@ -217,8 +217,19 @@ struct stream *pool_session_request(struct pool_session *s, const struct config_
 /* A notification or response of the session's client: POOL_OK (202), or why not. */
 enum pool_status pool_session_other(struct pool_session *s, char *body, size_t len,
                                     const struct jsonrpc_info *info);
-/* The session's GET stream (its own notifications: list changes); NULL: POOL_E_CONFLICT. */
+/*
+ * The session's GET stream (its own notifications: list changes), new, or the one a dropped GET
+ * left (read on from where it stopped); NULL: POOL_E_CONFLICT (another connection reads it).
+ */
 struct stream *pool_session_get(struct pool_session *s, enum pool_status *status);
+/*
+ * GET with Last-Event-ID (pool_session_stream.c): the stream of this session at this instance the
+ * id names, rewound to the event after it. NULL with POOL_E_CONFLICT while another connection
+ * reads it, else POOL_E_GONE (410): malformed, no such stream here (another instance's, say), its
+ * events dropped, or nothing more will follow.
+ */
+struct stream *pool_session_resume(struct pool_session *s, const char *last_event_id,
+                                   enum pool_status *status);
 /* The HTTP side is done with st, a stream of session sid (its GET stream, or a call's). */
 void pool_session_detach(const char *sid, struct stream *st);
 /* DELETE: every call of the session cancelled, the session gone. */

@@ -517,10 +517,13 @@ http_get(struct http_req *rc)
         struct pool_session *ps = http_pooled_session(rc);
         if (ps == NULL)
             return http_pooled_none(rc);
-        if (http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID) != NULL)
-            return http_session_error(rc, SESSION_E_EVICTED); /* nothing of it is replayed */
         enum pool_status pst;
-        struct stream *st = pool_session_get(ps, &pst);
+        const char *last = http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID);
+        struct stream *st =
+            last != NULL ? pool_session_resume(ps, last, &pst) : pool_session_get(ps, &pst);
+        if (st == NULL && last != NULL) /* the words of a child-mode session's refusal */
+            return http_session_error(rc, pst == POOL_E_CONFLICT ? SESSION_E_CONFLICT
+                                                                 : SESSION_E_EVICTED);
         if (st == NULL)
             return http_pooled_error(rc, NULL, pst, NULL);
         rc->pooled = true;

@@ -112,8 +112,8 @@ pool_probes(const struct relay_stats *st)
 static uint64_t
 pool_want(const struct pool *p)
 {
-    if (p->key != NULL)
-        return 0; /* a principal's children start for its requests alone */
+    if (p->key != NULL) /* a principal's children start for its requests and subscriptions */
+        return pool_principal_keeps(p) ? 1 : 0;
     uint64_t warm = p->srv->pool_warm_children;
     return warm == 0 && pool_probes(p->stats) ? 1 : warm;
 }

@@ -139,7 +139,11 @@ struct pool_session {
     uint64_t created_unix_ms;
     struct pool_call *calls; /* in flight, queued or answering: call->snext */
     size_t ncalls;
-    struct stream *get;  /* its GET stream (one reference), or NULL */
+    struct stream *get; /* its GET stream (in streams), or NULL */
+    /* Its streams kept for a resume (pool_session_stream.c): one reference each, newest first */
+    struct stream *streams;
+    /* The claims its subscriptions' principal pool was found by (a reference); NULL: none */
+    struct auth_claims *claims;
     struct quota *quota; /* its principal's QUOTA_SESSIONS count */
     bool linked;         /* in the table (after its initialize was taken) */
     bool failed;         /* its initialize ended unanswered: freed by the sweep */
@@ -390,6 +394,18 @@ void pool_principal_kick(void);
 void pool_principal_sweep(struct pool *p, uint64_t now_ms);
 /* Whether p (a principal pool) is over: no child, nothing queued, held or listening, no budget. */
 bool pool_principal_over(const struct pool *p, uint64_t now_ms);
+/*
+ * The pool of principal (with claims) for the server named server, made if it has none: where a
+ * pooled session's subscriptions are placed on a server with per-principal credentials. NULL: the
+ * server has none (or is gone), or claims miss what env_from_claims needs.
+ */
+struct pool *pool_principal_of(const char *server, const char *principal,
+                               struct auth_claims *claims);
+/*
+ * Whether p (a principal pool) holds subscriptions and may start a child for them now: under
+ * pool_max_children, and its principal's credentials did not refuse its last start.
+ */
+bool pool_principal_keeps(const struct pool *p);
 /* The operator's restart: every principal pool of srv retired; their children, counted. */
 size_t pool_principal_restart(const struct config_server *srv);
 void pool_principal_free(struct pool *p);
@@ -592,6 +608,26 @@ void pool_session_close(struct pool_session *s, enum relay_reason why);
 struct stream *pool_session_sse_stream(struct pool_call *call);
 /* The HTTP side let go of s's SSE stream st: the client left, every call is cancelled, s ends. */
 void pool_session_sse_dropped(struct pool_session *s, struct stream *st);
+
+/* pool_session_stream.c: a pooled session's resumable streams */
+/* A number for a session's new stream: unique in this process, and unlikely at any other. */
+uint64_t pool_session_stream_id(void);
+/* The replay history of a session's stream (replay_buffer_bytes; 0: no event ids). */
+size_t pool_session_replay_bytes(void);
+/* A session call's new stream starts with the 2025-11-25 priming event. */
+void pool_session_stream_prime(struct pool_call *call);
+/* st, the stream of a new call of s, is kept for a resume from now on (and SSE polling). */
+void pool_session_stream_track(struct pool_session *s, struct stream *st);
+/* A GET: the session's GET stream, new or read on. */
+struct stream *pool_session_stream_get(struct pool_session *s, enum pool_status *status);
+/* The HTTP side let go of st: false when st is none of s's kept streams (the caller's then). */
+bool pool_session_stream_detach(struct pool_session *s, struct stream *st);
+/* Whether a connection reads any stream of s (a session read is not idle). */
+bool pool_session_streams_read(const struct pool_session *s);
+/* Periodic: heartbeats, streams kept past replay_max_age_s or the count forgotten. */
+void pool_session_streams_sweep(struct pool_session *s, uint64_t now_ms);
+/* The session ends: every stream it keeps ends and is let go. */
+void pool_session_streams_free(struct pool_session *s);
 /* Every pooled session, newest first (s->next), for the checks that walk them. */
 const struct pool_session *pool_sessions_all(void);
 /* Shutdown: every pooled session closed (its calls cancelled, its GET stream ended). */

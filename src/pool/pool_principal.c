@@ -325,8 +325,33 @@ pool_principal_sweep(struct pool *p, uint64_t now_ms)
 bool
 pool_principal_over(const struct pool *p, uint64_t now_ms)
 {
-    return p->children == NULL && p->qhead == NULL && p->listeners == NULL && pool_held_in(p) == 0
-           && now_ms >= p->fail_until_ms;
+    return p->children == NULL && p->qhead == NULL && p->listeners == NULL && p->subs == NULL
+           && pool_held_in(p) == 0 && now_ms >= p->fail_until_ms;
+}
+
+struct pool *
+pool_principal_of(const char *server, const char *principal, struct auth_claims *claims)
+{
+    for (size_t i = 0; i < pools.cfg->n_servers; i++) {
+        const struct config_server *srv = &pools.cfg->servers[i];
+        if (strcmp(srv->name, server) != 0)
+            continue;
+        if (!config_server_per_principal(srv) || principal == NULL
+            || (claims != NULL && claims->why != NULL))
+            return NULL;
+        const struct pool_meta meta = { .principal = principal, .claims = claims };
+        struct pool *p = pool_principal_find(srv, &meta);
+        return p != NULL ? p : pool_principal_new(pools.cfg, srv, &meta);
+    }
+    return NULL;
+}
+
+bool
+pool_principal_keeps(const struct pool *p)
+{
+    /* Not again after its credentials refused a start: the principal's next request tries. */
+    return p->subs != NULL && p->key->refused == NULL
+           && pool_principal_children(p->srv) < p->srv->pool_max_children;
 }
 
 size_t

@@ -91,13 +91,20 @@ pool_call_stream(struct pool_call *call)
         return pool_session_sse_stream(call); /* 2024-11-05: the session's one stream */
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
-    /* A pooled session's call streams are not resumed either: its drop is its cancel. */
     bool resumable = call->rev->resumable && revision_over(call->rev, REVISION_STATELESS);
-    call->st = stream_new(next_stream_id++, false, resumable ? pools.cfg->replay_buffer_bytes : 0);
+    /* A pooled session's call (not its initialize) resumes (pool_session_stream.c) */
+    bool session = call->sess != NULL && !call->init;
+    if (session)
+        call->st = stream_new(pool_session_stream_id(), false, pool_session_replay_bytes());
+    else
+        call->st =
+            stream_new(next_stream_id++, false, resumable ? pools.cfg->replay_buffer_bytes : 0);
     stream_own(call->st)->owner = call;
     /* The HTTP request reads it from now until pool_stream_detach. */
     stream_own(call->st)->attached = true;
     call->pool->row->ctr.requests++;
+    if (session)
+        pool_session_stream_prime(call);
     return stream_ref(call->st);
 }
 

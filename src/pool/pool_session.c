@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "auth.h"
 #include "crypto.h"
 #include "keyring.h"
 #include "log.h"
@@ -379,6 +380,8 @@ pool_session_subs_place(struct pool_session *s)
     if (s->sub_pool != NULL || s->nuris == 0)
         return;
     s->sub_pool = pool_shared_of(s->server);
+    if (s->sub_pool == NULL) /* per-principal credentials: its principal's pool, never another's */
+        s->sub_pool = pool_principal_of(s->server, s->principal, s->claims);
     for (size_t i = 0; s->sub_pool != NULL && i < s->nuris; i++)
         pool_sub_ref(s->sub_pool, s->uris[i]);
 }
@@ -402,13 +405,16 @@ pool_session_pool_retired(struct pool *p)
 /* resources/subscribe or unsubscribe (add) of the session: answered by the gateway. */
 static struct stream *
 pool_session_subscribe(struct pool_session *s, const struct config_server *srv, const char *body,
-                       const struct jsonrpc_info *info, bool add)
+                       const struct jsonrpc_info *info, bool add, struct auth_claims *claims)
 {
     char uri[PSS_URI_MAX + 1];
-    if (config_server_per_principal(srv))
-        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND,
-                                  "resources/subscribe is not served in pooled sessions of a "
-                                  "server with per-principal credentials");
+    if (config_server_per_principal(srv) && s->sub_pool == NULL) {
+        /* Placed at the pool of the principal's children as this request's token makes them. */
+        if (claims != NULL && claims->why != NULL)
+            return pool_session_error(info, body, JSONRPC_INVALID_REQUEST, claims->why);
+        auth_claims_unref(s->claims);
+        s->claims = claims != NULL ? auth_claims_ref(claims) : NULL;
+    }
     if (info->uri.len == 0 || !jsonrpc_string_at(body, info->uri, uri, sizeof uri, NULL))
         return pool_session_error(info, body, JSONRPC_INVALID_PARAMS,
                                   "params.uri must be a string of at most 2048 bytes");
@@ -454,7 +460,8 @@ pool_session_updated(struct pool *p, const char *line, size_t len, const struct 
     bool sent = false;
     struct iovec iov = { (void *)(uintptr_t)line, len };
     for (struct pool_session *s = pss.all; s != NULL; s = s->next) {
-        if (s->sub_pool != p || s->get == NULL)
+        if (s->sub_pool != p || s->get == NULL
+            || (p->key != NULL && strcmp(s->principal, p->key->principal) != 0))
             continue;
         for (size_t i = 0; i < s->nuris; i++)
             if (strcmp(s->uris[i], uri) == 0) {
@@ -492,6 +499,8 @@ pool_session_free(struct pool_session *s)
         pool_session_levels_changed(s->server); /* the next most verbose one asked, if any */
     }
     pool_session_subs_drop(s);
+    pool_session_streams_free(s);
+    auth_claims_unref(s->claims);
     for (size_t i = 0; i < s->nuris; i++)
         free(s->uris[i]);
     if (s->nuris > 0)
@@ -526,11 +535,13 @@ pool_session_close(struct pool_session *s, enum relay_reason why)
 {
     while (s->calls != NULL)
         pool_session_cancel_call(s->calls, why);
-    if (s->get != NULL) {
+    if (s->sse && s->get != NULL) {
+        /* A 2024-11-05 session's one stream: the connection's, kept in no list. */
         stream_end(s->get);
         stream_unref(s->get);
         s->get = NULL;
     }
+    pool_session_streams_free(s); /* its GET stream and those kept for a resume end */
     log_info(s->label, "pooled session ended: %s", relay_reasons[why].text);
     /*
      * The audit trail's end of the session: its DELETE here, an initialize that failed, a
@@ -708,7 +719,7 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
         return pool_session_result(info, body, "{}");
     }
     if (strcmp(m, "resources/subscribe") == 0 || strcmp(m, "resources/unsubscribe") == 0)
-        return pool_session_subscribe(s, srv, body, info, m[10] == 's');
+        return pool_session_subscribe(s, srv, body, info, m[10] == 's', meta->claims);
     if (pool_session_unserved(m) || info->has_task) {
         char why[128 + JSONRPC_METHOD_MAX];
         snprintf(why, sizeof why, "%s is not served in pooled sessions (session_mode = pooled)",
@@ -729,7 +740,10 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
         }
     meta->session = s;
     meta->rev = s->rev;
-    return pool_request(srv, body, len, info, meta, status);
+    struct stream *st = pool_request(srv, body, len, info, meta, status);
+    if (st != NULL)
+        pool_session_stream_track(s, st); /* resumable, and given disconnect_grace_ms */
+    return st;
 }
 
 /* Whether the call's client id (raw) is id: its entry's, or while queued its body's. */
@@ -807,13 +821,7 @@ struct stream *
 pool_session_get(struct pool_session *s, enum pool_status *status)
 {
     s->last_ms = util_now_ms();
-    if (s->get != NULL) {
-        *status = POOL_E_CONFLICT;
-        return NULL;
-    }
-    s->get = stream_new(++pss.next_stream_id, true, 0);
-    stream_own(s->get)->attached = true;
-    return stream_ref(s->get);
+    return pool_session_stream_get(s, status);
 }
 
 void
@@ -825,14 +833,8 @@ pool_session_detach(const char *sid, struct stream *st)
         pool_session_sse_dropped(s, st);
         return;
     }
-    if (s != NULL && s->get == st) {
-        s->get = NULL;
-        s->last_ms = util_now_ms();
-        stream_own(st)->attached = false;
-        stream_unref(st); /* the session's */
-        stream_unref(st); /* the HTTP request's */
-        return;
-    }
+    if (s != NULL && pool_session_stream_detach(s, st))
+        return; /* its GET stream, or a call's kept for a resume (pool_session_stream.c) */
     if (stream_own(st)->owner == NULL) {
         stream_own(st)->attached = false; /* a local answer, or a call already over */
         stream_unref(st);
@@ -871,17 +873,16 @@ void
 pool_session_sweep(uint64_t now_ms)
 {
     uint64_t idle = pools.cfg->session_idle_timeout_s * 1000u;
-    uint64_t hb = pools.cfg->heartbeat_s * 1000u;
     struct pool_session *s = pss.all;
     while (s != NULL) {
         struct pool_session *next = s->next;
         if (s->failed && s->calls == NULL) {
             pool_session_close(s, RELAY_CANCEL_OTHER);
-        } else if (s->calls == NULL && s->get == NULL && now_ms - s->last_ms >= idle) {
+        } else if (s->calls == NULL && !pool_session_streams_read(s) && !(s->sse && s->get != NULL)
+                   && now_ms - s->last_ms >= idle) {
             pool_session_close(s, RELAY_CANCEL_EXPIRED);
         } else {
-            if (s->get != NULL && now_ms - stream_last_push_ms(s->get) >= hb)
-                stream_push_heartbeat(s->get);
+            pool_session_streams_sweep(s, now_ms); /* heartbeats; streams kept too long go */
             pool_session_subs_place(s); /* its pool retired: its subscriptions go to the next */
         }
         s = next;
@@ -927,7 +928,7 @@ pool_session_admin_json(struct buf *b, size_t max)
                        first ? "" : ",", s->label, s->server,
                        s->rev != NULL ? "ready" : "initializing",
                        s->rev != NULL ? s->rev->name : "", now - s->last_ms, s->ncalls,
-                       s->get != NULL ? "true" : "false", at);
+                       s->get != NULL && stream_own_const(s->get)->attached ? "true" : "false", at);
         jsonrpc_put_quoted(&one, s->principal);
         buf_out_printf(&one, "}");
         if (buf_out_item_close(&o, &one))

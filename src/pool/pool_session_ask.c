@@ -27,7 +27,8 @@ pool_session_ask_stream(struct pool_call *call)
 {
     if (call->st != NULL && stream_own(call->st)->attached && !stream_ended(call->st))
         return call->st;
-    return call->sess->get;
+    struct stream *get = call->sess->get; /* kept while dropped (for the next GET): read now? */
+    return get != NULL && stream_own(get)->attached ? get : NULL;
 }
 
 static void

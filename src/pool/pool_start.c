@@ -153,8 +153,8 @@ pool_child_start_answer(struct pool_child *c, const char *line, size_t len,
     if (p->srv->session_pooled) {
         /* What a pooled session's initialize is answered with (pool_session.c). */
         size_t mlen = 0;
-        char *m = jsonrpc_init_members(line, len, !config_server_per_principal(p->srv),
-                                       p->init_version, sizeof p->init_version, &mlen);
+        char *m =
+            jsonrpc_init_members(line, len, true, p->init_version, sizeof p->init_version, &mlen);
         if (m != NULL) {
             free(p->init_members);
             p->init_members = m;

@@ -31,7 +31,11 @@
  *     once a child is ready), a request in one of them (tools/call with a progress token,
  *     tools/list, ping, logging/setLevel, resources/read, tasks/get; or its GET stream), as its
  *     principal or mallory (404), the client's cancel of one of its requests, an answer to a
- *     question it may have been asked, DELETE; its sealed id forged (a character changed), cut,
+ *     question it may have been asked, DELETE (header: b0 bits 4 and 5 give its dropped calls
+ *     disconnect_grace_ms and its waiting POSTs sse_close_after_ms), GET with Last-Event-ID for a
+ *     stream it left (the
+ *     last event read, past what was sent, or no id at all: only the first is ever taken, and it
+ *     gets the stream it names); its sealed id forged (a character changed), cut,
  *     sealed with another key, expired, or sealed for another principal or server (404, and no
  *     record made: the fuzzer holds the session key, as session_key_file would give it);
  *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
@@ -377,6 +381,11 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
     if (!RELAY_SESSIONS)
         snprintf(server_keys, sizeof server_keys, "%s%s", policies[(b0 >> 2) & 3],
                  pooled ? "session_mode = pooled\n" : "");
+    /* Pooled sessions' streams: a dropped call's grace, SSE polling (b0 bits 4 and 5). */
+    if (pooled)
+        snprintf(session_keys, sizeof session_keys,
+                 "disconnect_grace_ms = %u\nsse_close_after_ms = %u\nsse_retry_ms = 100\n",
+                 (b0 & 16) ? 500 : 0, (b0 & 32) ? 700 : 0);
     if (RELAY_SESSIONS) {
         snprintf(session_keys, sizeof session_keys,
                  "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n"
@@ -1010,6 +1019,7 @@ pooled_request(unsigned a, unsigned b)
     if ((b & 7) == 7) {
         enum pool_status status = POOL_OK;
         r->st = pool_session_get(s, &status);
+        r->stream_id = r->st != NULL ? stream_id(r->st) : 0;
         r->get = true;
         r->refused = r->st == NULL;
         nreq++;
@@ -1037,6 +1047,7 @@ pooled_request(unsigned a, unsigned b)
     r->variant = (cfg_b0 >> 2) & 3;
     enum pool_status status = POOL_OK;
     r->st = pool_session_request(s, &cur_cfg()->servers[0], body, len, &info, &meta, &status);
+    r->stream_id = r->st != NULL ? stream_id(r->st) : 0;
     bool hidden = strcmp(method, "tools/call") == 0 && policy_hides(r->variant, principal, r->name);
     r->refused = r->st == NULL;
     r->hidden = r->st != NULL && hidden;
@@ -1772,6 +1783,53 @@ session_resume(unsigned a, unsigned b)
         return;
     FUZZ_CHECK(honest, "a resume from Last-Event-ID %s was taken", eid);
     FUZZ_CHECK(stream_id(st) == r->stream_id, "a resume from %s got stream %" PRIu64, eid,
+               stream_id(st));
+    r->st = st;
+    r->detached = false;
+    r->acc_len = 0; /* what was read of an event not whole comes again */
+}
+
+/* The same in a pooled session (pool_session_resume), at the instance that holds its streams. */
+static void
+pooled_resume(unsigned a, unsigned b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nreq; i++)
+        n += R[i].pooled && R[i].st == NULL && R[i].detached && !R[i].refused;
+    if (n == 0)
+        return;
+    size_t k = a % n;
+    struct req *r = NULL;
+    for (size_t i = 0; i < nreq && r == NULL; i++)
+        if (R[i].pooled && R[i].st == NULL && R[i].detached && !R[i].refused && k-- == 0)
+            r = &R[i];
+    if (r == NULL)
+        return;
+    enum pool_status fst;
+    const char *fwhy = NULL;
+    struct pool_session *s =
+        pool_session_find(r->sid, &cur_cfg()->servers[0], r->principal, true, &fst, &fwhy);
+    if (s == NULL)
+        return; /* 404 */
+    char eid[48];
+    bool honest = r->last_eid[0] != '\0' && (b & 3) < 2;
+    if (r->last_eid[0] == '\0')
+        stream_event_id(r->stream_id, 0, eid, sizeof eid);
+    else if ((b & 3) == 2)
+        stream_event_id(r->stream_id,
+                        (uint64_t)strtoull(strchr(r->last_eid, '-') + 1, NULL, 10) + 1000, eid,
+                        sizeof eid);
+    else
+        snprintf(eid, sizeof eid, "%s", (b & 3) == 3 ? ((b & 4) ? "x-1" : "") : r->last_eid);
+    enum pool_status status = POOL_OK;
+    struct stream *st = pool_session_resume(s, eid, &status);
+    if (st == NULL) {
+        FUZZ_CHECK(status == POOL_E_GONE, "a resume of a stream nobody reads refused with %d",
+                   (int)status);
+        return;
+    }
+    FUZZ_CHECK(honest, "a pooled resume from Last-Event-ID %s was taken", eid);
+    FUZZ_CHECK(stream_id(st) == r->stream_id, "a pooled resume from %s got stream %" PRIu64, eid,
                stream_id(st));
     r->st = st;
     r->detached = false;
@@ -2661,6 +2719,9 @@ run_event(unsigned op)
     case 22:
         if (!closed)
             pooled_forged(a, b);
+        break;
+    case 23:
+        pooled_resume(a, b);
         break;
     default:
         advance(1 + (a & 63));
