@@ -337,6 +337,21 @@ test('a dropped connection with a call in flight and one still queued: the first
   });
 });
 
+test('an open connection keeps its session past session_idle_timeout_s: the idle sweep ends only records nobody reads', async () => {
+  await withGateway({ ...pooled(), gateway: { admin_token: ADMIN, session_idle_timeout_s: 1, heartbeat_s: 1 } }, async (gw) => {
+    const conn = await openSse(gw);
+    await sseInit(conn);
+    // Three heartbeats a second apart: the once-a-second sweep has seen the session idle for
+    // more than session_idle_timeout_s (no call since its initialize).
+    await waitFor(() => (conn.s.text().match(/: keep-alive/g) || []).length >= 3, scaled(10000), 'three heartbeats');
+    assert.doesNotMatch(gw.logs(), /pooled session ended/, 'not ended while its connection is open');
+    await send202(conn, rpc('ping', {}, 'p-1'));
+    assert.ok(isAnswer(await conn.waitMsg((j) => j.id === 'p-1')), 'the session still answers');
+    conn.s.drop();
+    await gw.waitLog(/pooled session ended: client disconnected/, scaled(5000));
+  });
+});
+
 test('gateway shutdown with a call in flight: the child reads "gateway shutting down", the client an error on the stream, which ends; exit 0', async () => {
   const gw = await startGateway(pooled());
   let ok = false;
