@@ -441,6 +441,14 @@ pool_modern_retry(struct pool_call *call)
                         "the request could not be sent again");
         return;
     }
+    if (p->retired || pools.draining) {
+        /* No child of this pool takes it any more (a reload, a restart, shutdown). */
+        pool_call_error(call, m->id, m->id_len, JSONRPC_INTERNAL_ERROR,
+                        p->retired ? "the server was restarted or reloaded during the request's "
+                                     "input round: send the request again"
+                                   : relay_status_text(POOL_E_DRAINING));
+        return;
+    }
     enum pool_status status = POOL_OK;
     struct pool_child *c = pool_pick(p, &status);
     if (c != NULL) {
