@@ -656,6 +656,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         if (pool_call_start(call, c, body, len, info) == -1) {
             audit_call_drop(call->audit); /* refused (503): the refusal's record says so */
             pool_bridge_forget(call);
+            pool_session_modern_forget(call);
             pool_session_unlink(call);
             pool_caps_release(call);
             stream_own(call->st)->owner = NULL;
