@@ -10,6 +10,7 @@
 // Every server has one child (pool_max_children = 1): sessions with different capabilities share
 // it, and each gets only its own questions, answers and capabilities' consequences.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -296,4 +297,42 @@ test("a client's cancel between rounds ends the call there: nothing is at the ch
   const e = await postIn(s, rpc('tools/call', { name: 'echo', arguments: { text: 'still here' } }));
   await e.done(scaled(10000));
   assert.match(JSON.stringify(answerOf(e).result), /still here/);
+});
+
+test('a session taken up after a restart (same session_key_file): the capabilities its sealed id names, no clientInfo; rounds go on', async () => {
+  const kdir = tmpdir('mcpgw-pmodern-key-');
+  const kf = path.join(kdir, 'session.keys');
+  fs.writeFileSync(kf, `${crypto.randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  const child = careless('careless-restart');
+  const opts = () => ({ dir: fs.mkdtempSync(path.join(kdir, 'g-')), gateway: { session_key_file: kf }, servers: [{ name: 'careless', path: '/mcp', command: child.command, extra: POOLED }] });
+  const envelopes = () => fs.readFileSync(child.log, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((m) => m.method === 'tools/call').map((m) => m.meta);
+  const a = await startGateway(opts());
+  let sid;
+  let headers;
+  try {
+    const s = await initSession(a, { capabilities: { elicitation: {}, experimental: { x: {} } }, version: '2025-11-25' });
+    sid = s.sid;
+    headers = { 'MCP-Protocol-Version': s.version };
+    const r = await post(a, rpc('tools/call', { name: 'x', arguments: {} }), { sid, headers });
+    await r.waitEvent((j) => j.method === 'elicitation/create', scaled(10000));
+    r.drop();
+    assert.deepEqual(envelopes().at(-1)['io.modelcontextprotocol/clientCapabilities'], { elicitation: {}, experimental: { x: {} } }, 'its own, as declared');
+  } finally {
+    await a.stop();
+  }
+  const a2 = await startGateway(opts());
+  try {
+    const r = await post(a2, rpc('tools/call', { name: 'x', arguments: {} }), { sid, headers });
+    assert.equal(r.status, 200, r.text());
+    await r.waitEvent((j) => j.method === 'elicitation/create', scaled(10000));
+    const meta = envelopes().at(-1);
+    assert.deepEqual(meta['io.modelcontextprotocol/clientCapabilities'], { elicitation: {} }, 'what the sealed flags name');
+    assert.equal(meta['io.modelcontextprotocol/clientInfo'], undefined);
+    const ask = msgs(r).find((j) => j.method === 'elicitation/create');
+    assert.equal((await post(a2, { jsonrpc: '2.0', id: ask.id, result: { action: 'cancel' } }, { sid, headers })).status, 202);
+    await r.done(scaled(10000));
+    assert.match(JSON.stringify(answerOf(r).result), /state st-1/, r.text());
+  } finally {
+    await a2.stop();
+  }
 });
