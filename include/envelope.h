@@ -2,9 +2,10 @@
 #ifndef MCPGW_ENVELOPE_H
 #define MCPGW_ENVELOPE_H
 
+#include <sys/uio.h>
+
 #include <stdbool.h>
 #include <stddef.h>
-#include <sys/uio.h>
 
 #include "buf.h"
 #include "jsonrpc.h"

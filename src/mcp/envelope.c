@@ -4,11 +4,11 @@
  * legacy request may not carry, an input_required result's questions and the retry's members.
  * Owner-independent: a session with a child of its own and a pooled session both use it.
  */
+#include "envelope.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "envelope.h"
 
 int
 envelope_members(const struct envelope_client *ec, struct buf *b)
@@ -47,10 +47,10 @@ envelope_edits(const char *body, size_t len, const struct jsonrpc_info *info, st
         if (extra != NULL) {
             rc |= buf_append(ext, extra, extra_len);
             if (rc == 0)
-                ed[n++] = (struct relay_edit){ info->params.off + 1, 0, buf_head(ext),
-                                               jsonrpc_members_first(body, info->params,
-                                                                     buf_head(ext),
-                                                                     buf_used(ext)) };
+                ed[n++] =
+                    (struct relay_edit){ info->params.off + 1, 0, buf_head(ext),
+                                         jsonrpc_members_first(body, info->params, buf_head(ext),
+                                                               buf_used(ext)) };
         }
     } else {
         bool params = info->params.len > 0;
@@ -110,8 +110,8 @@ envelope_asks_read(const char *line, size_t len, struct envelope_asks *as, char 
     as->n = 0;
     *state = NULL;
     *state_len = 0;
-    int n =
-        jsonrpc_input_requests(line, len, ENVELOPE_ASKS_MAX, envelope_ask_seen, as, state, state_len);
+    int n = jsonrpc_input_requests(line, len, ENVELOPE_ASKS_MAX, envelope_ask_seen, as, state,
+                                   state_len);
     if (n == -1)
         return "the server's input_required result is malformed";
     for (size_t i = 0; i < as->n; i++)

@@ -205,8 +205,8 @@ struct pool_call {
     char *final; /* the child's answer that came while held, for the client's retry */
     size_t final_len;
     struct pool_modern *modern; /* a pooled session's call to a stateless child: its rounds */
-    struct pool_call *dnext; /* pools.due */
-    struct pool_call *hnext; /* pools.held */
+    struct pool_call *dnext;    /* pools.due */
+    struct pool_call *hnext;    /* pools.held */
     struct pool_caller caller;
     struct audit_rec *audit; /* its audit record (audit.h), written by pool_call_end; NULL: off */
 };
@@ -599,7 +599,8 @@ void pool_session_modern_keep(struct pool_session *s, const char *body,
                               const struct jsonrpc_info *info);
 /* A legacy child answered for the session: what was kept for a stateless one goes. */
 void pool_session_modern_drop(struct pool_session *s);
-/* Whether s's requests go to stateless children (srv: its server), as far as this instance knows. */
+/* Whether s's requests go to stateless children (srv: its server), as far as this instance knows.
+ */
 bool pool_session_modern_on(const struct pool_session *s, const struct config_server *srv);
 /*
  * The request of call (a pooled session's, to a stateless child) as the child takes it: a new

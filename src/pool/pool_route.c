@@ -373,7 +373,7 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                const struct jsonrpc_info *info)
 {
     c->used_seq = ++pools.use_seq; /* the least recently used is stopped first (principal pools) */
-    char *own = NULL; /* a pooled session's request as a stateless child takes it */
+    char *own = NULL;              /* a pooled session's request as a stateless child takes it */
     struct jsonrpc_info oinfo;
     if (call->sess != NULL && call->pool->era == CONFIG_ERA_STATELESS) {
         int code;

@@ -65,8 +65,8 @@ struct pool_modern {
     struct pool_modern_ask asks[ENVELOPE_ASKS_MAX];
     size_t nasks, open;
     unsigned rounds;
-    bool retry;               /* its sends carry inputResponses and requestState */
-    struct loop_timer *hold;  /* input_hold_ms, while the client answers */
+    bool retry;              /* its sends carry inputResponses and requestState */
+    struct loop_timer *hold; /* input_hold_ms, while the client answers */
 };
 
 static const char *const pool_modern_levels[8] = { "debug", "info",     "notice", "warning",
@@ -97,8 +97,9 @@ pool_session_modern_keep(struct pool_session *s, const char *body, const struct 
         || body[who.off] != '{')
         who.len = 0;
     if (caps.len + who.len > POOL_MODERN_KEPT_MAX) {
-        log_info(s->label, "capabilities and clientInfo past %d bytes: not kept (a stateless "
-                           "child is told the capabilities the gateway bridges)",
+        log_info(s->label,
+                 "capabilities and clientInfo past %d bytes: not kept (a stateless "
+                 "child is told the capabilities the gateway bridges)",
                  POOL_MODERN_KEPT_MAX);
         return;
     }
@@ -229,10 +230,8 @@ pool_session_modern_body(struct pool_call *call, const char *body, size_t *len,
     const struct revision *rev = call->pool->speaks != 0 ? revision_set_newest(call->pool->speaks)
                                                          : revision_newest(REVISION_STATELESS);
     char capbuf[64];
-    const struct envelope_client ec = {
-        rev->name, pool_modern_caps(s, capbuf), s->client_info,
-        s->level_asked ? pool_modern_levels[s->log_level] : NULL
-    };
+    const struct envelope_client ec = { rev->name, pool_modern_caps(s, capbuf), s->client_info,
+                                        s->level_asked ? pool_modern_levels[s->log_level] : NULL };
     struct buf env, ext, extra;
     buf_init(&env, SIZE_MAX);
     buf_init(&ext, SIZE_MAX);
@@ -241,9 +240,10 @@ pool_session_modern_body(struct pool_call *call, const char *body, size_t *len,
     if (m->retry && !call->init)
         rc |= envelope_retry_members(&m->answers, m->state, &extra);
     struct relay_edit ed[2];
-    int n = rc != 0 ? -1
-                    : envelope_edits(from, slen, &si, &env, buf_used(&extra) ? buf_head(&extra) : NULL,
-                                     buf_used(&extra), &ext, ed);
+    int n = rc != 0
+                ? -1
+                : envelope_edits(from, slen, &si, &env, buf_used(&extra) ? buf_head(&extra) : NULL,
+                                 buf_used(&extra), &ext, ed);
     char *res = NULL;
     if (n >= 0) {
         struct iovec iov[5];
@@ -351,8 +351,7 @@ pool_modern_round(struct pool_call *call, const char *line, size_t len)
     const char *why = NULL;
     char text[JSONRPC_METHOD_MAX + 96];
     struct envelope_asks as = { .n = 0 };
-    if (s == NULL || call->st == NULL || stream_ended(call->st)
-        || !stream_own(call->st)->attached)
+    if (s == NULL || call->st == NULL || stream_ended(call->st) || !stream_own(call->st)->attached)
         why = "the client's stream is gone";
     else if (m->body == NULL)
         why = "the server asked for input on a request that cannot ask for it";

@@ -396,8 +396,7 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
              "pool_child_max_inflight = %u\npool_warm_children = %u\npool_idle_timeout_s = 2\n"
              "pool_start_timeout_ms = 500\npool_max_restarts_per_min = %u\n"
              "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n%s%s",
-             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "",
-             eras[b0 & 3],
+             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3],
              1 + ((b1 >> 2) & 3), (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10,
              timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3], server_keys,
              limits);
