@@ -336,3 +336,28 @@ test('a session taken up after a restart (same session_key_file): the capabiliti
     await a2.stop();
   }
 });
+
+test('trace_context = propagate: the trace and the envelope both reach the stateless child, in one _meta', async () => {
+  const tdir = tmpdir('mcpgw-pmodern-trace-');
+  const child = careless('careless-trace');
+  const tgw = await startGateway({ dir: tdir, gateway: { trace_context: 'propagate' }, servers: [{ name: 'careless', path: '/mcp', command: child.command, extra: POOLED }] });
+  try {
+    const s = await initSession(tgw, { capabilities: { elicitation: {} }, version: '2025-11-25' });
+    const headers = { 'MCP-Protocol-Version': s.version };
+    const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    for (const meta of [{ traceparent: tp, progressToken: 'p1' }, undefined]) {
+      const params = { name: 'x', arguments: {} };
+      if (meta) params._meta = meta;
+      const r = await post(tgw, rpc('tools/call', params), { sid: s.sid, headers: meta ? headers : { ...headers, traceparent: tp } });
+      await r.waitEvent((j) => j.method === 'elicitation/create', scaled(10000));
+      r.drop();
+      const got = fs.readFileSync(child.log, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((m) => m.method === 'tools/call').at(-1).meta;
+      assert.match(got.traceparent ?? '', /^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$/, JSON.stringify(got));
+      assert.notEqual(got.traceparent, tp, "the gateway's own span");
+      assert.deepEqual(got['io.modelcontextprotocol/clientCapabilities'], { elicitation: {} });
+      if (meta) assert.notEqual(got.progressToken, undefined, 'the progress token, minted');
+    }
+  } finally {
+    await tgw.stop();
+  }
+});
