@@ -166,6 +166,10 @@ int pool_log_level(const char *p, struct jsonrpc_span sp);
  * The session keeps what the child would keep per connection: its calls (the client's cancel by
  * its own id, DELETE, expiry), its log level, its GET stream. Its id has a form of its own
  * (pool_session_named), so the HTTP front routes it here without asking the session layer.
+ * Children that speak only the stateless revision serve pooled sessions too: the initialize is
+ * answered from a child's server/discover, each request carries its session's own stateless _meta
+ * envelope, and input_required rounds become the session's client requests, then the retry
+ * (pool_session_modern.c).
  */
 struct pool_session;
 /*

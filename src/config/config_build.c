@@ -390,14 +390,11 @@ config_build_credentials(struct config_parse *ps, const struct config *cfg,
                            "(a warm child would have no principal: each principal's pool "
                            "children start for its own requests)");
     }
-    if (srv->session_pooled && (srv->token_exchange || srv->era == CONFIG_ERA_STATELESS)) {
+    if (srv->session_pooled && srv->token_exchange) {
         config_raw_get(&rs->raw, "session_mode", CONFIG_SEC_SERVER, &line);
         return config_fail(ps, line ? line : rs->line, "session_mode",
-                           srv->token_exchange
-                               ? "pooled cannot be used with token_exchange = on (a session's "
-                                 "exchanged token would not be its own on a shared child)"
-                               : "pooled needs a legacy (initialize-based) child, not era = "
-                                 "stateless: the gateway answers initialize from its handshake");
+                           "pooled cannot be used with token_exchange = on (a session's "
+                           "exchanged token would not be its own on a shared child)");
     }
     return 0;
 }

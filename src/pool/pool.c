@@ -595,12 +595,6 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_UNAVAILABLE;
         return NULL;
     }
-    if (meta->session != NULL && p->era == CONFIG_ERA_STATELESS) {
-        meta->why = "this server's children speak only the stateless revision (2026-07-28): "
-                    "session_mode = pooled serves legacy (initialize-based) children only";
-        *status = POOL_E_UNAVAILABLE;
-        return NULL;
-    }
     if (meta->session == NULL && !pool_speaks(p, meta->rev)) {
         *status = POOL_OK;
         return pool_refuse_version(p, body, info, meta);
@@ -665,6 +659,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         if (pool_call_start(call, c, body, len, info) == -1) {
             audit_call_drop(call->audit); /* refused (503): the refusal's record says so */
             pool_bridge_forget(call);
+            pool_session_modern_forget(call);
             pool_session_unlink(call);
             pool_caps_release(call);
             stream_own(call->st)->owner = NULL;

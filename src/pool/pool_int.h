@@ -160,6 +160,15 @@ struct pool_session {
      * is its one SSE stream (the connection is the session), which carries every call's messages.
      */
     bool sse;
+    /*
+     * For children that speak only the stateless revision (pool_session_modern.c): the client's
+     * capabilities and clientInfo from its initialize (raw JSON, at most POOL_MODERN_KEPT_MAX
+     * bytes together; NULL: not kept, or not given), freed once a legacy child answers for it;
+     * stateless: its initialize was answered from such a child's server/discover.
+     */
+    char *client_caps;
+    char *client_info;
+    bool stateless;
 };
 
 /* One request from arrival to its end; across input rounds, the child's one call. */
@@ -206,8 +215,9 @@ struct pool_call {
     struct pool_listen *listen; /* a legacy pool's subscriptions/listen: no child, no entry */
     char *final; /* the child's answer that came while held, for the client's retry */
     size_t final_len;
-    struct pool_call *dnext; /* pools.due */
-    struct pool_call *hnext; /* pools.held */
+    struct pool_modern *modern; /* a pooled session's call to a stateless child: its rounds */
+    struct pool_call *dnext;    /* pools.due */
+    struct pool_call *hnext;    /* pools.held */
     struct pool_caller caller;
     struct audit_rec *audit; /* its audit record (audit.h), written by pool_call_end; NULL: off */
 };
@@ -634,6 +644,44 @@ const struct pool_session *pool_sessions_all(void);
 void pool_session_free_all(void);
 /* The same, and the keys of sealed ids (the module's end). */
 void pool_session_module_free(void);
+
+/*
+ * pool_session_modern.c: a pooled session in front of children that speak only the stateless
+ * revision (the pool's era is stateless, declared or probed)
+ */
+#define POOL_MODERN_KEPT_MAX 4096 /* bytes of a client's capabilities and clientInfo kept */
+/* The session's initialize: its client's capabilities and clientInfo kept, when small enough. */
+void pool_session_modern_keep(struct pool_session *s, const char *body,
+                              const struct jsonrpc_info *info);
+/* A legacy child answered for the session: what was kept for a stateless one goes. */
+void pool_session_modern_drop(struct pool_session *s);
+/* Whether s's requests go to stateless children (srv: its server), as far as this instance knows.
+ */
+bool pool_session_modern_on(const struct pool_session *s, const struct config_server *srv);
+/*
+ * The request of call (a pooled session's, to a stateless child) as the child takes it: a new
+ * flat copy with the call's trace (if any) and the stateless _meta envelope of the session's
+ * client spliced in (a retry's inputResponses and requestState too; the initialize becomes a
+ * server/discover), scanned into *out (*len its length). NULL with *code and *why: the request
+ * is refused (not sent).
+ */
+char *pool_session_modern_body(struct pool_call *call, const char *body, size_t *len,
+                               const struct jsonrpc_info *info, struct jsonrpc_info *out, int *code,
+                               const char **why);
+/*
+ * The child's answer p to call: true when handled here (the initialize answered from
+ * server/discover, or an input_required round sent to the client; p deleted, the call ended or
+ * kept for its retry), false when it is delivered as any other.
+ */
+bool pool_session_modern_answer(struct pool_call *call, struct pool_child *c, struct pending *p,
+                                const char *line, size_t len, const struct jsonrpc_info *info);
+/* The client's answer to a question of a round: true when it was one (handled). */
+bool pool_session_modern_client_answer(struct pool_session *s, const char *body, size_t len,
+                                       const struct jsonrpc_info *info);
+/* Whether call, between its rounds (no child, no entry, not queued), has the client id id. */
+bool pool_session_modern_call_is(const struct pool_call *call, const char *id, size_t idlen);
+/* The call ends: its rounds' state goes (pool_call_end). */
+void pool_session_modern_forget(struct pool_call *call);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

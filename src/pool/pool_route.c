@@ -151,6 +151,7 @@ pool_call_end(struct pool_call *call)
 {
     pool_bridge_forget(call);
     pool_listen_forget(call);
+    pool_session_modern_forget(call);
     pool_session_unlink(call);
     pool_caps_release(call);
     audit_call_end(call->audit);
@@ -383,7 +384,19 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                const struct jsonrpc_info *info)
 {
     c->used_seq = ++pools.use_seq; /* the least recently used is stopped first (principal pools) */
-    if (call->sess != NULL && (call->init || call->pool->era == CONFIG_ERA_STATELESS)) {
+    char *own = NULL;              /* a pooled session's request as a stateless child takes it */
+    struct jsonrpc_info oinfo;
+    if (call->sess != NULL && call->pool->era == CONFIG_ERA_STATELESS) {
+        int code;
+        const char *why = NULL;
+        own = pool_session_modern_body(call, body, &len, info, &oinfo, &code, &why);
+        if (own == NULL) {
+            pool_call_error(call, body + info->id.off, info->id.len, code, why);
+            return 0;
+        }
+        body = own;
+        info = &oinfo;
+    } else if (call->sess != NULL && call->init) {
         /* A pooled session's initialize is the gateway's to answer, once a child is ready. */
         pool_session_init_answer(call, body + info->id.off, info->id.len);
         return 0;
@@ -434,11 +447,14 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
     int n = info->progress_token.len ? 2 : 1;
     char text[TRACE_EDIT_BUF];
     if (call->trace != NULL) {
-        n += trace_edits(call->trace, body, len, info, text, ed + n);
+        if (own == NULL) /* else in own already */
+            n += trace_edits(call->trace, body, len, info, text, ed + n);
         trace_id_copy(call->trace, p->trace_id);
         audit_call_trace(call->audit, pending_trace_id(p));
     }
-    if (relay_send_spliced(&c->r, body, len, ed, n) == -1) {
+    int sent = relay_send_spliced(&c->r, body, len, ed, n);
+    free(own);
+    if (sent == -1) {
         pending_del(&c->r.pt, p);
         return -1;
     }
@@ -551,6 +567,8 @@ pool_child_answer(void *owner, struct pending *p, const char *line, size_t len,
             pending_del(&c->r.pt, p);
         return;
     }
+    if (call->modern != NULL && pool_session_modern_answer(call, c, p, line, len, info))
+        return; /* a pooled session's initialize or input round, at a stateless child */
     audit_call_answer(call->audit, line, len, info);
     if (call->st == NULL) {
         /* Held between rounds: the answer waits for the client's retry (pool_bridge_resume). */

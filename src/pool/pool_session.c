@@ -55,10 +55,6 @@ static struct {
 static const char *const pss_levels[8] = { "debug", "info",     "notice", "warning",
                                            "error", "critical", "alert",  "emergency" };
 
-static const char pool_session_stateless_text[] =
-    "this server's children speak only the stateless revision (2026-07-28): session_mode = "
-    "pooled serves legacy (initialize-based) children only";
-
 bool
 pool_session_named(const char *id)
 {
@@ -408,6 +404,10 @@ pool_session_subscribe(struct pool_session *s, const struct config_server *srv, 
                        const struct jsonrpc_info *info, bool add, struct auth_claims *claims)
 {
     char uri[PSS_URI_MAX + 1];
+    if (pool_session_modern_on(s, srv))
+        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND,
+                                  "resources/subscribe is not served in pooled sessions of a "
+                                  "server whose children speak only the stateless revision");
     if (config_server_per_principal(srv) && s->sub_pool == NULL) {
         /* Placed at the pool of the principal's children as this request's token makes them. */
         if (claims != NULL && claims->why != NULL)
@@ -493,6 +493,7 @@ pool_session_free(struct pool_session *s)
     }
     if (s->quota != NULL)
         quota_give(s->quota, QUOTA_SESSIONS, 1);
+    pool_session_modern_drop(s);
     if (s->level_asked) {
         pool_server_of(s->server)->levels_asked[s->log_level]--;
         s->level_asked = false;
@@ -594,12 +595,12 @@ pool_session_init_answer(struct pool_call *call, const char *id, size_t idlen)
 {
     struct pool *p = call->pool;
     struct pool_session *s = call->sess;
-    if (p->era == CONFIG_ERA_STATELESS || p->init_members == NULL) {
+    if (p->init_members == NULL) {
         pool_call_error(call, id, idlen, JSONRPC_INTERNAL_ERROR,
-                        p->era == CONFIG_ERA_STATELESS ? pool_session_stateless_text
-                                                       : "the server's handshake is not known");
+                        "the server's handshake is not known");
         return;
     }
+    pool_session_modern_drop(s); /* a legacy child: nothing to tell a stateless one */
     s->rev = pool_session_negotiate(s->asked, p->init_version,
                                     s->sse ? REVISION_SESSIONS : REVISION_STREAMABLE);
     static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
@@ -674,6 +675,7 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
     struct pool_session *s = pool_session_new(id, srv->name, principal, now_s);
     memcpy(s->asked, offer->name, strlen(offer->name) + 1);
     s->caps = flags;
+    pool_session_modern_keep(s, body, info); /* for children that turn out stateless */
     meta->session = s;
     meta->rev = revision_newest(REVISION_STREAMABLE); /* until the answer negotiates it */
     struct stream *st = pool_request(srv, body, len, info, meta, status);
@@ -752,6 +754,8 @@ pool_session_call_is(const struct pool_call *call, const char *id, size_t idlen)
 {
     if (call->p != NULL)
         return call->p->orig_id_len == idlen && memcmp(call->p->orig_id, id, idlen) == 0;
+    if (call->c == NULL && call->body == NULL)
+        return pool_session_modern_call_is(call, id, idlen); /* between its input rounds */
     return call->c == NULL && call->body != NULL && call->qid_len == idlen
            && memcmp(call->body + call->qid_off, id, idlen) == 0;
 }

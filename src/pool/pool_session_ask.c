@@ -106,5 +106,7 @@ pool_session_client_answer(struct pool_session *s, char *body, size_t len,
                          a->method);
             return;
         }
+    if (pool_session_modern_client_answer(s, body, len, info))
+        return; /* a question of a stateless child's input round */
     log_debug(s->label, "an answer for no open question of the session's dropped");
 }

@@ -50,12 +50,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envelope.h"
 #include "log.h"
 #include "session_int.h"
 #include "version.h"
 
-#define MODERN_ASKS_MAX   8  /* questions of one round */
-#define MODERN_ROUNDS_MAX 16 /* rounds of one request */
+#define MODERN_ASKS_MAX   ENVELOPE_ASKS_MAX
+#define MODERN_ROUNDS_MAX ENVELOPE_ROUNDS_MAX
 #define MODERN_REPROBES   1  /* probes again with a revision the child's refusal listed */
 #define MODERN_URIS_MAX   64 /* resources/subscribe URIs of one session */
 #define MODERN_URI_MAX    2048
@@ -318,15 +319,8 @@ session_modern_init_answer(struct session *s, struct stream *st, struct pending 
 static int
 modern_envelope(const struct session_modern *m, struct buf *b)
 {
-    int rc = buf_printf(b,
-                        ",\"io.modelcontextprotocol/protocolVersion\":\"%s\""
-                        ",\"io.modelcontextprotocol/clientCapabilities\":%s",
-                        m->rev->name, m->caps);
-    if (m->info != NULL)
-        rc |= buf_printf(b, ",\"io.modelcontextprotocol/clientInfo\":%s", m->info);
-    if (m->level[0] != '\0')
-        rc |= buf_printf(b, ",\"io.modelcontextprotocol/logLevel\":\"%s\"", m->level);
-    return rc;
+    const struct envelope_client ec = { m->rev->name, m->caps, m->info, m->level };
+    return envelope_members(&ec, b);
 }
 
 /*
@@ -449,17 +443,6 @@ modern_reply(struct session *s, struct stream *st, const char *body,
 static const char *const modern_levels[] = { "debug", "info",     "notice", "warning",
                                              "error", "critical", "alert",  "emergency" };
 
-/* The first '{' of the message: the object the whole request is. */
-static struct jsonrpc_span
-modern_message(const char *body, size_t len)
-{
-    struct jsonrpc_span obj = { 0, len };
-    while (obj.off < len && body[obj.off] != '{')
-        obj.off++;
-    obj.len = len - obj.off;
-    return obj;
-}
-
 bool
 session_modern_local(struct session *s, struct stream *st, const char *body, size_t len,
                      const struct jsonrpc_info *info)
@@ -468,19 +451,9 @@ session_modern_local(struct session *s, struct stream *st, const char *body, siz
     if (m == NULL || m->state != MODERN_ACTIVE)
         return false;
     const char *method = info->method;
-    struct jsonrpc_span params;
-    if (jsonrpc_member_at(body, modern_message(body, len), "params", &params) == -1
-        || (params.len > 0 && info->params.len == 0)
-        || (info->meta.len > 0 && body[info->meta.off] != '{')) {
-        modern_reply(s, st, body, info, NULL, JSONRPC_INVALID_PARAMS,
-                     "params and params._meta must be objects");
-        return true;
-    }
-    if (info->meta_version.len || info->meta_caps.len || info->meta_log_level.len
-        || info->request_state.len || info->input_responses.len) {
-        modern_reply(s, st, body, info, NULL, JSONRPC_INVALID_PARAMS,
-                     "a session's request carries no stateless _meta, requestState or "
-                     "inputResponses: the gateway adds what the server needs");
+    const char *bad = envelope_check(body, len, info);
+    if (bad != NULL) {
+        modern_reply(s, st, body, info, NULL, JSONRPC_INVALID_PARAMS, bad);
         return true;
     }
     if (strcmp(method, "ping") == 0) {
@@ -556,35 +529,11 @@ modern_send(struct session *s, const char *body, size_t len, const struct jsonrp
     struct buf env, ext;
     buf_init(&env, SIZE_MAX);
     buf_init(&ext, SIZE_MAX);
-    int rc = modern_envelope(m, &env);
     struct relay_edit ed[3] = { { info->id.off, info->id.len, id, idlen } };
-    int n = 1;
-    if (info->meta.len > 0) {
-        /* The envelope goes first in _meta, a retry's members first in params. */
-        ed[n++] = (struct relay_edit){ info->meta.off + 1, 0, buf_head(&env),
-                                       jsonrpc_members_first(body, info->meta, buf_head(&env),
-                                                             buf_used(&env)) };
-        if (extra != NULL) {
-            rc |= buf_append(&ext, extra, extra_len);
-            ed[n++] = (struct relay_edit){ info->params.off + 1, 0, buf_head(&ext),
-                                           jsonrpc_members_first(body, info->params, buf_head(&ext),
-                                                                 buf_used(&ext)) };
-        }
-    } else {
-        bool params = info->params.len > 0;
-        struct jsonrpc_span obj = params ? info->params : modern_message(body, len);
-        rc |= buf_printf(&ext, params ? ",\"_meta\":{%.*s}" : ",\"params\":{\"_meta\":{%.*s}",
-                         (int)buf_used(&env) - 1, buf_head(&env) + 1);
-        if (extra != NULL)
-            rc |= buf_append(&ext, extra, extra_len);
-        if (!params)
-            rc |= buf_append(&ext, "}", 1);
-        ed[n++] =
-            (struct relay_edit){ obj.off + 1, 0, buf_head(&ext),
-                                 jsonrpc_members_first(body, obj, buf_head(&ext), buf_used(&ext)) };
-    }
-    if (rc == 0)
-        rc = relay_send_spliced(&s->r, body, len, ed, n);
+    int n = -1;
+    if (modern_envelope(m, &env) == 0)
+        n = envelope_edits(body, len, info, &env, extra, extra_len, &ext, ed + 1);
+    int rc = n == -1 ? -1 : relay_send_spliced(&s->r, body, len, ed, n + 1);
     buf_clear(&env);
     buf_clear(&ext);
     return rc == 0 ? 0 : -1;
@@ -607,13 +556,6 @@ modern_prune(struct session *s)
     }
 }
 
-static bool
-modern_may_ask(const char *method)
-{
-    return strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0
-           || strcmp(method, "resources/read") == 0;
-}
-
 int
 session_modern_send(struct session *s, struct pending *p, const char *body, size_t len,
                     const struct jsonrpc_info *info, const char *id, size_t idlen)
@@ -628,7 +570,7 @@ session_modern_send(struct session *s, struct pending *p, const char *body, size
         return SESSION_MODERN_PASS;
     if (modern_send(s, body, len, info, id, idlen, NULL, 0) == -1)
         return -1;
-    if (modern_may_ask(info->method)) {
+    if (envelope_may_ask(info->method)) {
         modern_prune(s);
         if (m->ncalls < 2 * (size_t)sessions.cfg->max_inflight_per_session
             && m->held_bytes + len <= sessions.cfg->stdin_queue_bytes) {
@@ -691,29 +633,6 @@ modern_fail(struct session *s, struct stream *st, struct pending *p, struct mode
     session_stream_answered(s, st);
 }
 
-struct modern_ask {
-    char *key; /* quoted */
-    size_t key_len;
-    char method[JSONRPC_METHOD_MAX];
-    char *params;
-};
-struct modern_asks {
-    struct modern_ask a[MODERN_ASKS_MAX];
-    size_t n;
-};
-
-static void
-modern_ask_seen(const char *key, const char *method, const char *params, void *arg)
-{
-    struct modern_asks *as = arg;
-    if (as->n >= MODERN_ASKS_MAX)
-        return;
-    struct modern_ask *a = &as->a[as->n++];
-    a->key = jsonrpc_quote(key, &a->key_len);
-    snprintf(a->method, sizeof a->method, "%s", method);
-    a->params = params != NULL ? xstrdup(params) : NULL;
-}
-
 static void modern_retry(struct session *s, struct stream *st, struct pending *p,
                          struct modern_call *c);
 
@@ -730,17 +649,9 @@ modern_round(struct session *s, struct stream *st, struct pending *p, struct mod
         modern_fail(s, st, p, c, "the server asked for input in too many rounds");
         return;
     }
-    struct modern_asks as = { .n = 0 };
+    struct envelope_asks as = { .n = 0 };
     free(c->state);
-    c->state = NULL;
-    int n = jsonrpc_input_requests(line, len, MODERN_ASKS_MAX, modern_ask_seen, &as, &c->state,
-                                   &c->state_len);
-    const char *why = n == -1 ? "the server's input_required result is malformed" : NULL;
-    for (size_t i = 0; i < as.n && why == NULL; i++)
-        if (strcmp(as.a[i].method, "elicitation/create") != 0
-            && strcmp(as.a[i].method, "sampling/createMessage") != 0
-            && strcmp(as.a[i].method, "roots/list") != 0)
-            why = "the server asked for input of an unknown kind";
+    const char *why = envelope_asks_read(line, len, &as, &c->state, &c->state_len);
     buf_clear(&c->answers);
     buf_init(&c->answers, SIZE_MAX);
     c->nasks = c->open = 0;
@@ -748,24 +659,14 @@ modern_round(struct session *s, struct stream *st, struct pending *p, struct mod
         struct pending *q = pending_add(&s->r.pt, PENDING_TO_CLIENT, as.a[i].key, as.a[i].key_len,
                                         as.a[i].method, stream_id(st), util_now_ms());
         s->stats->requests[1][session_class(as.a[i].method)]++;
-        char head[96];
-        int hl =
-            snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"method\":\"%s\"",
-                     q->gw_id, as.a[i].method);
-        struct iovec iov[4] = { { head, (size_t)hl },
-                                { (void *)(uintptr_t) ",\"params\":", 10 },
-                                { as.a[i].params, as.a[i].params ? strlen(as.a[i].params) : 0 },
-                                { (void *)(uintptr_t) "}", 1 } };
-        if (as.a[i].params == NULL)
-            iov[1].iov_len = 0;
-        session_push(s, st, iov, 4);
+        char id[24], head[ENVELOPE_HEAD_MAX];
+        int idlen = snprintf(id, sizeof id, "%" PRIu64, q->gw_id);
+        struct iovec iov[4];
+        session_push(s, st, iov, envelope_question(&as.a[i], id, (size_t)idlen, head, iov));
         c->asks[c->nasks++] = q->gw_id;
         c->open++;
     }
-    for (size_t i = 0; i < as.n; i++) {
-        free(as.a[i].key);
-        free(as.a[i].params);
-    }
+    envelope_asks_free(&as);
     if (why != NULL) {
         modern_fail(s, st, p, c, why);
         return;
@@ -786,12 +687,7 @@ modern_retry(struct session *s, struct stream *st, struct pending *p, struct mod
 {
     struct buf extra;
     buf_init(&extra, SIZE_MAX);
-    int rc = 0;
-    if (buf_used(&c->answers) > 0)
-        rc |= buf_printf(&extra, ",\"inputResponses\":{%.*s}", (int)buf_used(&c->answers) - 1,
-                         buf_head(&c->answers) + 1);
-    if (c->state != NULL)
-        rc |= buf_printf(&extra, ",\"requestState\":%s", c->state);
+    int rc = envelope_retry_members(&c->answers, c->state, &extra);
     struct jsonrpc_info info;
     if (rc != 0 || jsonrpc_scan(c->body, c->len, &info, NULL) != JSONRPC_OK) {
         buf_clear(&extra);
@@ -875,10 +771,9 @@ session_modern_client_answer(struct session *s, struct pending *q, const char *b
         modern_fail(s, st, p, c, why);
         return true;
     }
-    if (buf_append(&c->answers, ",", 1) != 0
-        || buf_append(&c->answers, q->orig_id, q->orig_id_len) != 0
-        || buf_append(&c->answers, ":", 1) != 0
-        || buf_append(&c->answers, body + info->result.off, info->result.len) != 0) {
+    if (envelope_answer_add(&c->answers, q->orig_id, q->orig_id_len, body + info->result.off,
+                            info->result.len)
+        != 0) {
         modern_fail(s, st, p, c, "the client's answer could not be kept");
         return true;
     }

@@ -26,9 +26,11 @@
  *     small or past stream_queue_bytes), the withdrawal of a question, a list change or resource
  *     update, its end (gone), a full stdin or a failing next write; while its stdout is paused
  *     it writes nothing;
- *   pooled sessions (header: b2 & 64 adds session_mode = pooled, era never stateless then): an
+ *   pooled sessions (header: b2 & 64 adds session_mode = pooled, with children of any era): an
  *     initialize by alice or bob (pool_session_initialize, answered from the pool's handshake
- *     once a child is ready), a request in one of them (tools/call with a progress token,
+ *     once a child is ready, or from a stateless child's answer to its server/discover; such a
+ *     child may answer a pooled session's tools/call with an input round of one or two
+ *     questions), a request in one of them (tools/call with a progress token,
  *     tools/list, ping, logging/setLevel, resources/read, tasks/get; or its GET stream), as its
  *     principal or mallory (404), the client's cancel of one of its requests, an answer to a
  *     question it may have been asked, DELETE (header: b0 bits 4 and 5 give its dropped calls
@@ -376,7 +378,7 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
         "tool_scopes = u:w\n",
         "allowed_tools = t\ntool_scopes = t:w\n",
     };
-    /* Pool mode: legacy sessions served by the pool (never with era = stateless). */
+    /* Pool mode: legacy sessions served by the pool (of either era's children). */
     bool pooled = !RELAY_SESSIONS && (b2 & 64);
     if (!RELAY_SESSIONS)
         snprintf(server_keys, sizeof server_keys, "%s%s", policies[(b0 >> 2) & 3],
@@ -403,8 +405,7 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
              "pool_child_max_inflight = %u\npool_warm_children = %u\npool_idle_timeout_s = 2\n"
              "pool_start_timeout_ms = 500\npool_max_restarts_per_min = %u\n"
              "request_timeout_ms = %u\nrequest_timeout_max_ms = %u\ninput_hold_ms = %u\n%s%s",
-             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "",
-             pooled && (b0 & 3) == 1 ? "auto     " : eras[b0 & 3],
+             session_keys, (b1 & 2) ? "stream_queue_bytes = 65536\n" : "", eras[b0 & 3],
              1 + ((b1 >> 2) & 3), (b1 & 16) ? 2 : 64, (b1 & 32) ? 1 : 0, (b1 & 128) ? 2 : 10,
              timeout, timeout != 0 && (b1 & 64) ? 4 * timeout : 0, holds[b2 & 3], server_keys,
              limits);
@@ -514,8 +515,6 @@ sighup(unsigned arg)
         if (e != NULL) {
             static const char *const eras[] = { "legacy   ", "stateless", "auto     " };
             const char *with = eras[(arg >> 1) % 3];
-            if (strstr(ini, "session_mode = pooled") != NULL && with == eras[1])
-                with = eras[2]; /* pooled needs a legacy child: auto finds it */
             if (strncmp(e + 6, "legacy   ", 9) == 0 || strncmp(e + 6, "stateless", 9) == 0
                 || strncmp(e + 6, "auto     ", 9) == 0)
                 memcpy(e + 6, with, 9);
@@ -1260,6 +1259,32 @@ child_answer(struct pool_child *c, unsigned a, unsigned b)
         return;
     }
     uint64_t id = e->gw_id;
+    const struct pool_call *call = e->owner;
+    if (call != NULL && call->sess != NULL && c->pool->era == CONFIG_ERA_STATELESS
+        && (b & 3) != 1) {
+        /* A pooled session's call at a stateless child: its discover, or an input round. */
+        if (strcmp(e->method, "server/discover") == 0) {
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"result\":{\"resultType\":\"complete\",\"supportedVersions\":["
+                     "\"2026-07-28\"],\"capabilities\":{\"tools\":{}},\"_meta\":{"
+                     "\"io.modelcontextprotocol/serverInfo\":{\"name\":\"f\",\"version\":\"1\"}}}}",
+                     id);
+            child_says(c, line);
+            return;
+        }
+        if (strcmp(e->method, "tools/call") == 0 && (b & 12) == 12) {
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"result\":{\"resultType\":\"input_required\",\"inputRequests\":{"
+                     "\"k\":{\"method\":\"elicitation/create\",\"params\":{\"message\":\"m\"}}%s},"
+                     "\"requestState\":\"s%u\"}}",
+                     id,
+                     (b & 16) ? ",\"j\":{\"method\":\"sampling/createMessage\",\"params\":{}}"
+                              : "",
+                     b);
+            child_says(c, line);
+            return;
+        }
+    }
     if (id == c->start_id && c->state == POOL_CHILD_STARTING) {
         if (c->probing) {
             if (b % 8 == 7)

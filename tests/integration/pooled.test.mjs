@@ -318,7 +318,7 @@ test('what pooled mode does not serve is refused with a clear error', async () =
     g2.drop();
   });
   const dir = tmpdir();
-  for (const [extra, re] of [['era = stateless', /session_mode.*legacy/], ['token_exchange = on\ntoken_exchange_audience = a\ntoken_exchange_client_id = c', /session_mode|token_exchange/]]) {
+  for (const [extra, re] of [['token_exchange = on\ntoken_exchange_audience = a\ntoken_exchange_client_id = c', /session_mode|token_exchange/]]) {
     const r = checkConfigText(dir, 'bad', `[gateway]\nlisten = 127.0.0.1:0\n[server:x]\npath = /mcp\ncommand = ${EXAMPLE}\nsession_mode = pooled\n${extra}\n`);
     assert.notEqual(r.status, 0, r.out);
     assert.match(r.out, re);

@@ -12,7 +12,8 @@
 // its own file, all on the pool's one child; a session whose client declares roots of its own
 // changes nothing of the child's allowed directory.
 // Through a child-mode server in front of a stateless-only child (tests/fixtures/stateless_server.mjs):
-// mcp-remote's legacy session is served by the gateway's bridge.
+// mcp-remote's legacy session is served by the gateway's bridge; and through pooled servers in front
+// of that fixture and of an ordinary v2-SDK server (tests/fixtures/v2_plain_server.mjs).
 // Neither client reaches the network or opens a browser: the gateway has no [auth], so no OAuth
 // flow starts; mcp-remote's HOME and MCP_REMOTE_CONFIG_DIR are a temporary directory.
 // Every spawned process is ended by its PID in a finally; every wait polls with a deadline.
@@ -32,6 +33,7 @@ const MCP_REMOTE = path.join(NM, 'mcp-remote/dist/proxy.js');
 const INSPECTOR = path.join(NM, '@modelcontextprotocol/inspector-cli/build/cli.js');
 const STATELESS_JS = path.join(ROOT, 'tests/fixtures/stateless_server.mjs');
 const FILESYSTEM = path.join(NM, '@modelcontextprotocol/server-filesystem/dist/index.js');
+const V2_PLAIN_JS = path.join(ROOT, 'tests/fixtures/v2_plain_server.mjs');
 const ADMIN = 'real-clients-admin-token-0123456789abcdef';
 const POOLED = 'session_mode = pooled\npool_max_children = 1';
 
@@ -254,6 +256,36 @@ test('mcp-remote through a child-mode server in front of a stateless-only child:
       assert.equal(text(res), 'through the bridge');
     } finally {
       await r.close();
+    }
+  });
+});
+
+test('mcp-remote through pooled servers in front of stateless-only children (the fixture, a v2-SDK server): one child, two clients', async () => {
+  const servers = [
+    { name: 'stateless', path: '/mcp', command: `${process.execPath} ${STATELESS_JS}`, extra: POOLED },
+    { name: 'v2plain', path: '/v2plain', command: `${process.execPath} ${V2_PLAIN_JS}`, extra: POOLED },
+  ];
+  await withGateway({ servers }, async (gw) => {
+    const a = await mcpRemote(gw.url, 'remote-pooled-a');
+    const b = await mcpRemote(`${gw.base}/v2plain`, 'remote-pooled-b');
+    const c = await mcpRemote(gw.url, 'remote-pooled-c');
+    try {
+      const tools = (await a.client.listTools()).tools.map((t) => t.name);
+      assert.ok(tools.includes('echo'), tools.join(','));
+      const [ra, rc] = await Promise.all([
+        a.client.callTool({ name: 'echo', arguments: { text: 'pooled a' } }),
+        c.client.callTool({ name: 'echo', arguments: { text: 'pooled c' } }),
+      ]);
+      assert.equal(text(ra), 'pooled a');
+      assert.equal(text(rc), 'pooled c');
+      assert.equal(b.client.getServerVersion().name, 'v2-plain-server');
+      assert.equal(text(await b.client.callTool({ name: 'greet', arguments: { name: 'Grace' } })), 'Hello, Grace');
+      assert.equal((gw.logs().match(/session=pool:stateless#\d+ pool child started/g) ?? []).length, 1, 'one child for both sessions');
+      assert.match(gw.logs(), /pooled session initialized: \S+, the children stateless/);
+    } finally {
+      await a.close();
+      await b.close();
+      await c.close();
     }
   });
 });
