@@ -96,6 +96,8 @@ struct pool_meta {
     const struct auth_exchanged *xres;
     /* A pooled session's request (pool_session_request sets it); NULL: a stateless request. */
     struct pool_session *session;
+    /* A pooled session's request on a task: this child alone (it holds the task); NULL: any. */
+    struct pool_child *child;
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);

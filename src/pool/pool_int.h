@@ -39,6 +39,7 @@ enum pool_child_state {
 };
 
 struct pool;
+struct pool_task;
 
 struct pool_child {
     struct pool *pool;
@@ -64,6 +65,7 @@ struct pool_child {
     uint64_t subs_sent; /* its subscribe requests so far (their ids: "mcpgw-sub-N") */
     char tag[96];       /* "pool:NAME#N" in logs */
     uint64_t used_seq;  /* pools.use_seq when it last got a request: the least recent goes first */
+    struct pool_task *tasks; /* pooled sessions' tasks it holds (pool_session_task.c) */
     struct pool_child *prev, *next;
 };
 
@@ -150,6 +152,37 @@ struct pool_session {
     struct pool *sub_pool;    /* where they are referenced; NULL: to be placed again */
     struct quota *uris_quota; /* its principal's QUOTA_URIS count of them */
     unsigned next_ask;        /* the last question's number ("mcpgw-ask-N" to the client) */
+    struct pool_task *tasks;  /* its tasks (2025-11-25), newest first: task->snext */
+    size_t ntasks;
+};
+
+/*
+ * A task (2025-11-25) a pooled session's call created at a child (pool_session_task.c): the
+ * session names it by id, the child by its own.
+ */
+struct pool_task {
+    char id[24];                     /* the session's: 128 random bits, base64url */
+    char child_id[128];              /* the child's taskId, decoded */
+    char *child_raw;                 /* the same as the child wrote it (a JSON string) */
+    size_t child_raw_len;
+    char *task; /* the Task object as the child last described it (its bytes); NULL: none */
+    size_t task_len;
+    struct pool_session *sess;       /* its owner, which frees it */
+    struct pool_child *c;            /* where it runs; NULL once that child ended */
+    struct pool_task *snext;         /* sess->tasks */
+    struct pool_task *cprev, *cnext; /* c->tasks */
+    uint64_t until_ms;               /* its ttl's end; 0: none */
+    unsigned refs;                   /* calls of the session on it */
+    bool terminal;                   /* completed, failed or cancelled (or its child ended) */
+};
+
+/* What a pooled session's call is to a task: makes one, or asks of one. */
+enum pool_task_op {
+    POOL_TASK_NONE = 0,
+    POOL_TASK_CREATE, /* task-augmented: its CreateTaskResult makes the record */
+    POOL_TASK_GET,
+    POOL_TASK_RESULT,
+    POOL_TASK_CANCEL,
 };
 
 /* One request from arrival to its end; across input rounds, the child's one call. */
@@ -157,6 +190,8 @@ struct pool_call {
     struct pool *pool;
     struct pool_session *sess; /* a pooled session's call: linked in sess->calls; NULL: none */
     struct pool_call *sprev, *snext;
+    struct pool_task *task;    /* the task it asks of (a reference); NULL: none */
+    unsigned char task_op;     /* enum pool_task_op */
     bool init; /* the session's initialize, answered by the gateway once a child is ready */
     /* The stateless row the request names: what it is served as. */
     const struct revision *rev;
@@ -578,6 +613,38 @@ const struct pool_session *pool_sessions_all(void);
 void pool_session_free_all(void);
 /* The same, and the keys of sealed ids (the module's end). */
 void pool_session_module_free(void);
+
+/* A stream already carrying one message of the gateway's, ended: no call, no child. */
+struct stream *pool_session_local(const char *msg, size_t len);
+/* The same with a JSON-RPC error for the request's id. */
+struct stream *pool_session_error(const struct jsonrpc_info *info, const char *body, int code,
+                                  const char *why);
+
+/* pool_session_task.c: a pooled session's tasks (2025-11-25) */
+/* A tasks/ request or a task-augmented request of s: answered here, or a pool call (to the task's child). */
+struct stream *pool_task_request(struct pool_session *s, const struct config_server *srv,
+                                 char *body, size_t len, const struct jsonrpc_info *info,
+                                 struct pool_meta *meta, enum pool_status *status);
+/* The call ends: its reference to a task is given back. */
+void pool_task_call_end(struct pool_call *call);
+/*
+ * The child's answer to a call with a task_op: delivered with the session's task id spliced in
+ * (true), or false to deliver it as it is. The caller ends the call either way.
+ */
+bool pool_task_deliver(struct pool_call *call, struct pending *p, const char *line, size_t len,
+                       const struct jsonrpc_info *info);
+/* notifications/tasks/status of c: to the owning session alone (true), or false: nobody's. */
+bool pool_task_status(struct pool_child *c, const char *line, size_t len,
+                      const struct jsonrpc_info *info);
+/* True when line answers the gateway's own tasks/cancel to c (handled: dropped). */
+bool pool_task_stray(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* True while c holds a task not yet terminal (within its ttl): it may write at any time. */
+bool pool_task_child_busy(const struct pool_child *c);
+/* c ended: its tasks are failed, out of its list. */
+void pool_task_child_gone(struct pool_child *c);
+/* s ends (why): its tasks not yet terminal are cancelled at their children, every record freed. */
+void pool_task_session_end(struct pool_session *s, enum relay_reason why);
+void pool_task_free(struct pool_task *t);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

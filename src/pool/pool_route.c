@@ -338,7 +338,9 @@ static void
 pool_arm_timeout(struct pool_call *call)
 {
     const struct config_server *srv = call->pool->srv;
-    if (strcmp(call->p->method, "subscriptions/listen") != 0)
+    /* tasks/result waits for its task's end, however long it runs. */
+    if (strcmp(call->p->method, "subscriptions/listen") != 0
+        && strcmp(call->p->method, "tasks/result") != 0)
         relay_arm_timeout(&call->c->r, call->p, srv->request_timeout_ms,
                           srv->request_timeout_max_ms);
 }
@@ -414,6 +416,7 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                                     info->method, 0, util_now_ms());
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
+    p->task = info->has_task; /* tasks outlive their requests: never a cancel (relay.h) */
     char idbuf[24];
     size_t idlen = relay_id_text(p, idbuf);
     struct relay_edit ed[2 + TRACE_EDITS_MAX] = {
@@ -557,7 +560,8 @@ pool_child_answer(void *owner, struct pending *p, const char *line, size_t len,
         return;
     }
     metrics_observe(&call->pool->row->latency, util_now_us() - p->start_us);
-    pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
+    if (call->task_op == POOL_TASK_NONE || !pool_task_deliver(call, p, line, len, info))
+        pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
     pending_del(&c->r.pt, p);
     call->p = NULL;
     pool_call_end(call);
@@ -626,8 +630,8 @@ pool_child_log(void *owner, const char *line, size_t len, const struct jsonrpc_i
             only = p;
             active++;
         }
-    if (active != 1) {
-        /* No request, or several: whose line it is cannot be known. */
+    if (active != 1 || pool_task_child_busy(c)) {
+        /* No request, or several, or a task that may write at any time: whose line is unknown. */
         c->pool->row->ctr.unattributed++;
         return;
     }
@@ -690,6 +694,11 @@ pool_child_notification(void *owner, const char *line, size_t len,
         c->pool->row->ctr.unattributed++;
         return;
     }
+    if (strcmp(info->method, "notifications/tasks/status") == 0) {
+        if (!pool_task_status(c, line, len, info)) /* its session's alone */
+            c->pool->row->ctr.unattributed++;
+        return;
+    }
     /* A list change is every session's of the server (their GET streams), and listeners'. */
     size_t n = strlen(info->method);
     bool sessions = false;
@@ -707,7 +716,8 @@ pool_child_notification(void *owner, const char *line, size_t len,
 static bool
 pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
 {
-    return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info);
+    return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info)
+           || pool_task_stray(owner, line, info);
 }
 
 static void

@@ -263,8 +263,7 @@ pool_session_negotiate(const char *asked, const char *child)
     return c;
 }
 
-/* A stream already carrying one message of the gateway's, ended: no call, no child. */
-static struct stream *
+struct stream *
 pool_session_local(const char *msg, size_t len)
 {
     struct stream *st = stream_new(++pss.next_stream_id, false, 0);
@@ -284,7 +283,7 @@ pool_session_result(const struct jsonrpc_info *info, const char *body, const cha
     return pool_session_local(m, (size_t)n);
 }
 
-static struct stream *
+struct stream *
 pool_session_error(const struct jsonrpc_info *info, const char *body, int code, const char *why)
 {
     size_t len;
@@ -517,6 +516,7 @@ pool_session_close(struct pool_session *s, enum relay_reason why)
 {
     while (s->calls != NULL)
         pool_session_cancel_call(s->calls, why);
+    pool_task_session_end(s, why); /* what still runs at a child is cancelled there */
     if (s->get != NULL) {
         stream_end(s->get);
         stream_unref(s->get);
@@ -532,6 +532,7 @@ pool_session_unlink(struct pool_call *call)
     struct pool_session *s = call->sess;
     if (s == NULL)
         return;
+    pool_task_call_end(call);
     if (call->sprev != NULL)
         call->sprev->snext = call->snext;
     else
@@ -659,12 +660,6 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
     return st;
 }
 
-static bool
-pool_session_unserved(const char *method)
-{
-    return strncmp(method, "tasks/", 6) == 0;
-}
-
 struct stream *
 pool_session_request(struct pool_session *s, const struct config_server *srv, char *body,
                      size_t len, const struct jsonrpc_info *info, struct pool_meta *meta,
@@ -689,12 +684,6 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
     }
     if (strcmp(m, "resources/subscribe") == 0 || strcmp(m, "resources/unsubscribe") == 0)
         return pool_session_subscribe(s, srv, body, info, m[10] == 's');
-    if (pool_session_unserved(m) || info->has_task) {
-        char why[128 + JSONRPC_METHOD_MAX];
-        snprintf(why, sizeof why, "%s is not served in pooled sessions (session_mode = pooled)",
-                 info->has_task ? "a task-augmented request" : m);
-        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND, why);
-    }
     if (strcmp(m, "server/discover") == 0 || strcmp(m, "subscriptions/listen") == 0)
         return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND, "Method not found");
     if (s->ncalls >= pools.cfg->max_inflight_per_session) {
@@ -709,6 +698,8 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
         }
     meta->session = s;
     meta->rev = s->rev;
+    if (strncmp(m, "tasks/", 6) == 0 || info->has_task) /* the session's tasks */
+        return pool_task_request(s, srv, body, len, info, meta, status);
     return pool_request(srv, body, len, info, meta, status);
 }
 
