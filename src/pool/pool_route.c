@@ -416,7 +416,8 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                                     info->method, 0, util_now_ms());
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
-    p->task = info->has_task; /* tasks outlive their requests: never a cancel (relay.h) */
+    /* A pooled session's task outlives its request: never a cancel (relay.h). */
+    p->task = call->sess != NULL && info->has_task;
     char idbuf[24];
     size_t idlen = relay_id_text(p, idbuf);
     struct relay_edit ed[2 + TRACE_EDITS_MAX] = {
