@@ -668,8 +668,12 @@ pool_request(const struct config_server *srv, char *body, size_t len,
             pool_bridge_forget(call);
             pool_session_unlink(call);
             pool_caps_release(call);
-            stream_own(call->st)->owner = NULL;
-            stream_unref(call->st);
+            if (call->batch != NULL) {
+                pool_batch_call_end(call);
+            } else {
+                stream_own(call->st)->owner = NULL;
+                stream_unref(call->st);
+            }
             stream_unref(st);
             free(call->trace);
             free(call);

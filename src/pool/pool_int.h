@@ -40,6 +40,7 @@ enum pool_child_state {
 
 struct pool;
 struct pool_task;
+struct pool_batch;
 
 struct pool_child {
     struct pool *pool;
@@ -191,6 +192,7 @@ struct pool_call {
     struct pool_session *sess; /* a pooled session's call: linked in sess->calls; NULL: none */
     struct pool_call *sprev, *snext;
     struct pool_task *task;    /* the task it asks of (a reference); NULL: none */
+    struct pool_batch *batch;  /* a batch's request: st is the batch's stream; NULL: none */
     unsigned char task_op;     /* enum pool_task_op */
     bool init; /* the session's initialize, answered by the gateway once a child is ready */
     /* The stateless row the request names: what it is served as. */
@@ -347,6 +349,7 @@ struct pool_globals {
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */
     size_t nheld;
+    struct pool_batch *batch; /* a batch's element being served: its calls and answers go there */
     unsigned char key[4096]; /* requestState sealing key */
     size_t key_len;
 };
@@ -619,6 +622,16 @@ struct stream *pool_session_local(const char *msg, size_t len);
 /* The same with a JSON-RPC error for the request's id. */
 struct stream *pool_session_error(const struct jsonrpc_info *info, const char *body, int code,
                                   const char *why);
+
+/* pool_session_batch.c: a pooled session's batches (2025-03-26) */
+/* A new call while pools.batch is set: the batch's stream (one reference for the caller). */
+struct stream *pool_batch_call_stream(struct pool_call *call);
+/* A batch's call ends: its reference to the stream given back; the last one ends the stream. */
+void pool_batch_call_end(struct pool_call *call);
+/* The gateway's answer while pools.batch is set: pushed on the batch's stream (a reference). */
+struct stream *pool_batch_local(const char *msg, size_t len);
+/* st was a batch's and its client left: every call of it cancelled (true), else false. */
+bool pool_batch_detach(struct stream *st);
 
 /* pool_session_task.c: a pooled session's tasks (2025-11-25) */
 /* A tasks/ request or a task-augmented request of s: answered here, or a pool call (to the task's child). */

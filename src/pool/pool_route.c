@@ -86,6 +86,8 @@ struct stream *
 pool_call_stream(struct pool_call *call)
 {
     static uint64_t next_stream_id = 1;
+    if (pools.batch != NULL)
+        return pool_batch_call_stream(call); /* a batch's request: the batch's one stream */
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
     /* A pooled session's call streams are not resumed either: its drop is its cancel. */
@@ -150,7 +152,9 @@ pool_call_end(struct pool_call *call)
         loop_timer_del(call->p->timer);
         call->p->timer = NULL;
     }
-    if (call->st != NULL) {
+    if (call->batch != NULL) {
+        pool_batch_call_end(call); /* the batch's stream ends with its last call */
+    } else if (call->st != NULL) {
         stream_own(call->st)->owner = NULL;
         stream_end(call->st);
         stream_unref(call->st);

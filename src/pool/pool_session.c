@@ -266,6 +266,8 @@ pool_session_negotiate(const char *asked, const char *child)
 struct stream *
 pool_session_local(const char *msg, size_t len)
 {
+    if (pools.batch != NULL)
+        return pool_batch_local(msg, len); /* a batch's request: on the batch's stream */
     struct stream *st = stream_new(++pss.next_stream_id, false, 0);
     struct iovec iov = { (void *)(uintptr_t)msg, len };
     stream_push_message(st, &iov, 1);
@@ -773,6 +775,12 @@ pool_session_other(struct pool_session *s, char *body, size_t len, const struct 
     return POOL_OK;
 }
 
+bool
+pool_session_batches(const struct pool_session *s)
+{
+    return s->rev != NULL && s->rev->batches;
+}
+
 struct stream *
 pool_session_get(struct pool_session *s, enum pool_status *status)
 {
@@ -789,6 +797,8 @@ pool_session_get(struct pool_session *s, enum pool_status *status)
 void
 pool_session_detach(const char *sid, struct stream *st)
 {
+    if (pool_batch_detach(st))
+        return; /* a batch's stream: every call of it cancelled */
     struct pool_session *s = pool_names_find(&pss.t, sid, PSS_LINK);
     if (s != NULL && s->get == st) {
         s->get = NULL;
