@@ -5,7 +5,8 @@
 // stream under its own id, the stream ending after the last; an element that cannot be served
 // (an id twice in the batch, no room at the pool) gets its own error event; a batch of notifications alone gets 202;
 // the client's cancel of one element ends it alone; closing the stream cancels every call of the
-// batch at its child. Seen from outside: the client's answers, what the children read (--log).
+// batch at its child (one still queued leaves the queue); DELETE ends its open calls with an
+// error on its stream. Seen from outside: the client's answers, what the children read (--log).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
@@ -125,5 +126,37 @@ test('a cancel of one element ends it alone; the stream ends after the last; a d
     const after = await post(gw, call('after', 'echo', { text: 'on' }), { sid: s.sid });
     await after.done(scaled(5000));
     assert.equal(textOf(answers(after)[0]), 'on', 'the session serves on');
+  });
+});
+
+test('a batch with a call still queued: a drop takes it out of the queue; DELETE ends the batch\'s open calls with an error', async () => {
+  // --hold-init: each child answers the gateway's initialize only at SIGUSR1, so the second child
+  // stays starting and a call for it waits in the pool's queue for as long as the test wants.
+  const opts = { servers: [{ name: 'example', path: '/mcp', args: ['--hold-init'], extra: 'session_mode = pooled\npool_max_children = 2\npool_child_max_inflight = 1' }] };
+  await withGateway(opts, async (gw) => {
+    const init = session(gw);
+    const first = Number((await gw.waitLog(/pool child started: pid (\d+)/))[1]);
+    process.kill(first, 'SIGUSR1');
+    const s = await init;
+    // q1 takes the first child; q2 waits in the queue for the second, which is held starting.
+    const d = await post(gw, [call('q1', 'cancel_self', { tag: 'q1' }), call('q2', 'echo', { text: 'queued' })], { sid: s.sid });
+    assert.equal(d.status, 200);
+    const q1 = await waitFor(() => childCalls(gw).find((m) => m.params.arguments.tag === 'q1'), scaled(5000), 'q1 at the child');
+    await gw.waitLog(/tools\/call waits for a child to start/);
+    d.drop();
+    await gw.waitLog(/client dropped a batch's stream: 2 requests cancelled/);
+    await waitFor(() => gw.childMessages().find((m) => m.method === 'notifications/cancelled' && m.params.requestId === q1.id), scaled(5000), 'q1\'s cancel');
+    // A next batch on the first child; DELETE ends its open call with an error on its stream.
+    const b = await post(gw, [call('b1', 'cancel_self', { tag: 'b1' }), rpc('ping', {}, 'bp')], { sid: s.sid });
+    assert.equal(b.status, 200);
+    await b.waitEvent((j) => j.id === 'bp', scaled(5000));
+    await waitFor(() => childCalls(gw).find((m) => m.params.arguments.tag === 'b1'), scaled(5000), 'b1 at the child');
+    assert.ok(!childCalls(gw).some((m) => m.params.arguments.text === 'queued'), 'the dropped queued call never reached a child');
+    const del = await fetch(gw.url, { method: 'DELETE', headers: { 'Mcp-Session-Id': s.sid } });
+    assert.equal(del.status, 200);
+    await b.done(scaled(5000));
+    const e = answers(b).find((j) => j.id === 'b1');
+    assert.equal(e?.error?.code, -32603, b.text());
+    assert.match(e.error.message, /session deleted/);
   });
 });
