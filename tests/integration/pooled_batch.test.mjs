@@ -136,6 +136,8 @@ test('a batch with a call still queued: a drop takes it out of the queue; DELETE
   await withGateway(opts, async (gw) => {
     const init = session(gw);
     const first = Number((await gw.waitLog(/pool child started: pid (\d+)/))[1]);
+    // Its SIGUSR1 handler is in place once it holds the answer (a signal before would kill it).
+    await gw.waitLog(/holding the initialize answer until SIGUSR1/, scaled(5000));
     process.kill(first, 'SIGUSR1');
     const s = await init;
     // q1 takes the first child; q2 waits in the queue for the second, which is held starting.
