@@ -275,7 +275,7 @@ char *jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len)
  * A child's initialize answer p[0..n), for the gateway's own answers to pooled sessions: the
  * result object's members but protocolVersion, as compact JSON text without the braces ("" when
  * none; a new string, length in *len), with what a pooled session is not served left out of its
- * capabilities (tasks; resources.subscribe unless subscribe); the child's protocolVersion into version[0..vsize)
+ * capabilities (resources.subscribe unless subscribe); the child's protocolVersion into version[0..vsize)
  * ("" when none). NULL when p holds no result object.
  */
 char *jsonrpc_init_members(const char *p, size_t n, bool subscribe, char *version, size_t vsize,

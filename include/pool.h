@@ -97,6 +97,8 @@ struct pool_meta {
     const struct auth_exchanged *xres;
     /* A pooled session's request (pool_session_request sets it); NULL: a stateless request. */
     struct pool_session *session;
+    /* A pooled session's request on a task: this child alone (it holds the task); NULL: any. */
+    struct pool_child *child;
 };
 
 void pool_module_init(struct loop *l, const struct config *cfg);
@@ -218,6 +220,18 @@ struct stream *pool_session_initialize(const struct config_server *srv, char *bo
 struct stream *pool_session_request(struct pool_session *s, const struct config_server *srv,
                                     char *body, size_t len, const struct jsonrpc_info *info,
                                     struct pool_meta *meta, enum pool_status *status);
+#define POOL_BATCH_MAX 256 /* elements of one batch (as a child-mode session's) */
+/*
+ * A 2025-03-26 batch of the session (el, info: its elements, each already checked): each request
+ * served as if posted alone, its answer an event of the one stream returned (it ends after the
+ * last); NULL when the batch holds no request (202). Errors of one element are events of its own.
+ */
+struct stream *pool_session_batch(struct pool_session *s, const struct config_server *srv,
+                                  char *body, const struct jsonrpc_span *el,
+                                  const struct jsonrpc_info *info, size_t n,
+                                  const struct pool_meta *meta);
+/* Whether the session's revision has batches (2025-03-26). */
+bool pool_session_batches(const struct pool_session *s);
 /* A notification or response of the session's client: POOL_OK (202), or why not. */
 enum pool_status pool_session_other(struct pool_session *s, char *body, size_t len,
                                     const struct jsonrpc_info *info);

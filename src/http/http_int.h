@@ -275,6 +275,11 @@ enum MHD_Result http_pooled_none(struct http_req *rc);
 /* initialize for a server with session_mode = pooled: a session with no child. */
 enum MHD_Result http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info);
 /* Any POST but initialize in a pooled session (scan, err: http_scan_body's verdict). */
+/* A batch's elements scanned (info[0..n)); any bad one is answered (rc->responded) 400. */
+enum MHD_Result http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el,
+                                struct jsonrpc_info *info, size_t n, bool *requests);
+/* Why a batch is refused over a transport or revision (over) that has none. */
+const char *http_no_batches(unsigned over, char *buf, size_t size);
 enum MHD_Result http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
                                  const char *err);
 /* What the pool knows of a pooled session's request (meta), its client's address, its trace. */

@@ -252,7 +252,7 @@ http_post_request(struct http_req *rc, struct session *s, bool created,
 }
 
 /* Elements scanned one by one; any invalid one refuses the whole batch before anything is sent. */
-static enum MHD_Result
+enum MHD_Result
 http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonrpc_info *info,
                 size_t n, bool *requests)
 {
@@ -285,7 +285,7 @@ http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el, struct jsonr
 }
 
 /* Why a batch is refused: the revisions that have them, or the old transport that has none. */
-static const char *
+const char *
 http_no_batches(unsigned over, char *buf, size_t size)
 {
     if (over == REVISION_HTTP_SSE)

@@ -7,6 +7,7 @@
  * JSON-RPC errors. http_mcp.c routes to these after its checks, as for any session.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "audit.h"
@@ -14,6 +15,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "pool.h"
+#include "revision.h"
 
 /* A pool's refusal of a pooled session's request: its HTTP status and JSON-RPC error. */
 enum MHD_Result
@@ -140,6 +142,46 @@ http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info)
     return http_hold(rc, st, true);
 }
 
+/*
+ * A JSON array in a pooled session: 2025-03-26 only. Every element is checked first (any bad one
+ * refuses the whole batch); each request is then served as if posted alone, its answer an event of
+ * one SSE stream; a batch of notifications and responses gets 202.
+ */
+static enum MHD_Result
+http_pooled_batch(struct http_req *rc, struct pool_session *s)
+{
+    char why[128];
+    if (!pool_session_batches(s))
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          http_no_batches(REVISION_STREAMABLE, why, sizeof why));
+    struct jsonrpc_span el[POOL_BATCH_MAX];
+    size_t n;
+    if (jsonrpc_batch_split(buf_head(&rc->body), buf_used(&rc->body), el, ARRAY_LEN(el), &n) == -1)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "a batch may hold at most 256 messages");
+    if (n == 0)
+        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "empty batch");
+    struct jsonrpc_info *info = xcalloc(n, sizeof(*info));
+    bool requests = false;
+    enum MHD_Result ret = http_batch_scan(rc, el, info, n, &requests);
+    if (rc->responded) {
+        free(info);
+        return ret;
+    }
+    char client[64];
+    struct pool_meta meta;
+    struct trace_in tin;
+    http_pooled_meta(rc, &meta, client, sizeof client, &tin);
+    struct stream *st =
+        pool_session_batch(s, rc->srv, buf_head(&rc->body), el, info, n, &meta);
+    http_access_traced(rc, meta.trace);
+    free(info);
+    if (st == NULL)
+        return http_empty(rc, MHD_HTTP_ACCEPTED);
+    rc->pooled = true;
+    return http_hold(rc, st, false);
+}
+
 /* Any POST but initialize in a pooled session (rc->sid has the pooled form). */
 enum MHD_Result
 http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info, const char *err)
@@ -148,9 +190,7 @@ http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,
     if (s == NULL)
         return http_pooled_none(rc);
     if (scan == JSONRPC_EBATCH)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "JSON-RPC batches are not served in pooled sessions (session_mode = "
-                          "pooled)");
+        return http_pooled_batch(rc, s);
     if (scan != JSONRPC_OK)
         return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
                           err ? err : "Invalid Request");

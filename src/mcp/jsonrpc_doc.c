@@ -745,8 +745,10 @@ jsonrpc_init_members(const char *p, size_t n, bool subscribe, char *version, siz
     json_object_del(copy, "protocolVersion");
     json_t *caps = json_object_get(copy, "capabilities");
     if (json_is_object(caps)) {
-        /* What a pooled session is not served: tasks, and subscriptions placed by the session. */
-        jsonrpc_stateless_caps(caps);
+        /*
+         * What a pooled session is not served: subscriptions placed by the session. Its tasks
+         * are (pool_session_task.c): tasks stays as the child declared it.
+         */
         json_t *res_caps = json_object_get(caps, "resources");
         if (json_is_object(res_caps) && !subscribe)
             json_object_del(res_caps, "subscribe");

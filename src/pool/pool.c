@@ -413,6 +413,7 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         log_info(c->tag, "pool child stopped: %s", why);
     }
     /* What it had in flight fails now (each entry leaves the table); the rest goes with c. */
+    pool_task_child_gone(c); /* pooled sessions' tasks there failed with it */
     char message[160];
     snprintf(message, sizeof(message), "upstream server ended: %s", why);
     struct pending *e = c->r.pt.head;
@@ -575,7 +576,9 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         *status = POOL_E_CREDENTIALS;
         return NULL;
     }
-    struct pool *p = keyed ? pool_principal_find(srv, meta) : pool_find(srv);
+    struct pool *p = meta->child != NULL ? meta->child->pool
+                     : keyed                ? pool_principal_find(srv, meta)
+                                            : pool_find(srv);
     if (p == NULL)
         p = keyed ? pool_principal_new(pools.cfg, srv, meta) : pool_new(pools.cfg, srv);
     if (srv->token_exchange) {
@@ -625,7 +628,8 @@ pool_request(const struct config_server *srv, char *body, size_t len,
     if (!pool_caps_admit(p, body, info, meta, status))
         return NULL;
     *status = POOL_OK;
-    struct pool_child *c = pool_pick(p, status);
+    /* A pooled session's request on a task goes to the child that holds it, whatever its load. */
+    struct pool_child *c = meta->child != NULL ? meta->child : pool_pick(p, status);
     if (c == NULL && *status != POOL_OK) {
         if (p->key != NULL && p->key->refused != NULL)
             meta->why = p->key->refused;
@@ -662,8 +666,12 @@ pool_request(const struct config_server *srv, char *body, size_t len,
             pool_session_modern_forget(call);
             pool_session_unlink(call);
             pool_caps_release(call);
-            stream_own(call->st)->owner = NULL;
-            stream_unref(call->st);
+            if (call->batch != NULL) {
+                pool_batch_call_end(call);
+            } else {
+                stream_own(call->st)->owner = NULL;
+                stream_unref(call->st);
+            }
             stream_unref(st);
             free(call->trace);
             free(call);
@@ -715,6 +723,7 @@ pool_sweep_child(struct pool_child *c, uint64_t now_ms)
         e = next;
     }
     busy |= c->subs > 0; /* it holds listeners' subscriptions */
+    busy |= pool_task_child_busy(c); /* it runs a pooled session's task */
     size_t queued = c->pool->queued;
     pool_child_room(c); /* lingering entries freed, a fence given up */
     if (c->state == POOL_CHILD_GONE)

@@ -413,6 +413,9 @@ pool_bridge_ask(struct pool_child *c, const char *line, size_t len, const struct
               "to stateless clients";
     else if (idlen > pools.cfg->max_id_bytes)
         why = "request id longer than the gateway's max_id_bytes";
+    else if (pool_task_child_busy(c))
+        why = "not available: a task runs on this server, and the gateway cannot tell which "
+              "client request or task this belongs to";
     else if (pool_bridge_unfenced(c) && candidates == 0)
         why = "not available: the request that asked it was cancelled";
     else if (pool_bridge_unfenced(c))

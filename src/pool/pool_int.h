@@ -39,6 +39,8 @@ enum pool_child_state {
 };
 
 struct pool;
+struct pool_task;
+struct pool_batch;
 
 struct pool_child {
     struct pool *pool;
@@ -64,6 +66,7 @@ struct pool_child {
     uint64_t subs_sent; /* its subscribe requests so far (their ids: "mcpgw-sub-N") */
     char tag[96];       /* "pool:NAME#N" in logs */
     uint64_t used_seq;  /* pools.use_seq when it last got a request: the least recent goes first */
+    struct pool_task *tasks; /* pooled sessions' tasks it holds (pool_session_task.c) */
     struct pool_child *prev, *next;
 };
 
@@ -169,6 +172,37 @@ struct pool_session {
     char *client_caps;
     char *client_info;
     bool stateless;
+    struct pool_task *tasks;  /* its tasks (2025-11-25), newest first: task->snext */
+    size_t ntasks;
+};
+
+/*
+ * A task (2025-11-25) a pooled session's call created at a child (pool_session_task.c): the
+ * session names it by id, the child by its own.
+ */
+struct pool_task {
+    char id[24];                     /* the session's: 128 random bits, base64url */
+    char child_id[128];              /* the child's taskId, decoded */
+    char *child_raw;                 /* the same as the child wrote it (a JSON string) */
+    size_t child_raw_len;
+    char *task; /* the Task object as the child last described it (its bytes); NULL: none */
+    size_t task_len;
+    struct pool_session *sess;       /* its owner, which frees it */
+    struct pool_child *c;            /* where it runs; NULL once that child ended */
+    struct pool_task *snext;         /* sess->tasks */
+    struct pool_task *cprev, *cnext; /* c->tasks */
+    uint64_t until_ms;               /* its ttl's end; 0: none */
+    unsigned refs;                   /* calls of the session on it */
+    bool terminal;                   /* completed, failed or cancelled (or its child ended) */
+};
+
+/* What a pooled session's call is to a task: makes one, or asks of one. */
+enum pool_task_op {
+    POOL_TASK_NONE = 0,
+    POOL_TASK_CREATE, /* task-augmented: its CreateTaskResult makes the record */
+    POOL_TASK_GET,
+    POOL_TASK_RESULT,
+    POOL_TASK_CANCEL,
 };
 
 /* One request from arrival to its end; across input rounds, the child's one call. */
@@ -176,6 +210,9 @@ struct pool_call {
     struct pool *pool;
     struct pool_session *sess; /* a pooled session's call: linked in sess->calls; NULL: none */
     struct pool_call *sprev, *snext;
+    struct pool_task *task;    /* the task it asks of (a reference); NULL: none */
+    struct pool_batch *batch;  /* a batch's request: st is the batch's stream; NULL: none */
+    unsigned char task_op;     /* enum pool_task_op */
     bool init; /* the session's initialize, answered by the gateway once a child is ready */
     /* The stateless row the request names: what it is served as. */
     const struct revision *rev;
@@ -333,6 +370,7 @@ struct pool_globals {
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */
     size_t nheld;
+    struct pool_batch *batch; /* a batch's element being served: its calls and answers go there */
     unsigned char key[4096]; /* requestState sealing key */
     size_t key_len;
 };
@@ -682,6 +720,48 @@ bool pool_session_modern_client_answer(struct pool_session *s, const char *body,
 bool pool_session_modern_call_is(const struct pool_call *call, const char *id, size_t idlen);
 /* The call ends: its rounds' state goes (pool_call_end). */
 void pool_session_modern_forget(struct pool_call *call);
+
+/* A stream already carrying one message of the gateway's, ended: no call, no child. */
+struct stream *pool_session_local(const char *msg, size_t len);
+/* The same with a JSON-RPC error for the request's id. */
+struct stream *pool_session_error(const struct jsonrpc_info *info, const char *body, int code,
+                                  const char *why);
+
+/* pool_session_batch.c: a pooled session's batches (2025-03-26) */
+/* A new call while pools.batch is set: the batch's stream (one reference for the caller). */
+struct stream *pool_batch_call_stream(struct pool_call *call);
+/* A batch's call ends: its reference to the stream given back; the last one ends the stream. */
+void pool_batch_call_end(struct pool_call *call);
+/* The gateway's answer while pools.batch is set: pushed on the batch's stream (a reference). */
+struct stream *pool_batch_local(const char *msg, size_t len);
+/* st was a batch's and its client left: every call of it cancelled (true), else false. */
+bool pool_batch_detach(struct stream *st);
+
+/* pool_session_task.c: a pooled session's tasks (2025-11-25) */
+/* A tasks/ request or a task-augmented request of s: answered here, or a pool call (to the task's child). */
+struct stream *pool_task_request(struct pool_session *s, const struct config_server *srv,
+                                 char *body, size_t len, const struct jsonrpc_info *info,
+                                 struct pool_meta *meta, enum pool_status *status);
+/* The call ends: its reference to a task is given back. */
+void pool_task_call_end(struct pool_call *call);
+/*
+ * The child's answer to a call with a task_op: delivered with the session's task id spliced in
+ * (true), or false to deliver it as it is. The caller ends the call either way.
+ */
+bool pool_task_deliver(struct pool_call *call, struct pending *p, const char *line, size_t len,
+                       const struct jsonrpc_info *info);
+/* notifications/tasks/status of c: to the owning session alone (true), or false: nobody's. */
+bool pool_task_status(struct pool_child *c, const char *line, size_t len,
+                      const struct jsonrpc_info *info);
+/* True when line answers the gateway's own tasks/cancel to c (handled: dropped). */
+bool pool_task_stray(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
+/* True while c holds a task not yet terminal (within its ttl): it may write at any time. */
+bool pool_task_child_busy(const struct pool_child *c);
+/* c ended: its tasks are failed, out of its list. */
+void pool_task_child_gone(struct pool_child *c);
+/* s ends (why): its tasks not yet terminal are cancelled at their children, every record freed. */
+void pool_task_session_end(struct pool_session *s, enum relay_reason why);
+void pool_task_free(struct pool_task *t);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

@@ -210,7 +210,7 @@ pool_child_idle(const struct pool_child *c)
 {
     return c->state == POOL_CHILD_READY && c->u != NULL && upstream_writable(c->u)
            && pending_active(&c->r.pt, PENDING_TO_CHILD) == 0 && c->subs == 0
-           && !pool_bridge_unfenced(c) && !pool_bridge_leased(c);
+           && !pool_bridge_unfenced(c) && !pool_bridge_leased(c) && !pool_task_child_busy(c);
 }
 
 bool

@@ -89,6 +89,8 @@ pool_call_stream(struct pool_call *call)
     static uint64_t next_stream_id = 1;
     if (call->sess != NULL && call->sess->sse)
         return pool_session_sse_stream(call); /* 2024-11-05: the session's one stream */
+    if (pools.batch != NULL)
+        return pool_batch_call_stream(call); /* a batch's request: the batch's one stream */
     /* A stateless revision's stream is the request's alone; replayed only if the revision resumes.
      */
     bool resumable = call->rev->resumable && revision_over(call->rev, REVISION_STATELESS);
@@ -161,7 +163,9 @@ pool_call_end(struct pool_call *call)
         loop_timer_del(call->p->timer);
         call->p->timer = NULL;
     }
-    if (call->st != NULL) {
+    if (call->batch != NULL) {
+        pool_batch_call_end(call); /* the batch's stream ends with its last call */
+    } else if (call->st != NULL) {
         stream_own(call->st)->owner = NULL;
         if (!call->st_shared)
             stream_end(call->st);
@@ -350,7 +354,9 @@ static void
 pool_arm_timeout(struct pool_call *call)
 {
     const struct config_server *srv = call->pool->srv;
-    if (strcmp(call->p->method, "subscriptions/listen") != 0)
+    /* tasks/result waits for its task's end, however long it runs. */
+    if (strcmp(call->p->method, "subscriptions/listen") != 0
+        && strcmp(call->p->method, "tasks/result") != 0)
         relay_arm_timeout(&call->c->r, call->p, srv->request_timeout_ms,
                           srv->request_timeout_max_ms);
 }
@@ -438,6 +444,8 @@ pool_call_send(struct pool_call *call, struct pool_child *c, const char *body, s
                                     info->method, 0, util_now_ms());
     if (info->progress_token.len)
         pending_set_token(p, body + info->progress_token.off, info->progress_token.len);
+    /* A pooled session's task outlives its request: never a cancel (relay.h). */
+    p->task = call->sess != NULL && info->has_task;
     char idbuf[24];
     size_t idlen = relay_id_text(p, idbuf);
     struct relay_edit ed[2 + TRACE_EDITS_MAX] = {
@@ -587,7 +595,8 @@ pool_child_answer(void *owner, struct pending *p, const char *line, size_t len,
         return;
     }
     metrics_observe(&call->pool->row->latency, util_now_us() - p->start_us);
-    pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
+    if (call->task_op == POOL_TASK_NONE || !pool_task_deliver(call, p, line, len, info))
+        pool_deliver(call, p->method, p->orig_id, p->orig_id_len, line, len, info);
     pending_del(&c->r.pt, p);
     call->p = NULL;
     pool_call_end(call);
@@ -666,8 +675,9 @@ pool_child_log(void *owner, const char *line, size_t len, const struct jsonrpc_i
         else
             one_owner = pool_same_session(first->owner, p->owner);
     }
-    if (first == NULL || !one_owner) {
-        /* No request, or several of different clients: whose line it is cannot be known. */
+    if (first == NULL || !one_owner || pool_task_child_busy(c)) {
+        /* No request, or several of different clients, or a task that may write at any time:
+         * whose line it is cannot be known. */
         c->pool->row->ctr.unattributed++;
         return;
     }
@@ -732,6 +742,11 @@ pool_child_notification(void *owner, const char *line, size_t len,
         c->pool->row->ctr.unattributed++;
         return;
     }
+    if (strcmp(info->method, "notifications/tasks/status") == 0) {
+        if (!pool_task_status(c, line, len, info)) /* its session's alone */
+            c->pool->row->ctr.unattributed++;
+        return;
+    }
     /* A list change is every session's of the server (their GET streams), and listeners'. */
     size_t n = strlen(info->method);
     bool sessions = false;
@@ -749,7 +764,8 @@ pool_child_notification(void *owner, const char *line, size_t len,
 static bool
 pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
 {
-    return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info);
+    return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info)
+           || pool_task_stray(owner, line, info);
 }
 
 static void

@@ -269,10 +269,11 @@ pool_session_negotiate(const char *asked, const char *child, unsigned mask)
     return c;
 }
 
-/* A stream already carrying one message of the gateway's, ended: no call, no child. */
-static struct stream *
+struct stream *
 pool_session_local(const char *msg, size_t len)
 {
+    if (pools.batch != NULL)
+        return pool_batch_local(msg, len); /* a batch's request: on the batch's stream */
     struct stream *st = stream_new(++pss.next_stream_id, false, 0);
     struct iovec iov = { (void *)(uintptr_t)msg, len };
     stream_push_message(st, &iov, 1);
@@ -290,7 +291,7 @@ pool_session_result(const struct jsonrpc_info *info, const char *body, const cha
     return pool_session_local(m, (size_t)n);
 }
 
-static struct stream *
+struct stream *
 pool_session_error(const struct jsonrpc_info *info, const char *body, int code, const char *why)
 {
     size_t len;
@@ -536,6 +537,7 @@ pool_session_close(struct pool_session *s, enum relay_reason why)
 {
     while (s->calls != NULL)
         pool_session_cancel_call(s->calls, why);
+    pool_task_session_end(s, why); /* what still runs at a child is cancelled there */
     if (s->sse && s->get != NULL) {
         /* A 2024-11-05 session's one stream: the connection's, kept in no list. */
         stream_end(s->get);
@@ -561,6 +563,7 @@ pool_session_unlink(struct pool_call *call)
     struct pool_session *s = call->sess;
     if (s == NULL)
         return;
+    pool_task_call_end(call);
     if (call->sprev != NULL)
         call->sprev->snext = call->snext;
     else
@@ -692,12 +695,6 @@ pool_session_initialize(const struct config_server *srv, char *body, size_t len,
     return st;
 }
 
-static bool
-pool_session_unserved(const char *method)
-{
-    return strncmp(method, "tasks/", 6) == 0;
-}
-
 struct stream *
 pool_session_request(struct pool_session *s, const struct config_server *srv, char *body,
                      size_t len, const struct jsonrpc_info *info, struct pool_meta *meta,
@@ -722,12 +719,6 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
     }
     if (strcmp(m, "resources/subscribe") == 0 || strcmp(m, "resources/unsubscribe") == 0)
         return pool_session_subscribe(s, srv, body, info, m[10] == 's', meta->claims);
-    if (pool_session_unserved(m) || info->has_task) {
-        char why[128 + JSONRPC_METHOD_MAX];
-        snprintf(why, sizeof why, "%s is not served in pooled sessions (session_mode = pooled)",
-                 info->has_task ? "a task-augmented request" : m);
-        return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND, why);
-    }
     if (strcmp(m, "server/discover") == 0 || strcmp(m, "subscriptions/listen") == 0)
         return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND, "Method not found");
     if (s->ncalls >= pools.cfg->max_inflight_per_session) {
@@ -742,9 +733,13 @@ pool_session_request(struct pool_session *s, const struct config_server *srv, ch
         }
     meta->session = s;
     meta->rev = s->rev;
-    struct stream *st = pool_request(srv, body, len, info, meta, status);
-    if (st != NULL)
-        pool_session_stream_track(s, st); /* resumable, and given disconnect_grace_ms */
+    struct stream *st = strncmp(m, "tasks/", 6) == 0 || info->has_task /* the session's tasks */
+                            ? pool_task_request(s, srv, body, len, info, meta, status)
+                            : pool_request(srv, body, len, info, meta, status);
+    /* Resumable, and given disconnect_grace_ms; a batch's one stream is not (its owner is the
+     * batch, whose drop cancels every call of it). */
+    if (st != NULL && pools.batch == NULL)
+        pool_session_stream_track(s, st);
     return st;
 }
 
@@ -821,6 +816,12 @@ pool_session_other(struct pool_session *s, char *body, size_t len, const struct 
     return POOL_OK;
 }
 
+bool
+pool_session_batches(const struct pool_session *s)
+{
+    return s->rev != NULL && s->rev->batches;
+}
+
 struct stream *
 pool_session_get(struct pool_session *s, enum pool_status *status)
 {
@@ -831,6 +832,8 @@ pool_session_get(struct pool_session *s, enum pool_status *status)
 void
 pool_session_detach(const char *sid, struct stream *st)
 {
+    if (pool_batch_detach(st))
+        return; /* a batch's stream: every call of it cancelled */
     struct pool_session *s = pool_names_find(&pss.t, sid, PSS_LINK);
     if (s != NULL && s->get == st && s->sse) {
         /* The 2024-11-05 transport: the connection is the session. */
