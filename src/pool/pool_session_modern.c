@@ -272,9 +272,11 @@ pool_modern_init_answer(struct pool_call *call, struct pool_child *c, struct pen
     struct pool_session *s = call->sess;
     uint32_t speaks = 0;
     (void)jsonrpc_discover_versions(line, len, revision_seen_stateless, &speaks);
+    /* The revisions of the session's transport: a 2024-11-05 session's (GET /sse) too. */
+    unsigned mask = s->sse ? REVISION_SESSIONS : REVISION_STREAMABLE;
     const struct revision *rev = revision_named(s->asked);
-    if (!revision_over(rev, REVISION_STREAMABLE))
-        rev = revision_newest(REVISION_STREAMABLE);
+    if (!revision_over(rev, mask))
+        rev = revision_newest(mask);
     size_t rlen = 0;
     char *res = info->kind == JSONRPC_RESULT && speaks != 0
                     ? jsonrpc_init_from_discover(line, len, rev->name, 0, call->pool->name, &rlen)

@@ -168,6 +168,21 @@ test('negotiation on the pooled 2024-11-05 transport: the client\'s version when
   });
 });
 
+test('a pooled 2024-11-05 session in front of children that speak only the stateless revision: the version it asked, its own answers', async () => {
+  const STATELESS_JS = path.join(process.env.GW_SOURCE_ROOT, 'tests/fixtures/stateless_server.mjs');
+  await withGateway({ servers: [{ name: 'example', path: '/mcp', command: `${process.execPath} ${STATELESS_JS}`, extra: POOLED }], gateway: { admin_token: ADMIN } }, async (gw) => {
+    const a = await openSse(gw);
+    const b = await openSse(gw);
+    assert.equal((await sseInit(a, { version: '2024-11-05' })).protocolVersion, '2024-11-05', 'the transport\'s own revision');
+    assert.equal((await sseInit(b, { version: '2025-03-26' })).protocolVersion, '2025-03-26');
+    await send202(a, rpc('tools/call', { name: 'echo', arguments: { text: 'from a' } }, 7));
+    await send202(b, rpc('tools/call', { name: 'echo', arguments: { text: 'from b' } }, 7));
+    assert.equal(textOf(await a.waitMsg((j) => j.id === 7 && isAnswer(j))), 'from a');
+    assert.equal(textOf(await b.waitMsg((j) => j.id === 7 && isAnswer(j))), 'from b');
+    assert.equal(kids(gw.proc.pid).length, 1, 'one child for both');
+  });
+});
+
 test('progress, log lines and the child\'s questions reach only the session whose call they are; its answer goes back to the child', async () => {
   await withGateway(pooled(), async (gw) => {
     const a = await openSse(gw);
