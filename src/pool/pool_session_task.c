@@ -260,6 +260,18 @@ ptask_orphan(struct pool_task *t, enum pool_task_op op, const char *body,
     return st;
 }
 
+/*
+ * Whether s's revision has tasks (2025-11-25 on): then, and only then, a call's stream is its own
+ * and its owner the call (a batch's stream is owned by the batch, a 2024-11-05 session's by none).
+ */
+static bool
+ptask_served(const struct pool_session *s)
+{
+    const struct revision *tasks = revision_named("2025-11-25");
+    return s->rev != NULL && !s->sse && pools.batch == NULL && tasks != NULL
+           && revision_bit(s->rev) >= revision_bit(tasks);
+}
+
 struct stream *
 pool_task_request(struct pool_session *s, const struct config_server *srv, char *body, size_t len,
                   const struct jsonrpc_info *info, struct pool_meta *meta,
@@ -267,6 +279,13 @@ pool_task_request(struct pool_session *s, const struct config_server *srv, char 
 {
     const char *m = info->method;
     enum pool_task_op op = POOL_TASK_NONE;
+    if (!ptask_served(s)) {
+        /* Before 2025-11-25 (a 2025-03-26 batch's session, a 2024-11-05 one): no tasks/ methods;
+         * a request that names a task is an ordinary one, its answer the child's as it is. */
+        if (strncmp(m, "tasks/", 6) == 0)
+            return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND, "Method not found");
+        return pool_request(srv, body, len, info, meta, status);
+    }
     if (strncmp(m, "tasks/", 6) != 0) {
         /* A task-augmented request: a record's room is kept for its CreateTaskResult. */
         if (!ptask_room(s))
@@ -318,7 +337,7 @@ pool_task_request(struct pool_session *s, const struct config_server *srv, char 
     struct stream *st = pool_request(srv, copy, n, &ci, meta, status);
     struct pool_call *call = st != NULL ? stream_own(st)->owner : NULL;
     if (call != NULL) {
-        call->task_op = op;
+        call->task_op = (unsigned char)op;
         call->task = t;
         t->refs++;
     }

@@ -162,3 +162,25 @@ test('a batch with a call still queued: a drop takes it out of the queue; DELETE
     assert.match(e.error.message, /session deleted/);
   });
 });
+
+test('a batch naming tasks (a 2025-11-25 feature): tasks/ methods are unknown there, a task-augmented request is an ordinary call', async () => {
+  const opts = { servers: [{ name: 'example', path: '/mcp', args: ['--tasks'], extra: 'session_mode = pooled\npool_max_children = 1' }] };
+  await withGateway(opts, async (gw) => {
+    const s = await session(gw);
+    const r = await post(gw, [
+      rpc('tools/call', { name: 'echo', arguments: { text: 'as a task' }, task: { ttl: 60000 } }, 't1'),
+      rpc('tasks/get', { taskId: 'task-1' }, 't2'),
+      rpc('tasks/list', {}, 't3'),
+    ], { sid: s.sid });
+    assert.equal(r.status, 200);
+    await r.done(scaled(10000));
+    const byId = Object.fromEntries(answers(r).map((j) => [j.id, j]));
+    assert.ok(isAnswer(byId.t1), r.text());
+    assert.equal(byId.t2.error?.code, -32601, r.text());
+    assert.equal(byId.t3.error?.code, -32601, r.text());
+    // The session goes on: a call after it is answered.
+    const after = await post(gw, call('n', 'echo', { text: 'after' }), { sid: s.sid });
+    await after.done(scaled(5000));
+    assert.equal(textOf(answers(after)[0]), 'after');
+  });
+});
