@@ -924,12 +924,22 @@ auth_check_claims(struct auth *a, const char *header, const struct config_server
          * count against its own per-principal limits, not everyone's. "anonymous" when the
          * address is not known.
          */
+        static const char prefix[] = "address:";
         char name[AUTH_NAME_MAX];
-        int n = a->client != NULL && a->client[0] != '\0'
-                    ? snprintf(name, sizeof(name), "address:%s", a->client)
-                    : snprintf(name, sizeof(name), "%s", AUTH_ANONYMOUS);
-        *principal =
-            auth_principal_get(name, n > 0 && (size_t)n < sizeof(name) ? (size_t)n : strlen(name));
+        size_t n = a->client != NULL ? strlen(a->client) : 0;
+        if (n != 0) {
+            /* Copied, not formatted (this runs on every request); cut as snprintf would. */
+            if (n > sizeof(name) - sizeof(prefix))
+                n = sizeof(name) - sizeof(prefix);
+            memcpy(name, prefix, sizeof(prefix) - 1);
+            memcpy(name + sizeof(prefix) - 1, a->client, n);
+            n += sizeof(prefix) - 1;
+            name[n] = '\0';
+        } else {
+            n = strlen(AUTH_ANONYMOUS);
+            memcpy(name, AUTH_ANONYMOUS, n + 1);
+        }
+        *principal = auth_principal_get(name, n);
         return AUTH_OK;
     }
     size_t len;

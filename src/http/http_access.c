@@ -233,19 +233,32 @@ http_access_addr(const struct sockaddr *sa, char *out, size_t size)
     }
 }
 
+/*
+ * The peer's address as text. A connection's peer does not change, so its text is made once per
+ * connection and copied for each of its requests.
+ */
+void
+http_access_peer_text(const struct http_req *rc, char *out, size_t size)
+{
+    struct http_conn *conn = rc->conn;
+    if (conn == NULL) {
+        http_access_addr(http_access_sockaddr(rc), out, size);
+        return;
+    }
+    if (!conn->peer_known) {
+        http_access_addr(http_access_sockaddr(rc), conn->peer, sizeof(conn->peer));
+        conn->peer_known = true;
+    }
+    http_access_copy(out, size, conn->peer, strlen(conn->peer));
+}
+
 void
 http_access_client(const struct http_req *rc, char *out, size_t size)
 {
     if (rc->acc.forwarded[0] != '\0')
-        snprintf(out, size, "%s", rc->acc.forwarded);
+        http_access_copy(out, size, rc->acc.forwarded, strlen(rc->acc.forwarded));
     else
-        http_access_addr(http_access_sockaddr(rc), out, size);
-}
-
-void
-http_access_peer_text(const struct http_req *rc, char *out, size_t size)
-{
-    http_access_addr(http_access_sockaddr(rc), out, size);
+        http_access_peer_text(rc, out, size);
 }
 
 void
@@ -255,7 +268,7 @@ http_access_end(struct http_req *rc)
         return;
     const struct http_access *a = &rc->acc;
     char peer[INET6_ADDRSTRLEN], status[12], sent[24], ms[32];
-    http_access_addr(http_access_sockaddr(rc), peer, sizeof(peer));
+    http_access_peer_text(rc, peer, sizeof(peer));
     snprintf(status, sizeof(status), "%u", a->status);
     snprintf(sent, sizeof(sent), "%llu", (unsigned long long)a->sent);
     uint64_t us = (http_access_now_ns() - a->start_ns) / 1000;

@@ -77,6 +77,8 @@ struct http_conn {
     const char *target;            /* its target, in MHD's buffer (compared, never read) */
     size_t target_len;             /* the target's strlen when the line was read */
     uint64_t deadline_ms;          /* the request's headers or body must be in by then; 0: none */
+    bool peer_known;               /* peer holds the peer's address as text (http_access.c) */
+    char peer[46];                 /* INET6_ADDRSTRLEN: formatted once, not on every request */
     struct http_conn *prev, *next; /* H.conns */
 };
 

@@ -28,11 +28,16 @@
 void
 http_sid_tag(struct http_req *rc)
 {
-    if (!session_seal_is(rc->sid, strlen(rc->sid))) {
-        snprintf(rc->sid_tag, sizeof(rc->sid_tag), "%s", rc->sid);
+    size_t n = strlen(rc->sid);
+    if (!session_seal_is(rc->sid, n)) {
+        /* Copied, not formatted: this runs on every request. Cut as snprintf would. */
+        if (n >= sizeof(rc->sid_tag))
+            n = sizeof(rc->sid_tag) - 1;
+        memcpy(rc->sid_tag, rc->sid, n);
+        rc->sid_tag[n] = '\0';
         return;
     }
-    session_seal_label(rc->sid, strlen(rc->sid), rc->sid_tag);
+    session_seal_label(rc->sid, n, rc->sid_tag);
 }
 
 /* Copies a plausible session id header; false when absent. Implausible ids become unknown. */
