@@ -258,6 +258,17 @@ http_body(struct http_req *rc, const char *data, size_t size)
  * again when reused (as calloc would), and freed at stop.
  */
 #define HTTP_REQ_SPARES 16
+/* Under AddressSanitizer none is kept: every record is freed, so a use after its end is caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HTTP_REQ_KEEP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HTTP_REQ_KEEP 0
+#endif
+#endif
+#ifndef HTTP_REQ_KEEP
+#define HTTP_REQ_KEEP HTTP_REQ_SPARES
+#endif
 static struct http_req *http_req_spare[HTTP_REQ_SPARES];
 static size_t http_req_spares;
 
@@ -274,10 +285,13 @@ http_req_new(void)
 static void
 http_req_release(struct http_req *rc)
 {
-    if (http_req_spares < HTTP_REQ_SPARES)
+#if HTTP_REQ_KEEP > 0
+    if (http_req_spares < HTTP_REQ_KEEP) {
         http_req_spare[http_req_spares++] = rc;
-    else
-        free(rc);
+        return;
+    }
+#endif
+    free(rc);
 }
 
 static enum MHD_Result
