@@ -39,6 +39,8 @@ struct revision {
                           legacy child's questions are bridged into rounds */
     bool result_fields; /* results carry resultType; cacheable ones ttlMs and cacheScope (the pool
                            adds them where a child's result lacks them) */
+    bool tasks; /* the tasks methods and task-augmented requests in a session (a stateless one's
+                   tasks are an extension its children serve, not the gateway's table) */
     const char *const *removed; /* methods it removed from its predecessors; NULL-ended */
 };
 

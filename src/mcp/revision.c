@@ -28,19 +28,19 @@ static const char *const revision_removed_none[] = { NULL };
 
 /* Oldest first. */
 static const struct revision revision_table[] = {
-    /* name, transport, batches, polling, resumable, input_rounds, result_fields, removed */
-    { "2024-11-05", REVISION_HTTP_SSE, false, false, false, false, false, revision_removed_none },
-    { "2025-03-26", REVISION_STREAMABLE, true, false, true, false, false, revision_removed_none },
-    { "2025-06-18", REVISION_STREAMABLE, false, false, true, false, false, revision_removed_none },
-    { "2025-11-25", REVISION_STREAMABLE, false, true, true, false, false, revision_removed_none },
-    { "2026-07-28", REVISION_STATELESS, false, false, false, true, true, revision_removed_2026 },
+    /* name, transport, batches, polling, resumable, input_rounds, result_fields, tasks, removed */
+    { "2024-11-05", REVISION_HTTP_SSE, false, false, false, false, false, false, revision_removed_none },
+    { "2025-03-26", REVISION_STREAMABLE, true, false, true, false, false, false, revision_removed_none },
+    { "2025-06-18", REVISION_STREAMABLE, false, false, true, false, false, false, revision_removed_none },
+    { "2025-11-25", REVISION_STREAMABLE, false, true, true, false, false, true, revision_removed_none },
+    { "2026-07-28", REVISION_STATELESS, false, false, false, true, true, false, revision_removed_2026 },
 #ifdef MCPGW_TEST_STATELESS_ROW
     /*
      * Test builds only (tests/unit/meson.build, tests/fixtures/meson.build compile this file a
      * second time with the define; the gateway's own build never has it): a made-up later
      * stateless row that behaves as 2026-07-28, to show that such a row is all it takes.
      */
-    { MCPGW_TEST_STATELESS_ROW, REVISION_STATELESS, false, false, false, true, true,
+    { MCPGW_TEST_STATELESS_ROW, REVISION_STATELESS, false, false, false, true, true, false,
       revision_removed_2026 },
 #endif
 };

@@ -261,15 +261,13 @@ ptask_orphan(struct pool_task *t, enum pool_task_op op, const char *body,
 }
 
 /*
- * Whether s's revision has tasks (2025-11-25 on): then, and only then, a call's stream is its own
+ * Whether s's revision has tasks (its row's tasks): then, and only then, a call's stream is its own
  * and its owner the call (a batch's stream is owned by the batch, a 2024-11-05 session's by none).
  */
 static bool
 ptask_served(const struct pool_session *s)
 {
-    const struct revision *tasks = revision_named("2025-11-25");
-    return s->rev != NULL && !s->sse && pools.batch == NULL && tasks != NULL
-           && revision_bit(s->rev) >= revision_bit(tasks);
+    return s->rev != NULL && s->rev->tasks && !s->sse && pools.batch == NULL;
 }
 
 struct stream *
