@@ -280,6 +280,14 @@ enum MHD_Result http_pooled_initialize(struct http_req *rc, const struct jsonrpc
 /* A batch's elements scanned (info[0..n)); any bad one is answered (rc->responded) 400. */
 enum MHD_Result http_batch_scan(struct http_req *rc, const struct jsonrpc_span *el,
                                 struct jsonrpc_info *info, size_t n, bool *requests);
+/*
+ * What a session's batch passes before its elements are served, in either mode: its revision has
+ * batches (allowed), at most max elements (el), none, each element scanned (http_batch_scan).
+ * NULL when rc was answered (*ret); else the elements' infos (*n of them; the caller frees them)
+ * and whether any is a request.
+ */
+struct jsonrpc_info *http_batch_open(struct http_req *rc, bool allowed, struct jsonrpc_span *el,
+                                     size_t max, size_t *n, bool *requests, enum MHD_Result *ret);
 /* Why a batch is refused over a transport or revision (over) that has none. */
 const char *http_no_batches(unsigned over, char *buf, size_t size);
 enum MHD_Result http_pooled_post(struct http_req *rc, int scan, const struct jsonrpc_info *info,

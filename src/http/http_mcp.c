@@ -301,6 +301,35 @@ http_no_batches(unsigned over, char *buf, size_t size)
     return buf;
 }
 
+struct jsonrpc_info *
+http_batch_open(struct http_req *rc, bool allowed, struct jsonrpc_span *el, size_t max, size_t *n,
+                bool *requests, enum MHD_Result *ret)
+{
+    char why[128];
+    if (!allowed) {
+        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          http_no_batches(REVISION_STREAMABLE, why, sizeof why));
+        return NULL;
+    }
+    if (jsonrpc_batch_split(buf_head(&rc->body), buf_used(&rc->body), el, max, n) == -1) {
+        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
+                          "a batch may hold at most 256 messages");
+        return NULL;
+    }
+    if (*n == 0) {
+        *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "empty batch");
+        return NULL;
+    }
+    struct jsonrpc_info *info = xcalloc(*n, sizeof(*info));
+    *requests = false;
+    *ret = http_batch_scan(rc, el, info, *n, requests);
+    if (rc->responded) {
+        free(info);
+        return NULL;
+    }
+    return info;
+}
+
 /*
  * A JSON array in one POST: 2025-03-26 sessions only. Requests in it are
  * answered on one SSE stream, an event each; a batch of notifications and responses gets 202.
@@ -311,24 +340,14 @@ http_post_batch(struct http_req *rc)
     struct session *s = http_session(rc);
     if (s == NULL)
         return http_no_session(rc); /* initialize, the only request without one, is never batched */
-    char why[128];
-    if (!session_batches(s))
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          http_no_batches(REVISION_STREAMABLE, why, sizeof why));
     struct jsonrpc_span el[SESSION_BATCH_MAX];
     size_t n;
-    if (jsonrpc_batch_split(buf_head(&rc->body), buf_used(&rc->body), el, ARRAY_LEN(el), &n) == -1)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "a batch may hold at most 256 messages");
-    if (n == 0)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "empty batch");
-    struct jsonrpc_info *info = xcalloc(n, sizeof(*info));
-    bool requests = false;
-    enum MHD_Result ret = http_batch_scan(rc, el, info, n, &requests);
-    if (rc->responded) {
-        free(info);
+    bool requests;
+    enum MHD_Result ret;
+    struct jsonrpc_info *info =
+        http_batch_open(rc, session_batches(s), el, ARRAY_LEN(el), &n, &requests, &ret);
+    if (info == NULL)
         return ret;
-    }
     enum session_status status;
     struct stream *st = requests ? session_stream_open(s, false, &status) : NULL;
     if (requests && st == NULL) {

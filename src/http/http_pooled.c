@@ -150,24 +150,14 @@ http_pooled_initialize(struct http_req *rc, const struct jsonrpc_info *info)
 static enum MHD_Result
 http_pooled_batch(struct http_req *rc, struct pool_session *s)
 {
-    char why[128];
-    if (!pool_session_batches(s))
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          http_no_batches(REVISION_STREAMABLE, why, sizeof why));
     struct jsonrpc_span el[POOL_BATCH_MAX];
     size_t n;
-    if (jsonrpc_batch_split(buf_head(&rc->body), buf_used(&rc->body), el, ARRAY_LEN(el), &n) == -1)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST,
-                          "a batch may hold at most 256 messages");
-    if (n == 0)
-        return http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, "empty batch");
-    struct jsonrpc_info *info = xcalloc(n, sizeof(*info));
-    bool requests = false;
-    enum MHD_Result ret = http_batch_scan(rc, el, info, n, &requests);
-    if (rc->responded) {
-        free(info);
+    bool requests;
+    enum MHD_Result ret;
+    struct jsonrpc_info *info =
+        http_batch_open(rc, pool_session_batches(s), el, ARRAY_LEN(el), &n, &requests, &ret);
+    if (info == NULL)
         return ret;
-    }
     char client[64];
     struct pool_meta meta;
     struct trace_in tin;
