@@ -644,6 +644,13 @@ bool pool_session_level_answer(struct pool_child *c, const char *line,
                                const struct jsonrpc_info *info);
 /* Periodic: idle sessions expire, GET streams get their heartbeat. */
 void pool_session_sweep(uint64_t now_ms);
+/*
+ * Whether a new local record fits (room: the HTTP front's max_sessions): false with *status and
+ * *why while the gateway drains (503), at max_sessions (503) or at the principal's
+ * max_sessions_per_principal (429).
+ */
+bool pool_session_room(const char *principal, bool room, enum pool_status *status,
+                       const char **why);
 /* A new local record, in the table: id, server, principal, and one session counted. */
 struct pool_session *pool_session_new(const char *id, const char *server, const char *principal,
                                       int64_t issued_s);

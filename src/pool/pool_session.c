@@ -184,6 +184,28 @@ pool_session_new(const char *id, const char *server, const char *principal, int6
     return s;
 }
 
+bool
+pool_session_room(const char *principal, bool room, enum pool_status *status, const char **why)
+{
+    if (pools.draining) {
+        *status = POOL_E_DRAINING; /* 503: nginx tries the next instance */
+        *why = "gateway shutting down";
+        return false;
+    }
+    if (!room) {
+        *status = POOL_E_UNAVAILABLE;
+        *why = "too many sessions";
+        return false;
+    }
+    if (!quota_fits(QUOTA_GATEWAY, principal, QUOTA_SESSIONS,
+                    pools.cfg->auth.max_sessions_per_principal)) {
+        *status = POOL_E_PRINCIPAL;
+        *why = "too many sessions for this principal (max_sessions_per_principal)";
+        return false;
+    }
+    return true;
+}
+
 struct pool_session *
 pool_session_find(const char *id, const struct config_server *srv, const char *principal, bool room,
                   enum pool_status *status, const char **why)
@@ -225,22 +247,8 @@ pool_session_find(const char *id, const struct config_server *srv, const char *p
     if (!revision_over(rev, REVISION_STREAMABLE) || pool_session_deleted(id, now_s))
         return NULL;
     /* Opened, and no record here: sealed at another instance, or before a restart. */
-    if (pools.draining) {
-        *status = POOL_E_DRAINING; /* 503: nginx tries the next instance */
-        *why = "gateway shutting down";
+    if (!pool_session_room(principal, room, status, why))
         return NULL;
-    }
-    if (!room) {
-        *status = POOL_E_UNAVAILABLE;
-        *why = "too many sessions";
-        return NULL;
-    }
-    if (!quota_fits(QUOTA_GATEWAY, principal, QUOTA_SESSIONS,
-                    pools.cfg->auth.max_sessions_per_principal)) {
-        *status = POOL_E_PRINCIPAL;
-        *why = "too many sessions for this principal (max_sessions_per_principal)";
-        return NULL;
-    }
     s = pool_session_new(id, srv->name, principal, r.issued_s);
     s->rev = rev;
     s->caps = r.flags;

@@ -50,22 +50,8 @@ pool_session_sse_open(const struct config_server *srv, const char *principal,
     *why = NULL;
     if (principal == NULL)
         principal = "";
-    if (pools.draining) {
-        *status = POOL_E_DRAINING;
-        *why = "gateway shutting down";
+    if (!pool_session_room(principal, room, status, why))
         return NULL;
-    }
-    if (!room) {
-        *status = POOL_E_UNAVAILABLE;
-        *why = "too many sessions";
-        return NULL;
-    }
-    if (!quota_fits(QUOTA_GATEWAY, principal, QUOTA_SESSIONS,
-                    pools.cfg->auth.max_sessions_per_principal)) {
-        *status = POOL_E_PRINCIPAL;
-        *why = "too many sessions for this principal (max_sessions_per_principal)";
-        return NULL;
-    }
     char id[CRYPTO_SESSION_ID_MAX];
     if (crypto_session_id(pools.cfg->instance_id, id) == -1 || pool_session_lookup(id) != NULL) {
         *status = POOL_E_UNAVAILABLE;
