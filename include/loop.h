@@ -52,8 +52,9 @@ int loop_signal_add(struct loop *l, int signo, loop_signal_cb *cb, void *arg) MU
  * Runs cb(arg) once, later in this loop turn: after the fd callbacks and timers, before the after
  * hook, never inside the caller (redis freeClientAsync, libuv's closing phase). Calls queued from a
  * deferred call run on the next turn, which then does not block. The caller keeps arg alive until
- * cb runs; there is no cancel: cb checks its object's state. Deferred calls still queued when the
- * loop is freed are dropped, not run.
+ * cb runs; there is no cancel: cb checks its object's state. A call queued in the turn that stops
+ * the loop (by the after hook, say) still runs before loop_run returns; deferred calls still
+ * queued when the loop is freed are dropped, not run.
  */
 void loop_defer(struct loop *l, loop_defer_cb *cb, void *arg);
 

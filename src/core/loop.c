@@ -388,6 +388,13 @@ loop_run(struct loop *l)
             l->after(l->hook_arg);
         loop_reap_dead(l);
     }
+    /*
+     * A stop ends the loop, not the work its last turn deferred (a retired child's free, say,
+     * deferred by what the after hook did): it still runs, as deferred calls defer more at most a
+     * few times over.
+     */
+    for (int i = 0; i < 16 && l->defer_head != NULL; i++)
+        loop_run_deferred(l);
 }
 
 void

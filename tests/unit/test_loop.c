@@ -572,6 +572,29 @@ Test(loop, deferred_calls_run_later_in_order, .init = fx_init, .fini = fx_fini)
     cr_assert_eq(loop_deferred_pending(L), 0, "every deferred call ran");
 }
 
+/* The after hook defers a call (a free, say) and stops the loop in the same turn. */
+static void
+defer_and_stop_cb(void *arg)
+{
+    (void)arg;
+    D.afters++;
+    if (D.afters == 1) {
+        loop_defer(L, defer_mark_cb, (void *)(intptr_t)5);
+        loop_stop(L);
+    }
+}
+
+Test(loop, deferred_calls_run_though_the_turn_stopped, .init = fx_init, .fini = fx_fini)
+{
+    memset(&D, 0, sizeof(D));
+    loop_set_hooks(L, NULL, defer_and_stop_cb, NULL);
+    loop_wake(L);
+    run_guarded();
+    cr_assert_eq(D.n, 1, "what the stopping turn deferred ran before loop_run returned");
+    cr_assert_eq(D.order[0], 5);
+    cr_assert_eq(loop_deferred_pending(L), 0);
+}
+
 Test(loop, deferred_calls_dropped_when_freed, .init = fx_init)
 {
     memset(&D, 0, sizeof(D));
