@@ -88,7 +88,6 @@ const range = (a, b) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
 // --- event ids and priming -------------------------------------------------------------------
 
 test('2025-11-25: every stream (POST and GET) starts with a priming event (id <stream>-1, retry), then numbered events; ids unique per session', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { sse_retry_ms: 1500 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     assert.equal(s.version, '2025-11-25');
@@ -123,7 +122,6 @@ test('2025-11-25: every stream (POST and GET) starts with a priming event (id <s
 });
 
 test('older sessions (2025-06-18 asked, 2025-03-26 forced by the server) get event ids but no priming event', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   const servers = [
     { name: 'forced', path: '/mcp', args: ['--protocol-version', '2025-03-26'] },
     { name: 'plain', path: '/plain' },
@@ -159,7 +157,6 @@ test('older sessions (2025-06-18 asked, 2025-03-26 forced by the server) get eve
 });
 
 test('replay_buffer_bytes=0: no ids, no priming, nothing resumable; sse_retry_ms=0: priming without retry', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { replay_buffer_bytes: 0 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const g = await get(gw, { sid: s.sid });
@@ -193,7 +190,6 @@ test('replay_buffer_bytes=0: no ids, no priming, nothing resumable; sse_retry_ms
 
 for (const version of ['2025-11-25', '2025-06-18']) {
   test(`${version}: a POST stream dropped mid-call and resumed within disconnect_grace_ms gets the rest, the answer made while away included, and nothing is cancelled`, async (t) => {
-    if (pooledSkip(t, 'not served yet (resumable streams)')) return;
     await withGateway({ gateway: { disconnect_grace_ms: 20000, admin_token: TOKEN } }, async (gw) => {
       const s = await initSession(gw, { version });
       const { r, childId } = await startCall(gw, s.sid, 'away-1', 'slow', { steps: 10, interval_ms: 100, tag: 'away-1' }, { progressToken: 'away' });
@@ -240,7 +236,6 @@ for (const version of ['2025-11-25', '2025-06-18']) {
 }
 
 test('a resumed POST stream can be dropped and resumed again: every event arrives once, the answer on the last connection', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { disconnect_grace_ms: 20000 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const { r } = await startCall(gw, s.sid, 'hop', 'slow', { steps: 12, interval_ms: 60, tag: 'hop' }, { progressToken: 'hop' });
@@ -268,7 +263,6 @@ test('a resumed POST stream can be dropped and resumed again: every event arrive
 });
 
 test('resuming one POST stream replays only that stream: not the other call\'s, not the GET stream\'s notifications', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { disconnect_grace_ms: 20000 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const g = await get(gw, { sid: s.sid });
@@ -318,7 +312,6 @@ test('resuming one POST stream replays only that stream: not the other call\'s, 
 });
 
 test('no resume within disconnect_grace_ms: the call is cancelled once, with "client disconnected", when the grace expires', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { disconnect_grace_ms: 600, admin_token: TOKEN } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const { r, childId } = await startCall(gw, s.sid, 'gone', 'slow', { steps: 200, interval_ms: 50, tag: 'gone' }, { progressToken: 'gone' });
@@ -344,7 +337,6 @@ test('no resume within disconnect_grace_ms: the call is cancelled once, with "cl
 // --- refusals ----------------------------------------------------------------------------------
 
 test('410 for a malformed id, a stream of another session, a stream that never was, a seq never reached, a finished stream; 409 while another connection reads the stream', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({}, async (gw) => {
     const s1 = await initSession(gw, { version: '2025-11-25' });
     const s2 = await initSession(gw, { version: '2025-11-25' });
@@ -401,7 +393,6 @@ test('410 for a malformed id, a stream of another session, a stream that never w
 });
 
 test('410 once the events after the id were evicted from a tiny replay_buffer_bytes; the newest id still resumes', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { replay_buffer_bytes: 2048, disconnect_grace_ms: 20000, admin_token: TOKEN, max_id_bytes: 1024 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const token = `big-${'x'.repeat(400)}`; // each progress event is about 550 bytes
@@ -429,7 +420,6 @@ test('410 once the events after the id were evicted from a tiny replay_buffer_by
 });
 
 test('410 for events trimmed while nobody read the stream (over stream_queue_bytes); the events still held resume', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   const STEPS = 200;
   await withGateway({ gateway: { stream_queue_bytes: 65536, disconnect_grace_ms: 20000, admin_token: TOKEN, max_id_bytes: 2048 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
@@ -463,7 +453,6 @@ test('410 for events trimmed while nobody read the stream (over stream_queue_byt
 // --- the GET stream ----------------------------------------------------------------------------
 
 test('a dropped GET stream is re-attached by a plain GET: what was queued on it meanwhile arrives, nothing is replayed; a second plain GET is 409', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({}, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const g1 = await get(gw, { sid: s.sid });
@@ -505,7 +494,6 @@ test('a dropped GET stream is re-attached by a plain GET: what was queued on it 
 });
 
 test('notifications that found no stream at all while the GET stream was dropped arrive when a plain GET re-attaches it', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { stream_queue_bytes: 65536 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const g1 = await get(gw, { sid: s.sid });
@@ -546,7 +534,6 @@ test('notifications that found no stream at all while the GET stream was dropped
 // --- SSE polling -------------------------------------------------------------------------------
 
 test('sse_close_after_ms (2025-11-25): the POST response ends early without the answer, the resume GET gets it and is not ended again; nothing is cancelled', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { sse_close_after_ms: 300, sse_retry_ms: 200 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const { r, childId } = await startCall(gw, s.sid, 'poll-1', 'echo', { text: 'polled', delay_ms: 2000, tag: 'poll-1' });
@@ -588,7 +575,6 @@ test('sse_close_after_ms (2025-11-25): the POST response ends early without the 
 });
 
 test('sse_close_after_ms without a resume: the call is cancelled with "client disconnected" after disconnect_grace_ms + 3*sse_retry_ms + 1000', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { sse_close_after_ms: 200, sse_retry_ms: 100 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const { r, childId } = await startCall(gw, s.sid, 'poll-gone', 'echo', { text: 'never read', delay_ms: 30000, tag: 'poll-gone' });
@@ -608,7 +594,6 @@ test('sse_close_after_ms without a resume: the call is cancelled with "client di
 // --- idle expiry -------------------------------------------------------------------------------
 
 test('expiry mid-call: with nobody reading, the session expires under a long grace; the child gets "session expired" before its stdin closes, is reaped; then 404', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   await withGateway({ gateway: { disconnect_grace_ms: 60000, session_idle_timeout_s: 1 } }, async (gw) => {
     const s = await initSession(gw, { version: '2025-11-25' });
     const { r, childId } = await startCall(gw, s.sid, 'orphan', 'slow', { steps: 600, interval_ms: 50, tag: 'orphan' }, { progressToken: 'orphan' });
@@ -671,7 +656,6 @@ function cutAfterFirstEvent(body, cutWhen, onCut) {
 }
 
 test('the SDK client resumes by itself: its POST stream of a slow call is cut after the first event, it reconnects with GET + Last-Event-ID, the call resolves, nothing is cancelled', async (t) => {
-  if (pooledSkip(t, 'not served yet (resumable streams)')) return;
   const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
   const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
   await withGateway({ gateway: { disconnect_grace_ms: 10000, sse_retry_ms: 100 } }, async (gw) => {
