@@ -19,7 +19,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import {
-  ACCEPT_BOTH, GW_BIN, MATRIX_POOLED, metricSamples, pooledSkip, request, rpc, splitPost, startGateway, tmpdir,
+  ACCEPT_BOTH, GW_BIN, MATRIX_POOLED, metricSamples, request, rpc, splitPost, startGateway, tmpdir,
   waitFor, withGateway,
 } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';

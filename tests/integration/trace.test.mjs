@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { initSession, MATRIX_POOLED, pooledSkip, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { initSession, MATRIX_POOLED, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { mpost, msgsOf, V } from '../lib/stateless.mjs';
 import { scaled } from '../lib/timing.mjs';
 
