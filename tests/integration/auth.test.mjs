@@ -562,7 +562,6 @@ describe('jwt mode', () => {
   });
 
   test('owner binding: a batch (2025-03-26) on another principal\'s session gets 404', async (t) => {
-    if (pooledSkip(t, 'not served yet (batches)')) return;
     const a = good();
     const b = bobToken();
     const { sid } = await initAuth(gw, a, { version: '2025-03-26' });

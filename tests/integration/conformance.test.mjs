@@ -20,7 +20,7 @@ import {
   COLUMNS, MODULES, NODE22, ROOT, compareExpected, readResults, requireInstalled, runScenario as runSuiteScenario,
   runSuite, tableLine, tableRow, tableSum, withIpv6Gateway,
 } from '../lib/conformance.mjs';
-import { MATRIX_POOLED, startGateway, tmpdir } from '../lib/gw.mjs';
+import { startGateway, tmpdir } from '../lib/gw.mjs';
 
 const SUITE = path.join(MODULES, '@modelcontextprotocol/conformance/dist/index.js');
 const SERVER = path.join(ROOT, 'tests/fixtures/conformance_server.mjs');
@@ -35,17 +35,6 @@ const SCENARIO_TIMEOUT_MS = 60_000;
  * occur: one that starts passing fails the test until it is removed from this list.
  */
 const EXPECTED = {};
-
-/*
- * The pooled matrix run: a pooled session's streams carry no event ids, priming or retry, and
- * are not resumed (not served yet in pooled sessions): the SSE polling checks warn, and the
- * disconnect-and-resume path is not taken.
- */
-const POOLED_NOT_YET = 'pooled: not served yet (resumable streams)';
-if (MATRIX_POOLED) {
-  EXPECTED['server-sse-polling/server-sse-priming-event'] = { status: 'WARNING', why: POOLED_NOT_YET };
-  EXPECTED['server-sse-polling/server-sse-retry-field'] = { status: 'WARNING', why: POOLED_NOT_YET };
-}
 
 /*
  * Checks that must be SUCCESS, not merely free of failure: server-sse-polling reports the
@@ -123,7 +112,7 @@ test('every check passes, except the expected ones', () => {
   assert.ok(Object.keys(results).length > 0, 'no results (the suite did not run)');
   printTable(results);
   const { unexpected, stale } = compareExpected(results, EXPECTED);
-  for (const key of MATRIX_POOLED ? [] : MUST_SUCCEED) {
+  for (const key of MUST_SUCCEED) {
     const [scenario, id] = key.split('/');
     const c = (results[scenario] || []).find((x) => x.id === id);
     if (c?.status !== 'SUCCESS') unexpected.push(`${c?.status ?? 'MISSING'} ${key} (must be SUCCESS): ${c?.errorMessage || c?.description || ''}`);

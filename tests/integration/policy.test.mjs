@@ -19,7 +19,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import {
-  ACCEPT_BOTH, GW_BIN, MATRIX_POOLED, metricSamples, pooledSkip, request, rpc, splitPost, startGateway, tmpdir,
+  ACCEPT_BOTH, GW_BIN, MATRIX_POOLED, metricSamples, request, rpc, splitPost, startGateway, tmpdir,
   waitFor, withGateway,
 } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
@@ -208,7 +208,6 @@ test('a session: a scope shows a tool and lets its call through; the name is mat
 });
 
 test('a 2025-03-26 batch: the hidden call is answered in place, the others reach the child', async (t) => {
-  if (pooledSkip(t, 'not served yet (batches)')) return;
   const sid = await open('bob', { version: '2025-03-26' });
   const r = await bearerPost('bob', [
     rpc('tools/call', { name: 'slow', arguments: {} }, 'b1'),
