@@ -207,6 +207,22 @@ pool_uses_config(const struct config *cfg)
     return false;
 }
 
+void
+pool_call_enqueue(struct pool *p, struct pool_call *call, const char *body, size_t len,
+                  struct jsonrpc_span id)
+{
+    call->body = xmemdup(body, len);
+    call->len = len;
+    call->qid_off = id.off;
+    call->qid_len = id.len;
+    if (p->qtail != NULL)
+        p->qtail->qnext = call;
+    else
+        p->qhead = call;
+    p->qtail = call;
+    p->queued++;
+}
+
 static void
 pool_free(struct pool *p)
 {
@@ -681,16 +697,7 @@ pool_request(const struct config_server *srv, char *body, size_t len,
         }
         return st;
     }
-    call->body = xmemdup(body, len);
-    call->len = len;
-    call->qid_off = info->id.off;
-    call->qid_len = info->id.len;
-    if (p->qtail != NULL)
-        p->qtail->qnext = call;
-    else
-        p->qhead = call;
-    p->qtail = call;
-    p->queued++;
+    pool_call_enqueue(p, call, body, len, info->id);
     log_debug(NULL, "pool %s: %s waits for a child to start", p->name, info->method);
     return st;
 }

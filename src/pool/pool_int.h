@@ -536,6 +536,9 @@ void pool_call_error(struct pool_call *call, const char *id, size_t idlen, int c
                      const char *message);
 /* A queued call (no child yet) leaves its pool's queue. */
 void pool_call_unqueue(struct pool_call *call);
+/* call waits at the end of p's queue with a copy of body[0..len) (id: its client id there). */
+void pool_call_enqueue(struct pool *p, struct pool_call *call, const char *body, size_t len,
+                       struct jsonrpc_span id);
 /*
  * A queued call is cancelled for why: it leaves the queue and ends without a response (nothing
  * was sent to a child), counted and audited as a cancel.

@@ -463,16 +463,7 @@ pool_modern_retry(struct pool_call *call)
         return;
     }
     /* No child has room yet: it waits in the queue as a new request would. */
-    call->body = xmemdup(m->body, m->len);
-    call->len = m->len;
-    call->qid_off = info.id.off;
-    call->qid_len = info.id.len;
-    if (p->qtail != NULL)
-        p->qtail->qnext = call;
-    else
-        p->qhead = call;
-    p->qtail = call;
-    p->queued++;
+    pool_call_enqueue(p, call, m->body, m->len, info.id);
 }
 
 bool
