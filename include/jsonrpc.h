@@ -2,6 +2,8 @@
 #ifndef MCPGW_JSONRPC_H
 #define MCPGW_JSONRPC_H
 
+#include <sys/uio.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,6 +158,14 @@ char *jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char 
                         size_t *len);
 
 /*
+ * {"jsonrpc":"2.0","id":<id_raw>,"result":<result>} as five iovecs pointing at the arguments (no
+ * copy), a newline after it when newline is set (a child's stdin takes lines, a stream does not).
+ * Returns the count, 5.
+ */
+int jsonrpc_result_iov(struct iovec iov[5], const char *id_raw, size_t id_len, const char *result,
+                       size_t result_len, bool newline);
+
+/*
  * {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":<id_raw>,
  * "reason":reason}}; reason may be NULL (then omitted). New xmalloc'd string, length in *len.
  */
@@ -275,7 +285,8 @@ char *jsonrpc_member_json(const char *p, size_t n, const char *key, size_t *len)
  * A child's initialize answer p[0..n), for the gateway's own answers to pooled sessions: the
  * result object's members but protocolVersion, as compact JSON text without the braces ("" when
  * none; a new string, length in *len), with what a pooled session is not served left out of its
- * capabilities (resources.subscribe unless subscribe); the child's protocolVersion into version[0..vsize)
+ * capabilities (resources.subscribe unless subscribe); the child's protocolVersion into
+ * version[0..vsize)
  * ("" when none). NULL when p holds no result object.
  */
 char *jsonrpc_init_members(const char *p, size_t n, bool subscribe, char *version, size_t vsize,

@@ -97,6 +97,20 @@ jsonrpc_error_new(const char *id_raw, size_t id_len, int code, const char *messa
     return jsonrpc_id_text_new("{\"jsonrpc\":\"2.0\",\"id\":", id_raw, id_len, mid, message, len);
 }
 
+int
+jsonrpc_result_iov(struct iovec iov[5], const char *id_raw, size_t id_len, const char *result,
+                   size_t result_len, bool newline)
+{
+    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    static const char mid[] = ",\"result\":";
+    iov[0] = (struct iovec){ (void *)(uintptr_t)head, sizeof head - 1 };
+    iov[1] = (struct iovec){ (void *)(uintptr_t)id_raw, id_len };
+    iov[2] = (struct iovec){ (void *)(uintptr_t)mid, sizeof mid - 1 };
+    iov[3] = (struct iovec){ (void *)(uintptr_t)result, result_len };
+    iov[4] = (struct iovec){ (void *)(uintptr_t) "}\n", newline ? 2 : 1 };
+    return 5;
+}
+
 char *
 jsonrpc_cancel_new(const char *id_raw, size_t id_len, const char *reason, size_t *len)
 {

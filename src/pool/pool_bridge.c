@@ -645,15 +645,10 @@ pool_bridge_forget(struct pool_call *call)
 static void
 pool_answer_ask(struct pool_call *call, struct pool_ask *a, const char *result, size_t len)
 {
-    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-    struct iovec iov[5] = {
-        { (void *)(uintptr_t)head, sizeof head - 1 },
-        { a->child_id, a->child_id_len },
-        { (void *)(uintptr_t) ",\"result\":", 10 },
-        { (void *)(uintptr_t)result, len },
-        { (void *)(uintptr_t) "}\n", 2 },
-    };
-    if (pool_send(call->c, iov, 5) == -1)
+    struct iovec iov[5];
+    if (pool_send(call->c, iov,
+                  jsonrpc_result_iov(iov, a->child_id, a->child_id_len, result, len, true))
+        == -1)
         log_warn(call->c->tag, "the client's answer to %s not delivered: child stdin full",
                  a->method);
     a->answered = true;

@@ -366,16 +366,9 @@ static void
 pool_discover_answer(struct pool_call *call, const char *id, size_t idlen)
 {
     struct pool *p = call->pool;
-    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-    struct iovec iov[5] = {
-        { (void *)(uintptr_t)head, sizeof head - 1 },
-        { (void *)(uintptr_t)id, idlen },
-        { (void *)(uintptr_t) ",\"result\":", 10 },
-        { p->discover, p->discover_len },
-        { (void *)(uintptr_t) "}", 1 },
-    };
+    struct iovec iov[5];
     p->row->ctr.answered++;
-    pool_push(call, iov, 5);
+    pool_push(call, iov, jsonrpc_result_iov(iov, id, idlen, p->discover, p->discover_len, false));
     pool_call_end(call);
 }
 
@@ -713,13 +706,10 @@ pool_child_request(void *owner, const char *line, size_t len, const struct jsonr
         return;
     }
     size_t idlen = info->id.len <= pools.cfg->max_id_bytes ? info->id.len : 0;
-    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-    struct iovec iov[3] = {
-        { (void *)(uintptr_t)head, sizeof head - 1 },
-        { (void *)(uintptr_t)(idlen ? line + info->id.off : "null"), idlen ? idlen : 4 },
-        { (void *)(uintptr_t) ",\"result\":{}}\n", 14 },
-    };
-    if (pool_send(c, iov, 3) == -1)
+    struct iovec iov[5];
+    int n = jsonrpc_result_iov(iov, idlen ? line + info->id.off : "null", idlen ? idlen : 4, "{}",
+                               2, true);
+    if (pool_send(c, iov, n) == -1)
         log_warn(c->tag, "answer to the child's ping not delivered");
 }
 
@@ -734,8 +724,7 @@ pool_child_withdrawn(void *owner, struct pending *p, const char *line, size_t le
 
 /* Any other notification: a legacy child's list change or update may be a listen's. */
 static void
-pool_child_notification(void *owner, const char *line, size_t len,
-                        const struct jsonrpc_info *info)
+pool_child_notification(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     struct pool_child *c = owner;
     if (c->pool->era != CONFIG_ERA_LEGACY) {
@@ -750,7 +739,8 @@ pool_child_notification(void *owner, const char *line, size_t len,
     /* A list change is every session's of the server (their GET streams), and listeners'. */
     size_t n = strlen(info->method);
     bool sessions = false;
-    if (c->state == POOL_CHILD_READY && n > 13 && strcmp(info->method + n - 13, "/list_changed") == 0
+    if (c->state == POOL_CHILD_READY && n > 13
+        && strcmp(info->method + n - 13, "/list_changed") == 0
         && strncmp(info->method, "notifications/", 14) == 0)
         sessions = pool_session_fanout(c->pool, line, len);
     else if (c->state == POOL_CHILD_READY

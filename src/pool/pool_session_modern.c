@@ -290,14 +290,9 @@ pool_modern_init_answer(struct pool_call *call, struct pool_child *c, struct pen
     }
     s->rev = rev;
     s->stateless = true;
-    static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-    struct iovec iov[5] = { { (void *)(uintptr_t)head, sizeof head - 1 },
-                            { p->orig_id, p->orig_id_len },
-                            { (void *)(uintptr_t) ",\"result\":", 10 },
-                            { res, rlen },
-                            { (void *)(uintptr_t) "}", 1 } };
+    struct iovec iov[5];
     call->pool->row->ctr.answered++;
-    pool_push(call, iov, 5);
+    pool_push(call, iov, jsonrpc_result_iov(iov, p->orig_id, p->orig_id_len, res, rlen, false));
     free(res);
     log_info(s->label, "pooled session initialized: %s, the children stateless", rev->name);
     pending_del(&c->r.pt, p);

@@ -188,12 +188,10 @@ pool_session_sse_request(struct pool_session *s, const struct config_server *srv
         return pool_session_sse_init(s, srv, body, len, info, meta);
     if (s->rev == NULL && strcmp(info->method, "ping") == 0) {
         /* A ping may come before the initialize is answered: the gateway's to answer. */
-        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-        static const char tail[] = ",\"result\":{}}";
-        struct iovec iov[3] = { { (void *)(uintptr_t)head, sizeof head - 1 },
-                                { body + info->id.off, info->id.len },
-                                { (void *)(uintptr_t)tail, sizeof tail - 1 } };
-        stream_push_message(s->get, iov, 3);
+        struct iovec iov[5];
+        stream_push_message(
+            s->get, iov,
+            jsonrpc_result_iov(iov, body + info->id.off, info->id.len, "{}", 2, false));
         return POOL_OK;
     }
     enum pool_status status;

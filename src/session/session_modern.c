@@ -42,8 +42,9 @@
  * prompts/get or resources/read request, which may answer input_required) lives until its request
  * ends: its answer, or its entry found gone (cancelled, timed out) when the next call is held or a
  * client answers; at most 2 * max_inflight_per_session are held, stdin_queue_bytes of copies
- * together (a request past that is sent, not held: a round it asks for ends it with an error). The questions of a round are
- * in-flight entries toward the client (PENDING_TO_CLIENT) whose orig_id is the question's key.
+ * together (a request past that is sent, not held: a round it asks for ends it with an error). The
+ * questions of a round are in-flight entries toward the client (PENDING_TO_CLIENT) whose orig_id is
+ * the question's key.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -299,13 +300,9 @@ session_modern_init_answer(struct session *s, struct stream *st, struct pending 
     log_info(s->id, "session initialized: protocol %s, the child stateless (%s)", legacy->name,
              m->rev->name);
     if (st != NULL) {
-        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-        struct iovec iov[5] = { { (void *)(uintptr_t)head, sizeof head - 1 },
-                                { p->orig_id, p->orig_id_len },
-                                { (void *)(uintptr_t) ",\"result\":", 10 },
-                                { res, rlen },
-                                { (void *)(uintptr_t) "}", 1 } };
-        session_push(s, st, iov, 5);
+        struct iovec iov[5];
+        session_push(s, st, iov,
+                     jsonrpc_result_iov(iov, p->orig_id, p->orig_id_len, res, rlen, false));
     }
     free(res);
     pending_del(&s->r.pt, p);
@@ -424,13 +421,10 @@ modern_reply(struct session *s, struct stream *st, const char *body,
              const struct jsonrpc_info *info, const char *result, int code, const char *message)
 {
     if (result != NULL) {
-        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-        struct iovec iov[5] = { { (void *)(uintptr_t)head, sizeof head - 1 },
-                                { (void *)(uintptr_t)(body + info->id.off), info->id.len },
-                                { (void *)(uintptr_t) ",\"result\":", 10 },
-                                { (void *)(uintptr_t)result, strlen(result) },
-                                { (void *)(uintptr_t) "}", 1 } };
-        session_push(s, st, iov, 5);
+        struct iovec iov[5];
+        int n = jsonrpc_result_iov(iov, body + info->id.off, info->id.len, result, strlen(result),
+                                   false);
+        session_push(s, st, iov, n);
         return;
     }
     size_t len;
