@@ -207,6 +207,9 @@ static struct policy_grants G;
 static char sids[SESS_MAX][CRYPTO_SESSION_ID_MAX]; /* sessions made, live or not */
 static size_t nsids;
 static unsigned nsighup; /* session mode: reloads so far in this run */
+/* Session mode: the largest max_inflight_per_session of the run's configurations (a reload that
+ * lowers it ends no request in flight; it holds new ones back). */
+static uint64_t session_cap_max;
 static char *big;        /* BIG_BYTES of filler */
 /* Pool mode, session_mode = pooled: the pooled sessions made (live or not), and whose. */
 static struct {
@@ -1886,6 +1889,8 @@ session_sighup(unsigned a, unsigned b)
     auth_free(A);
     A = next;
     cfgs[ncfg++] = c;
+    if (c->max_inflight_per_session > session_cap_max)
+        session_cap_max = c->max_inflight_per_session;
     free_retired(false);
     principals_from(A, c);
 }
@@ -2266,9 +2271,9 @@ check_sessions(void)
                     pending_find_gw(&s->r.pt, PENDING_TO_CHILD, s->init_gw_id);
                 own = ie != NULL && ie->state == PENDING_FORWARDED;
             }
-            FUZZ_CHECK(active - own <= cur_cfg()->max_inflight_per_session,
+            FUZZ_CHECK(active - own <= session_cap_max,
                        "session %s: %zu requests in flight past the cap of %" PRIu64, s->id,
-                       active - own, cur_cfg()->max_inflight_per_session);
+                       active - own, session_cap_max);
             inflight += session_inflight_in(s, PENDING_TO_CHILD);
             size_t ntasks = 0;
             for (const struct session_task *t = s->tasks; t != NULL; t = t->next)
@@ -2859,6 +2864,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     loop_set_hooks(L, NULL, after_turn, NULL);
     cfgs[0] = load_config();
     ncfg = 1;
+    session_cap_max = cfgs[0]->max_inflight_per_session;
     sessions_mode = RELAY_SESSIONS;
     nsids = 0;
     if (sessions_mode) {
