@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "audit.h"
@@ -191,38 +192,89 @@ http_finish(struct http_req *rc)
                       "Method not allowed");
 }
 
+#define HTTP_HDR(name) { name, sizeof name - 1 }
+
+/* The names of enum http_hdr, in its order. */
+static const struct {
+    const char *name;
+    size_t len;
+} http_hdr_names[HTTP_H_COUNT] = {
+    [HTTP_H_HOST] = HTTP_HDR(MHD_HTTP_HEADER_HOST),
+    [HTTP_H_AUTHORIZATION] = HTTP_HDR(MHD_HTTP_HEADER_AUTHORIZATION),
+    [HTTP_H_VERSION] = HTTP_HDR(HTTP_VERSION_HEADER),
+    [HTTP_H_SID] = HTTP_HDR(HTTP_SID_HEADER),
+    [HTTP_H_ORIGIN] = HTTP_HDR(MHD_HTTP_HEADER_ORIGIN),
+    [HTTP_H_SEC_FETCH_SITE] = HTTP_HDR("Sec-Fetch-Site"),
+    [HTTP_H_LAST_EVENT_ID] = HTTP_HDR(MHD_HTTP_HEADER_LAST_EVENT_ID),
+    [HTTP_H_ACCEPT] = HTTP_HDR(MHD_HTTP_HEADER_ACCEPT),
+    [HTTP_H_CONTENT_TYPE] = HTTP_HDR(MHD_HTTP_HEADER_CONTENT_TYPE),
+    [HTTP_H_CONTENT_LENGTH] = HTTP_HDR(MHD_HTTP_HEADER_CONTENT_LENGTH),
+    [HTTP_H_TRANSFER_ENCODING] = HTTP_HDR(MHD_HTTP_HEADER_TRANSFER_ENCODING),
+    [HTTP_H_EXPECT] = HTTP_HDR(MHD_HTTP_HEADER_EXPECT),
+    [HTTP_H_MCP_NAME] = HTTP_HDR("Mcp-Name"),
+    [HTTP_H_MCP_METHOD] = HTTP_HDR("Mcp-Method"),
+    [HTTP_H_TRACEPARENT] = HTTP_HDR("traceparent"),
+    [HTTP_H_TRACESTATE] = HTTP_HDR("tracestate"),
+    [HTTP_H_REQUEST_ID] = HTTP_HDR("X-Request-Id"),
+    [HTTP_H_FORWARDED_FOR] = HTTP_HDR("X-Forwarded-For"),
+};
+
+struct http_head_pass {
+    struct http_rules_head rules;
+    struct http_req *rc;
+};
+
+/* One header of the head's pass: its layout checked, its value kept when the gateway reads it. */
 static enum MHD_Result
 http_head_value(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
                 const char *value, size_t value_size)
 {
     (void)kind;
-    http_rules_head_field(cls, key, key_size, value, value_size);
+    struct http_head_pass *hp = cls;
+    http_rules_head_field(&hp->rules, key, key_size, value, value_size);
+    unsigned first = (unsigned char)key[0] | 0x20u;
+    for (size_t i = 0; i < HTTP_H_COUNT; i++)
+        if (http_hdr_names[i].len == key_size
+            && ((unsigned char)http_hdr_names[i].name[0] | 0x20u) == first
+            && strncasecmp(key, http_hdr_names[i].name, key_size) == 0) {
+            if (hp->rc->hdr[i] == NULL) /* the first, as MHD_lookup_connection_value gives */
+                hp->rc->hdr[i] = value;
+            break;
+        }
     return MHD_YES;
 }
 
 /*
+ * The one pass over the request's head, before anything reads a header (http_header): the values
+ * the gateway reads are kept, and the layout is checked for what two parsers could read two ways
+ * (request smuggling behind a proxy): see http_rules_head_refusal. The head is read where MHD
+ * 0.9.75 parsed it, in place (http_rules.h); the target's raw length comes from the request-line
+ * hook. Returns why the head must be refused with 400, or NULL.
+ */
+static const char *
+http_read_head(struct http_req *rc, const char *method, const char *version, size_t size)
+{
+    struct http_head_pass hp = { .rc = rc };
+    http_rules_head_start(&hp.rules, method, rc->conn != NULL ? rc->conn->target : NULL,
+                          rc->conn != NULL ? rc->conn->target_len : 0, version, size);
+    MHD_get_connection_values_n(rc->c, MHD_HEADER_KIND, http_head_value, &hp);
+    rc->hdr_read = true;
+    return http_rules_head_refusal(&hp.rules);
+}
+
+/*
  * The first look at a request, before any handler runs: the head's size (431 over
- * max_header_bytes), then what two parsers could read two ways (request smuggling
- * behind a proxy), refused with 400: see http_rules_head_refusal. The head is read where MHD 0.9.75
- * parsed it, in place (http_rules.h); the target's raw length comes from the request-line hook.
- * True when refused (*ret is the answer).
+ * max_header_bytes), then its layout (bad: http_read_head's finding), 400. True when refused
+ * (*ret is the answer).
  */
 static bool
-http_refuse_head(struct http_req *rc, const char *method, const char *version, enum MHD_Result *ret)
+http_refuse_head(struct http_req *rc, size_t size, const char *bad, enum MHD_Result *ret)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(rc->c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    size_t size = ci != NULL ? ci->header_size : 0;
     if (size > httpd.cfg->max_header_bytes) {
         *ret = http_error(rc, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, JSONRPC_INVALID_REQUEST,
                           "request headers exceed max_header_bytes");
         return true;
     }
-    struct http_rules_head h;
-    http_rules_head_start(&h, method, rc->conn != NULL ? rc->conn->target : NULL,
-                          rc->conn != NULL ? rc->conn->target_len : 0, version, size);
-    MHD_get_connection_values_n(rc->c, MHD_HEADER_KIND, http_head_value, &h);
-    const char *bad = http_rules_head_refusal(&h);
     if (bad == NULL)
         return false;
     *ret = http_error(rc, MHD_HTTP_BAD_REQUEST, JSONRPC_INVALID_REQUEST, bad);
@@ -302,14 +354,17 @@ http_handle(struct MHD_Connection *c, const char *url, const char *method, const
     if (rc == NULL) {
         rc = http_req_new();
         rc->c = c;
-        http_access_start(rc, url, method);
-        httpd.cur = rc;
-        log_set_request(rc->acc.rid);
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         rc->conn = ci != NULL ? ci->socket_context : NULL;
         if (rc->conn != NULL)
             rc->conn->rc = rc;
+        ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        size_t head_size = ci != NULL ? ci->header_size : 0;
+        const char *bad_head = http_read_head(rc, method, version, head_size);
+        http_access_start(rc, url, method);
+        httpd.cur = rc;
+        log_set_request(rc->acc.rid);
         buf_init(&rc->body, httpd.cfg->max_body_bytes);
         *con_cls = rc;
         httpd.live++;
@@ -317,7 +372,7 @@ http_handle(struct MHD_Connection *c, const char *url, const char *method, const
             rc->conn->deadline_ms = util_now_ms() + httpd.cfg->client_body_timeout_ms;
         enum MHD_Result ret;
         /* A head refused here has no body worth reading (its framing may be what is wrong). */
-        if (http_refuse_head(rc, method, version, &ret))
+        if (http_refuse_head(rc, head_size, bad_head, &ret))
             return ret;
         rc->first_call = true;
         ret = http_begin(rc, url, method);

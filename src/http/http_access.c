@@ -150,12 +150,12 @@ http_access_start(struct http_req *rc, const char *url, const char *method)
     a->start_ns = http_access_now_ns();
     http_access_copy(a->method, sizeof(a->method), method, strlen(method));
     http_access_copy(a->path, sizeof(a->path), url, strlen(url));
-    const char *rid = http_header(rc, "X-Request-Id");
+    const char *rid = http_header(rc, HTTP_H_REQUEST_ID);
     if (rid != NULL && http_access_rid_ok(rid))
         http_access_copy(a->rid, sizeof(a->rid), rid, strlen(rid));
     else
         http_access_mint(a->rid);
-    const char *xff = http_header(rc, "X-Forwarded-For");
+    const char *xff = http_header(rc, HTTP_H_FORWARDED_FOR);
     if (xff != NULL && http_access_trusted(http_access_sockaddr(rc)))
         http_access_forwarded(rc, xff);
 }
@@ -186,7 +186,7 @@ http_access_mcp(struct http_req *rc, const struct jsonrpc_info *info)
 {
     struct http_access *a = &rc->acc;
     http_access_copy(a->mcp_method, sizeof(a->mcp_method), info->method, strlen(info->method));
-    const char *hn = http_header(rc, "Mcp-Name");
+    const char *hn = http_header(rc, HTTP_H_MCP_NAME);
     const char *body = buf_head(&rc->body);
     if (hn != NULL)
         http_access_copy(a->name, sizeof(a->name), hn, strlen(hn));
@@ -203,7 +203,7 @@ http_access_trace(struct http_req *rc, struct trace_in *tin)
     if (mode == CONFIG_TRACE_OFF)
         return NULL;
     trace_in_init(tin, mode == CONFIG_TRACE_START ? TRACE_START : TRACE_PROPAGATE,
-                  http_header(rc, "traceparent"), http_header(rc, "tracestate"));
+                  http_header(rc, HTTP_H_TRACEPARENT), http_header(rc, HTTP_H_TRACESTATE));
     return tin;
 }
 

@@ -109,6 +109,33 @@ struct http_refusal {
 };
 
 /* One HTTP request, from the first handler call to MHD's completed callback. */
+/*
+ * The request headers the gateway reads. Their values are taken in the one pass over the head that
+ * checks its layout (http.c), and read from the request's record after that: about a dozen
+ * lookups a request, each a walk of MHD's header list, become one walk.
+ */
+enum http_hdr {
+    HTTP_H_HOST,
+    HTTP_H_AUTHORIZATION,
+    HTTP_H_VERSION, /* MCP-Protocol-Version */
+    HTTP_H_SID,     /* Mcp-Session-Id */
+    HTTP_H_ORIGIN,
+    HTTP_H_SEC_FETCH_SITE,
+    HTTP_H_LAST_EVENT_ID,
+    HTTP_H_ACCEPT,
+    HTTP_H_CONTENT_TYPE,
+    HTTP_H_CONTENT_LENGTH,
+    HTTP_H_TRANSFER_ENCODING,
+    HTTP_H_EXPECT,
+    HTTP_H_MCP_NAME,
+    HTTP_H_MCP_METHOD,
+    HTTP_H_TRACEPARENT,
+    HTTP_H_TRACESTATE,
+    HTTP_H_REQUEST_ID,
+    HTTP_H_FORWARDED_FOR,
+    HTTP_H_COUNT
+};
+
 struct http_req {
     struct MHD_Connection *c;
     enum http_kind kind;
@@ -150,6 +177,8 @@ struct http_req {
     struct http_access acc;             /* what its access line reports (http_access.c) */
     const struct jsonrpc_info *scanned; /* its body's one message, while http_post runs; NULL */
     struct http_refusal refusal;        /* what its refusal's audit record says (http_queue) */
+    const char *hdr[HTTP_H_COUNT];      /* the headers' values (MHD's), from the head's pass */
+    bool hdr_read;                      /* that pass ran */
 };
 
 /*
@@ -207,7 +236,8 @@ bool http_refuse_unaudited(struct http_req *rc, const struct jsonrpc_info *info,
 enum MHD_Result http_empty(struct http_req *rc, unsigned status);
 /* 413 with Connection: close, for a body over max_body_bytes. */
 enum MHD_Result http_too_big(struct http_req *rc);
-const char *http_header(const struct http_req *rc, const char *name);
+/* The request header h's value (its first occurrence), or NULL: read in the head's one pass. */
+const char *http_header(const struct http_req *rc, enum http_hdr h);
 /* True when the request's Host is not in allowed_hosts (counted; the first few logged). */
 bool http_host_refused(struct http_req *rc);
 /* The request's Content-Length in *n (0 when absent): 0, or -1 when it is not a number. */

@@ -44,7 +44,7 @@ http_sid_tag(struct http_req *rc)
 bool
 http_read_sid(struct http_req *rc)
 {
-    const char *v = http_header(rc, HTTP_SID_HEADER);
+    const char *v = http_header(rc, HTTP_H_SID);
     if (v == NULL)
         return false;
     size_t n = strlen(v);
@@ -113,7 +113,7 @@ http_session(const struct http_req *rc)
 {
     struct session *s = session_lookup(rc->sid, rc->srv, rc->principal, false);
     if (s != NULL && rc->srv->token_exchange) /* the subject of its next token exchange */
-        session_token_seen(s, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION));
+        session_token_seen(s, http_header(rc, HTTP_H_AUTHORIZATION));
     return s;
 }
 
@@ -137,7 +137,7 @@ http_auth_kind(const struct http_req *rc)
         return "none";
     /* A JWT has three parts; any other token was introspected. Nothing of it is kept. */
     size_t n = 0;
-    const char *t = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &n);
+    const char *t = auth_bearer_token(http_header(rc, HTTP_H_AUTHORIZATION), &n);
     size_t dots = 0;
     for (size_t i = 0; t != NULL && i < n; i++)
         dots += t[i] == '.';
@@ -178,7 +178,7 @@ http_refusal_trace(const struct http_req *rc, char out[TRACE_ID_LEN + 1])
     if (httpd.cfg->trace_context == CONFIG_TRACE_OFF)
         return;
     struct trace_in tin;
-    trace_in_init(&tin, TRACE_PROPAGATE, http_header(rc, "traceparent"), NULL);
+    trace_in_init(&tin, TRACE_PROPAGATE, http_header(rc, HTTP_H_TRACEPARENT), NULL);
     struct trace t;
     if (rc->scanned != NULL && rc->scanned->kind == JSONRPC_REQUEST
         && trace_resolve(&tin, buf_head(&rc->body), buf_used(&rc->body), rc->scanned, &t))
@@ -414,7 +414,7 @@ http_exchange(struct http_req *rc, enum MHD_Result *ret)
     }
     if (rc->xres == NULL) {
         size_t n = 0;
-        const char *tok = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &n);
+        const char *tok = auth_bearer_token(http_header(rc, HTTP_H_AUTHORIZATION), &n);
         if (tok == NULL || n == 0) {
             *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
                               "token exchange needs the client's bearer token");
@@ -460,7 +460,7 @@ http_session_new(struct http_req *rc, int *status, const char **why)
         return session_create(rc->srv, rc->principal, rc->claims, status, why);
     struct session *s =
         session_create_exchanged(rc->srv, rc->principal, rc->claims, rc->xres,
-                                 http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), status, why);
+                                 http_header(rc, HTTP_H_AUTHORIZATION), status, why);
     auth_exchanged_free(rc->xres);
     rc->xres = NULL;
     return s;
@@ -535,14 +535,14 @@ http_post(struct http_req *rc)
 enum MHD_Result
 http_get(struct http_req *rc)
 {
-    if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
+    if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_H_VERSION)))
         return http_stateless_refuse_method(rc);
     if (rc->sid[0] != '\0' && pool_session_named(rc->sid)) {
         struct pool_session *ps = http_pooled_session(rc);
         if (ps == NULL)
             return http_pooled_none(rc);
         enum pool_status pst;
-        const char *last = http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID);
+        const char *last = http_header(rc, HTTP_H_LAST_EVENT_ID);
         struct stream *st =
             last != NULL ? pool_session_resume(ps, last, &pst) : pool_session_get(ps, &pst);
         if (st == NULL && last != NULL) /* the words of a child-mode session's refusal */
@@ -557,7 +557,7 @@ http_get(struct http_req *rc)
     if (s == NULL)
         return http_no_session(rc);
     enum session_status status;
-    const char *last = http_header(rc, MHD_HTTP_HEADER_LAST_EVENT_ID);
+    const char *last = http_header(rc, HTTP_H_LAST_EVENT_ID);
     struct stream *st = last != NULL ? session_stream_resume(s, last, &status)
                                      : session_stream_open(s, true, &status);
     if (st == NULL)
@@ -568,7 +568,7 @@ http_get(struct http_req *rc)
 enum MHD_Result
 http_delete(struct http_req *rc)
 {
-    if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_VERSION_HEADER)))
+    if (rc->sid[0] == '\0' && http_stateless_header(http_header(rc, HTTP_H_VERSION)))
         return http_stateless_refuse_method(rc);
     if (rc->sid[0] != '\0' && pool_session_named(rc->sid)) {
         struct pool_session *ps = http_pooled_session(rc);
@@ -631,7 +631,7 @@ http_legacy_post(struct http_req *rc)
     if (s == NULL)
         return http_session_error(rc, SESSION_E_GONE);
     if (rc->srv->token_exchange)
-        session_token_seen(s, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION));
+        session_token_seen(s, http_header(rc, HTTP_H_AUTHORIZATION));
     struct jsonrpc_info info;
     const char *err = NULL;
     char why[128];
@@ -676,12 +676,12 @@ http_refuse_origin(struct http_req *rc, enum MHD_Result *ret)
     }
     http_refusal(rc, "refused_policy", 0, NULL); /* the two below, and nothing else, keep it */
     if (!http_rules_origin_allowed(httpd.cfg->allowed_origins,
-                                   http_header(rc, MHD_HTTP_HEADER_ORIGIN))) {
+                                   http_header(rc, HTTP_H_ORIGIN))) {
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST, "Origin not allowed");
         return true;
     }
-    if (!http_rules_fetch_site_allowed(http_header(rc, MHD_HTTP_HEADER_ORIGIN),
-                                       http_header(rc, "Sec-Fetch-Site"))) {
+    if (!http_rules_fetch_site_allowed(http_header(rc, HTTP_H_ORIGIN),
+                                       http_header(rc, HTTP_H_SEC_FETCH_SITE))) {
         *ret = http_error(rc, MHD_HTTP_FORBIDDEN, JSONRPC_INVALID_REQUEST,
                           "a browser's cross-site request without Origin is not allowed");
         return true;
@@ -767,7 +767,7 @@ http_refuse_token(struct http_req *rc, enum MHD_Result *ret)
     http_access_client(rc, client, sizeof(client));
     auth_set_client(httpd.auth, client);
     enum auth_status st =
-        auth_check_claims(httpd.auth, http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), rc->srv,
+        auth_check_claims(httpd.auth, http_header(rc, HTTP_H_AUTHORIZATION), rc->srv,
                           util_now_unix(), &rc->principal, &rc->grants, &rc->claims, &why);
     auth_set_client(httpd.auth, NULL);
     if (st == AUTH_OK)
@@ -819,7 +819,7 @@ http_refuse_auth(struct http_req *rc, enum MHD_Result *ret)
 static bool
 http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
 {
-    if (!http_rules_is_json(http_header(rc, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+    if (!http_rules_is_json(http_header(rc, HTTP_H_CONTENT_TYPE))) {
         *ret = http_error(rc, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, JSONRPC_INVALID_REQUEST,
                           "Content-Type must be application/json");
         return true;
@@ -829,7 +829,7 @@ http_refuse_body(struct http_req *rc, enum MHD_Result *ret)
         return false;
     /* Drained first (http.c answers once it is in), unless the client waits for this answer. */
     rc->too_big = true;
-    *ret = http_rules_drain(n, http_header(rc, MHD_HTTP_HEADER_EXPECT), httpd.cfg->max_body_bytes)
+    *ret = http_rules_drain(n, http_header(rc, HTTP_H_EXPECT), httpd.cfg->max_body_bytes)
                ? MHD_YES
                : http_too_big(rc);
     return true;
@@ -847,7 +847,7 @@ http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret)
                           "Method not allowed");
         return true;
     }
-    const char *accept = http_header(rc, MHD_HTTP_HEADER_ACCEPT);
+    const char *accept = http_header(rc, HTTP_H_ACCEPT);
     if (want == HTTP_GET && accept != NULL && !http_rules_accepts(accept, "text/event-stream")) {
         *ret = http_error(rc, MHD_HTTP_NOT_ACCEPTABLE, JSONRPC_INVALID_REQUEST,
                           "Accept must list text/event-stream");
@@ -860,7 +860,7 @@ http_refuse_legacy(struct http_req *rc, enum MHD_Result *ret)
 static bool
 http_refuse_version(struct http_req *rc, enum MHD_Result *ret)
 {
-    const char *ver = http_header(rc, HTTP_VERSION_HEADER);
+    const char *ver = http_header(rc, HTTP_H_VERSION);
     if (ver == NULL || revision_over(revision_named(ver), REVISION_STREAMABLE))
         return false;
     char why[160];
@@ -891,7 +891,7 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
                           "Method not allowed");
         return true;
     }
-    const char *accept = http_header(rc, MHD_HTTP_HEADER_ACCEPT);
+    const char *accept = http_header(rc, HTTP_H_ACCEPT);
     if ((rc->method == HTTP_POST
          && (accept == NULL || !http_rules_accepts(accept, "application/json")
              || !http_rules_accepts(accept, "text/event-stream")))
@@ -909,7 +909,7 @@ http_refuse_early(struct http_req *rc, enum MHD_Result *ret)
      * Without a session a POST's era is its body's (http_stateless.c), and a stateless GET or
      * DELETE gets 405: the version is judged there.
      */
-    const char *ver = http_header(rc, HTTP_VERSION_HEADER);
+    const char *ver = http_header(rc, HTTP_H_VERSION);
     if (rc->sid[0] == '\0' && (rc->method == HTTP_POST || http_stateless_header(ver)))
         return false;
     return http_refuse_version(rc, ret);

@@ -56,7 +56,7 @@ bool
 http_bearer_ok(const struct http_req *rc, const char *token)
 {
     size_t len;
-    const char *got = auth_bearer_token(http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION), &len);
+    const char *got = auth_bearer_token(http_header(rc, HTTP_H_AUTHORIZATION), &len);
     return got != NULL && len == strlen(token) && crypto_equal(got, token, len);
 }
 

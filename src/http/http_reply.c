@@ -5,6 +5,7 @@
  * connection), the answer deferred until a refused request's body is read, header lookups, and
  * the Host check with its bounded logging.
  */
+#include <assert.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -27,9 +28,9 @@ http_body_follows(const struct http_req *rc)
 {
     uint64_t n;
     if (http_content_length(rc, &n) == -1
-        || (n == 0 && http_header(rc, MHD_HTTP_HEADER_TRANSFER_ENCODING) == NULL))
+        || (n == 0 && http_header(rc, HTTP_H_TRANSFER_ENCODING) == NULL))
         return false;
-    return http_rules_drain(n, http_header(rc, MHD_HTTP_HEADER_EXPECT), httpd.cfg->max_body_bytes);
+    return http_rules_drain(n, http_header(rc, HTTP_H_EXPECT), httpd.cfg->max_body_bytes);
 }
 
 enum MHD_Result
@@ -143,16 +144,17 @@ http_too_big(struct http_req *rc)
 int
 http_content_length(const struct http_req *rc, uint64_t *n)
 {
-    const char *clen = http_header(rc, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *clen = http_header(rc, HTTP_H_CONTENT_LENGTH);
     const char *why;
     *n = 0;
     return clen == NULL ? 0 : util_parse_u64(clen, 0, UINT64_MAX, n, &why);
 }
 
 const char *
-http_header(const struct http_req *rc, const char *name)
+http_header(const struct http_req *rc, enum http_hdr h)
 {
-    return MHD_lookup_connection_value(rc->c, MHD_HEADER_KIND, name);
+    assert(rc->hdr_read);
+    return rc->hdr[h];
 }
 
 /*
@@ -164,7 +166,7 @@ http_header(const struct http_req *rc, const char *name)
 bool
 http_host_refused(struct http_req *rc)
 {
-    const char *host = http_header(rc, MHD_HTTP_HEADER_HOST);
+    const char *host = http_header(rc, HTTP_H_HOST);
     if (http_rules_host_allowed(httpd.cfg->allowed_hosts, host))
         return false;
     httpd.host_refused++;

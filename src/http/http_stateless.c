@@ -42,7 +42,7 @@ http_is_stateless(const struct http_req *rc, int scan, const struct jsonrpc_info
 {
     if (rc->sid[0] != '\0')
         return false;
-    const char *ver = http_header(rc, HTTP_VERSION_HEADER);
+    const char *ver = http_header(rc, HTTP_H_VERSION);
     /* initialize opens a legacy session, unless it says it is of a later revision. */
     if (scan == JSONRPC_OK && info->kind == JSONRPC_REQUEST
         && strcmp(info->method, "initialize") == 0)
@@ -90,7 +90,7 @@ http_bad_meta(struct http_req *rc, const struct jsonrpc_info *info, const char *
 
 /* A mirrored header's value (http_rules_mcp_value); false when absent or malformed. */
 static bool
-http_header_value(const struct http_req *rc, const char *name, char *out, size_t cap, size_t *len)
+http_header_value(const struct http_req *rc, enum http_hdr name, char *out, size_t cap, size_t *len)
 {
     const char *h = http_header(rc, name);
     return h != NULL && http_rules_mcp_value(h, out, cap, len);
@@ -130,7 +130,7 @@ http_stateless_headers(struct http_req *rc, const struct jsonrpc_info *info,
     }
     char hv[64], hm[JSONRPC_METHOD_MAX];
     size_t hlen;
-    bool hv_ok = http_header_value(rc, HTTP_VERSION_HEADER, hv, sizeof(hv), &hlen);
+    bool hv_ok = http_header_value(rc, HTTP_H_VERSION, hv, sizeof(hv), &hlen);
     if (!hv_ok || strcmp(hv, version) != 0) {
         *ret = http_mismatch(rc, info,
                              !hv_ok ? "MCP-Protocol-Version header is required"
@@ -148,7 +148,7 @@ http_stateless_headers(struct http_req *rc, const struct jsonrpc_info *info,
         *ret = http_queue(rc, MHD_HTTP_BAD_REQUEST, http_json_response(e, len));
         return true;
     }
-    bool hm_ok = http_header_value(rc, "Mcp-Method", hm, sizeof(hm), &hlen);
+    bool hm_ok = http_header_value(rc, HTTP_H_MCP_METHOD, hm, sizeof(hm), &hlen);
     if (!hm_ok || info->method_long || strcmp(hm, info->method) != 0) {
         *ret = http_mismatch(rc, info,
                              !hm_ok ? "Mcp-Method header is required"
@@ -158,7 +158,7 @@ http_stateless_headers(struct http_req *rc, const struct jsonrpc_info *info,
     bool required;
     struct jsonrpc_span field = http_name_field(info, &required);
     if (required) {
-        const char *hn = http_header(rc, "Mcp-Name");
+        const char *hn = http_header(rc, HTTP_H_MCP_NAME);
         char want[1024], got[1024];
         size_t wlen = 0, glen = 0;
         if (hn == NULL) {
@@ -224,7 +224,7 @@ http_stateless_post(struct http_req *rc, int scan, const struct jsonrpc_info *in
         return refused;
     if (rc->srv->token_exchange) {
         /* The principal's pool needs its token exchanged first: it waits, as initialize does. */
-        meta.authorization = http_header(rc, MHD_HTTP_HEADER_AUTHORIZATION);
+        meta.authorization = http_header(rc, HTTP_H_AUTHORIZATION);
         if (pool_token_wanted(rc->srv, &meta) && http_exchange(rc, &refused))
             return refused;
         meta.xres = rc->xres;
