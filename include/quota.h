@@ -32,7 +32,7 @@ enum quota_kind {
     QUOTA_KINDS,
 };
 
-/* One (server, principal): kept while any of its counts is not 0. */
+/* One (server, principal): kept while any of its counts is not 0, or it is pinned. */
 struct quota;
 
 /*
@@ -41,7 +41,14 @@ struct quota;
  */
 struct quota *quota_take(const char *server, const char *principal, enum quota_kind kind,
                          uint64_t n);
-/* Adds n of kind to q, an entry its caller holds a count of. */
+/*
+ * (server, principal)'s entry, kept (with every count 0 too) until quota_unpin: a holder that
+ * counts often against one entry (a session, for its requests) finds it without a lookup.
+ */
+struct quota *quota_pin(const char *server, const char *principal);
+/* Ends a pin (NULL: none); q is freed once nothing holds it. */
+void quota_unpin(struct quota *q);
+/* Adds n of kind to q, an entry its caller holds a count of or a pin on. */
 void quota_add(struct quota *q, enum quota_kind kind, uint64_t n);
 /* Gives n of kind back to q (taken before); q is freed once every count of it is 0. */
 void quota_give(struct quota *q, enum quota_kind kind, uint64_t n);
@@ -54,7 +61,7 @@ const char *quota_principal(const struct quota *q);
 uint64_t quota_of(const char *server, const char *principal, enum quota_kind kind);
 /* Whether one more of kind fits limit max (0: no limit) for (server, principal). */
 bool quota_fits(const char *server, const char *principal, enum quota_kind kind, uint64_t max);
-/* The counts of kind added over every entry; and how many entries there are. */
+/* The counts of kind added over every entry; and how many entries there are (pinned ones too). */
 uint64_t quota_total(enum quota_kind kind);
 size_t quota_entries(void);
 /* Frees every entry (shutdown; a test's next run). */

@@ -12,9 +12,12 @@
 #include "util.h"
 
 struct quota {
-    char *server, *principal;
+    const char *server, *principal; /* in names */
     uint64_t n[QUOTA_KINDS];
+    unsigned pins; /* holders that keep it while its counts are 0 (quota_pin) */
+    size_t hash;   /* of (server, principal): unlinked without hashing again */
     struct quota *next;
+    char names[]; /* server, NUL, principal, NUL */
 };
 
 static struct {
@@ -29,13 +32,14 @@ quota_hash(const char *server, const char *principal)
 }
 
 static struct quota **
-quota_slot(const char *server, const char *principal)
+quota_slot(const char *server, const char *principal, size_t hash)
 {
     if (Q.nb == 0)
         return NULL;
-    struct quota **q = &Q.b[quota_hash(server, principal) & (Q.nb - 1)];
+    struct quota **q = &Q.b[hash & (Q.nb - 1)];
     for (; *q != NULL; q = &(*q)->next)
-        if (strcmp((*q)->server, server) == 0 && strcmp((*q)->principal, principal) == 0)
+        if ((*q)->hash == hash && strcmp((*q)->server, server) == 0
+            && strcmp((*q)->principal, principal) == 0)
             return q;
     return q;
 }
@@ -50,7 +54,7 @@ quota_grow(void)
         while (Q.b[i] != NULL) {
             struct quota *e = Q.b[i];
             Q.b[i] = e->next;
-            size_t h = quota_hash(e->server, e->principal) & (nb - 1);
+            size_t h = e->hash & (nb - 1);
             e->next = b[h];
             b[h] = e;
         }
@@ -59,22 +63,71 @@ quota_grow(void)
     Q.nb = nb;
 }
 
-struct quota *
-quota_take(const char *server, const char *principal, enum quota_kind kind, uint64_t n)
+/* (server, principal)'s entry, made when there is none. */
+static struct quota *
+quota_get(const char *server, const char *principal)
 {
     if (principal == NULL)
         principal = "";
     if (Q.n >= Q.nb)
         quota_grow();
-    struct quota **q = quota_slot(server, principal);
+    size_t hash = quota_hash(server, principal);
+    struct quota **q = quota_slot(server, principal, hash);
     if (*q == NULL) {
-        *q = xcalloc(1, sizeof(**q));
-        (*q)->server = xstrdup(server);
-        (*q)->principal = xstrdup(principal);
+        size_t sl = strlen(server) + 1, pl = strlen(principal) + 1;
+        struct quota *e = xcalloc(1, sizeof(*e) + sl + pl);
+        memcpy(e->names, server, sl);
+        memcpy(e->names + sl, principal, pl);
+        e->server = e->names;
+        e->principal = e->names + sl;
+        e->hash = hash;
+        *q = e;
         Q.n++;
     }
-    (*q)->n[kind] += n;
     return *q;
+}
+
+/* Frees q once nothing holds it: every count 0, no pin. */
+static void
+quota_drop_idle(struct quota *q)
+{
+    if (q->pins > 0)
+        return;
+    for (int k = 0; k < QUOTA_KINDS; k++)
+        if (q->n[k] != 0)
+            return;
+    struct quota **pp = &Q.b[q->hash & (Q.nb - 1)];
+    while (*pp != NULL && *pp != q)
+        pp = &(*pp)->next;
+    if (*pp == q)
+        *pp = q->next;
+    Q.n--;
+    free(q);
+}
+
+struct quota *
+quota_take(const char *server, const char *principal, enum quota_kind kind, uint64_t n)
+{
+    struct quota *q = quota_get(server, principal);
+    q->n[kind] += n;
+    return q;
+}
+
+struct quota *
+quota_pin(const char *server, const char *principal)
+{
+    struct quota *q = quota_get(server, principal);
+    q->pins++;
+    return q;
+}
+
+void
+quota_unpin(struct quota *q)
+{
+    if (q == NULL)
+        return;
+    q->pins--;
+    quota_drop_idle(q);
 }
 
 void
@@ -87,16 +140,7 @@ void
 quota_give(struct quota *q, enum quota_kind kind, uint64_t n)
 {
     q->n[kind] = q->n[kind] >= n ? q->n[kind] - n : 0;
-    for (int k = 0; k < QUOTA_KINDS; k++)
-        if (q->n[k] != 0)
-            return;
-    struct quota **pp = quota_slot(q->server, q->principal);
-    if (pp != NULL && *pp == q)
-        *pp = q->next;
-    Q.n--;
-    free(q->server);
-    free(q->principal);
-    free(q);
+    quota_drop_idle(q);
 }
 
 uint64_t
@@ -120,7 +164,9 @@ quota_principal(const struct quota *q)
 uint64_t
 quota_of(const char *server, const char *principal, enum quota_kind kind)
 {
-    struct quota **q = quota_slot(server, principal != NULL ? principal : "");
+    if (principal == NULL)
+        principal = "";
+    struct quota **q = quota_slot(server, principal, quota_hash(server, principal));
     return q != NULL && *q != NULL ? (*q)->n[kind] : 0;
 }
 
@@ -153,8 +199,6 @@ quota_module_free(void)
         while (Q.b[i] != NULL) {
             struct quota *q = Q.b[i];
             Q.b[i] = q->next;
-            free(q->server);
-            free(q->principal);
             free(q);
         }
     free(Q.b);

@@ -184,6 +184,14 @@ session_label(struct session *s)
     s->label[SESSION_LABEL_LEN] = '\0';
 }
 
+struct quota *
+session_calls_quota(struct session *s)
+{
+    if (s->calls_quota == NULL)
+        s->calls_quota = quota_pin(s->srv->name, s->owner->name);
+    return s->calls_quota;
+}
+
 size_t
 session_requests_in_flight(const struct session *s)
 {
@@ -445,6 +453,8 @@ session_close(struct session *s, enum session_end why, const char *detail)
     session_token_close(s);
     quota_give(s->quota, QUOTA_SESSIONS, 1);
     s->quota = NULL;
+    quota_unpin(s->calls_quota); /* its requests' counts are given back with their entries */
+    s->calls_quota = NULL;
     if (audit_on())
         audit_event("session_end", s->owner != NULL ? s->owner->name : NULL,
                     s->srv != NULL ? s->srv->name : NULL, s->id, 0, session_ends[why].label, NULL,

@@ -54,6 +54,7 @@ struct session {
     struct session_server *stats; /* its server's counters (session_int.h) */
     struct auth_principal *owner; /* who created it; only they may use it (a reference) */
     struct quota *quota;          /* its owner's session count (quota.h, QUOTA_GATEWAY) */
+    struct quota *calls_quota;    /* its owner's requests on its server: pinned while it lives */
     struct upstream *u;
     struct relay r;             /* its in-flight table and the writes that go with it */
     struct stream *streams;     /* every stream of the session (one reference each) */
@@ -161,6 +162,8 @@ struct session_server *session_server_of(const char *name);
 /* What session_inflight counts, of s alone. */
 size_t session_inflight_in(const struct session *s, enum pending_dir dir);
 void session_touch(struct session *s);
+/* s's owner's quota entry on s's server, pinned at its first request until session_close. */
+struct quota *session_calls_quota(struct session *s);
 size_t session_class(const char *method);
 
 /* session_stream.c */

@@ -424,11 +424,11 @@ session_refuse_hidden(struct session *s, struct stream *st, const char *body,
  * server, of every configuration, and of the server's pools (quota.h).
  */
 static bool
-session_principal_fits(const struct session *s)
+session_principal_fits(struct session *s)
 {
     const struct config_server *now = config_server_named(sessions.cfg, s->srv->name);
     uint64_t max = (now != NULL ? now : s->srv)->max_inflight_per_principal;
-    return quota_fits(s->srv->name, s->owner->name, QUOTA_CALLS, max);
+    return max == 0 || quota_count(session_calls_quota(s), QUOTA_CALLS) < max;
 }
 
 /*
@@ -506,7 +506,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
     p->task = info->has_task;
     p->grants = bits;
     if (counted) /* given back when the entry is cancelled or deleted (pending.h) */
-        p->quota = quota_take(s->srv->name, s->owner->name, QUOTA_CALLS, 1);
+        quota_add(p->quota = session_calls_quota(s), QUOTA_CALLS, 1);
     if (audit_on() && audit_method(info->method))
         p->audit = audit_call_new(s->srv->name, s->id, body, len, info);
     if (strcmp(info->method, "initialize") == 0 && s->init_gw_id == 0) {

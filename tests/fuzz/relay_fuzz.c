@@ -2407,6 +2407,9 @@ check_principals(void)
     for (size_t i = 0; i < sessions.nbuckets; i++)
         for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext) {
             tally_add(s->quota, QUOTA_GATEWAY, s->owner->name, QUOTA_SESSIONS, 1);
+            /* Pinned while the session lives, counts or not: an entry of the table too. */
+            if (s->calls_quota != NULL)
+                tally_add(s->calls_quota, s->srv->name, s->owner->name, QUOTA_CALLS, 0);
             for (const struct pending *e = s->r.pt.head; e != NULL; e = e->next) {
                 bool counts = e->dir == PENDING_TO_CHILD && e->state == PENDING_FORWARDED
                               && e->gw_id != s->init_gw_id;
@@ -2431,7 +2434,8 @@ check_principals(void)
         FUZZ_CHECK(quota_total((enum quota_kind)k) == total[k],
                    "the table counts %" PRIu64 " of kind %d, %" PRIu64 " are there",
                    quota_total((enum quota_kind)k), k, total[k]);
-    FUZZ_CHECK(quota_entries() == ntally, "the table has %zu entries, %zu principals hold anything",
+    FUZZ_CHECK(quota_entries() == ntally,
+               "the table has %zu entries, %zu principals hold anything or a session pins them",
                quota_entries(), ntally);
 }
 

@@ -65,3 +65,24 @@ Test(quota, an_entry_goes_with_its_last_count)
     cr_assert_eq(quota_entries(), 0);
     cr_assert_eq(quota_total(QUOTA_SESSIONS), 0);
 }
+
+Test(quota, a_pinned_entry_stays_with_every_count_0)
+{
+    struct quota *pin = quota_pin("s", "p");
+    cr_assert_eq(quota_entries(), 1, "a pin makes the entry");
+    struct quota *q = quota_take("s", "p", QUOTA_CALLS, 1);
+    cr_assert_eq(q, pin, "the pinned entry is the one counts go to");
+    quota_give(q, QUOTA_CALLS, 1);
+    cr_assert_eq(quota_entries(), 1, "pinned: kept with its counts at 0");
+    cr_assert_eq(quota_of("s", "p", QUOTA_CALLS), 0);
+    struct quota *again = quota_pin("s", "p");
+    cr_assert_eq(again, pin, "a second pin, the same entry");
+    quota_add(pin, QUOTA_CALLS, 2);
+    quota_unpin(again);
+    quota_unpin(pin);
+    cr_assert_eq(quota_entries(), 1, "unpinned, its counts keep it");
+    cr_assert_eq(quota_of("s", "p", QUOTA_CALLS), 2);
+    quota_give(pin, QUOTA_CALLS, 2);
+    cr_assert_eq(quota_entries(), 0, "the last count given back, unpinned: gone");
+    quota_unpin(NULL);
+}
