@@ -22,9 +22,9 @@ void *xmemdup(const void *p, size_t n);
 
 /*
  * The one hash of the gateway's tables of names (sessions by id, principals, the per-principal
- * counts, the pools' tables of names): FNV-1a over 64 bits from a start drawn at random once per
- * process (getrandom), its last state folded (h ^ h >> 29) so that the low bits a table takes
- * depend on every byte and on the whole start. Some of those names come from clients (a session
+ * counts, the pools' tables of names): a multiply-and-fold over 64 bits, eight bytes a step, from a
+ * start drawn at random once per process (getrandom), its last state mixed so that the low bits a
+ * table takes depend on every byte and on the whole start. Some of those names come from clients (a session
  * id, a token's subject, a tool's name): with a start no one outside the process knows, a list of
  * names that fall into one chain cannot be prepared once for every gateway, and the order a table
  * is walked in differs between processes. What it is not: a MAC or a cryptographic hash (it

@@ -87,8 +87,6 @@ util_now_us(void)
 
 /* --- the hash of the tables of names ------------------------------------------------------ */
 
-#define UTIL_FNV_PRIME 1099511628211ull
-
 /* The start: drawn once, on the first hash, and the same for the life of the process. */
 static uint64_t
 util_hash_start(void)
@@ -104,28 +102,53 @@ util_hash_start(void)
     return start;
 }
 
+/* An odd multiplier whose bits are well spread (the finaliser of MurmurHash3's 64-bit mix). */
+#define UTIL_HASH_MUL 0xff51afd7ed558ccdull
+
+/*
+ * Eight bytes at a time (a session id, 22 bytes, is three steps, not 22), the length first, so
+ * that "ab" and "ab\0" differ; each step multiplies and folds the high half down, so the low bits
+ * a table's chain is picked by depend on every byte.
+ */
 static uint64_t
-util_fnv1a(uint64_t h, const unsigned char *p, size_t n)
+util_mix(uint64_t h, const unsigned char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * UTIL_FNV_PRIME;
+    h = (h ^ n) * UTIL_HASH_MUL;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * UTIL_HASH_MUL;
+        h ^= h >> 32;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, p, n);
+        h = (h ^ w) * UTIL_HASH_MUL;
+        h ^= h >> 32;
+    }
     return h;
+}
+
+/* The end: every bit of h reaches the low ones. */
+static size_t
+util_hash_end(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= UTIL_HASH_MUL;
+    h ^= h >> 33;
+    return (size_t)h;
 }
 
 size_t
 util_hash(const void *p, size_t n)
 {
-    uint64_t h = util_fnv1a(util_hash_start(), p, n);
-    return (size_t)(h ^ h >> 29);
+    return util_hash_end(util_mix(util_hash_start(), p, n));
 }
 
 size_t
 util_hash2(const void *a, size_t na, const void *b, size_t nb)
 {
-    uint64_t h = util_fnv1a(util_hash_start(), a, na);
-    h = (h ^ 0xff ^ (uint64_t)na << 8) * UTIL_FNV_PRIME; /* where a ends */
-    h = util_fnv1a(h, b, nb);
-    return (size_t)(h ^ h >> 29);
+    return util_hash_end(util_mix(util_mix(util_hash_start(), a, na), b, nb));
 }
 
 uint64_t

@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -219,6 +220,30 @@ static const struct {
     [HTTP_H_FORWARDED_FOR] = HTTP_HDR("X-Forwarded-For"),
 };
 
+/* The longest of them, MCP-Protocol-Version; and at most how many share one length. */
+#define HTTP_HDR_LEN_MAX  20
+#define HTTP_HDR_SAME_LEN 3
+
+/* http_hdr_names by length: index + 1 of each name that long, 0 after the last. */
+static unsigned char http_hdr_by_len[HTTP_HDR_LEN_MAX + 1][HTTP_HDR_SAME_LEN + 1];
+
+static void
+http_hdr_index(void)
+{
+    static bool made;
+    if (made)
+        return;
+    for (size_t i = 0; i < HTTP_H_COUNT; i++) {
+        size_t len = http_hdr_names[i].len, k = 0;
+        assert(len <= HTTP_HDR_LEN_MAX);
+        while (http_hdr_by_len[len][k] != 0)
+            k++;
+        assert(k < HTTP_HDR_SAME_LEN);
+        http_hdr_by_len[len][k] = (unsigned char)(i + 1);
+    }
+    made = true;
+}
+
 struct http_head_pass {
     struct http_rules_head rules;
     struct http_req *rc;
@@ -232,15 +257,16 @@ http_head_value(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_
     (void)kind;
     struct http_head_pass *hp = cls;
     http_rules_head_field(&hp->rules, key, key_size, value, value_size);
-    unsigned first = (unsigned char)key[0] | 0x20u;
-    for (size_t i = 0; i < HTTP_H_COUNT; i++)
-        if (http_hdr_names[i].len == key_size
-            && ((unsigned char)http_hdr_names[i].name[0] | 0x20u) == first
-            && strncasecmp(key, http_hdr_names[i].name, key_size) == 0) {
+    if (key_size > HTTP_HDR_LEN_MAX)
+        return MHD_YES;
+    for (const unsigned char *k = http_hdr_by_len[key_size]; *k != 0; k++) {
+        size_t i = *k - 1u;
+        if (strncasecmp(key, http_hdr_names[i].name, key_size) == 0) {
             if (hp->rc->hdr[i] == NULL) /* the first, as MHD_lookup_connection_value gives */
                 hp->rc->hdr[i] = value;
             break;
         }
+    }
     return MHD_YES;
 }
 
@@ -255,6 +281,7 @@ static const char *
 http_read_head(struct http_req *rc, const char *method, const char *version, size_t size)
 {
     struct http_head_pass hp = { .rc = rc };
+    http_hdr_index();
     http_rules_head_start(&hp.rules, method, rc->conn != NULL ? rc->conn->target : NULL,
                           rc->conn != NULL ? rc->conn->target_len : 0, version, size);
     MHD_get_connection_values_n(rc->c, MHD_HEADER_KIND, http_head_value, &hp);

@@ -486,7 +486,8 @@ http_post(struct http_req *rc)
         return ret;
     if (http_is_stateless(rc, rc_scan, &info))
         return http_stateless_post(rc, rc_scan, &info, err);
-    if (http_refuse_version(rc, &ret))
+    /* A session's POST had its version judged by http_refuse_early. */
+    if (rc->sid[0] == '\0' && http_refuse_version(rc, &ret))
         return ret;
     if (rc->sid[0] != '\0' && pool_session_named(rc->sid))
         return http_pooled_post(rc, rc_scan, &info, err);
