@@ -57,7 +57,8 @@ void log_set_level(enum log_level level);
 #define LOG_REQUEST_ID_MAX 64
 /*
  * The request whose callbacks run now: until it is set to NULL again every line ends with
- * " request_id=ID" (text, journal), or carries "request_id" (JSON).
+ * " request_id=ID" (text, journal), or carries "request_id" (JSON). rid is not copied (this runs
+ * several times a request): it must stay as it is until the next call.
  */
 void log_set_request(const char *rid);
 

@@ -63,7 +63,7 @@ static enum log_level log_level = LOG_INFO;
 static enum log_format log_format;
 static int log_fd = STDERR_FILENO;           /* stderr, or the log file */
 static char log_path[4096];                  /* the log file's; "": stderr */
-static char log_rid[LOG_REQUEST_ID_MAX + 1]; /* the request being handled; "": none */
+static const char *log_rid = ""; /* the request being handled (its caller's string); "": none */
 static enum log_access_mode access_mode;     /* where access lines go */
 static enum log_format access_format;
 static int access_fd = -1; /* LOG_ACCESS_FILE: the access log */
@@ -220,9 +220,7 @@ log_access_on(void)
 void
 log_set_request(const char *rid)
 {
-    size_t n = rid != NULL ? strnlen(rid, LOG_REQUEST_ID_MAX) : 0;
-    memcpy(log_rid, rid != NULL ? rid : "", n);
-    log_rid[n] = '\0';
+    log_rid = rid != NULL ? rid : "";
 }
 
 void

@@ -497,10 +497,10 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     auth_principal_unref(rc->principal);
     auth_claims_unref(rc->claims);
     buf_clear(&rc->body);
+    log_set_request(NULL); /* before rc, whose id it points at, goes */
     http_req_release(rc);
     *con_cls = NULL;
     httpd.live--;
-    log_set_request(NULL);
 }
 
 static void PRINTF(2, 0) http_mhd_log(void *cls, const char *fmt, va_list ap)
