@@ -791,7 +791,7 @@ void pool_task_free(struct pool_task *t);
  * pool_session_listen.c: pooled sessions' list changes and subscriptions at stateless children,
  * through the gateway's own subscriptions/listen at one child of the pool
  */
-/* p's listen is (re)opened at the end of this turn (a stateless pool's; else nothing). */
+/* p's listen is (re)opened at the end of this turn (a stateless pool of pooled sessions'). */
 void pool_session_listen_due(struct pool *p);
 /* Now: the old listen ended at its child, a new one opened when wanted and a child is ready. */
 void pool_session_listen_sync(struct pool *p);

@@ -151,8 +151,15 @@ pool_sub_unref(struct pool *p, const char *uri)
 bool
 pool_listen_orphans(const struct pool *p)
 {
-    if (p->era == CONFIG_ERA_STATELESS) /* the URIs wait for a child to hold the pool's listen */
-        return p->subs != NULL && p->gl_child == NULL && (p->listen_caps & JSONRPC_LISTEN_UPDATES);
+    if (p->era == CONFIG_ERA_STATELESS) {
+        /* The URIs wait for a child to hold the pool's listen: none is ready. */
+        if (p->subs == NULL || !(p->listen_caps & JSONRPC_LISTEN_UPDATES))
+            return false;
+        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+            if (c->state == POOL_CHILD_READY)
+                return false;
+        return true;
+    }
     for (const struct pool_sub *s = p->subs; s != NULL; s = s->next)
         if (s->c == NULL)
             return true;

@@ -98,8 +98,8 @@ pool_gl_run(void *arg)
 void
 pool_session_listen_due(struct pool *p)
 {
-    if (p->era != CONFIG_ERA_STATELESS)
-        return;
+    if (p->era != CONFIG_ERA_STATELESS || !p->srv->session_pooled)
+        return; /* nothing to do for a server without pooled sessions: off by default */
     p->gl_due = true;
     if (!pools.listen_due) {
         pools.listen_due = true;

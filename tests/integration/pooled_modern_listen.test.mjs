@@ -9,11 +9,12 @@
 // Every server has one child (pool_max_children = 1): every session's subscriptions are one
 // listen at it.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { del, get, initSession, post, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
+import { del, get, initSession, post, request, rpc, startGateway, tmpdir, waitFor } from '../lib/gw.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const ROOT = process.env.GW_SOURCE_ROOT ?? '';
@@ -25,6 +26,7 @@ let gw;
 let dir;
 let listener;
 let quota;
+let refuser;
 
 /**
  * A stateless-only child: server/discover declares tools.listChanged and resources.subscribe;
@@ -55,9 +57,14 @@ rl.on('line', (l) => {
   if (m.method === 'server/discover') return out({ id: m.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: { listChanged: true }, resources: { subscribe: true } }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'listener', version: '1' } } } });
   if (m.method === 'subscriptions/listen') {
     listens.set(m.id, m.params.notifications);
-    note('LISTEN ' + process.pid + ' ' + JSON.stringify(m.id) + ' ' + JSON.stringify(m.params.notifications) + ' ' + JSON.stringify(m.params._meta ?? null));
+    note('LISTEN ' + process.pid + ' ' + JSON.stringify(m.id) + ' ' + JSON.stringify(m.params.notifications) + ' ' + JSON.stringify(m.params._meta ?? null) + ' ' + (process.env.WHO ?? '-'));
+    if (process.env.LISTEN_REFUSE) {
+      listens.delete(m.id);
+      return out({ id: m.id, error: { code: -32602, message: 'no listens here' } });
+    }
     return out({ method: 'notifications/subscriptions/acknowledged', params: { notifications: m.params.notifications, _meta: sub(m.id) } });
   }
+  if (m.method === 'tools/call' && m.params.name === 'pid') return out({ id: m.id, result: { resultType: 'complete', content: [{ type: 'text', text: String(process.pid) }] } });
   if (m.method === 'tools/call') {
     let n = 0;
     for (const [id, want] of listens) {
@@ -83,6 +90,7 @@ before(async () => {
   dir = tmpdir('mcpgw-pmlisten-');
   listener = listenerChild('listener');
   quota = listenerChild('quota');
+  refuser = listenerChild('refuser');
   gw = await startGateway({
     dir,
     gateway: { disconnect_grace_ms: 0 },
@@ -90,6 +98,7 @@ before(async () => {
       { name: 'listener', path: '/mcp', command: listener.command, extra: POOLED },
       { name: 'quota', path: '/quota', command: quota.command, extra: `${POOLED}\nera = stateless\nmax_listen_uris_per_principal = 2` },
       { name: 'stateless', path: '/stateless', command: `${node} ${STATELESS_JS}`, extra: POOLED },
+      { name: 'refuser', path: '/refuser', command: refuser.command, env: 'LISTEN_REFUSE=1', extra: POOLED },
     ],
   });
 });
@@ -119,8 +128,8 @@ async function session(p) {
 function listens(log) {
   const text = fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '';
   return text.split('\n').filter(Boolean).map((l) => {
-    const [kind, pid, id, what, meta] = l.split(' ');
-    return { kind, pid: Number(pid), id: JSON.parse(id), what: what ? JSON.parse(what) : null, meta: meta ? JSON.parse(meta) : null };
+    const [kind, pid, id, what, meta, who] = l.split(' ');
+    return { kind, pid: Number(pid), id: JSON.parse(id), what: what ? JSON.parse(what) : null, meta: meta ? JSON.parse(meta) : null, who };
   });
 }
 /** The listen open at the child now (the last LISTEN not ENDed since), or undefined. */
@@ -137,16 +146,17 @@ const changes = (g) => msgs(g).filter((j) => j.method === 'notifications/tools/l
 test('resources/subscribe and list changes of pooled sessions: one listen at the stateless child, each update to its own sessions', async () => {
   const a = await session('/mcp');
   const b = await session('/mcp');
-  // The initialize result declares what the children declared, which the gateway listens for.
-  assert.deepEqual(a.result.capabilities.tools, { listChanged: true });
-  assert.equal(a.result.capabilities.resources.subscribe, true);
   const ga = await get(gw, { url: a.url, sid: a.sid, headers: a.headers });
   const gb = await get(gw, { url: b.url, sid: b.sid, headers: b.headers });
   assert.equal(ga.status, 200);
   assert.equal(gb.status, 200);
   // Served by the gateway (it was -32601 for a pooled session of a stateless-only child).
-  assert.deepEqual((await a.call('resources/subscribe', { uri: 'test://x' })).result, {});
+  const first = await a.call('resources/subscribe', { uri: 'test://x' });
+  assert.deepEqual(first, { jsonrpc: '2.0', id: first.id, result: {} });
   assert.deepEqual((await b.call('resources/subscribe', { uri: 'test://y' })).result, {});
+  // The initialize result declares what the children declared, which the gateway listens for.
+  assert.deepEqual(a.result.capabilities.tools, { listChanged: true });
+  assert.equal(a.result.capabilities.resources.subscribe, true);
   await waitFor(() => urisOf(openListen(listener.log)).join() === 'test://x,test://y', scaled(10000), 'one listen naming both URIs');
   const open = openListen(listener.log);
   assert.match(open.id, /^mcpgw-listen-\d+$/, "the gateway's own id");
@@ -231,4 +241,92 @@ test('a list change of the stateless fixture (the v2 SDK) reaches a pooled sessi
   await waitFor(() => changes(g).length >= 1, scaled(10000), 'notifications/tools/list_changed');
   assert.deepEqual(changes(g)[0], { jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
   g.drop();
+});
+
+test('a child that refuses the listen: logged, asked again after a backoff, never in a loop; sessions go on', async () => {
+  const s = await session('/refuser');
+  const refusals = () => (gw.logs().match(/session=pool:refuser#\d+ the child refused the gateway's subscriptions\/listen/g) ?? []).length;
+  const asked = () => listens(refuser.log).filter((x) => x.kind === 'LISTEN').length;
+  const [r0, a0] = [refusals(), asked()];
+  const t0 = Date.now();
+  // The change opens it again at once; then the sweep, after a backoff of at least 0.5 s, then
+  // twice that: a loop would have asked thousands of times meanwhile.
+  assert.deepEqual((await s.call('resources/subscribe', { uri: 'test://r' })).result, {});
+  await waitFor(() => refusals() >= r0 + 3, scaled(20000), 'the listen asked again after its backoff');
+  assert.ok(Date.now() - t0 >= 1400, `the backoff spaced the retries: ${Date.now() - t0} ms`);
+  assert.ok(asked() <= a0 + 4, `the child was asked ${asked() - a0} times`);
+  assert.deepEqual(listens(refuser.log).at(-1).what.resourceSubscriptions, ['test://r'], 'each time with the URI');
+  assert.equal((await s.call('tools/call', { name: 'pid', arguments: {} })).result.content[0].text.length > 0, true, 'the session goes on');
+});
+
+test('per-principal credentials: each principal\'s pool holds its own listen; nothing crosses; the operator\'s restart ends the old listens and opens new ones', async () => {
+  const ADMIN = 'pooled-modern-listen-admin-0123456789abcdef';
+  const TOKENS = { alice: 'alice-token-0123456789abcdef', bob: 'bob-token-0123456789abcdef' };
+  const bearer = (who) => ({ Authorization: `Bearer ${TOKENS[who]}` });
+  const pdir = tmpdir('mcpgw-pmlisten-p-');
+  const tf = path.join(pdir, 'tokens');
+  fs.writeFileSync(tf, Object.entries(TOKENS).map(([n, t]) => `sha256:${crypto.createHash('sha256').update(t).digest('hex')} ${n}\n`).join(''), { mode: 0o600 });
+  const creds = path.join(pdir, 'creds');
+  fs.mkdirSync(creds, { mode: 0o700 });
+  for (const n of Object.keys(TOKENS)) fs.writeFileSync(path.join(creds, `${n}.env`), `WHO=${n}\n`, { mode: 0o600 });
+  const child = listenerChild('principals');
+  const pgw = await startGateway({
+    dir: pdir,
+    gateway: { admin_token: ADMIN, disconnect_grace_ms: 0 },
+    auth: { mode: 'bearer', public_url: 'https://mcp.test.example', tokens_file: tf },
+    servers: [{ name: 'principals', path: '/mcp', command: child.command, extra: `session_mode = pooled\ncredentials_dir = ${creds}\npool_max_children = 4` }],
+  });
+  try {
+    const open = async (who) => {
+      const { sid, version, result } = await initSession(pgw, { headers: bearer(who), version: '2025-11-25' });
+      const headers = { ...bearer(who), 'MCP-Protocol-Version': version };
+      const call = async (method, params) => {
+        const r = await post(pgw, rpc(method, params), { sid, headers });
+        await r.done(scaled(10000));
+        return answerOf(r);
+      };
+      const g = await get(pgw, { sid, headers });
+      assert.equal(g.status, 200);
+      return { sid, result, headers, call, g };
+    };
+    const a = await open('alice');
+    const b = await open('bob');
+    assert.equal(a.result.capabilities.resources.subscribe, true);
+    assert.deepEqual((await a.call('resources/subscribe', { uri: 'test://p' })).result, {});
+    assert.deepEqual((await b.call('resources/subscribe', { uri: 'test://p' })).result, {});
+    const alicePid = Number((await a.call('tools/call', { name: 'pid', arguments: {} })).result.content[0].text);
+    const bobPid = Number((await b.call('tools/call', { name: 'pid', arguments: {} })).result.content[0].text);
+    assert.notEqual(alicePid, bobPid, 'each principal has a child of its own');
+    const openAt = (pid) => listens(child.log).filter((x) => x.kind === 'LISTEN' && x.pid === pid).at(-1);
+    await waitFor(() => urisOf(openAt(alicePid)).join() === 'test://p' && urisOf(openAt(bobPid)).join() === 'test://p', scaled(10000), 'a listen at each principal\'s child');
+    assert.equal(openAt(alicePid).who, 'alice');
+    assert.equal(openAt(bobPid).who, 'bob');
+    // alice's child reports an update and a list change: only alice's session hears them.
+    assert.equal((await a.call('tools/call', { name: 'touch', arguments: { uri: 'test://p' } })).result.content[0].text, '1');
+    assert.equal((await a.call('tools/call', { name: 'change', arguments: {} })).result.content[0].text, '1');
+    await waitFor(() => updates(a.g).length === 1 && changes(a.g).length === 1, scaled(10000), "alice's update and list change");
+    assert.equal((await b.call('tools/call', { name: 'touch', arguments: { uri: 'test://p' } })).result.content[0].text, '1');
+    await waitFor(() => updates(b.g).length === 1, scaled(10000), "bob's update");
+    assert.equal(changes(b.g).length, 0, "alice's list change did not reach bob");
+    assert.equal(updates(a.g).length, 1, "bob's update did not reach alice");
+    // The operator's restart retires the pools: their listens end at the old children, and new
+    // ones name the sessions' URIs at each principal's next child.
+    const r = await request(`${pgw.base}/admin/servers/principals/restart`, { method: 'POST', headers: { Authorization: `Bearer ${ADMIN}` } });
+    await r.done(scaled(5000));
+    assert.equal(r.status, 200, r.text());
+    const ended = () => new Set(listens(child.log).filter((x) => x.kind === 'END').map((x) => x.pid));
+    await waitFor(() => ended().has(alicePid) && ended().has(bobPid), scaled(10000), 'the old listens ended at the old children');
+    const alice2 = Number((await a.call('tools/call', { name: 'pid', arguments: {} })).result.content[0].text);
+    const bob2 = Number((await b.call('tools/call', { name: 'pid', arguments: {} })).result.content[0].text);
+    assert.ok(alice2 !== alicePid && bob2 !== bobPid, 'new children');
+    await waitFor(() => urisOf(openAt(alice2)).join() === 'test://p' && urisOf(openAt(bob2)).join() === 'test://p', scaled(15000), 'new listens at the new children');
+    assert.equal(openAt(alice2).who, 'alice');
+    assert.equal((await b.call('tools/call', { name: 'touch', arguments: { uri: 'test://p' } })).result.content[0].text, '1');
+    await waitFor(() => updates(b.g).length === 2, scaled(10000), "bob's update from his new child");
+    assert.equal(updates(a.g).length, 1, 'nothing of bob\'s reached alice');
+    a.g.drop();
+    b.g.drop();
+  } finally {
+    await pgw.stop();
+  }
 });
