@@ -47,6 +47,7 @@ pool_module_init(struct loop *l, const struct config *cfg)
     pools.l = l;
     pools.cfg = cfg;
     pools.draining = false;
+    pools.listen_due = false; /* a deferred run of an earlier loop's is not this one's */
     pool_set_config(cfg);
 }
 
