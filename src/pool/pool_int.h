@@ -316,6 +316,7 @@ struct pool {
      * the URIs in subs.
      */
     struct pool_child *gl_child;
+    struct pool_child *gl_asking; /* its server/discover of the gateway's is at (NULL: none) */
     uint64_t gl_no, gl_sent;
     uint64_t gl_after_ms;   /* the sweep opens it again from then on (it was refused, ended) */
     uint64_t gl_backoff_ms; /* the last such wait, doubled by each end; 0 once acknowledged */
@@ -807,7 +808,7 @@ unsigned pool_session_listen_declared(const struct pool *p);
 bool pool_session_listen_serves(const struct pool_session *s, const struct config_server *srv);
 /* A server/discover answer of a child of p: its capabilities are the pool's (the first read). */
 void pool_session_listen_caps(struct pool *p, const char *line, size_t len);
-/* True when line answers a listen of the gateway's ("mcpgw-listen-N"): handled. */
+/* True when line answers a listen or a discover of the gateway's ("mcpgw-listen-N"): handled. */
 bool pool_session_listen_answer(struct pool_child *c, const char *line,
                                 const struct jsonrpc_info *info);
 /* True when the child's notifications/cancelled names a listen of the gateway's: handled. */

@@ -25,15 +25,20 @@
  *     child's change, or by the sweep after a backoff that doubles from POOL_BACKOFF_MIN_MS to
  *     POOL_BACKOFF_MAX_MS (reset by an acknowledgement): a child that keeps refusing it is asked
  *     at most that often.
+ *   - What to listen for is the children's discover capabilities: the pool's probe's, or the
+ *     first pooled session's initialize (a server/discover); else (era = stateless probes
+ *     nothing, and a session sealed at another instance never initializes here) the gateway asks
+ *     a ready child's server/discover itself ("mcpgw-discover-N", no entry, once at a time).
  *   - A pool of a server with per-principal credentials holds one of its own; the shared pool of
  *     such a server (its children hold no principal's credentials) holds none.
  *   - Its child keeps running while the listen names URIs (child.subs), as a legacy child holding
  *     subscriptions does. A retired pool's listen ends at once (pool_retire, shutdown); the
  *     sessions' URIs go to their server's next pool (pool_session_pool_retired).
  *
- * Lifetimes: nothing is allocated: the pool holds the listen's child, number and backoff; the
- * URIs are pool.subs's. The deferred (re)open walks the pool list (a pool freed meanwhile is no
- * longer in it).
+ * Lifetimes: nothing is allocated: the pool holds the listen's child (and the asked one's), its
+ * number and backoff; the URIs are pool.subs's. The deferred (re)open walks the pool list (a pool
+ * freed meanwhile is no longer in it). A child that ends is forgotten here first
+ * (pool_listen_child_change from pool_child_retire).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -45,8 +50,10 @@
 #include "pool_int.h"
 #include "version.h"
 
-#define GL_ID_PREFIX "mcpgw-listen-"
-#define GL_LISTS     (JSONRPC_LISTEN_TOOLS | JSONRPC_LISTEN_PROMPTS | JSONRPC_LISTEN_RESOURCES)
+#define GL_ID_PREFIX   "mcpgw-listen-"
+#define GL_ASK_PREFIX  "mcpgw-discover-"
+#define GL_CLIENT_INFO "{\"name\":\"mcp-gateway\",\"version\":\"" MCPGW_VERSION "\"}"
+#define GL_LISTS       (JSONRPC_LISTEN_TOOLS | JSONRPC_LISTEN_PROMPTS | JSONRPC_LISTEN_RESOURCES)
 
 /* The URIs the listen names: the sessions', when the children declared resources.subscribe. */
 static bool
@@ -55,14 +62,35 @@ pool_gl_uris(const struct pool *p)
     return p->subs != NULL && (p->listen_caps & JSONRPC_LISTEN_UPDATES);
 }
 
+/* Whether p may hold a listen: a live stateless pool of pooled sessions, not a probe's pool. */
+static bool
+pool_gl_eligible(const struct pool *p)
+{
+    return p->era == CONFIG_ERA_STATELESS && p->srv->session_pooled && !p->retired
+           && !pools.draining && !p->broken
+           && (p->key != NULL || !config_server_per_principal(p->srv));
+}
+
 /* Whether p should hold a listen now (at a ready child). */
 static bool
 pool_gl_wanted(const struct pool *p)
 {
-    return p->era == CONFIG_ERA_STATELESS && p->srv->session_pooled && p->listen_known
-           && !p->retired && !pools.draining && !p->broken
-           && (p->key != NULL || !config_server_per_principal(p->srv))
+    return pool_gl_eligible(p) && p->listen_known
            && ((p->listen_caps & GL_LISTS) != 0 || pool_gl_uris(p));
+}
+
+/* The least busy ready child of p, or NULL. */
+static struct pool_child *
+pool_gl_pick(struct pool *p)
+{
+    struct pool_child *best = NULL;
+    size_t min = SIZE_MAX;
+    for (struct pool_child *c = p->children; c != NULL; c = c->next)
+        if (c->state == POOL_CHILD_READY && pending_active(&c->r.pt, PENDING_TO_CHILD) < min) {
+            best = c;
+            min = pending_active(&c->r.pt, PENDING_TO_CHILD);
+        }
+    return best;
 }
 
 unsigned
@@ -183,9 +211,7 @@ pool_gl_request(const struct pool *p, uint64_t no, struct buf *b, size_t *nuris)
     /* The envelope: the revision the children speak, the gateway as the client. */
     const struct revision *rev =
         p->speaks != 0 ? revision_set_newest(p->speaks) : revision_newest(REVISION_STATELESS);
-    const struct envelope_client ec = {
-        rev->name, "{}", "{\"name\":\"mcp-gateway\",\"version\":\"" MCPGW_VERSION "\"}", NULL
-    };
+    const struct envelope_client ec = { rev->name, "{}", GL_CLIENT_INFO, NULL };
     rc |= buf_append(b, "},\"_meta\":{", 11);
     size_t at = buf_used(b);
     rc |= envelope_members(&ec, b);
@@ -197,19 +223,50 @@ pool_gl_request(const struct pool *p, uint64_t no, struct buf *b, size_t *nuris)
     return rc;
 }
 
+/*
+ * What the children declare is not known yet (era = stateless: no probe; no session's initialize
+ * at this instance yet; a session taken up from its sealed id subscribes all the same): a
+ * server/discover of the gateway's own ("mcpgw-discover-N", no entry) to the least busy ready
+ * child. Its answer (pool_session_listen_answer) tells, and opens the listen.
+ */
+static void
+pool_gl_ask(struct pool *p)
+{
+    if (p->gl_asking != NULL)
+        return;
+    struct pool_child *c = pool_gl_pick(p);
+    if (c == NULL)
+        return; /* the next child ready asks */
+    const struct revision *rev =
+        p->speaks != 0 ? revision_set_newest(p->speaks) : revision_newest(REVISION_STATELESS);
+    char msg[384];
+    int n = snprintf(msg, sizeof msg,
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"" GL_ASK_PREFIX "%" PRIu64
+                     "\",\"method\":\"server/discover\",\"params\":{\"_meta\":{"
+                     "\"io.modelcontextprotocol/protocolVersion\":\"%s\","
+                     "\"io.modelcontextprotocol/clientCapabilities\":{},"
+                     "\"io.modelcontextprotocol/clientInfo\":" GL_CLIENT_INFO "}}}\n",
+                     ++p->gl_sent, rev->name);
+    struct iovec iov = { msg, (size_t)n };
+    if (n <= 0 || (size_t)n >= sizeof msg || pool_send(c, &iov, 1) == -1) {
+        pool_gl_back_off(p);
+        return;
+    }
+    p->gl_asking = c;
+    log_debug(c->tag, "server/discover of the gateway's sent: what pooled sessions may listen for");
+}
+
 void
 pool_session_listen_sync(struct pool *p)
 {
     pool_gl_close(p, "subscriptions changed");
+    if (!p->listen_known && pool_gl_eligible(p)) {
+        pool_gl_ask(p); /* what to listen for: the children's discover, asked once */
+        return;
+    }
     if (!pool_gl_wanted(p))
         return;
-    struct pool_child *best = NULL;
-    size_t min = SIZE_MAX;
-    for (struct pool_child *c = p->children; c != NULL; c = c->next)
-        if (c->state == POOL_CHILD_READY && pending_active(&c->r.pt, PENDING_TO_CHILD) < min) {
-            best = c;
-            min = pending_active(&c->r.pt, PENDING_TO_CHILD);
-        }
+    struct pool_child *best = pool_gl_pick(p);
     if (best == NULL)
         return; /* the next child ready opens it (pool_session_listen_child) */
     uint64_t no = p->gl_sent + 1;
@@ -242,6 +299,10 @@ void
 pool_session_listen_child(struct pool_child *c, bool gone)
 {
     struct pool *p = c->pool;
+    if (gone && p->gl_asking == c) {
+        p->gl_asking = NULL; /* asked again at another child */
+        pool_session_listen_due(p);
+    }
     if (gone && p->gl_child == c) {
         p->gl_child = NULL; /* nothing to tell a child that ended */
         c->subs = 0;
@@ -254,7 +315,8 @@ pool_session_listen_child(struct pool_child *c, bool gone)
 void
 pool_session_listen_retry(struct pool *p)
 {
-    if (p->gl_child == NULL && !p->gl_due && pool_gl_wanted(p) && util_now_ms() >= p->gl_after_ms)
+    if (p->gl_child == NULL && p->gl_asking == NULL && !p->gl_due && pool_gl_eligible(p)
+        && (!p->listen_known || pool_gl_wanted(p)) && util_now_ms() >= p->gl_after_ms)
         pool_session_listen_due(p);
 }
 
@@ -310,6 +372,29 @@ pool_gl_ended(struct pool_child *c, const char *how)
 bool
 pool_session_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
 {
+    struct jsonrpc_span id = info->id;
+    if (id.len > sizeof GL_ASK_PREFIX + 1 && line[id.off] == '"'
+        && memcmp(line + id.off + 1, GL_ASK_PREFIX, sizeof GL_ASK_PREFIX - 1) == 0) {
+        struct pool *p = c->pool;
+        if (p->gl_asking != c)
+            return true; /* an answer the gateway no longer waits for */
+        p->gl_asking = NULL;
+        if (info->kind == JSONRPC_RESULT && info->result.len > 0) {
+            /* The result object alone, as a message: the stray answer's length is not known. */
+            struct buf b;
+            buf_init(&b, SIZE_MAX);
+            if (buf_append(&b, "{\"result\":", 10) == 0
+                && buf_append(&b, line + info->result.off, info->result.len) == 0
+                && buf_append(&b, "}", 1) == 0)
+                pool_session_listen_caps(p, buf_head(&b), buf_used(&b));
+            buf_clear(&b);
+        } else {
+            log_warn(c->tag, "the child refused the gateway's server/discover: pooled sessions' "
+                             "list changes and resource updates wait for a session's initialize");
+            pool_gl_back_off(p);
+        }
+        return true;
+    }
     if (!pool_gl_ours(line, info->id))
         return false;
     if (pool_gl_current(c, line, info->id))

@@ -27,6 +27,7 @@ let dir;
 let listener;
 let quota;
 let refuser;
+let warm;
 
 /**
  * A stateless-only child: server/discover declares tools.listChanged and resources.subscribe;
@@ -91,6 +92,7 @@ before(async () => {
   listener = listenerChild('listener');
   quota = listenerChild('quota');
   refuser = listenerChild('refuser');
+  warm = listenerChild('warm');
   gw = await startGateway({
     dir,
     gateway: { disconnect_grace_ms: 0 },
@@ -99,6 +101,7 @@ before(async () => {
       { name: 'quota', path: '/quota', command: quota.command, extra: `${POOLED}\nera = stateless\nmax_listen_uris_per_principal = 2` },
       { name: 'stateless', path: '/stateless', command: `${node} ${STATELESS_JS}`, extra: POOLED },
       { name: 'refuser', path: '/refuser', command: refuser.command, env: 'LISTEN_REFUSE=1', extra: POOLED },
+      { name: 'warm', path: '/warm', command: warm.command, extra: `${POOLED}\nera = stateless\npool_warm_children = 1` },
     ],
   });
 });
@@ -333,4 +336,16 @@ test('per-principal credentials: each principal\'s pool holds its own listen; no
   } finally {
     await pgw.stop();
   }
+});
+
+test('era = stateless (no probe): the gateway asks a child\'s server/discover itself, so the listen opens before any session\'s initialize at this instance', async () => {
+  // A session sealed at another instance subscribes here without an initialize here: what the
+  // children declare must not wait for one.
+  await waitFor(() => openListen(warm.log)?.what?.toolsListChanged === true, scaled(10000), 'the listen of a warm child, no session yet');
+  assert.ok(!/session=sealed:\S+ pooled session created: server=warm/.test(gw.logs()), 'no session of that server yet');
+  assert.match(gw.logs(), /session=pool:warm#\d+ server\/discover of the gateway's sent/);
+  const s = await session('/warm');
+  assert.deepEqual(s.result.capabilities.tools, { listChanged: true });
+  assert.deepEqual((await s.call('resources/subscribe', { uri: 'test://w' })).result, {});
+  await waitFor(() => urisOf(openListen(warm.log)).join() === 'test://w', scaled(10000), 'the URI named');
 });
