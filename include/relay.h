@@ -157,7 +157,9 @@ struct relay_ops {
     /*
      * Optional: a notification whose _meta subscriptionId is the minted id of p, a
      * subscriptions/listen still waiting (one naming no listen is unattributed, one of a
-     * cancelled listen late). NULL: _meta subscriptionId means nothing; the method decides.
+     * cancelled listen late). A string subscriptionId is no minted id: notification takes it,
+     * whatever its method (the owner's own listen may have such an id). NULL: _meta
+     * subscriptionId means nothing; the method decides.
      */
     void (*subscription)(void *owner, struct pending *p, const char *line, size_t len,
                          const struct jsonrpc_info *info);

@@ -5,9 +5,10 @@
  * invalid line counted and logged; then each message is classified and matched before its one
  * call to the owner (struct relay_ops): an answer to the entry its minted id names (a late answer
  * to a cancelled entry is dropped here), progress to the request its token names, a
- * subscription's notification to its listen, a cancel to the child's request it names. The kind
- * switch is here only: owners implement the table. No op is called once the relay has ended
- * (the child's end, relay_end), not even for the rest of a batch.
+ * subscription's notification to its listen (a minted id is a number: one whose subscriptionId
+ * is a string goes to the owner's notification, whatever its method), a cancel to the child's
+ * request it names. The kind switch is here only: owners implement the table. No op is called
+ * once the relay has ended (the child's end, relay_end), not even for the rest of a batch.
  */
 #include "relay.h"
 
@@ -174,8 +175,11 @@ relay_child_notification(struct relay *r, const char *line, size_t len,
                          const struct jsonrpc_info *info)
 {
     const struct relay_ops *ops = r->ops;
-    if (ops->subscription != NULL && info->meta_subscription.len != 0)
+    bool sub = ops->subscription != NULL && info->meta_subscription.len != 0;
+    if (sub && line[info->meta_subscription.off] != '"')
         relay_child_subscription(r, line, len, info);
+    else if (sub) /* a string subscriptionId is no minted id: the owner's own listen's, or none */
+        ops->notification(r->arg, line, len, info);
     else if (strcmp(info->method, "notifications/progress") == 0)
         relay_child_progress(r, line, len, info);
     else if (strcmp(info->method, "notifications/cancelled") == 0)

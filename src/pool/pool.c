@@ -47,6 +47,7 @@ pool_module_init(struct loop *l, const struct config *cfg)
     pools.l = l;
     pools.cfg = cfg;
     pools.draining = false;
+    pools.listen_due = false; /* a deferred run of an earlier loop's is not this one's */
     pool_set_config(cfg);
 }
 
@@ -149,6 +150,7 @@ pool_retire(struct pool *p, const struct pool_retire_info *why)
      */
     pool_listen_end_all(p, why->listen, why->cancel);
     pool_session_pool_retired(p);
+    pool_session_listen_end(p); /* the gateway's own listen at a stateless child */
 }
 
 /* Whether children started under a and under b are started alike (pool_child_start's params). */
@@ -857,6 +859,7 @@ pool_close_all(void)
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         pool_fail_queue(p, "gateway shutting down");
         pool_listen_end_all(p, NULL, RELAY_CANCEL_SHUTDOWN);
+        pool_session_listen_end(p);
         while (p->children != NULL) {
             struct pool_child *c = p->children;
             for (struct pending *e = c->r.pt.head; e != NULL; e = e->next)

@@ -62,7 +62,9 @@ struct pool_child {
      */
     uint64_t fence_id; /* gw id of the ping in flight; 0: none */
     unsigned cancel_seq, fence_seq, fenced_seq;
-    unsigned subs;      /* resource URIs subscribed here for listeners (keeps it running) */
+    /* Resource URIs subscribed here for listeners, or named by the gateway's listen held here
+     * (pool_session_listen.c): keeps it running */
+    unsigned subs;
     uint64_t subs_sent; /* its subscribe requests so far (their ids: "mcpgw-sub-N") */
     char tag[96];       /* "pool:NAME#N" in logs */
     uint64_t used_seq;  /* pools.use_seq when it last got a request: the least recent goes first */
@@ -306,7 +308,19 @@ struct pool {
     struct pool_listen *listeners;   /* legacy: subscriptions/listen served by the gateway */
     struct pool_sub *subs;           /* legacy: resource URIs they named */
     struct pool_names sub_names;     /* the same by URI */
-    unsigned listen_caps;            /* legacy: JSONRPC_LISTEN_* its initialize declared */
+    unsigned listen_caps;            /* JSONRPC_LISTEN_* its initialize (or discover) declared */
+    bool listen_known;               /* stateless: listen_caps is a discover's (else unknown) */
+    /*
+     * Stateless, pooled sessions (pool_session_listen.c): the gateway's own subscriptions/listen,
+     * "mcpgw-listen-<gl_no>", at gl_child (NULL: none open), for listen_caps's list changes and
+     * the URIs in subs.
+     */
+    struct pool_child *gl_child;
+    struct pool_child *gl_asking; /* its server/discover of the gateway's is at (NULL: none) */
+    uint64_t gl_no, gl_sent;
+    uint64_t gl_after_ms;   /* the sweep opens it again from then on (it was refused, ended) */
+    uint64_t gl_backoff_ms; /* the last such wait, doubled by each end; 0 once acknowledged */
+    bool gl_due;            /* (re)opened at the end of this turn */
     size_t queued;
     uint64_t fail_until_ms; /* a failure within the last minute: starts count as restarts */
     uint64_t window_ms;     /* the current minute of the restart budget */
@@ -367,6 +381,7 @@ struct pool_globals {
     unsigned next_child_no;      /* "pool:NAME#N": N counts over every pool, old and new */
     uint64_t use_seq;            /* requests sent to children so far (pool_child.used_seq) */
     bool settle_due;             /* pool_principal_settle is deferred to the end of this turn */
+    bool listen_due; /* some pool's gl_due: pool_session_listen.c runs at the end of this turn */
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */
     size_t nheld;
@@ -772,6 +787,39 @@ void pool_task_child_gone(struct pool_child *c);
 /* s ends (why): its tasks not yet terminal are cancelled at their children, every record freed. */
 void pool_task_session_end(struct pool_session *s, enum relay_reason why);
 void pool_task_free(struct pool_task *t);
+
+/*
+ * pool_session_listen.c: pooled sessions' list changes and subscriptions at stateless children,
+ * through the gateway's own subscriptions/listen at one child of the pool
+ */
+/* p's listen is (re)opened at the end of this turn (a stateless pool of pooled sessions'). */
+void pool_session_listen_due(struct pool *p);
+/* Now: the old listen ended at its child, a new one opened when wanted and a child is ready. */
+void pool_session_listen_sync(struct pool *p);
+/* c became ready (a listen waiting for a child goes there) or is gone (its listen moves). */
+void pool_session_listen_child(struct pool_child *c, bool gone);
+/* Periodic: a listen that was refused or ended is opened again once its backoff is over. */
+void pool_session_listen_retry(struct pool *p);
+/* p retires or the gateway stops: its listen ends at its child. */
+void pool_session_listen_end(struct pool *p);
+/* What a pooled session's initialize result declares: the listen's list changes, subscribe. */
+unsigned pool_session_listen_declared(const struct pool *p);
+/* Whether s's resources/subscribe is served: false once its children said they have none. */
+bool pool_session_listen_serves(const struct pool_session *s, const struct config_server *srv);
+/* A server/discover answer of a child of p: its capabilities are the pool's (the first read). */
+void pool_session_listen_caps(struct pool *p, const char *line, size_t len);
+/* True when line answers a listen or a discover of the gateway's ("mcpgw-listen-N"): handled. */
+bool pool_session_listen_answer(struct pool_child *c, const char *line,
+                                const struct jsonrpc_info *info);
+/* True when the child's notifications/cancelled names a listen of the gateway's: handled. */
+bool pool_session_listen_cancelled(struct pool_child *c, const char *line,
+                                   const struct jsonrpc_info *info);
+/*
+ * A notification of c that names a listen of the gateway's (or acknowledges c's): to the
+ * sessions as a legacy one (true), or false when it is none of the gateway's.
+ */
+bool pool_session_listen_note(struct pool_child *c, const char *line, size_t len,
+                              const struct jsonrpc_info *info);
 
 /* pool_listen.c: subscriptions/listen for legacy pools */
 /* The call (a listen request) becomes a listener: acknowledged; false when its params are bad. */

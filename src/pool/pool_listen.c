@@ -17,6 +17,12 @@
  * the stream ends the listener; at shutdown each listener gets the graceful end, a complete
  * result; one that falls behind (pool_listen_push) ends with an error. Per principal, listens and
  * their URIs are bounded (pool_caps.c).
+ *
+ * Pooled sessions' URIs (resources/subscribe, pool_session.c) are referenced in the same table. At
+ * a stateless pool nothing is subscribed per URI (a stateless child has no resources/subscribe):
+ * the pool's own subscriptions/listen names them all, re-opened when a URI is first named or
+ * last given back (pool_session_listen.c); pool_listen_child_change and pool_listen_retry hand
+ * such a pool to it.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -79,6 +85,11 @@ pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_
 static void
 pool_sub_place(struct pool *p, struct pool_sub *sub)
 {
+    if (p->era == CONFIG_ERA_STATELESS) {
+        /* A stateless child has no resources/subscribe: the pool's listen names it. */
+        sub->c = NULL;
+        return;
+    }
     struct pool_child *best = NULL;
     size_t min = SIZE_MAX;
     for (struct pool_child *c = p->children; c != NULL; c = c->next)
@@ -111,6 +122,7 @@ pool_sub_ref(struct pool *p, const char *uri)
         p->subs->prev = s;
     p->subs = s;
     pool_sub_place(p, s);
+    pool_session_listen_due(p); /* a stateless pool's listen names one URI more */
 }
 
 /* A listener naming uri left: the last one unsubscribes it. */
@@ -133,11 +145,21 @@ pool_sub_unref(struct pool *p, const char *uri)
     }
     free(s->uri);
     free(s);
+    pool_session_listen_due(p); /* a stateless pool's listen names one URI less */
 }
 
 bool
 pool_listen_orphans(const struct pool *p)
 {
+    if (p->era == CONFIG_ERA_STATELESS) {
+        /* The URIs wait for a child to hold the pool's listen: none is ready. */
+        if (p->subs == NULL || !(p->listen_caps & JSONRPC_LISTEN_UPDATES))
+            return false;
+        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+            if (c->state == POOL_CHILD_READY)
+                return false;
+        return true;
+    }
     for (const struct pool_sub *s = p->subs; s != NULL; s = s->next)
         if (s->c == NULL)
             return true;
@@ -152,6 +174,10 @@ void
 pool_listen_child_change(struct pool_child *c, bool gone)
 {
     struct pool *p = c->pool;
+    if (p->era == CONFIG_ERA_STATELESS) {
+        pool_session_listen_child(c, gone);
+        return;
+    }
     bool placing = true;
     for (struct pool_sub *s = p->subs; s != NULL; s = s->next) {
         if (gone && s->c == c)
@@ -166,6 +192,10 @@ pool_listen_child_change(struct pool_child *c, bool gone)
 void
 pool_listen_retry(struct pool *p)
 {
+    if (p->era == CONFIG_ERA_STATELESS) {
+        pool_session_listen_retry(p);
+        return;
+    }
     for (struct pool_sub *s = p->subs; s != NULL; s = s->next)
         if (s->c == NULL) {
             pool_sub_place(p, s);

@@ -16,6 +16,9 @@
  *     to, nor broadcast;
  *   - a notification that names a subscription (_meta subscriptionId: the minted id of a
  *     subscriptions/listen) goes, with the client's id put back, on that listen's stream;
+ *   - a notification of the gateway's own listen for pooled sessions (a string subscriptionId,
+ *     "mcpgw-listen-N"; pool_session_listen.c): a list change to every session of the server, an
+ *     update to the sessions that subscribed its URI, as legacy notifications;
  *   - any other notification (list changes outside a listen, say): dropped and counted; requests
  *     (sampling, elicitation, roots): answered with an error, ping with {}.
  * subscriptions/listen is passed to stateless children (it has no timeout, and closing its stream
@@ -719,6 +722,8 @@ pool_child_withdrawn(void *owner, struct pending *p, const char *line, size_t le
                      const struct jsonrpc_info *info)
 {
     (void)p; /* a pool child's questions are held by their calls, not in the table */
+    if (pool_session_listen_cancelled(owner, line, info))
+        return; /* it ended the gateway's own listen */
     pool_bridge_withdrawn(owner, line, len, info);
 }
 
@@ -727,8 +732,13 @@ static void
 pool_child_notification(void *owner, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     struct pool_child *c = owner;
-    if (c->pool->era != CONFIG_ERA_LEGACY) {
-        c->pool->row->ctr.unattributed++;
+    /*
+     * A string subscriptionId (no client listen has one: theirs are minted numbers) or a stateless
+     * child's: the gateway's own listen for pooled sessions (pool_session_listen.c), or nobody's.
+     */
+    if (info->meta_subscription.len != 0 || c->pool->era != CONFIG_ERA_LEGACY) {
+        if (!pool_session_listen_note(c, line, len, info))
+            c->pool->row->ctr.unattributed++;
         return;
     }
     if (strcmp(info->method, "notifications/tasks/status") == 0) {
@@ -755,7 +765,7 @@ static bool
 pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
 {
     return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info)
-           || pool_task_stray(owner, line, info);
+           || pool_task_stray(owner, line, info) || pool_session_listen_answer(owner, line, info);
 }
 
 static void

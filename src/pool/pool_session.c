@@ -413,10 +413,10 @@ pool_session_subscribe(struct pool_session *s, const struct config_server *srv, 
                        const struct jsonrpc_info *info, bool add, struct auth_claims *claims)
 {
     char uri[PSS_URI_MAX + 1];
-    if (pool_session_modern_on(s, srv))
+    if (pool_session_modern_on(s, srv) && !pool_session_listen_serves(s, srv))
         return pool_session_error(info, body, JSONRPC_METHOD_NOT_FOUND,
-                                  "resources/subscribe is not served in pooled sessions of a "
-                                  "server whose children speak only the stateless revision");
+                                  "resources/subscribe is not available: the server's children "
+                                  "do not declare resources.subscribe");
     if (config_server_per_principal(srv) && s->sub_pool == NULL) {
         /* Placed at the pool of the principal's children as this request's token makes them. */
         if (claims != NULL && claims->why != NULL)

@@ -10,9 +10,9 @@
  *     session's own envelope, and the client gets an initialize result made from its answer
  *     (jsonrpc_init_from_discover): serverInfo, the legacy capabilities, instructions; the
  *     protocolVersion negotiated as for any pooled session (the client's when the gateway serves
- *     it, else its newest). No listChanged or subscribe is declared: a stateless child's list
- *     changes and resource updates reach a session only through a listen of its own, which a
- *     pooled session does not hold (resources/subscribe is refused with -32601).
+ *     it, else its newest). listChanged and resources.subscribe are declared as the discover
+ *     declares them: the pool's own listen (pool_session_listen.c) brings its list changes and
+ *     the sessions' resource updates; the first discover read tells the pool what to listen for.
  *   - every request: the client's bytes with the envelope spliced in (the stateless revision the
  *     pool speaks, the client's capabilities and clientInfo from its own initialize, the log
  *     level its logging/setLevel set): a new flat copy per request, made when the call is sent to
@@ -278,9 +278,13 @@ pool_modern_init_answer(struct pool_call *call, struct pool_child *c, struct pen
     if (!revision_over(rev, mask))
         rev = revision_newest(mask);
     size_t rlen = 0;
-    char *res = info->kind == JSONRPC_RESULT && speaks != 0
-                    ? jsonrpc_init_from_discover(line, len, rev->name, 0, call->pool->name, &rlen)
-                    : NULL;
+    char *res = NULL;
+    if (info->kind == JSONRPC_RESULT && speaks != 0) {
+        pool_session_listen_caps(call->pool, line, len); /* the first discover read tells */
+        res = jsonrpc_init_from_discover(line, len, rev->name,
+                                         pool_session_listen_declared(call->pool),
+                                         call->pool->name, &rlen);
+    }
     if (res == NULL) {
         log_warn(s->label, "the child's server/discover answer cannot answer initialize");
         pool_call_error(call, p->orig_id, p->orig_id_len, JSONRPC_INTERNAL_ERROR,

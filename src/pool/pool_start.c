@@ -94,6 +94,8 @@ pool_probe_verdict(struct pool_child *c, const char *line, size_t len,
                  refused ? "refused the probe's version" : "answered", text);
         p->era = CONFIG_ERA_STATELESS;
         p->speaks = speaks;
+        if (info->kind == JSONRPC_RESULT && p->srv->session_pooled)
+            pool_session_listen_caps(p, line, len); /* what pooled sessions may listen for */
         pool_child_ready(c);
         return;
     }
