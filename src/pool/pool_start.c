@@ -42,6 +42,15 @@ pool_child_hello(struct pool_child *c)
     return rc;
 }
 
+/*
+ * Children of one pool are started, and probed, side by side: the first verdict is the pool's era,
+ * and a child that answers the other way afterwards (a legacy refusal or silence where another
+ * child served the stateless revision, or the reverse) is not of this server as the pool knows it.
+ * It is retired rather than let the pool's era flip under children already serving the first.
+ */
+#define POOL_ERA_CONTRADICTED                                                                      \
+    "its server/discover answer contradicts the era the pool's first child showed"
+
 void
 pool_start_timeout(void *arg)
 {
@@ -51,6 +60,10 @@ pool_start_timeout(void *arg)
         return;
     if (c->probing) {
         /* Silence is a legacy server's answer too: initialize the same child. */
+        if (c->pool->era == CONFIG_ERA_STATELESS) {
+            pool_child_retire(c, POOL_ERA_CONTRADICTED, true);
+            return;
+        }
         log_info(c->tag, "no answer to server/discover: the server is legacy (initialize-based)");
         c->pool->era = CONFIG_ERA_LEGACY;
         c->pool->speaks = revision_set_over(REVISION_STATELESS);
@@ -88,6 +101,10 @@ pool_probe_verdict(struct pool_child *c, const char *line, size_t len,
         code = 0;
     bool refused = info->kind == JSONRPC_ERROR && (listed || code == JSONRPC_UNSUPPORTED_VERSION);
     if (speaks != 0) {
+        if (p->era == CONFIG_ERA_LEGACY) {
+            pool_child_retire(c, POOL_ERA_CONTRADICTED, true);
+            return;
+        }
         char text[128];
         revision_set_text(speaks, text, sizeof text);
         log_info(c->tag, "server/discover %s: the server serves %s",
@@ -113,6 +130,9 @@ pool_probe_verdict(struct pool_child *c, const char *line, size_t len,
         log_info(c->tag, "server/discover refused %s without a list: asking for %s",
                  c->probe_rev->name, older->name);
         c->probe_rev = older;
+    } else if (p->era == CONFIG_ERA_STATELESS) {
+        pool_child_retire(c, POOL_ERA_CONTRADICTED, true);
+        return;
     } else {
         log_info(c->tag, "server/discover refused: the server is legacy (initialize-based)");
         p->era = CONFIG_ERA_LEGACY;
