@@ -187,13 +187,11 @@ self_cpu_ns(void)
 
 /* utime+stime of --pid in ns (clock-tick resolution), or 0 without --pid. */
 static uint64_t
-server_cpu_ns(void)
+proc_cpu_ns(pid_t pid)
 {
     char path[64], buf[2048];
 
-    if (opt.pid <= 0)
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)opt.pid);
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd == -1)
         die("%s: %s", path, strerror(errno));
@@ -210,6 +208,23 @@ server_cpu_ns(void)
         || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         die("%s: cannot parse", path);
     return (ut + st) * tick_ns;
+}
+
+/* The servers --cmd started (direct mode), whose CPU is the floor's: at most DIRECT_MAX counted. */
+#define DIRECT_MAX 64
+static pid_t direct_pids[DIRECT_MAX];
+static size_t n_direct;
+
+/* The server's CPU time: --pid's, or (direct mode) the sum of the servers this run started. */
+static uint64_t
+server_cpu_ns(void)
+{
+    if (opt.pid > 0)
+        return proc_cpu_ns(opt.pid);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n_direct; i++)
+        sum += proc_cpu_ns(direct_pids[i]);
+    return sum;
 }
 
 /* A "VmXXX:" field of /proc/PID/status in KiB, or -1. */
@@ -996,6 +1011,8 @@ child_new(line_fn *on_line, void *user)
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
         die("spawn %s: %s", cmd_argv[0], strerror(rc));
+    if (n_direct < DIRECT_MAX)
+        direct_pids[n_direct++] = ch->pid;
     close(in[0]);
     close(out[1]);
     ch->in_fd = in[1];
@@ -1015,7 +1032,12 @@ child_new(line_fn *on_line, void *user)
 /* Closes its stdin (the server exits at EOF) and reaps it. */
 static void
 child_free(struct child *ch)
-{
+{    for (size_t i = 0; i < n_direct; i++)
+        if (direct_pids[i] == ch->pid) {
+            direct_pids[i] = direct_pids[--n_direct];
+            break;
+        }
+
     if (ch->want_out)
         ep_ctl(EPOLL_CTL_DEL, ch->in_fd, 0, NULL);
     close(ch->in_fd);
@@ -1441,7 +1463,7 @@ echo_loop(double warmup, double duration, long max_count)
     double secs = (double)(t_end - run.t_start) / 1e9;
     printf(",\"seconds\":%.3f,\"requests\":%ld,\"errors\":%ld,\"rps\":%.1f,", secs, window,
            run.errors, (double)window / secs);
-    if (opt.pid > 0)
+    if (opt.pid > 0 || n_direct > 0)
         printf("\"server_cpu_ms\":%.1f,\"server_cpu_us_per_req\":%.2f,",
                (double)(cpu1 - cpu0) / 1e6,
                window ? (double)(cpu1 - cpu0) / 1e3 / (double)window : -1.0);
