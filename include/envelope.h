@@ -93,4 +93,13 @@ int envelope_answer_add(struct buf *answers, const char *key, size_t key_len, co
 /* The retry's members (",\"inputResponses\":{..},\"requestState\":..") into out. 0, or -1. */
 int envelope_retry_members(const struct buf *answers, const char *state, struct buf *out) MUSTCHECK;
 
+/*
+ * A stateless child's notification on a subscriptions/listen (line, scanned into info) as a legacy
+ * client gets it, into out (cleared first): a list change bare, notifications/resources/updated
+ * with its uri alone; never the listen's subscriptionId, which is the gateway's. 0, or -1 when it
+ * is neither (or its uri is not a string).
+ */
+int envelope_legacy_note(const char *line, const struct jsonrpc_info *info,
+                         struct buf *out) MUSTCHECK;
+
 #endif

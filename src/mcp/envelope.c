@@ -167,3 +167,24 @@ envelope_retry_members(const struct buf *answers, const char *state, struct buf 
         rc |= buf_printf(out, ",\"requestState\":%s", state);
     return rc;
 }
+
+int
+envelope_legacy_note(const char *line, const struct jsonrpc_info *info, struct buf *out)
+{
+    static const char *const lists[] = { "notifications/tools/list_changed",
+                                         "notifications/prompts/list_changed",
+                                         "notifications/resources/list_changed" };
+    buf_reset(out);
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        if (strcmp(info->method, lists[i]) == 0)
+            return buf_printf(out, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"}", lists[i]);
+    if (strcmp(info->method, "notifications/resources/updated") != 0 || info->uri.len == 0
+        || line[info->uri.off] != '"')
+        return -1;
+    if (buf_printf(out, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\","
+                        "\"params\":{\"uri\":")
+            == -1
+        || buf_append(out, line + info->uri.off, info->uri.len) == -1)
+        return -1;
+    return buf_append(out, "}}", 2);
+}

@@ -436,35 +436,19 @@ pool_session_listen_note(struct pool_child *c, const char *line, size_t len,
         log_debug(c->tag, "the gateway's subscriptions/listen acknowledged");
         return true;
     }
-    static const char *const lists[] = { "notifications/tools/list_changed",
-                                         "notifications/prompts/list_changed",
-                                         "notifications/resources/list_changed" };
-    for (size_t i = 0; i < ARRAY_LEN(lists); i++)
-        if (strcmp(info->method, lists[i]) == 0) {
-            char msg[96];
-            int n = snprintf(msg, sizeof msg, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"}", lists[i]);
-            if (!pool_session_fanout(p, msg, (size_t)n))
-                p->row->ctr.unattributed++; /* no session reads a GET stream */
-            return true;
-        }
-    if (strcmp(info->method, "notifications/resources/updated") != 0 || info->uri.len == 0
-        || line[info->uri.off] != '"') {
-        p->row->ctr.unattributed++;
-        return true;
-    }
     (void)len;
+    /* The legacy form, without the gateway's subscriptionId: to every session of the server
+     * (a list change) or to those that subscribed the URI. */
     struct buf b;
     buf_init(&b, SIZE_MAX);
     struct jsonrpc_info mi;
     bool sent = false;
-    if (buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\","
-                       "\"params\":{\"uri\":")
-            == 0
-        && buf_append(&b, line + info->uri.off, info->uri.len) == 0 && buf_append(&b, "}}", 2) == 0
+    if (envelope_legacy_note(line, info, &b) == 0
         && jsonrpc_scan(buf_head(&b), buf_used(&b), &mi, NULL) == JSONRPC_OK)
-        sent = pool_session_updated(p, buf_head(&b), buf_used(&b), &mi);
+        sent = mi.uri.len == 0 ? pool_session_fanout(p, buf_head(&b), buf_used(&b))
+                               : pool_session_updated(p, buf_head(&b), buf_used(&b), &mi);
     if (!sent)
-        p->row->ctr.unattributed++;
+        p->row->ctr.unattributed++; /* neither, or no session reads a GET stream for it */
     buf_clear(&b);
     return true;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "envelope.h"
 #include "log.h"
 #include "metrics.h"
 #include "revision.h"
@@ -302,6 +303,9 @@ session_child_cancel(void *owner, struct pending *p, const char *line, size_t le
     session_splice_push(s, st, line, len, info->request_id, idbuf, (size_t)idlen);
 }
 
+static void session_note_push(struct session *s, const char *line, size_t len,
+                              const struct jsonrpc_info *info);
+
 static void
 session_child_notification(void *owner, const char *line, size_t len,
                            const struct jsonrpc_info *info)
@@ -309,6 +313,24 @@ session_child_notification(void *owner, const char *line, size_t len,
     struct session *s = owner;
     if (s->modern != NULL && session_modern_listen_line(s, line, info))
         return; /* stateless child mode: the listen's acknowledgement */
+    if (s->modern == NULL || info->meta_subscription.len == 0) {
+        session_note_push(s, line, len, info);
+        return;
+    }
+    /* Stateless child mode, the session's listen: the legacy form, without its subscriptionId. */
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    if (envelope_legacy_note(line, info, &b) == 0)
+        session_note_push(s, buf_head(&b), buf_used(&b), info);
+    else
+        session_note_push(s, line, len, info);
+    buf_clear(&b);
+}
+
+/* A notification of the child's to the client: on the stream it belongs to, else kept. */
+static void
+session_note_push(struct session *s, const char *line, size_t len, const struct jsonrpc_info *info)
+{
     if (strcmp(info->method, "notifications/tasks/status") == 0)
         session_task_seen(s, line, len);
     struct stream *st = session_route_unrelated(s);

@@ -263,7 +263,7 @@ test("list changes and log messages reach the legacy client's GET stream", async
   const { client, transport } = await connect(gw.url);
   const changed = [];
   const logs = [];
-  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed.push(1); });
+  client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => { changed.push(n.params?._meta ?? null); });
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params); });
   try {
     assert.equal(client.getServerCapabilities().tools.listChanged, true);
@@ -271,6 +271,7 @@ test("list changes and log messages reach the legacy client's GET stream", async
     const r = await client.callTool({ name: 'test_trigger_tool_change', arguments: {} });
     assert.match(textOf(r), /test_toggled_tool added/);
     await waitFor(() => changed.length > 0, scaled(10000), 'notifications/tools/list_changed');
+    assert.deepEqual(changed, changed.map(() => null), 'the list change without the listen\'s subscriptionId (the gateway\'s)');
     const tools = await client.listTools();
     assert.ok(tools.tools.some((t) => t.name === 'test_toggled_tool'));
     await client.setLoggingLevel('info');
@@ -450,7 +451,8 @@ test('the 2024-11-05 HTTP+SSE transport in front of a stateless child', async ()
 test('resources/subscribe through the listen: updates reach the client, unsubscribe and DELETE end the listen', async () => {
   const { client, transport } = await connect(`${gw.base}/subscriber`);
   const updated = [];
-  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updated.push(n.params.uri); });
+  const metas = [];
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updated.push(n.params.uri); metas.push(n.params._meta ?? null); });
   const listenLog = () => (fs.existsSync(subscriber.log) ? fs.readFileSync(subscriber.log, 'utf8') : '');
   try {
     assert.equal(client.getServerCapabilities().resources.subscribe, true);
@@ -467,6 +469,7 @@ test('resources/subscribe through the listen: updates reach the client, unsubscr
     await client.callTool({ name: 'touch', arguments: { uri: 'test://b' } });
     await waitFor(() => updated.includes('test://b'), scaled(10000), 'the update of test://b');
     assert.deepEqual(updated, ['test://a', 'test://b'], 'no update of test://a after its unsubscribe');
+    assert.deepEqual(metas, [null, null], 'updates without the listen\'s subscriptionId (the gateway\'s)');
     const ends = (listenLog().match(/END/g) ?? []).length;
     await transport.terminateSession();
     await waitFor(() => (listenLog().match(/END/g) ?? []).length > ends, scaled(5000), 'the last listen ended with the session');
