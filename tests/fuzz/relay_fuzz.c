@@ -51,9 +51,10 @@
  *     and the child's side of tasks: an answer to a task operation (a CreateTaskResult under the
  *     child's own task id, "ct.N", fresh or one another child minted too, with a ttl or none and
  *     any status, or a plain result; tasks/get and tasks/cancel with the Task object; tasks/result
- *     with its related-task _meta; an error), notifications/tasks/status under the child's id (of
- *     one of its tasks, of another child's, of none), and a child holding tasks that ends, or
- *     writes a log line or asks a question while a task is live;
+ *     with its related-task _meta; an error; a late CreateTaskResult for a task-augmented call
+ *     the gateway cancelled), notifications/tasks/status under the child's id (of one of its
+ *     tasks, of another child's, of none), and a child holding tasks that ends, or writes a log
+ *     line or asks a question while a task is live;
  *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
  *     (pool_set_config with a fresh configuration, maybe another era or tool policy; the old ones
  *     are freed as main.c does, once pool_uses_config is false), the next spawn fails,
@@ -98,7 +99,8 @@
  *     session, never another's, never a child's; a tasks/ request naming a task that is not its
  *     session's is answered with the gateway's error; a child with a live task asks no session
  *     anything and its log lines reach none (counted unattributed); a session's end (DELETE,
- *     expiry) sends each of its live tasks' children a tasks/cancel of it (check_task_cancels);
+ *     expiry) sends each of its live tasks' children a tasks/cancel of it (check_task_cancels),
+ *     and so does a late CreateTaskResult of a running task for a call already cancelled;
  *   - a pooled session's batch: its one stream carries exactly one answer per request of the
  *     batch, under that request's id, and none else (one event each, as PROTOCOL.md says); a
  *     batch's stream not ended has a call of the batch open somewhere the pool looks;
@@ -1422,9 +1424,9 @@ pooled_task_ask(unsigned a, unsigned b)
     struct req *r = pooled_req(k, method, "", false);
     r->task_foreign = foreign;
     char body[512];
-    size_t len = (size_t)snprintf(body, sizeof body,
-                                  "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{%s%s}}",
-                                  r->id, method, tid[0] ? "\"taskId\":" : "", tid);
+    size_t len = (size_t)snprintf(
+        body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{%s%s}}",
+        r->id, method, tid[0] ? "\"taskId\":" : "", tid);
     pooled_post(r, s, body, len);
 }
 
@@ -1512,7 +1514,7 @@ pooled_batch(unsigned a, unsigned b)
                         break;
                     }
             }
-            /* Ids repeat (a reused one): whatever request of the session has it may end unanswered. */
+            /* Ids repeat (a reused one): any request of the session with it may go unanswered. */
             mark_cancelled(r->sid, id);
             for (unsigned j = 0; j < r->nb; j++)
                 cancels_own |= strcmp(r->bids[j], id) == 0;
@@ -1821,11 +1823,17 @@ child_notify(struct pool_child *c, unsigned a)
 
 /* --- the children's side of pooled sessions' tasks ----------------------------------------- */
 
-/* Whether e is a pooled session's task operation in flight (a task-augmented call, tasks/...). */
+/*
+ * Whether e is a pooled session's task operation in flight (a task-augmented call, tasks/...), or
+ * a task-augmented call the gateway cancelled (DELETE, a drop, a timeout: no
+ * notifications/cancelled for one), whose CreateTaskResult the child may still write.
+ */
 static bool
 task_entry(const struct pending *e)
 {
     const struct pool_call *call = e->owner;
+    if (e->state == PENDING_CANCELLED)
+        return e->task;
     return e->state == PENDING_FORWARDED && call != NULL && call->task_op != POOL_TASK_NONE;
 }
 
@@ -1888,10 +1896,43 @@ child_task_answer(struct pool_child *c, unsigned a, unsigned b)
     for (; e != NULL; e = e->next)
         if (task_entry(e) && k-- == 0)
             break;
+    if (e == NULL)
+        return;
     const struct pool_call *call = e->owner;
     const char *status = task_statuses[(b >> 2) % 5];
     static const char *const ttls[] = { ",\"ttl\":3000", ",\"ttl\":60000", "", ",\"ttl\":300" };
     char raw[192];
+    if (call == NULL) {
+        /*
+         * Its call was cancelled: a late CreateTaskResult. A task that runs (not terminal) must
+         * be cancelled at the child by the gateway, or it runs for nobody (and the child's
+         * questions meanwhile are attributed to whichever call is in flight).
+         */
+        unsigned tn = ++child_task_seq + 1;
+        bool runs = (b >> 2) % 5 == 0 || (b >> 2) % 5 == 2;
+        bool watch = runs && c->state == POOL_CHILD_READY && c->u != NULL
+                     && upstream_writable(c->u) && !fake_upstream_paused(c->u)
+                     && !fake_upstream_gone_seen(c->u);
+        const struct upstream *u = c->u;
+        size_t sent = watch ? fake_upstream_sent_count(u) : 0;
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"task\":{\"taskId\":"
+                 "\"ct.%u\",\"status\":\"%s\",\"createdAt\":\"2026-01-01T00:00:00Z\"%s}}}",
+                 e->gw_id, tn, status, ttls[(b >> 5) & 3]);
+        child_says(c, line);
+        if (!watch)
+            return;
+        char want[32];
+        snprintf(want, sizeof want, "\"ct.%u\"", tn);
+        bool cancelled = false;
+        for (size_t j = sent; j < fake_upstream_sent_count(u) && !cancelled; j++) {
+            size_t len;
+            const char *m = fake_upstream_sent(u, j, &len);
+            cancelled = strstr(m, "\"method\":\"tasks/cancel\"") != NULL && strstr(m, want) != NULL;
+        }
+        FUZZ_CHECK(cancelled, "a task created for a cancelled call (the child's %s, %s) was not "
+                   "cancelled at the child", want, status);
+        return;
+    }
     if (call->task != NULL)
         snprintf(raw, sizeof raw, "%.*s", (int)call->task->child_raw_len, call->task->child_raw);
     else
@@ -1911,10 +1952,12 @@ child_task_answer(struct pool_child *c, unsigned a, unsigned b)
                      "\"pollInterval\":100}}}",
                      e->gw_id, (b & 128) ? 1u : ++child_task_seq + 1, status, ttls[(b >> 5) & 3]);
     } else if (call->task_op == POOL_TASK_RESULT) {
+        static const char rel[] =
+            ",\"_meta\":{\"io.modelcontextprotocol/related-task\":{\"taskId\":";
         line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
                  ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]%s%s%s}}",
-                 e->gw_id, (b & 3) == 2 ? "" : ",\"_meta\":{\"io.modelcontextprotocol/related-task\":{\"taskId\":",
-                 (b & 3) == 2 ? "" : raw, (b & 3) == 2 ? "" : "}}");
+                 e->gw_id, (b & 3) == 2 ? "" : rel, (b & 3) == 2 ? "" : raw,
+                 (b & 3) == 2 ? "" : "}}");
     } else {
         line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{%s%s%s\"status\":\"%s\","
                  "\"createdAt\":\"2026-01-01T00:00:00Z\"%s}}",
