@@ -1911,8 +1911,8 @@ child_task_answer(struct pool_child *c, unsigned a, unsigned b)
         unsigned tn = ++child_task_seq + 1;
         bool runs = (b >> 2) % 5 == 0 || (b >> 2) % 5 == 2;
         bool watch = runs && c->state == POOL_CHILD_READY && c->u != NULL
-                     && upstream_writable(c->u) && !fake_upstream_paused(c->u)
-                     && !fake_upstream_gone_seen(c->u);
+                     && upstream_writable(c->u) && upstream_queued_bytes(c->u) == 0
+                     && !fake_upstream_paused(c->u) && !fake_upstream_gone_seen(c->u);
         const struct upstream *u = c->u;
         size_t sent = watch ? fake_upstream_sent_count(u) : 0;
         line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"task\":{\"taskId\":"
@@ -3210,7 +3210,8 @@ tasks_note(void)
     for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next)
         for (const struct pool_task *t = s->tasks; t != NULL; t = t->snext) {
             if (t->terminal || t->c == NULL || t->c->state != POOL_CHILD_READY || t->c->u == NULL
-                || !upstream_writable(t->c->u) || fake_upstream_gone_seen(t->c->u)
+                || !upstream_writable(t->c->u) || upstream_queued_bytes(t->c->u) != 0
+                || fake_upstream_gone_seen(t->c->u)
                 || t->child_raw_len >= sizeof live_tasks[0].raw || nlive_tasks == LIVE_TASKS_MAX)
                 continue;
             snprintf(live_tasks[nlive_tasks].id, sizeof live_tasks[0].id, "%s", t->id);
@@ -3221,13 +3222,14 @@ tasks_note(void)
         }
 }
 
-/* The ready child whose upstream u is, or NULL. */
+/* The ready child whose upstream u is, reading its stdin (not full: what queues waits), or NULL. */
 static const struct pool_child *
 ready_child_of(const struct upstream *u)
 {
     for (const struct pool *p = pools.pools; p != NULL; p = p->next)
         for (const struct pool_child *c = p->children; c != NULL; c = c->next)
-            if (c->u == u && c->state == POOL_CHILD_READY && !fake_upstream_gone_seen(c->u))
+            if (c->u == u && c->state == POOL_CHILD_READY && !fake_upstream_gone_seen(c->u)
+                && upstream_queued_bytes(c->u) == 0)
                 return c;
     return NULL;
 }
