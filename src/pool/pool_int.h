@@ -367,6 +367,7 @@ struct pool_globals {
     unsigned next_child_no;      /* "pool:NAME#N": N counts over every pool, old and new */
     uint64_t use_seq;            /* requests sent to children so far (pool_child.used_seq) */
     bool settle_due;             /* pool_principal_settle is deferred to the end of this turn */
+    bool rooms_due;              /* pool_rooms is deferred to the end of this turn */
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */
     size_t nheld;
@@ -486,6 +487,11 @@ void pool_child_ready(struct pool_child *c);
 void pool_child_take_queue(struct pool_child *c);
 /* c may have room again (an answer, a lingering entry gone): the queue, if any, is offered. */
 void pool_child_room(struct pool_child *c);
+/*
+ * A cancel freed a slot on a child no fence holds (a stateless child's): at the end of the turn,
+ * where no callback of a child is running, every ready child is offered its pool's queue.
+ */
+void pool_rooms_due(void);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 /* c's children speak no stateless revision the gateway knows: p serves nothing, at once. */

@@ -237,9 +237,13 @@ pool_call_cancel(struct pool_call *call, enum relay_reason why)
         /* A legacy child's question it wrote before reading the cancel may still come. */
         if (call->pool->era != CONFIG_ERA_STATELESS && why != RELAY_CANCEL_SHUTDOWN)
             pool_bridge_cancelled(c);
+        else if (call->pool->qhead != NULL)
+            pool_rooms_due(); /* no fence: the slot is free now for what waits */
     } else {
         relay_count(call->pool->stats,
                     why); /* nothing at a child: queued, or answered while held */
+        if (p != NULL && call->pool->qhead != NULL)
+            pool_rooms_due(); /* a task-augmented call's slot, freed with no cancel sent */
     }
     if (why == RELAY_CANCEL_DISCONNECT) {
         pool_call_end(call);
