@@ -110,9 +110,9 @@
  *     reloads came between;
  *   - the loop's deferred calls have all run (nothing is left queued after the turns);
  *   - a pool retired by a reload or a restart, once nothing of its is in flight (a listen never
- *     ends by itself: it does not count), is freed within RETIRED_FREE_MS of the fake clock, and a
- *     retired configuration a second after its pools (check_retired; the tick frees them as
- *     main.c's does);
+ *     ends by itself: it does not count) and no child of it runs a pooled session's live task, is
+ *     freed within RETIRED_FREE_MS of the fake clock, and a retired configuration a second after
+ *     its pools (check_retired; the tick frees them as main.c's does);
  *   - at the end (pool_close_all, every stream read, time far ahead) every request was answered
  *     exactly once, nothing is left (no pooled session, hence no task record), and LeakSanitizer
  *     sees no leak.
@@ -3295,10 +3295,20 @@ retired_tick(void)
     free_retired(false);
 }
 
+/*
+ * A retired pool with nothing in flight. A child that runs a pooled session's live task is not
+ * stopped (the task would die with it): its pool waits for the task's end, its ttl, or its
+ * session's end, which cancels it.
+ */
 static bool
 pool_quiet(const struct pool *p)
 {
-    return p->retired && pool_inflight_in(p) == 0;
+    if (!p->retired || pool_inflight_in(p) != 0)
+        return false;
+    for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+        if (pool_task_child_busy(c))
+            return false;
+    return true;
 }
 
 /* obj is quiet now: how long it has been (it is kept in the next table). */
