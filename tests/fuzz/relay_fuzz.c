@@ -2476,8 +2476,13 @@ pooled_resume(unsigned a, unsigned b)
     enum pool_status status = POOL_OK;
     struct stream *st = pool_session_resume(s, eid, &status);
     if (st == NULL) {
-        FUZZ_CHECK(status == POOL_E_GONE, "a resume of a stream nobody reads refused with %d",
-                   (int)status);
+        /* 409 only while the client reads that stream again (a later GET took the session's
+         * GET stream up), else 404 (pool_session_resume, PROTOCOL.md). */
+        uint64_t named = 0, seq;
+        bool read = stream_parse_event_id(eid, &named, &seq) && client_holds(r->sid, named);
+        FUZZ_CHECK(status == (read ? POOL_E_CONFLICT : POOL_E_GONE),
+                   "a resume of a stream %s refused with %d", read ? "the client reads" : "nobody "
+                   "reads", (int)status);
         return;
     }
     FUZZ_CHECK(honest, "a pooled resume from Last-Event-ID %s was taken", eid);
