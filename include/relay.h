@@ -168,6 +168,14 @@ struct relay_ops {
     /* Any other notification. */
     void (*notification)(void *owner, const char *line, size_t len,
                          const struct jsonrpc_info *info);
+    /*
+     * Optional: the child's answer to p, a task-augmented request the owner cancelled before its
+     * answer came (relay_cancel sends no notifications/cancelled for one): its CreateTaskResult
+     * names a task the child now runs for nobody. p is forgotten after, as any late answer's
+     * entry; NULL: dropped as any late answer.
+     */
+    void (*late_task)(void *owner, const struct pending *p, const char *line, size_t len,
+                      const struct jsonrpc_info *info);
     /* Optional: p's deadline passed (its timer is already gone): the owner ends the request. */
     void (*expired)(void *owner, struct pending *p);
     /* The child ended (reason static): the last entry called. */

@@ -98,6 +98,11 @@ static void
 relay_child_answer(struct relay *r, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     bool late_seen;
+    if (r->ops->late_task != NULL && info->id_type == JSONRPC_ID_NUMBER) {
+        const struct pending *q = relay_minted(r, PENDING_TO_CHILD, line, info->id);
+        if (q != NULL && q->state == PENDING_CANCELLED && q->task)
+            r->ops->late_task(r->arg, q, line, len, info); /* before it is forgotten, below */
+    }
     struct pending *p = relay_match(r, PENDING_TO_CHILD, line, info, r->late, &late_seen);
     if (p != NULL) {
         r->ops->answer(r->arg, p, line, len, info);

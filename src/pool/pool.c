@@ -48,6 +48,7 @@ pool_module_init(struct loop *l, const struct config *cfg)
     pools.cfg = cfg;
     pools.draining = false;
     pools.listen_due = false; /* a deferred run of an earlier loop's is not this one's */
+    pools.rooms_due = false;
     pool_set_config(cfg);
 }
 
@@ -360,6 +361,26 @@ pool_child_room(struct pool_child *c)
         pool_child_take_queue(c);
     if (c->pool->key != NULL)
         pool_principal_kick(); /* idle now: another principal's queue may want its room */
+}
+
+static void
+pool_rooms(void *arg)
+{
+    (void)arg;
+    pools.rooms_due = false;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (struct pool_child *c = p->children; c != NULL && p->qhead != NULL; c = c->next)
+            if (c->state == POOL_CHILD_READY)
+                pool_child_take_queue(c);
+}
+
+void
+pool_rooms_due(void)
+{
+    if (pools.rooms_due) /* a draining gateway still serves what waits */
+        return;
+    pools.rooms_due = true;
+    loop_defer(pools.l, pool_rooms, NULL);
 }
 
 /* Ends every request that waits in the queue (no child will come). */

@@ -382,6 +382,7 @@ struct pool_globals {
     uint64_t use_seq;            /* requests sent to children so far (pool_child.used_seq) */
     bool settle_due;             /* pool_principal_settle is deferred to the end of this turn */
     bool listen_due; /* some pool's gl_due: pool_session_listen.c runs at the end of this turn */
+    bool rooms_due;              /* pool_rooms is deferred to the end of this turn */
     struct pool_call *due;       /* calls with a round to send at the end of this loop turn */
     struct pool_call *held;      /* calls waiting for their client's retry */
     size_t nheld;
@@ -501,6 +502,11 @@ void pool_child_ready(struct pool_child *c);
 void pool_child_take_queue(struct pool_child *c);
 /* c may have room again (an answer, a lingering entry gone): the queue, if any, is offered. */
 void pool_child_room(struct pool_child *c);
+/*
+ * A cancel freed a slot on a child no fence holds (a stateless child's): at the end of the turn,
+ * where no callback of a child is running, every ready child is offered its pool's queue.
+ */
+void pool_rooms_due(void);
 /* The child failed or ended: out of the pool (its calls are ended first), maybe replaced. */
 void pool_child_retire(struct pool_child *c, const char *why, bool failure);
 /* c's children speak no stateless revision the gateway knows: p serves nothing, at once. */
@@ -778,6 +784,13 @@ bool pool_task_deliver(struct pool_call *call, struct pending *p, const char *li
 /* notifications/tasks/status of c: to the owning session alone (true), or false: nobody's. */
 bool pool_task_status(struct pool_child *c, const char *line, size_t len,
                       const struct jsonrpc_info *info);
+/*
+ * line answers p, a pooled session's task-augmented call cancelled before its answer (DELETE,
+ * expiry, a drop, a timeout, the client's cancel): a task it created, not yet terminal, is
+ * cancelled at c (no session holds it, and while it ran c's questions would be attributed).
+ */
+void pool_task_late(struct pool_child *c, const struct pending *p, const char *line,
+                    const struct jsonrpc_info *info);
 /* True when line answers the gateway's own tasks/cancel to c (handled: dropped). */
 bool pool_task_stray(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* True while c holds a task not yet terminal (within its ttl): it may write at any time. */

@@ -305,6 +305,8 @@ pool_listen_end_forwarded(struct pool *p, const char *error, enum relay_reason w
             e = next;
         }
     }
+    if (p->qhead != NULL)
+        pool_rooms_due(); /* the listens' slots are free for what waits (no fence follows) */
 }
 
 void

@@ -240,9 +240,13 @@ pool_call_cancel(struct pool_call *call, enum relay_reason why)
         /* A legacy child's question it wrote before reading the cancel may still come. */
         if (call->pool->era != CONFIG_ERA_STATELESS && why != RELAY_CANCEL_SHUTDOWN)
             pool_bridge_cancelled(c);
+        else if (call->pool->qhead != NULL)
+            pool_rooms_due(); /* no fence: the slot is free now for what waits */
     } else {
         relay_count(call->pool->stats,
                     why); /* nothing at a child: queued, or answered while held */
+        if (p != NULL && call->pool->qhead != NULL)
+            pool_rooms_due(); /* a task-augmented call's slot, freed with no cancel sent */
     }
     if (why == RELAY_CANCEL_DISCONNECT) {
         pool_call_end(call);
@@ -768,6 +772,15 @@ pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
            || pool_task_stray(owner, line, info) || pool_session_listen_answer(owner, line, info);
 }
 
+/* A late CreateTaskResult for a pooled session's call cancelled before it: the task goes too. */
+static void
+pool_child_late_task(void *owner, const struct pending *p, const char *line, size_t len,
+                     const struct jsonrpc_info *info)
+{
+    (void)len;
+    pool_task_late(owner, p, line, info);
+}
+
 static void
 pool_child_ended(void *owner, const char *reason)
 {
@@ -783,6 +796,7 @@ const struct relay_ops pool_relay_ops = {
     .subscription = pool_child_subscription,
     .log = pool_child_log,
     .notification = pool_child_notification,
+    .late_task = pool_child_late_task,
     .expired = pool_expired,
     .gone = pool_child_ended,
 };

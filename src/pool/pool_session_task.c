@@ -17,7 +17,10 @@
  *   - a task whose child ended is reported failed (tasks/get, tasks/list), its tasks/result gets an
  *     error and its tasks/cancel -32602 (terminal); one past its ttl is forgotten (-32602: unknown);
  *   - the session's end (DELETE, expiry, the operator) sends the child a tasks/cancel of each task
- *     not yet terminal, as the gateway's own request ("mcpgw-task-N"), whose answer is dropped.
+ *     not yet terminal, as the gateway's own request ("mcpgw-task-N"), whose answer is dropped;
+ *     so does a CreateTaskResult that comes after its call was cancelled (the session's end, a
+ *     drop, a timeout, the client's cancel: the relay calls pool_task_late before it forgets the
+ *     late answer), for a task that would otherwise run at the child for nobody.
  * A session holds at most max_inflight_per_session records together with its task-augmented calls
  * in flight; past it the oldest terminal record is forgotten, and with none a new task-augmented
  * request is refused. While a child holds a task not yet terminal, its questions and log lines
@@ -525,6 +528,25 @@ pool_task_status(struct pool_child *c, const char *line, size_t len,
     int k = relay_splice(line, len, &ed, 1, iov);
     stream_push_shared(st, iov, k, pools.line);
     return true;
+}
+
+void
+pool_task_late(struct pool_child *c, const struct pending *p, const char *line,
+               const struct jsonrpc_info *info)
+{
+    struct jsonrpc_span task, idsp, st;
+    char status[24];
+    if (info->kind != JSONRPC_RESULT || info->result.len == 0
+        || jsonrpc_member_at(line, info->result, "task", &task) != 0 || task.len == 0
+        || line[task.off] != '{' || jsonrpc_member_at(line, task, "taskId", &idsp) != 0
+        || idsp.len == 0 || line[idsp.off] != '"')
+        return; /* no task: a late answer like any other */
+    if (jsonrpc_member_at(line, task, "status", &st) == 0 && st.len > 0
+        && jsonrpc_string_at(line, st, status, sizeof status, NULL) && ptask_terminal(status))
+        return; /* over already: nothing runs */
+    log_info(c->tag, "task created for a cancelled %s: cancelled at the child", p->method);
+    if (c->state == POOL_CHILD_READY)
+        ptask_cancel_at(c, line + idsp.off, idsp.len);
 }
 
 bool

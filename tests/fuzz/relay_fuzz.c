@@ -34,12 +34,27 @@
  *     tools/list, ping, logging/setLevel, resources/read, tasks/get; or its GET stream), as its
  *     principal or mallory (404), the client's cancel of one of its requests, an answer to a
  *     question it may have been asked, DELETE (header: b0 bits 4 and 5 give its dropped calls
- *     disconnect_grace_ms and its waiting POSTs sse_close_after_ms), GET with Last-Event-ID for a
- *     stream it left (the
- *     last event read, past what was sent, or no id at all: only the first is ever taken, and it
- *     gets the stream it names); its sealed id forged (a character changed), cut,
- *     sealed with another key, expired, or sealed for another principal or server (404, and no
- *     record made: the fuzzer holds the session key, as session_key_file would give it);
+ *     disconnect_grace_ms and its waiting POSTs sse_close_after_ms); its sealed id forged (a
+ *     character changed), cut, sealed with another key, expired, or sealed for another principal
+ *     or server (404, and no record made: the fuzzer holds the session key, as session_key_file
+ *     would give it);
+ *   pooled sessions' own events (opcodes 230 to 255 where session_mode = pooled; elsewhere, and
+ *     before these events existed, they repeat the first ones): GET with Last-Event-ID for a
+ *     stream it left (the last event read, past what was sent, or no id at all: only the first is
+ *     ever taken, and it gets the stream it names); a task-augmented tools/call (params.task, a
+ *     ttl or none; pool_session_task.c); tasks/get, tasks/result or tasks/cancel naming one of
+ *     the session's own tasks, an id the gateway minted for another session (or for one gone), or
+ *     a child's own task id; tasks/list; a 2025-03-26 session's batch as http_pooled.c takes it
+ *     (requests, a task-augmented one among them, an id in flight or twice in the batch, cancels,
+ *     initialized, answers; pool_session_batch); the fuzzer's own reload of the pooled sessions'
+ *     limits (max_inflight_per_session 1, 2 or 3 and session_idle_timeout_s 10, or the defaults);
+ *     and the child's side of tasks: an answer to a task operation (a CreateTaskResult under the
+ *     child's own task id, "ct.N", fresh or one another child minted too, with a ttl or none and
+ *     any status, or a plain result; tasks/get and tasks/cancel with the Task object; tasks/result
+ *     with its related-task _meta; an error; a late CreateTaskResult for a task-augmented call
+ *     the gateway cancelled), notifications/tasks/status under the child's id (of one of its
+ *     tasks, of another child's, of none), and a child holding tasks that ends, or writes a log
+ *     line or asks a question while a task is live;
  *   gateway: time passes (timers fire, pool_sweep every second as main.c's tick), SIGHUP
  *     (pool_set_config with a fresh configuration, maybe another era or tool policy; the old ones
  *     are freed as main.c does, once pool_uses_config is false), the next spawn fails,
@@ -73,17 +88,34 @@
  *     questions with ids the gateway minted), its calls point back at it and its count is its
  *     list's, a GET stream not ended belongs to a session still there, and only its principal
  *     reaches it; its sessions count toward max_sessions_per_principal (the tally below);
+ *   - pooled sessions' tasks (check_pooled_tasks, check_task_ids): a task record is in exactly
+ *     one session's list, and in the list of the live child that created it (or of none once that
+ *     child ended) exactly once; the calls on it are its session's, go to that child, and are its
+ *     references; its id is 128 random bits of the gateway's, never the child's; a session's
+ *     count is its list's and, with its task-augmented calls waiting, within
+ *     max_inflight_per_session, as are its calls (a reload that lowers the cap leaves more, a
+ *     number that then never grows); every task id a session's stream carries (a created task, a
+ *     Task object, a status notification, a related-task) is one the gateway minted for that
+ *     session, never another's, never a child's; a tasks/ request naming a task that is not its
+ *     session's is answered with the gateway's error; a child with a live task asks no session
+ *     anything and its log lines reach none (counted unattributed); a session's end (DELETE,
+ *     expiry) sends each of its live tasks' children a tasks/cancel of it (check_task_cancels),
+ *     and so does a late CreateTaskResult of a running task for a call already cancelled;
+ *   - a pooled session's batch: its one stream carries exactly one answer per request of the
+ *     batch, under that request's id, and none else (one event each, as PROTOCOL.md says); a
+ *     batch's stream not ended has a call of the batch open somewhere the pool looks;
  *   - per-principal counts (quota.h, by server name) equal what is in flight in every pool,
  *     retired or not: calls, held calls, listens and their URIs; a new request is admitted only
  *     under the limit the header's third byte set (principal_keys), whatever restarts and
  *     reloads came between;
  *   - the loop's deferred calls have all run (nothing is left queued after the turns);
  *   - a pool retired by a reload or a restart, once nothing of its is in flight (a listen never
- *     ends by itself: it does not count), is freed within RETIRED_FREE_MS of the fake clock, and a
- *     retired configuration a second after its pools (check_retired; the tick frees them as
- *     main.c's does);
+ *     ends by itself: it does not count) and no child of it runs a pooled session's live task, is
+ *     freed within RETIRED_FREE_MS of the fake clock, and a retired configuration a second after
+ *     its pools (check_retired; the tick frees them as main.c's does);
  *   - at the end (pool_close_all, every stream read, time far ahead) every request was answered
- *     exactly once, nothing is left, and LeakSanitizer sees no leak.
+ *     exactly once, nothing is left (no pooled session, hence no task record), and LeakSanitizer
+ *     sees no leak.
  * Use-after-free (timers of freed entries, a drain callback on a freed call) are ASan's.
  *
  * RELAY_FUZZ_SKIP (environment, a comma list of the names of skip_names below) steers the search
@@ -174,6 +206,8 @@ struct req {
     bool pooled;      /* pool mode: a pooled session's (session_mode = pooled; sid names it) */
     bool hidden;      /* pool mode: a tools/call of a tool its principal may not see (policy) */
     unsigned variant; /* pool mode: the tool policy it was judged by (policy_hides) */
+    bool task_call;    /* pool mode: a pooled session's task-augmented tools/call */
+    bool task_foreign; /* pool mode: a tasks/ request naming no task of its session */
     char id[24];      /* raw JSON */
     char token[24];
     char method[32];
@@ -203,20 +237,32 @@ static struct auth_principal *P, *Q; /* session mode: two clients, by address (m
 static struct policy_grants G;
 #define SESS_MAX       3
 #define SESSION_EVENTS 25
+#define POOLED_EVENTS  9 /* pool mode, session_mode = pooled: the events 23 to 31 */
 #define SIGHUP_MAX     4
 static char sids[SESS_MAX][CRYPTO_SESSION_ID_MAX]; /* sessions made, live or not */
+/* Each one's client requests in flight at the last check: over the cap (a reload lowered it), the
+ * count never grows. */
+static size_t sids_active[SESS_MAX];
 static size_t nsids;
 static unsigned nsighup; /* session mode: reloads so far in this run */
-/* Session mode: the largest max_inflight_per_session of the run's configurations (a reload that
- * lowers it ends no request in flight; it holds new ones back). */
-static uint64_t session_cap_max;
 static char *big;        /* BIG_BYTES of filler */
 /* Pool mode, session_mode = pooled: the pooled sessions made (live or not), and whose. */
 static struct {
     char sid[SESSION_SEAL_ID_MAX + 1];
     const char *principal;
+    size_t last_tasks, last_calls; /* what the last check saw: over the cap, it never grows */
 } psess[SESS_MAX];
 static size_t npsess;
+/* Pooled sessions' tasks: every id the gateway minted for one, with its session's id, as the
+ * checks after each event found them (a record may be gone by the time the client reads it). */
+#define GW_TASKS_MAX 256
+static struct {
+    char id[24];
+    char sid[SESSION_SEAL_ID_MAX + 1];
+} gw_tasks[GW_TASKS_MAX];
+static size_t ngw_tasks;
+static unsigned child_task_seq; /* the fake children's task ids: "ct.N" (never the gateway's) */
+static unsigned pooled_caps;    /* pooled_reload's choice: max_inflight_per_session, idle expiry */
 
 /* What RELAY_FUZZ_SKIP can steer away from, each a kind of bug this fuzzer has found. */
 enum skip_what {
@@ -387,10 +433,19 @@ make_ini(unsigned b0, unsigned b1, unsigned b2)
         snprintf(server_keys, sizeof server_keys, "%s%s", policies[(b0 >> 2) & 3],
                  pooled ? "session_mode = pooled\n" : "");
     /* Pooled sessions' streams: a dropped call's grace, SSE polling (b0 bits 4 and 5). */
-    if (pooled)
+    if (pooled) {
+        /* pooled_reload: a small max_inflight_per_session (the cap of a session's calls and
+         * tasks) and a 10 s session_idle_timeout_s (expiry), or the defaults. */
+        static const unsigned caps[] = { 0, 2, 3, 1 };
+        char caps_keys[96] = "";
+        if (pooled_caps != 0)
+            snprintf(caps_keys, sizeof caps_keys,
+                     "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n",
+                     caps[pooled_caps & 3]);
         snprintf(session_keys, sizeof session_keys,
-                 "disconnect_grace_ms = %u\nsse_close_after_ms = %u\nsse_retry_ms = 100\n",
-                 (b0 & 16) ? 500 : 0, (b0 & 32) ? 700 : 0);
+                 "disconnect_grace_ms = %u\nsse_close_after_ms = %u\nsse_retry_ms = 100\n%s",
+                 (b0 & 16) ? 500 : 0, (b0 & 32) ? 700 : 0, caps_keys);
+    }
     if (RELAY_SESSIONS) {
         snprintf(session_keys, sizeof session_keys,
                  "max_inflight_per_session = %u\nsession_idle_timeout_s = 10\n"
@@ -643,6 +698,33 @@ client_holds(const char *sid, uint64_t id)
     return false;
 }
 
+/*
+ * A pooled session's stream: every task id in it (a CreateTaskResult, a Task object, a status
+ * notification, a tasks/result's related-task) is one the gateway minted for this session; never
+ * a child's own ("ct.N"), never another session's.
+ */
+static void
+check_task_ids(const struct req *r, const char *data)
+{
+    static const char key[] = "\"taskId\":\"";
+    for (const char *p = strstr(data, key); p != NULL; p = strstr(p, key)) {
+        p += sizeof key - 1;
+        size_t n = strcspn(p, "\"");
+        FUZZ_CHECK(memchr(p, '.', n) == NULL, "session %.12s...: a child's own task id: %.300s",
+                   r->sid, data);
+        bool own = false, other = false;
+        for (size_t i = 0; i < ngw_tasks; i++)
+            if (strlen(gw_tasks[i].id) == n && memcmp(gw_tasks[i].id, p, n) == 0) {
+                own |= strcmp(gw_tasks[i].sid, r->sid) == 0;
+                other |= strcmp(gw_tasks[i].sid, r->sid) != 0;
+            }
+        FUZZ_CHECK(!other, "session %.12s...: another session's task: %.300s", r->sid, data);
+        FUZZ_CHECK(own || ngw_tasks == GW_TASKS_MAX,
+                   "session %.12s...: a task id the gateway never made for it: %.300s", r->sid,
+                   data);
+    }
+}
+
 /* One "message" event's data as the client sees it. */
 static void
 check_message(struct req *r, char *data, size_t len)
@@ -651,6 +733,11 @@ check_message(struct req *r, char *data, size_t len)
     const char *err = NULL;
     FUZZ_CHECK(jsonrpc_scan(data, len, &info, &err) == JSONRPC_OK,
                "request %s got a line that is not JSON-RPC (%s): %.200s", r->id, err, data);
+    if (trace)
+        fprintf(stderr, "relay: request %s%s reads %.300s\n", r->id, r->nb > 0 ? "(batch)" : "",
+                data);
+    if (r->pooled)
+        check_task_ids(r, data);
     switch (info.kind) {
     case JSONRPC_RESULT:
     case JSONRPC_ERROR:
@@ -660,11 +747,21 @@ check_message(struct req *r, char *data, size_t len)
         }
         FUZZ_CHECK(span_is(data, info.id, r->id),
                    "request %s got the answer of another request: %.200s", r->id, data);
-        if (!sessions_mode && strcmp(r->method, "tools/call") == 0)
+        /* A task-augmented call past the session's cap is refused before its tool is judged. */
+        if (!sessions_mode && strcmp(r->method, "tools/call") == 0
+            && !(r->task_call && info.kind == JSONRPC_ERROR
+                 && strstr(data, "too many tasks in this session") != NULL))
             FUZZ_CHECK(
                 r->hidden == (info.kind == JSONRPC_ERROR && strstr(data, "Unknown tool") != NULL),
                 "request %s (%s's call of %s, policy %u): %s", r->id, r->principal, r->name,
                 r->variant, r->hidden ? "a hidden tool reached the child" : "refused as unknown");
+        /* A task the session does not hold: the gateway's error, nothing of a child's. */
+        if (r->task_foreign)
+            FUZZ_CHECK(info.kind == JSONRPC_ERROR
+                           && (strstr(data, "unknown task") != NULL
+                               || strstr(data, "Method not found") != NULL),
+                       "request %s: %s of a task not its session's answered: %.200s", r->id,
+                       r->method, data);
         if (!sessions_mode && strcmp(r->method, "tools/list") == 0 && info.kind == JSONRPC_RESULT)
             for (unsigned k = 0; k < 2; k++) {
                 const char *tool = k == 0 ? "t" : "u";
@@ -957,6 +1054,8 @@ client_retry(unsigned a, unsigned b)
 
 /* --- pooled sessions (session_mode = pooled) ------------------------------------------------ */
 
+static void mark_cancelled(const char *sid, const char *id);
+
 /* A pooled session's initialize, by alice or bob. */
 static void
 pooled_init(unsigned a)
@@ -1166,13 +1265,316 @@ pooled_other(unsigned a, unsigned b)
                                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
                                "\"params\":{\"requestId\":%s}}",
                                of != NULL ? of->id : "\"none\"");
-        if (of != NULL)
-            of->cancelled = true; /* its stream may end with no answer */
+        if (of != NULL) /* its stream may end with no answer, and so may a batch's of its id */
+            mark_cancelled(psess[k].sid, of->id);
     }
     struct jsonrpc_info info;
     FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
     FUZZ_CHECK(pool_session_other(s, body, len, &info) == POOL_OK, "a pooled session's %s refused",
                body);
+}
+
+/* --- pooled sessions' tasks (2025-11-25) and batches (2025-03-26) --------------------------- */
+
+/* Pooled session k, found as principal would reach it (NULL: 404). */
+static struct pool_session *
+pooled_find(size_t k, const char *principal)
+{
+    enum pool_status fst;
+    const char *fwhy = NULL;
+    return pool_session_find(psess[k].sid, &cur_cfg()->servers[0], principal, true, &fst, &fwhy);
+}
+
+/* A new tracked request of pooled session k: its id and fields; the caller writes its body. */
+static struct req *
+pooled_req(size_t k, const char *method, const char *name, bool token)
+{
+    struct req *r = &R[nreq];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->sid, sizeof r->sid, "%s", psess[k].sid);
+    r->principal = psess[k].principal;
+    r->pooled = true;
+    unsigned n = ++id_seq;
+    snprintf(r->id, sizeof r->id, (n & 1) ? "\"c%u\"" : "%u", n & 1 ? n : 1000 + n);
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    if (token)
+        snprintf(r->token, sizeof r->token, "\"p%u\"", n);
+    r->variant = (cfg_b0 >> 2) & 3;
+    return r;
+}
+
+/* body, r's request in session s, as http_pooled.c's http_pooled_post sends it. */
+static void
+pooled_post(struct req *r, struct pool_session *s, char *body, size_t len)
+{
+    struct jsonrpc_info info;
+    FUZZ_CHECK(jsonrpc_scan(body, len, &info, NULL) == JSONRPC_OK, "bad body %s", body);
+    struct pool_meta meta = { .log_level = -1, .principal = r->principal };
+    meta.grants = grants_of(r->principal);
+    enum pool_status status = POOL_OK;
+    r->st = pool_session_request(s, &cur_cfg()->servers[0], body, len, &info, &meta, &status);
+    r->stream_id = r->st != NULL ? stream_id(r->st) : 0;
+    r->refused = r->st == NULL;
+    nreq++;
+}
+
+/* A task-augmented tools/call (params.task, with a ttl or none) in one of the pooled sessions. */
+static void
+pooled_task_call(unsigned a, unsigned b)
+{
+    if (nreq == REQ_MAX || npsess == 0)
+        return;
+    size_t k = a % npsess;
+    const char *principal = (b & 128) ? "mallory" : psess[k].principal;
+    struct pool_session *s = pooled_find(k, principal);
+    if (s == NULL)
+        return; /* 404 */
+    FUZZ_CHECK(strcmp(principal, psess[k].principal) == 0, "%s reached %s's pooled session",
+               principal, psess[k].principal);
+    struct req *r = pooled_req(k, "tools/call", (b & 64) ? "u" : "t", b & 1);
+    r->task_call = true;
+    static const char *const tasks[] = { "{\"ttl\":3000}", "{\"ttl\":60000}", "{}",
+                                         "{\"ttl\":400}" };
+    char body[512];
+    size_t len = (size_t)snprintf(
+        body, sizeof body,
+        "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+        "\"arguments\":{},\"task\":%s%s%s%s}}",
+        r->id, r->name, tasks[(b >> 1) & 3], r->token[0] ? ",\"_meta\":{\"progressToken\":" : "",
+        r->token, r->token[0] ? "}" : "");
+    pooled_post(r, s, body, len);
+    r->hidden = r->st != NULL && policy_hides(r->variant, principal, r->name);
+}
+
+/* The k-th task record over every pooled session, or NULL. */
+static const struct pool_task *
+any_task(unsigned k)
+{
+    size_t n = 0;
+    for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next)
+        for (const struct pool_task *t = s->tasks; t != NULL; t = t->snext)
+            n++;
+    if (n == 0)
+        return NULL;
+    k %= (unsigned)n;
+    for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next)
+        for (const struct pool_task *t = s->tasks; t != NULL; t = t->snext)
+            if (k-- == 0)
+                return t;
+    return NULL;
+}
+
+/*
+ * tasks/get, tasks/result, tasks/cancel or tasks/list in one of the pooled sessions. The task it
+ * names: one of the session's own, an id the gateway minted for any session (another's, or one
+ * gone), or a child's own id: anything but the session's own is answered with an error and
+ * reaches no child (task_foreign).
+ */
+static void
+pooled_task_ask(unsigned a, unsigned b)
+{
+    if (nreq == REQ_MAX || npsess == 0)
+        return;
+    size_t k = a % npsess;
+    struct pool_session *s = pooled_find(k, psess[k].principal);
+    if (s == NULL)
+        return;
+    static const char *const m[] = { "tasks/get", "tasks/result", "tasks/cancel", "tasks/list" };
+    const char *method = m[b & 3];
+    char tid[192] = "";
+    bool foreign = false;
+    if ((b & 3) != 3) {
+        switch ((b >> 2) & 3) {
+        case 0:
+        case 1: { /* one of its own */
+            size_t n = 0;
+            for (const struct pool_task *t = s->tasks; t != NULL; t = t->snext)
+                n++;
+            const struct pool_task *t = s->tasks;
+            for (size_t i = n > 0 ? (a >> 2) % n : 0; t != NULL && i > 0; i--)
+                t = t->snext;
+            if (t != NULL)
+                snprintf(tid, sizeof tid, "\"%s\"", t->id);
+            else
+                snprintf(tid, sizeof tid, "\"AAAAAAAAAAAAAAAAAAAAAA\"");
+            foreign = t == NULL;
+            break;
+        }
+        case 2: /* one the gateway minted, for any session */
+            if (ngw_tasks > 0) {
+                size_t i = (a >> 2) % ngw_tasks;
+                snprintf(tid, sizeof tid, "\"%s\"", gw_tasks[i].id);
+                foreign = strcmp(gw_tasks[i].sid, psess[k].sid) != 0;
+            } else {
+                snprintf(tid, sizeof tid, "\"none\"");
+                foreign = true;
+            }
+            break;
+        default: { /* a child's own id (any session's task), never the session's name for it */
+            const struct pool_task *t = any_task(a >> 2);
+            if (t != NULL)
+                snprintf(tid, sizeof tid, "%.*s", (int)t->child_raw_len, t->child_raw);
+            else
+                snprintf(tid, sizeof tid, "\"ct.1\"");
+            foreign = true;
+        }
+        }
+    }
+    struct req *r = pooled_req(k, method, "", false);
+    r->task_foreign = foreign;
+    char body[512];
+    size_t len = (size_t)snprintf(
+        body, sizeof body, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{%s%s}}",
+        r->id, method, tid[0] ? "\"taskId\":" : "", tid);
+    pooled_post(r, s, body, len);
+}
+
+/*
+ * A JSON array POSTed in one of the pooled sessions, as http_pooled.c's http_pooled_batch takes
+ * it: only a 2025-03-26 session's (any other's is refused whole, 400, before the pool sees it).
+ * Elements (each a byte of the input): requests (tools/call with or without a progress token or a
+ * task, tools/list, ping, resources/read, tasks/get, logging/setLevel, prompts/get), the id of a
+ * request already sent (in flight: a duplicate) or of one earlier in the batch, a cancel, the
+ * client's initialized, an answer to a question.
+ */
+static void
+pooled_batch(unsigned a, unsigned b)
+{
+    if (nreq == REQ_MAX || npsess == 0)
+        return;
+    size_t k = a % npsess;
+    struct pool_session *s = pooled_find(k, psess[k].principal);
+    if (s == NULL || !pool_session_batches(s))
+        return;
+    static const char *const bm[] = { "tools/call",       "tools/list", "ping",
+                                      "resources/read",   "tasks/get",  "logging/setLevel",
+                                      "prompts/get",      "tools/call" };
+    struct req *r = &R[nreq];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->sid, sizeof r->sid, "%s", psess[k].sid);
+    r->principal = psess[k].principal;
+    r->pooled = true;
+    unsigned n = 1 + (b & 3);
+    char body[2048];
+    size_t len = (size_t)snprintf(body, sizeof body, "[");
+    bool cancels_own = false;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned e = next_byte();
+        char el[512];
+        int elen;
+        switch (e & 7) {
+        case 0:
+        case 1:
+        case 2: {
+            unsigned id = ++id_seq;
+            snprintf(r->bids[r->nb], sizeof r->bids[0], (id & 1) ? "\"c%u\"" : "%u",
+                     (id & 1) ? id : 1000 + id);
+            if (e & 8)
+                snprintf(r->btokens[r->nb], sizeof r->btokens[0], "\"p%u\"", id);
+            const char *m = bm[(e >> 4) & 7];
+            elen = snprintf(el, sizeof el,
+                            "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"%s\",\"params\":{"
+                            "\"name\":\"t\",\"uri\":\"t\",\"level\":\"debug\"%s%s%s%s}}",
+                            r->bids[r->nb], m, (e & 128) ? ",\"task\":{\"ttl\":3000}" : "",
+                            r->btokens[r->nb][0] ? ",\"_meta\":{\"progressToken\":" : "",
+                            r->btokens[r->nb], r->btokens[r->nb][0] ? "}" : "");
+            r->nb++;
+            break;
+        }
+        case 3: { /* an id sent before: of this batch, or of the session's last request */
+            const char *id = "1001";
+            if ((e & 8) && r->nb > 0)
+                id = r->bids[(e >> 4) % r->nb];
+            else
+                for (size_t j = nreq; j > 0; j--)
+                    if (R[j - 1].pooled && strcmp(R[j - 1].sid, r->sid) == 0
+                        && R[j - 1].id[0] != '\0' && strcmp(R[j - 1].method, "initialize") != 0) {
+                        id = R[j - 1].id;
+                        break;
+                    }
+            snprintf(r->bids[r->nb], sizeof r->bids[0], "%s", id);
+            elen = snprintf(el, sizeof el,
+                            "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\","
+                            "\"params\":{\"name\":\"t\"}}",
+                            r->bids[r->nb++]);
+            break;
+        }
+        case 4: { /* a cancel: of this batch's request, or of another request of the session */
+            const char *id = "\"none\"";
+            if ((e & 8) && r->nb > 0) {
+                id = r->bids[(e >> 4) % r->nb];
+            } else {
+                size_t m = (e >> 4) & 15;
+                for (size_t j = 0; j < nreq; j++)
+                    if (R[j].pooled && !R[j].get && R[j].id[0] != '\0'
+                        && strcmp(R[j].sid, r->sid) == 0 && strcmp(R[j].method, "initialize") != 0
+                        && m-- == 0) {
+                        id = R[j].id;
+                        break;
+                    }
+            }
+            /* Ids repeat (a reused one): any request of the session with it may go unanswered. */
+            mark_cancelled(r->sid, id);
+            for (unsigned j = 0; j < r->nb; j++)
+                cancels_own |= strcmp(r->bids[j], id) == 0;
+            elen = snprintf(el, sizeof el,
+                            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                            "\"params\":{\"requestId\":%s}}",
+                            id);
+            break;
+        }
+        case 5:
+            elen = snprintf(el, sizeof el,
+                            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+            break;
+        default:
+            elen = snprintf(el, sizeof el,
+                            "{\"jsonrpc\":\"2.0\",\"id\":\"mcpgw-ask-%u\",\"result\":{}}",
+                            1 + ((e >> 3) & 7));
+        }
+        len += (size_t)snprintf(body + len, sizeof body - len, "%s%.*s", i > 0 ? "," : "", elen,
+                                el);
+    }
+    len += (size_t)snprintf(body + len, sizeof body - len, "]");
+    FUZZ_CHECK(len < sizeof body, "batch too long");
+    /* As http_batch_open: split, each element scanned (none here is refused). */
+    struct jsonrpc_span el[BATCH_MAX];
+    struct jsonrpc_info info[BATCH_MAX];
+    size_t nel = 0;
+    FUZZ_CHECK(jsonrpc_batch_split(body, len, el, BATCH_MAX, &nel) == 0 && nel == n,
+               "bad batch %s", body);
+    for (size_t i = 0; i < nel; i++)
+        FUZZ_CHECK(jsonrpc_scan(body + el[i].off, el[i].len, &info[i], NULL) == JSONRPC_OK,
+                   "bad batch element %zu of %s", i, body);
+    struct pool_meta meta = { .log_level = -1, .principal = r->principal };
+    meta.grants = grants_of(r->principal);
+    r->st = pool_session_batch(s, &cur_cfg()->servers[0], body, el, info, nel, &meta);
+    FUZZ_CHECK((r->st != NULL) == (r->nb > 0), "a batch of %u requests: %s", r->nb,
+               r->st != NULL ? "a stream" : "202");
+    if (r->st == NULL)
+        return; /* 202: nothing to read */
+    r->stream_id = stream_id(r->st);
+    r->cancelled = cancels_own; /* a request it cancelled itself may get no answer */
+    nreq++;
+}
+
+/*
+ * The fuzzer's own reload (SIGHUP with a changed file): pooled sessions' limits,
+ * max_inflight_per_session (1, 2 or 3: the cap of a session's calls and task records together) and
+ * session_idle_timeout_s 10 (expiry), or the defaults again.
+ */
+static void
+pooled_reload(unsigned a)
+{
+    free_retired(false);
+    if (ncfg == CFG_MAX)
+        return;
+    pooled_caps = a & 3;
+    make_ini(cfg_b0, cfg_b1, cfg_b2);
+    struct config *c = load_config();
+    cfgs[ncfg++] = c;
+    pool_set_config(c);
 }
 
 static struct req *
@@ -1419,6 +1821,227 @@ child_notify(struct pool_child *c, unsigned a)
     child_says(c, line);
 }
 
+/* --- the children's side of pooled sessions' tasks ----------------------------------------- */
+
+/*
+ * Whether e is a pooled session's task operation in flight (a task-augmented call, tasks/...), or
+ * a task-augmented call the gateway cancelled (DELETE, a drop, a timeout: no
+ * notifications/cancelled for one), whose CreateTaskResult the child may still write.
+ */
+static bool
+task_entry(const struct pending *e)
+{
+    const struct pool_call *call = e->owner;
+    if (e->state == PENDING_CANCELLED)
+        return e->task;
+    return e->state == PENDING_FORWARDED && call != NULL && call->task_op != POOL_TASK_NONE;
+}
+
+static size_t
+task_entries(const struct pool_child *c)
+{
+    size_t n = 0;
+    for (const struct pending *e = c->r.pt.head; e != NULL; e = e->next)
+        n += task_entry(e);
+    return n;
+}
+
+/* The k-th child (any pool) for which has(child) holds, or NULL. */
+static struct pool_child *
+pick_child_with(unsigned k, bool (*has)(const struct pool_child *))
+{
+    size_t n = 0;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (struct pool_child *c = p->children; c != NULL; c = c->next)
+            n += has(c);
+    if (n == 0)
+        return NULL;
+    k %= (unsigned)n;
+    for (struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (struct pool_child *c = p->children; c != NULL; c = c->next)
+            if (has(c) && k-- == 0)
+                return c;
+    return NULL;
+}
+
+static bool
+has_task_entries(const struct pool_child *c)
+{
+    return task_entries(c) > 0;
+}
+
+static bool
+has_tasks(const struct pool_child *c)
+{
+    return c->tasks != NULL;
+}
+
+static const char *const task_statuses[] = { "working", "completed", "input_required", "failed",
+                                             "cancelled" };
+
+/*
+ * The child answers one of its task operations: a task-augmented call with a CreateTaskResult
+ * (a task id of its own, "ct.N": a fresh one or "ct.1", which another child may have minted too;
+ * a ttl or none; any status), or as a plain call; tasks/get and tasks/cancel with its Task object,
+ * tasks/result with the call's result and its related-task _meta; or an error.
+ */
+static void
+child_task_answer(struct pool_child *c, unsigned a, unsigned b)
+{
+    size_t n = task_entries(c);
+    if (n == 0)
+        return;
+    size_t k = a % n;
+    struct pending *e = c->r.pt.head;
+    for (; e != NULL; e = e->next)
+        if (task_entry(e) && k-- == 0)
+            break;
+    if (e == NULL)
+        return;
+    const struct pool_call *call = e->owner;
+    const char *status = task_statuses[(b >> 2) % 5];
+    static const char *const ttls[] = { ",\"ttl\":3000", ",\"ttl\":60000", "", ",\"ttl\":300" };
+    char raw[192];
+    if (call == NULL) {
+        /*
+         * Its call was cancelled: a late CreateTaskResult. A task that runs (not terminal) must
+         * be cancelled at the child by the gateway, or it runs for nobody (and the child's
+         * questions meanwhile are attributed to whichever call is in flight).
+         */
+        unsigned tn = ++child_task_seq + 1;
+        bool runs = (b >> 2) % 5 == 0 || (b >> 2) % 5 == 2;
+        bool watch = runs && c->state == POOL_CHILD_READY && c->u != NULL
+                     && upstream_writable(c->u) && upstream_queued_bytes(c->u) == 0
+                     && !fake_upstream_paused(c->u) && !fake_upstream_gone_seen(c->u);
+        const struct upstream *u = c->u;
+        size_t sent = watch ? fake_upstream_sent_count(u) : 0;
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"task\":{\"taskId\":"
+                 "\"ct.%u\",\"status\":\"%s\",\"createdAt\":\"2026-01-01T00:00:00Z\"%s}}}",
+                 e->gw_id, tn, status, ttls[(b >> 5) & 3]);
+        child_says(c, line);
+        if (!watch)
+            return;
+        char want[32];
+        snprintf(want, sizeof want, "\"ct.%u\"", tn);
+        bool cancelled = false;
+        for (size_t j = sent; j < fake_upstream_sent_count(u) && !cancelled; j++) {
+            size_t len;
+            const char *m = fake_upstream_sent(u, j, &len);
+            cancelled = strstr(m, "\"method\":\"tasks/cancel\"") != NULL && strstr(m, want) != NULL;
+        }
+        FUZZ_CHECK(cancelled, "a task created for a cancelled call (the child's %s, %s) was not "
+                   "cancelled at the child", want, status);
+        return;
+    }
+    if (call->task != NULL)
+        snprintf(raw, sizeof raw, "%.*s", (int)call->task->child_raw_len, call->task->child_raw);
+    else
+        snprintf(raw, sizeof raw, "\"ct.0\"");
+    if ((b & 3) == 3) {
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                 ",\"error\":{\"code\":-32602,\"message\":\"no such task\"}}",
+                 e->gw_id);
+    } else if (call->task_op == POOL_TASK_CREATE) {
+        if ((b & 3) == 2)
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                     ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ran\"}]}}",
+                     e->gw_id);
+        else
+            line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"task\":{\"taskId\":"
+                     "\"ct.%u\",\"status\":\"%s\",\"createdAt\":\"2026-01-01T00:00:00Z\"%s,"
+                     "\"pollInterval\":100}}}",
+                     e->gw_id, (b & 128) ? 1u : ++child_task_seq + 1, status, ttls[(b >> 5) & 3]);
+    } else if (call->task_op == POOL_TASK_RESULT) {
+        static const char rel[] =
+            ",\"_meta\":{\"io.modelcontextprotocol/related-task\":{\"taskId\":";
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64
+                 ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]%s%s%s}}",
+                 e->gw_id, (b & 3) == 2 ? "" : rel, (b & 3) == 2 ? "" : raw,
+                 (b & 3) == 2 ? "" : "}}");
+    } else {
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{%s%s%s\"status\":\"%s\","
+                 "\"createdAt\":\"2026-01-01T00:00:00Z\"%s}}",
+                 e->gw_id, (b & 3) == 2 ? "" : "\"taskId\":", (b & 3) == 2 ? "" : raw,
+                 (b & 3) == 2 ? "" : ",",
+                 call->task_op == POOL_TASK_CANCEL ? "cancelled" : status, ttls[(b >> 5) & 3]);
+    }
+    child_says(c, line);
+}
+
+/*
+ * The child's notifications/tasks/status, under its own id: of one of its tasks, of one another
+ * child holds (nobody's here: dropped), or of none.
+ */
+static void
+child_task_status(struct pool_child *c, unsigned a, unsigned b)
+{
+    char raw[192];
+    size_t n = 0;
+    for (const struct pool_task *t = c->tasks; t != NULL; t = t->cnext)
+        n++;
+    const struct pool_task *t = NULL;
+    if (n > 0 && (b & 3) != 3) {
+        t = c->tasks;
+        for (size_t i = a % n; i > 0; i--)
+            t = t->cnext;
+    } else if ((b & 3) == 3) {
+        t = any_task(a);
+    }
+    if (t != NULL)
+        snprintf(raw, sizeof raw, "%.*s", (int)t->child_raw_len, t->child_raw);
+    else
+        snprintf(raw, sizeof raw, "\"ct.%u\"", 900 + (a & 7));
+    line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks/status\",\"params\":{"
+             "\"taskId\":%s,\"status\":\"%s\",\"createdAt\":\"2026-01-01T00:00:00Z\","
+             "\"lastUpdatedAt\":\"2026-01-01T00:00:01Z\",\"ttl\":3000,\"pollInterval\":100}}",
+             raw, task_statuses[(b >> 2) % 5]);
+    child_says(c, line);
+}
+
+/* The questions every pooled session has been asked so far. */
+static unsigned
+pooled_asks(void)
+{
+    unsigned n = 0;
+    for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next)
+        n += s->next_ask;
+    return n;
+}
+
+/*
+ * A child holding tasks: it ends (its tasks read as failed from then on), or, one with a task not
+ * yet terminal, writes a log line or asks a question: neither reaches any session (whose is it: a
+ * task may write at any time), the log line is counted unattributed.
+ */
+static void
+child_task_holder(struct pool_child *c, unsigned b)
+{
+    if (c->u == NULL)
+        return;
+    if ((b & 3) == 0 || (b & 3) == 3) {
+        fake_upstream_gone(c->u, (b & 3) ? "child exited" : "child closed its stdout");
+        return;
+    }
+    bool busy = c->state == POOL_CHILD_READY && pool_task_child_busy(c)
+                && !fake_upstream_paused(c->u) && !fake_upstream_gone_seen(c->u);
+    struct pool_server *row = c->pool->row;
+    uint64_t unattributed = row->ctr.unattributed;
+    unsigned asks = pooled_asks();
+    if ((b & 3) == 1)
+        child_log(c, b >> 2);
+    else
+        child_ask(c, (b >> 2) % 3, 0); /* elicitation, sampling, roots */
+    settle();
+    if (!busy)
+        return;
+    FUZZ_CHECK(pooled_asks() == asks, "a child running a task asked a pooled session");
+    if ((b & 3) == 1)
+        FUZZ_CHECK(row->ctr.unattributed == unattributed + 1,
+                   "a child running a task: its log line was not dropped (unattributed %" PRIu64
+                   " -> %" PRIu64 ")",
+                   unattributed, row->ctr.unattributed);
+}
+
 /* --- session mode: the same client and child against the session layer ------------------- */
 
 /*
@@ -1522,6 +2145,7 @@ session_new(unsigned b)
     struct session *s = session_create_checked((b & 4) ? Q : P);
     if (s == NULL)
         return;
+    sids_active[nsids] = 0;
     snprintf(sids[nsids++], sizeof sids[0], "%s", s->id);
     struct req *r = session_open(s, false);
     FUZZ_CHECK(r != NULL, "a new session refused its first stream");
@@ -1852,8 +2476,13 @@ pooled_resume(unsigned a, unsigned b)
     enum pool_status status = POOL_OK;
     struct stream *st = pool_session_resume(s, eid, &status);
     if (st == NULL) {
-        FUZZ_CHECK(status == POOL_E_GONE, "a resume of a stream nobody reads refused with %d",
-                   (int)status);
+        /* 409 only while the client reads that stream again (a later GET took the session's
+         * GET stream up), else 404 (pool_session_resume, PROTOCOL.md). */
+        uint64_t named = 0, seq;
+        bool read = stream_parse_event_id(eid, &named, &seq) && client_holds(r->sid, named);
+        FUZZ_CHECK(status == (read ? POOL_E_CONFLICT : POOL_E_GONE),
+                   "a resume of a stream %s refused with %d", read ? "the client reads" : "nobody "
+                   "reads", (int)status);
         return;
     }
     FUZZ_CHECK(honest, "a pooled resume from Last-Event-ID %s was taken", eid);
@@ -1889,8 +2518,6 @@ session_sighup(unsigned a, unsigned b)
     auth_free(A);
     A = next;
     cfgs[ncfg++] = c;
-    if (c->max_inflight_per_session > session_cap_max)
-        session_cap_max = c->max_inflight_per_session;
     free_retired(false);
     principals_from(A, c);
 }
@@ -2271,9 +2898,18 @@ check_sessions(void)
                     pending_find_gw(&s->r.pt, PENDING_TO_CHILD, s->init_gw_id);
                 own = ie != NULL && ie->state == PENDING_FORWARDED;
             }
-            FUZZ_CHECK(active - own <= session_cap_max,
-                       "session %s: %zu requests in flight past the cap of %" PRIu64, s->id,
-                       active - own, session_cap_max);
+            /* A session is admitted a request only under the cap of the moment: a SIGHUP that
+             * lowers it leaves more in flight, a number that then never grows. */
+            size_t last = 0;
+            for (size_t k = 0; k < nsids; k++)
+                if (strcmp(sids[k], s->id) == 0) {
+                    last = sids_active[k];
+                    sids_active[k] = active - own;
+                }
+            FUZZ_CHECK(active - own <= cur_cfg()->max_inflight_per_session || active - own <= last,
+                       "session %s: %zu requests in flight past the cap of %" PRIu64
+                       " (%zu before)",
+                       s->id, active - own, cur_cfg()->max_inflight_per_session, last);
             inflight += session_inflight_in(s, PENDING_TO_CHILD);
             size_t ntasks = 0;
             for (const struct session_task *t = s->tasks; t != NULL; t = t->next)
@@ -2439,6 +3075,208 @@ check_principals(void)
                quota_entries(), ntally);
 }
 
+/*
+ * Pooled sessions' tasks: each record is its session's alone (in its list once, its count the
+ * list's), on the child that created it (in that live child's list once) or on none once that
+ * child ended; the calls on it are its session's and go to its child, and are its references;
+ * its id is the gateway's (never the child's); with its task-augmented calls waiting, the session
+ * holds no more than max_inflight_per_session (a reload that lowers the cap leaves more, which
+ * then never grows), and so its calls. The ids found are remembered for the client's checks.
+ */
+static bool
+child_live(const struct pool_child *c)
+{
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (const struct pool_child *k = p->children; k != NULL; k = k->next)
+            if (k == c)
+                return true;
+    return false;
+}
+
+static bool
+session_live(const struct pool_session *s)
+{
+    for (const struct pool_session *k = pool_sessions_all(); k != NULL; k = k->next)
+        if (k == s)
+            return true;
+    return false;
+}
+
+static void
+gw_task_seen(const struct pool_task *t)
+{
+    for (size_t i = 0; i < ngw_tasks; i++)
+        if (strcmp(gw_tasks[i].id, t->id) == 0) {
+            FUZZ_CHECK(strcmp(gw_tasks[i].sid, t->sess->id) == 0,
+                       "task %s is two sessions' (%.12s..., %.12s...)", t->id, gw_tasks[i].sid,
+                       t->sess->id);
+            return;
+        }
+    if (ngw_tasks == GW_TASKS_MAX)
+        return;
+    snprintf(gw_tasks[ngw_tasks].id, sizeof gw_tasks[0].id, "%s", t->id);
+    snprintf(gw_tasks[ngw_tasks++].sid, sizeof gw_tasks[0].sid, "%s", t->sess->id);
+}
+
+static void
+check_pooled_tasks(void)
+{
+    size_t cap = pools.cfg->max_inflight_per_session;
+    for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next) {
+        size_t n = 0, creates = 0;
+        for (const struct pool_task *t = s->tasks; t != NULL; t = t->snext) {
+            n++;
+            FUZZ_CHECK(t->sess == s, "session %s lists a task of another session", s->label);
+            FUZZ_CHECK(strlen(t->id) == 22 && strspn(t->id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijkl"
+                                                             "mnopqrstuvwxyz0123456789-_")
+                                                      == 22,
+                       "task %s: not 128 bits in base64url", t->id);
+            FUZZ_CHECK(strcmp(t->id, t->child_id) != 0 && strchr(t->child_id, '.') != NULL,
+                       "task %s: the gateway's id is the child's (%s)", t->id, t->child_id);
+            for (const struct pool_task *u = t->snext; u != NULL; u = u->snext)
+                FUZZ_CHECK(u != t && strcmp(u->id, t->id) != 0, "session %s: task %s twice",
+                           s->label, t->id);
+            if (t->c != NULL) {
+                FUZZ_CHECK(child_live(t->c), "task %s names a child that is gone", t->id);
+                size_t times = 0;
+                for (const struct pool_task *u = t->c->tasks; u != NULL; u = u->cnext)
+                    times += u == t;
+                FUZZ_CHECK(times == 1, "task %s is %zu times in its child's list", t->id, times);
+            }
+            unsigned refs = 0;
+            for (const struct pool_call *call = s->calls; call != NULL; call = call->snext)
+                refs += call->task == t;
+            FUZZ_CHECK(refs == t->refs, "task %s: %u references, %u calls on it", t->id, t->refs,
+                       refs);
+            gw_task_seen(t);
+        }
+        FUZZ_CHECK(n == s->ntasks, "session %s: ntasks %zu, its list %zu", s->label, s->ntasks, n);
+        for (const struct pool_call *call = s->calls; call != NULL; call = call->snext) {
+            creates += call->task_op == POOL_TASK_CREATE;
+            if (call->task_op == POOL_TASK_CREATE)
+                FUZZ_CHECK(call->task == NULL, "a task-augmented call points at a task");
+            if (call->task == NULL)
+                continue;
+            FUZZ_CHECK(call->task->sess == s, "session %s: a call on another session's task",
+                       s->label);
+            FUZZ_CHECK(call->task_op >= POOL_TASK_GET && call->task_op <= POOL_TASK_CANCEL,
+                       "a call on a task is no tasks/ request (%u)", call->task_op);
+            FUZZ_CHECK(call->c == NULL || call->task->c == NULL || call->c == call->task->c,
+                       "task %s's %s went to %s, not to its child %s", call->task->id,
+                       call->p != NULL ? call->p->method : "request", call->c->tag,
+                       call->task->c->tag);
+        }
+        for (size_t i = 0; i < npsess; i++) {
+            if (strcmp(psess[i].sid, s->id) != 0)
+                continue;
+            FUZZ_CHECK(n + creates <= cap || n + creates <= psess[i].last_tasks,
+                       "session %s: %zu tasks and %zu task calls, max_inflight_per_session %zu",
+                       s->label, n, creates, cap);
+            FUZZ_CHECK(s->ncalls <= cap || s->ncalls <= psess[i].last_calls,
+                       "session %s: %zu calls, max_inflight_per_session %zu", s->label, s->ncalls,
+                       cap);
+            psess[i].last_tasks = n + creates;
+            psess[i].last_calls = s->ncalls;
+        }
+    }
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+            for (const struct pool_task *t = c->tasks; t != NULL; t = t->cnext) {
+                FUZZ_CHECK(t->c == c, "%s lists a task of another child", c->tag);
+                FUZZ_CHECK(t->cprev == NULL ? c->tasks == t : t->cprev->cnext == t,
+                           "%s: its task list's links disagree", c->tag);
+                FUZZ_CHECK(session_live(t->sess), "%s holds task %s of a session that is gone",
+                           c->tag, t->id);
+                size_t times = 0;
+                for (const struct pool_task *u = t->sess->tasks; u != NULL; u = u->snext)
+                    times += u == t;
+                FUZZ_CHECK(times == 1, "%s: task %s is %zu times in its session's list", c->tag,
+                           t->id, times);
+            }
+}
+
+/*
+ * A session's end (DELETE, expiry, the operator, shutdown) cancels each of its tasks not yet
+ * terminal at the child running it: the live ones are noted before each event, and one whose
+ * session ended in it, on a child still ready, must have had a tasks/cancel with its child id
+ * sent (pool_task_session_end) since.
+ */
+#define LIVE_TASKS_MAX 32
+static struct {
+    char id[24];
+    char raw[160];
+    const struct upstream *u;
+    size_t sent;
+} live_tasks[LIVE_TASKS_MAX];
+static size_t nlive_tasks;
+
+static void
+tasks_note(void)
+{
+    nlive_tasks = 0;
+    if (sessions_mode)
+        return;
+    for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next)
+        for (const struct pool_task *t = s->tasks; t != NULL; t = t->snext) {
+            if (t->terminal || t->c == NULL || t->c->state != POOL_CHILD_READY || t->c->u == NULL
+                || !upstream_writable(t->c->u) || upstream_queued_bytes(t->c->u) != 0
+                || fake_upstream_gone_seen(t->c->u)
+                || t->child_raw_len >= sizeof live_tasks[0].raw || nlive_tasks == LIVE_TASKS_MAX)
+                continue;
+            snprintf(live_tasks[nlive_tasks].id, sizeof live_tasks[0].id, "%s", t->id);
+            snprintf(live_tasks[nlive_tasks].raw, sizeof live_tasks[0].raw, "%.*s",
+                     (int)t->child_raw_len, t->child_raw);
+            live_tasks[nlive_tasks].u = t->c->u;
+            live_tasks[nlive_tasks++].sent = fake_upstream_sent_count(t->c->u);
+        }
+}
+
+/* The ready child whose upstream u is, reading its stdin (not full: what queues waits), or NULL. */
+static const struct pool_child *
+ready_child_of(const struct upstream *u)
+{
+    for (const struct pool *p = pools.pools; p != NULL; p = p->next)
+        for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+            if (c->u == u && c->state == POOL_CHILD_READY && !fake_upstream_gone_seen(c->u)
+                && upstream_queued_bytes(c->u) == 0)
+                return c;
+    return NULL;
+}
+
+static void
+check_task_cancels(void)
+{
+    for (size_t i = 0; i < nlive_tasks; i++) {
+        bool held = false;
+        for (const struct pool_session *s = pool_sessions_all(); s != NULL && !held; s = s->next)
+            for (const struct pool_task *t = s->tasks; t != NULL && !held; t = t->snext)
+                held = strcmp(t->id, live_tasks[i].id) == 0;
+        if (held || ready_child_of(live_tasks[i].u) == NULL)
+            continue;
+        bool cancelled = false;
+        size_t n = fake_upstream_sent_count(live_tasks[i].u);
+        for (size_t k = live_tasks[i].sent; k < n && !cancelled; k++) {
+            size_t len;
+            const char *m = fake_upstream_sent(live_tasks[i].u, k, &len);
+            cancelled = strstr(m, "\"method\":\"tasks/cancel\"") != NULL
+                        && strstr(m, live_tasks[i].raw) != NULL;
+        }
+        /* Gone without its session ending: past its ttl, forgotten (the child forgets it too). */
+        bool session_gone = true;
+        for (const struct pool_session *s = pool_sessions_all(); s != NULL; s = s->next)
+            for (size_t g = 0; g < ngw_tasks; g++)
+                if (strcmp(gw_tasks[g].id, live_tasks[i].id) == 0
+                    && strcmp(gw_tasks[g].sid, s->id) == 0)
+                    session_gone = false;
+        if (session_gone && trace)
+            fprintf(stderr, "relay: task %s ended with its session: %s\n", live_tasks[i].id,
+                    cancelled ? "cancelled at its child" : "NOT cancelled at its child");
+        if (session_gone)
+            FUZZ_CHECK(cancelled, "task %s (the child's %s) live at its session's end: no "
+                       "tasks/cancel reached its child", live_tasks[i].id, live_tasks[i].raw);
+    }
+}
+
 /* --- retired pools and configurations end (pool mode) ------------------------------------- */
 
 /*
@@ -2466,10 +3304,20 @@ retired_tick(void)
     free_retired(false);
 }
 
+/*
+ * A retired pool with nothing in flight. A child that runs a pooled session's live task is not
+ * stopped (the task would die with it): its pool waits for the task's end, its ttl, or its
+ * session's end, which cancels it.
+ */
 static bool
 pool_quiet(const struct pool *p)
 {
-    return p->retired && pool_inflight_in(p) == 0;
+    if (!p->retired || pool_inflight_in(p) != 0)
+        return false;
+    for (const struct pool_child *c = p->children; c != NULL; c = c->next)
+        if (pool_task_child_busy(c))
+            return false;
+    return true;
 }
 
 /* obj is quiet now: how long it has been (it is kept in the next table). */
@@ -2527,6 +3375,8 @@ check_all(void)
                loop_deferred_pending(L));
     if (sessions_mode)
         check_sessions();
+    else
+        check_pooled_tasks();
     check_principals();
     for (struct pool *p = pools.pools; p != NULL; p = p->next) {
         size_t queued = 0;
@@ -2636,6 +3486,21 @@ check_all(void)
         }
         FUZZ_CHECK(stream_own_const(st)->owner != NULL,
                    "request %s: its stream is not ended and has no call", R[i].id);
+        if (R[i].pooled && R[i].nb > 0) {
+            /* A batch's stream: owned by the batch, open while a call of it is. */
+            const struct pool_call *open = NULL;
+            for (const struct pool_session *s = pool_sessions_all(); s != NULL && open == NULL;
+                 s = s->next)
+                for (const struct pool_call *call = s->calls; call != NULL; call = call->snext)
+                    if ((const void *)call->batch == stream_own_const(st)->owner) {
+                        open = call;
+                        break;
+                    }
+            FUZZ_CHECK(open != NULL, "a batch's stream (of %u requests) not ended, with no call "
+                       "open", R[i].nb);
+            FUZZ_CHECK(reachable(open), "a batch's call is nowhere the pool looks");
+            continue;
+        }
         FUZZ_CHECK(reachable(stream_own_const(st)->owner),
                    "request %s: its call is nowhere the pool looks", R[i].id);
     }
@@ -2648,10 +3513,17 @@ run_event(unsigned op)
 {
     unsigned a = next_byte(), b = next_byte();
     unsigned ev = sessions_mode ? op % SESSION_EVENTS : op % 23;
+    /*
+     * Where session_mode = pooled, the opcodes 230 and up (before, the first ones again) are the
+     * pooled sessions' own: their resume, tasks, batches and limits (POOLED_EVENTS of them).
+     */
+    if (!sessions_mode && (cfg_b2 & 64) && op >= 230)
+        ev = 23 + (op - 230) % POOLED_EVENTS;
     struct pool_child *c = NULL;
     if (trace)
         fprintf(stderr, "relay: event %u a=%u b=%u at %" PRIu64 " ms\n", ev, a, b,
                 util_now_ms() - START_US / 1000);
+    tasks_note();
     if (sessions_mode && session_event(ev, a, b)) {
         settle();
         check_all();
@@ -2766,18 +3638,49 @@ run_event(unsigned op)
     case 23:
         pooled_resume(a, b);
         break;
+    case 24:
+        if (!closed)
+            pooled_task_call(a, b);
+        break;
+    case 25:
+        if (!closed)
+            pooled_task_ask(a, b);
+        break;
+    case 26:
+    case 31:
+        if ((c = pick_child_with(a, has_task_entries)) != NULL)
+            child_task_answer(c, a >> 3, b);
+        break;
+    case 27:
+        if ((c = pick_child(a)) != NULL)
+            child_task_status(c, a >> 3, b);
+        break;
+    case 28:
+        if ((c = pick_child_with(a, has_tasks)) != NULL)
+            child_task_holder(c, b);
+        break;
+    case 29:
+        if (!closed)
+            pooled_batch(a, b);
+        break;
+    case 30:
+        if (!closed)
+            pooled_reload(a);
+        break;
     default:
         advance(1 + (a & 63));
         break;
     }
     settle();
     check_all();
+    check_task_cancels();
 }
 
 /* The end: shutdown, every stream read to its end, time far ahead; everything answered. */
 static void
 finish(void)
 {
+    tasks_note();
     if (sessions_mode)
         session_close_all(SESSION_END_SHUTDOWN);
     else
@@ -2785,6 +3688,7 @@ finish(void)
     closed = true;
     settle();
     check_all();
+    check_task_cancels();
     for (size_t i = 0; i < nreq; i++) {
         struct req *r = &R[i];
         if (r->st != NULL)
@@ -2807,6 +3711,8 @@ finish(void)
     FUZZ_CHECK(quota_entries() == 0, "%zu principals still count something after shutdown",
                quota_entries());
     FUZZ_CHECK(pools.nheld == 0 && pools.held == NULL, "held calls after shutdown");
+    FUZZ_CHECK(pool_session_count() == 0 && pool_sessions_all() == NULL,
+               "%zu pooled sessions after shutdown", pool_session_count());
     for (struct pool *p = pools.pools; p != NULL; p = p->next)
         FUZZ_CHECK(p->children == NULL && p->qhead == NULL && p->listeners == NULL,
                    "pool %s not empty after shutdown", p->name);
@@ -2855,6 +3761,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     closed = false;
     nreq = 0;
     npsess = 0;
+    ngw_tasks = 0;
+    child_task_seq = 0;
+    pooled_caps = 0;
     id_seq = ask_seq = 0;
     unsigned b0 = next_byte(), b1 = next_byte(), b2 = next_byte();
     cfg_b0 = b0;
@@ -2868,7 +3777,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     loop_set_hooks(L, NULL, after_turn, NULL);
     cfgs[0] = load_config();
     ncfg = 1;
-    session_cap_max = cfgs[0]->max_inflight_per_session;
     sessions_mode = RELAY_SESSIONS;
     nsids = 0;
     if (sessions_mode) {

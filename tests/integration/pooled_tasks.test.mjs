@@ -8,7 +8,8 @@
 //     nor name one by the child's own id; the initialize answer keeps tasks;
 //   - tasks on two children whose ids collide, told apart by the session's ids;
 //   - a child killed with a task live: failed, an error for its result, -32602 for its cancel;
-//   - DELETE and idle expiry with a live task: tasks/cancel reaches the child under its own id;
+//   - DELETE and idle expiry with a live task: tasks/cancel reaches the child under its own id,
+//     also for a task whose CreateTaskResult comes after the DELETE;
 //   - the session's cap (max_inflight_per_session): a terminal task makes room, a live one not;
 //   - a child that holds a live task: its questions cannot be attributed (an error to the child).
 // Nothing sleeps to synchronise; deadlines scale for a slow (ASan) run.
@@ -169,6 +170,31 @@ test('DELETE and idle expiry with a live task: tasks/cancel reaches the child un
     assert.deepEqual(c2.params, { taskId: 'task-2' });
     await gw.waitLog(/task \S+ cancelled at \S+: session expired/);
     // The child's answers to the gateway's cancels went nowhere; the gateway serves on.
+    const s = await session(gw);
+    const e = await ask(gw, s.sid, 'tools/call', { name: 'echo', arguments: { text: 'on' } }, 'on');
+    assert.equal(e.result.content[0].text, 'on');
+  });
+});
+
+test('a task whose CreateTaskResult comes after its session was DELETEd is cancelled at the child', async () => {
+  await withGateway(pooled(), async (gw) => {
+    const a = await session(gw);
+    // The child runs the task at once but answers its CreateTaskResult only later: the DELETE
+    // comes between, and the gateway sends no notifications/cancelled for a task-augmented call.
+    const createDelay = scaled(3000);
+    const call = await post(gw, rpc('tools/call', { name: 'echo', arguments: { text: 'late', delay_ms: 600000, create_delay_ms: createDelay }, task: { ttl: 600000 } }, 'late'), { sid: a.sid, headers: { 'MCP-Protocol-Version': V } });
+    assert.equal(call.status, 200);
+    await waitFor(() => childTasks(gw, 'tools/call')[0], scaled(5000), 'the call at the child');
+    const d = await del(gw, { sid: a.sid });
+    assert.equal(d.status, 200);
+    await gw.waitLog(/task-augmented tools\/call not cancelled \(session deleted\)/);
+    await call.done(scaled(5000));
+    // The late CreateTaskResult names a task no session holds: it must not run on for nobody
+    // (while it runs, the child's questions could not be told from another session's).
+    const c = await waitFor(() => childTasks(gw, 'tasks/cancel')[0], createDelay + scaled(5000), 'tasks/cancel at the child');
+    assert.deepEqual(c.params, { taskId: 'task-1' });
+    assert.match(c.id, /^mcpgw-task-\d+$/, 'the gateway\'s own request');
+    await gw.waitLog(/task created for a cancelled tools\/call: cancelled at the child/);
     const s = await session(gw);
     const e = await ask(gw, s.sid, 'tools/call', { name: 'echo', arguments: { text: 'on' } }, 'on');
     assert.equal(e.result.content[0].text, 'on');

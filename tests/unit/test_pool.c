@@ -62,8 +62,8 @@ load(const char *server_keys)
     char ini[2048];
     snprintf(ini, sizeof ini,
              "[gateway]\nlisten = 127.0.0.1:0\nstream_queue_bytes = 65536\n"
-             "[server:a]\npath = /mcp\ncommand = /bin/true\nera = legacy\n%s\n",
-             server_keys);
+             "[server:a]\npath = /mcp\ncommand = /bin/true\n%s%s\n",
+             strstr(server_keys, "era = ") != NULL ? "" : "era = legacy\n", server_keys);
     struct config *cfg = xcalloc(1, sizeof(*cfg));
     char err[256];
     cr_assert_eq(config_load_string(ini, "test.ini", cfg, err, sizeof err), 0, "%s", err);
@@ -512,6 +512,43 @@ Test(pool, what_the_fence_left_queued_takes_the_next_free_slot, .init = setup_sm
     call_done(&x2);
     for (size_t i = 0; i < 4; i++)
         call_done(&q[i]);
+}
+
+static void
+setup_auto_one(void)
+{
+    setup_with("era = auto\npool_max_children = 2\npool_warm_children = 2\n"
+               "pool_child_max_inflight = 1");
+}
+
+Test(pool, a_cancel_on_a_stateless_child_frees_its_slot_for_the_queue, .init = setup_auto_one,
+     .fini = teardown)
+{
+    /*
+     * Two calls queue while the two children's probes are out; the newest turns out stateless
+     * (no fence follows a cancel there) with one slot: the first call takes it, the second waits
+     * for the other child. The client drops the first: the cancel frees the slot, and the queued
+     * call goes to it at the end of that turn, not at the next sweep, when the child writes
+     * again, or when the other child is ready.
+     */
+    static struct call a, b;
+    call_start(&a, CALL("a", "slow", ""));
+    call_start(&b, CALL("b", "echo", ""));
+    struct upstream *u = fake_upstream_last();
+    cr_assert_not_null(u, "no child started");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"supportedVersions\":"
+               "[\"2026-07-28\"],\"capabilities\":{}}}",
+               child_got(u, "server/discover"));
+    cr_assert_eq(child_count(u, "\"name\":\"slow\""), 1);
+    cr_assert_eq(child_count(u, "\"name\":\"echo\""), 0, "one slot: b waits");
+    pool_stream_detach(a.st);
+    fake_settle(L);
+    cr_assert_eq(child_count(u, "notifications/cancelled"), 1, "the cancel reached the child");
+    cr_assert_eq(child_count(u, "\"name\":\"echo\""), 1, "b took the freed slot");
+    child_says(u, "{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"content\":[]}}",
+               child_got(u, "\"name\":\"echo\""));
+    call_done(&b);
+    cr_assert(strstr(b.got, "\"id\":\"b\"") != NULL, "%s", b.got);
 }
 
 Test(pool, a_cancel_behind_a_full_stdin_still_fences, .init = setup_small, .fini = teardown)

@@ -49,7 +49,7 @@ child_send(void *arg, const struct iovec *iov, int n)
 /* --- the owner: each op records its call ------------------------------------------------------ */
 
 enum op { OP_ANSWER, OP_STRAY, OP_REQUEST, OP_PROGRESS, OP_CANCELLED, OP_SUBSCRIPTION, OP_LOG,
-          OP_NOTIFICATION, OP_EXPIRED, OP_GONE, OP_N };
+          OP_NOTIFICATION, OP_LATE_TASK, OP_EXPIRED, OP_GONE, OP_N };
 static struct {
     enum op op;
     struct pending *p;
@@ -141,6 +141,15 @@ on_notification(void *owner, const char *line, size_t len, const struct jsonrpc_
 }
 
 static void
+on_late_task(void *owner, const struct pending *p, const char *line, size_t len,
+             const struct jsonrpc_info *info)
+{
+    cr_assert(info->kind == JSONRPC_RESULT || info->kind == JSONRPC_ERROR);
+    cr_assert(p->task && p->state == PENDING_CANCELLED, "only a cancelled task-augmented entry");
+    record(owner, OP_LATE_TASK, (struct pending *)(uintptr_t)p, line, len);
+}
+
+static void
 on_expired(void *owner, struct pending *p)
 {
     cr_assert_null(p->timer, "the timer is gone before the owner hears of it");
@@ -164,6 +173,7 @@ static const struct relay_ops all_ops = {
     .subscription = on_subscription,
     .log = on_log,
     .notification = on_notification,
+    .late_task = on_late_task,
     .expired = on_expired,
     .gone = on_gone,
 };
@@ -435,6 +445,38 @@ Test(relay, line_answer_matched_once_late_and_unknown_dropped, .init = setup, .f
     feed("{\"jsonrpc\":\"2.0\",\"id\":424242,\"result\":{}}");
     cr_assert_eq(ncalls, 3);
     cr_assert_eq(n_late + n_unattributed + n_invalid, 1);
+}
+
+/*
+ * A task-augmented request cancelled before its answer (no notifications/cancelled goes for one):
+ * its late answer (a CreateTaskResult: a task the child now runs for nobody) reaches the owner's
+ * late_task op once, then is forgotten as any late answer; a plain request's late answer does not.
+ */
+Test(relay, line_late_answer_of_a_cancelled_task_reaches_late_task, .init = setup, .fini = teardown)
+{
+    struct pending *t = add("\"t\"");
+    struct pending *q = add("\"q\"");
+    t->task = true;
+    relay_cancel(&R, t, RELAY_CANCEL_DELETED);
+    relay_cancel(&R, q, RELAY_CANCEL_DELETED);
+    uint64_t tid = gw(t);
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"x\"}}}",
+         (unsigned long long)tid);
+    cr_assert_eq(ncalls, 1);
+    cr_assert_eq(calls[0].op, OP_LATE_TASK);
+    cr_assert_eq(n_late, 1, "still counted late");
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}", gw(q));
+    cr_assert_eq(ncalls, 1, "a plain request's late answer reaches no op");
+    cr_assert_eq(R.pt.count, 0, "both entries forgotten");
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}", (unsigned long long)tid);
+    cr_assert_eq(ncalls, 2, "once: then an unknown id (stray)");
+    cr_assert_eq(calls[1].op, OP_STRAY);
+    R.ops = &few_ops; /* a session's relay: no late_task op */
+    struct pending *u = add("\"u\"");
+    u->task = true;
+    relay_cancel(&R, u, RELAY_CANCEL_DELETED);
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"y\"}}}", gw(u));
+    cr_assert_eq(ncalls, 2);
 }
 
 Test(relay, line_request_and_notifications_each_one_op, .init = setup, .fini = teardown)
