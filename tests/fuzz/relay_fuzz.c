@@ -24,14 +24,18 @@
  *     result, a start's discover or initialize answer, an unknown id), progress (small or past
  *     stream_queue_bytes), a log line, a question (elicitation, sampling, roots, ping, unknown;
  *     small or past stream_queue_bytes), the withdrawal of a question, a list change or resource
- *     update, its end (gone), a full stdin or a failing next write; while its stdout is paused
- *     it writes nothing;
+ *     update, the child's side of the gateway's own subscriptions/listen and server/discover (a
+ *     stateless pool of pooled sessions: the acknowledgement, a list change or an update under
+ *     the listen's id or an older one's, its end by a result, an error or a cancel, the
+ *     discover's answer or refusal), its end (gone), a full stdin or a failing next write; while
+ *     its stdout is paused it writes nothing;
  *   pooled sessions (header: b2 & 64 adds session_mode = pooled, with children of any era): an
  *     initialize by alice or bob (pool_session_initialize, answered from the pool's handshake
  *     once a child is ready, or from a stateless child's answer to its server/discover; such a
  *     child may answer a pooled session's tools/call with an input round of one or two
  *     questions), a request in one of them (tools/call with a progress token,
- *     tools/list, ping, logging/setLevel, resources/read, tasks/get; or its GET stream), as its
+ *     tools/list, ping, logging/setLevel, resources/read, tasks/get, resources/subscribe and
+ *     unsubscribe of u1 or u2; or its GET stream), as its
  *     principal or mallory (404), the client's cancel of one of its requests, an answer to a
  *     question it may have been asked, DELETE (header: b0 bits 4 and 5 give its dropped calls
  *     disconnect_grace_ms and its waiting POSTs sse_close_after_ms); its sealed id forged (a
@@ -84,6 +88,8 @@
  *     hidden from its principal;
  *   - a drained server refuses every new request (503) and no retry of a call in flight (one
  *     whose requestState verifies: a forged or expired one is a new request, refused);
+ *   - no client ever reads the ids of the gateway's own listen or discover at a child, and the
+ *     child that holds either is one of its pool's (a listen only in a stateless pool);
  *   - a pooled session's streams carry only its own answers and progress (the checks above, its
  *     questions with ids the gateway minted), its calls point back at it and its count is its
  *     list's, a GET stream not ended belongs to a session still there, and only its principal
@@ -738,6 +744,10 @@ check_message(struct req *r, char *data, size_t len)
                 data);
     if (r->pooled)
         check_task_ids(r, data);
+    /* The gateway's own listen and discover at a child are never a client's to see. */
+    FUZZ_CHECK(memmem(data, len, "mcpgw-listen-", 13) == NULL
+                   && memmem(data, len, "mcpgw-discover-", 15) == NULL,
+               "request %s read the gateway's own listen or discover: %.200s", r->id, data);
     switch (info.kind) {
     case JSONRPC_RESULT:
     case JSONRPC_ERROR:
@@ -1129,11 +1139,16 @@ pooled_request(unsigned a, unsigned b)
     /* Ids repeat across sessions (c1, 1001, ...), never within one's calls in flight. */
     unsigned n = ++id_seq;
     snprintf(r->id, sizeof r->id, (n & 1) ? "\"c%u\"" : "%u", n & 1 ? n : 1000 + n);
-    static const char *const m[] = { "tools/call", "tools/call", "tools/list", "ping",
-                                     "logging/setLevel", "resources/read", "tasks/get" };
-    const char *method = m[(b >> 3) % 7];
+    static const char *const m[] = { "tools/call",       "tools/call",          "tools/list",
+                                     "ping",             "logging/setLevel",    "resources/read",
+                                     "tasks/get",        "resources/subscribe", "resources/unsubscribe" };
+    const char *method = m[(b >> 3) % 9];
     snprintf(r->method, sizeof r->method, "%s", method);
-    snprintf(r->name, sizeof r->name, "%s", (b & 64) ? "u" : "t");
+    /* A subscription names u1 or u2, the URIs the children's updates name (child_notify). */
+    if (strncmp(method, "resources/", 10) == 0 && method[10] != 'r')
+        snprintf(r->name, sizeof r->name, "u%u", 1 + ((b >> 6) & 1));
+    else
+        snprintf(r->name, sizeof r->name, "%s", (b & 64) ? "u" : "t");
     snprintf(r->token, sizeof r->token, "\"p%u\"", n);
     char body[512];
     size_t len = (size_t)snprintf(
@@ -1799,6 +1814,61 @@ child_withdraw(struct pool_child *c, unsigned a)
     child_says(c, line);
 }
 
+/*
+ * The child's side of the gateway's own subscriptions/listen and server/discover (a stateless
+ * pool of pooled sessions: pool_session_listen.c), whether or not this child holds them: its
+ * acknowledgement, a list change or a resource's update under the listen's id (the current one,
+ * or an older one's), the listen's end (a result, an error, the child's notifications/cancelled),
+ * and an answer to the gateway's discover (capabilities with list changes and subscribe, or an
+ * error). The gateway may hold none: then the ids name nothing of the gateway's, or an old one.
+ */
+static void
+child_gateway_listen(struct pool_child *c, unsigned a)
+{
+    const struct pool *p = c->pool;
+    uint64_t no = p->gl_no > (a & 1) ? p->gl_no - (a & 1) : 1;
+    char id[64];
+    snprintf(id, sizeof id, "\"mcpgw-listen-%" PRIu64 "\"", no);
+    static const char meta[] = "\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":";
+    switch ((a >> 1) & 7) {
+    case 0:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\","
+                 "\"params\":{\"notifications\":{},%s%s}}}",
+                 meta, id);
+        break;
+    case 1:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\","
+                 "\"params\":{%s%s}}}",
+                 meta, id);
+        break;
+    case 2:
+    case 3:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\","
+                 "\"params\":{\"uri\":\"u%u\",%s%s}}}",
+                 1 + ((a >> 4) & 1), meta, id);
+        break;
+    case 4:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%s,%s}", id,
+                 (a & 16) ? "\"error\":{\"code\":-32602,\"message\":\"no\"}"
+                          : "\"result\":{\"resultType\":\"complete\"}");
+        break;
+    case 5:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+                 "\"params\":{\"requestId\":%s}}",
+                 id);
+        break;
+    default:
+        line_fmt("{\"jsonrpc\":\"2.0\",\"id\":\"mcpgw-discover-%" PRIu64 "\",%s}",
+                 p->gl_sent > (a & 1) ? p->gl_sent - (a & 1) : 1,
+                 (a & 16) ? "\"error\":{\"code\":-32601,\"message\":\"no\"}"
+                          : "\"result\":{\"resultType\":\"complete\",\"supportedVersions\":["
+                            "\"2026-07-28\"],\"capabilities\":{\"tools\":{\"listChanged\":true},"
+                            "\"resources\":{\"subscribe\":true,\"listChanged\":true}}}");
+        break;
+    }
+    child_says(c, line);
+}
+
 static void
 child_notify(struct pool_child *c, unsigned a)
 {
@@ -1811,12 +1881,16 @@ child_notify(struct pool_child *c, unsigned a)
                  "\"params\":{\"uri\":\"u%u\"}}",
                  1 + ((a >> 2) & 1));
         break;
-    default: {
+    case 2: {
         struct pending *e = pick_entry(c, a >> 2);
         line_fmt("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\","
                  "\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":%" PRIu64 "}}}",
                  e != NULL ? e->gw_id : 7);
+        break;
     }
+    default:
+        child_gateway_listen(c, a >> 2);
+        return;
     }
     child_says(c, line);
 }
@@ -3440,6 +3514,17 @@ check_all(void)
                            "pool %s: %s has room (%zu of %zu) and %zu requests wait in the queue",
                            p->name, c->tag, active, cap, p->queued);
             }
+        }
+        /* The gateway's listen and discover are held at live children of the pool's. */
+        for (size_t w = 0; w < 2; w++) {
+            const struct pool_child *held = w == 0 ? p->gl_child : p->gl_asking;
+            bool found = held == NULL;
+            for (const struct pool_child *c = p->children; c != NULL && !found; c = c->next)
+                found = c == held;
+            FUZZ_CHECK(found, "pool %s: the gateway's %s is held at a child not in the pool",
+                       p->name, w == 0 ? "listen" : "discover");
+            FUZZ_CHECK(w == 1 || held == NULL || p->era == CONFIG_ERA_STATELESS,
+                       "pool %s: a listen of the gateway's in a pool not stateless", p->name);
         }
         FUZZ_CHECK(children == p->n_children, "pool %s: n_children %zu, list %zu", p->name,
                    p->n_children, children);
