@@ -1984,9 +1984,11 @@ child_task_answer(struct pool_child *c, unsigned a, unsigned b)
          */
         unsigned tn = ++child_task_seq + 1;
         bool runs = (b >> 2) % 5 == 0 || (b >> 2) % 5 == 2;
+        /* Not a child whose next write fails: the cancel goes with its stdin, the task with it. */
         bool watch = runs && c->state == POOL_CHILD_READY && c->u != NULL
                      && upstream_writable(c->u) && upstream_queued_bytes(c->u) == 0
-                     && !fake_upstream_paused(c->u) && !fake_upstream_gone_seen(c->u);
+                     && !fake_upstream_paused(c->u) && !fake_upstream_gone_seen(c->u)
+                     && !fake_upstream_fail_pending(c->u);
         const struct upstream *u = c->u;
         size_t sent = watch ? fake_upstream_sent_count(u) : 0;
         line_fmt("{\"jsonrpc\":\"2.0\",\"id\":%" PRIu64 ",\"result\":{\"task\":{\"taskId\":"

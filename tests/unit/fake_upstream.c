@@ -299,6 +299,12 @@ fake_upstream_fail_next_write(struct upstream *u)
 }
 
 bool
+fake_upstream_fail_pending(const struct upstream *u)
+{
+    return u->fail_next;
+}
+
+bool
 fake_upstream_line(struct upstream *u, const char *line)
 {
     size_t len = strlen(line);

@@ -43,6 +43,8 @@ size_t fake_upstream_stdin_reserve(const struct upstream *u);
  * deferred call ("child stopped reading its stdin").
  */
 void fake_upstream_fail_next_write(struct upstream *u);
+/* Whether the next write is set to fail (the child is gone with it). */
+bool fake_upstream_fail_pending(const struct upstream *u);
 /* The child writes line (no '\n'): line_cb gets a writable copy. false: not delivered (gone). */
 bool fake_upstream_line(struct upstream *u, const char *line);
 /* The child can no longer serve: gone_cb on a deferred call, unless closed first. */
