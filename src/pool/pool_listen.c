@@ -78,6 +78,19 @@ pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_
     return true;
 }
 
+struct pool_child *
+pool_least_busy_ready(struct pool *p)
+{
+    struct pool_child *best = NULL;
+    size_t min = SIZE_MAX;
+    for (struct pool_child *c = p->children; c != NULL; c = c->next)
+        if (c->state == POOL_CHILD_READY && pending_active(&c->r.pt, PENDING_TO_CHILD) < min) {
+            best = c;
+            min = pending_active(&c->r.pt, PENDING_TO_CHILD);
+        }
+    return best;
+}
+
 /*
  * Holds sub at a ready child (the least busy); none ready, or its stdin full: it is not placed and
  * waits for the next child to be ready (pool_listen_child_change).
@@ -90,13 +103,7 @@ pool_sub_place(struct pool *p, struct pool_sub *sub)
         sub->c = NULL;
         return;
     }
-    struct pool_child *best = NULL;
-    size_t min = SIZE_MAX;
-    for (struct pool_child *c = p->children; c != NULL; c = c->next)
-        if (c->state == POOL_CHILD_READY && pending_active(&c->r.pt, PENDING_TO_CHILD) < min) {
-            best = c;
-            min = pending_active(&c->r.pt, PENDING_TO_CHILD);
-        }
+    struct pool_child *best = pool_least_busy_ready(p);
     sub->c = NULL;
     if (best == NULL || pool_sub_send(best, "resources/subscribe", sub->uri) == -1)
         return;

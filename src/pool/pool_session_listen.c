@@ -79,20 +79,6 @@ pool_gl_wanted(const struct pool *p)
            && ((p->listen_caps & GL_LISTS) != 0 || pool_gl_uris(p));
 }
 
-/* The least busy ready child of p, or NULL. */
-static struct pool_child *
-pool_gl_pick(struct pool *p)
-{
-    struct pool_child *best = NULL;
-    size_t min = SIZE_MAX;
-    for (struct pool_child *c = p->children; c != NULL; c = c->next)
-        if (c->state == POOL_CHILD_READY && pending_active(&c->r.pt, PENDING_TO_CHILD) < min) {
-            best = c;
-            min = pending_active(&c->r.pt, PENDING_TO_CHILD);
-        }
-    return best;
-}
-
 unsigned
 pool_session_listen_declared(const struct pool *p)
 {
@@ -234,7 +220,7 @@ pool_gl_ask(struct pool *p)
 {
     if (p->gl_asking != NULL)
         return;
-    struct pool_child *c = pool_gl_pick(p);
+    struct pool_child *c = pool_least_busy_ready(p);
     if (c == NULL)
         return; /* the next child ready asks */
     const struct revision *rev =
@@ -266,7 +252,7 @@ pool_session_listen_sync(struct pool *p)
     }
     if (!pool_gl_wanted(p))
         return;
-    struct pool_child *best = pool_gl_pick(p);
+    struct pool_child *best = pool_least_busy_ready(p);
     if (best == NULL)
         return; /* the next child ready opens it (pool_session_listen_child) */
     uint64_t no = p->gl_sent + 1;
