@@ -224,7 +224,7 @@ static const struct {
 #define HTTP_HDR_LEN_MAX  20
 #define HTTP_HDR_SAME_LEN 3
 
-/* http_hdr_names by length: index + 1 of each name that long, 0 after the last. */
+/* http_hdr_names by length: index + 1 of each name that long, 0 after the last (http_start). */
 static unsigned char http_hdr_by_len[HTTP_HDR_LEN_MAX + 1][HTTP_HDR_SAME_LEN + 1];
 
 static void
@@ -281,7 +281,6 @@ static const char *
 http_read_head(struct http_req *rc, const char *method, const char *version, size_t size)
 {
     struct http_head_pass hp = { .rc = rc };
-    http_hdr_index();
     http_rules_head_start(&hp.rules, method, rc->conn != NULL ? rc->conn->target : NULL,
                           rc->conn != NULL ? rc->conn->target_len : 0, version, size);
     MHD_get_connection_values_n(rc->c, MHD_HEADER_KIND, http_head_value, &hp);
@@ -291,8 +290,8 @@ http_read_head(struct http_req *rc, const char *method, const char *version, siz
 
 /*
  * The first look at a request, before any handler runs: the head's size (431 over
- * max_header_bytes), then its layout (bad: http_read_head's finding), 400. True when refused
- * (*ret is the answer).
+ * max_header_bytes), then its layout (bad: why http_read_head refuses it, or NULL), 400. True
+ * when refused (*ret is the answer).
  */
 static bool
 http_refuse_head(struct http_req *rc, size_t size, const char *bad, enum MHD_Result *ret)
@@ -590,6 +589,7 @@ http_start(struct loop *l, const struct config *cfg, struct auth *auth)
     httpd.l = l;
     httpd.cfg = cfg;
     httpd.auth = auth;
+    http_hdr_index();
     /*
      * MHD's per-connection pool holds the head, a record per header line, and the read and write
      * buffers. Twice max_header_bytes: a head over max_header_bytes still fits, so the gateway
