@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { test } from 'node:test';
 
-import { MATRIX_POOLED, callTool, get, initSession, pooledSkip, post, rpc, startGateway, stdoutBlocked, waitFor, withGateway } from '../lib/gw.mjs';
+import { MATRIX_POOLED, callTool, get, initSession, poolChildOf, pooledSkip, post, rpc, startGateway, stdoutBlocked, waitFor, withGateway } from '../lib/gw.mjs';
 
 /** The raw JSON text of a tools/call with the id written exactly as given. */
 function rawCall(idText, name, args = {}, meta) {
@@ -82,18 +82,26 @@ test('client ids come back byte-exact: strings with escapes, huge, negative and 
 test('string "42" and number 42 in flight at once stay two distinct requests', async () => {
   await withGateway({}, async (gw) => {
     const s = await initSession(gw);
-    const str = await post(gw, rawCall('"42"', 'echo', { text: 'the string', delay_ms: 500 }), { sid: s.sid });
-    const num = await post(gw, rawCall('42', 'echo', { text: 'the number', delay_ms: 500 }), { sid: s.sid });
-    assert.equal(str.status, 200, 'the string id is not a duplicate of the number id');
+    // "42" waits at the child until SIGUSR1 (its progress shows it got there); 42 is sent, and
+    // answered, while "42" is still in flight: both at once, whatever the machine's load.
+    const str = await post(gw, rawCall('"42"', 'cancel_self', {}, { progressToken: 'str' }), { sid: s.sid });
+    assert.equal(str.status, 200, str.text());
+    await str.waitEvent((m) => m.method === 'notifications/progress', 10000);
+    const num = await post(gw, rawCall('42', 'echo', { text: 'the number' }), { sid: s.sid });
     assert.equal(num.status, 200, 'the number id is not a duplicate of the string id');
-    assert.equal(str.events().length, 0, 'both were in flight at once');
-    await Promise.all([str.done(), num.done()]);
-    assert.equal(str.events().length, 1, str.text());
+    await num.done();
     assert.equal(num.events().length, 1, num.text());
-    assert.ok(str.events()[0].data.includes('"id":"42",'), str.text());
     assert.ok(num.events()[0].data.includes('"id":42,'), num.text());
-    assert.equal(textOf(str.events()[0].json), 'the string');
     assert.equal(textOf(num.events()[0].json), 'the number');
+    assert.equal(str.events().filter((e) => isAnswer(e.json)).length, 0, `"42" is still in flight: ${str.text()}`);
+    const child = poolChildOf(gw, s.sid) ?? Number(/session created: server=\S+ child=(\d+)/.exec(gw.logs())?.[1]);
+    assert.ok(child > 0, 'the session\'s child');
+    process.kill(child, 'SIGUSR1');
+    await str.done();
+    const answers = str.events().filter((e) => isAnswer(e.json));
+    assert.equal(answers.length, 1, str.text());
+    assert.ok(answers[0].data.includes('"id":"42",'), str.text());
+    assert.equal(textOf(answers[0].json), 'released');
   });
 });
 
