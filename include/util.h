@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define MUSTCHECK    __attribute__((warn_unused_result))
 #define NORETURN     __attribute__((noreturn))
@@ -45,9 +46,24 @@ uint64_t util_now_us(void);
  */
 int util_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out,
                    const char **errstr) MUSTCHECK;
+/*
+ * v in decimal into out, which has room for UTIL_U64_TEXT_MAX bytes, NUL-terminated; returns its
+ * length. What snprintf's "%" PRIu64 writes, without the format's parse: ids made per request.
+ */
+#define UTIL_U64_TEXT_MAX 21
+size_t util_u64_text(uint64_t v, char *out);
 
-/* Case-insensitive ASCII comparisons of a byte span. */
-bool util_span_ieq(const char *a, size_t alen, const char *b);
+/* Case-insensitive ASCII comparison of n bytes. */
+bool util_ieq_n(const char *a, const char *b, size_t n);
+/*
+ * Case-insensitive ASCII comparisons of a byte span. Inline: the length (usually a literal's,
+ * known when compiled) is compared before any byte, and most spans differ in it.
+ */
+static inline bool
+util_span_ieq(const char *a, size_t alen, const char *b)
+{
+    return alen == strlen(b) && util_ieq_n(a, b, alen);
+}
 bool util_has_prefix_i(const char *s, const char *prefix);
 
 /* Wall clock, seconds since the epoch (token lifetimes). */

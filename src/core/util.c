@@ -157,6 +157,21 @@ util_now_ms(void)
     return util_now_us() / 1000u;
 }
 
+size_t
+util_u64_text(uint64_t v, char *out)
+{
+    char rev[UTIL_U64_TEXT_MAX];
+    size_t n = 0;
+    do {
+        rev[n++] = (char)('0' + v % 10u);
+        v /= 10u;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        out[i] = rev[n - 1 - i];
+    out[n] = '\0';
+    return n;
+}
+
 int
 util_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out, const char **errstr)
 {
@@ -186,12 +201,11 @@ util_lower(int c)
 }
 
 bool
-util_span_ieq(const char *a, size_t alen, const char *b)
+util_ieq_n(const char *a, const char *b, size_t n)
 {
-    size_t blen = strlen(b);
-    if (alen != blen)
-        return false;
-    for (size_t i = 0; i < alen; i++)
+    if (memcmp(a, b, n) == 0)
+        return true; /* the usual case (a header's or a media type's usual spelling), at once */
+    for (size_t i = 0; i < n; i++)
         if (util_lower((unsigned char)a[i]) != util_lower((unsigned char)b[i]))
             return false;
     return true;

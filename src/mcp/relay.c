@@ -286,7 +286,7 @@ relay_make_room(struct relay *r, size_t max)
 size_t
 relay_id_text(const struct pending *p, char *buf)
 {
-    return (size_t)snprintf(buf, 24, "%" PRIu64, p->gw_id);
+    return util_u64_text(p->gw_id, buf);
 }
 
 /* --- cancels and errors ---------------------------------------------------------------------- */

@@ -154,7 +154,14 @@ stream_event_copy(const struct stream_event *ev, size_t off, char *out, size_t k
 int
 stream_event_id(uint64_t stream_id, uint64_t seq, char *out, size_t size)
 {
-    return snprintf(out, size, "%" PRIu64 "-%" PRIu64, stream_id, seq);
+    char a[UTIL_U64_TEXT_MAX], b[UTIL_U64_TEXT_MAX];
+    size_t na = util_u64_text(stream_id, a), nb = util_u64_text(seq, b);
+    if (na + 1 + nb >= size)
+        return snprintf(out, size, "%s-%s", a, b); /* cut as snprintf cuts */
+    memcpy(out, a, na);
+    out[na] = '-';
+    memcpy(out + na + 1, b, nb + 1);
+    return (int)(na + 1 + nb);
 }
 
 bool
@@ -175,8 +182,8 @@ stream_parse_event_id(const char *s, uint64_t *stream_id, uint64_t *seq)
 static int
 stream_id_field(const struct stream *st, char *out, size_t size)
 {
-    int k = snprintf(out, size, "id: ");
-    return k + stream_event_id(st->id, st->next_seq, out + k, size - (size_t)k);
+    memcpy(out, "id: ", 4);
+    return 4 + stream_event_id(st->id, st->next_seq, out + 4, size - 4);
 }
 
 /* The index of the longest iovec inside shared, if it is worth sharing; else -1. */
@@ -207,7 +214,9 @@ stream_push_shared(struct stream *st, const struct iovec *iov, int n, struct msg
         prefix[k - 1] = '\n';
         seq = st->next_seq++;
     }
-    snprintf(prefix + k, sizeof(prefix) - (size_t)k, "%s", stream_prefix);
+    _Static_assert(sizeof prefix >= 4 + 2 * (UTIL_U64_TEXT_MAX - 1) + 2 + sizeof stream_prefix,
+                   "the id field and the prefix fit");
+    memcpy(prefix + k, stream_prefix, sizeof stream_prefix);
     struct stream_event *ev = xcalloc(1, sizeof(*ev));
     ev->seq = seq;
     int i = stream_shareable(iov, n, shared);
@@ -236,10 +245,17 @@ stream_push_priming(struct stream *st, uint64_t retry_ms)
         return;
     char frame[128];
     int k = stream_id_field(st, frame, sizeof(frame));
-    if (retry_ms > 0)
-        k += snprintf(frame + k, sizeof(frame) - (size_t)k, "\nretry: %" PRIu64, retry_ms);
-    snprintf(frame + k, sizeof(frame) - (size_t)k, "\ndata: \n\n");
-    struct iovec iov = { frame, strlen(frame) };
+    static const char retry[] = "\nretry: ", data[] = "\ndata: \n\n";
+    _Static_assert(sizeof frame >= 4 + 2 * (UTIL_U64_TEXT_MAX - 1) + 1 + sizeof retry - 1
+                                        + UTIL_U64_TEXT_MAX - 1 + sizeof data,
+                   "the priming event fits");
+    if (retry_ms > 0) {
+        memcpy(frame + k, retry, sizeof retry - 1);
+        k += (int)(sizeof retry - 1);
+        k += (int)util_u64_text(retry_ms, frame + k);
+    }
+    memcpy(frame + k, data, sizeof data);
+    struct iovec iov = { frame, (size_t)k + sizeof data - 1 };
     stream_push(st, msg_concat(&iov, 1), st->next_seq);
     st->next_seq++;
 }

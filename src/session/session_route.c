@@ -259,9 +259,9 @@ session_child_request(void *owner, const char *line, size_t len, const struct js
     struct pending *p = pending_add(&s->r.pt, PENDING_TO_CLIENT, line + info->id.off, info->id.len,
                                     info->method, stream_id(st), util_now_ms());
     s->stats->requests[1][session_class(info->method)]++;
-    char idbuf[24];
-    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    session_splice_push(s, st, line, len, info->id, idbuf, (size_t)idlen);
+    char idbuf[UTIL_U64_TEXT_MAX];
+    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    session_splice_push(s, st, line, len, info->id, idbuf, idlen);
     log_debug(s->id, "child request %s sent on %s stream %" PRIu64 " as client id %" PRIu64,
               info->method, stream_is_get(st) ? "GET" : "POST", stream_id(st), p->gw_id);
 }
@@ -298,9 +298,9 @@ session_child_cancel(void *owner, struct pending *p, const char *line, size_t le
     struct stream *st = session_stream_by_id(s, p->stream_id);
     if (st == NULL || stream_ended(st) || stream_dropped(st))
         return;
-    char idbuf[24];
-    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    session_splice_push(s, st, line, len, info->request_id, idbuf, (size_t)idlen);
+    char idbuf[UTIL_U64_TEXT_MAX];
+    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    session_splice_push(s, st, line, len, info->request_id, idbuf, idlen);
 }
 
 static void session_note_push(struct session *s, const char *line, size_t len,
@@ -536,14 +536,14 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         session_note_client_info(s, body, info);
         session_modern_begin(s, body, info);
     }
-    char idbuf[24];
-    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    int sent = s->modern != NULL ? session_modern_send(s, p, body, len, info, idbuf, (size_t)idlen)
+    char idbuf[UTIL_U64_TEXT_MAX];
+    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    int sent = s->modern != NULL ? session_modern_send(s, p, body, len, info, idbuf, idlen)
                                  : SESSION_MODERN_PASS;
     if (sent == SESSION_MODERN_PASS)
         sent = trace == NULL
-                   ? session_splice_send(s, body, len, info->id, idbuf, (size_t)idlen)
-                   : session_traced_send(s, p, body, len, info, trace, idbuf, (size_t)idlen);
+                   ? session_splice_send(s, body, len, info->id, idbuf, idlen)
+                   : session_traced_send(s, p, body, len, info, trace, idbuf, idlen);
     if (sent == -1) {
         audit_call_drop(p->audit); /* refused (503): the refusal's record says so */
         p->audit = NULL;
@@ -572,9 +572,9 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
         log_debug(s->id, "cancel of initialize ignored");
         return;
     }
-    char idbuf[24];
-    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    if (session_splice_send(s, body, len, info->request_id, idbuf, (size_t)idlen) == -1)
+    char idbuf[UTIL_U64_TEXT_MAX];
+    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    if (session_splice_send(s, body, len, info->request_id, idbuf, idlen) == -1)
         log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
     else
         log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,

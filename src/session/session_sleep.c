@@ -162,9 +162,9 @@ session_wake(struct session *s)
         pending_add(&s->r.pt, PENDING_TO_CHILD, "null", 4, "initialize", 0, now_us / 1000u);
     p->start_us = now_us;
     s->init_gw_id = p->gw_id;
-    char idbuf[24];
-    int idlen = snprintf(idbuf, sizeof(idbuf), "%" PRIu64, p->gw_id);
-    struct relay_edit ed = { s->init_id.off, s->init_id.len, idbuf, (size_t)idlen };
+    char idbuf[UTIL_U64_TEXT_MAX];
+    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    struct relay_edit ed = { s->init_id.off, s->init_id.len, idbuf, idlen };
     struct iovec iov[2 * RELAY_EDITS_MAX + 2];
     int k = relay_splice(s->init_body, s->init_len, &ed, 1, iov);
     iov[k++] = (struct iovec){ (void *)(uintptr_t) "\n", 1 };

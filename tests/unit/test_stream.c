@@ -1343,6 +1343,10 @@ Test(stream, event_id_format_and_round_trip)
         cr_assert_eq(sid, cases[i].stream, "%s", buf);
         cr_assert_eq(seq, cases[i].seq, "%s", buf);
     }
+    /* Too little room: cut, and the whole length returned, as snprintf does. */
+    char small[6];
+    cr_assert_eq(stream_event_id(1234, 5678, small, sizeof small), 9);
+    cr_assert_str_eq(small, "1234-");
 }
 
 Test(stream, parse_event_id_accepts)

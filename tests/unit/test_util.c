@@ -3,11 +3,13 @@
  * util: base64url without padding, both ways; the decoder's output bound (an input that would
  * decode past the room given is refused whole, and nothing is written past it); which files are
  * safe to read settings and secrets from; the hash of the tables of names (the same within a
- * process, another start in each process, pairs told apart, low bits spread). Through util.h only.
+ * process, another start in each process, pairs told apart, low bits spread); u64 in decimal as
+ * snprintf writes it. Through util.h only.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,4 +186,26 @@ Test(util, hash_pairs_and_spread)
     for (size_t i = 0; i < 1024; i++)
         longest = chain[i] > longest ? chain[i] : longest;
     cr_assert_lt(longest, 128, "a chain of %u where 64 is the mean", longest);
+}
+
+Test(util, u64_text_as_snprintf)
+{
+    /* Every power of ten, one below it, and UINT64_MAX: each length from 1 to 20 digits. */
+    uint64_t v = 1;
+    for (int i = 0; i <= 20; i++) {
+        uint64_t cases[] = { v, v - 1, v + 1, UINT64_MAX - v };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            char want[32], got[UTIL_U64_TEXT_MAX + 8];
+            memset(got, 'x', sizeof got);
+            int n = snprintf(want, sizeof want, "%" PRIu64, cases[k]);
+            cr_assert_eq(util_u64_text(cases[k], got), (size_t)n, "%s", want);
+            cr_assert_str_eq(got, want);
+        }
+        if (v > UINT64_MAX / 10)
+            break;
+        v *= 10;
+    }
+    char max[UTIL_U64_TEXT_MAX];
+    cr_assert_eq(util_u64_text(UINT64_MAX, max), UTIL_U64_TEXT_MAX - 1);
+    cr_assert_str_eq(max, "18446744073709551615");
 }
