@@ -80,6 +80,15 @@ int upstream_send_iov(struct upstream *u, const struct iovec *iov, int n) MUSTCH
  * child's end is on its way (or came): the owner need not retry.
  */
 int upstream_send_control_iov(struct upstream *u, const struct iovec *iov, int n) MUSTCHECK;
+/*
+ * Between these two (they nest), what is sent is written when the outermost batch ends, once per
+ * child: the HTTP side's run, whose requests for one child then cost it one write and one
+ * wake-up. A child's queue of 64 KiB or more is written at once all the same.
+ */
+void upstream_batch_begin(void);
+void upstream_batch_end(void);
+/* What a batch holds back for u, written now (before a ceiling on u's queue is judged). */
+void upstream_write_now(struct upstream *u);
 /* Stops or resumes reading stdout (back-pressure from full HTTP streams). */
 void upstream_pause(struct upstream *u, bool paused);
 /*

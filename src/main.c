@@ -557,7 +557,9 @@ static void
 main_after(void *arg)
 {
     (void)arg;
+    upstream_batch_begin();
     http_run();
+    upstream_batch_end();
     session_reap();
     main_stop_check();
     if (!M.notified)

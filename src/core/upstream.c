@@ -68,9 +68,21 @@ struct upstream {
     struct sandbox_watch *box_w;          /* its seccomp refusals, counted; NULL: not */
     struct upstream_server *srv;          /* its server's row */
     struct upstream *srv_next, *srv_prev; /* the row's children not yet freed */
+    bool due;                             /* in upstream_due: written at the batch's end */
+    struct upstream *due_next;
 };
 
 static size_t upstream_live;
+
+/*
+ * What is sent inside a batch (upstream_batch_begin .. upstream_batch_end) is written at its
+ * end, once per child: the requests one turn brings for a child go in one writev, and the child
+ * reads them in one wake-up. A child on this list is held (busy) until it is written.
+ */
+static unsigned upstream_batching;
+static struct upstream *upstream_due;
+/* A queue this long is written at once, batch or not: a pipe holds 64 KiB unread. */
+#define UPSTREAM_BATCH_BYTES (64 * 1024)
 
 /*
  * Counters of one server (by name), kept for the life of the process so that /metrics stays
@@ -529,6 +541,13 @@ upstream_in_ready(int fd, uint32_t events, void *arg)
     upstream_leave(u);
 }
 
+void
+upstream_write_now(struct upstream *u)
+{
+    if (u->due && u->in_w == NULL)
+        upstream_flush(u);
+}
+
 /* Queues m when the queue stays within ceiling; -1 (nothing queued) otherwise or when gone. */
 static int
 upstream_queue(struct upstream *u, struct msg *m, size_t ceiling)
@@ -536,12 +555,46 @@ upstream_queue(struct upstream *u, struct msg *m, size_t ceiling)
     if (u->gone || u->closing || u->in_fd == -1)
         return -1;
     if (u->inq.bytes + m->len > ceiling)
+        upstream_write_now(u); /* refused only if it still does not fit, as without a batch */
+    if (u->gone || u->in_fd == -1 || u->inq.bytes + m->len > ceiling)
         return -1;
     msgq_push(&u->inq, m);
+    if (u->in_w != NULL)
+        return 0; /* EPOLLOUT writes it */
+    if (upstream_batching > 0 && u->inq.bytes < UPSTREAM_BATCH_BYTES) {
+        if (!u->due) {
+            u->due = true;
+            u->due_next = upstream_due;
+            upstream_due = u;
+            upstream_enter(u);
+        }
+        return 0;
+    }
     /* Try at once: most writes complete without waiting for EPOLLOUT. */
-    if (u->in_w == NULL)
-        upstream_flush(u);
+    upstream_flush(u);
     return 0;
+}
+
+void
+upstream_batch_begin(void)
+{
+    upstream_batching++;
+}
+
+void
+upstream_batch_end(void)
+{
+    if (--upstream_batching > 0)
+        return;
+    while (upstream_due != NULL) {
+        struct upstream *u = upstream_due;
+        upstream_due = u->due_next;
+        u->due = false;
+        u->due_next = NULL;
+        if (u->in_w == NULL)
+            upstream_flush(u);
+        upstream_leave(u);
+    }
 }
 
 int

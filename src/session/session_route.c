@@ -653,8 +653,10 @@ session_client_batch(struct session *s, struct stream *st, char *body, size_t le
             return w;
     }
     /* Toward stdin it is all or nothing: room for every element (ids may grow) or a 503. */
-    if (upstream_queued_bytes(s->u) + len + n * (24 + (trace != NULL ? (size_t)TRACE_EDIT_BUF : 0))
-        > sessions.cfg->stdin_queue_bytes)
+    size_t need = len + n * (24 + (trace != NULL ? (size_t)TRACE_EDIT_BUF : 0));
+    if (upstream_queued_bytes(s->u) + need > sessions.cfg->stdin_queue_bytes)
+        upstream_write_now(s->u); /* what this turn's batch holds back goes to the pipe first */
+    if (upstream_queued_bytes(s->u) + need > sessions.cfg->stdin_queue_bytes)
         return SESSION_E_BUSY;
     if (st != NULL)
         stream_own(st)

@@ -210,6 +210,13 @@ upstream_queued_bytes(const struct upstream *u)
     return u->full ? u->stdin_max + u->waiting_bytes : 0;
 }
 
+/* Nothing is held back here: a send is written (or refused) at once. */
+void
+upstream_write_now(struct upstream *u)
+{
+    fake_upstream_check(u);
+}
+
 size_t
 upstream_live_count(void)
 {
