@@ -303,30 +303,6 @@ session_child_cancel(void *owner, struct pending *p, const char *line, size_t le
     session_splice_push(s, st, line, len, info->request_id, idbuf, idlen);
 }
 
-static void session_note_push(struct session *s, const char *line, size_t len,
-                              const struct jsonrpc_info *info);
-
-static void
-session_child_notification(void *owner, const char *line, size_t len,
-                           const struct jsonrpc_info *info)
-{
-    struct session *s = owner;
-    if (s->modern != NULL && session_modern_listen_line(s, line, info))
-        return; /* stateless child mode: the listen's acknowledgement */
-    if (s->modern == NULL || info->meta_subscription.len == 0) {
-        session_note_push(s, line, len, info);
-        return;
-    }
-    /* Stateless child mode, the session's listen: the legacy form, without its subscriptionId. */
-    struct buf b;
-    buf_init(&b, SIZE_MAX);
-    if (envelope_legacy_note(line, info, &b) == 0)
-        session_note_push(s, buf_head(&b), buf_used(&b), info);
-    else
-        session_note_push(s, line, len, info);
-    buf_clear(&b);
-}
-
 /* A notification of the child's to the client: on the stream it belongs to, else kept. */
 static void
 session_note_push(struct session *s, const char *line, size_t len, const struct jsonrpc_info *info)
@@ -364,6 +340,27 @@ session_note_push(struct session *s, const char *line, size_t len, const struct 
     memcpy(m->data, line, len);
     msgq_push(&s->backlog, m);
     msg_unref(m);
+}
+
+static void
+session_child_notification(void *owner, const char *line, size_t len,
+                           const struct jsonrpc_info *info)
+{
+    struct session *s = owner;
+    if (s->modern != NULL && session_modern_listen_line(s, line, info))
+        return; /* stateless child mode: the listen's acknowledgement */
+    if (s->modern == NULL || info->meta_subscription.len == 0) {
+        session_note_push(s, line, len, info);
+        return;
+    }
+    /* Stateless child mode, the session's listen: the legacy form, without its subscriptionId. */
+    struct buf b;
+    buf_init(&b, SIZE_MAX);
+    if (envelope_legacy_note(line, info, &b) == 0)
+        session_note_push(s, buf_head(&b), buf_used(&b), info);
+    else
+        session_note_push(s, line, len, info);
+    buf_clear(&b);
 }
 
 bool
