@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * upstream: real children (the example MCP server from the build tree, /bin/sh and sleep).
+ * upstream: real children (the example MCP server from the build tree, /bin/sh, sleep, cat).
  * Round trips through stdin and stdout, lines over 64 KiB, the max_line_bytes boundary, exits,
  * spawn failures, the stop ladder up to SIGKILL, what the child inherits (process group, signal
  * mask and dispositions, blocking stdio, no other fds), the group kill reaching a grandchild, the
- * stdin ceiling, pause, and callbacks around upstream_close. Every wait runs the loop until a
+ * stdin ceiling, batches (written once at their end, a ceiling judged after what they hold is
+ * written), pause, and callbacks around upstream_close. Every wait runs the loop until a
  * condition holds, with a deadline that fails the test; nothing sleeps. Through upstream.h only.
  */
 #include <sys/types.h>
@@ -925,6 +926,94 @@ Test(upstream, control_messages_pass_a_full_queue_up_to_the_reserve, .init = fx_
     upstream_close(u, "stuck");
     cr_assert(run_until(none_live, DEADLINE_MS));
     msg_unref(m);
+}
+
+/* --- batches ----------------------------------------------------------------------------- */
+
+static bool
+have_three_lines(void)
+{
+    return C.lines >= 3;
+}
+
+Test(upstream, batch_writes_once_at_its_end, .init = fx_init, .fini = fx_fini)
+{
+    char *argv[] = { (char[]){ "cat" }, NULL }; /* its stdin back as lines */
+    struct upstream *u = spawn(argv);
+    upstream_batch_begin();
+    send_str(u, "{\"n\":1}\n");
+    send_str(u, "{\"n\":2}\n");
+    upstream_batch_begin(); /* nested: only the outermost end writes */
+    send_str(u, "{\"n\":3}\n");
+    upstream_batch_end();
+    cr_assert_eq(upstream_queued_bytes(u), 24, "the batch holds all three");
+    run_for(20);
+    cr_assert_eq(C.lines, 0, "nothing reached the child before the batch's end");
+    upstream_batch_end();
+    cr_assert_eq(upstream_queued_bytes(u), 0, "written at the batch's end");
+    cr_assert(run_until(have_three_lines, DEADLINE_MS), "%d lines back", C.lines);
+    cr_assert_str_eq(C.line[0], "{\"n\":1}");
+    cr_assert_str_eq(C.line[1], "{\"n\":2}");
+    cr_assert_str_eq(C.line[2], "{\"n\":3}");
+    /* Outside a batch a send is written at once again. */
+    send_str(u, "{\"n\":4}\n");
+    cr_assert_eq(upstream_queued_bytes(u), 0);
+    close_and_wait(u);
+}
+
+Test(upstream, batch_refuses_only_what_would_not_fit, .init = fx_init, .fini = fx_fini)
+{
+    char *argv[] = { (char[]){ "cat" }, NULL };
+    struct upstream_params p = params(argv);
+    p.stdin_max_bytes = 65536; /* the least stdin_queue_bytes */
+    struct upstream *u = spawn_p(&p);
+    struct msg *m = msg_new(40000);
+    memset(m->data, 'x', m->len - 1);
+    m->data[m->len - 1] = '\n';
+    upstream_batch_begin();
+    cr_assert_eq(upstream_send(u, m), 0);
+    cr_assert_eq(upstream_queued_bytes(u), m->len, "held by the batch");
+    /*
+     * Both would pass the ceiling: what the batch holds goes to the (empty) pipe first, and the
+     * second is taken, as it would have been without a batch; it is held in turn.
+     */
+    cr_assert_eq(upstream_send(u, m), 0, "refused although the pipe had room");
+    cr_assert_eq(upstream_queued_bytes(u), m->len, "the first was written, the second held");
+    upstream_batch_end();
+    cr_assert(run_until(have_line, DEADLINE_MS));
+    close_and_wait(u);
+    msg_unref(m);
+}
+
+Test(upstream, batch_writes_64k_at_once, .init = fx_init, .fini = fx_fini)
+{
+    char *argv[] = { (char[]){ "cat" }, NULL };
+    struct upstream *u = spawn(argv);
+    struct msg *m = msg_new(70000);
+    memset(m->data, 'x', m->len - 1);
+    m->data[m->len - 1] = '\n';
+    upstream_batch_begin();
+    cr_assert_eq(upstream_send(u, m), 0);
+    cr_assert_lt(upstream_queued_bytes(u), m->len, "a batch held back 64 KiB or more");
+    upstream_batch_end();
+    cr_assert(run_until(have_line, DEADLINE_MS));
+    cr_assert_eq(C.line_len[0], m->len - 1);
+    close_and_wait(u);
+    msg_unref(m);
+}
+
+Test(upstream, batch_holds_a_closed_child_until_it_is_written, .init = fx_init, .fini = fx_fini)
+{
+    char *argv[] = { (char[]){ "cat" }, NULL };
+    struct upstream *u = spawn(argv);
+    upstream_batch_begin();
+    send_str(u, "{\"last\":true}\n");
+    upstream_close(u, "closed inside the batch");
+    cr_assert_eq(upstream_live_count(), 1);
+    upstream_batch_end(); /* writes the line, then stdin closes: cat ends */
+    cr_assert(run_until(none_live, DEADLINE_MS), "not freed after the batch");
+    cr_assert_eq(C.lines, 0, "a line after upstream_close");
+    C.u = NULL;
 }
 
 /* --- pause and callbacks around close ---------------------------------------------------- */
