@@ -185,9 +185,9 @@ self_cpu_ns(void)
            + ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000;
 }
 
-/* utime+stime of --pid in ns (clock-tick resolution), or 0 without --pid. */
+/* utime+stime of pid in ns (clock-tick resolution); *sys_ns += its stime. */
 static uint64_t
-proc_cpu_ns(pid_t pid)
+proc_cpu_ns(pid_t pid, uint64_t *sys_ns)
 {
     char path[64], buf[2048];
 
@@ -207,6 +207,7 @@ proc_cpu_ns(pid_t pid)
     if (p == NULL
         || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         die("%s: cannot parse", path);
+    *sys_ns += st * tick_ns;
     return (ut + st) * tick_ns;
 }
 
@@ -215,15 +216,19 @@ proc_cpu_ns(pid_t pid)
 static pid_t direct_pids[DIRECT_MAX];
 static size_t n_direct;
 
-/* The server's CPU time: --pid's, or (direct mode) the sum of the servers this run started. */
+/*
+ * The server's CPU time: --pid's, or (direct mode) the sum of the servers this run started;
+ * *sys_ns: its part in the kernel (stime).
+ */
 static uint64_t
-server_cpu_ns(void)
+server_cpu_ns(uint64_t *sys_ns)
 {
+    *sys_ns = 0;
     if (opt.pid > 0)
-        return proc_cpu_ns(opt.pid);
+        return proc_cpu_ns(opt.pid, sys_ns);
     uint64_t sum = 0;
     for (size_t i = 0; i < n_direct; i++)
-        sum += proc_cpu_ns(direct_pids[i]);
+        sum += proc_cpu_ns(direct_pids[i], sys_ns);
     return sum;
 }
 
@@ -1405,7 +1410,7 @@ static void
 echo_loop(double warmup, double duration, long max_count)
 {
     uint64_t t0 = now_ns();
-    uint64_t cpu0 = 0, cpu1 = 0, self0 = 0, self1 = 0, wake0 = 0, wake1 = 0;
+    uint64_t cpu0 = 0, cpu1 = 0, sys0 = 0, sys1 = 0, self0 = 0, self1 = 0, wake0 = 0, wake1 = 0;
 
     run.t_start = t0 + (uint64_t)(warmup * 1e9);
     for (;;) {
@@ -1418,7 +1423,7 @@ echo_loop(double warmup, double duration, long max_count)
             run.measuring = true;
             run.t_start = t;
             run.t_end = t + (uint64_t)(duration * 1e9);
-            cpu0 = server_cpu_ns();
+            cpu0 = server_cpu_ns(&sys0);
             self0 = self_cpu_ns();
             wake0 = server_wakeups();
         }
@@ -1439,7 +1444,7 @@ echo_loop(double warmup, double duration, long max_count)
         loop_once(until > t ? (int)((until - t) / NS_PER_MS) + 1 : 10);
     }
     uint64_t t_end = now_ns();
-    cpu1 = server_cpu_ns();
+    cpu1 = server_cpu_ns(&sys1);
     self1 = self_cpu_ns();
     wake1 = server_wakeups();
     long window = run.done_in_window;
@@ -1464,9 +1469,11 @@ echo_loop(double warmup, double duration, long max_count)
     printf(",\"seconds\":%.3f,\"requests\":%ld,\"errors\":%ld,\"rps\":%.1f,", secs, window,
            run.errors, (double)window / secs);
     if (opt.pid > 0 || n_direct > 0)
-        printf("\"server_cpu_ms\":%.1f,\"server_cpu_us_per_req\":%.2f,",
+        printf("\"server_cpu_ms\":%.1f,\"server_cpu_us_per_req\":%.2f,"
+               "\"server_sys_us_per_req\":%.2f,",
                (double)(cpu1 - cpu0) / 1e6,
-               window ? (double)(cpu1 - cpu0) / 1e3 / (double)window : -1.0);
+               window ? (double)(cpu1 - cpu0) / 1e3 / (double)window : -1.0,
+               window ? (double)(sys1 - sys0) / 1e3 / (double)window : -1.0);
     if (opt.pid > 0)
         printf("\"server_wakeups\":%" PRIu64 ",\"server_wakeups_per_req\":%.3f,", wake1 - wake0,
                window ? (double)(wake1 - wake0) / (double)window : -1.0);
@@ -2087,7 +2094,7 @@ mode_pending(void)
     sleep_ns(200 * NS_PER_MS);
     (void)childlog_count(&cl, "\"tools/call\"");
     long rss0 = server_status_kib("VmRSS");
-    uint64_t cpu0 = server_cpu_ns();
+    uint64_t sys0, cpu0 = server_cpu_ns(&sys0);
 
     struct conn **cs = xrealloc(NULL, (size_t)n * sizeof(*cs));
     snprintf(args, sizeof(args), "{\"text\":\"pending\",\"delay_ms\":%ld}", opt.delay_ms);
@@ -2121,7 +2128,9 @@ mode_pending(void)
     while (pend.answered < n && now_ns() < deadline)
         loop_once(100);
     uint64_t t_done = now_ns();
-    uint64_t cpu1 = server_cpu_ns();
+    uint64_t sys1, cpu1 = server_cpu_ns(&sys1);
+    (void)sys0;
+    (void)sys1;
     long unanswered = n - pend.answered;
     for (long i = 0; i < n; i++)
         conn_free(cs[i]);

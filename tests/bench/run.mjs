@@ -1282,12 +1282,16 @@ if (has('echo1')) {
 // The gateway beside the child it fronts (D: the child's own CPU driven over pipes) and beside
 // supergateway: at most twice the child's, at least 40 times less than supergateway's.
 const cpuTarget = { target: 'G/D ≤ 2, G/S ≤ 1/40', check: ({ gs, gd }) => (gs === null || gd === null ? null : gd <= 2 && gs <= 1 / 40) };
+// The kernel's part of it (stime): what fewer instructions in the gateway cannot take back.
+const sysPerReq = (r) => r.server_sys_us_per_req;
 if (has('echo1x16')) {
   row('CPU per echo, 1×16 (µs, server process only)', 'echo1x16', cpuPerReq, cpuTarget);
+  row('CPU per echo in the kernel, 1×16 (µs)', 'echo1x16', sysPerReq);
   row('1×16 echo: p99 latency (µs)', 'echo1x16', lat('p99_us'), { target: 'G/D ≤ 3', check: ({ gd }) => (gd === null ? null : gd <= 3) });
 }
 if (has('echo16x4')) {
   row('CPU per echo, 16×4 (µs, server process only)', 'echo16x4', cpuPerReq, cpuTarget);
+  row('CPU per echo in the kernel, 16×4 (µs)', 'echo16x4', sysPerReq);
 }
 if (has('echo1')) {
   row('1×1 echo: req/s', 'echo1', (r) => r.rps);
