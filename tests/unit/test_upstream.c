@@ -252,6 +252,16 @@ send_small(struct upstream *u)
     return rc;
 }
 
+/* A message of n bytes: 'x' up to its last, a newline. */
+static struct msg *
+x_line(size_t n)
+{
+    struct msg *m = msg_new(n);
+    memset(m->data, 'x', n - 1);
+    m->data[n - 1] = '\n';
+    return m;
+}
+
 /* Closes u and runs the loop until every upstream is freed. */
 static void
 close_and_wait(struct upstream *u)
@@ -860,9 +870,7 @@ Test(upstream, send_refused_past_stdin_max, .init = fx_init, .fini = fx_fini)
     cr_assert_eq(big->refs, 1);
     msg_unref(big);
 
-    struct msg *m = msg_new(4096);
-    memset(m->data, 'x', m->len - 1);
-    m->data[m->len - 1] = '\n';
+    struct msg *m = x_line(4096);
     /* The pipe takes the first ones; the queue grows once it is full. */
     int sent = 0;
     while (upstream_queued_bytes(u) == 0) {
@@ -902,9 +910,7 @@ Test(upstream, control_messages_pass_a_full_queue_up_to_the_reserve, .init = fx_
     p.stdin_grace_ms = 50;
     p.term_grace_ms = 100;
     struct upstream *u = spawn_p(&p);
-    struct msg *m = msg_new(4096);
-    memset(m->data, 'x', m->len - 1);
-    m->data[m->len - 1] = '\n';
+    struct msg *m = x_line(4096);
     for (int sent = 0; upstream_send(u, m) == 0;)
         cr_assert_lt(++sent, 2000, "the queue never filled");
     size_t q = upstream_queued_bytes(u);
@@ -967,9 +973,7 @@ Test(upstream, batch_refuses_only_what_would_not_fit, .init = fx_init, .fini = f
     struct upstream_params p = params(argv);
     p.stdin_max_bytes = 65536; /* the least stdin_queue_bytes */
     struct upstream *u = spawn_p(&p);
-    struct msg *m = msg_new(40000);
-    memset(m->data, 'x', m->len - 1);
-    m->data[m->len - 1] = '\n';
+    struct msg *m = x_line(40000);
     upstream_batch_begin();
     cr_assert_eq(upstream_send(u, m), 0);
     cr_assert_eq(upstream_queued_bytes(u), m->len, "held by the batch");
@@ -989,9 +993,7 @@ Test(upstream, batch_writes_64k_at_once, .init = fx_init, .fini = fx_fini)
 {
     char *argv[] = { (char[]){ "cat" }, NULL };
     struct upstream *u = spawn(argv);
-    struct msg *m = msg_new(70000);
-    memset(m->data, 'x', m->len - 1);
-    m->data[m->len - 1] = '\n';
+    struct msg *m = x_line(70000);
     upstream_batch_begin();
     cr_assert_eq(upstream_send(u, m), 0);
     cr_assert_lt(upstream_queued_bytes(u), m->len, "a batch held back 64 KiB or more");
