@@ -190,7 +190,7 @@ Test(util, hash_pairs_and_spread)
 
 Test(util, u64_text_as_snprintf)
 {
-    /* Every power of ten, one below it, and UINT64_MAX: each length from 1 to 20 digits. */
+    /* Each power of ten, one below and above it, and UINT64_MAX less it: every length, 1 to 20. */
     uint64_t v = 1;
     for (int i = 0; i <= 20; i++) {
         uint64_t cases[] = { v, v - 1, v + 1, UINT64_MAX - v };
