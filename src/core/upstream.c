@@ -29,9 +29,9 @@
 #include "buf.h"
 #include "cgroup.h"
 #include "log.h"
-#include "metrics.h"
 #include "sandbox.h"
 #include "sandbox_notify.h"
+#include "upstream_int.h"
 
 #define UPSTREAM_READ_BYTES     65536
 #define UPSTREAM_SHARE_BYTES    65536     /* a line this long is handed over, not copied */
@@ -41,36 +41,6 @@
 #define UPSTREAM_ERR_WAKE_BYTES (64 * 1024) /* stderr bytes read per wake-up, at most */
 #define UPSTREAM_STDERR_PER_S   200
 
-struct upstream {
-    struct loop *l;
-    pid_t pid;
-    int in_fd, out_fd, err_fd, pid_fd;
-    struct loop_watch *in_w, *out_w, *err_w, *pid_w;
-    struct msgq inq;
-    struct buf line;
-    size_t scan_off; /* bytes of line already searched for '\n' */
-    struct buf errline;
-    size_t max_line, stdin_max;
-    size_t stdin_reserve; /* past stdin_max, for upstream_send_control_iov only */
-    uint64_t stdin_grace_ms, term_grace_ms;
-    struct loop_timer *timer;
-    char tag[64];
-    upstream_line_cb *line_cb;
-    upstream_gone_cb *gone_cb;
-    const char *gone_reason; /* static: why, for the deferred report */
-    void *arg;
-    bool paused, gone, closing, exited, out_eof, ladder_done;
-    bool out_grown;           /* its stdout pipe was enlarged */
-    unsigned busy;            /* > 0 while one of our callbacks runs: frees wait for it to unwind */
-    int ladder_step;          /* 0 stdin open, 1 stdin closed, 2 SIGTERM sent, 3 SIGKILL sent */
-    struct log_rate err_rate; /* its stderr lines logged, UPSTREAM_STDERR_PER_S a second */
-    struct cgroup_child *cg;  /* a boxed child's cgroup (cgroup.h); NULL: none */
-    struct sandbox_watch *box_w;          /* its seccomp refusals, counted; NULL: not */
-    struct upstream_server *srv;          /* its server's row */
-    struct upstream *srv_next, *srv_prev; /* the row's children not yet freed */
-    bool due;                             /* in upstream_due: written at the batch's end */
-    struct upstream *due_next;
-};
 
 static size_t upstream_live;
 
@@ -84,32 +54,6 @@ static struct upstream *upstream_due;
 /* A queue this long is written at once, batch or not: a pipe holds 64 KiB unread. */
 #define UPSTREAM_BATCH_BYTES (64 * 1024)
 
-/*
- * Counters of one server (by name), kept for the life of the process so that /metrics stays
- * monotonic across reloads, and the server's children not yet freed (for their memory).
- */
-struct upstream_server {
-    struct metrics_row row; /* its name, the next server's row */
-    size_t running;
-    uint64_t spawned, spawn_failed;
-    uint64_t exited[3]; /* exit_zero, exit_nonzero, signal */
-    uint64_t stdin_bytes, stdout_bytes;
-    struct upstream *children;
-};
-
-static struct metrics_row *upstream_servers; /* struct upstream_server rows */
-
-static struct upstream_server *
-upstream_server_of(const char *name)
-{
-    return metrics_row_of(&upstream_servers, name, sizeof(struct upstream_server));
-}
-
-void
-upstream_server_seen(const char *server)
-{
-    (void)upstream_server_of(server);
-}
 
 static void upstream_out_ready(int fd, uint32_t events, void *arg);
 static void upstream_in_ready(int fd, uint32_t events, void *arg);
@@ -945,74 +889,4 @@ upstream_close(struct upstream *u, const char *reason)
     /* While stdin is still flushing, step 0 closes it after the grace period at the latest. */
     u->timer = loop_timer_add(u->l, u->stdin_grace_ms, upstream_ladder, u);
     upstream_maybe_free(u);
-}
-
-void
-upstream_metrics(struct buf *b)
-{
-    static const char *const statuses[] = { "exit_zero", "exit_nonzero", "signal" };
-    char labels[192];
-    const struct upstream_server *r;
-    metrics_family(b, "mcpgw_children_running", "gauge",
-                   "Child processes not yet reaped (stopping ones included), by server.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_children_running", labels, r->running);
-    }
-    metrics_family(b, "mcpgw_children_spawned_total", "counter", "Child processes started.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_children_spawned_total", labels, r->spawned);
-    }
-    metrics_family(b, "mcpgw_children_spawn_failures_total", "counter",
-                   "Child processes that could not be started.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_children_spawn_failures_total", labels, r->spawn_failed);
-    }
-    metrics_family(b, "mcpgw_children_exited_total", "counter",
-                   "Child processes reaped, by server and how they ended.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r))
-        for (size_t i = 0; i < ARRAY_LEN(statuses); i++) {
-            snprintf(labels, sizeof(labels), "server=\"%s\",status=\"%s\"", r->row.name,
-                     statuses[i]);
-            metrics_sample(b, "mcpgw_children_exited_total", labels, r->exited[i]);
-        }
-    /* One read of /proc/PID/statm per child not yet reaped: bounded by the children alive. */
-    metrics_family(b, "mcpgw_children_resident_memory_bytes", "gauge",
-                   "Resident memory of the server's children (their own processes, not what they "
-                   "started), read at the scrape.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        uint64_t bytes = 0;
-        for (const struct upstream *u = r->children; u != NULL; u = u->srv_next)
-            if (u->pid > 0 && !u->exited)
-                bytes += metrics_resident_bytes(u->pid);
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_children_resident_memory_bytes", labels, bytes);
-    }
-    metrics_family(b, "mcpgw_child_stdin_bytes_total", "counter",
-                   "Bytes written to children, by server.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_child_stdin_bytes_total", labels, r->stdin_bytes);
-    }
-    metrics_family(b, "mcpgw_child_stdout_bytes_total", "counter",
-                   "Bytes read from children, by server.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_child_stdout_bytes_total", labels, r->stdout_bytes);
-    }
-}
-
-void
-upstream_module_free(void)
-{
-    metrics_rows_free(&upstream_servers);
 }
