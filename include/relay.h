@@ -263,7 +263,7 @@ void relay_make_room(struct relay *r, size_t max);
  */
 struct pending *relay_answered(struct relay *r, enum pending_dir dir, const char *line,
                                const struct jsonrpc_info *info, uint64_t *late);
-/* The minted id of p as text into buf (room for 24 bytes); its length. */
+/* The minted id of p as text into buf (room for UTIL_U64_TEXT_MAX bytes); its length. */
 size_t relay_id_text(const struct pending *p, char *buf);
 
 /*

@@ -653,10 +653,10 @@ modern_round(struct session *s, struct stream *st, struct pending *p, struct mod
         struct pending *q = pending_add(&s->r.pt, PENDING_TO_CLIENT, as.a[i].key, as.a[i].key_len,
                                         as.a[i].method, stream_id(st), util_now_ms());
         s->stats->requests[1][session_class(as.a[i].method)]++;
-        char id[24], head[ENVELOPE_HEAD_MAX];
-        int idlen = snprintf(id, sizeof id, "%" PRIu64, q->gw_id);
+        char id[UTIL_U64_TEXT_MAX], head[ENVELOPE_HEAD_MAX];
+        size_t idlen = relay_id_text(q, id);
         struct iovec iov[4];
-        session_push(s, st, iov, envelope_question(&as.a[i], id, (size_t)idlen, head, iov));
+        session_push(s, st, iov, envelope_question(&as.a[i], id, idlen, head, iov));
         c->asks[c->nasks++] = q->gw_id;
         c->open++;
     }

@@ -260,7 +260,7 @@ session_child_request(void *owner, const char *line, size_t len, const struct js
                                     info->method, stream_id(st), util_now_ms());
     s->stats->requests[1][session_class(info->method)]++;
     char idbuf[UTIL_U64_TEXT_MAX];
-    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    size_t idlen = relay_id_text(p, idbuf);
     session_splice_push(s, st, line, len, info->id, idbuf, idlen);
     log_debug(s->id, "child request %s sent on %s stream %" PRIu64 " as client id %" PRIu64,
               info->method, stream_is_get(st) ? "GET" : "POST", stream_id(st), p->gw_id);
@@ -299,7 +299,7 @@ session_child_cancel(void *owner, struct pending *p, const char *line, size_t le
     if (st == NULL || stream_ended(st) || stream_dropped(st))
         return;
     char idbuf[UTIL_U64_TEXT_MAX];
-    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    size_t idlen = relay_id_text(p, idbuf);
     session_splice_push(s, st, line, len, info->request_id, idbuf, idlen);
 }
 
@@ -534,7 +534,7 @@ session_client_request(struct session *s, struct stream *st, char *body, size_t 
         session_modern_begin(s, body, info);
     }
     char idbuf[UTIL_U64_TEXT_MAX];
-    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    size_t idlen = relay_id_text(p, idbuf);
     int sent = s->modern != NULL ? session_modern_send(s, p, body, len, info, idbuf, idlen)
                                  : SESSION_MODERN_PASS;
     if (sent == SESSION_MODERN_PASS)
@@ -570,7 +570,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
         return;
     }
     char idbuf[UTIL_U64_TEXT_MAX];
-    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    size_t idlen = relay_id_text(p, idbuf);
     if (session_splice_send(s, body, len, info->request_id, idbuf, idlen) == -1)
         log_warn(s->id, "client cancel for %s not delivered: child stdin full", p->method);
     else

@@ -163,7 +163,7 @@ session_wake(struct session *s)
     p->start_us = now_us;
     s->init_gw_id = p->gw_id;
     char idbuf[UTIL_U64_TEXT_MAX];
-    size_t idlen = util_u64_text(p->gw_id, idbuf);
+    size_t idlen = relay_id_text(p, idbuf);
     struct relay_edit ed = { s->init_id.off, s->init_id.len, idbuf, idlen };
     struct iovec iov[2 * RELAY_EDITS_MAX + 2];
     int k = relay_splice(s->init_body, s->init_len, &ed, 1, iov);
