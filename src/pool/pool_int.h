@@ -850,10 +850,12 @@ void pool_listen_end_all(struct pool *p, const char *error, enum relay_reason wh
  * c is not ready (what a starting child says is of its own start).
  */
 bool pool_listen_notify(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
-/* True when line (an answer of c) is one to the gateway's own resources/(un)subscribe: handled. */
-/* The least busy ready child of p (fewest requests in flight), or NULL: where a subscription or
- * the gateway's listen is held. */
+/*
+ * The least busy ready child of p (fewest requests in flight), or NULL: where a subscription or
+ * the gateway's listen is held.
+ */
 struct pool_child *pool_least_busy_ready(struct pool *p);
+/* True when line (an answer of c) is one to the gateway's own resources/(un)subscribe: handled. */
 bool pool_listen_answer(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* Periodic: subscriptions that wait (their send failed, or no child was ready) are placed. */
 void pool_listen_retry(struct pool *p);
