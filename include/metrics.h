@@ -45,6 +45,9 @@ void metrics_rows_free(struct metrics_row **rows);
 void metrics_family(struct buf *b, const char *name, const char *type, const char *help);
 /* One sample; labels is NULL or the inside of the braces, e.g. "reason=\"expired\"". */
 void metrics_sample(struct buf *b, const char *name, const char *labels, uint64_t value);
+/* A family with one series per row (server="its name"): the uint64_t at off in each row. */
+void metrics_per_server(struct buf *b, const struct metrics_row *rows, const char *name,
+                        const char *type, const char *help, size_t off);
 /* A whole histogram family in seconds (name ends in _seconds). */
 void metrics_histogram(struct buf *b, const char *name, const char *help,
                        const struct metrics_hist *h);

@@ -65,6 +65,20 @@ metrics_sample(struct buf *b, const char *name, const char *labels, uint64_t val
 }
 
 void
+metrics_per_server(struct buf *b, const struct metrics_row *rows, const char *name,
+                   const char *type, const char *help, size_t off)
+{
+    char labels[256];
+    metrics_family(b, name, type, help);
+    for (const struct metrics_row *r = rows; r != NULL; r = r->next) {
+        uint64_t v;
+        memcpy(&v, (const char *)r + off, sizeof(v));
+        snprintf(labels, sizeof(labels), "server=\"%s\"", r->name);
+        metrics_sample(b, name, labels, v);
+    }
+}
+
+void
 metrics_histogram_series(struct buf *b, const char *name, const char *labels,
                          const struct metrics_hist *h)
 {

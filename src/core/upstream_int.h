@@ -55,14 +55,14 @@ struct upstream {
  */
 struct upstream_server {
     struct metrics_row row; /* its name, the next server's row */
-    size_t running;
+    uint64_t running;       /* children not yet freed */
     uint64_t spawned, spawn_failed;
     uint64_t exited[3]; /* exit_zero, exit_nonzero, signal */
     uint64_t stdin_bytes, stdout_bytes;
     struct upstream *children;
 };
 
-/* The counters of the server named name, made at its first use; they live until the module's end. */
+/* The counters of the server named name, made at its first use (until the module ends). */
 struct upstream_server *upstream_server_of(const char *name);
 
 #endif

@@ -3,6 +3,7 @@
  * Child processes counted by server: the rows upstream.c counts in, kept for the life of the
  * process so that /metrics stays monotonic across reloads, and what /metrics says of them.
  */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "upstream_int.h"
@@ -28,26 +29,14 @@ upstream_metrics(struct buf *b)
     static const char *const statuses[] = { "exit_zero", "exit_nonzero", "signal" };
     char labels[192];
     const struct upstream_server *r;
-    metrics_family(b, "mcpgw_children_running", "gauge",
-                   "Child processes not yet reaped (stopping ones included), by server.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_children_running", labels, r->running);
-    }
-    metrics_family(b, "mcpgw_children_spawned_total", "counter", "Child processes started.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_children_spawned_total", labels, r->spawned);
-    }
-    metrics_family(b, "mcpgw_children_spawn_failures_total", "counter",
-                   "Child processes that could not be started.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_children_spawn_failures_total", labels, r->spawn_failed);
-    }
+    metrics_per_server(b, upstream_servers, "mcpgw_children_running", "gauge",
+                       "Child processes not yet reaped (stopping ones included), by server.",
+                       offsetof(struct upstream_server, running));
+    metrics_per_server(b, upstream_servers, "mcpgw_children_spawned_total", "counter",
+                       "Child processes started.", offsetof(struct upstream_server, spawned));
+    metrics_per_server(b, upstream_servers, "mcpgw_children_spawn_failures_total", "counter",
+                       "Child processes that could not be started.",
+                       offsetof(struct upstream_server, spawn_failed));
     metrics_family(b, "mcpgw_children_exited_total", "counter",
                    "Child processes reaped, by server and how they ended.");
     for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
@@ -70,20 +59,12 @@ upstream_metrics(struct buf *b)
         snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
         metrics_sample(b, "mcpgw_children_resident_memory_bytes", labels, bytes);
     }
-    metrics_family(b, "mcpgw_child_stdin_bytes_total", "counter",
-                   "Bytes written to children, by server.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_child_stdin_bytes_total", labels, r->stdin_bytes);
-    }
-    metrics_family(b, "mcpgw_child_stdout_bytes_total", "counter",
-                   "Bytes read from children, by server.");
-    for (r = (const struct upstream_server *)(void *)upstream_servers; r != NULL;
-         r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_child_stdout_bytes_total", labels, r->stdout_bytes);
-    }
+    metrics_per_server(b, upstream_servers, "mcpgw_child_stdin_bytes_total", "counter",
+                       "Bytes written to children, by server.",
+                       offsetof(struct upstream_server, stdin_bytes));
+    metrics_per_server(b, upstream_servers, "mcpgw_child_stdout_bytes_total", "counter",
+                       "Bytes read from children, by server.",
+                       offsetof(struct upstream_server, stdout_bytes));
 }
 
 void

@@ -147,21 +147,6 @@ session_rows(void)
     return (struct session_server *)(void *)sessions.servers;
 }
 
-/* A counter family with one series per server: the uint64_t at off in each row. */
-static void
-session_per_server(struct buf *b, const char *name, const char *help, size_t off)
-{
-    char labels[256];
-    const struct session_server *r;
-    metrics_family(b, name, "counter", help);
-    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
-        uint64_t v;
-        memcpy(&v, (const char *)r + off, sizeof(v));
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, name, labels, v);
-    }
-}
-
 void
 session_metrics(struct buf *b, size_t (*pooled)(const char *server))
 {
@@ -232,18 +217,18 @@ session_metrics(struct buf *b, size_t (*pooled)(const char *server))
                          r->row.name, d == 0 ? "to_child" : "to_client", session_classes[i]);
                 metrics_sample(b, "mcpgw_requests_total", labels, r->requests[d][i]);
             }
-    session_per_server(b, "mcpgw_late_messages_dropped_total",
+    metrics_per_server(b, sessions.servers, "mcpgw_late_messages_dropped_total", "counter",
                        "Answers and progress that arrived after their request was cancelled, by "
                        "server.",
                        offsetof(struct session_server, late_dropped));
-    session_per_server(b, "mcpgw_request_timeouts_total",
+    metrics_per_server(b, sessions.servers, "mcpgw_request_timeouts_total", "counter",
                        "Requests that passed their request_timeout_ms, by server.",
                        offsetof(struct session_server, timeouts));
-    session_per_server(b, "mcpgw_child_lines_invalid_total",
+    metrics_per_server(b, sessions.servers, "mcpgw_child_lines_invalid_total", "counter",
                        "Lines from sessions' children that were not JSON-RPC (dropped), by "
                        "server.",
                        offsetof(struct session_server, child_lines_invalid));
-    session_per_server(b, "mcpgw_notifications_dropped_total",
+    metrics_per_server(b, sessions.servers, "mcpgw_notifications_dropped_total", "counter",
                        "Child notifications no stream could take, by server.",
                        offsetof(struct session_server, notifications_dropped));
     metrics_family(b, "mcpgw_request_duration_seconds", "histogram",
