@@ -7,11 +7,19 @@ import assert from 'node:assert/strict';
 import { ACCEPT_BOTH, request, rpc } from './gw.mjs';
 import { scaled } from './timing.mjs';
 
+/** The longest a POST here waits for its response to start: a request never answered fails the test. */
+const HEAD_MS = 60000;
+
 /** POST msg to gw's path p with token (and session sid, and more headers). */
 export function bearerPost(gw, p, msg, token, sid, headers = {}) {
   const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, Authorization: `Bearer ${token}`, ...headers };
   if (sid) h['Mcp-Session-Id'] = sid;
-  return request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg });
+  const ms = scaled(HEAD_MS);
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`POST ${p} (${msg.method ?? 'answer'}): no response within ${ms} ms`)), ms);
+  });
+  return Promise.race([request(`${gw.base}${p}`, { method: 'POST', headers: h, body: msg }), late]).finally(() => clearTimeout(timer));
 }
 
 const initMsg = () => rpc('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bearer-it', version: '1' } });
