@@ -32,6 +32,7 @@
 #include "log.h"
 
 #define HTTP_PRM_PREFIX    "/.well-known/oauth-protected-resource"
+#define HTTP_PARK_MHD_VERSION "0.9.75" /* the libmicrohttpd parking was read and tested on */
 #define HTTP_RUNS_PER_TURN 4 /* MHD_run calls in one loop turn, at most (http_run) */
 
 /* The well-known metadata paths exist only while a token is required. */
@@ -389,6 +390,8 @@ http_handle(struct MHD_Connection *c, const char *url, const char *method, const
             rc->conn->rc = rc;
         ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
         size_t head_size = ci != NULL ? ci->header_size : 0;
+        if (rc->conn != NULL)
+            rc->conn->rx_bytes += head_size;
         const char *bad_head = http_read_head(rc, method, version, head_size);
         http_access_start(rc, url, method);
         httpd.cur = rc;
@@ -427,6 +430,8 @@ http_handle(struct MHD_Connection *c, const char *url, const char *method, const
         }
     }
     if (*upload_data_size > 0) {
+        if (rc->conn != NULL)
+            rc->conn->rx_bytes += *upload_data_size;
         bool more = http_body(rc, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return more ? MHD_YES : MHD_NO;
@@ -479,7 +484,6 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     (void)cls;
     (void)c;
-    (void)toe;
     struct http_req *rc = *con_cls;
     if (rc == NULL)
         return;
@@ -494,6 +498,8 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (rc->conn != NULL && rc->conn->rc == rc) {
         rc->conn->rc = NULL;
         rc->conn->deadline_ms = 0; /* idle keep-alive: connection_timeout_s applies */
+        if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && rc->waited && rc->body_in)
+            http_park(rc->conn);
     }
     auth_principal_unref(rc->principal);
     auth_claims_unref(rc->claims);
@@ -615,6 +621,11 @@ http_start(struct loop *l, const struct config *cfg, struct auth *auth)
         httpd.listen_fd = -1;
         return -1;
     }
+    /* Parking relies on how this version suspends, resumes and polls (src/README.md, section 6). */
+    httpd.park_ok = strcmp(MHD_get_version(), HTTP_PARK_MHD_VERSION) == 0;
+    if (!httpd.park_ok)
+        log_info(NULL, "libmicrohttpd %s: idle connections are not parked (known for %s)",
+                 MHD_get_version(), HTTP_PARK_MHD_VERSION);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(httpd.d, MHD_DAEMON_INFO_EPOLL_FD);
     httpd.mhd_w = loop_watch_add(l, di->epoll_fd, EPOLLIN, http_mhd_ready, NULL);
     if (httpd.mhd_w == NULL) {
@@ -658,6 +669,7 @@ http_run(void)
     for (int i = 0; i < HTTP_RUNS_PER_TURN; i++) {
         httpd.need_run = false;
         MHD_run(httpd.d);
+        http_park_check();
         MHD_UNSIGNED_LONG_LONG t;
         if (!httpd.need_run && (MHD_get_timeout(httpd.d, &t) != MHD_YES || t > 0))
             return;
@@ -697,7 +709,8 @@ http_stop(void)
         return;
     /*
      * MHD 0.9.75 aborts when stopped with a connection suspended: a request still held or
-     * streaming at the stop deadline is dropped and resumed first, and one run lets MHD see it.
+     * streaming at the stop deadline is dropped and resumed first, a parked connection resumed,
+     * and one run lets MHD see them.
      */
     size_t resumed = 0;
     for (struct http_conn *k = httpd.conns; k != NULL; k = k->next)
@@ -705,11 +718,12 @@ http_stop(void)
             http_drop(k->rc);
             resumed++;
         }
-    if (resumed > 0) {
+    if (resumed > 0)
         log_warn(NULL, "stopping with %zu requests still waiting: their connections are closed",
                  resumed);
+    httpd.park_ok = false; /* what completes in this last run stays resumed */
+    if (http_unpark_all() + resumed > 0)
         MHD_run(httpd.d);
-    }
     loop_watch_del(httpd.mhd_w);
     httpd.mhd_w = NULL;
     MHD_stop_daemon(httpd.d);

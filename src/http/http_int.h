@@ -77,6 +77,12 @@ struct http_conn {
     const char *target;            /* its target, in MHD's buffer (compared, never read) */
     size_t target_len;             /* the target's strlen when the line was read */
     uint64_t deadline_ms;          /* the request's headers or body must be in by then; 0: none */
+    struct MHD_Connection *c;      /* MHD's, for parking (http_park) */
+    uint64_t rx_bytes;             /* request heads and bodies MHD passed on, in bytes */
+    bool parked;                   /* suspended between requests, until its socket is readable */
+    bool park_check;               /* parked in this MHD_run: in httpd.to_check */
+    uint64_t parked_ms;            /* since when: connection_timeout_s counts from there */
+    struct http_conn *park_prev, *park_next; /* httpd.to_check */
     bool peer_known;               /* peer holds the peer's address as text (http_access.c) */
     char peer[46];                 /* INET6_ADDRSTRLEN: formatted once, not on every request */
     struct http_conn *prev, *next; /* H.conns */
@@ -152,6 +158,7 @@ struct http_req {
     char sid_tag[CRYPTO_SESSION_ID_MAX]; /* what logs name it by: sid, or a sealed id's label */
     struct stream *st;
     bool suspended;
+    bool waited; /* was suspended: MHD took its socket out of its epoll set (http_park) */
     bool dropped;
     bool held;                      /* a POST stream waiting for its answer, no response queued */
     bool with_sid;                  /* the response carries Mcp-Session-Id (a new session) */
@@ -196,6 +203,9 @@ struct http_globals {
     const struct config *cfg;
     struct auth *auth;
     struct http_conn *conns; /* every open connection, for the header and body deadlines */
+    struct http_conn *to_check; /* parked in this MHD_run, checked after it (http_park_check) */
+    size_t parked;              /* connections parked now */
+    bool park_ok;               /* this libmicrohttpd's parking is known (src/README.md) */
     struct loop_watch *mhd_w;
     int listen_fd;
     bool need_run;
@@ -275,6 +285,8 @@ void http_access_end(struct http_req *rc);
 /* http_sse.c */
 void http_detach(struct http_req *rc);
 void http_drop(struct http_req *rc);
+/* Suspends rc's connection until http_resume (MHD_suspend_connection's rules apply). */
+void http_suspend(struct http_req *rc);
 /* Lets MHD run a suspended request again (this loop turn). */
 void http_resume(struct http_req *rc);
 enum MHD_Result http_sse(struct http_req *rc, struct stream *st, bool with_sid);
@@ -395,6 +407,12 @@ bool http_refuse_drained(struct http_req *rc, const struct jsonrpc_info *info,
 void http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                  enum MHD_ConnectionNotificationCode toe);
 void *http_request_line(void *cls, const char *uri, struct MHD_Connection *c);
+/* From MHD's completed notification of a request that waited suspended: parks conn. */
+void http_park(struct http_conn *conn);
+/* After each MHD_run: resumes what was parked in it but is closing or has bytes left to read. */
+void http_park_check(void);
+/* Resumes every parked connection (before MHD_stop_daemon, which aborts on a suspended one). */
+size_t http_unpark_all(void);
 
 /* http_mcp.c: token_exchange's exchange of the request's token (true: answered or waiting). */
 bool http_exchange(struct http_req *rc, enum MHD_Result *ret);

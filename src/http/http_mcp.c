@@ -425,8 +425,7 @@ http_exchange(struct http_req *rc, enum MHD_Result *ret)
         rc->xchg = auth_exchange_start(httpd.auth, rc->srv, tok, n, http_exchange_done, rc, &now);
         if (rc->xchg != NULL) {
             rc->auth_again = true;
-            rc->suspended = true;
-            MHD_suspend_connection(rc->c);
+            http_suspend(rc);
             *ret = MHD_YES;
             return true;
         }
@@ -754,8 +753,7 @@ http_auth_wait(struct http_req *rc)
 {
     rc->auth_wait = auth_wait(httpd.auth, http_auth_wake, rc);
     rc->auth_again = true;
-    rc->suspended = true;
-    MHD_suspend_connection(rc->c);
+    http_suspend(rc);
     return MHD_YES;
 }
 

@@ -253,6 +253,9 @@ http_metrics(struct http_req *rc)
     metrics_family(&b, "mcpgw_http_requests_open", "gauge",
                    "HTTP requests being handled (open streams included).");
     metrics_sample(&b, "mcpgw_http_requests_open", NULL, httpd.live);
+    metrics_family(&b, "mcpgw_http_connections_parked", "gauge",
+                   "Kept-alive connections parked between requests (suspended until bytes come).");
+    metrics_sample(&b, "mcpgw_http_connections_parked", NULL, httpd.parked);
     metrics_family(&b, "mcpgw_http_responses_total", "counter", "HTTP responses by status class.");
     for (unsigned i = 1; i < 6; i++) {
         char labels[16];

@@ -14,6 +14,14 @@
 #include "pool.h"
 
 void
+http_suspend(struct http_req *rc)
+{
+    rc->suspended = true;
+    rc->waited = true;
+    MHD_suspend_connection(rc->c);
+}
+
+void
 http_resume(struct http_req *rc)
 {
     if (!rc->suspended)
@@ -67,8 +75,7 @@ http_sse_reader(void *cls, uint64_t pos, char *out, size_t max)
     if (stream_finished(rc->st) || stream_hung_up(rc->st))
         return MHD_CONTENT_READER_END_OF_STREAM;
     /* Never return 0 without suspending: MHD would spin (src/README.md, section 6). */
-    rc->suspended = true;
-    MHD_suspend_connection(rc->c);
+    http_suspend(rc);
     return 0;
 }
 
@@ -145,8 +152,7 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
     if (stream_ended(st) || (rc->stateless && stream_pending(st) > 0))
         return http_unhold(rc);
     rc->hold = loop_timer_add(httpd.l, hold_ms, http_hold_over, rc);
-    rc->suspended = true;
-    MHD_suspend_connection(rc->c);
+    http_suspend(rc);
     return MHD_YES;
 }
 

@@ -288,6 +288,7 @@ const FAMILIES = {
   mcpgw_server_state: ['gauge', BY_SERVER('state', ['ok', 'failing', 'broken', 'drained', 'starting'])],
   mcpgw_ready: ['gauge', [{}]],
   mcpgw_http_requests_open: ['gauge', [{}]],
+  mcpgw_http_connections_parked: ['gauge', [{}]],
   mcpgw_http_responses_total: ['counter', LABELS('code', ['1xx', '2xx', '3xx', '4xx', '5xx'])],
   mcpgw_http_received_bytes_total: ['counter', [{}]],
   mcpgw_http_sent_bytes_total: ['counter', [{}]],
