@@ -24,7 +24,7 @@
 // the children's PSS passes G GiB; 8), --many-modes child,pooled (the session modes, in order)),
 // --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
 // B, run right after the gateway in every scenario the gateway runs but auth, elicit_stateless, init_box,
-// on the same configuration; the table gets its column and G/B, the median of each round's ratio,
+// init_pooled and wake (echo16x4_pooled and echo16x4_box included), on the same configuration; the table gets its column and G/B, the median of each round's ratio,
 // and the versions line its --version).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
@@ -773,8 +773,8 @@ const scenarios = [
   // children), so the two differ only in how a request reaches it. The load generator is unchanged:
   // a pooled session speaks the legacy protocol (initialize, Mcp-Session-Id). Gateway only: the
   // mode is its own (supergateway has no pooled sessions; D is echo16x4's).
-  { name: 'echo16x4_pooled', who: ['gateway'], gatewayOnly: true, run: (c) => viaServer(c, { pool: {}, sessionMode: 'pooled' }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
-  { name: 'echo16x4_box', who: ['gateway'], gatewayOnly: true, run: (c) => viaServer(c, { sandbox: 'on' }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo16x4_pooled', who: ['gateway'], gatewayOnly: true, withBefore: true, run: (c) => viaServer(c, { pool: {}, sessionMode: 'pooled' }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo16x4_box', who: ['gateway'], gatewayOnly: true, withBefore: true, run: (c) => viaServer(c, { sandbox: 'on' }, (s) => ['--url', s.url, '--pid', s.pid, '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // The gateway's system calls per echo (strace -c -f -p PID over the measured window; see
   // SYSCALL_BOUNDS): 1x1, 1 session x 16 in flight and 16 x 4, legacy and stateless. Stateless on a
   // pool of 4 children all started at once, so no spawn falls in the counted window. A held POST
@@ -1161,7 +1161,7 @@ const results = {}; // scenario -> contender -> [result per round]
 const record = (sc, c, r) => { ((results[sc] ??= {})[c] ??= []).push(r); };
 const enabled = (sc) => !only || only.includes(sc.name) || (sc.group && only.includes(sc.group));
 // With --before, B runs right after G: G, B, S, D in each scenario and round.
-const contenders = (sc) => (beforeBin && !sc.gatewayOnly && sc.who.includes('gateway') ? sc.who.flatMap((c) => (c === 'gateway' ? [c, 'before'] : [c])) : sc.who);
+const contenders = (sc) => (beforeBin && (!sc.gatewayOnly || sc.withBefore) && sc.who.includes('gateway') ? sc.who.flatMap((c) => (c === 'gateway' ? [c, 'before'] : [c])) : sc.who);
 const t0 = Date.now();
 try {
   for (let round = 1; round <= rounds; round++) {
