@@ -87,6 +87,17 @@ class Raw {
   destroy() { this.s.destroy(); }
 }
 
+/** Runs fn(c) on a new connection c (opts: Raw's), which is destroyed after it. */
+async function withRaw(gw, fn, opts) {
+  const c = new Raw(gw, opts);
+  await c.ready;
+  try {
+    return await fn(c);
+  } finally {
+    c.destroy();
+  }
+}
+
 /** The raw text of a POST of msg in session sid (headers: more, or replacing, lines). */
 function postText(gw, sid, msg, headers = {}, { version = '1.1' } = {}) {
   const body = typeof msg === 'string' ? msg : JSON.stringify(msg);
@@ -126,9 +137,7 @@ const opts = (gateway = {}) => ({ gateway: { response_hold_ms: HOLD, ...gateway 
 test('a waited echo parks its kept-alive connection, and each next request resumes it: 20 in a row, one connection', async () => {
   await withGateway(opts(), async (gw) => {
     const s = await initSession(gw);
-    const c = new Raw(gw);
-    await c.ready;
-    try {
+    await withRaw(gw, async (c) => {
       await parkedIs(gw, 0, 'before');
       for (let i = 0; i < 20; i++) {
         await c.write(postText(gw, s.sid, echo(`p-${i}`, `park ${i}`)));
@@ -136,9 +145,7 @@ test('a waited echo parks its kept-alive connection, and each next request resum
         await parkedIs(gw, 1, `after call ${i}`);
       }
       assert.equal(c.closed, false);
-    } finally {
-      c.destroy();
-    }
+    });
     await parkedIs(gw, 0, 'after the client closed');
   });
 });
@@ -147,9 +154,7 @@ test('pipelined requests behind a waited one are all answered, in order: in one 
   await withGateway(opts(), async (gw) => {
     const s = await initSession(gw);
     for (const [what, n, pad] of [['3 in one write', 3, 0], ['8 of 12 KiB each in one write (96 KiB)', 8, 12 * 1024]]) {
-      const c = new Raw(gw);
-      await c.ready;
-      try {
+      await withRaw(gw, async (c) => {
         // The first request parks the connection; the pipelined ones come while it is parked.
         await c.write(postText(gw, s.sid, echo('first', 'first')));
         assertEcho(await c.response(`${what}: first`), 'first', 'first', what);
@@ -162,9 +167,7 @@ test('pipelined requests behind a waited one are all answered, in order: in one 
         await c.write(postText(gw, s.sid, echo('a', 'a')) + postText(gw, s.sid, echo('b', 'b')));
         assertEcho(await c.response(`${what}: a`), 'a', 'a', what);
         assertEcho(await c.response(`${what}: b`), 'b', 'b', what);
-      } finally {
-        c.destroy();
-      }
+      });
       await parkedIs(gw, 0, `${what}: closed`);
     }
   });
@@ -173,9 +176,7 @@ test('pipelined requests behind a waited one are all answered, in order: in one 
 test('a request in pieces: part of it behind a waited one, the rest after its answer; then one byte at a time', async () => {
   await withGateway(opts(), async (gw) => {
     const s = await initSession(gw);
-    const c = new Raw(gw);
-    await c.ready;
-    try {
+    await withRaw(gw, async (c) => {
       const next = postText(gw, s.sid, echo('piece', 'in pieces'));
       for (const cut of [3, 40, next.length - 1]) {
         await c.write(postText(gw, s.sid, echo(`w-${cut}`, 'waited')) + next.slice(0, cut));
@@ -188,18 +189,14 @@ test('a request in pieces: part of it behind a waited one, the rest after its an
       for (let i = 0; i < drip.length; i += 1) await c.write(drip[i]);
       assertEcho(await c.response('dripped'), 'drip', 'a byte at a time', 'dripped');
       await parkedIs(gw, 1, 'after the drip');
-    } finally {
-      c.destroy();
-    }
+    });
   });
 });
 
 test('a chunked request body is answered, and so is the next request on its connection', async () => {
   await withGateway(opts(), async (gw) => {
     const s = await initSession(gw);
-    const c = new Raw(gw);
-    await c.ready;
-    try {
+    await withRaw(gw, async (c) => {
       const body = JSON.stringify(echo('ch', 'chunked'));
       const chunked = postText(gw, s.sid, '', { 'Content-Length': undefined, 'Transfer-Encoding': 'chunked' })
         + `${(10).toString(16)}\r\n${body.slice(0, 10)}\r\n${(body.length - 10).toString(16)}\r\n${body.slice(10)}\r\n0\r\n\r\n`;
@@ -207,9 +204,7 @@ test('a chunked request body is answered, and so is the next request on its conn
       assertEcho(await c.response('chunked'), 'ch', 'chunked', 'chunked');
       await c.write(postText(gw, s.sid, echo('after', 'after')));
       assertEcho(await c.response('after'), 'after', 'after', 'after the chunked one');
-    } finally {
-      c.destroy();
-    }
+    });
   });
 });
 
@@ -230,16 +225,12 @@ test('connections that must end are not kept parked: Connection: close and HTTP/
       ['Connection: close', postText(gw, s.sid, echo('cc', 'close'), { Connection: 'close' })],
       ['HTTP/1.0', postText(gw, s.sid, echo('cc', 'close'), {}, { version: '1.0' })],
     ]) {
-      const c = new Raw(gw, { halfOpen: true });
-      await c.ready;
-      try {
+      await withRaw(gw, async (c) => {
         await c.write(text);
         assertEcho(await c.response(what), 'cc', 'close', what);
         await c.closedBy(what);
         await settled(gw, base, what);
-      } finally {
-        c.destroy();
-      }
+      }, { halfOpen: true });
     }
     // The client ends a parked connection: FIN, then RST.
     for (const how of ['end', 'resetAndDestroy']) {
@@ -259,9 +250,7 @@ test('a parked connection idle for connection_timeout_s is closed, never before'
     const s = await initSession(gw);
     await parkedIs(gw, 0, 'before');
     const base = fds(gw);
-    const c = new Raw(gw, { halfOpen: true });
-    await c.ready;
-    try {
+    await withRaw(gw, async (c) => {
       await c.write(postText(gw, s.sid, echo('idle', 'idle')));
       assertEcho(await c.response('idle'), 'idle', 'idle', 'idle');
       const t0 = performance.now();
@@ -270,9 +259,7 @@ test('a parked connection idle for connection_timeout_s is closed, never before'
       const took = performance.now() - t0;
       assert.ok(took >= 900, `closed ${took.toFixed(0)} ms after its answer: before connection_timeout_s (1 s)`);
       await settled(gw, base, 'after connection_timeout_s');
-    } finally {
-      c.destroy();
-    }
+    }, { halfOpen: true });
   });
 });
 
