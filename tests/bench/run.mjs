@@ -23,9 +23,10 @@
 // --many-concurrency N (opened at once; 4 quick, 8 full), --many-guard-gib G (stop opening once
 // the children's PSS passes G GiB; 8), --many-modes child,pooled (the session modes, in order)),
 // --before BIN (another mcp-gateway binary, e.g. one built from an older commit: one more contender,
-// B, run right after the gateway in every scenario the gateway runs but auth, elicit_stateless, init_box,
-// init_pooled and wake (echo16x4_pooled and echo16x4_box included), on the same configuration; the table gets its column and G/B, the median of each round's ratio,
-// and the versions line its --version).
+// B, run right after the gateway in every scenario the gateway runs but auth, elicit_stateless,
+// init_box, init_pooled and wake (echo16x4_pooled and echo16x4_box included), on the same
+// configuration; the table gets its column and G/B, the median of each round's ratio, and the
+// versions line its --version).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
 // when supergateway is missing, binds loopback only and ends every process it started, by pid.
 // The auth scenarios also run tests/bench/authserver.mjs (HTTPS, a certificate made with openssl).
