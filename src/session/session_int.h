@@ -136,7 +136,7 @@ struct session_server {
      * the spawn to the replayed initialize's answer; sessions asleep (scratch of the scrape). */
     uint64_t sleeps, wakes, wake_failures;
     struct metrics_hist wake;
-    size_t asleep;
+    uint64_t asleep;
 };
 
 /* The layer's state: one table of sessions per process. */

@@ -159,13 +159,10 @@ session_metrics(struct buf *b, size_t (*pooled)(const char *server))
         metrics_sample(b, "mcpgw_sessions_open", labels,
                        r->open + (pooled != NULL ? pooled(r->row.name) : 0));
     }
-    metrics_family(b, "mcpgw_sessions_created_total", "counter",
-                   "Child-mode sessions created, by server (a pooled session is not counted: any "
-                   "instance takes one up).");
-    for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_sessions_created_total", labels, r->created);
-    }
+    metrics_per_server(b, sessions.servers, "mcpgw_sessions_created_total", "counter",
+                       "Child-mode sessions created, by server (a pooled session is not counted: "
+                       "any instance takes one up).",
+                       offsetof(struct session_server, created));
     metrics_family(b, "mcpgw_sessions_closed_total", "counter",
                    "Sessions ended, by server and reason.");
     for (r = session_rows(); r != NULL; r = METRICS_ROW_NEXT(r))

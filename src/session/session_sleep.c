@@ -315,12 +315,9 @@ session_sleep_metrics(struct buf *b)
     for (size_t i = 0; i < sessions.nbuckets; i++)
         for (const struct session *s = sessions.buckets[i]; s != NULL; s = s->hnext)
             s->stats->asleep += s->nap == SESSION_ASLEEP;
-    metrics_family(b, "mcpgw_sessions_asleep", "gauge",
-                   "Sessions whose child sleeps now (child_sleep_after_s), by server.");
-    for (r = rows; r != NULL; r = METRICS_ROW_NEXT(r)) {
-        snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-        metrics_sample(b, "mcpgw_sessions_asleep", labels, r->asleep);
-    }
+    metrics_per_server(b, sessions.servers, "mcpgw_sessions_asleep", "gauge",
+                       "Sessions whose child sleeps now (child_sleep_after_s), by server.",
+                       offsetof(struct session_server, asleep));
     static const struct {
         const char *name, *help;
         size_t off;
@@ -335,15 +332,9 @@ session_sleep_metrics(struct buf *b)
           "version), by server.",
           offsetof(struct session_server, wake_failures) },
     };
-    for (size_t c = 0; c < ARRAY_LEN(counters); c++) {
-        metrics_family(b, counters[c].name, "counter", counters[c].help);
-        for (r = rows; r != NULL; r = METRICS_ROW_NEXT(r)) {
-            uint64_t v;
-            memcpy(&v, (const char *)r + counters[c].off, sizeof(v));
-            snprintf(labels, sizeof(labels), "server=\"%s\"", r->row.name);
-            metrics_sample(b, counters[c].name, labels, v);
-        }
-    }
+    for (size_t c = 0; c < ARRAY_LEN(counters); c++)
+        metrics_per_server(b, sessions.servers, counters[c].name, "counter", counters[c].help,
+                           counters[c].off);
     metrics_family(b, "mcpgw_child_wake_duration_seconds", "histogram",
                    "A sleeping child's wake: its spawn to the answer of its replayed initialize, "
                    "by server.");
