@@ -30,6 +30,17 @@ assert.ok(Number.isInteger(WORKERS) && WORKERS > 0, `GW_CHURN_WORKERS=${process.
 
 const fdCount = (pid) => fs.readdirSync(`/proc/${pid}/fd`).length;
 
+/** The gateway's sockets, as their /proc links (socket:[inode]). */
+function socketLinks(pid) {
+  const out = new Set();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    let l;
+    try { l = fs.readlinkSync(`/proc/${pid}/fd/${fd}`); } catch { continue; }
+    if (l.startsWith('socket:')) out.add(l);
+  }
+  return out;
+}
+
 function fdList(pid) {
   return fs.readdirSync(`/proc/${pid}/fd`).map((fd) => {
     try { return `${fd}->${fs.readlinkSync(`/proc/${pid}/fd/${fd}`)}`; } catch { return `${fd}->?`; }
@@ -185,15 +196,26 @@ test(`churn: ${SESSIONS} sessions created and ended leave fds, children and RSS 
     await gw.waitLog(/ started \(/); // logged after "listening on", once MHD's epoll fd exists
     const asan = isAsan(pid);
     const startFds = fdCount(pid);
+    const startSockets = socketLinks(pid);
+    // Idle: no socket but those it started with (the listeners, its stdio), so no client's
+    // connection left open. The closes after agent.destroy() reach the gateway in their own time.
+    const noClientSockets = () => [...socketLinks(pid)].every((l) => startSockets.has(l));
 
     // Warm-up: allocator pools and MHD's connection structures primed, then everything settled.
     await churn(gw, 0, WARMUP);
+    const warmedAt = Date.now();
     // (A pooled server's pool child, started by the warm-up, stays: it is in the baseline.)
-    const idleFds = MATRIX_POOLED ? await waitFor(() => childCount(pid) === IDLE_CHILDREN && fdCount(pid), SETTLE_MS, 'the pool child') : startFds;
+    const idleFds = MATRIX_POOLED
+      ? await waitFor(() => childCount(pid) === IDLE_CHILDREN && noClientSockets() && fdCount(pid), SETTLE_MS,
+        'the pool child and no client connection').catch((e) => {
+        throw new Error(`${e.message}: children ${childCount(pid)}, fds ${fdList(pid)}`);
+      })
+      : startFds;
     await waitFor(() => childCount(pid) === IDLE_CHILDREN && fdCount(pid) === idleFds, SETTLE_MS,
       `${IDLE_CHILDREN} children and the fds of an idle gateway (${idleFds}) after the warm-up`).catch((e) => {
       throw new Error(`${e.message}: children ${childCount(pid)}, fds ${fdList(pid)}`);
     });
+    const idleAfterMs = Date.now() - warmedAt;
     const base = { fds: fdCount(pid), children: childCount(pid), rss: rssKiB(pid) };
 
     // Churn, with a reading every tenth of the way so a creep shows in the report.
@@ -214,6 +236,7 @@ test(`churn: ${SESSIONS} sessions created and ended leave fds, children and RSS 
 
     t.diagnostic(`build: ${asan ? 'AddressSanitizer' : 'plain'}; ${SESSIONS} sessions (+${WARMUP} warm-up), ${WORKERS} workers, every ${GET_EVERY}th drops a GET stream, every ${GET_EVERY}th (offset ${SLOW_EVERY}) is deleted with a slow call in flight`);
     t.diagnostic(`elapsed ${secs.toFixed(1)} s, ${(SESSIONS / secs).toFixed(0)} sessions/s`);
+    t.diagnostic(`idle ${idleAfterMs} ms after the warm-up's last session`);
     t.diagnostic(`baseline: fds ${base.fds}, children ${base.children}, rss ${base.rss} KiB (${mib(base.rss)})`);
     t.diagnostic(`end:      fds ${end.fds}, children ${end.children}, rss ${end.rss} KiB (${mib(end.rss)}), growth ${end.rss - base.rss} KiB`);
     for (const m of marks) t.diagnostic(`after ${m}`);
