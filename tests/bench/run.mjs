@@ -2,8 +2,9 @@
 // The benchmark suite: mcp-gateway side by side with supergateway (npm, pinned in
 // tests/package-lock.json) and with the floor (the same stdio server driven over pipes by the
 // load generator, no HTTP), in one run, contenders interleaved (G, S, D, G, S, D, ...), each on a
-// fresh process per measurement. Prints one table of medians, spread (min-max over rounds) and
-// ratios. Usage, from anywhere:
+// fresh process per measurement; at 1×16 and 16×4 also H, libmicrohttpd alone answering at once
+// (tests/bench/http_floor.c: what HTTP itself costs, so G − H is what the relay adds). Prints one
+// table of medians, spread (min-max over rounds) and ratios. Usage, from anywhere:
 //   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
@@ -111,6 +112,7 @@ const BIN = {
   gateway: path.join(buildDir, 'src/mcp-gateway'),
   example: path.join(buildDir, 'tests/fixtures/mcp-example-server'),
   loadgen: path.join(buildDir, 'tests/bench/loadgen'),
+  httpFloor: path.join(buildDir, 'tests/bench/http_floor'),
 };
 for (const [k, f] of Object.entries(BIN)) if (!fs.existsSync(f)) throw new Error(`${k}: ${f} missing (build first)`);
 if (beforeBin && !fs.existsSync(beforeBin)) throw new Error(`--before: ${beforeBin} missing`);
@@ -246,6 +248,9 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
     ].join('\n'));
     cmd = kind === 'before' ? beforeBin : BIN.gateway;
     args = ['--config', ini];
+  } else if (kind === 'http') {
+    cmd = BIN.httpFloor;
+    args = ['0'];
   } else {
     cmd = sgNode;
     args = ['--require', path.join(here, 'loopback.cjs'), path.join(sgDir, 'dist/index.js'),
@@ -766,8 +771,9 @@ const scenarios = [
   // steadiest stateless/legacy comparison on a shared VM (no cross-CPU wake-ups in either figure).
   ...(canPin ? [{ name: 'echo1pin_stateless', who: all, run: (c) => viaServer(c, { pin: true, pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   // One session, 16 requests in flight on 16 keep-alive connections: the hot path's batching.
-  { name: 'echo1x16', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 16, '--duration', P.dur, '--warmup', P.warm], 'echo') },
-  { name: 'echo16x4', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  // H (http): libmicrohttpd alone answering at once (tests/bench/http_floor.c), for 1×16 and 16×4.
+  { name: 'echo1x16', who: [...all, 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 16, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo16x4', who: [...all, 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // The legacy load of echo16x4 (16 sessions, 4 in flight each) on a pooled server (session_mode =
   // pooled): the same pool as echo16x4_stateless (era = legacy, the default pool of up to 4
@@ -1289,14 +1295,31 @@ if (has('echo1')) {
 const cpuTarget = { target: 'G/D ≤ 2, G/S ≤ 1/40', check: ({ gs, gd }) => (gs === null || gd === null ? null : gd <= 2 && gs <= 1 / 40) };
 // The kernel's part of it (stime): what fewer instructions in the gateway cannot take back.
 const sysPerReq = (r) => r.server_sys_us_per_req;
+// H, libmicrohttpd alone with a canned answer, in G's column beside D: the part of G that is HTTP
+// itself; then G − H, what relaying to the child adds, over D.
+function floorRows(what, sc) {
+  const h = (f) => stat(sc, 'http', f);
+  const hd = (f) => fmtRatio(ratio(h(f), stat(sc, 'direct', f)));
+  rows.push(Object.assign([`${what}: CPU per echo, libmicrohttpd alone (H: no child, a canned answer at once; H/D)`, cell(h(cpuPerReq)), '—', cell(stat(sc, 'direct', cpuPerReq)), '—', hd(cpuPerReq), '', ''], { before: ['—', '—'] }));
+  rows.push(Object.assign([`${what}: CPU per echo in the kernel, libmicrohttpd alone (H; H/D)`, cell(h(sysPerReq)), '—', cell(stat(sc, 'direct', sysPerReq)), '—', hd(sysPerReq), '', ''], { before: ['—', '—'] }));
+  const g = stat(sc, 'gateway', cpuPerReq);
+  const hh = h(cpuPerReq);
+  const d = stat(sc, 'direct', cpuPerReq);
+  const rel = g.none || hh.none ? null : g.med - hh.med;
+  rows.push(Object.assign([`${what}: CPU per echo the relay adds, G − H (µs; (G − H)/D)`, rel === null ? '—' : fmtNum(rel), '—', cell(d), '—', rel === null || d.none ? '—' : fmtRatio(rel / d.med), '', ''], { before: ['—', '—'] }));
+  const p99 = lat('p99_us');
+  rows.push(Object.assign([`${what}: p99 latency, libmicrohttpd alone (H, µs; H/D)`, cell(h(p99)), '—', cell(stat(sc, 'direct', p99)), '—', hd(p99), '', ''], { before: ['—', '—'] }));
+}
 if (has('echo1x16')) {
   row('CPU per echo, 1×16 (µs, server process only)', 'echo1x16', cpuPerReq, cpuTarget);
   row('CPU per echo in the kernel, 1×16 (µs)', 'echo1x16', sysPerReq);
+  floorRows('1×16', 'echo1x16');
   row('1×16 echo: p99 latency (µs)', 'echo1x16', lat('p99_us'), { target: 'G/D ≤ 3', check: ({ gd }) => (gd === null ? null : gd <= 3) });
 }
 if (has('echo16x4')) {
   row('CPU per echo, 16×4 (µs, server process only)', 'echo16x4', cpuPerReq, cpuTarget);
   row('CPU per echo in the kernel, 16×4 (µs)', 'echo16x4', sysPerReq);
+  floorRows('16×4', 'echo16x4');
 }
 if (has('echo1')) {
   row('1×1 echo: req/s', 'echo1', (r) => r.rps);
