@@ -185,31 +185,88 @@ self_cpu_ns(void)
            + ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000;
 }
 
-/* utime+stime of pid in ns (clock-tick resolution); *sys_ns (unless NULL) += its stime. */
-static uint64_t
-proc_cpu_ns(pid_t pid, uint64_t *sys_ns)
+/* utime+stime of pid in ns (clock-tick resolution) into *cpu_ns, *sys_ns (unless NULL) += its
+ * stime; false (and nothing added) when /proc has no such process, or says why not. */
+static bool
+proc_cpu_read(pid_t pid, uint64_t *cpu_ns, uint64_t *sys_ns, const char **why)
 {
     char path[64], buf[2048];
 
     snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1)
-        die("%s: %s", path, strerror(errno));
+    if (fd == -1) {
+        *why = strerror(errno);
+        return false;
+    }
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
-    if (n <= 0)
-        die("%s: cannot read", path);
+    if (n <= 0) {
+        *why = "cannot read";
+        return false;
+    }
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
     unsigned long long ut = 0, st = 0;
     /* after ") ": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime
      * stime */
     if (p == NULL
-        || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        die("%s: cannot parse", path);
+        || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) {
+        *why = "cannot parse";
+        return false;
+    }
     if (sys_ns != NULL)
         *sys_ns += st * tick_ns;
-    return (ut + st) * tick_ns;
+    *cpu_ns = (ut + st) * tick_ns;
+    return true;
+}
+
+/* utime+stime of pid in ns; *sys_ns (unless NULL) += its stime. Dies when it cannot be read. */
+static uint64_t
+proc_cpu_ns(pid_t pid, uint64_t *sys_ns)
+{
+    uint64_t ns;
+    const char *why;
+
+    if (!proc_cpu_read(pid, &ns, sys_ns, &why))
+        die("/proc/%ld/stat: %s", (long)pid, why);
+    return ns;
+}
+
+/*
+ * The CPU time of --pid's children (/proc/PID/task/TID/children, direct children only): what the
+ * processes behind the server spend, e.g. the gateway's children. A child gone between the list
+ * and its read, or started in the window, counts for what /proc shows at each reading.
+ */
+static uint64_t
+server_children_cpu_ns(void)
+{
+    char path[64];
+    uint64_t sum = 0;
+
+    snprintf(path, sizeof(path), "/proc/%ld/task", (long)opt.pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char cpath[96];
+        snprintf(cpath, sizeof(cpath), "/proc/%ld/task/%.20s/children", (long)opt.pid, e->d_name);
+        FILE *f = fopen(cpath, "re");
+        if (f == NULL)
+            continue;
+        long kid;
+        while (fscanf(f, "%ld", &kid) == 1) {
+            uint64_t ns;
+            const char *why;
+            if (proc_cpu_read((pid_t)kid, &ns, NULL, &why))
+                sum += ns;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return sum;
 }
 
 /* The servers --cmd started (direct mode), whose CPU is the floor's: at most DIRECT_MAX counted. */
@@ -1413,6 +1470,7 @@ echo_loop(double warmup, double duration, long max_count)
 {
     uint64_t t0 = now_ns();
     uint64_t cpu0 = 0, cpu1 = 0, sys0 = 0, sys1 = 0, self0 = 0, self1 = 0, wake0 = 0, wake1 = 0;
+    uint64_t kids0 = 0, kids1 = 0;
 
     run.t_start = t0 + (uint64_t)(warmup * 1e9);
     for (;;) {
@@ -1426,6 +1484,7 @@ echo_loop(double warmup, double duration, long max_count)
             run.t_start = t;
             run.t_end = t + (uint64_t)(duration * 1e9);
             cpu0 = server_cpu_ns(&sys0);
+            kids0 = opt.pid > 0 ? server_children_cpu_ns() : 0;
             self0 = self_cpu_ns();
             wake0 = server_wakeups();
         }
@@ -1447,6 +1506,7 @@ echo_loop(double warmup, double duration, long max_count)
     }
     uint64_t t_end = now_ns();
     cpu1 = server_cpu_ns(&sys1);
+    kids1 = opt.pid > 0 ? server_children_cpu_ns() : 0;
     self1 = self_cpu_ns();
     wake1 = server_wakeups();
     long window = run.done_in_window;
@@ -1477,8 +1537,10 @@ echo_loop(double warmup, double duration, long max_count)
                window ? (double)(cpu1 - cpu0) / 1e3 / (double)window : -1.0,
                window ? (double)(sys1 - sys0) / 1e3 / (double)window : -1.0);
     if (opt.pid > 0)
-        printf("\"server_wakeups\":%" PRIu64 ",\"server_wakeups_per_req\":%.3f,", wake1 - wake0,
-               window ? (double)(wake1 - wake0) / (double)window : -1.0);
+        printf("\"server_wakeups\":%" PRIu64 ",\"server_wakeups_per_req\":%.3f,"
+               "\"children_cpu_us_per_req\":%.2f,",
+               wake1 - wake0, window ? (double)(wake1 - wake0) / (double)window : -1.0,
+               window && kids1 >= kids0 ? (double)(kids1 - kids0) / 1e3 / (double)window : -1.0);
     if (traced >= 0)
         printf("\"strace_requests\":%ld,", traced);
     printf("\"client_cpu_util\":%.3f,\"body_bytes\":%" PRIu64 ",",

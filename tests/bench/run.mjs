@@ -1310,16 +1310,32 @@ function floorRows(what, sc) {
   const p99 = lat('p99_us');
   rows.push(Object.assign([`${what}: p99 latency, libmicrohttpd alone (H, µs; H/D)`, cell(h(p99)), '—', cell(stat(sc, 'direct', p99)), '—', hd(p99), '', ''], { before: ['—', '—'] }));
 }
+// The closed loop's whole CPU per echo, G's column beside D's: the children (behind the gateway,
+// or driven directly), the load generator, and the sum with the server's own. With K requests in
+// flight the latency is K over the rate (Little's law), and the rate is bounded by the two
+// cores over this sum: what a latency ratio to D asks of G's own CPU.
+function loopRows(what, sc) {
+  const kids = (c) => stat(sc, c, (r) => (c === 'direct' ? r.server_cpu_us_per_req : r.children_cpu_us_per_req));
+  const client = (r) => (r.requests ? (r.client_cpu_util * r.seconds * 1e6) / r.requests : undefined);
+  const all = (c) => stat(sc, c, (r) => (client(r) === undefined ? undefined : client(r) + r.server_cpu_us_per_req + (c === 'direct' ? 0 : r.children_cpu_us_per_req ?? NaN)));
+  const gd = (a, b) => fmtRatio(ratio(a, b));
+  const line = (label, g, d) => rows.push(Object.assign([label, cell(g), '—', cell(d), '—', gd(g, d), '', ''], { before: ['—', '—'] }));
+  line(`${what}: the children's CPU per echo (G: behind the gateway; D: driven directly)`, kids('gateway'), kids('direct'));
+  line(`${what}: the load generator's CPU per echo`, stat(sc, 'gateway', client), stat(sc, 'direct', client));
+  line(`${what}: the loop's CPU per echo (server, children, load generator)`, all('gateway'), all('direct'));
+}
 if (has('echo1x16')) {
   row('CPU per echo, 1×16 (µs, server process only)', 'echo1x16', cpuPerReq, cpuTarget);
   row('CPU per echo in the kernel, 1×16 (µs)', 'echo1x16', sysPerReq);
   floorRows('1×16', 'echo1x16');
+  loopRows('1×16', 'echo1x16');
   row('1×16 echo: p99 latency (µs)', 'echo1x16', lat('p99_us'), { target: 'G/D ≤ 3', check: ({ gd }) => (gd === null ? null : gd <= 3) });
 }
 if (has('echo16x4')) {
   row('CPU per echo, 16×4 (µs, server process only)', 'echo16x4', cpuPerReq, cpuTarget);
   row('CPU per echo in the kernel, 16×4 (µs)', 'echo16x4', sysPerReq);
   floorRows('16×4', 'echo16x4');
+  loopRows('16×4', 'echo16x4');
 }
 if (has('echo1')) {
   row('1×1 echo: req/s', 'echo1', (r) => r.rps);
