@@ -27,7 +27,8 @@
  *
  * With --pid, the server process's utime+stime (/proc/PID/stat) is read at the edges of the
  * measured window, and its VmRSS/VmHWM (/proc/PID/status) where the mode needs them; in echo,
- * also its voluntary context switches (each a wait that slept: a wake-up), summed over its threads.
+ * also its voluntary context switches (each a wait that slept: a wake-up), summed over its threads,
+ * and the utime+stime of its direct children (the gateway's children: "children_cpu_us_per_req").
  *
  * --strace FILE (echo, with --pid): the server's system calls are counted in the measured window
  * by `strace -c -f -o FILE -p PID`, started once the warm-up is over and stopped (SIGINT) at the
@@ -2233,7 +2234,7 @@ usage(int status)
         "  --count N         requests (large, init, cancel, disconnect)        [100]\n"
         "  --bytes B         result size (large)                               [1048576]\n"
         "  --text-bytes B    echo text size                                    [32]\n"
-        "  --pid PID         the server process: CPU, VmRSS, VmHWM from /proc\n"
+        "  --pid PID         the server process: CPU (its own, its children's), VmRSS, VmHWM from /proc\n"
         "  --strace FILE     count the server's system calls in the window (echo, --pid)\n"
         "  --child-log FILE  the child's --log --log-times file (cancel, disconnect)\n"
         "  --timeout-ms T    waits (a cancel not seen in T ms is a miss)        [2000]\n"
