@@ -233,43 +233,6 @@ proc_cpu_ns(pid_t pid, uint64_t *sys_ns)
     return ns;
 }
 
-/*
- * The CPU time of --pid's children (/proc/PID/task/TID/children, direct children only): what the
- * processes behind the server spend, e.g. the gateway's children. A child gone between the list
- * and its read, or started in the window, counts for what /proc shows at each reading.
- */
-static uint64_t
-server_children_cpu_ns(void)
-{
-    char path[64];
-    uint64_t sum = 0;
-
-    snprintf(path, sizeof(path), "/proc/%ld/task", (long)opt.pid);
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char cpath[96];
-        snprintf(cpath, sizeof(cpath), "/proc/%ld/task/%.20s/children", (long)opt.pid, e->d_name);
-        FILE *f = fopen(cpath, "re");
-        if (f == NULL)
-            continue;
-        long kid;
-        while (fscanf(f, "%ld", &kid) == 1) {
-            uint64_t ns;
-            const char *why;
-            if (proc_cpu_read((pid_t)kid, &ns, NULL, &why))
-                sum += ns;
-        }
-        fclose(f);
-    }
-    closedir(d);
-    return sum;
-}
-
 /* The servers --cmd started (direct mode), whose CPU is the floor's: at most DIRECT_MAX counted. */
 #define DIRECT_MAX 64
 static pid_t direct_pids[DIRECT_MAX];
@@ -319,12 +282,11 @@ server_alive(void)
     return opt.pid <= 0 || kill(opt.pid, 0) == 0;
 }
 
-/* The server's voluntary context switches, summed over its threads (/proc/PID/task/N/status):
- * each is a wait that blocked, so each is a wake-up. 0 without --pid. */
+/* Sums per(FILE of /proc/PID/task/TID/NAME) over the server's threads; 0 without --pid. */
 static uint64_t
-server_wakeups(void)
+server_tasks_sum(const char *name, uint64_t (*per)(FILE *f))
 {
-    char path[64], line[256];
+    char path[64];
     uint64_t sum = 0;
 
     if (opt.pid <= 0)
@@ -338,17 +300,62 @@ server_wakeups(void)
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
         char f[400];
-        snprintf(f, sizeof(f), "%.63s/%.255s/status", path, e->d_name);
+        snprintf(f, sizeof(f), "%.63s/%.255s/%.31s", path, e->d_name, name);
         FILE *fp = fopen(f, "re");
         if (fp == NULL)
             continue;
-        while (fgets(line, sizeof(line), fp) != NULL)
-            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
-                sum += strtoull(line + 24, NULL, 10);
+        sum += per(fp);
         fclose(fp);
     }
     closedir(d);
     return sum;
+}
+
+static uint64_t
+task_wakeups(FILE *f)
+{
+    char line[256];
+    uint64_t n = 0;
+
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+            n += strtoull(line + 24, NULL, 10);
+    return n;
+}
+
+/* The server's voluntary context switches, summed over its threads (/proc/PID/task/N/status):
+ * each is a wait that blocked, so each is a wake-up. 0 without --pid. */
+static uint64_t
+server_wakeups(void)
+{
+    return server_tasks_sum("status", task_wakeups);
+}
+
+/* The CPU time of the children a thread's children file lists; one gone meanwhile counts 0. */
+static uint64_t
+task_children_cpu(FILE *f)
+{
+    long kid;
+    uint64_t sum = 0;
+
+    while (fscanf(f, "%ld", &kid) == 1) {
+        uint64_t ns;
+        const char *why;
+        if (proc_cpu_read((pid_t)kid, &ns, NULL, &why))
+            sum += ns;
+    }
+    return sum;
+}
+
+/*
+ * The CPU time of --pid's children (/proc/PID/task/TID/children, direct children only): what the
+ * processes behind the server spend, e.g. the gateway's children. A child gone between the list
+ * and its read, or started in the window, counts for what /proc shows at each reading.
+ */
+static uint64_t
+server_children_cpu_ns(void)
+{
+    return server_tasks_sum("children", task_children_cpu);
 }
 
 /* --strace: the tracer's pid and the read end of its stderr. */
