@@ -1104,7 +1104,8 @@ child_new(line_fn *on_line, void *user)
 /* Closes its stdin (the server exits at EOF) and reaps it. */
 static void
 child_free(struct child *ch)
-{    for (size_t i = 0; i < n_direct; i++)
+{
+    for (size_t i = 0; i < n_direct; i++)
         if (direct_pids[i] == ch->pid) {
             direct_pids[i] = direct_pids[--n_direct];
             break;
@@ -2241,7 +2242,7 @@ usage(int status)
         "  --count N         requests (large, init, cancel, disconnect)        [100]\n"
         "  --bytes B         result size (large)                               [1048576]\n"
         "  --text-bytes B    echo text size                                    [32]\n"
-        "  --pid PID         the server process: CPU (its own, its children's), VmRSS, VmHWM from /proc\n"
+        "  --pid PID         the server process: CPU (its own, its children's), VmRSS, VmHWM\n"
         "  --strace FILE     count the server's system calls in the window (echo, --pid)\n"
         "  --child-log FILE  the child's --log --log-times file (cancel, disconnect)\n"
         "  --timeout-ms T    waits (a cancel not seen in T ms is a miss)        [2000]\n"
