@@ -2,10 +2,10 @@
 /*
  * The HTTP floor of the benchmark (contender H): libmicrohttpd 0.9.75 set up as the gateway sets
  * it up (its epoll, driven by MHD_run from an outer epoll_wait, suspension allowed, the same
- * connection pool size, completed notifications), answering every POST at once with a canned echo
- * result in one SSE event with the gateway's four response headers: no child, no JSON parsing (the
- * id is found with strstr), never suspended. What HTTP alone costs a process on this machine, so
- * that the gateway's CPU per echo reads as H plus what relaying to a child adds.
+ * connection pool size, timeout and limit, completed notifications), answering every POST at once
+ * with a canned echo result in one SSE event with the gateway's four response headers: no child, no
+ * JSON parsing (the id is found with strstr), never suspended. What HTTP alone costs a process on
+ * this machine, so that the gateway's CPU per echo reads as H plus what relaying to a child adds.
  *   build/tests/bench/http_floor [PORT]     (default 0: any; listens on 127.0.0.1 only)
  * Ends on SIGTERM or SIGINT.
  */
@@ -23,9 +23,12 @@
 
 #include <microhttpd.h>
 
-#define FLOOR_BODY_MAX 4096
+#define FLOOR_BODY_MAX    4096
 /* The gateway's connection pool at its default max_header_bytes: 2 × 16384 + 16384. */
-#define FLOOR_POOL     49152
+#define FLOOR_POOL        49152
+/* The gateway's defaults of connection_timeout_s and max_connections. */
+#define FLOOR_TIMEOUT_S   60
+#define FLOOR_CONNECTIONS 4096
 
 struct floor_req {
     size_t len;
@@ -133,11 +136,12 @@ main(int argc, char **argv)
     sigaddset(&stop, SIGINT);
     sigprocmask(SIG_BLOCK, &stop, NULL);
     int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
-    struct MHD_Daemon *d =
-        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
-                         NULL, floor_handler, NULL, MHD_OPTION_LISTEN_SOCKET, floor_listen(port),
-                         MHD_OPTION_NOTIFY_COMPLETED, floor_completed, NULL,
-                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FLOOR_POOL, MHD_OPTION_END);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, floor_handler,
+        NULL, MHD_OPTION_LISTEN_SOCKET, floor_listen(port), MHD_OPTION_NOTIFY_COMPLETED,
+        floor_completed, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FLOOR_POOL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)FLOOR_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)FLOOR_CONNECTIONS, MHD_OPTION_END);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (sfd == -1 || d == NULL || ep == -1) {
         fprintf(stderr, "http_floor: libmicrohttpd did not start\n");
