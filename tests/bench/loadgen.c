@@ -186,8 +186,8 @@ self_cpu_ns(void)
            + ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000;
 }
 
-/* utime+stime of pid in ns (clock-tick resolution) into *cpu_ns, *sys_ns (unless NULL) += its
- * stime; false (and nothing added) when /proc has no such process, or says why not. */
+/* utime+stime of pid in ns (clock-tick resolution) into *cpu_ns, and its stime added to *sys_ns
+ * (unless NULL); false, nothing written and *why set, when /proc cannot give them (pid gone). */
 static bool
 proc_cpu_read(pid_t pid, uint64_t *cpu_ns, uint64_t *sys_ns, const char **why)
 {
