@@ -1295,34 +1295,39 @@ if (has('echo1')) {
 const cpuTarget = { target: 'G/D ≤ 2, G/S ≤ 1/40', check: ({ gs, gd }) => (gs === null || gd === null ? null : gd <= 2 && gs <= 1 / 40) };
 // The kernel's part of it (stime): what fewer instructions in the gateway cannot take back.
 const sysPerReq = (r) => r.server_sys_us_per_req;
+// A row of one figure of another contender (or a derived one) in G's column beside D's, with its
+// ratio to D: H's rows and the loop's.
+function besideD(label, g, d, gd = fmtRatio(ratio(g, d))) {
+  rows.push(Object.assign([label, cell(g), '—', cell(d), '—', gd, '', ''], { before: ['—', '—'] }));
+}
 // H, libmicrohttpd alone with a canned answer, in G's column beside D: the part of G that is HTTP
 // itself; then G − H, what relaying to the child adds, over D.
 function floorRows(what, sc) {
   const h = (f) => stat(sc, 'http', f);
-  const hd = (f) => fmtRatio(ratio(h(f), stat(sc, 'direct', f)));
-  rows.push(Object.assign([`${what}: CPU per echo, libmicrohttpd alone (H: no child, a canned answer at once; H/D)`, cell(h(cpuPerReq)), '—', cell(stat(sc, 'direct', cpuPerReq)), '—', hd(cpuPerReq), '', ''], { before: ['—', '—'] }));
-  rows.push(Object.assign([`${what}: CPU per echo in the kernel, libmicrohttpd alone (H; H/D)`, cell(h(sysPerReq)), '—', cell(stat(sc, 'direct', sysPerReq)), '—', hd(sysPerReq), '', ''], { before: ['—', '—'] }));
+  const d = (f) => stat(sc, 'direct', f);
+  besideD(`${what}: CPU per echo, libmicrohttpd alone (H: no child, a canned answer at once; H/D)`, h(cpuPerReq), d(cpuPerReq));
+  besideD(`${what}: CPU per echo in the kernel, libmicrohttpd alone (H; H/D)`, h(sysPerReq), d(sysPerReq));
   const g = stat(sc, 'gateway', cpuPerReq);
-  const hh = h(cpuPerReq);
-  const d = stat(sc, 'direct', cpuPerReq);
-  const rel = g.none || hh.none ? null : g.med - hh.med;
-  rows.push(Object.assign([`${what}: CPU per echo the relay adds, G − H (µs; (G − H)/D)`, rel === null ? '—' : fmtNum(rel), '—', cell(d), '—', rel === null || d.none ? '—' : fmtRatio(rel / d.med), '', ''], { before: ['—', '—'] }));
-  const p99 = lat('p99_us');
-  rows.push(Object.assign([`${what}: p99 latency, libmicrohttpd alone (H, µs; H/D)`, cell(h(p99)), '—', cell(stat(sc, 'direct', p99)), '—', hd(p99), '', ''], { before: ['—', '—'] }));
+  const hc = h(cpuPerReq);
+  const dc = d(cpuPerReq);
+  const rel = g.none || hc.none ? { none: true } : { med: g.med - hc.med, n: 1 };
+  besideD(`${what}: CPU per echo the relay adds, G − H (µs; (G − H)/D)`, rel, dc, rel.none || dc.none ? '—' : fmtRatio(rel.med / dc.med));
+  besideD(`${what}: p99 latency, libmicrohttpd alone (H, µs; H/D)`, h(lat('p99_us')), d(lat('p99_us')));
 }
 // The closed loop's whole CPU per echo, G's column beside D's: the children (behind the gateway,
 // or driven directly), the load generator, and the sum with the server's own. With K requests in
 // flight the latency is K over the rate (Little's law), and the rate is bounded by the two
 // cores over this sum: what a latency ratio to D asks of G's own CPU.
 function loopRows(what, sc) {
-  const kids = (c) => stat(sc, c, (r) => (c === 'direct' ? r.server_cpu_us_per_req : r.children_cpu_us_per_req));
+  // loadgen prints -1 when it has no reading of the children (a child gone in the window).
+  const kidsOf = (c, r) => (c === 'direct' ? r.server_cpu_us_per_req : r.children_cpu_us_per_req >= 0 ? r.children_cpu_us_per_req : undefined);
   const client = (r) => (r.requests ? (r.client_cpu_util * r.seconds * 1e6) / r.requests : undefined);
-  const all = (c) => stat(sc, c, (r) => (client(r) === undefined ? undefined : client(r) + r.server_cpu_us_per_req + (c === 'direct' ? 0 : r.children_cpu_us_per_req ?? NaN)));
-  const gd = (a, b) => fmtRatio(ratio(a, b));
-  const line = (label, g, d) => rows.push(Object.assign([label, cell(g), '—', cell(d), '—', gd(g, d), '', ''], { before: ['—', '—'] }));
-  line(`${what}: the children's CPU per echo (G: behind the gateway; D: driven directly)`, kids('gateway'), kids('direct'));
-  line(`${what}: the load generator's CPU per echo`, stat(sc, 'gateway', client), stat(sc, 'direct', client));
-  line(`${what}: the loop's CPU per echo (server, children, load generator)`, all('gateway'), all('direct'));
+  const kids = (c) => stat(sc, c, (r) => kidsOf(c, r));
+  // D's server is its children: counted once. A part missing makes NaN, which stat leaves out.
+  const whole = (c) => stat(sc, c, (r) => client(r) + r.server_cpu_us_per_req + (c === 'direct' ? 0 : kidsOf(c, r)));
+  besideD(`${what}: the children's CPU per echo (G: behind the gateway; D: driven directly)`, kids('gateway'), kids('direct'));
+  besideD(`${what}: the load generator's CPU per echo`, stat(sc, 'gateway', client), stat(sc, 'direct', client));
+  besideD(`${what}: the loop's CPU per echo (server, children, load generator)`, whole('gateway'), whole('direct'));
 }
 if (has('echo1x16')) {
   row('CPU per echo, 1×16 (µs, server process only)', 'echo1x16', cpuPerReq, cpuTarget);
