@@ -1493,7 +1493,7 @@ echo_loop(double warmup, double duration, long max_count)
             run.t_start = t;
             run.t_end = t + (uint64_t)(duration * 1e9);
             cpu0 = server_cpu_ns(&sys0);
-            kids0 = opt.pid > 0 ? server_children_cpu_ns() : 0;
+            kids0 = server_children_cpu_ns();
             self0 = self_cpu_ns();
             wake0 = server_wakeups();
         }
@@ -1515,7 +1515,7 @@ echo_loop(double warmup, double duration, long max_count)
     }
     uint64_t t_end = now_ns();
     cpu1 = server_cpu_ns(&sys1);
-    kids1 = opt.pid > 0 ? server_children_cpu_ns() : 0;
+    kids1 = server_children_cpu_ns();
     self1 = self_cpu_ns();
     wake1 = server_wakeups();
     long window = run.done_in_window;
