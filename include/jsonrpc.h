@@ -201,6 +201,8 @@ struct jsonrpc_task {
  * only for the small task messages, never on the hot path.
  */
 int jsonrpc_task_state(const char *p, size_t n, struct jsonrpc_task *out) MUSTCHECK;
+/* A Task's status that nothing follows: completed, failed or cancelled. */
+bool jsonrpc_task_terminal(const char *status);
 
 /*
  * Small JSON documents off the hot path (a JWT's header and claims, a JWKS file), read with

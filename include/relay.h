@@ -168,14 +168,6 @@ struct relay_ops {
     /* Any other notification. */
     void (*notification)(void *owner, const char *line, size_t len,
                          const struct jsonrpc_info *info);
-    /*
-     * Optional: the child's answer to p, a task-augmented request the owner cancelled before its
-     * answer came (relay_cancel sends no notifications/cancelled for one): its CreateTaskResult
-     * names a task the child now runs for nobody. p is forgotten after, as any late answer's
-     * entry; NULL: dropped as any late answer.
-     */
-    void (*late_task)(void *owner, const struct pending *p, const char *line, size_t len,
-                      const struct jsonrpc_info *info);
     /* Optional: p's deadline passed (its timer is already gone): the owner ends the request. */
     void (*expired)(void *owner, struct pending *p);
     /* The child ended (reason static): the last entry called. */
@@ -277,6 +269,18 @@ bool relay_cancel(struct relay *r, struct pending *p, enum relay_reason why);
 void relay_audit_cancel(struct pending *p, enum relay_reason why);
 /* p was cancelled by other means (the client's own cancel went through): marked, timer gone. */
 void relay_mark_cancelled(struct pending *p);
+/*
+ * Sends the child tasks/cancel of its task task_raw (the taskId as the child wrote it, quotes
+ * included) as the gateway's own request: a string id of the form mcpgw-task-N, which no minted
+ * id can be, whose answer relay_line drops. Through send_control, so a full stdin loses it only
+ * when the control room is full too (logged). relay_line calls it itself for a CreateTaskResult
+ * that answers a task-augmented request cancelled before it (relay_cancel sends no
+ * notifications/cancelled for one, and the client's own may be ignored): a task the child would
+ * otherwise run for nobody.
+ */
+void relay_task_cancel(struct relay *r, const char *task_raw, size_t raw_len);
+/* True when line answers one of the gateway's own tasks/cancel. */
+bool relay_task_cancel_answer(const char *line, const struct jsonrpc_info *info);
 /* Answers a request of the child's (its raw id; NULL: null) with a JSON-RPC error. */
 void relay_error_to_child(struct relay *r, const char *id, size_t idlen, int code,
                           const char *message);

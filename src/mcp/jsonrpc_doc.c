@@ -142,6 +142,13 @@ jsonrpc_protocol_version(const char *p, size_t n, char *out, size_t outlen)
     return rc;
 }
 
+bool
+jsonrpc_task_terminal(const char *status)
+{
+    return strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0
+           || strcmp(status, "cancelled") == 0;
+}
+
 int
 jsonrpc_task_state(const char *p, size_t n, struct jsonrpc_task *out)
 {

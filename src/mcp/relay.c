@@ -18,6 +18,11 @@
 #include "metrics.h"
 #include "util.h"
 
+/* The gateway's own tasks/cancel (relay_task_cancel): a string id, which no minted id can be. */
+#define RELAY_TASK_CANCEL_ID "mcpgw-task-"
+
+static uint64_t relay_task_cancels; /* sent, over every child: each id its own */
+
 /* --- reasons and counters -------------------------------------------------------------------- */
 
 const struct relay_reason_info relay_reasons[RELAY_CANCEL_N] = {
@@ -344,6 +349,32 @@ relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
     relay_mark_cancelled(p);
     relay_count(r->stats, why);
     return true;
+}
+
+void
+relay_task_cancel(struct relay *r, const char *task_raw, size_t raw_len)
+{
+    char head[96];
+    int n = snprintf(head, sizeof head,
+                     "{\"jsonrpc\":\"2.0\",\"id\":\"" RELAY_TASK_CANCEL_ID "%" PRIu64
+                     "\",\"method\":\"tasks/cancel\",\"params\":{\"taskId\":",
+                     ++relay_task_cancels);
+    struct iovec iov[3] = {
+        { head, (size_t)n },
+        { (void *)(uintptr_t)task_raw, raw_len },
+        { (void *)(uintptr_t) "}}\n", 3 },
+    };
+    relay_send_cb *send = r->send_control != NULL ? r->send_control : r->send;
+    if (send(r->arg, iov, 3) == -1)
+        log_warn(r->tag, "tasks/cancel not delivered: child stdin full or closed");
+}
+
+bool
+relay_task_cancel_answer(const char *line, const struct jsonrpc_info *info)
+{
+    return info->id_type == JSONRPC_ID_STRING && info->id.len > sizeof RELAY_TASK_CANCEL_ID
+           && memcmp(line + info->id.off + 1, RELAY_TASK_CANCEL_ID, sizeof RELAY_TASK_CANCEL_ID - 1)
+                  == 0;
 }
 
 void

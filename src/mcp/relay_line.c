@@ -94,21 +94,45 @@ relay_invalid(struct relay *r, const char *why, const char *line, size_t len)
 
 /* --- the kinds --------------------------------------------------------------------------------- */
 
+/*
+ * The answer to q, a task-augmented request cancelled before it (relay.h, relay_task_cancel): a
+ * task it created and that is not over yet is cancelled at the child.
+ */
+static void
+relay_late_task(struct relay *r, const struct pending *q, const char *line,
+                const struct jsonrpc_info *info)
+{
+    struct jsonrpc_span task, idsp, st;
+    char status[24];
+    if (info->kind != JSONRPC_RESULT || info->result.len == 0
+        || jsonrpc_member_at(line, info->result, "task", &task) != 0 || task.len == 0
+        || line[task.off] != '{' || jsonrpc_member_at(line, task, "taskId", &idsp) != 0
+        || idsp.len == 0 || line[idsp.off] != '"')
+        return; /* no task: a late answer like any other */
+    if (jsonrpc_member_at(line, task, "status", &st) == 0 && st.len > 0
+        && jsonrpc_string_at(line, st, status, sizeof status, NULL)
+        && jsonrpc_task_terminal(status))
+        return; /* over already: nothing runs */
+    log_info(r->tag, "task created for a cancelled %s: cancelled at the child", q->method);
+    relay_task_cancel(r, line + idsp.off, idsp.len);
+}
+
 static void
 relay_child_answer(struct relay *r, const char *line, size_t len, const struct jsonrpc_info *info)
 {
     bool late_seen;
-    if (r->ops->late_task != NULL && info->id_type == JSONRPC_ID_NUMBER) {
+    if (info->id_type == JSONRPC_ID_NUMBER) {
         const struct pending *q = relay_minted(r, PENDING_TO_CHILD, line, info->id);
         if (q != NULL && q->state == PENDING_CANCELLED && q->task)
-            r->ops->late_task(r->arg, q, line, len, info); /* before it is forgotten, below */
+            relay_late_task(r, q, line, info); /* before it is forgotten, below */
     }
     struct pending *p = relay_match(r, PENDING_TO_CHILD, line, info, r->late, &late_seen);
     if (p != NULL) {
         r->ops->answer(r->arg, p, line, len, info);
         return;
     }
-    if (late_seen || (r->ops->stray != NULL && r->ops->stray(r->arg, line, info)))
+    if (late_seen || relay_task_cancel_answer(line, info)
+        || (r->ops->stray != NULL && r->ops->stray(r->arg, line, info)))
         return;
     relay_unknown(r, PENDING_TO_CHILD, line, info);
 }

@@ -784,15 +784,6 @@ bool pool_task_deliver(struct pool_call *call, struct pending *p, const char *li
 /* notifications/tasks/status of c: to the owning session alone (true), or false: nobody's. */
 bool pool_task_status(struct pool_child *c, const char *line, size_t len,
                       const struct jsonrpc_info *info);
-/*
- * line answers p, a pooled session's task-augmented call cancelled before its answer (DELETE,
- * expiry, a drop, a timeout, the client's cancel): a task it created, not yet terminal, is
- * cancelled at c (no session holds it, and while it ran c's questions would be attributed).
- */
-void pool_task_late(struct pool_child *c, const struct pending *p, const char *line,
-                    const struct jsonrpc_info *info);
-/* True when line answers the gateway's own tasks/cancel to c (handled: dropped). */
-bool pool_task_stray(struct pool_child *c, const char *line, const struct jsonrpc_info *info);
 /* True while c holds a task not yet terminal (within its ttl): it may write at any time. */
 bool pool_task_child_busy(const struct pool_child *c);
 /* c ended: its tasks are failed, out of its list. */

@@ -769,16 +769,7 @@ static bool
 pool_child_stray(void *owner, const char *line, const struct jsonrpc_info *info)
 {
     return pool_listen_answer(owner, line, info) || pool_session_level_answer(owner, line, info)
-           || pool_task_stray(owner, line, info) || pool_session_listen_answer(owner, line, info);
-}
-
-/* A late CreateTaskResult for a pooled session's call cancelled before it: the task goes too. */
-static void
-pool_child_late_task(void *owner, const struct pending *p, const char *line, size_t len,
-                     const struct jsonrpc_info *info)
-{
-    (void)len;
-    pool_task_late(owner, p, line, info);
+           || pool_session_listen_answer(owner, line, info);
 }
 
 static void
@@ -796,7 +787,6 @@ const struct relay_ops pool_relay_ops = {
     .subscription = pool_child_subscription,
     .log = pool_child_log,
     .notification = pool_child_notification,
-    .late_task = pool_child_late_task,
     .expired = pool_expired,
     .gone = pool_child_ended,
 };

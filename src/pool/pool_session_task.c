@@ -17,10 +17,9 @@
  *   - a task whose child ended is reported failed (tasks/get, tasks/list), its tasks/result gets an
  *     error and its tasks/cancel -32602 (terminal); one past its ttl is forgotten (-32602: unknown);
  *   - the session's end (DELETE, expiry, the operator) sends the child a tasks/cancel of each task
- *     not yet terminal, as the gateway's own request ("mcpgw-task-N"), whose answer is dropped;
- *     so does a CreateTaskResult that comes after its call was cancelled (the session's end, a
- *     drop, a timeout, the client's cancel: the relay calls pool_task_late before it forgets the
- *     late answer), for a task that would otherwise run at the child for nobody.
+ *     not yet terminal, as the gateway's own request (relay_task_cancel), whose answer is dropped;
+ *     a CreateTaskResult that comes after its call was cancelled (the session's end, a drop, a
+ *     timeout, the client's cancel) is the relay's: it cancels that task at the child itself.
  * A session holds at most max_inflight_per_session records together with its task-augmented calls
  * in flight; past it the oldest terminal record is forgotten, and with none a new task-augmented
  * request is refused. While a child holds a task not yet terminal, its questions and log lines
@@ -41,11 +40,8 @@
 #include "log.h"
 #include "pool_int.h"
 
-#define PTASK_CANCEL_ID    "mcpgw-task-"
 #define PTASK_RELATED      "io.modelcontextprotocol/related-task"
 #define PTASK_OBJECT_MAX   16384 /* bytes of a Task object kept (a longer one: its status alone) */
-
-static uint64_t ptask_cancels_sent;
 
 /* A JSON-RPC error as the call's answer (the caller ends the call). */
 static void
@@ -56,13 +52,6 @@ ptask_push_error(struct pool_call *call, const struct pending *p, int code, cons
     struct iovec iov = { e, len };
     pool_push(call, &iov, 1);
     free(e);
-}
-
-static bool
-ptask_terminal(const char *status)
-{
-    return strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0
-           || strcmp(status, "cancelled") == 0;
 }
 
 /* The session's record of id (the session's own), or NULL. Records past their ttl go first. */
@@ -118,7 +107,7 @@ ptask_keep(struct pool_task *t, const char *line, struct jsonrpc_span sp)
     char status[24];
     if (jsonrpc_member_at(line, sp, "status", &st) == 0 && st.len > 0
         && jsonrpc_string_at(line, st, status, sizeof status, NULL))
-        t->terminal = ptask_terminal(status);
+        t->terminal = jsonrpc_task_terminal(status);
     if (sp.len == 0 || sp.len > PTASK_OBJECT_MAX || line[sp.off] != '{')
         return;
     free(t->task);
@@ -386,24 +375,6 @@ ptask_deliver(struct pool_call *call, const struct pending *p, const char *line,
     free(copy);
 }
 
-/* Sends c a tasks/cancel of its task child_raw, as the gateway's own request (answer dropped). */
-static void
-ptask_cancel_at(struct pool_child *c, const char *child_raw, size_t raw_len)
-{
-    char head[96];
-    int n = snprintf(head, sizeof head,
-                     "{\"jsonrpc\":\"2.0\",\"id\":\"" PTASK_CANCEL_ID "%" PRIu64
-                     "\",\"method\":\"tasks/cancel\",\"params\":{\"taskId\":",
-                     ++ptask_cancels_sent);
-    struct iovec iov[3] = {
-        { head, (size_t)n },
-        { (void *)(uintptr_t)child_raw, raw_len },
-        { (void *)(uintptr_t) "}}\n", 3 },
-    };
-    if (pool_send_control(c, iov, 3) == -1)
-        log_warn(c->tag, "tasks/cancel not delivered: child stdin full");
-}
-
 /* A CreateTaskResult: the record is made, the session gets its own id. false: no task in it. */
 static bool
 ptask_created(struct pool_call *call, struct pending *p, const char *line, size_t len,
@@ -422,7 +393,7 @@ ptask_created(struct pool_call *call, struct pending *p, const char *line, size_
     call->task_op = POOL_TASK_NONE; /* its room is the record's now */
     if (s == NULL || c == NULL || !ptask_room(s)) {
         if (c != NULL)
-            ptask_cancel_at(c, line + idsp.off, idsp.len);
+            relay_task_cancel(&c->r, line + idsp.off, idsp.len);
         ptask_push_error(call, p, JSONRPC_INTERNAL_ERROR,
                          "too many tasks in this session (max_inflight_per_session)");
         return true;
@@ -431,7 +402,7 @@ ptask_created(struct pool_call *call, struct pending *p, const char *line, size_
     unsigned char r[16];
     if (crypto_random(r, sizeof r) == -1) {
         free(t);
-        ptask_cancel_at(c, line + idsp.off, idsp.len);
+        relay_task_cancel(&c->r, line + idsp.off, idsp.len);
         ptask_push_error(call, p, JSONRPC_INTERNAL_ERROR, "no randomness for a task id");
         return true;
     }
@@ -530,33 +501,6 @@ pool_task_status(struct pool_child *c, const char *line, size_t len,
     return true;
 }
 
-void
-pool_task_late(struct pool_child *c, const struct pending *p, const char *line,
-               const struct jsonrpc_info *info)
-{
-    struct jsonrpc_span task, idsp, st;
-    char status[24];
-    if (info->kind != JSONRPC_RESULT || info->result.len == 0
-        || jsonrpc_member_at(line, info->result, "task", &task) != 0 || task.len == 0
-        || line[task.off] != '{' || jsonrpc_member_at(line, task, "taskId", &idsp) != 0
-        || idsp.len == 0 || line[idsp.off] != '"')
-        return; /* no task: a late answer like any other */
-    if (jsonrpc_member_at(line, task, "status", &st) == 0 && st.len > 0
-        && jsonrpc_string_at(line, st, status, sizeof status, NULL) && ptask_terminal(status))
-        return; /* over already: nothing runs */
-    log_info(c->tag, "task created for a cancelled %s: cancelled at the child", p->method);
-    if (c->state == POOL_CHILD_READY)
-        ptask_cancel_at(c, line + idsp.off, idsp.len);
-}
-
-bool
-pool_task_stray(struct pool_child *c, const char *line, const struct jsonrpc_info *info)
-{
-    (void)c;
-    return info->id_type == JSONRPC_ID_STRING && info->id.len > sizeof PTASK_CANCEL_ID
-           && memcmp(line + info->id.off + 1, PTASK_CANCEL_ID, sizeof PTASK_CANCEL_ID - 1) == 0;
-}
-
 /* --- endings ---------------------------------------------------------------------------------- */
 
 void
@@ -580,7 +524,7 @@ pool_task_session_end(struct pool_session *s, enum relay_reason why)
         if (t->c != NULL && !t->terminal && t->c->state == POOL_CHILD_READY) {
             log_info(s->label, "task %s cancelled at %s: %s", t->id, t->c->tag,
                      relay_reasons[why].text);
-            ptask_cancel_at(t->c, t->child_raw, t->child_raw_len);
+            relay_task_cancel(&t->c->r, t->child_raw, t->child_raw_len);
         }
         pool_task_free(t);
     }

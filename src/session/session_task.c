@@ -10,13 +10,6 @@
 #include "log.h"
 #include "session_int.h"
 
-static bool
-session_task_terminal(const char *status)
-{
-    return strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0
-           || strcmp(status, "cancelled") == 0;
-}
-
 void
 session_tasks_clear(struct session *s)
 {
@@ -38,7 +31,7 @@ session_task_seen(struct session *s, const char *line, size_t len)
     struct session_task **pp = &s->tasks;
     while (*pp != NULL && strcmp((*pp)->id, jt.task_id) != 0)
         pp = &(*pp)->next;
-    if (session_task_terminal(jt.status)) {
+    if (jsonrpc_task_terminal(jt.status)) {
         if (*pp != NULL) {
             struct session_task *t = *pp;
             *pp = t->next;

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { callTool, del, everythingServer, initSession, MATRIX_POOLED, pooledSkip, post, rpc, waitFor, withGateway } from '../lib/gw.mjs';
+import { scaled } from '../lib/timing.mjs';
 
 
 const V = '2025-11-25';
@@ -32,6 +33,7 @@ async function ask(gw, sid, method, params, id) {
   return a;
 }
 
+const childTasks = (gw, method) => gw.childMessages().filter((m) => m.method === method);
 const childCancels = (gw) => gw.childMessages().filter((m) => m.method === 'notifications/cancelled');
 
 test('a task-augmented call is never cancelled by the gateway: not on a drop, a timeout or DELETE', async (t) => {
@@ -126,6 +128,42 @@ test('tasks/* requests reach the child byte for byte, apart from the id', async 
     }
     const m = await waitFor(() => gw.childMessages().find((x) => x.method === 'tasks/get'), 5000, 'tasks/get at the child');
     assert.deepEqual(m.params, params);
+    const ok = await callTool(gw, s.sid, 'echo', { text: 'after' });
+    assert.equal(ok.response.result.content[0].text, 'after');
+  });
+});
+
+test('a task-augmented call cancelled before its CreateTaskResult (the client\'s cancel, a timeout) has its task cancelled at the child', async () => {
+  // The example runs the task at once but answers its CreateTaskResult only after create_delay_ms,
+  // and ignores notifications/cancelled for a task-augmented request (tasks/cancel ends a task):
+  // both answers come after their calls were cancelled, naming tasks that would run for nobody.
+  const timeoutMs = scaled(1000);
+  const createDelay = timeoutMs + scaled(1500);
+  await withGateway({ servers: [{ name: 'example', path: '/mcp', args: ['--tasks'], extra: `request_timeout_ms = ${timeoutMs}` }] }, async (gw) => {
+    const s = await initSession(gw, { version: V });
+    const h = { 'MCP-Protocol-Version': V };
+    const call = (text) => post(gw, rpc('tools/call', { name: 'echo', arguments: { text, delay_ms: 600000, create_delay_ms: createDelay }, task: { ttl: 600000 } }, text), { sid: s.sid, headers: h });
+    const byClient = await call('by-client');
+    await waitFor(() => gw.childMessages().find((m) => m.params?.arguments?.text === 'by-client'), scaled(5000), 'the call at the child');
+    const c = await post(gw, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'by-client', reason: 'changed my mind' } }, { sid: s.sid, headers: h });
+    assert.equal(c.status, 202);
+    const byTimeout = await call('by-timeout');
+    await byTimeout.done(createDelay + scaled(5000));
+    const err = byTimeout.events().map((e) => e.json).find(isAnswer);
+    assert.match(err?.error?.message ?? '', /timed out/, JSON.stringify(err));
+    await byClient.done(scaled(5000));
+    assert.ok(!byClient.events().some((e) => isAnswer(e.json)), 'no answer after the client\'s cancel');
+    const cancels = await waitFor(() => { const l = childTasks(gw, 'tasks/cancel'); return l.length >= 2 && l; }, createDelay + scaled(5000), 'two tasks/cancel at the child');
+    assert.deepEqual(cancels.map((m) => m.params.taskId).sort(), ['task-1', 'task-2']);
+    for (const m of cancels) assert.match(String(m.id), /^mcpgw-task-\d+$/, 'the gateway\'s own request');
+    await gw.waitLog(/task created for a cancelled tools\/call: cancelled at the child/);
+    // The child's answers to those went nowhere; the session serves on.
+    const list = await ask(gw, s.sid, 'tasks/list', {}, 'list');
+    if (MATRIX_POOLED) // a pooled session lists its own records: the cancelled calls made none
+      assert.deepEqual(list.result.tasks, []);
+    else
+      assert.deepEqual(list.result.tasks.map((t) => [t.taskId, t.status]).sort(), [['task-1', 'cancelled'], ['task-2', 'cancelled']]);
+    assert.equal(childTasks(gw, 'tasks/cancel').length, 2, 'each once');
     const ok = await callTool(gw, s.sid, 'echo', { text: 'after' });
     assert.equal(ok.response.result.content[0].text, 'after');
   });

@@ -49,7 +49,7 @@ child_send(void *arg, const struct iovec *iov, int n)
 /* --- the owner: each op records its call ------------------------------------------------------ */
 
 enum op { OP_ANSWER, OP_STRAY, OP_REQUEST, OP_PROGRESS, OP_CANCELLED, OP_SUBSCRIPTION, OP_LOG,
-          OP_NOTIFICATION, OP_LATE_TASK, OP_EXPIRED, OP_GONE, OP_N };
+          OP_NOTIFICATION, OP_EXPIRED, OP_GONE, OP_N };
 static struct {
     enum op op;
     struct pending *p;
@@ -141,15 +141,6 @@ on_notification(void *owner, const char *line, size_t len, const struct jsonrpc_
 }
 
 static void
-on_late_task(void *owner, const struct pending *p, const char *line, size_t len,
-             const struct jsonrpc_info *info)
-{
-    cr_assert(info->kind == JSONRPC_RESULT || info->kind == JSONRPC_ERROR);
-    cr_assert(p->task && p->state == PENDING_CANCELLED, "only a cancelled task-augmented entry");
-    record(owner, OP_LATE_TASK, (struct pending *)(uintptr_t)p, line, len);
-}
-
-static void
 on_expired(void *owner, struct pending *p)
 {
     cr_assert_null(p->timer, "the timer is gone before the owner hears of it");
@@ -173,7 +164,6 @@ static const struct relay_ops all_ops = {
     .subscription = on_subscription,
     .log = on_log,
     .notification = on_notification,
-    .late_task = on_late_task,
     .expired = on_expired,
     .gone = on_gone,
 };
@@ -449,34 +439,70 @@ Test(relay, line_answer_matched_once_late_and_unknown_dropped, .init = setup, .f
 
 /*
  * A task-augmented request cancelled before its answer (no notifications/cancelled goes for one):
- * its late answer (a CreateTaskResult: a task the child now runs for nobody) reaches the owner's
- * late_task op once, then is forgotten as any late answer; a plain request's late answer does not.
+ * its late CreateTaskResult names a task the child now runs for nobody, so the relay sends the
+ * child tasks/cancel of it, once, under an id of the gateway's own, and drops the child's answer
+ * to that; a task already over, a plain request's late answer and an error send nothing. The same for every owner: the fewest ops (a session's) as well as all (a pool
+ * child's). A refused send is logged, nothing else changes.
  */
-Test(relay, line_late_answer_of_a_cancelled_task_reaches_late_task, .init = setup, .fini = teardown)
+Test(relay, line_late_task_is_cancelled_at_the_child, .init = setup, .fini = teardown)
 {
-    struct pending *t = add("\"t\"");
-    struct pending *q = add("\"q\"");
-    t->task = true;
-    relay_cancel(&R, t, RELAY_CANCEL_DELETED);
-    relay_cancel(&R, q, RELAY_CANCEL_DELETED);
-    uint64_t tid = gw(t);
-    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"x\"}}}",
-         (unsigned long long)tid);
-    cr_assert_eq(ncalls, 1);
-    cr_assert_eq(calls[0].op, OP_LATE_TASK);
-    cr_assert_eq(n_late, 1, "still counted late");
-    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}", gw(q));
-    cr_assert_eq(ncalls, 1, "a plain request's late answer reaches no op");
-    cr_assert_eq(R.pt.count, 0, "both entries forgotten");
-    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}", (unsigned long long)tid);
-    cr_assert_eq(ncalls, 2, "once: then an unknown id (stray)");
-    cr_assert_eq(calls[1].op, OP_STRAY);
-    R.ops = &few_ops; /* a session's relay: no late_task op */
+    for (int round = 0; round < 2; round++) {
+        R.ops = round == 0 ? &all_ops : &few_ops;
+        nsent = ncalls = 0;
+        n_late = 0;
+        struct pending *t = add("\"t\"");
+        struct pending *q = add("\"q\"");
+        struct pending *done = add("\"done\"");
+        struct pending *err = add("\"err\"");
+        t->task = done->task = err->task = true;
+        relay_cancel(&R, t, RELAY_CANCEL_DELETED);
+        relay_cancel(&R, q, RELAY_CANCEL_DELETED);
+        relay_cancel(&R, done, RELAY_CANCEL_TIMEOUT);
+        relay_cancel(&R, err, RELAY_CANCEL_CLIENT);
+        cr_assert_eq(nsent, 1, "only the plain request got notifications/cancelled");
+        uint64_t tid = gw(t);
+        feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"x\\\"1\","
+             "\"status\":\"working\"}}}",
+             (unsigned long long)tid);
+        cr_assert_eq(ncalls, 0, "no op: the relay's own");
+        cr_assert_eq(nsent, 2);
+        int n = 0;
+        char id[32];
+        cr_assert_eq(sscanf(sent[1], "{\"jsonrpc\":\"2.0\",\"id\":\"%31[^\"]\"%n", id, &n), 1, "%s",
+                     sent[1]);
+        cr_assert(strncmp(id, "mcpgw-task-", 11) == 0, "%s", id);
+        cr_assert_str_eq(sent[1] + n,
+                         ",\"method\":\"tasks/cancel\",\"params\":{\"taskId\":\"x\\\"1\"}}\n");
+        cr_assert_eq(n_late, 1, "still counted late");
+        /* Over already, or no task in it: nothing more goes. */
+        feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"y\","
+             "\"status\":\"completed\"}}}",
+             (unsigned long long)gw(done));
+        feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{}}", (unsigned long long)gw(q));
+        feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"error\":{\"code\":-32603,\"message\":\"no\"}}",
+             (unsigned long long)gw(err));
+        cr_assert_eq(nsent, 2);
+        cr_assert_eq(ncalls, 0, "late answers reach no op");
+        cr_assert_eq(R.pt.count, 0, "every entry forgotten");
+        /* The child's answer to the gateway's tasks/cancel is dropped, never stray. */
+        feed("{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"result\":{\"taskId\":\"x\",\"status\":"
+             "\"cancelled\"}}",
+             id);
+        cr_assert_eq(ncalls, 0, "the answer to the gateway's own request is no owner's");
+        /* Once: the same late answer again names an unknown id (stray, with all ops). */
+        feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"x\"}}}",
+             (unsigned long long)tid);
+        cr_assert_eq(nsent, 2, "once");
+        cr_assert_eq(ncalls, round == 0 ? 1 : 0);
+    }
+    /* A child whose stdin refuses: the cancel is lost (logged), nothing else changes. */
     struct pending *u = add("\"u\"");
     u->task = true;
-    relay_cancel(&R, u, RELAY_CANCEL_DELETED);
-    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"y\"}}}", gw(u));
-    cr_assert_eq(ncalls, 2);
+    relay_cancel(&R, u, RELAY_CANCEL_CLIENT);
+    refuse = true;
+    feed("{\"jsonrpc\":\"2.0\",\"id\":%llu,\"result\":{\"task\":{\"taskId\":\"z\"}}}", gw(u));
+    cr_assert_eq(nsent, 2);
+    cr_assert_eq(R.pt.count, 0);
 }
 
 Test(relay, line_request_and_notifications_each_one_op, .init = setup, .fini = teardown)
