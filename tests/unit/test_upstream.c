@@ -569,18 +569,39 @@ Test(upstream, child_exit_fires_gone, .init = fx_init, .fini = fx_fini)
     cr_assert(process_gone(pid));
 }
 
+/* True when /proc/PID/comm (comm_path) names want. */
+static bool
+proc_comm_is(const char *comm_path, const char *want)
+{
+    char comm[32] = "";
+    FILE *f = fopen(comm_path, "re");
+    if (f == NULL)
+        return false;
+    bool got = fgets(comm, sizeof comm, f) != NULL;
+    fclose(f);
+    comm[strcspn(comm, "\n")] = '\0';
+    return got && strcmp(comm, want) == 0;
+}
+
 Test(upstream, stdin_closed_by_child_fires_gone, .init = fx_init, .fini = fx_fini)
 {
     char *argv[] = { (char[]){ "/bin/sh" }, (char[]){ "-c" },
                      (char[]){ "exec 0<&-; exec sleep 100" }, NULL };
     struct upstream *u = spawn(argv);
     pid_t pid = upstream_pid(u);
-    /* Wait until the child has closed its stdin. */
-    char path[64];
+    /*
+     * Wait until the child has closed its stdin, that is until it runs sleep, which the shell
+     * execs only after. /proc/PID/fd/0 failing to resolve does not prove it (a lookup can fail
+     * for other reasons than a closed descriptor), and a send before the shell closed it is
+     * simply written, which fails the test.
+     */
+    char path[64], comm_path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/0", (int)pid);
+    snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)pid);
     uint64_t end = util_now_ms() + DEADLINE_MS;
-    while (access(path, F_OK) == 0 && util_now_ms() < end)
+    while (!proc_comm_is(comm_path, "sleep") && util_now_ms() < end)
         run_for(5);
+    cr_assert(proc_comm_is(comm_path, "sleep"), "the child never ran sleep");
     cr_assert_neq(access(path, F_OK), 0, "the child kept its stdin");
     send_str(u, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
     /* The write failed inside upstream_send: the owner hears of it later, never inside it. */
