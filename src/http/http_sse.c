@@ -88,12 +88,18 @@ http_drop(struct http_req *rc)
     http_resume(rc);
 }
 
+/*
+ * An SSE response's headers. A stream (streaming) also says that nothing on the way may cache or
+ * buffer it; a held one that is complete (a Content-Length) has nothing to hold back.
+ */
 static void
-http_sse_headers(struct MHD_Response *r, const struct http_req *rc, bool with_sid)
+http_sse_headers(struct MHD_Response *r, const struct http_req *rc, bool with_sid, bool streaming)
 {
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    if (streaming) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    }
     if (with_sid)
         MHD_add_response_header(r, HTTP_SID_HEADER, rc->sid);
 }
@@ -105,7 +111,7 @@ http_sse(struct http_req *rc, struct stream *st, bool with_sid)
     stream_set_wake(st, http_wake, rc);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, http_sse_reader, rc, NULL);
-    http_sse_headers(r, rc, with_sid);
+    http_sse_headers(r, rc, with_sid, true);
     enum MHD_Result ret = http_queue(rc, MHD_HTTP_OK, r);
     if (rc->conn == NULL || rc->conn->gone)
         http_drop(rc); /* the hang-up came before the stream: the reader ends the response */
@@ -240,6 +246,6 @@ http_unhold(struct http_req *rc)
         }
         r = MHD_create_response_from_iovec(mio, (unsigned)sent->n, http_sent_free, sent);
     }
-    http_sse_headers(r, rc, rc->with_sid);
+    http_sse_headers(r, rc, rc->with_sid, false);
     return http_queue(rc, MHD_HTTP_OK, r);
 }
