@@ -59,10 +59,11 @@ buf_used(const struct buf *b)
     return b->len - b->off;
 }
 
+/* No offset is added to the null pointer of a buffer that never held anything (off is 0). */
 static inline char *
 buf_head(const struct buf *b)
 {
-    return b->data + b->off;
+    return b->off == 0 ? b->data : b->data + b->off;
 }
 
 #endif
