@@ -728,6 +728,7 @@ http_stop(void)
     httpd.mhd_w = NULL;
     MHD_stop_daemon(httpd.d);
     httpd.d = NULL;
+    http_holds_stop();
     if (httpd.listen_fd != -1)
         close(httpd.listen_fd);
     httpd.listen_fd = -1;

@@ -166,11 +166,14 @@ struct http_req {
     bool pooled;                    /* st is a pooled session's (the pool's: pool_session_detach) */
     enum pool_status pooled_status; /* why http_pooled_session found none */
     const char *pooled_why;         /* and a static text, when full */
-    struct loop_timer *hold;        /* ends the hold */
-    struct http_conn *conn;         /* NULL once MHD closed the connection */
-    unsigned gen;                   /* httpd.gen when the request was last classified */
-    bool head;    /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
-    bool options; /* OPTIONS: answered (CORS) only on the metadata routes */
+    /* Held (http_hold): its place in its kind's queue, oldest first, and when the hold ends. */
+    struct http_req *hold_prev, *hold_next;
+    uint64_t hold_due_ms;
+    unsigned char hold_q;   /* 1 + the index of the queue it is on; 0: none */
+    struct http_conn *conn; /* NULL once MHD closed the connection */
+    unsigned gen;           /* httpd.gen when the request was last classified */
+    bool head;              /* HEAD: HTTP_OTHER for the MCP endpoint, a GET for the probes */
+    bool options;           /* OPTIONS: answered (CORS) only on the metadata routes */
     struct auth_principal *principal;   /* who is asking (a reference), once authenticated */
     struct auth_claims *claims;         /* its token's env_from_claims (a reference); NULL: none */
     struct policy_grants grants;        /* and which of srv's tool policy scopes its token grants */
@@ -225,6 +228,9 @@ struct http_globals {
     struct http_req *cur;         /* the request whose callback runs now, or NULL */
 };
 extern struct http_globals httpd;
+
+/* http_sse.c: the hold queues' timers go (http_stop, after every request is gone). */
+void http_holds_stop(void);
 
 /* http_reply.c */
 enum MHD_Result http_queue(struct http_req *rc, unsigned status, struct MHD_Response *r);
@@ -284,6 +290,8 @@ void http_access_end(struct http_req *rc);
 
 /* http_sse.c */
 void http_detach(struct http_req *rc);
+/* rc off its hold queue (http_sse.c), if it is on one. */
+void http_hold_off(struct http_req *rc);
 void http_drop(struct http_req *rc);
 /* Suspends rc's connection until http_resume (MHD_suspend_connection's rules apply). */
 void http_suspend(struct http_req *rc);

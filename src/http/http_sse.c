@@ -6,6 +6,12 @@
  * one SSE body with a Content-Length in one write, instead of headers, event and last chunk in
  * three. Anything else (a notification first, the time up) starts the stream as usual. The hold
  * never delays a message, only headers with nothing after.
+ *
+ * Every hold of a kind (a session's response_hold_ms, a stateless request's heartbeat_s) lasts as
+ * long, so holds end in the order they began: each kind has a queue, oldest first, and one loop
+ * timer for its oldest, rather than a timer added and deleted for every request. A request is on
+ * its queue from http_hold until http_unhold or http_detach takes it off (both come before it is
+ * freed); the timer's end takes the holds that are over off and resumes them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +47,99 @@ http_wake(void *arg)
     http_resume(arg);
 }
 
+struct http_holds {
+    struct http_req *head, *tail; /* by hold_due_ms, earliest first */
+    struct loop_timer *timer;     /* due at timer_ms, no later than the head's end; NULL: none */
+    uint64_t timer_ms;
+};
+
+static struct http_holds http_holds[2]; /* [0] sessions' holds, [1] stateless requests' */
+
+static void http_holds_arm(struct http_holds *q);
+
+/* The queue's timer: every hold that is over comes off and its request resumes. */
+static void
+http_holds_fire(void *arg)
+{
+    struct http_holds *q = arg;
+    q->timer = NULL;
+    uint64_t now = util_now_ms();
+    while (q->head != NULL && q->head->hold_due_ms <= now) {
+        struct http_req *rc = q->head;
+        http_hold_off(rc);
+        http_resume(rc); /* MHD calls again: http_unhold */
+    }
+    http_holds_arm(q);
+}
+
+/* A timer no later than the head's end (one armed earlier stays: it fires and arms again). */
+static void
+http_holds_arm(struct http_holds *q)
+{
+    if (q->head == NULL || (q->timer != NULL && q->timer_ms <= q->head->hold_due_ms))
+        return;
+    loop_timer_del(q->timer);
+    uint64_t now = util_now_ms(), due = q->head->hold_due_ms;
+    q->timer = loop_timer_add(httpd.l, due > now ? due - now : 0, http_holds_fire, q);
+    q->timer_ms = due;
+}
+
+/* rc goes on its kind's queue, in order (a reload may have shortened the hold: rarely not last). */
+static void
+http_hold_on(struct http_req *rc, uint64_t hold_ms)
+{
+    unsigned char k = rc->stateless ? 1 : 0;
+    struct http_holds *q = &http_holds[k];
+    rc->hold_due_ms = util_now_ms() + hold_ms;
+    struct http_req *after = q->tail;
+    while (after != NULL && after->hold_due_ms > rc->hold_due_ms)
+        after = after->hold_prev;
+    rc->hold_prev = after;
+    rc->hold_next = after != NULL ? after->hold_next : q->head;
+    if (rc->hold_next != NULL)
+        rc->hold_next->hold_prev = rc;
+    else
+        q->tail = rc;
+    if (after != NULL)
+        after->hold_next = rc;
+    else
+        q->head = rc;
+    rc->hold_q = (unsigned char)(k + 1);
+    http_holds_arm(q);
+}
+
+void
+http_hold_off(struct http_req *rc)
+{
+    if (rc->hold_q == 0)
+        return;
+    struct http_holds *q = &http_holds[rc->hold_q - 1];
+    if (rc->hold_prev != NULL)
+        rc->hold_prev->hold_next = rc->hold_next;
+    else
+        q->head = rc->hold_next;
+    if (rc->hold_next != NULL)
+        rc->hold_next->hold_prev = rc->hold_prev;
+    else
+        q->tail = rc->hold_prev;
+    rc->hold_prev = rc->hold_next = NULL;
+    rc->hold_q = 0;
+}
+
+void
+http_holds_stop(void)
+{
+    for (size_t i = 0; i < ARRAY_LEN(http_holds); i++) {
+        loop_timer_del(http_holds[i].timer);
+        http_holds[i] = (struct http_holds){ 0 };
+    }
+}
+
 /* Hands the stream back to its session; dropped when it had not finished. */
 void
 http_detach(struct http_req *rc)
 {
-    loop_timer_del(rc->hold);
-    rc->hold = NULL;
+    http_hold_off(rc);
     if (rc->st == NULL)
         return;
     struct stream *st = rc->st;
@@ -119,14 +212,6 @@ http_sse(struct http_req *rc, struct stream *st, bool with_sid)
 }
 
 static void
-http_hold_over(void *arg)
-{
-    struct http_req *rc = arg;
-    rc->hold = NULL;
-    http_resume(rc);
-}
-
-static void
 http_sent_free(void *cls)
 {
     struct http_sent *sent = cls;
@@ -157,7 +242,7 @@ http_hold(struct http_req *rc, struct stream *st, bool with_sid)
      */
     if (stream_ended(st) || (rc->stateless && stream_pending(st) > 0))
         return http_unhold(rc);
-    rc->hold = loop_timer_add(httpd.l, hold_ms, http_hold_over, rc);
+    http_hold_on(rc, hold_ms);
     http_suspend(rc);
     return MHD_YES;
 }
@@ -218,8 +303,7 @@ enum MHD_Result
 http_unhold(struct http_req *rc)
 {
     rc->held = false;
-    loop_timer_del(rc->hold);
-    rc->hold = NULL;
+    http_hold_off(rc);
     struct stream *st = rc->st;
     if (rc->dropped || st == NULL)
         return MHD_NO; /* the client left: MHD closes the connection */
