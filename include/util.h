@@ -13,6 +13,27 @@
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define FALLTHROUGH  __attribute__((fallthrough))
 
+/*
+ * Takes node out of a doubly linked list threaded through its members prev and next (named by the
+ * caller), whose first element is the lvalue head (and, with _TAIL, whose last is tail); node's
+ * own links are left as they were. node is evaluated more than once: pass a plain variable.
+ */
+#define UTIL_DLIST_UNLINK(head, node, prev, next) \
+    do {                                          \
+        if ((node)->prev != NULL)                 \
+            (node)->prev->next = (node)->next;    \
+        else                                      \
+            (head) = (node)->next;                \
+        if ((node)->next != NULL)                 \
+            (node)->next->prev = (node)->prev;    \
+    } while (0)
+#define UTIL_DLIST_UNLINK_TAIL(head, tail, node, prev, next) \
+    do {                                                     \
+        UTIL_DLIST_UNLINK(head, node, prev, next);           \
+        if ((node)->next == NULL)                            \
+            (tail) = (node)->prev;                           \
+    } while (0)
+
 /* Allocation never fails for the caller: on failure these log and abort (tmux, redis). */
 void *xmalloc(size_t n);
 void *xcalloc(size_t nmemb, size_t size);

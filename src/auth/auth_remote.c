@@ -111,12 +111,7 @@ auth_wait_cancel(struct auth_wait *w)
 {
     if (w == NULL)
         return;
-    if (w->prev != NULL)
-        w->prev->next = w->next;
-    else
-        w->r->waiters = w->next;
-    if (w->next != NULL)
-        w->next->prev = w->prev;
+    UTIL_DLIST_UNLINK(w->r->waiters, w, prev, next);
     free(w);
 }
 
@@ -424,12 +419,7 @@ static void
 auth_intro_unlink(struct auth_intro *p)
 {
     struct auth_remote *r = p->r;
-    if (p->prev != NULL)
-        p->prev->next = p->next;
-    else
-        r->pending = p->next;
-    if (p->next != NULL)
-        p->next->prev = p->prev;
+    UTIL_DLIST_UNLINK(r->pending, p, prev, next);
     r->npending--;
 }
 

@@ -227,12 +227,7 @@ fetch_max_age(const struct fetch *f)
 static void
 fetch_unlink(struct fetch *f)
 {
-    if (f->prev != NULL)
-        f->prev->next = f->next;
-    else
-        F.list = f->next;
-    if (f->next != NULL)
-        f->next->prev = f->prev;
+    UTIL_DLIST_UNLINK(F.list, f, prev, next);
 }
 
 static void

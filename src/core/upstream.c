@@ -32,6 +32,7 @@
 #include "sandbox.h"
 #include "sandbox_notify.h"
 #include "upstream_int.h"
+#include "util.h"
 
 #define UPSTREAM_READ_BYTES     65536
 #define UPSTREAM_SHARE_BYTES    65536     /* a line this long is handed over, not copied */
@@ -124,12 +125,7 @@ upstream_free(struct upstream *u)
     buf_clear(&u->line);
     buf_clear(&u->errline);
     struct upstream_server *row = u->srv;
-    if (u->srv_prev != NULL)
-        u->srv_prev->srv_next = u->srv_next;
-    else
-        row->children = u->srv_next;
-    if (u->srv_next != NULL)
-        u->srv_next->srv_prev = u->srv_prev;
+    UTIL_DLIST_UNLINK(row->children, u, srv_prev, srv_next);
     row->running--;
     free(u);
     upstream_live--;

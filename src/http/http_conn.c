@@ -35,12 +35,7 @@ http_park_unlink(struct http_conn *conn)
     if (!conn->park_check)
         return;
     conn->park_check = false;
-    if (conn->park_prev != NULL)
-        conn->park_prev->park_next = conn->park_next;
-    else
-        httpd.to_check = conn->park_next;
-    if (conn->park_next != NULL)
-        conn->park_next->park_prev = conn->park_prev;
+    UTIL_DLIST_UNLINK(httpd.to_check, conn, park_prev, park_next);
     conn->park_prev = conn->park_next = NULL;
 }
 
@@ -122,12 +117,7 @@ http_notify(void *cls, struct MHD_Connection *c, void **socket_context,
         httpd.parked--;
     if (conn->rc != NULL)
         conn->rc->conn = NULL;
-    if (conn->prev != NULL)
-        conn->prev->next = conn->next;
-    else
-        httpd.conns = conn->next;
-    if (conn->next != NULL)
-        conn->next->prev = conn->prev;
+    UTIL_DLIST_UNLINK(httpd.conns, conn, prev, next);
     loop_watch_del(conn->w);
     free(conn);
     *socket_context = NULL;

@@ -114,14 +114,7 @@ http_hold_off(struct http_req *rc)
     if (rc->hold_q == 0)
         return;
     struct http_holds *q = &http_holds[rc->hold_q - 1];
-    if (rc->hold_prev != NULL)
-        rc->hold_prev->hold_next = rc->hold_next;
-    else
-        q->head = rc->hold_next;
-    if (rc->hold_next != NULL)
-        rc->hold_next->hold_prev = rc->hold_prev;
-    else
-        q->tail = rc->hold_prev;
+    UTIL_DLIST_UNLINK_TAIL(q->head, q->tail, rc, hold_prev, hold_next);
     rc->hold_prev = rc->hold_next = NULL;
     rc->hold_q = 0;
 }

@@ -136,14 +136,7 @@ pending_find_token(const struct pending_table *t, const char *token, size_t len)
 void
 pending_del(struct pending_table *t, struct pending *p)
 {
-    if (p->prev != NULL)
-        p->prev->next = p->next;
-    else
-        t->head = p->next;
-    if (p->next != NULL)
-        p->next->prev = p->prev;
-    else
-        t->tail = p->prev;
+    UTIL_DLIST_UNLINK_TAIL(t->head, t->tail, p, prev, next);
     t->count--;
     pending_free(p);
 }

@@ -466,12 +466,7 @@ pool_child_retire(struct pool_child *c, const char *why, bool failure)
         }
         e = next;
     }
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        p->children = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
+    UTIL_DLIST_UNLINK(p->children, c, prev, next);
     p->n_children--;
     pool_listen_child_change(c, true);
     upstream_close(c->u, why);

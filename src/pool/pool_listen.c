@@ -140,12 +140,7 @@ pool_sub_unref(struct pool *p, const char *uri)
     if (s == NULL || --s->refs > 0)
         return;
     pool_names_del(&p->sub_names, s, SUB_NEXT);
-    if (s->prev != NULL)
-        s->prev->next = s->next;
-    else
-        p->subs = s->next;
-    if (s->next != NULL)
-        s->next->prev = s->prev;
+    UTIL_DLIST_UNLINK(p->subs, s, prev, next);
     if (s->c != NULL) {
         s->c->subs--;
         (void)pool_sub_send(s->c, "resources/unsubscribe", s->uri);

@@ -491,12 +491,7 @@ pool_session_free(struct pool_session *s)
 {
     if (s->linked) {
         pool_names_del(&pss.t, s, PSS_LINK);
-        if (s->prev != NULL)
-            s->prev->next = s->next;
-        else
-            pss.all = s->next;
-        if (s->next != NULL)
-            s->next->prev = s->prev;
+        UTIL_DLIST_UNLINK(pss.all, s, prev, next);
         pss.n--;
         pool_server_of(s->server)->sessions_open--;
     }
@@ -572,12 +567,7 @@ pool_session_unlink(struct pool_call *call)
     if (s == NULL)
         return;
     pool_task_call_end(call);
-    if (call->sprev != NULL)
-        call->sprev->snext = call->snext;
-    else
-        s->calls = call->snext;
-    if (call->snext != NULL)
-        call->snext->sprev = call->sprev;
+    UTIL_DLIST_UNLINK(s->calls, call, sprev, snext);
     s->ncalls--;
     /* An initialize that ended unanswered (refused, timed out): the session is no session. */
     if (call->init && s->rev == NULL) {

@@ -35,12 +35,7 @@ static struct pool_batch *pool_batches; /* every batch with a call still open */
 static void
 pool_batch_free(struct pool_batch *b)
 {
-    if (b->prev != NULL)
-        b->prev->next = b->next;
-    else
-        pool_batches = b->next;
-    if (b->next != NULL)
-        b->next->prev = b->prev;
+    UTIL_DLIST_UNLINK(pool_batches, b, prev, next);
     stream_own(b->st)->owner = NULL;
     stream_end(b->st);
     stream_unref(b->st);

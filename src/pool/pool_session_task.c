@@ -80,12 +80,7 @@ ptask_child_unlink(struct pool_task *t)
 {
     if (t->c == NULL)
         return;
-    if (t->cprev != NULL)
-        t->cprev->cnext = t->cnext;
-    else
-        t->c->tasks = t->cnext;
-    if (t->cnext != NULL)
-        t->cnext->cprev = t->cprev;
+    UTIL_DLIST_UNLINK(t->c->tasks, t, cprev, cnext);
     t->c = NULL;
     t->cprev = t->cnext = NULL;
 }
