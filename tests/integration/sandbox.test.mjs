@@ -11,6 +11,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { EXAMPLE, callTool, del, everythingServer, initSession, metricSamples, post, request, rpc, startGateway, stopAfter, tmpdir, waitFor } from '../lib/gw.mjs';
+import { fdTargets } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const HOSTILE = process.env.GW_BOX_HOSTILE;
@@ -255,10 +256,7 @@ async function attemptAt(gw, url, sid, args, ms = scaled(20000)) {
  * /proc: the descriptors are listed first, so a client socket among them is in the TCP table.
  */
 function gatewayFdsButClients(pid) {
-  const links = [];
-  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
-    try { links.push(fs.readlinkSync(`/proc/${pid}/fd/${fd}`)); } catch { /* closed meanwhile */ }
-  }
+  const links = fdTargets(pid);
   const clients = new Set();
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text = '';

@@ -16,7 +16,7 @@ import {
   EXAMPLE, callTool, del, get, initSession, metricSamples, post, reaped, request, rpc, startGateway,
   stopAfter, tmpdir, waitFor,
 } from '../lib/gw.mjs';
-import { fdList } from '../lib/procs.mjs';
+import { fdTargets } from '../lib/procs.mjs';
 import { scaled } from '../lib/timing.mjs';
 
 const TOKEN = 'sleep-admin-token-0123456789abcdef';
@@ -61,14 +61,6 @@ async function init(gw, opts) {
 async function asleep(gw, sid, pid) {
   await waitFor(async () => (await view(gw, sid))?.child === 'asleep', scaled(10000), 'the child to sleep');
   await waitFor(() => reaped(pid), scaled(10000), `child ${pid} reaped`);
-}
-/** What the gateway's descriptors are open on (pipe:[inode], anon_inode:[pidfd], ...). */
-function fdTargets(pid) {
-  const out = [];
-  for (const fd of fdList(pid)) {
-    try { out.push(fs.readlinkSync(`/proc/${pid}/fd/${fd}`)); } catch { /* closed meanwhile */ }
-  }
-  return out;
 }
 const initializes = (gw) => gw.childMessages().filter((m) => m.method === 'initialize');
 

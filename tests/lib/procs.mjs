@@ -7,6 +7,14 @@ import fs from 'node:fs';
 export const rssKb = (pid) => Number(/VmRSS:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
 /** The descriptors pid has open (names in /proc/<pid>/fd). */
 export const fdList = (pid) => fs.readdirSync(`/proc/${pid}/fd`);
+/** What pid's descriptors are open on (pipe:[inode], socket:[inode], anon_inode:[pidfd], ...). */
+export function fdTargets(pid) {
+  const out = [];
+  for (const fd of fdList(pid)) {
+    try { out.push(fs.readlinkSync(`/proc/${pid}/fd/${fd}`)); } catch { /* closed meanwhile */ }
+  }
+  return out;
+}
 
 /** [pid, state, ppid, pgrp] of every process, from /proc/<pid>/stat. */
 export function processes() {
