@@ -7,11 +7,10 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { GW_BIN } from '../lib/gw.mjs';
+import { GW_BIN, tmpdir } from '../lib/gw.mjs';
 
 const ROOT = process.env.GW_SOURCE_ROOT;
 const BUILD = process.env.GW_BUILD_ROOT;
@@ -82,7 +81,7 @@ const written = (what, file) => run('--man', what, OPTIONS_MD, file);
 function editedCopy(rel, from, to) {
   const text = fs.readFileSync(path.join(ROOT, rel), 'utf8');
   assert.ok(text.includes(from), `${rel} has "${from}"`);
-  const f = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'mcpgw-docs-')), path.basename(rel));
+  const f = path.join(tmpdir('mcpgw-docs-'), path.basename(rel));
   fs.writeFileSync(f, text.replace(from, to));
   return f;
 }
@@ -136,7 +135,7 @@ test('mcp-gateway.ini(5) is what --man 5 writes from options.md, one entry per k
 
 test('--man 5 refuses an options.md that lacks a key of the table, has one it lacks, or has one twice', () => {
   const text = fs.readFileSync(OPTIONS_MD, 'utf8');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcpgw-options-'));
+  const dir = tmpdir('mcpgw-options-');
   const cases = [
     ['lacks', text.replace('\n### heartbeat_s\n', '\n'), /lacks\.md: the option table's gateway\.heartbeat_s has no ### heartbeat_s under ## \[gateway\]/],
     ['unknown', text.replace('\n### path\n', '\n### heartbeat_ms\n\nEvery so often.\n\n### path\n'), /unknown\.md:\d+: ### heartbeat_ms: the option table \(config_table\.c\) has no such key in \[gateway\]/],
@@ -220,7 +219,7 @@ test('mcp-gateway(8) FILES says true things of the files it names: the secrets o
   assert.match(files, /tokens_file, jwks_file\ntoken digests and public keys: others may read them/);
   // As the page says: a tokens_file others can read loads (it holds SHA-256 digests, not tokens);
   // an admin_token_file others can read is refused.
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcpgw-man-files-'));
+  const dir = tmpdir('mcpgw-man-files-');
   const tokens = path.join(dir, 'tokens');
   fs.writeFileSync(tokens, `sha256:${'ab'.repeat(32)} alice\n`, { mode: 0o644 });
   fs.chmodSync(tokens, 0o644);

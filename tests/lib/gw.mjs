@@ -64,8 +64,20 @@ export function checkConfigText(dir, name, ini) {
   return { status: r.status, out: r.stdout + r.stderr };
 }
 
+// The directories tmpdir made, removed when this test process exits after passing (a failing
+// one keeps them, with the gateways' and children's logs, to read).
+const madeDirs = [];
+process.on('exit', (code) => {
+  if (code !== 0) return;
+  for (const d of madeDirs) {
+    try { fs.rmSync(d, { recursive: true, force: true }); } catch { /* a file another user made, say */ }
+  }
+});
+
 export function tmpdir(prefix = 'mcpgw-') {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  madeDirs.push(d);
+  return d;
 }
 
 /** Polls fn() until it returns a truthy value or the deadline passes (then throws). */
