@@ -110,6 +110,13 @@ int jsonrpc_member_at(const char *p, struct jsonrpc_span obj, const char *key,
                       struct jsonrpc_span *val) MUSTCHECK;
 
 /*
+ * The task a CreateTaskResult names: true with *task the span of result.task (an object) and
+ * *task_id that of its taskId (a string, quotes included); false for any other message.
+ */
+bool jsonrpc_created_task(const char *p, const struct jsonrpc_info *info, struct jsonrpc_span *task,
+                          struct jsonrpc_span *task_id);
+
+/*
  * Members to insert as the first of the JSON object at obj (a span of a text jsonrpc_scan accepted
  * that starts with '{'): members[0..len) holds them each with a leading comma (",\"a\":1,\"b\":2"),
  * and is rearranged in place into the text that goes right after the object's '{':

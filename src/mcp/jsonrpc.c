@@ -881,6 +881,16 @@ jsonrpc_member_at(const char *p, struct jsonrpc_span obj, const char *key, struc
     return -1;
 }
 
+bool
+jsonrpc_created_task(const char *p, const struct jsonrpc_info *info, struct jsonrpc_span *task,
+                     struct jsonrpc_span *task_id)
+{
+    return info->kind == JSONRPC_RESULT && info->result.len != 0
+           && jsonrpc_member_at(p, info->result, "task", task) == 0 && task->len != 0
+           && p[task->off] == '{' && jsonrpc_member_at(p, *task, "taskId", task_id) == 0
+           && task_id->len != 0 && p[task_id->off] == '"';
+}
+
 size_t
 jsonrpc_members_first(const char *p, struct jsonrpc_span obj, char *members, size_t len)
 {

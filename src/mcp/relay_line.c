@@ -104,10 +104,7 @@ relay_late_task(struct relay *r, const struct pending *q, const char *line,
 {
     struct jsonrpc_span task, idsp, st;
     char status[24];
-    if (info->kind != JSONRPC_RESULT || info->result.len == 0
-        || jsonrpc_member_at(line, info->result, "task", &task) != 0 || task.len == 0
-        || line[task.off] != '{' || jsonrpc_member_at(line, task, "taskId", &idsp) != 0
-        || idsp.len == 0 || line[idsp.off] != '"')
+    if (!jsonrpc_created_task(line, info, &task, &idsp))
         return; /* no task: a late answer like any other */
     if (jsonrpc_member_at(line, task, "status", &st) == 0 && st.len > 0
         && jsonrpc_string_at(line, st, status, sizeof status, NULL)

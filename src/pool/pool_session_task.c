@@ -379,10 +379,7 @@ ptask_created(struct pool_call *call, struct pending *p, const char *line, size_
     struct pool_child *c = call->c;
     struct jsonrpc_span task, idsp;
     char child_id[sizeof(((struct pool_task *)0)->child_id)];
-    if (info->kind != JSONRPC_RESULT || info->result.len == 0
-        || jsonrpc_member_at(line, info->result, "task", &task) != 0 || task.len == 0
-        || line[task.off] != '{' || jsonrpc_member_at(line, task, "taskId", &idsp) != 0
-        || idsp.len == 0
+    if (!jsonrpc_created_task(line, info, &task, &idsp)
         || !jsonrpc_string_at(line, idsp, child_id, sizeof child_id, NULL))
         return false; /* the child ran it as a plain request, or said something else */
     call->task_op = POOL_TASK_NONE; /* its room is the record's now */

@@ -888,6 +888,43 @@ Test(jsonrpc, member_at)
     cr_assert_eq(jsonrpc_member_at(list, el[1], "name", &sp), -1, "not an object");
 }
 
+/* The taskId span jsonrpc_created_task gives for text, quotes included, or NULL for none. */
+static const char *
+created_task(const char *text, char *out, size_t cap)
+{
+    struct jsonrpc_info info;
+    struct jsonrpc_span task, id;
+    cr_assert_eq(scan(text, &info), JSONRPC_OK, "%s", text);
+    if (!jsonrpc_created_task(text, &info, &task, &id))
+        return NULL;
+    cr_assert_eq(text[task.off], '{');
+    cr_assert_lt(id.len, cap);
+    memcpy(out, text + id.off, id.len);
+    out[id.len] = '\0';
+    return out;
+}
+
+Test(jsonrpc, created_task_only_from_a_create_task_result)
+{
+    char v[64];
+    cr_assert_str_eq(created_task("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"status\":"
+                                  "\"working\",\"taskId\":\"t-1\"}}}",
+                                  v, sizeof v),
+                     "\"t-1\"");
+    const char *none[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":\"t-1\"}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"status\":\"working\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"taskId\":7}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"taskId\":\"a\",\"taskId\":\"b\"}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1,\"message\":\"x\",\"data\":{\"task\":"
+        "{\"taskId\":\"t\"}}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"task\":{\"taskId\":\"t\"}}}",
+    };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        cr_assert_null(created_task(none[i], v, sizeof v), "%s", none[i]);
+}
+
 Test(jsonrpc, task_state_from_each_message_kind)
 {
     struct jsonrpc_task t;
