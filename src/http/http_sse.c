@@ -122,7 +122,7 @@ http_hold_off(struct http_req *rc)
     rc->hold_q = 0;
     if (q->head == NULL) {
         /*
-         * None held: no timer left armed until the next hold. Left armed, it cost 11-21 % more
+         * None held: no timer left armed until the next hold. Left armed, it cost 10-21 % more
          * CPU per echo at one request at a time (src/README.md, section 6).
          */
         loop_timer_del(q->timer);

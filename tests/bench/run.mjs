@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The benchmark suite: mcp-gateway side by side with supergateway (npm, pinned in
-// tests/package-lock.json; at 1×1, 1×16 and 16×4 also mcp-proxy, P, pinned there too) and with the floor (the same stdio server driven over pipes by the
-// load generator, no HTTP), in one run, contenders interleaved (G, S, D, G, S, D, ...), each on a
-// fresh process per measurement; at 1×16 and 16×4 also H, libmicrohttpd alone answering at once
-// (tests/bench/http_floor.c: what HTTP itself costs, so G − H is what the relay adds). Prints one
-// table of medians, spread (min-max over rounds) and ratios. Usage, from anywhere:
+// tests/package-lock.json; at 1×1, 1×16 and 16×4 also mcp-proxy, P, pinned there too) and with
+// the floor (the same stdio server driven over pipes by the load generator, no HTTP), in one run,
+// contenders interleaved (G, S, D, G, S, D, ...), each on a fresh process per measurement; at
+// 1×16 and 16×4 also H, libmicrohttpd alone answering at once (tests/bench/http_floor.c: what
+// HTTP itself costs, so G − H is what the relay adds). Prints one table of medians, spread
+// (min-max over rounds) and ratios. Usage, from anywhere:
 //   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
@@ -29,7 +30,8 @@
 // configuration; the table gets its column and G/B, the median of each round's ratio, and the
 // versions line its --version).
 // It builds with `meson compile -C DIR` (setting DIR up if needed), runs `npm ci` in tests/
-// when supergateway or mcp-proxy is missing, binds loopback only and ends every process it started, by pid.
+// when supergateway or mcp-proxy is missing, binds loopback only and ends every process it
+// started, by pid.
 // The auth scenarios also run tests/bench/authserver.mjs (HTTPS, a certificate made with openssl).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
