@@ -917,8 +917,8 @@ Test(jsonrpc, created_task_only_from_a_create_task_result)
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"status\":\"working\"}}}",
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"taskId\":7}}}",
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"taskId\":\"a\",\"taskId\":\"b\"}}}",
-        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1,\"message\":\"x\",\"data\":{\"task\":"
-        "{\"taskId\":\"t\"}}}}",
+        ("{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1,\"message\":\"x\",\"data\":{\"task\":"
+         "{\"taskId\":\"t\"}}}}"),
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"task\":{\"taskId\":\"t\"}}}",
     };
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
