@@ -845,6 +845,16 @@ Test(jsonrpc, batch_split_refuses_what_is_not_an_array)
     cr_assert_eq(jsonrpc_batch_split("[1,", 3, el, 4, &n), -1);
 }
 
+/* The text of span sp of text, in out. */
+static const char *
+span_text(const char *text, struct jsonrpc_span sp, char *out, size_t cap)
+{
+    cr_assert_lt(sp.len, cap);
+    memcpy(out, text + sp.off, sp.len);
+    out[sp.len] = '\0';
+    return out;
+}
+
 /* The member's value span in text, or "" when absent; NULL when member_at refuses. */
 static const char *
 member(const char *text, const char *key, char *out, size_t cap)
@@ -854,10 +864,7 @@ member(const char *text, const char *key, char *out, size_t cap)
     cr_assert_eq(scan(text, &info), JSONRPC_OK, "%s", text);
     if (jsonrpc_member_at(text, info.result, key, &sp) == -1)
         return NULL;
-    cr_assert_lt(sp.len, cap);
-    memcpy(out, text + sp.off, sp.len);
-    out[sp.len] = '\0';
-    return out;
+    return span_text(text, sp, out, cap);
 }
 
 Test(jsonrpc, member_at)
@@ -898,10 +905,7 @@ created_task(const char *text, char *out, size_t cap)
     if (!jsonrpc_created_task(text, &info, &task, &id))
         return NULL;
     cr_assert_eq(text[task.off], '{');
-    cr_assert_lt(id.len, cap);
-    memcpy(out, text + id.off, id.len);
-    out[id.len] = '\0';
-    return out;
+    return span_text(text, id, out, cap);
 }
 
 Test(jsonrpc, created_task_only_from_a_create_task_result)
