@@ -54,6 +54,15 @@ function childMsgs(dir, pid, prefix = 'child') {
   return fs.readFileSync(f, 'utf8').split('\n').slice(0, -1).filter(Boolean).map((l) => { try { return JSON.parse(l); } catch { return { raw: l }; } });
 }
 const methodsOf = (msgs) => msgs.filter((m) => m.method).map((m) => m.method);
+/**
+ * What a statelessFixture child received (its tee's log), once that holds at least n requests and
+ * notifications: tee writes the child's pipe before its log, so an answer can be back before the
+ * line that asked for it is in the log.
+ */
+const teeMsgs = (dir, pid, n) => waitFor(() => {
+  const m = childMsgs(dir, pid, 'in');
+  return methodsOf(m).length >= n && m;
+}, scaled(5000), `${n} messages in the child's tee log`);
 const count = (arr, x) => arr.filter((y) => y === x).length;
 
 // ---- processes -----------------------------------------------------------------------------
@@ -282,7 +291,7 @@ test('era auto, stateless server: the probe finds 2026-07-28; initialize is neve
     await d.done(scaled(10000));
     assert.ok(msgsOf(d).find(isAnswer)?.result?.supportedVersions?.includes(V), d.text());
     const [pid] = await nPids(gw, 1, 'stateless');
-    const seen = childMsgs(dir, pid, 'in');
+    const seen = await teeMsgs(dir, pid, 3);
     const m = methodsOf(seen);
     assert.equal(count(m, 'initialize'), 0, `never initialize: ${m}`);
     assert.equal(count(m, 'notifications/initialized'), 0);
@@ -303,7 +312,7 @@ test('era = stateless: no probe, the client\'s server/discover is forwarded to t
     assert.equal(a.id, 'disc');
     assert.ok(a.result.supportedVersions.includes(V));
     const [pid] = await nPids(gw, 1, 'stateless');
-    const seen = childMsgs(dir, pid, 'in');
+    const seen = await teeMsgs(dir, pid, 1);
     assert.deepEqual(methodsOf(seen), ['server/discover'], 'only the client\'s request, no probe and no initialize');
     assert.equal(typeof seen[0].id, 'number');
     assert.doesNotMatch(gw.logs(), /server\/discover probe sent/);
@@ -332,7 +341,7 @@ test(`era = ${DEPRECATED_ERA}, the deprecated spelling, is era = stateless; --ch
     await d.done(scaled(20000));
     assert.ok(msgsOf(d).find(isAnswer)?.result?.supportedVersions?.includes(V), 'the child\'s own discover result');
     const [pid] = await nPids(gw, 1, 'stateless');
-    assert.deepEqual(methodsOf(childMsgs(dir, pid, 'in')), ['server/discover'], 'no probe and no initialize: the era is stateless');
+    assert.deepEqual(methodsOf(await teeMsgs(dir, pid, 1)), ['server/discover'], 'no probe and no initialize: the era is stateless');
     gw.proc.kill('SIGHUP');
     await gw.waitLog(/SIGHUP: configuration reloaded/, scaled(5000));
     assert.equal(times(), 2, 'one more warning on the reload');
@@ -455,7 +464,7 @@ test('a stateless child: closing the stream of its slow call cancels it there (t
     r.drop();
     await waitFor(() => fs.existsSync(cancelLog) && fs.readFileSync(cancelLog, 'utf8').includes('\n'), scaled(10000), 'CANCELLED in the fixture\'s log');
     assert.equal(fs.readFileSync(cancelLog, 'utf8'), `CANCELLED ${seen.id}\n`);
-    const c = childMsgs(dir, pid, 'in').find((m) => m.method === 'notifications/cancelled');
+    const c = await waitFor(() => childMsgs(dir, pid, 'in').find((m) => m.method === 'notifications/cancelled'), scaled(5000), 'the cancel in the tee\'s log');
     assert.deepEqual(c.params, { requestId: seen.id, reason: 'client disconnected' });
     const e = await call(gw, 'echo', { text: 'still here' }, { id: 'e', ms: scaled(10000) });
     assert.equal(textOf(e.answer), 'still here');
