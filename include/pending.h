@@ -58,12 +58,24 @@ struct pending {
     struct audit_rec *audit;
     /* The trace id (32 hex digits) the request carried to the child (trace.h); "": none. */
     char trace_id[33];
+    /* The table's index by orig_id: the next entry of its bucket, oldest first, and the hash. */
+    struct pending *hnext;
+    size_t hash;
+    uint64_t seq; /* its place in the list: gw_id may be minted again (session_modern.c) */
 };
 
+/*
+ * The entries oldest first, and an index of them by sender's id: a request's lookup of its own id
+ * (in flight already?) costs the same with 256 in flight as with one.
+ */
 struct pending_table {
     struct pending *head, *tail;
     size_t count;
     uint64_t next_id;
+    uint64_t added;          /* entries added so far: the next entry's seq */
+    size_t active[2];        /* entries FORWARDED, by direction */
+    struct pending **bucket; /* nbucket (a power of two, at least count) chains; NULL: none yet */
+    size_t nbucket;
 };
 
 void pending_init(struct pending_table *t);
@@ -74,12 +86,16 @@ struct pending *pending_add(struct pending_table *t, enum pending_dir dir, const
                             size_t orig_len, const char *method, uint64_t stream_id,
                             uint64_t now_ms);
 void pending_set_token(struct pending *p, const char *token, size_t len);
+/* p now stands for a request of another sender's id (a pool call taken over by its retry). */
+void pending_set_orig(struct pending_table *t, struct pending *p, const char *orig_id, size_t len);
 struct pending *pending_find_gw(const struct pending_table *t, enum pending_dir dir, uint64_t id);
 /* Both prefer an entry still FORWARDED over a cancelled one with the same id or token. */
 struct pending *pending_find_orig(const struct pending_table *t, enum pending_dir dir,
                                   const char *id, size_t len);
 /* A client request (TO_CHILD) holding this progress token. */
 struct pending *pending_find_token(const struct pending_table *t, const char *token, size_t len);
+/* p is cancelled: it lingers, no longer active (the only way out of FORWARDED). */
+void pending_cancel(struct pending_table *t, struct pending *p);
 /* p no longer counts toward its principal (p->quota given back, if any). */
 void pending_uncount(struct pending *p);
 /* Unlinks and frees p, and deletes its timer (and gives its count back). */

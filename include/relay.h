@@ -268,7 +268,7 @@ bool relay_cancel(struct relay *r, struct pending *p, enum relay_reason why);
 /* p's audit record (if any) written now as cancelled for why (relay_cancel does it too). */
 void relay_audit_cancel(struct pending *p, enum relay_reason why);
 /* p was cancelled by other means (the client's own cancel went through): marked, timer gone. */
-void relay_mark_cancelled(struct pending *p);
+void relay_mark_cancelled(struct relay *r, struct pending *p);
 /*
  * Sends the child tasks/cancel of its task task_raw (the taskId as the child wrote it, quotes
  * included) as the gateway's own request: a string id of the form mcpgw-task-N, which no minted

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The in-flight table of one child. A child holds a handful of entries (bounded by
- * max_inflight_per_session or pool_child_max_inflight, lingering ones twice that), so a list with
- * linear lookups beats a hash here; ids the gateway mints grow monotonically and are never reused
- * within a table.
+ * The in-flight table of one child: a list, oldest first, an index by the sender's id, and counts
+ * of the entries still waiting. A child holds up to max_inflight_per_session or
+ * pool_child_max_inflight entries (256 by default), lingering ones twice that, and every request a
+ * client sends looks its own id up (already in flight?) and counts what is in flight: with walks
+ * of the list, each request cost in proportion to what was in flight. The answer's lookup by the
+ * gateway's id walks the list: answers mostly come in order, so it finds its entry near the head.
+ * Progress tokens are looked up only for progress, by a walk.
  */
 #include "pending.h"
 
@@ -20,6 +23,58 @@ pending_init(struct pending_table *t)
 {
     memset(t, 0, sizeof(*t));
     t->next_id = 1;
+}
+
+/* The index: chains of entries with the same hash bits, each chain oldest first. */
+static struct pending **
+pending_chain(const struct pending_table *t, size_t hash)
+{
+    return &t->bucket[hash & (t->nbucket - 1)];
+}
+
+/* The link in p's chain that points at p, or would: before the first entry younger than p. */
+static struct pending **
+pending_link(const struct pending_table *t, const struct pending *p)
+{
+    struct pending **at = pending_chain(t, p->hash);
+    while (*at != NULL && *at != p && (*at)->seq < p->seq)
+        at = &(*at)->hnext;
+    return at;
+}
+
+static void
+pending_index_add(struct pending_table *t, struct pending *p)
+{
+    struct pending **at = pending_link(t, p);
+    p->hnext = *at;
+    *at = p;
+}
+
+static void
+pending_index_del(struct pending_table *t, struct pending *p)
+{
+    struct pending **at = pending_link(t, p);
+    *at = p->hnext;
+    p->hnext = NULL;
+}
+
+/* At least one chain per entry: built again, twice as many, from the list (newest first in). */
+static void
+pending_index_grow(struct pending_table *t)
+{
+    if (t->count <= t->nbucket)
+        return;
+    size_t n = t->nbucket < 16 ? 16 : t->nbucket;
+    while (n < t->count)
+        n *= 2;
+    free(t->bucket);
+    t->bucket = xcalloc(n, sizeof(*t->bucket));
+    t->nbucket = n;
+    for (struct pending *p = t->tail; p != NULL; p = p->prev) {
+        struct pending **at = pending_chain(t, p->hash);
+        p->hnext = *at;
+        *at = p;
+    }
 }
 
 static void
@@ -52,6 +107,10 @@ pending_clear(struct pending_table *t)
     }
     t->head = t->tail = NULL;
     t->count = 0;
+    t->active[PENDING_TO_CHILD] = t->active[PENDING_TO_CLIENT] = 0;
+    free(t->bucket);
+    t->bucket = NULL;
+    t->nbucket = 0;
 }
 
 struct pending *
@@ -64,6 +123,8 @@ pending_add(struct pending_table *t, enum pending_dir dir, const char *orig_id, 
     p->gw_id = t->next_id++;
     p->orig_id = xmemdup(orig_id, orig_len);
     p->orig_id_len = orig_len;
+    p->hash = util_hash(orig_id, orig_len);
+    p->seq = t->added++;
     size_t mlen = strlen(method);
     if (mlen >= sizeof(p->method))
         mlen = sizeof(p->method) - 1;
@@ -78,6 +139,11 @@ pending_add(struct pending_table *t, enum pending_dir dir, const char *orig_id, 
         t->head = p;
     t->tail = p;
     t->count++;
+    t->active[dir]++;
+    if (t->count > t->nbucket)
+        pending_index_grow(t);
+    else
+        pending_index_add(t, p);
     return p;
 }
 
@@ -87,6 +153,17 @@ pending_set_token(struct pending *p, const char *token, size_t len)
     free(p->token);
     p->token = xmemdup(token, len);
     p->token_len = len;
+}
+
+void
+pending_set_orig(struct pending_table *t, struct pending *p, const char *orig_id, size_t len)
+{
+    pending_index_del(t, p);
+    free(p->orig_id);
+    p->orig_id = xmemdup(orig_id, len);
+    p->orig_id_len = len;
+    p->hash = util_hash(orig_id, len);
+    pending_index_add(t, p); /* in its new chain by age, as in the list */
 }
 
 struct pending *
@@ -99,43 +176,59 @@ pending_find_gw(const struct pending_table *t, enum pending_dir dir, uint64_t id
 }
 
 /*
- * Lookups by a client-chosen value (the sender's id, or with token the progress token) prefer an
- * entry still waiting: a cancelled entry lingers to catch a late answer, and the client may reuse
- * its id or token meanwhile.
+ * Lookups by a client-chosen value (the sender's id, or the progress token) prefer the oldest
+ * entry still waiting, else the oldest cancelled one: a cancelled entry lingers to catch a late
+ * answer, and the client may reuse its id or token meanwhile. Given the matches oldest first, this
+ * keeps the best so far in *best; true once nothing later can beat it.
  */
-static struct pending *
-pending_find_chosen(const struct pending_table *t, enum pending_dir dir, bool token, const char *v,
-                    size_t len)
+static bool
+pending_pick(struct pending **best, struct pending *p)
 {
-    struct pending *lingering = NULL;
-    for (struct pending *p = t->head; p != NULL; p = p->next) {
-        const char *pv = token ? p->token : p->orig_id;
-        if (p->dir != dir || pv == NULL || (token ? p->token_len : p->orig_id_len) != len
-            || memcmp(pv, v, len) != 0)
-            continue;
-        if (p->state == PENDING_FORWARDED)
-            return p;
-        if (lingering == NULL)
-            lingering = p;
-    }
-    return lingering;
+    if (*best == NULL || p->state == PENDING_FORWARDED)
+        *best = p;
+    return p->state == PENDING_FORWARDED;
 }
 
 struct pending *
 pending_find_orig(const struct pending_table *t, enum pending_dir dir, const char *id, size_t len)
 {
-    return pending_find_chosen(t, dir, false, id, len);
+    if (t->nbucket == 0)
+        return NULL;
+    size_t hash = util_hash(id, len);
+    struct pending *best = NULL;
+    for (struct pending *p = *pending_chain(t, hash); p != NULL; p = p->hnext)
+        if (p->hash == hash && p->dir == dir && p->orig_id_len == len
+            && memcmp(p->orig_id, id, len) == 0 && pending_pick(&best, p))
+            break;
+    return best;
 }
 
 struct pending *
 pending_find_token(const struct pending_table *t, const char *token, size_t len)
 {
-    return pending_find_chosen(t, PENDING_TO_CHILD, true, token, len);
+    struct pending *best = NULL;
+    for (struct pending *p = t->head; p != NULL; p = p->next)
+        if (p->dir == PENDING_TO_CHILD && p->token != NULL && p->token_len == len
+            && memcmp(p->token, token, len) == 0 && pending_pick(&best, p))
+            break;
+    return best;
+}
+
+void
+pending_cancel(struct pending_table *t, struct pending *p)
+{
+    if (p->state != PENDING_FORWARDED)
+        return;
+    p->state = PENDING_CANCELLED;
+    t->active[p->dir]--;
 }
 
 void
 pending_del(struct pending_table *t, struct pending *p)
 {
+    if (p->state == PENDING_FORWARDED)
+        t->active[p->dir]--;
+    pending_index_del(t, p);
     UTIL_DLIST_UNLINK_TAIL(t->head, t->tail, p, prev, next);
     t->count--;
     pending_free(p);
@@ -144,11 +237,7 @@ pending_del(struct pending_table *t, struct pending *p)
 size_t
 pending_active(const struct pending_table *t, enum pending_dir dir)
 {
-    size_t n = 0;
-    for (struct pending *p = t->head; p != NULL; p = p->next)
-        if (p->dir == dir && p->state == PENDING_FORWARDED)
-            n++;
-    return n;
+    return t->active[dir];
 }
 
 const char *

@@ -297,9 +297,9 @@ relay_id_text(const struct pending *p, char *buf)
 /* --- cancels and errors ---------------------------------------------------------------------- */
 
 void
-relay_mark_cancelled(struct pending *p)
+relay_mark_cancelled(struct relay *r, struct pending *p)
 {
-    p->state = PENDING_CANCELLED;
+    pending_cancel(&r->pt, p);
     pending_uncount(p); /* no longer in flight for its principal */
     p->cancelled_ms = util_now_ms();
     loop_timer_del(p->timer);
@@ -327,7 +327,7 @@ relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
         /* Never notifications/cancelled for a task-augmented request. */
         log_info(r->tag, "task-augmented %s not cancelled (%s): tasks/cancel is the client's",
                  p->method, reason);
-        relay_mark_cancelled(p);
+        relay_mark_cancelled(r, p);
         return false;
     }
     char idbuf[24];
@@ -346,7 +346,7 @@ relay_cancel(struct relay *r, struct pending *p, enum relay_reason why)
                    2, "cancel sent to child: method=%s child_id=%" PRIu64 " reason=\"%s\"",
                    p->method, p->gw_id, reason);
     free(m);
-    relay_mark_cancelled(p);
+    relay_mark_cancelled(r, p);
     relay_count(r->stats, why);
     return true;
 }

@@ -680,9 +680,7 @@ pool_bridge_resume(struct pool *p, const char *body, const struct jsonrpc_info *
     }
     /* The held call goes on, as this request: its id, token, log level and capabilities. */
     struct pending *e = call->p;
-    free(e->orig_id);
-    e->orig_id = xmemdup(body + info->id.off, info->id.len);
-    e->orig_id_len = info->id.len;
+    pending_set_orig(&call->c->r.pt, e, body + info->id.off, info->id.len);
     free(e->token);
     e->token = NULL;
     e->token_len = 0;

@@ -787,7 +787,7 @@ pool_session_client_cancel(struct pool_session *s, char *body, size_t len,
                  c->tag, idbuf);
     /* The call's record (not its entry's: a pool call holds it) says who cancelled it. */
     audit_call_cancel(call->audit, relay_reasons[RELAY_CANCEL_CLIENT].label);
-    relay_mark_cancelled(p);
+    relay_mark_cancelled(&c->r, p);
     relay_count(call->pool->stats, RELAY_CANCEL_CLIENT);
     /* A question it wrote before reading the cancel may still come (the fence). */
     pool_bridge_cancelled(c);

@@ -292,7 +292,7 @@ session_child_cancel(void *owner, struct pending *p, const char *line, size_t le
         log_debug(s->id, "child cancel for no active request ignored");
         return;
     }
-    relay_mark_cancelled(p);
+    relay_mark_cancelled(&s->r, p);
     relay_count_to_client(s->r.stats);
     log_info(s->id, "child cancelled its %s request", p->method);
     struct stream *st = session_stream_by_id(s, p->stream_id);
@@ -577,7 +577,7 @@ session_client_cancel(struct session *s, char *body, size_t len, const struct js
         log_info(s->id, "client cancel forwarded: method=%s child_id=%" PRIu64, p->method,
                  p->gw_id);
     relay_audit_cancel(p, RELAY_CANCEL_CLIENT);
-    relay_mark_cancelled(p);
+    relay_mark_cancelled(&s->r, p);
     relay_count(s->r.stats, RELAY_CANCEL_CLIENT);
     /* The request's stream ends without a response. */
     session_stream_answered(s, session_stream_by_id(s, p->stream_id));

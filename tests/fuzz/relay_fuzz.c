@@ -2794,6 +2794,48 @@ session_event(unsigned ev, unsigned a, unsigned b)
 
 /* --- invariants ------------------------------------------------------------------------------ */
 
+/*
+ * A table's index by the sender's id holds each entry once, in the chain its id hashes to, each
+ * chain oldest first; a lookup of any entry's id finds what a walk of the list would (the oldest
+ * waiting entry of that id and direction, else the oldest cancelled one); its counts of active
+ * entries are the list's.
+ */
+static void
+check_index(const struct pending_table *t, const char *who)
+{
+    FUZZ_CHECK(t->count <= t->nbucket && (t->nbucket & (t->nbucket - 1)) == 0,
+               "%s: %zu entries in %zu chains", who, t->count, t->nbucket);
+    size_t chained = 0;
+    for (size_t i = 0; i < t->nbucket; i++)
+        for (const struct pending *e = t->bucket[i]; e != NULL; e = e->hnext) {
+            chained++;
+            FUZZ_CHECK((e->hash & (t->nbucket - 1)) == i
+                           && e->hash == util_hash(e->orig_id, e->orig_id_len),
+                       "%s: an entry in another id's chain", who);
+            FUZZ_CHECK(e->hnext == NULL || e->hnext->seq > e->seq, "%s: a chain out of order", who);
+        }
+    FUZZ_CHECK(chained == t->count, "%s: %zu entries, %zu in the index", who, t->count, chained);
+    size_t active[2] = { 0, 0 };
+    for (const struct pending *e = t->head; e != NULL; e = e->next)
+        active[e->dir] += e->state == PENDING_FORWARDED;
+    FUZZ_CHECK(pending_active(t, PENDING_TO_CHILD) == active[PENDING_TO_CHILD]
+                   && pending_active(t, PENDING_TO_CLIENT) == active[PENDING_TO_CLIENT],
+               "%s: the table counts %zu and %zu active, its list %zu and %zu", who,
+               pending_active(t, PENDING_TO_CHILD), pending_active(t, PENDING_TO_CLIENT),
+               active[PENDING_TO_CHILD], active[PENDING_TO_CLIENT]);
+    for (const struct pending *e = t->head; e != NULL; e = e->next) {
+        const struct pending *want = NULL;
+        for (const struct pending *q = t->head; q != NULL; q = q->next)
+            if (q->dir == e->dir && q->orig_id_len == e->orig_id_len
+                && memcmp(q->orig_id, e->orig_id, e->orig_id_len) == 0
+                && (want == NULL
+                    || (want->state != PENDING_FORWARDED && q->state == PENDING_FORWARDED)))
+                want = q;
+        FUZZ_CHECK(pending_find_orig(t, e->dir, e->orig_id, e->orig_id_len) == want,
+                   "%s: the index finds another entry for an id than the list", who);
+    }
+}
+
 static bool
 gateways_own(const struct pool_child *c, const struct pending *e)
 {
@@ -2963,6 +3005,7 @@ check_sessions(void)
             }
             FUZZ_CHECK(eprev == s->r.pt.tail && n == s->r.pt.count,
                        "session %s: table count %zu, list %zu", s->id, s->r.pt.count, n);
+            check_index(&s->r.pt, s->id);
             FUZZ_CHECK(session_requests_in_flight(s) == active,
                        "session %s: %zu requests in flight, table holds %zu", s->id,
                        session_requests_in_flight(s), active);
@@ -3475,6 +3518,7 @@ check_all(void)
                        "%s: its relay is not the live pool child's", c->tag);
             starting += c->state == POOL_CHILD_STARTING;
             bool start_seen = c->start_id == 0, fence_seen = c->fence_id == 0;
+            check_index(&c->r.pt, c->tag);
             for (struct pending *e = c->r.pt.head; e != NULL; e = e->next) {
                 struct pool_call *call = e->owner;
                 start_seen |= e->gw_id == c->start_id;

@@ -6,6 +6,7 @@
  * ways; pending_active counts only FORWARDED entries; methods are truncated; clear frees all.
  * Through pending.h only.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -284,8 +285,8 @@ Test(pending, active_counts_forwarded_per_direction, .init = table_init, .fini =
     add(PENDING_TO_CLIENT, "5", "m");
     cr_assert_eq(pending_active(&T, PENDING_TO_CHILD), 3);
     cr_assert_eq(pending_active(&T, PENDING_TO_CLIENT), 2);
-    c1->state = PENDING_CANCELLED;
-    k1->state = PENDING_CANCELLED;
+    pending_cancel(&T, c1);
+    pending_cancel(&T, k1);
     cr_assert_eq(pending_active(&T, PENDING_TO_CHILD), 2);
     cr_assert_eq(pending_active(&T, PENDING_TO_CLIENT), 1);
     cr_assert_eq(T.count, 5, "cancelled entries stay in the table");
@@ -358,4 +359,104 @@ Test(pending, trace_id_accessor, .init = table_init, .fini = table_fini)
     cr_assert_null(pending_trace_id(p), "none unless trace_context put one on it");
     memcpy(p->trace_id, "4bf92f3577b34da6a3ce929d0e0e4736", 33);
     cr_assert_str_eq(pending_trace_id(p), "4bf92f3577b34da6a3ce929d0e0e4736");
+}
+
+/* The oldest entry of that id and direction still waiting, else the oldest cancelled: a walk. */
+static struct pending *
+find_by_walk(enum pending_dir dir, const char *id, size_t len)
+{
+    struct pending *want = NULL;
+    for (struct pending *q = T.head; q != NULL; q = q->next)
+        if (q->dir == dir && q->orig_id_len == len && memcmp(q->orig_id, id, len) == 0
+            && (want == NULL
+                || (want->state != PENDING_FORWARDED && q->state == PENDING_FORWARDED)))
+            want = q;
+    return want;
+}
+
+/* Distinct ids past every size the index grows through: each found, the deleted ones not. */
+Test(pending, index_finds_each_of_many, .init = table_init, .fini = table_fini)
+{
+    enum { N = 1000 };
+    static struct pending *e[N];
+    char id[16];
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof id, "%d", i);
+        e[i] = add(i % 2 ? PENDING_TO_CLIENT : PENDING_TO_CHILD, id, "m");
+    }
+    cr_assert_geq(T.nbucket, (size_t)N);
+    for (int i = 0; i < N; i += 3)
+        pending_del(&T, e[i]);
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof id, "%d", i);
+        enum pending_dir dir = i % 2 ? PENDING_TO_CLIENT : PENDING_TO_CHILD;
+        cr_assert_eq(find_orig(dir, id), i % 3 ? e[i] : NULL, "id %d", i);
+        cr_assert_null(find_orig(i % 2 ? PENDING_TO_CHILD : PENDING_TO_CLIENT, id), "id %d", i);
+    }
+}
+
+/* A call taken over by its retry answers to the new id only, and keeps its place by age. */
+Test(pending, set_orig_moves_the_entry_to_its_new_id, .init = table_init, .fini = table_fini)
+{
+    struct pending *a = add(PENDING_TO_CHILD, "\"a\"", "m");
+    struct pending *b = add(PENDING_TO_CHILD, "\"b\"", "m");
+    pending_set_orig(&T, a, "\"b\"", 3);
+    cr_assert_null(find_orig(PENDING_TO_CHILD, "\"a\""));
+    cr_assert_eq(find_orig(PENDING_TO_CHILD, "\"b\""), a, "the older of two waiting");
+    pending_del(&T, a);
+    cr_assert_eq(find_orig(PENDING_TO_CHILD, "\"b\""), b);
+    struct pending *list[] = { b };
+    expect_list(list, 1);
+}
+
+/*
+ * Random adds (a few ids, so many repeat), deletes, cancels and new ids: after every step, every
+ * id's lookup in either direction finds what a walk of the list finds, the index holds each entry
+ * once, and the counts of active entries are the list's. A fixed seed: the same steps every run.
+ */
+Test(pending, index_agrees_with_a_walk_after_every_step, .init = table_init, .fini = table_fini)
+{
+    static const char *const ids[] = { "1", "2", "3", "\"x\"", "\"y\"", "null", "10", "11" };
+    enum { IDS = sizeof ids / sizeof ids[0], STEPS = 20000 };
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    size_t most = 0;
+    for (int step = 0; step < STEPS; step++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        unsigned op = (unsigned)(s % 8), k = (unsigned)(s >> 8);
+        struct pending *p = T.head;
+        for (unsigned i = T.count ? k % (unsigned)T.count : 0; p != NULL && i > 0; i--)
+            p = p->next;
+        const char *id = ids[(s >> 32) % IDS];
+        if (op < 3 || p == NULL)
+            add((s >> 40) & 1 ? PENDING_TO_CLIENT : PENDING_TO_CHILD, id, "m");
+        else if (op < 6)
+            pending_del(&T, p);
+        else if (op == 6)
+            pending_cancel(&T, p);
+        else
+            pending_set_orig(&T, p, id, strlen(id));
+        size_t chained = 0;
+        for (size_t i = 0; i < T.nbucket; i++)
+            for (struct pending *q = T.bucket[i]; q != NULL; q = q->hnext)
+                chained++;
+        cr_assert_eq(chained, T.count, "step %d: %zu in the index, %zu in the list", step, chained,
+                     T.count);
+        size_t active[2] = { 0, 0 };
+        for (struct pending *q = T.head; q != NULL; q = q->next)
+            active[q->dir] += q->state == PENDING_FORWARDED;
+        for (int d = 0; d < 2; d++)
+            cr_assert_eq(pending_active(&T, (enum pending_dir)d), active[d],
+                         "step %d: %zu active %s, the list has %zu", step,
+                         pending_active(&T, (enum pending_dir)d),
+                         d ? "to the client" : "to the child", active[d]);
+        most = T.count > most ? T.count : most;
+        for (unsigned i = 0; i < IDS; i++)
+            for (int d = 0; d < 2; d++)
+                cr_assert_eq(pending_find_orig(&T, (enum pending_dir)d, ids[i], strlen(ids[i])),
+                             find_by_walk((enum pending_dir)d, ids[i], strlen(ids[i])),
+                             "step %d: id %s", step, ids[i]);
+    }
+    cr_assert_gt(most, 32, "the index grew past its first size (%zu entries at most)", most);
 }
