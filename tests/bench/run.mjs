@@ -9,7 +9,8 @@
 //   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
 // Options: --rounds N, --build DIR (default build), --no-build, --json FILE (raw results),
-// --only name,name (scenarios: echo1, echo1pin, echo1x16, echo16x4, init, large, cancel, disconnect, idle,
+// --only name,name (scenarios: echo1, echo1pin, echo1x16, echo16x4, echo1x256 (one session with 256
+// in flight, max_inflight_per_session's default: gateway and child), init, large, cancel, disconnect, idle,
 // hold, init_box (the box's cost: init with sandbox = off and on), wake (a sleeping child's wake,
 // child_sleep_after_s, beside init's plain spawn); stateless (2026-07-28) ones:
 // echo1_stateless, echo1pin_stateless, echo16x4_stateless, disconnect_stateless, hold1000_stateless,
@@ -782,6 +783,7 @@ const scenarios = [
   // One session, 16 requests in flight on 16 keep-alive connections: the hot path's batching.
   // H (http): libmicrohttpd alone answering at once (tests/bench/http_floor.c), for 1×16 and 16×4.
   { name: 'echo1x16', who: [...all, 'mcpproxy', 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 16, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo1x256', who: ['gateway', 'direct'], withBefore: true, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 256, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4', who: [...all, 'mcpproxy', 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // The legacy load of echo16x4 (16 sessions, 4 in flight each) on a pooled server (session_mode =
@@ -1346,6 +1348,10 @@ if (has('echo1x16')) {
   floorRows('1×16', 'echo1x16');
   loopRows('1×16', 'echo1x16');
   row('1×16 echo: p99 latency (µs)', 'echo1x16', lat('p99_us'), { target: 'G/D ≤ 3', check: ({ gd }) => (gd === null ? null : gd <= 3) });
+}
+if (has('echo1x256')) {
+  row('CPU per echo, 1×256 (µs, server process only)', 'echo1x256', cpuPerReq);
+  if (has('echo1x16')) ratioRow('CPU per echo, 1×256 over 1×16 (G: gateway)', 'echo1x256', 'echo1x16', cpuPerReq);
 }
 if (has('echo16x4')) {
   row('CPU per echo, 16×4 (µs, server process only)', 'echo16x4', cpuPerReq, cpuTarget);
