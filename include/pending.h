@@ -61,7 +61,7 @@ struct pending {
     /* The table's index by orig_id: the next entry of its bucket, oldest first, and the hash. */
     struct pending *hnext;
     size_t hash;
-    uint64_t seq; /* its place in the list: gw_id may be minted again (session_modern.c) */
+    uint64_t seq; /* its place in the list: its first gw_id (one may be minted again later) */
 };
 
 /*
@@ -72,7 +72,6 @@ struct pending_table {
     struct pending *head, *tail;
     size_t count;
     uint64_t next_id;
-    uint64_t added;          /* entries added so far: the next entry's seq */
     size_t active[2];        /* entries FORWARDED, by direction */
     struct pending **bucket; /* nbucket (a power of two, at least count) chains; NULL: none yet */
     size_t nbucket;

@@ -58,12 +58,10 @@ pending_index_del(struct pending_table *t, struct pending *p)
     p->hnext = NULL;
 }
 
-/* At least one chain per entry: built again, twice as many, from the list (newest first in). */
+/* More entries than chains: built again, twice as many, from the list (newest first in). */
 static void
 pending_index_grow(struct pending_table *t)
 {
-    if (t->count <= t->nbucket)
-        return;
     size_t n = t->nbucket < 16 ? 16 : t->nbucket;
     while (n < t->count)
         n *= 2;
@@ -124,7 +122,7 @@ pending_add(struct pending_table *t, enum pending_dir dir, const char *orig_id, 
     p->orig_id = xmemdup(orig_id, orig_len);
     p->orig_id_len = orig_len;
     p->hash = util_hash(orig_id, orig_len);
-    p->seq = t->added++;
+    p->seq = p->gw_id;
     size_t mlen = strlen(method);
     if (mlen >= sizeof(p->method))
         mlen = sizeof(p->method) - 1;
