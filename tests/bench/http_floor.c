@@ -9,38 +9,20 @@
  *   build/tests/bench/http_floor [PORT]     (default 0: any; listens on 127.0.0.1 only)
  * Ends on SIGTERM or SIGINT.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include <microhttpd.h>
-
-#define FLOOR_BODY_MAX    4096
-/* The gateway's connection pool at its default max_header_bytes: 2 × 16384 + 16384. */
-#define FLOOR_POOL        49152
-/* The gateway's defaults of connection_timeout_s and max_connections. */
-#define FLOOR_TIMEOUT_S   60
-#define FLOOR_CONNECTIONS 4096
-
-struct floor_req {
-    size_t len;
-    char body[FLOOR_BODY_MAX];
-};
+#include "floor_mhd.h"
 
 static enum MHD_Result
-floor_answer(struct MHD_Connection *c, const char *method, struct floor_req *r)
+floor_answer(struct MHD_Connection *c, const char *method, const struct floor_body *r)
 {
     struct MHD_Response *resp;
     unsigned status = MHD_HTTP_OK;
-    const char *id = strcmp(method, "POST") == 0 ? strstr(r->body, "\"id\":") : NULL;
+    const char *id = strcmp(method, "POST") == 0 ? strstr(r->text, "\"id\":") : NULL;
 
     if (id == NULL) {
         /* a notification (202), a DELETE or anything else (200): no body */
@@ -61,14 +43,10 @@ floor_answer(struct MHD_Connection *c, const char *method, struct floor_req *r)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
         MHD_add_response_header(resp, "X-Request-Id", "0123456789abcdef");
-        if (strstr(r->body, "\"initialize\"") != NULL)
+        if (strstr(r->text, "\"initialize\"") != NULL)
             MHD_add_response_header(resp, "Mcp-Session-Id", "http-floor");
     }
-    if (resp == NULL)
-        return MHD_NO;
-    enum MHD_Result ret = MHD_queue_response(c, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return floor_queue(c, status, resp);
 }
 
 static enum MHD_Result
@@ -78,23 +56,15 @@ floor_handler(void *cls, struct MHD_Connection *c, const char *url, const char *
     (void)cls;
     (void)url;
     (void)version;
-    struct floor_req *r = *ptr;
+    struct floor_body *r = *ptr;
 
     if (r == NULL) {
         r = calloc(1, sizeof(*r));
         *ptr = r;
         return r != NULL ? MHD_YES : MHD_NO;
     }
-    if (*upload_size != 0) {
-        size_t n = *upload_size;
-        if (n > FLOOR_BODY_MAX - 1 - r->len)
-            n = FLOOR_BODY_MAX - 1 - r->len;
-        memcpy(r->body + r->len, upload, n);
-        r->len += n;
-        *upload_size = 0;
+    if (floor_body_add(r, upload, upload_size))
         return MHD_YES;
-    }
-    r->body[r->len] = '\0';
     return floor_answer(c, method, r);
 }
 
@@ -109,54 +79,17 @@ floor_completed(void *cls, struct MHD_Connection *c, void **ptr,
     *ptr = NULL;
 }
 
-static int
-floor_listen(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int one = 1;
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd == -1 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0
-        || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 1024) != 0) {
-        perror("http_floor: listen");
-        exit(1);
-    }
-    return fd;
-}
-
 int
 main(int argc, char **argv)
 {
-    int port = argc > 1 ? atoi(argv[1]) : 0;
-    sigset_t stop;
-
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
-    int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, floor_handler,
-        NULL, MHD_OPTION_LISTEN_SOCKET, floor_listen(port), MHD_OPTION_NOTIFY_COMPLETED,
-        floor_completed, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)FLOOR_POOL,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)FLOOR_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)FLOOR_CONNECTIONS, MHD_OPTION_END);
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    if (sfd == -1 || d == NULL || ep == -1) {
-        fprintf(stderr, "http_floor: libmicrohttpd did not start\n");
-        return 1;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
-    struct epoll_event ev = { .events = EPOLLIN, .data.fd = di->epoll_fd };
-    epoll_ctl(ep, EPOLL_CTL_ADD, di->epoll_fd, &ev);
-    ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = sfd };
-    epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+    int ep;
+    struct MHD_Daemon *d = floor_start("http_floor", argc > 1 ? atoi(argv[1]) : 0, floor_handler,
+                                       floor_completed, &ep);
     for (;;) {
         struct epoll_event out[2];
         int n = epoll_wait(ep, out, 2, 1000);
         for (int i = 0; i < n; i++)
-            if (out[i].data.fd == sfd) {
+            if (out[i].data.u32 == FLOOR_EV_STOP) {
                 MHD_stop_daemon(d);
                 return 0;
             }
