@@ -4,7 +4,9 @@
 // the floor (the same stdio server driven over pipes by the load generator, no HTTP), in one run,
 // contenders interleaved (G, S, D, G, S, D, ...), each on a fresh process per measurement; at
 // 1×16 and 16×4 also H, libmicrohttpd alone answering at once (tests/bench/http_floor.c: what
-// HTTP itself costs, so G − H is what the relay adds). Prints one table of medians, spread
+// HTTP itself costs, so G − H is what the relay adds), and R, the same libmicrohttpd relaying each
+// request to a child the plain way (tests/bench/relay_floor.c: what passing a line through it costs,
+// so G − R is what the gateway's own work adds). Prints one table of medians, spread
 // (min-max over rounds) and ratios. Usage, from anywhere:
 //   node tests/bench/run.mjs --quick      (1 round, ~1.5 min on 2 cores; what CI runs)
 //   node tests/bench/run.mjs              (3 rounds, 100 MB results, 10,000 sessions; minutes)
@@ -116,6 +118,7 @@ const BIN = {
   example: path.join(buildDir, 'tests/fixtures/mcp-example-server'),
   loadgen: path.join(buildDir, 'tests/bench/loadgen'),
   httpFloor: path.join(buildDir, 'tests/bench/http_floor'),
+  relayFloor: path.join(buildDir, 'tests/bench/relay_floor'),
 };
 for (const [k, f] of Object.entries(BIN)) if (!fs.existsSync(f)) throw new Error(`${k}: ${f} missing (build first)`);
 if (beforeBin && !fs.existsSync(beforeBin)) throw new Error(`--before: ${beforeBin} missing`);
@@ -256,6 +259,9 @@ async function startServer(kind, { childArgs = [], maxSessions = 1024, nofile = 
   } else if (kind === 'http') {
     cmd = BIN.httpFloor;
     args = ['0'];
+  } else if (kind === 'relay') {
+    cmd = BIN.relayFloor;
+    args = ['0', BIN.example, ...childArgs];
   } else if (kind === 'mcpproxy') {
     // Its streamable HTTP endpoint only (as supergateway's), otherwise its defaults: one child
     // shared by every session.
@@ -781,10 +787,11 @@ const scenarios = [
   // steadiest stateless/legacy comparison on a shared VM (no cross-CPU wake-ups in either figure).
   ...(canPin ? [{ name: 'echo1pin_stateless', who: all, run: (c) => viaServer(c, { pin: true, pool: {} }, (s) => [...stateless(s), '--sessions', 1, '--inflight', 1, '--duration', P.dur, '--warmup', P.warm], 'echo') }] : []),
   // One session, 16 requests in flight on 16 keep-alive connections: the hot path's batching.
-  // H (http): libmicrohttpd alone answering at once (tests/bench/http_floor.c), for 1×16 and 16×4.
-  { name: 'echo1x16', who: [...all, 'mcpproxy', 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 16, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  // H (http): libmicrohttpd alone answering at once (tests/bench/http_floor.c), for 1×16 and 16×4;
+  // R (relay): libmicrohttpd relaying to one child per session the plain way (relay_floor.c).
+  { name: 'echo1x16', who: [...all, 'mcpproxy', 'http', 'relay'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 16, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo1x256', who: ['gateway', 'direct'], withBefore: true, run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 1, '--inflight', 256, '--duration', P.dur, '--warmup', P.warm], 'echo') },
-  { name: 'echo16x4', who: [...all, 'mcpproxy', 'http'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
+  { name: 'echo16x4', who: [...all, 'mcpproxy', 'http', 'relay'], run: (c) => viaServer(c, {}, (s) => [...(s ? ['--url', s.url, '--pid', s.pid] : direct()), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   { name: 'echo16x4_stateless', who: all, run: (c) => viaServer(c, { pool: {} }, (s) => [...stateless(s), '--sessions', 16, '--inflight', 4, '--duration', P.dur, '--warmup', P.warm], 'echo') },
   // The legacy load of echo16x4 (16 sessions, 4 in flight each) on a pooled server (session_mode =
   // pooled): the same pool as echo16x4_stateless (era = legacy, the default pool of up to 4
@@ -1252,20 +1259,21 @@ function cell(s) {
   return s.n > 1 && s.min !== s.max ? `${fmtNum(s.med)} (${fmtNum(s.min)}–${fmtNum(s.max)})` : fmtNum(s.med);
 }
 const ratio = (a, b) => (a && b && !a.none && !b.none && b.med ? a.med / b.med : null);
-const fmtRatio = (r) => (r === null ? '—' : r >= 10 ? `${r.toFixed(0)}×` : r >= 0.1 ? `${r.toFixed(2)}×` : `${r.toFixed(3)}× (1/${(1 / r).toFixed(0)})`);
+const fmtRatio = (r) => (r === null ? '—' : r >= 10 ? `${r.toFixed(0)}×` : r >= 0.1 || r <= 0 ? `${r.toFixed(2)}×` : `${r.toFixed(3)}× (1/${(1 / r).toFixed(0)})`);
 
 // G/B round by round: B ran right after G, so each round's ratio compares the two under the same
 // load; the cell is the median of those ratios (min–max), steadier than a ratio of medians on a
 // machine whose load moves between rounds.
-function paired(sc, f) {
+function paired(sc, f, other = 'before', by = (x, y) => (y ? x / y : NaN)) {
   const g = results[sc]?.gateway || [];
-  const b = results[sc]?.before || [];
+  const b = results[sc]?.[other] || [];
   const xs = [];
   for (let i = 0; i < Math.min(g.length, b.length); i++) {
     if (g[i].failed || b[i].failed) continue;
     const x = f(g[i]);
     const y = f(b[i]);
-    if (typeof x === 'number' && typeof y === 'number' && Number.isFinite(x) && Number.isFinite(y) && y) xs.push(x / y);
+    const v = typeof x === 'number' && typeof y === 'number' ? by(x, y) : NaN;
+    if (Number.isFinite(v)) xs.push(v);
   }
   return xs.length ? { med: med(xs), min: Math.min(...xs), max: Math.max(...xs), n: xs.length } : { none: true };
 }
@@ -1320,12 +1328,19 @@ function floorRows(what, sc) {
   const d = (f) => stat(sc, 'direct', f);
   besideD(`${what}: CPU per echo, libmicrohttpd alone (H: no child, a canned answer at once; H/D)`, h(cpuPerReq), d(cpuPerReq));
   besideD(`${what}: CPU per echo in the kernel, libmicrohttpd alone (H; H/D)`, h(sysPerReq), d(sysPerReq));
-  const g = stat(sc, 'gateway', cpuPerReq);
-  const hc = h(cpuPerReq);
+  // A difference to G is the median of each round's (the two ran in the same round).
+  const minus = (other) => paired(sc, cpuPerReq, other, (x, y) => x - y);
   const dc = d(cpuPerReq);
-  const rel = g.none || hc.none ? { none: true } : { med: g.med - hc.med, n: 1 };
-  besideD(`${what}: CPU per echo the relay adds, G − H (µs; (G − H)/D)`, rel, dc, rel.none || dc.none ? '—' : fmtRatio(rel.med / dc.med));
+  const rel = minus('http');
+  besideD(`${what}: CPU per echo the relay adds, G − H (µs, median of the rounds'; (G − H)/D)`, rel, dc, rel.none || dc.none ? '—' : fmtRatio(rel.med / dc.med));
   besideD(`${what}: p99 latency, libmicrohttpd alone (H, µs; H/D)`, h(lat('p99_us')), d(lat('p99_us')));
+  // R, the plain relay: what any relay on this libmicrohttpd pays; G − R, the gateway's own work.
+  const r = (f) => stat(sc, 'relay', f);
+  besideD(`${what}: CPU per echo, a plain relay on libmicrohttpd (R: a line to the child and back, nothing else; R/D)`, r(cpuPerReq), dc);
+  besideD(`${what}: CPU per echo in the kernel, the plain relay (R; R/D)`, r(sysPerReq), d(sysPerReq));
+  const own = minus('relay');
+  besideD(`${what}: CPU per echo the gateway's own work adds, G − R (µs, median of the rounds'; (G − R)/D)`, own, dc, own.none || dc.none ? '—' : fmtRatio(own.med / dc.med));
+  besideD(`${what}: p99 latency, the plain relay (R, µs; R/D)`, r(lat('p99_us')), d(lat('p99_us')));
 }
 // The closed loop's whole CPU per echo, G's column beside D's: the children (behind the gateway,
 // or driven directly), the load generator, and the sum with the server's own. With K requests in
