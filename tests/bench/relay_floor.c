@@ -285,6 +285,26 @@ relay_completed(void *cls, struct MHD_Connection *c, void **ptr,
     *ptr = NULL;
 }
 
+/*
+ * libmicrohttpd refuses to stop with a connection suspended: each request still waiting gets an
+ * empty answer first (a connection it closes then). The children see their stdin end as this
+ * process ends.
+ */
+static void
+relay_stop(struct MHD_Daemon *d)
+{
+    for (int i = 0; i < nkids; i++)
+        while (kids[i].waiting != NULL) {
+            struct relay_req *r = kids[i].waiting;
+            kids[i].waiting = r->next;
+            r->answer = calloc(1, 1);
+            if (r->answer == NULL)
+                die("relay_floor: calloc");
+            MHD_resume_connection(r->c);
+        }
+    MHD_stop_daemon(d);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -301,8 +321,10 @@ main(int argc, char **argv)
         struct epoll_event out[64];
         int n = epoll_wait(ep, out, 64, 1000);
         for (int i = 0; i < n; i++) {
-            if (out[i].data.u32 == FLOOR_EV_STOP)
-                return 0; /* suspended connections and all: the children see their stdin end */
+            if (out[i].data.u32 == FLOOR_EV_STOP) {
+                relay_stop(d);
+                return 0;
+            }
             if (out[i].data.u32 >= RELAY_EV_CHILD)
                 child_read(&kids[out[i].data.u32 - RELAY_EV_CHILD]);
         }
