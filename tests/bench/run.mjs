@@ -1261,9 +1261,10 @@ function cell(s) {
 const ratio = (a, b) => (a && b && !a.none && !b.none && b.med ? a.med / b.med : null);
 const fmtRatio = (r) => (r === null ? '—' : r >= 10 ? `${r.toFixed(0)}×` : r >= 0.1 || r <= 0 ? `${r.toFixed(2)}×` : `${r.toFixed(3)}× (1/${(1 / r).toFixed(0)})`);
 
-// G/B round by round: B ran right after G, so each round's ratio compares the two under the same
-// load; the cell is the median of those ratios (min–max), steadier than a ratio of medians on a
-// machine whose load moves between rounds.
+// G against another contender round by round (G/B by default; B ran right after G, H and R in the
+// same round), so each round's ratio (or difference, by) compares the two under the same load; the
+// cell is the median of those (min–max), steadier than a ratio of medians on a machine whose load
+// moves between rounds.
 function paired(sc, f, other = 'before', by = (x, y) => (y ? x / y : NaN)) {
   const g = results[sc]?.gateway || [];
   const b = results[sc]?.[other] || [];
