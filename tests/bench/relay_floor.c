@@ -28,7 +28,6 @@
 
 #include "floor_mhd.h"
 
-#define RELAY_BODY_MAX 4096
 #define RELAY_CHILDREN 256
 #define RELAY_LINE_MAX (1 << 20)
 #define RELAY_RUNS     4
